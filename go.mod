@@ -1,0 +1,3 @@
+module github.com/worldfoundry/wfgen
+
+go 1.26

@@ -1,0 +1,173 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Sentinel errors shared by every layer; test with errors.Is.
+var (
+	// ErrNoEngine means no execution engine is linked into the process.
+	ErrNoEngine = errors.New("no execution engine: import _ \"github.com/worldfoundry/wfgen/runtime/torch\" " +
+		"and build with CGO_ENABLED=1 and libtorch installed (Debian: apt-get install libtorch-dev)")
+	// ErrOutOfMemory means an allocation failed on the device (or host for CPU).
+	ErrOutOfMemory = errors.New("out of memory")
+	// ErrUnknownID means a family, variant or task id (or alias) is not known.
+	ErrUnknownID = errors.New("unknown id")
+	// ErrClosed means a module or client was used after Close.
+	ErrClosed = errors.New("use after close")
+)
+
+// DType names a tensor element type across the engine boundary.
+type DType string
+
+// Tensor element types the engine boundary supports.
+const (
+	Float32  DType = "float32"
+	Float16  DType = "float16"
+	BFloat16 DType = "bfloat16"
+	Int64    DType = "int64"
+	Int32    DType = "int32"
+	Uint8    DType = "uint8"
+	Bool     DType = "bool"
+)
+
+// Size returns the element size in bytes, or 0 for an unknown dtype.
+func (d DType) Size() int {
+	switch d {
+	case Float32, Int32:
+		return 4
+	case Float16, BFloat16:
+		return 2
+	case Int64:
+		return 8
+	case Uint8, Bool:
+		return 1
+	}
+	return 0
+}
+
+// IsFloating reports whether d is a floating-point type.
+func (d DType) IsFloating() bool { return d == Float32 || d == Float16 || d == BFloat16 }
+
+// LoadOptions say where and how a module is loaded.
+type LoadOptions struct {
+	// Device is a resolved device string such as "cpu" or "cuda:1".
+	Device string
+	// DType, when set, casts floating parameters and buffers to it; integer
+	// buffers keep their dtype.
+	DType DType
+}
+
+// CallOptions apply to one method call.
+type CallOptions struct {
+	// Autocast enables CUDA autocast with AutocastDType for this call; it is a
+	// no-op on CPU and other devices.
+	Autocast bool
+	// AutocastDType is the autocast dtype (float16 or bfloat16).
+	AutocastDType DType
+}
+
+// Argument describes one argument of a TorchScript method schema.
+type Argument struct {
+	// Name is the argument name.
+	Name string `json:"name"`
+	// Type is the TorchScript type as printed by the schema, e.g. "int",
+	// "Tensor", "List[float]", "Optional[str]".
+	Type string `json:"type"`
+	// HasDefault says whether the schema gives a default value.
+	HasDefault bool `json:"has_default"`
+	// Default is the default value in the engine value form (see Module.Call).
+	Default any `json:"default,omitempty"`
+}
+
+// MethodSchema is the signature of one TorchScript method, without self.
+type MethodSchema struct {
+	// Name is the method name.
+	Name string `json:"name"`
+	// Arguments are the method's arguments in order, without self.
+	Arguments []Argument `json:"arguments"`
+	// Returns are the return types; one entry for a single (or tuple) return.
+	Returns []string `json:"returns"`
+}
+
+// Module is a loaded model. Its methods are safe for concurrent use.
+//
+// Values crossing the boundary (keyword arguments and outputs) are one of:
+// nil, string, int64, float64, bool, *Tensor, []any (lists and tuples) and
+// map[string]any (dicts with string keys).
+type Module interface {
+	// Methods lists the module's method names, sorted.
+	Methods() []string
+	// Schema returns the schema of one method.
+	Schema(method string) (MethodSchema, error)
+	// Call runs one method with keyword arguments and returns its output.
+	Call(ctx context.Context, method string, kwargs map[string]any, opts CallOptions) (any, error)
+	// Device is the device the module lives on.
+	Device() string
+	// Close releases the module; later calls return ErrClosed.
+	Close() error
+}
+
+// DeviceInfo describes one accelerator.
+type DeviceInfo struct {
+	// Index is the device index.
+	Index int
+	// Name is the device name.
+	Name string
+	// Major and Minor are the compute capability.
+	Major, Minor int
+	// FreeBytes and TotalBytes are the device memory figures.
+	FreeBytes, TotalBytes uint64
+}
+
+// Engine is an execution backend, registered with RegisterEngine.
+type Engine interface {
+	// Name identifies the engine, e.g. "libtorch".
+	Name() string
+	// Version is the backend version, e.g. "1.13.1".
+	Version() string
+	// CUDADeviceCount returns how many CUDA devices are visible (0 on CPU builds).
+	CUDADeviceCount() int
+	// CUDACurrentDevice returns the process's current CUDA device index.
+	CUDACurrentDevice() (int, error)
+	// CUDADevice returns capability and memory of one CUDA device.
+	CUDADevice(index int) (DeviceInfo, error)
+	// Load loads a TorchScript file.
+	Load(path string, opts LoadOptions) (Module, error)
+	// EmptyCache returns unreferenced cached accelerator memory to the device.
+	EmptyCache() error
+	// Synchronize waits for all work queued on device to finish (no-op on CPU).
+	Synchronize(device string) error
+}
+
+var (
+	engineMu sync.RWMutex
+	engine   Engine
+)
+
+// RegisterEngine makes e the process's engine. Engines call it from init;
+// registering a second engine panics, like database/sql drivers.
+func RegisterEngine(e Engine) {
+	engineMu.Lock()
+	defer engineMu.Unlock()
+	if e == nil {
+		panic("runtime: RegisterEngine with nil engine")
+	}
+	if engine != nil {
+		panic(fmt.Sprintf("runtime: engine %q registered twice (already have %q)", e.Name(), engine.Name()))
+	}
+	engine = e
+}
+
+// DefaultEngine returns the registered engine, or ErrNoEngine.
+func DefaultEngine() (Engine, error) {
+	engineMu.RLock()
+	defer engineMu.RUnlock()
+	if engine == nil {
+		return nil, ErrNoEngine
+	}
+	return engine, nil
+}

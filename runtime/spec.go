@@ -1,0 +1,395 @@
+// Package runtime is the pure-Go runtime that wfgen-generated packages import.
+//
+// It holds the model inference spec types (the same types a manifest is
+// decoded into), the spec registry, the Engine interface that an execution
+// backend such as runtime/torch implements, typed artifacts and the errors
+// shared by every layer. It never links cgo: a process that only needs specs,
+// params or validation stays cheap.
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Field kinds accepted by InferenceFieldSpec.Kind.
+const (
+	KindString     = "string"
+	KindInt        = "int"
+	KindFloat      = "float"
+	KindBool       = "bool"
+	KindTensor     = "tensor"
+	KindImage      = "image"
+	KindVideo      = "video"
+	KindStringList = "string_list"
+	KindIntList    = "int_list"
+	KindFloatList  = "float_list"
+	KindBoolList   = "bool_list"
+	KindTensorList = "tensor_list"
+)
+
+// FieldKinds lists every field kind in documentation order.
+var FieldKinds = []string{
+	KindString, KindInt, KindFloat, KindBool, KindTensor, KindImage, KindVideo,
+	KindStringList, KindIntList, KindFloatList, KindBoolList, KindTensorList,
+}
+
+// Field targets accepted by InferenceFieldSpec.Target.
+const (
+	TargetCallKwargs = "call_kwargs"
+	TargetLoadKwargs = "load_kwargs"
+)
+
+// Artifact kinds accepted by InferenceArtifactSpec.Kind.
+const (
+	ArtifactVideo     = "video"
+	ArtifactImage     = "image"
+	ArtifactEmbedding = "embedding"
+	ArtifactTensor    = "tensor"
+	ArtifactText      = "text"
+	ArtifactJSON      = "json"
+)
+
+// ArtifactKinds lists every artifact kind in documentation order.
+var ArtifactKinds = []string{ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor, ArtifactText, ArtifactJSON}
+
+// DefaultMethod is the TorchScript method a task runs when it names none.
+const DefaultMethod = "forward"
+
+// DefaultRealtimeControls are the controls a RealtimeSpec accepts when a
+// manifest or payload names none.
+var DefaultRealtimeControls = []string{"forward", "backward", "left", "right", "turn_left", "turn_right"}
+
+// InferenceCheckpointRef is a checkpoint reference used by a concrete
+// inference variant.
+type InferenceCheckpointRef struct {
+	// Role of the checkpoint; the TorchScript module a task runs has role "model".
+	Role string `json:"role" jsonschema:"required,minLength=1"`
+	// URI of the checkpoint. A relative path is resolved against the manifest's
+	// folder, then against the checkpoint root.
+	URI string `json:"uri" jsonschema:"required,minLength=1"`
+	// Required says whether the variant cannot run without this checkpoint.
+	Required bool `json:"required" jsonschema:"default=true"`
+	// Status of the checkpoint, for example "available", "unavailable" or "unknown".
+	Status string `json:"status" jsonschema:"default=unknown"`
+	// SHA256 is the lower-case hex digest of the file, checked before loading.
+	SHA256 string `json:"sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
+	// SizeBytes is the file size, checked before loading.
+	SizeBytes int64 `json:"size_bytes,omitempty" jsonschema:"minimum=0"`
+}
+
+// UnmarshalJSON decodes a checkpoint reference, applying the seed's defaults
+// (required true, status "unknown") to absent keys.
+func (c *InferenceCheckpointRef) UnmarshalJSON(b []byte) error {
+	type plain InferenceCheckpointRef
+	p := plain{Required: true, Status: "unknown"}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*c = InferenceCheckpointRef(p)
+	return nil
+}
+
+// InferenceFieldSpec is the user-facing input field contract for one
+// inference task profile.
+type InferenceFieldSpec struct {
+	// FieldID is the keyword-argument name and the JSON key of the field.
+	FieldID string `json:"field_id" jsonschema:"required,minLength=1"`
+	// Label is a short human-readable name.
+	Label string `json:"label"`
+	// Kind is the value type of the field.
+	Kind string `json:"kind" jsonschema:"enum=string,enum=int,enum=float,enum=bool,enum=tensor,enum=image,enum=video,enum=string_list,enum=int_list,enum=float_list,enum=bool_list,enum=tensor_list,default=string"`
+	// Target says which keyword arguments receive the field.
+	Target string `json:"target" jsonschema:"enum=call_kwargs,enum=load_kwargs,default=call_kwargs"`
+	// Required fields must be given by the caller unless they have a default.
+	Required bool `json:"required"`
+	// Default is the value used when the caller gives none; it must match Kind
+	// and every constraint.
+	Default any `json:"default"`
+	// Choices, when non-empty, are the only values the field accepts (an enum).
+	Choices []string `json:"choices"`
+	// Description is free text for documentation.
+	Description string `json:"description"`
+
+	// Minimum is the smallest accepted number (int and float kinds, and list items).
+	Minimum *float64 `json:"minimum,omitempty"`
+	// Maximum is the largest accepted number (int and float kinds, and list items).
+	Maximum *float64 `json:"maximum,omitempty"`
+	// MultipleOf requires (value - Remainder) to be a multiple of it (int kind).
+	MultipleOf *int64 `json:"multiple_of,omitempty" jsonschema:"minimum=1"`
+	// Remainder is the offset for MultipleOf: 1 with multiple_of 4 means 4k+1.
+	Remainder int64 `json:"remainder,omitempty" jsonschema:"minimum=0"`
+	// MinLength is the shortest accepted string or list.
+	MinLength *int `json:"min_length,omitempty" jsonschema:"minimum=0"`
+	// MaxLength is the longest accepted string or list.
+	MaxLength *int `json:"max_length,omitempty" jsonschema:"minimum=0"`
+	// Pattern is an RE2 regular expression a string value must match.
+	Pattern string `json:"pattern,omitempty"`
+	// Deprecated, when non-empty, marks the field deprecated with this message.
+	Deprecated string `json:"deprecated,omitempty"`
+	// GoName overrides the Go identifier wfgen derives from FieldID.
+	GoName string `json:"go_name,omitempty" jsonschema:"pattern=^[A-Z][A-Za-z0-9]*$"`
+}
+
+// UnmarshalJSON decodes a field, applying the seed's defaults (kind "string",
+// target "call_kwargs") to absent keys.
+func (f *InferenceFieldSpec) UnmarshalJSON(b []byte) error {
+	type plain InferenceFieldSpec
+	p := plain{Kind: KindString, Target: TargetCallKwargs}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*f = InferenceFieldSpec(p)
+	return nil
+}
+
+// InferenceArtifactSpec is an output artifact contract emitted by an inference
+// task profile.
+type InferenceArtifactSpec struct {
+	// ArtifactID names the artifact; a method returning a dict keys it by this id.
+	ArtifactID string `json:"artifact_id" jsonschema:"required,minLength=1"`
+	// Kind is the artifact type.
+	Kind string `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json"`
+	// Required artifacts must be present in every result.
+	Required bool `json:"required"`
+	// Preview artifacts get a cheap preview (the first frame of a video).
+	Preview bool `json:"preview"`
+	// Description is free text for documentation.
+	Description string `json:"description"`
+	// GoName overrides the Go identifier wfgen derives from ArtifactID.
+	GoName string `json:"go_name,omitempty" jsonschema:"pattern=^[A-Z][A-Za-z0-9]*$"`
+}
+
+// BatchingSpec configures batched execution of a task whose inputs are
+// independent per item.
+type BatchingSpec struct {
+	// MaxBatchSize bounds the items sent to one forward call.
+	MaxBatchSize int `json:"max_batch_size" jsonschema:"required,minimum=1"`
+	// PadToBatchSizes are static batch sizes; a short batch is padded to the
+	// next one by repeating its final item, and the padded outputs are dropped.
+	PadToBatchSizes []int `json:"pad_to_batch_sizes,omitempty"`
+}
+
+// InferenceTaskProfile is a runnable inference task profile for a model
+// family or variant.
+type InferenceTaskProfile struct {
+	// TaskID names the task.
+	TaskID string `json:"task_id" jsonschema:"required,minLength=1"`
+	// Label is a short human-readable name.
+	Label string `json:"label"`
+	// Inputs are the task's typed input fields, in call order.
+	Inputs []InferenceFieldSpec `json:"inputs"`
+	// Outputs are the artifacts the task produces.
+	Outputs []InferenceArtifactSpec `json:"outputs"`
+	// Description is free text for documentation.
+	Description string `json:"description"`
+	// DefaultCallKwargs are merged under the caller's params for every call.
+	DefaultCallKwargs map[string]any `json:"default_call_kwargs"`
+	// Aliases are other ids that select this task.
+	Aliases []string `json:"aliases"`
+
+	// Method is the TorchScript method the task runs (default "forward").
+	Method string `json:"method,omitempty" jsonschema:"default=forward"`
+	// Batching, when set, makes the task batchable.
+	Batching *BatchingSpec `json:"batching,omitempty"`
+	// Stream marks a task that produces a realtime stream of chunks.
+	Stream bool `json:"stream,omitempty"`
+	// Deprecated, when non-empty, marks the task deprecated with this message.
+	Deprecated string `json:"deprecated,omitempty"`
+	// GoName overrides the Go identifier wfgen derives from TaskID.
+	GoName string `json:"go_name,omitempty" jsonschema:"pattern=^[A-Z][A-Za-z0-9]*$"`
+}
+
+// MethodName returns the TorchScript method the task runs.
+func (t *InferenceTaskProfile) MethodName() string {
+	if t.Method == "" {
+		return DefaultMethod
+	}
+	return t.Method
+}
+
+// Field returns the input field with the given id.
+func (t *InferenceTaskProfile) Field(id string) (*InferenceFieldSpec, bool) {
+	for i := range t.Inputs {
+		if t.Inputs[i].FieldID == id {
+			return &t.Inputs[i], true
+		}
+	}
+	return nil, false
+}
+
+// Artifact returns the output artifact with the given id.
+func (t *InferenceTaskProfile) Artifact(id string) (*InferenceArtifactSpec, bool) {
+	for i := range t.Outputs {
+		if t.Outputs[i].ArtifactID == id {
+			return &t.Outputs[i], true
+		}
+	}
+	return nil, false
+}
+
+// InferenceVariantSpec is a concrete checkpoint/runtime variant under a model
+// family.
+type InferenceVariantSpec struct {
+	// VariantID names the variant.
+	VariantID string `json:"variant_id" jsonschema:"required,minLength=1"`
+	// Label is a short human-readable name.
+	Label string `json:"label"`
+	// Checkpoints the variant loads; the one with role "model" is the TorchScript file.
+	Checkpoints []InferenceCheckpointRef `json:"checkpoints"`
+	// Status of the variant, for example "available" or "unknown".
+	Status string `json:"status" jsonschema:"default=unknown"`
+	// LoadKwargs are passed when the variant's module is loaded.
+	LoadKwargs map[string]any `json:"load_kwargs"`
+	// CallKwargs are merged under every call's kwargs.
+	CallKwargs map[string]any `json:"call_kwargs"`
+	// Aliases are other ids that select this variant.
+	Aliases []string `json:"aliases"`
+	// Notes are free-text remarks.
+	Notes []string `json:"notes"`
+
+	// Deprecated, when non-empty, marks the variant deprecated with this message.
+	Deprecated string `json:"deprecated,omitempty"`
+	// GoName overrides the Go identifier wfgen derives from VariantID.
+	GoName string `json:"go_name,omitempty" jsonschema:"pattern=^[A-Z][A-Za-z0-9]*$"`
+}
+
+// UnmarshalJSON decodes a variant, applying the seed's default status.
+func (v *InferenceVariantSpec) UnmarshalJSON(b []byte) error {
+	type plain InferenceVariantSpec
+	p := plain{Status: "unknown"}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*v = InferenceVariantSpec(p)
+	return nil
+}
+
+// PrimaryCheckpointURI returns the URI of the "model" checkpoint, or of the
+// first checkpoint when none has that role, or "".
+func (v *InferenceVariantSpec) PrimaryCheckpointURI() string {
+	for _, c := range v.Checkpoints {
+		if c.Role == "model" {
+			return c.URI
+		}
+	}
+	if len(v.Checkpoints) > 0 {
+		return v.Checkpoints[0].URI
+	}
+	return ""
+}
+
+// CheckpointMap maps each checkpoint role to its URI.
+func (v *InferenceVariantSpec) CheckpointMap() map[string]string {
+	m := make(map[string]string, len(v.Checkpoints))
+	for _, c := range v.Checkpoints {
+		m[c.Role] = c.URI
+	}
+	return m
+}
+
+// ModelInferenceSpec is the inference contract of one model family, shared by
+// manifests, generated packages and the runtime.
+type ModelInferenceSpec struct {
+	// ModelFamilyID names the family; lower-case words joined by '-' or '_'.
+	ModelFamilyID string `json:"model_family_id" jsonschema:"required,minLength=1"`
+	// DisplayName is the human-readable family name.
+	DisplayName string `json:"display_name"`
+	// Variants are the family's concrete checkpoints, in order.
+	Variants []InferenceVariantSpec `json:"variants" jsonschema:"required,minItems=1"`
+	// Tasks are the family's runnable task profiles, in order.
+	Tasks []InferenceTaskProfile `json:"tasks" jsonschema:"required,minItems=1"`
+	// DefaultVariantID selects the variant used when a caller names none.
+	DefaultVariantID string `json:"default_variant_id" jsonschema:"default=default"`
+	// DefaultTaskID selects the task used when a caller names none.
+	DefaultTaskID string `json:"default_task_id" jsonschema:"default=default"`
+	// Aliases are other ids that select this family.
+	Aliases []string `json:"aliases"`
+	// Notes are free-text remarks.
+	Notes []string `json:"notes"`
+
+	// Description is free text for documentation.
+	Description string `json:"description,omitempty"`
+	// WorkloadType is a free-form workload label such as "video" or "embedding".
+	WorkloadType string `json:"workload_type,omitempty"`
+	// SupportsStream says whether the family has realtime streaming tasks.
+	SupportsStream bool `json:"supports_stream,omitempty"`
+	// Realtime is the family's playback and generation cadence.
+	Realtime *RealtimeSpec `json:"realtime,omitempty"`
+	// Deprecated, when non-empty, marks the family deprecated with this message.
+	Deprecated string `json:"deprecated,omitempty"`
+	// GoPackage overrides the Go package name wfgen derives from ModelFamilyID.
+	GoPackage string `json:"go_package,omitempty" jsonschema:"pattern=^[a-z][a-z0-9]*$"`
+}
+
+// UnmarshalJSON decodes a spec, applying the seed's default variant and task ids.
+func (s *ModelInferenceSpec) UnmarshalJSON(b []byte) error {
+	type plain ModelInferenceSpec
+	p := plain{DefaultVariantID: "default", DefaultTaskID: "default"}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*s = ModelInferenceSpec(p)
+	return nil
+}
+
+// Variant returns the variant with the given id or alias; "" selects the
+// default variant. An unknown id is an error naming the known ones.
+func (s *ModelInferenceSpec) Variant(id string) (*InferenceVariantSpec, error) {
+	if id == "" {
+		id = s.DefaultVariantID
+	}
+	for i := range s.Variants {
+		if s.Variants[i].VariantID == id {
+			return &s.Variants[i], nil
+		}
+	}
+	for i := range s.Variants {
+		if slices.Contains(s.Variants[i].Aliases, id) {
+			return &s.Variants[i], nil
+		}
+	}
+	ids := make([]string, len(s.Variants))
+	for i, v := range s.Variants {
+		ids[i] = v.VariantID
+	}
+	return nil, fmt.Errorf("%w: family %q has no variant %q (known: %s)", ErrUnknownID, s.ModelFamilyID, id, strings.Join(ids, ", "))
+}
+
+// Task returns the task with the given id or alias; "" selects the default
+// task. An unknown id is an error naming the known ones.
+func (s *ModelInferenceSpec) Task(id string) (*InferenceTaskProfile, error) {
+	if id == "" {
+		id = s.DefaultTaskID
+	}
+	for i := range s.Tasks {
+		if s.Tasks[i].TaskID == id {
+			return &s.Tasks[i], nil
+		}
+	}
+	for i := range s.Tasks {
+		if slices.Contains(s.Tasks[i].Aliases, id) {
+			return &s.Tasks[i], nil
+		}
+	}
+	ids := make([]string, len(s.Tasks))
+	for i, t := range s.Tasks {
+		ids[i] = t.TaskID
+	}
+	return nil, fmt.Errorf("%w: family %q has no task %q (known: %s)", ErrUnknownID, s.ModelFamilyID, id, strings.Join(ids, ", "))
+}
+
+// ToDict returns the spec's JSON form with the seed's keys (to_dict).
+func (s *ModelInferenceSpec) ToDict() (map[string]any, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
