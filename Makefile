@@ -1,0 +1,52 @@
+# wfgen — the two commands a newcomer needs are `make demo` and `make test`;
+# both install what they need first (scripts/setup.sh, Debian packages).
+
+GO      ?= go
+PKGS    ?= ./...
+BENCH   ?= .
+COUNT   ?= 5
+
+.PHONY: setup generate test demo bench golden check fuzz
+
+## setup: install libtorch and Debian's python torch when missing
+setup:
+	@bash scripts/setup.sh
+
+## generate: regenerate schema, generated/ and docs from manifests/
+generate:
+	$(GO) run ./cmd/wfgen schema > schema/manifest.schema.json.tmp && mv schema/manifest.schema.json.tmp schema/manifest.schema.json
+	$(GO) run ./cmd/wfgen generate -o generated --clean manifests/
+
+## check: the quick CI gate — formatting, vet, validation, generated code current
+check:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+	CGO_ENABLED=0 $(GO) build ./cmd/wfgen ./runtime
+	$(GO) run ./cmd/wfgen validate manifests/
+	$(GO) run ./cmd/wfgen generate --check -o generated manifests/
+
+## test: everything — setup, check, all tests with the race detector, the demo
+test: setup check
+	$(GO) test -race -timeout 20m $(PKGS)
+	$(MAKE) --no-print-directory demo
+
+## demo: the main job end to end (see README)
+demo: setup
+	$(GO) run ./examples/demo
+
+## bench: benchmarks whose figures are in docs/benchmarks.md
+bench: setup
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKGS)
+
+## golden: rewrite the golden cases from the current generator
+golden:
+	$(GO) test ./gen/... -update
+
+## fuzz: run each fuzz target briefly (FUZZTIME per target)
+FUZZTIME ?= 20s
+fuzz:
+	@for p in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$p 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+	  done; \
+	done

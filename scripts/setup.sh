@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what wfgen's build, tests and demo need when it is missing:
+# libtorch (Debian's libtorch-dev, CPU) for the cgo engine, and Debian's
+# python3-torch / python3-torchvision for parity fixtures, the torchrun test
+# and the side-by-side benchmarks. Idempotent: does nothing when all is there.
+set -euo pipefail
+
+need=()
+[ -f /usr/include/torch/script.h ] || need+=(libtorch-dev)
+if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then need+=(python3-torch); fi
+if ! /usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1; then need+=(python3-torchvision); fi
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "setup: need root to install ${need[*]} (apt-get); run as root or install them yourself" >&2
+    exit 1
+  fi
+fi
+echo "setup: installing Debian packages: ${need[*]} (apt-get, this takes a few minutes once)"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+echo "setup: done"
