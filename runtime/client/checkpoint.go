@@ -1,0 +1,127 @@
+package client
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// CheckpointRootEnv names the environment variable holding the folder that
+// relative checkpoint URIs are resolved against after the manifest's folder.
+const CheckpointRootEnv = "WORLDFOUNDRY_CHECKPOINT_ROOT"
+
+// ErrCheckpoint marks a checkpoint that cannot be found or fails verification.
+var ErrCheckpoint = errors.New("checkpoint")
+
+// ResolveCheckpoint returns the local file for ref. An absolute path (or a
+// file:// URI) is used as is; a relative one is tried against manifestDir,
+// then against root (or $WORLDFOUNDRY_CHECKPOINT_ROOT when root is ""). A
+// URI with another scheme (hf://, s3://, https://) is refused with an error
+// saying to download it and point the root at it: nothing is fetched at run
+// time.
+func ResolveCheckpoint(ref runtime.InferenceCheckpointRef, manifestDir, root string) (string, error) {
+	uri := ref.URI
+	if rest, ok := strings.CutPrefix(uri, "file://"); ok {
+		uri = rest
+	}
+	if i := strings.Index(uri, "://"); i > 0 {
+		return "", fmt.Errorf("%w %q: remote URI scheme %q is not fetched at run time; download it and set %s or pass a checkpoint path",
+			ErrCheckpoint, ref.URI, uri[:i], CheckpointRootEnv)
+	}
+	if uri == "" {
+		return "", fmt.Errorf("%w: role %q has an empty uri", ErrCheckpoint, ref.Role)
+	}
+	if filepath.IsAbs(uri) {
+		if _, err := os.Stat(uri); err != nil {
+			return "", fmt.Errorf("%w %q: %v", ErrCheckpoint, ref.URI, err)
+		}
+		return uri, nil
+	}
+	if root == "" {
+		root = os.Getenv(CheckpointRootEnv)
+	}
+	var tried []string
+	for _, dir := range []string{manifestDir, root} {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, filepath.FromSlash(uri))
+		tried = append(tried, p)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if len(tried) == 0 {
+		return "", fmt.Errorf("%w %q: relative uri with neither a manifest folder nor a checkpoint root (set %s)", ErrCheckpoint, ref.URI, CheckpointRootEnv)
+	}
+	return "", fmt.Errorf("%w %q not found (tried %s; set %s or pass a checkpoint path)", ErrCheckpoint, ref.URI, strings.Join(tried, ", "), CheckpointRootEnv)
+}
+
+// verified remembers files whose digest matched, by path, size and mtime, so
+// a checkpoint is hashed once per process rather than on every load.
+var verified sync.Map // verifyKey -> struct{}
+
+type verifyKey struct {
+	path  string
+	size  int64
+	mtime time.Time
+	want  string
+}
+
+// VerifyCheckpoint checks path against the size and sha256 that ref gives
+// (either may be absent). A mismatch names the expected and found values.
+func VerifyCheckpoint(path string, ref runtime.InferenceCheckpointRef) error {
+	if ref.SHA256 == "" && ref.SizeBytes == 0 {
+		return nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
+	}
+	if ref.SizeBytes != 0 && st.Size() != ref.SizeBytes {
+		return fmt.Errorf("%w %s: size %d bytes, manifest says %d", ErrCheckpoint, path, st.Size(), ref.SizeBytes)
+	}
+	if ref.SHA256 == "" {
+		return nil
+	}
+	key := verifyKey{path, st.Size(), st.ModTime(), strings.ToLower(ref.SHA256)}
+	if _, ok := verified.Load(key); ok {
+		return nil
+	}
+	got, err := FileSHA256(path)
+	if err != nil {
+		return fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
+	}
+	if got != key.want {
+		return fmt.Errorf("%w %s: sha256 %s, manifest says %s (corrupted or wrong file)", ErrCheckpoint, path, got, key.want)
+	}
+	verified.Store(key, struct{}{})
+	return nil
+}
+
+// FileSHA256 returns the lower-case hex sha256 of a file's contents.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		return "", &fs.PathError{Op: "sha256", Path: path, Err: errors.New("not a regular file")}
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
