@@ -1,0 +1,378 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// Limits applied to every manifest before and while it is read. Each error
+// caused by a limit names it.
+const (
+	// MaxFileSize is the largest manifest file, in bytes.
+	MaxFileSize = 1 << 20
+	// MaxDepth is the deepest nesting of mappings and sequences.
+	MaxDepth = 64
+	// MaxNodes is the largest number of nodes in a document after YAML
+	// aliases are expanded (this is what stops alias bombs).
+	MaxNodes = 100_000
+)
+
+// Error is a problem found while reading a manifest, at a 1-based line and
+// column. Path is the JSON pointer of the offending value when known.
+type Error struct {
+	// Line is the 1-based line of the problem.
+	Line int
+	// Column is the 1-based column (in characters) of the problem.
+	Column int
+	// Path is the JSON pointer of the offending value, or "".
+	Path string
+	// Message says what is wrong and, when it can, what would be right.
+	Message string
+}
+
+// Error returns "LINE:COL: message".
+func (e Error) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Message) }
+
+// File is a manifest read from disk or memory.
+type File struct {
+	// Path is the path as given by the user.
+	Path string
+	// Dir is the folder of the file, against which relative checkpoint URIs
+	// are resolved.
+	Dir string
+	// SchemaVersion is the manifest's schema_version.
+	SchemaVersion int
+	// Spec is the decoded spec with defaults applied; nil until Decode.
+	Spec *runtime.ModelInferenceSpec
+	// Value is the document as a JSON-compatible value (map[string]any,
+	// []any, string, json.Number, bool or nil), YAML aliases expanded.
+	Value any
+
+	root *yaml.Node // the document's top node
+}
+
+// ReadFile reads a manifest file, refusing files larger than MaxFileSize
+// without reading them whole.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("%s is a directory", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, &LimitError{Limit: "max file size", Max: MaxFileSize, Unit: "bytes"}
+	}
+	return data, nil
+}
+
+// LimitError reports input beyond one of the loader's limits.
+type LimitError struct {
+	// Limit names the limit, e.g. "max file size".
+	Limit string
+	// Max is the limit's value.
+	Max int
+	// Unit is what Max counts.
+	Unit string
+}
+
+// Error names the limit and its value.
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("manifest exceeds the %s limit (%d %s)", e.Limit, e.Max, e.Unit)
+}
+
+// IsJSON reports whether path names a JSON manifest (by its extension).
+func IsJSON(path string) bool { return strings.EqualFold(filepath.Ext(path), ".json") }
+
+// Parse reads data (the contents of path) into a File with Value set. A
+// ".json" path is read as strict JSON, anything else as YAML. It reports
+// every problem it finds; the File is nil when the data cannot be read as
+// a document at all.
+func Parse(path string, data []byte) (*File, []Error) {
+	f := &File{Path: path, Dir: filepath.Dir(path)}
+	if len(data) > MaxFileSize {
+		return nil, []Error{{Line: 1, Column: 1, Message: (&LimitError{Limit: "max file size", Max: MaxFileSize, Unit: "bytes"}).Error()}}
+	}
+	if e, ok := checkText(data); !ok {
+		return nil, []Error{e}
+	}
+	var root *yaml.Node
+	var errs []Error
+	if IsJSON(path) {
+		root, errs = parseJSON(data)
+	} else {
+		root, errs = parseYAML(data)
+	}
+	if root == nil {
+		return nil, errs
+	}
+	f.root = root
+	c := converter{}
+	f.Value = c.value(root, 0)
+	errs = append(errs, c.errs...)
+	if c.stop {
+		return nil, errs
+	}
+	return f, errs
+}
+
+// checkText refuses binary and non-UTF-8 data, pointing at the first bad byte.
+func checkText(data []byte) (Error, bool) {
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		l, c := offsetPosition(data, i)
+		return Error{Line: l, Column: c, Message: fmt.Sprintf("file is binary (NUL byte at offset %d); a manifest is UTF-8 text", i)}, false
+	}
+	if !utf8.Valid(data) {
+		i := 0
+		for i < len(data) {
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		l, c := offsetPosition(data, i)
+		return Error{Line: l, Column: c, Message: fmt.Sprintf("file is not valid UTF-8 (bad byte 0x%02x at offset %d); a manifest is UTF-8 text", data[i], i)}, false
+	}
+	return Error{}, true
+}
+
+// offsetPosition converts a byte offset to a 1-based line and column in
+// characters.
+func offsetPosition(data []byte, off int) (line, col int) {
+	if off > len(data) {
+		off = len(data)
+	}
+	line = 1 + bytes.Count(data[:off], []byte{'\n'})
+	start := bytes.LastIndexByte(data[:off], '\n') + 1
+	return line, 1 + utf8.RuneCount(data[start:off])
+}
+
+// parseYAML parses exactly one YAML document into a node tree.
+func parseYAML(data []byte) (root *yaml.Node, errs []Error) {
+	defer func() {
+		// The YAML parser reports errors by value, but never let a bug in
+		// it take the caller down.
+		if r := recover(); r != nil {
+			root, errs = nil, []Error{{Line: 1, Column: 1, Message: fmt.Sprintf("cannot parse YAML: %v", r)}}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, []Error{{Line: 1, Column: 1, Message: "manifest is empty; it must be a mapping with model_family_id, variants and tasks"}}
+		}
+		return nil, []Error{yamlError(err)}
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		l, c := next.Line, next.Column
+		if len(next.Content) > 0 {
+			l, c = next.Content[0].Line, next.Content[0].Column
+		}
+		errs = append(errs, Error{Line: l, Column: c, Message: "more than one YAML document; a manifest holds exactly one family"})
+	} else if !errors.Is(err, io.EOF) {
+		errs = append(errs, yamlError(err))
+	}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		return doc.Content[0], errs
+	}
+	return nil, append(errs, Error{Line: 1, Column: 1, Message: "manifest is empty; it must be a mapping with model_family_id, variants and tasks"})
+}
+
+// yamlError turns a yaml.v3 error ("yaml: line N: msg") into an Error.
+func yamlError(err error) Error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.Index(rest, ": "); i > 0 {
+			if n, err := strconv.Atoi(rest[:i]); err == nil && n > 0 {
+				line, msg = n, rest[i+2:]
+			}
+		}
+	}
+	if strings.Contains(msg, "exceeded max depth") {
+		msg += fmt.Sprintf(" (wfgen's max nesting depth is %d)", MaxDepth)
+	}
+	return Error{Line: line, Column: 1, Message: "invalid YAML: " + msg}
+}
+
+// converter turns a node tree into a JSON-compatible value, enforcing
+// MaxDepth and MaxNodes and collecting every problem.
+type converter struct {
+	errs      []Error
+	nodes     int
+	stop      bool     // a limit was hit; the value is incomplete
+	path      []string // JSON pointer segments of the current node
+	expanding map[*yaml.Node]bool
+}
+
+func (c *converter) errorf(n *yaml.Node, format string, args ...any) {
+	c.errs = append(c.errs, Error{Line: n.Line, Column: n.Column, Path: JoinPointer(c.path...), Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *converter) value(n *yaml.Node, depth int) any {
+	if c.stop {
+		return nil
+	}
+	c.nodes++
+	if c.nodes > MaxNodes {
+		c.errorf(n, "document has more than %d nodes after expanding aliases (max nodes limit; an alias bomb?)", MaxNodes)
+		c.stop = true
+		return nil
+	}
+	if depth > MaxDepth {
+		c.errorf(n, "document is nested deeper than %d levels (max depth limit)", MaxDepth)
+		c.stop = true
+		return nil
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			c.errorf(n, "alias *%s refers to no anchor", n.Value)
+			return nil
+		}
+		if c.expanding[n.Alias] {
+			c.errorf(n, "alias *%s refers to a node that contains it (recursive alias)", n.Value)
+			return nil
+		}
+		if c.expanding == nil {
+			c.expanding = map[*yaml.Node]bool{}
+		}
+		c.expanding[n.Alias] = true
+		c.nodes-- // the alias itself is not a node of the expanded document
+		v := c.value(n.Alias, depth)
+		delete(c.expanding, n.Alias)
+		return v
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		first := make(map[string]*yaml.Node, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			for k.Kind == yaml.AliasNode && k.Alias != nil {
+				k = k.Alias
+			}
+			if k.Kind != yaml.ScalarNode {
+				c.errorf(k, "mapping key must be a plain string, not a %s", kindName(k))
+				continue
+			}
+			if k.ShortTag() == "!!merge" {
+				c.errorf(k, "YAML merge keys (<<) are not supported; write the keys out (anchors and aliases are fine)")
+				continue
+			}
+			key := k.Value
+			if prev, dup := first[key]; dup {
+				c.path = append(c.path, key)
+				c.errorf(k, "duplicate key %q (first defined at line %d)", key, prev.Line)
+				c.path = c.path[:len(c.path)-1]
+				continue
+			}
+			first[key] = k
+			c.path = append(c.path, key)
+			m[key] = c.value(v, depth+1)
+			c.path = c.path[:len(c.path)-1]
+		}
+		return m
+	case yaml.SequenceNode:
+		s := make([]any, len(n.Content))
+		for i, e := range n.Content {
+			c.path = append(c.path, strconv.Itoa(i))
+			s[i] = c.value(e, depth+1)
+			c.path = c.path[:len(c.path)-1]
+		}
+		return s
+	case yaml.ScalarNode:
+		v, err := scalar(n)
+		if err != "" {
+			c.errorf(n, "%s", err)
+		}
+		return v
+	case yaml.DocumentNode:
+		if len(n.Content) == 1 {
+			return c.value(n.Content[0], depth)
+		}
+	}
+	c.errorf(n, "unsupported YAML node")
+	return nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "sequence"
+	case yaml.AliasNode:
+		return "alias"
+	}
+	return "scalar"
+}
+
+// scalar resolves a scalar node the way YAML 1.2 (as read by yaml.v3) does
+// and returns its JSON-compatible value: string, json.Number, bool or nil.
+// Integer literals stay integer literals ("12"), float literals always hold
+// a '.' or an exponent ("12.0"), so the two remain distinguishable.
+func scalar(n *yaml.Node) (any, string) {
+	switch tag := n.ShortTag(); tag {
+	case "!!str", "!!timestamp":
+		return n.Value, ""
+	case "!!null":
+		return nil, ""
+	case "!!bool":
+		switch strings.ToLower(n.Value) {
+		case "true":
+			return true, ""
+		case "false":
+			return false, ""
+		}
+		return nil, fmt.Sprintf("cannot read %q as a boolean (write true or false)", n.Value)
+	case "!!int":
+		plain := strings.ReplaceAll(n.Value, "_", "")
+		i, err := strconv.ParseInt(plain, 0, 64)
+		if err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return nil, fmt.Sprintf("integer %s is out of range (64-bit signed)", n.Value)
+			}
+			return nil, fmt.Sprintf("cannot read %q as an integer", n.Value)
+		}
+		return json.Number(strconv.FormatInt(i, 10)), ""
+	case "!!float":
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, fmt.Sprintf("number %s is not a finite number (JSON has no inf or nan)", n.Value)
+		}
+		return json.Number(formatFloat(f)), ""
+	default:
+		return nil, fmt.Sprintf("unsupported YAML tag %s on %q; manifests hold strings, numbers, booleans, null, lists and mappings", tag, n.Value)
+	}
+}
+
+// formatFloat writes f as a JSON number that always reads back as a float
+// literal.
+func formatFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	return s
+}

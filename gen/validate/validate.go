@@ -1,0 +1,185 @@
+// Package validate checks wfgen manifests: first against the JSON Schema
+// (package schema), then with the semantic rules no schema can express
+// (unique ids, existing defaults, defaults that fit their field, Go name
+// collisions, ...). Every problem of a file is reported as a Diagnostic that
+// points at the offending YAML or JSON node.
+package validate
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/worldfoundry/wfgen/gen/manifest"
+)
+
+// Diagnostic is one problem in one manifest, at a 1-based line and column.
+type Diagnostic struct {
+	// File is the manifest's path as given by the user.
+	File string `json:"file"`
+	// Line is the 1-based line of the offending node.
+	Line int `json:"line"`
+	// Column is the 1-based column (in characters) of the offending node.
+	Column int `json:"column"`
+	// Path is the JSON pointer of the offending value ("" for the whole file).
+	Path string `json:"path"`
+	// Message says what is wrong and, when it can, what would be right.
+	Message string `json:"message"`
+}
+
+// String returns "FILE:LINE:COL: message".
+func (d Diagnostic) String() string {
+	return fmt.Sprintf("%s:%d:%d: %s", d.File, d.Line, d.Column, d.Message)
+}
+
+// Extensions are the file name extensions Paths picks up in folders.
+var Extensions = []string{".yaml", ".yml", ".json"}
+
+// Paths expands files and folders (folders recursively, keeping files whose
+// extension is in Extensions, skipping hidden folders), then loads and
+// validates each file. The result is sorted by path and deterministic. It
+// returns the valid files, every diagnostic of every invalid file, and a
+// non-nil error only for usage or I/O problems (a missing path, an
+// unreadable file or folder).
+func Paths(paths []string) ([]*manifest.File, []Diagnostic, error) {
+	if len(paths) == 0 {
+		return nil, nil, errors.New("no manifest paths given")
+	}
+	files, err := expand(paths)
+	if err != nil {
+		return nil, nil, err
+	}
+	type result struct {
+		file  *manifest.File
+		diags []Diagnostic
+		err   error
+	}
+	results := make([]result, len(files))
+	workers := min(runtime.GOMAXPROCS(0), len(files))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f, d, err := File(files[i])
+				results[i] = result{f, d, err}
+			}
+		}()
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var valid []*manifest.File
+	var diags []Diagnostic
+	var errs []error
+	for _, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		if r.file != nil {
+			valid = append(valid, r.file)
+		}
+		diags = append(diags, r.diags...)
+	}
+	return valid, diags, errors.Join(errs...)
+}
+
+// expand turns the given files and folders into a sorted list of files.
+func expand(paths []string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			add(p)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if q != p && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if slices.Contains(Extensions, strings.ToLower(filepath.Ext(q))) {
+				found = append(found, q)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(found)
+		for _, q := range found {
+			add(q)
+		}
+	}
+	return out, nil
+}
+
+// File loads and validates one manifest file. The error is non-nil only
+// when the file cannot be read.
+func File(path string) (*manifest.File, []Diagnostic, error) {
+	data, err := manifest.ReadFile(path)
+	if err != nil {
+		var le *manifest.LimitError
+		if errors.As(err, &le) {
+			return nil, []Diagnostic{{File: path, Line: 1, Column: 1, Message: le.Error()}}, nil
+		}
+		return nil, nil, err
+	}
+	f, diags := Bytes(path, data)
+	return f, diags, nil
+}
+
+// Bytes validates the manifest data read from path (the path names the file
+// in diagnostics, picks JSON or YAML by its extension and sets the File's
+// Dir). It returns the decoded File when the manifest is valid, or nil and
+// every diagnostic when it is not. It never panics.
+func Bytes(path string, data []byte) (*manifest.File, []Diagnostic) {
+	f, errs := manifest.Parse(path, data)
+	c := &checker{file: f, path: path}
+	for _, e := range errs {
+		c.diags = append(c.diags, Diagnostic{File: path, Line: e.Line, Column: e.Column, Path: e.Path, Message: e.Message})
+	}
+	if f != nil {
+		c.run()
+	}
+	if len(c.diags) > 0 {
+		return nil, sortDiagnostics(c.diags)
+	}
+	return f, nil
+}
+
+// sortDiagnostics orders by position then message and drops exact repeats.
+func sortDiagnostics(ds []Diagnostic) []Diagnostic {
+	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Message, b.Message))
+	})
+	return slices.Compact(ds)
+}

@@ -1,0 +1,110 @@
+// Package schema holds the JSON Schema of wfgen manifests.
+//
+// The schema is generated from the Go manifest types (manifest.Document and
+// the runtime spec types it embeds) with invopop/jsonschema; descriptions
+// come from the types' doc comments, which are kept in comments.go so that
+// generation does not need the source tree. manifest.schema.json is the
+// checked-in copy, embedded as JSON; a test fails when it differs from what
+// Generate returns. Regenerate both with:
+//
+//	go test ./schema -run TestGenerated -update
+//
+// or the schema alone with "go run ./cmd/wfgen schema > schema/manifest.schema.json".
+package schema
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/worldfoundry/wfgen/gen/manifest"
+)
+
+// ID is the schema's $id.
+const ID = "https://github.com/worldfoundry/wfgen/schema/manifest.schema.json"
+
+// JSON is the checked-in manifest.schema.json.
+//
+//go:embed manifest.schema.json
+var JSON []byte
+
+// Generate returns the manifest schema generated from the Go types, as
+// indented JSON with a final newline. The output is deterministic.
+func Generate() ([]byte, error) {
+	return generate(goComments)
+}
+
+// generate reflects manifest.Document with the given doc comment map.
+func generate(comments map[string]string) ([]byte, error) {
+	r := &jsonschema.Reflector{
+		RequiredFromJSONSchemaTags: true,
+		Anonymous:                  true,
+		LookupComment: func(t reflect.Type, field string) string {
+			return description(comments, t, field)
+		},
+	}
+	s := r.Reflect(&manifest.Document{})
+	s.ID = ID
+	s.Title = "wfgen model family manifest"
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("marshal schema: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// description returns the doc comment of type t (field "") or of one of its
+// fields. A field comment that starts with the Go field name ("FieldID is
+// ...") is rewritten to start with the manifest key ("field_id is ...").
+func description(comments map[string]string, t reflect.Type, field string) string {
+	key := t.PkgPath() + "." + t.Name()
+	if field == "" {
+		return comments[key]
+	}
+	c := comments[key+"."+field]
+	if sf, ok := t.FieldByName(field); ok {
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if rest, ok := strings.CutPrefix(c, field+" "); ok && name != "" {
+			c = name + " " + rest
+		}
+	}
+	return c
+}
+
+// CommentKeys returns the comment-map keys (types and their exported
+// fields) of every named struct type the manifest schema is generated from,
+// sorted. It is what comments.go must cover.
+func CommentKeys() []string {
+	seen := map[reflect.Type]bool{}
+	var keys []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t.Name() == "" || seen[t] {
+			return
+		}
+		seen[t] = true
+		base := t.PkgPath() + "." + t.Name()
+		keys = append(keys, base)
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			if !f.Anonymous {
+				keys = append(keys, base+"."+f.Name)
+			}
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeOf(manifest.Document{}))
+	sort.Strings(keys)
+	return keys
+}
