@@ -144,3 +144,17 @@ func pyFloatRepr(f float64) string {
 	}
 	return s
 }
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// testVideoFrom wraps raw pixels as a video without checking them.
+func testVideoFrom(px []byte, t, h, w, c int) *runtime.Video {
+	return &runtime.Video{Frames: runtime.FromUint8(px, int64(t), int64(h), int64(w), int64(c)), FPS: 10}
+}

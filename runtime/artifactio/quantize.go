@@ -3,6 +3,7 @@ package artifactio
 import (
 	"cmp"
 	"image/color"
+	"math"
 	"slices"
 )
 
@@ -189,22 +190,7 @@ func medianCut(px []byte, c, limit int) quantized {
 		}
 		bx := boxes[best]
 		axis, _ := bx.longest()
-		slices.SortFunc(bx.bins, func(x, y uint16) int {
-			if d := cmp.Compare(binAxis(x, axis), binAxis(y, axis)); d != 0 {
-				return d
-			}
-			return cmp.Compare(x, y)
-		})
-		half, acc, cut := bx.count/2, uint64(0), 1
-		for i, b := range bx.bins[:len(bx.bins)-1] {
-			acc += count[b]
-			cut = i + 1
-			if acc >= half {
-				break
-			}
-		}
-		left := &mcBox{bins: bx.bins[:cut:cut]}
-		right := &mcBox{bins: bx.bins[cut:]}
+		left, right := splitBox(bx, axis, count)
 		left.measure(count)
 		right.measure(count)
 		boxes[best] = left
@@ -225,20 +211,17 @@ func medianCut(px []byte, c, limit int) quantized {
 		p[i] = color.RGBA{uint8(pal[i][0]), uint8(pal[i][1]), uint8(pal[i][2]), 0xff}
 	}
 	// Map each occupied bin (by its mean colour) to the nearest entry.
+	// The bin's own box colour is a close first guess that prunes the search.
+	near := newNearest(pal)
 	lut := make([]uint8, nbins)
-	for _, b := range root.bins {
-		var m [3]int32
-		for a := range 3 {
-			m[a] = int32((sum[b][a] + count[b]/2) / count[b])
-		}
-		bestI, bestD := 0, int32(1<<30)
-		for i, e := range pal {
-			dr, dg, db := m[0]-e[0], m[1]-e[1], m[2]-e[2]
-			if d := dr*dr + dg*dg + db*db; d < bestD {
-				bestI, bestD = i, d
+	for i, bx := range boxes {
+		for _, b := range bx.bins {
+			var m [3]int32
+			for a := range 3 {
+				m[a] = int32((sum[b][a] + count[b]/2) / count[b])
 			}
+			lut[b] = near.find(m, i)
 		}
-		lut[b] = uint8(bestI)
 	}
 	idx := make([]uint8, len(px)/c)
 	for i, j := 0, 0; j < len(px); i, j = i+1, j+c {
@@ -250,4 +233,91 @@ func medianCut(px []byte, c, limit int) quantized {
 		p = append(p, color.RGBA{0, 0, 0, 0xff})
 	}
 	return quantized{palette: p, index: idx}
+}
+
+// splitBox splits a box between two values of axis so that the lower part
+// holds about half the pixels. The box spans at least two values on axis.
+// Bins keep their relative order (a stable counting sort), so the result
+// is deterministic.
+func splitBox(bx *mcBox, axis int, count []uint64) (left, right *mcBox) {
+	var per [32]uint64
+	for _, b := range bx.bins {
+		per[binAxis(b, axis)] += count[b]
+	}
+	lo, hi := bx.lo[axis], bx.hi[axis]
+	cut, acc := lo, uint64(0)
+	for v := lo; v < hi; v++ { // the cut value v keeps v in the left box
+		acc += per[v]
+		cut = v
+		if 2*acc >= bx.count {
+			break
+		}
+	}
+	l := make([]uint16, 0, len(bx.bins))
+	r := make([]uint16, 0, len(bx.bins))
+	for _, b := range bx.bins {
+		if binAxis(b, axis) <= cut {
+			l = append(l, b)
+		} else {
+			r = append(r, b)
+		}
+	}
+	return &mcBox{bins: l}, &mcBox{bins: r}
+}
+
+// nearest finds the palette entry closest to a colour (squared Euclidean
+// distance, the lowest index on ties), searching outwards from the colour's
+// green value in a green-sorted copy of the palette.
+type nearest struct {
+	pal   [][3]int32
+	order []int // palette indexes sorted by green, then index
+}
+
+func newNearest(pal [][3]int32) *nearest {
+	order := make([]int, len(pal))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int {
+		if d := cmp.Compare(pal[x][1], pal[y][1]); d != 0 {
+			return d
+		}
+		return cmp.Compare(x, y)
+	})
+	return &nearest{pal: pal, order: order}
+}
+
+// find returns the nearest entry to m; guess is a palette index to start from.
+func (n *nearest) find(m [3]int32, guess int) uint8 {
+	start, _ := slices.BinarySearchFunc(n.order, m[1], func(i int, g int32) int { return cmp.Compare(n.pal[i][1], g) })
+	best, bestD := len(n.pal), int32(math.MaxInt32)
+	consider := func(i int) {
+		e := n.pal[i]
+		dr, dg, db := m[0]-e[0], m[1]-e[1], m[2]-e[2]
+		if d := dr*dr + dg*dg + db*db; d < bestD || (d == bestD && i < best) {
+			best, bestD = i, d
+		}
+	}
+	consider(guess)
+	for lo, hi := start-1, start; lo >= 0 || hi < len(n.order); {
+		if hi < len(n.order) {
+			i := n.order[hi]
+			if dg := n.pal[i][1] - m[1]; dg*dg > bestD {
+				hi = len(n.order)
+			} else {
+				consider(i)
+				hi++
+			}
+		}
+		if lo >= 0 {
+			i := n.order[lo]
+			if dg := m[1] - n.pal[i][1]; dg*dg > bestD {
+				lo = -1
+			} else {
+				consider(i)
+				lo--
+			}
+		}
+	}
+	return uint8(best)
 }
