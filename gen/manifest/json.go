@@ -47,15 +47,24 @@ var errTooDeep = fmt.Errorf("document is nested deeper than %d levels (max depth
 
 func (r *jsonReader) syntaxError(err error) Error {
 	off := int(r.dec.InputOffset())
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		off = int(se.Offset)
+	if !errors.Is(err, errTooDeep) {
+		// A Decoder's syntax error offsets are relative to the token it
+		// was reading; a whole-input scan gives the absolute one.
+		var v any
+		var se *json.SyntaxError
+		if uerr := json.Unmarshal(r.data, &v); errors.As(uerr, &se) {
+			err = se
+			off = int(se.Offset)
+			if off < len(r.data) && off > 0 {
+				off-- // Offset counts the offending byte
+			}
+		}
 	}
 	l, c := r.position(off)
 	msg := err.Error()
 	switch {
 	case errors.Is(err, errTooDeep):
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), strings.Contains(msg, "unexpected end of JSON input"):
 		msg = "invalid JSON: unexpected end of file"
 	default:
 		msg = "invalid JSON: " + strings.TrimPrefix(msg, "json: ")

@@ -208,6 +208,11 @@ func yamlError(err error) Error {
 		if i := strings.Index(rest, ": "); i > 0 {
 			if n, err := strconv.Atoi(rest[:i]); err == nil && n > 0 {
 				line, msg = n, rest[i+2:]
+				// yaml.v3 prints 1-based lines for scanner errors but
+				// 0-based ones for parser errors.
+				if parserError(msg) {
+					line++
+				}
 			}
 		}
 	}
@@ -215,6 +220,17 @@ func yamlError(err error) Error {
 		msg += fmt.Sprintf(" (wfgen's max nesting depth is %d)", MaxDepth)
 	}
 	return Error{Line: line, Column: 1, Message: "invalid YAML: " + msg}
+}
+
+// parserError reports whether a yaml.v3 message comes from its parser
+// (rather than its scanner).
+func parserError(msg string) bool {
+	switch msg {
+	case "found undefined tag handle", "found duplicate %YAML directive",
+		"found incompatible YAML document", "found duplicate %TAG directive":
+		return true
+	}
+	return strings.HasPrefix(msg, "did not find expected ")
 }
 
 // converter turns a node tree into a JSON-compatible value, enforcing

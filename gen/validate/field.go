@@ -173,7 +173,7 @@ func (c *checker) fieldValue(task string, f *runtime.InferenceFieldSpec, v any, 
 	}
 	name := fmt.Sprintf("%s field %q", task, f.FieldID)
 	if tensorLike(f.Kind) {
-		c.report(p, false, "%s: a %s field cannot have a %s; its value is only known at call time", name, f.Kind, what)
+		c.report(p, false, "%s: a field of kind %s cannot have a %s; its value is only known at call time", name, f.Kind, what)
 		return nil, false
 	}
 	ek := elemKind(f.Kind)
@@ -194,7 +194,7 @@ func (c *checker) fieldValue(task string, f *runtime.InferenceFieldSpec, v any, 
 	good := true
 	items := make([]any, len(list))
 	for i, e := range list {
-		nv, ok := c.scalarValue(name, f, ek, e, fmt.Sprintf("%s/%d", p, i), fmt.Sprintf("%s item %d", what, i), false)
+		nv, ok := c.scalarValue(name, f, ek, e, fmt.Sprintf("%s/%d", p, i), fmt.Sprintf("%s[%d]", what, i), false)
 		good = good && ok
 		items[i] = nv
 	}
@@ -236,23 +236,23 @@ func (c *checker) scalarValue(name string, f *runtime.InferenceFieldSpec, kind s
 		}
 		good := true
 		if len(f.Choices) > 0 && !slices.Contains(f.Choices, s) {
-			c.report(p, false, "%s: %s %q is not one of the choices %s", name, what, s, quoteList(f.Choices))
+			c.report(p, false, "%s: %s is %q, not one of the choices %s", name, what, s, quoteList(f.Choices))
 			good = false
 		}
 		if whole {
 			n := utf8.RuneCountInString(s)
 			if f.MinLength != nil && n < *f.MinLength {
-				c.report(p, false, "%s: %s %q is shorter than min_length %d", name, what, s, *f.MinLength)
+				c.report(p, false, "%s: %s is %q, shorter than min_length %d", name, what, s, *f.MinLength)
 				good = false
 			}
 			if f.MaxLength != nil && n > *f.MaxLength {
-				c.report(p, false, "%s: %s %q is longer than max_length %d", name, what, s, *f.MaxLength)
+				c.report(p, false, "%s: %s is %q, longer than max_length %d", name, what, s, *f.MaxLength)
 				good = false
 			}
 		}
 		if f.Pattern != "" {
 			if re, err := regexp.Compile(f.Pattern); err == nil && !re.MatchString(s) {
-				c.report(p, false, "%s: %s %q does not match pattern %q", name, what, s, f.Pattern)
+				c.report(p, false, "%s: %s is %q, which does not match pattern %q", name, what, s, f.Pattern)
 				good = false
 			}
 		}
@@ -284,8 +284,17 @@ func (c *checker) scalarValue(name string, f *runtime.InferenceFieldSpec, kind s
 				if f.Remainder != 0 {
 					rule = fmt.Sprintf("of the form %d·k+%d", m, f.Remainder)
 				}
-				lo := n - r
-				c.report(p, false, "%s: %s %d is not %s (nearest: %d or %d)", name, what, n, rule, lo, lo+m)
+				var near []string
+				for _, x := range []int64{n - r, n - r + m} {
+					if (f.Minimum == nil || float64(x) >= *f.Minimum) && (f.Maximum == nil || float64(x) <= *f.Maximum) {
+						near = append(near, fmt.Sprint(x))
+					}
+				}
+				hint := ""
+				if len(near) > 0 {
+					hint = " (nearest valid: " + strings.Join(near, " or ") + ")"
+				}
+				c.report(p, false, "%s: %s is %d, not %s%s", name, what, n, rule, hint)
 				good = false
 			}
 		}
@@ -308,11 +317,11 @@ func (c *checker) scalarValue(name string, f *runtime.InferenceFieldSpec, kind s
 func (c *checker) checkRange(name string, f *runtime.InferenceFieldSpec, x float64, p, what, shown string) bool {
 	good := true
 	if f.Minimum != nil && x < *f.Minimum {
-		c.report(p, false, "%s: %s %s is below minimum %v", name, what, shown, *f.Minimum)
+		c.report(p, false, "%s: %s is %s, below the minimum %v", name, what, shown, *f.Minimum)
 		good = false
 	}
 	if f.Maximum != nil && x > *f.Maximum {
-		c.report(p, false, "%s: %s %s is above maximum %v", name, what, shown, *f.Maximum)
+		c.report(p, false, "%s: %s is %s, above the maximum %v", name, what, shown, *f.Maximum)
 		good = false
 	}
 	return good

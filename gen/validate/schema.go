@@ -139,7 +139,7 @@ func (c *checker) schemaError(e *jsv.ValidationError, defs map[string]defInfo) {
 		}
 		return
 	case "type":
-		c.report(ptr, false, "%s: %s", where, typeMessage(e.Message))
+		c.report(ptr, false, "%s: %s", where, typeMessage(e.Message, c.valueAt(ptr)))
 		c.prune(ptr)
 		return
 	case "enum":
@@ -161,11 +161,14 @@ func defName(abs string) string {
 }
 
 // typeMessage rewrites "expected integer, but got string" as
-// "must be an integer, not a string".
-func typeMessage(m string) string {
+// "must be an integer, not a string", naming integers as such.
+func typeMessage(m string, v any) string {
 	want, got, ok := strings.Cut(strings.TrimPrefix(m, "expected "), ", but got ")
 	if !ok {
 		return m
+	}
+	if n, isNum := v.(json.Number); isNum && !strings.ContainsAny(string(n), ".eE") {
+		got = "integer"
 	}
 	return fmt.Sprintf("must be %s, not %s", article(want), article(got))
 }

@@ -196,8 +196,8 @@ type goNames struct {
 }
 
 // declareGoName declares the Go name of the item at pointer item (its id
-// under idKey, or its go_name override) and reports a collision, or an
-// unusable go_name, at the id or the go_name.
+// under idKey, or its go_name override) and reports a collision at the id
+// or the go_name.
 func (c *checker) declareGoName(g *goNames, what, id, goName, item, idKey string) {
 	if id == "" {
 		return
@@ -208,10 +208,7 @@ func (c *checker) declareGoName(g *goNames, what, id, goName, item, idKey string
 		if c.isPruned(at) {
 			return
 		}
-		if err := naming.CheckExported(goName); err != nil {
-			c.report(at, false, "go_name: %v", err)
-			return
-		}
+		// The schema's pattern makes go_name an exported identifier.
 	}
 	name := naming.Ident{ID: id, GoName: goName}.Name()
 	if col := g.scope.Declare(name, fmt.Sprintf("%s %q", what, id)); col != nil {
