@@ -51,12 +51,12 @@ func TestPositionYAML(t *testing.T) {
 		ptr       string
 		line, col int
 	}{
-		{"", 2, 1},                           // the root mapping starts at its first key
-		{"/schema_version", 2, 17},           // scalar value
-		{"/variants", 4, 1},                  // block sequence: at its key
-		{"/variants/0", 5, 5},                // block mapping item: its first key
-		{"/variants/0/variant_id", 5, 17},    // scalar in a sequence item
-		{"/variants/0/load_kwargs", 6, 18},   // flow mapping: where it starts
+		{"", 2, 1},                         // the root mapping starts at its first key
+		{"/schema_version", 2, 17},         // scalar value
+		{"/variants", 4, 1},                // block sequence: at its key
+		{"/variants/0", 5, 5},              // block mapping item: its first key
+		{"/variants/0/variant_id", 5, 17},  // scalar in a sequence item
+		{"/variants/0/load_kwargs", 6, 18}, // flow mapping: where it starts
 		{"/variants/0/load_kwargs/layers", 6, 40},
 		{"/tasks/0/inputs/0/default", 12, 18},
 		{"/tasks/0/inputs/2/default/1", 18, 22},
