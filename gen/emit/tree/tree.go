@@ -1,0 +1,270 @@
+// Package tree applies a set of generated files to an output folder: it
+// writes only files whose bytes change (so unchanged files keep their
+// modification time), checks a folder without writing, and cleans files a
+// generator produced earlier but no longer produces.
+//
+// Every file operation goes through an os.Root opened on the output folder,
+// so no path — not even one reached through a symbolic link — can read,
+// write or remove anything outside it.
+package tree
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/gen/emit/udiff"
+)
+
+// Files maps slash-separated paths relative to the output folder to their
+// contents.
+type Files map[string][]byte
+
+// Options configure Write and Check.
+type Options struct {
+	// Owned reports whether an existing file was produced by this generator
+	// (it recognises the generator's header). Only owned files are ever
+	// reported stale or removed. Required.
+	Owned func(content []byte) bool
+	// Ext limits the stale-file search to names with this suffix (".go").
+	Ext string
+	// Clean removes stale files in Write.
+	Clean bool
+}
+
+// Report says what Write did or what Check found. Paths are relative to the
+// output folder, slash-separated and sorted.
+type Report struct {
+	// Created are files that did not exist (Check: missing).
+	Created []string
+	// Updated are files whose contents changed (Check: differ).
+	Updated []string
+	// Unchanged are files that already held the right bytes.
+	Unchanged []string
+	// Stale are owned files that no input produces any more.
+	Stale []string
+	// Removed are the stale files Write deleted (with Clean).
+	Removed []string
+	// Diff is the unified diff of every file in Updated (Check only).
+	Diff string
+}
+
+// Written is the number of files Write wrote.
+func (r Report) Written() int { return len(r.Created) + len(r.Updated) }
+
+// Current reports whether the folder matched the files: nothing missing,
+// changed or stale.
+func (r Report) Current() bool {
+	return len(r.Created) == 0 && len(r.Updated) == 0 && len(r.Stale) == 0
+}
+
+// maxOwnedProbe is how many leading bytes are read to recognise an owned file.
+const maxOwnedProbe = 4096
+
+func checkPaths(files Files) ([]string, error) {
+	names := make([]string, 0, len(files))
+	for p := range files {
+		if !fs.ValidPath(p) || p == "." || strings.Contains(p, `\`) {
+			return nil, fmt.Errorf("output path %q is not a relative slash-separated path inside the output folder", p)
+		}
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Check compares dir with files without writing anything. A missing dir
+// means every file is missing.
+func Check(dir string, files Files, opts Options) (Report, error) {
+	names, err := checkPaths(files)
+	if err != nil {
+		return Report{}, err
+	}
+	var rep Report
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		rep.Created = names
+		return rep, nil
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	defer root.Close()
+	var diff strings.Builder
+	for _, p := range names {
+		old, err := readRegular(root, p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			rep.Created = append(rep.Created, p)
+		case err != nil:
+			return Report{}, err
+		case bytes.Equal(old, files[p]):
+			rep.Unchanged = append(rep.Unchanged, p)
+		default:
+			rep.Updated = append(rep.Updated, p)
+			shown := path.Join(dir, p)
+			diff.WriteString(udiff.Unified(shown+" (on disk)", shown+" (generated)", string(old), string(files[p]), 3))
+		}
+	}
+	rep.Diff = diff.String()
+	rep.Stale, err = stale(root, files, opts)
+	if err != nil {
+		return Report{}, err
+	}
+	return rep, nil
+}
+
+// Write makes dir hold files, writing only files whose bytes differ (each
+// through a temporary file renamed into place) and, with opts.Clean,
+// removing stale owned files and the folders that become empty.
+func Write(dir string, files Files, opts Options) (Report, error) {
+	names, err := checkPaths(files)
+	if err != nil {
+		return Report{}, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Report{}, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Report{}, err
+	}
+	defer root.Close()
+	var rep Report
+	for _, p := range names {
+		old, err := readRegular(root, p)
+		switch {
+		case err == nil && bytes.Equal(old, files[p]):
+			rep.Unchanged = append(rep.Unchanged, p)
+			continue
+		case err == nil:
+			rep.Updated = append(rep.Updated, p)
+		case errors.Is(err, fs.ErrNotExist):
+			rep.Created = append(rep.Created, p)
+		default:
+			return rep, err
+		}
+		if err := writeFile(root, p, files[p]); err != nil {
+			return rep, fmt.Errorf("write %s: %w", path.Join(dir, p), err)
+		}
+	}
+	rep.Stale, err = stale(root, files, opts)
+	if err != nil {
+		return rep, err
+	}
+	if opts.Clean {
+		for _, p := range rep.Stale {
+			if err := root.Remove(p); err != nil {
+				return rep, err
+			}
+			rep.Removed = append(rep.Removed, p)
+			// Remove the folders the file leaves empty (Remove fails on a
+			// folder that still holds anything, which ends the climb).
+			for d := path.Dir(p); d != "."; d = path.Dir(d) {
+				if root.Remove(d) != nil {
+					break
+				}
+			}
+		}
+	}
+	return rep, nil
+}
+
+// readRegular reads a regular file; a folder or other non-regular file in
+// the way is an error.
+func readRegular(root *os.Root, p string) ([]byte, error) {
+	fi, err := root.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: exists and is not a regular file", p)
+	}
+	return root.ReadFile(p)
+}
+
+func writeFile(root *os.Root, p string, data []byte) error {
+	if d := path.Dir(p); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
+	}
+	tmp := path.Join(path.Dir(p), ".wfgen-"+hex.EncodeToString(rnd[:])+".tmp")
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		root.Remove(tmp)
+		return err
+	}
+	if err := root.Rename(tmp, p); err != nil {
+		root.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// stale lists owned files under root (not following symbolic links) that
+// files does not hold.
+func stale(root *os.Root, files Files, opts Options) ([]string, error) {
+	if opts.Owned == nil {
+		return nil, errors.New("tree: Options.Owned is required")
+	}
+	var out []string
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasSuffix(p, opts.Ext) {
+			return nil
+		}
+		if _, ok := files[p]; ok {
+			return nil
+		}
+		owned, err := probe(root, p, opts.Owned)
+		if err != nil {
+			return err
+		}
+		if owned {
+			out = append(out, p)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+func probe(root *os.Root, p string, owned func([]byte) bool) (bool, error) {
+	f, err := root.Open(p)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	buf := make([]byte, maxOwnedProbe)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return owned(buf[:n]), nil
+}
