@@ -1,0 +1,589 @@
+// Package contract checks a manifest task against the TorchScript method it
+// runs (DESIGN.md, "The checkpoint contract"), so that a mismatch fails the
+// load with both sides named instead of failing in the middle of a request.
+//
+// The rules, for a task and the schema of its method:
+//
+//   - The method exists in the module.
+//   - Every call_kwargs field is an argument of the method whose type accepts
+//     the field's kind: string (with or without choices) → str, int → int,
+//     float → float, bool → bool, tensor/image/video → Tensor, string_list →
+//     List[str], int_list → List[int], float_list → List[float], bool_list →
+//     List[bool], tensor_list → List[Tensor]. An argument typed Optional[T]
+//     accepts what T accepts, Union[...] what any member accepts, Any and
+//     number (Scalar; int and float only) what they say.
+//   - int and float do not mix, in either direction: the engine passes an
+//     int field as a TorchScript int and a float field as a float, and
+//     libtorch rejects an int for a float argument ("Expected a value of type
+//     'float' for argument 'f' but instead found type 'int'"); a float field
+//     for an int argument would lose its fraction.
+//   - A field the caller may leave out (not required, no default in the
+//     manifest) is omitted from the call, so its argument needs a default in
+//     the schema.
+//   - Every argument without a default is a call_kwargs field, or a key of the
+//     task's default_call_kwargs (or the variant's call_kwargs, see
+//     CheckVariant): otherwise no call could ever supply it.
+//   - Every default_call_kwargs (and variant call_kwargs) key that is not a
+//     field is an argument, and its value suits the argument's type. JSON
+//     numbers are float64, so an integral float value is accepted for an int
+//     argument; an integer value for a float argument is not (write 1.0).
+//   - When the method returns Dict[str, V], each artifact's kind is one V can
+//     hold: video, image, embedding and tensor need Tensor; text needs str;
+//     json needs str or a dict, list or scalar type without tensors. When it
+//     returns one value that is not a dict, the task has exactly one artifact
+//     and the value's type suits its kind. A method returning None suits a
+//     task without artifacts only.
+//
+// A mismatch is a *MismatchError listing every problem with the field,
+// what was expected and what was found; it matches ErrMismatch.
+package contract
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+var tensorType = reflect.TypeFor[*runtime.Tensor]()
+
+// ErrMismatch is matched (errors.Is) by every *MismatchError.
+var ErrMismatch = errors.New("manifest does not match the checkpoint")
+
+// Problem is one disagreement between a task and its method's schema.
+type Problem struct {
+	// Field names the thing that disagrees: `field "prompt"`,
+	// `argument "steps"`, `artifact "video"`, `default_call_kwargs "seed"`,
+	// `call_kwargs "seed"` (the variant's), "method" or "return".
+	Field string
+	// Expected is what the other side requires.
+	Expected string
+	// Found is what is there instead.
+	Found string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s: expected %s, found %s", p.Field, p.Expected, p.Found)
+}
+
+// MismatchError lists every problem found for one task.
+type MismatchError struct {
+	// Task is the task id.
+	Task string
+	// Method is the TorchScript method the task runs.
+	Method string
+	// Problems are the problems in a fixed order: method, fields in manifest
+	// order, call kwargs by key, arguments in schema order, then the return.
+	Problems []Problem
+}
+
+func (e *MismatchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "task %q does not match method %s of the checkpoint (%d problem", e.Task, e.Method, len(e.Problems))
+	if len(e.Problems) != 1 {
+		b.WriteByte('s')
+	}
+	b.WriteString("):")
+	for _, p := range e.Problems {
+		b.WriteString("\n\t")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
+
+// Check checks task against schema, the schema of the task's method, given
+// methods, the module's method names. It returns nil or a *MismatchError.
+func Check(task *runtime.InferenceTaskProfile, methods []string, schema runtime.MethodSchema) error {
+	return check(task, nil, methods, schema)
+}
+
+// CheckVariant is Check for a task run through one variant: the variant's
+// call_kwargs are passed on every call too, so they count as supplied
+// arguments and their keys and values are checked like default_call_kwargs.
+// A nil variant is the same as Check.
+func CheckVariant(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema) error {
+	return check(task, variant, methods, schema)
+}
+
+// CheckModule reads the method list and the task method's schema from a
+// loaded module and runs CheckVariant (variant may be nil).
+func CheckModule(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, mod runtime.Module) error {
+	if task == nil || mod == nil {
+		return errors.New("contract: nil task or module")
+	}
+	methods := mod.Methods()
+	var schema runtime.MethodSchema
+	if slices.Contains(methods, task.MethodName()) {
+		s, err := mod.Schema(task.MethodName())
+		if err != nil {
+			return fmt.Errorf("contract: task %q: schema of method %s: %w", task.TaskID, task.MethodName(), err)
+		}
+		schema = s
+	}
+	return check(task, variant, methods, schema)
+}
+
+type checker struct {
+	task     *runtime.InferenceTaskProfile
+	method   string
+	problems []Problem
+}
+
+func (c *checker) add(field, expected, found string) {
+	c.problems = append(c.problems, Problem{Field: field, Expected: expected, Found: found})
+}
+
+func check(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema) error {
+	if task == nil {
+		return errors.New("contract: nil task")
+	}
+	c := &checker{task: task, method: task.MethodName()}
+	if !slices.Contains(methods, c.method) {
+		found := "no methods"
+		if len(methods) > 0 {
+			found = "methods " + strings.Join(methods, ", ")
+		}
+		c.add("method", fmt.Sprintf("a method named %q", c.method), found)
+		return c.err()
+	}
+	if schema.Name != "" && schema.Name != c.method {
+		c.add("method", fmt.Sprintf("the schema of %s", c.method), "the schema of "+schema.Name)
+		return c.err()
+	}
+
+	args := map[string]runtime.Argument{}
+	argTypes := map[string]Type{}
+	for _, a := range schema.Arguments {
+		args[a.Name] = a
+		t, err := ParseType(a.Type)
+		if err != nil {
+			c.add(fmt.Sprintf("argument %q", a.Name), "a TorchScript type", err.Error())
+			continue
+		}
+		argTypes[a.Name] = t
+	}
+	supplied := map[string]bool{}
+
+	c.checkFields(schema, args, argTypes, supplied)
+
+	kwargs := []struct {
+		label string
+		m     map[string]any
+	}{{"default_call_kwargs", task.DefaultCallKwargs}}
+	if variant != nil {
+		kwargs = append(kwargs, struct {
+			label string
+			m     map[string]any
+		}{"call_kwargs", variant.CallKwargs})
+	}
+	for _, kw := range kwargs {
+		for _, k := range sortedKeys(kw.m) {
+			supplied[k] = true
+			if f, ok := task.Field(k); ok && f.Target == runtime.TargetCallKwargs {
+				continue // a default for a field, checked with the field
+			}
+			a, ok := args[k]
+			if !ok {
+				c.add(fmt.Sprintf("%s %q", kw.label, k), "an argument of "+c.method, "no such argument ("+argList(schema)+")")
+				continue
+			}
+			t, ok := argTypes[k]
+			if !ok {
+				continue // its type did not parse; reported above
+			}
+			if why := valueMismatch(t, kw.m[k]); why != "" {
+				c.add(fmt.Sprintf("%s %q", kw.label, k), fmt.Sprintf("a value for argument %s: %s", k, a.Type), why)
+			}
+		}
+	}
+
+	for _, a := range schema.Arguments {
+		if a.HasDefault || supplied[a.Name] {
+			continue
+		}
+		found := "no field"
+		if f, ok := task.Field(a.Name); ok {
+			found = fmt.Sprintf("field %q with target %s", f.FieldID, f.Target)
+		}
+		c.add(fmt.Sprintf("argument %q", a.Name),
+			fmt.Sprintf("a call_kwargs field %q (the argument has no default)", a.Name), found)
+	}
+
+	c.checkReturn(schema)
+	return c.err()
+}
+
+func (c *checker) checkFields(schema runtime.MethodSchema, args map[string]runtime.Argument, argTypes map[string]Type, supplied map[string]bool) {
+	for _, f := range c.task.Inputs {
+		if f.Target != runtime.TargetCallKwargs {
+			continue
+		}
+		supplied[f.FieldID] = true
+		field := fmt.Sprintf("field %q", f.FieldID)
+		want, ok := kindType(f.Kind)
+		if !ok {
+			c.add(field, "a field kind ("+strings.Join(runtime.FieldKinds, ", ")+")", fmt.Sprintf("kind %q", f.Kind))
+			continue
+		}
+		a, ok := args[f.FieldID]
+		if !ok {
+			c.add(field, fmt.Sprintf("an argument %s: %s of %s", f.FieldID, want, c.method), "no such argument ("+argList(schema)+")")
+			continue
+		}
+		_, hasDefault := c.task.DefaultCallKwargs[f.FieldID]
+		hasDefault = hasDefault || f.Default != nil
+		if !f.Required && !hasDefault && !a.HasDefault {
+			c.add(field, fmt.Sprintf("a default for argument %s (the field is optional without a default, so a call may omit it)", a.Name),
+				fmt.Sprintf("%s: %s without a default", a.Name, a.Type))
+		}
+		t, ok := argTypes[f.FieldID]
+		if !ok {
+			continue
+		}
+		if !accepts(t, want) {
+			c.add(field, fmt.Sprintf("argument %s of type %s (field kind %s)", a.Name, want, f.Kind), fmt.Sprintf("%s: %s", a.Name, a.Type))
+		}
+	}
+}
+
+func (c *checker) checkReturn(schema runtime.MethodSchema) {
+	outs := c.task.Outputs
+	var rt Type
+	switch len(schema.Returns) {
+	case 0:
+		rt = Type{Name: "NoneType"}
+	case 1:
+		t, err := ParseType(schema.Returns[0])
+		if err != nil {
+			c.add("return", "a TorchScript type", err.Error())
+			return
+		}
+		rt = t
+	default:
+		rt = Type{Name: "Tuple"}
+		for _, r := range schema.Returns {
+			t, err := ParseType(r)
+			if err != nil {
+				c.add("return", "a TorchScript type", err.Error())
+				return
+			}
+			rt.Elems = append(rt.Elems, t)
+		}
+	}
+	inner := rt
+	for inner.Name == "Optional" {
+		inner = inner.Elems[0]
+	}
+	switch {
+	case inner.Name == "Dict":
+		if !accepts(inner.Elems[0], Type{Name: "str"}) {
+			c.add("return", "Dict[str, ...] keyed by artifact_id", rt.String())
+			return
+		}
+		for _, a := range outs {
+			if !artifactAccepts(inner.Elems[1], a.Kind) {
+				c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("dict values for artifact kind %s (%s)", a.Kind, artifactNeeds(a.Kind)),
+					fmt.Sprintf("values of type %s (return %s)", inner.Elems[1], rt))
+			}
+		}
+	case inner.Name == "NoneType":
+		if len(outs) > 0 {
+			c.add("return", fmt.Sprintf("a value for %s", artifactList(outs)), "NoneType (the method returns nothing)")
+		}
+	case len(outs) != 1:
+		c.add("return", fmt.Sprintf("Dict[str, ...] keyed by artifact_id for %s", artifactList(outs)), fmt.Sprintf("%s (one value)", rt))
+	case !artifactAccepts(inner, outs[0].Kind):
+		c.add(fmt.Sprintf("artifact %q", outs[0].ArtifactID), fmt.Sprintf("a return type for artifact kind %s (%s)", outs[0].Kind, artifactNeeds(outs[0].Kind)),
+			rt.String())
+	}
+}
+
+func (c *checker) err() error {
+	if len(c.problems) == 0 {
+		return nil
+	}
+	return &MismatchError{Task: c.task.TaskID, Method: c.method, Problems: c.problems}
+}
+
+// kindType is the TorchScript type a field kind is passed as.
+func kindType(kind string) (Type, bool) {
+	scalar := map[string]string{
+		runtime.KindString: "str", runtime.KindInt: "int", runtime.KindFloat: "float", runtime.KindBool: "bool",
+		runtime.KindTensor: "Tensor", runtime.KindImage: "Tensor", runtime.KindVideo: "Tensor",
+	}
+	list := map[string]string{
+		runtime.KindStringList: "str", runtime.KindIntList: "int", runtime.KindFloatList: "float",
+		runtime.KindBoolList: "bool", runtime.KindTensorList: "Tensor",
+	}
+	if s, ok := scalar[kind]; ok {
+		return Type{Name: s}, true
+	}
+	if s, ok := list[kind]; ok {
+		return Type{Name: "List", Elems: []Type{{Name: s}}}, true
+	}
+	return Type{}, false
+}
+
+// accepts reports whether an argument of type arg accepts a value of type v.
+func accepts(arg, v Type) bool {
+	switch arg.Name {
+	case "Any":
+		return true
+	case "Optional":
+		return v.Name == "NoneType" || accepts(arg.Elems[0], v)
+	case "Union":
+		for _, m := range arg.Elems {
+			if accepts(m, v) {
+				return true
+			}
+		}
+		return false
+	case "number":
+		return v.Name == "int" || v.Name == "float" || v.Name == "number"
+	case "List":
+		return v.Name == "List" && accepts(arg.Elems[0], v.Elems[0])
+	case "Dict":
+		return v.Name == "Dict" && accepts(arg.Elems[0], v.Elems[0]) && accepts(arg.Elems[1], v.Elems[1])
+	case "Tuple":
+		if v.Name != "Tuple" || len(v.Elems) != len(arg.Elems) {
+			return false
+		}
+		for i := range arg.Elems {
+			if !accepts(arg.Elems[i], v.Elems[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return len(arg.Elems) == 0 && len(v.Elems) == 0 && arg.Name == v.Name
+}
+
+// artifactAccepts reports whether a returned value of type t can be an
+// artifact of the kind.
+func artifactAccepts(t Type, kind string) bool {
+	switch t.Name {
+	case "Any":
+		return true
+	case "Optional":
+		return artifactAccepts(t.Elems[0], kind)
+	case "Union":
+		for _, m := range t.Elems {
+			if artifactAccepts(m, kind) {
+				return true
+			}
+		}
+		return false
+	}
+	switch kind {
+	case runtime.ArtifactVideo, runtime.ArtifactImage, runtime.ArtifactEmbedding, runtime.ArtifactTensor:
+		return t.Name == "Tensor"
+	case runtime.ArtifactText:
+		return t.Name == "str"
+	case runtime.ArtifactJSON:
+		return jsonable(t, 0)
+	}
+	return false
+}
+
+func jsonable(t Type, depth int) bool {
+	if depth > maxTypeDepth {
+		return false
+	}
+	switch t.Name {
+	case "str", "int", "float", "bool", "number", "NoneType", "Any":
+		return true
+	case "Dict":
+		return t.Elems[0].Name == "str" && jsonable(t.Elems[1], depth+1)
+	case "List", "Optional", "Tuple", "Union":
+		for _, e := range t.Elems {
+			if !jsonable(e, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func artifactNeeds(kind string) string {
+	switch kind {
+	case runtime.ArtifactVideo:
+		return "Tensor, uint8 [T,H,W,C]"
+	case runtime.ArtifactImage:
+		return "Tensor, uint8 [H,W,C]"
+	case runtime.ArtifactEmbedding:
+		return "Tensor, floating [D] or [N,D]"
+	case runtime.ArtifactTensor:
+		return "Tensor"
+	case runtime.ArtifactText:
+		return "str"
+	case runtime.ArtifactJSON:
+		return "str holding JSON, or a dict, list or scalar without tensors"
+	}
+	return "a known artifact kind: " + strings.Join(runtime.ArtifactKinds, ", ")
+}
+
+// valueMismatch says why a manifest value does not suit an argument type, or
+// returns "" when it does.
+func valueMismatch(t Type, v any) string {
+	if valueAccepts(t, reflect.ValueOf(v), 0) {
+		return ""
+	}
+	return describeValue(v)
+}
+
+func valueAccepts(t Type, v reflect.Value, depth int) bool {
+	if depth > maxTypeDepth {
+		return false
+	}
+	// Look through interfaces and pointers (a *Tensor is a value itself).
+	for v.IsValid() && (v.Kind() == reflect.Interface || (v.Kind() == reflect.Pointer && v.Type() != tensorType)) {
+		if v.IsNil() {
+			v = reflect.Value{}
+			break
+		}
+		v = v.Elem()
+	}
+	switch t.Name {
+	case "Any":
+		return true
+	case "Optional":
+		return !v.IsValid() || valueAccepts(t.Elems[0], v, depth+1)
+	case "Union":
+		for _, m := range t.Elems {
+			if valueAccepts(m, v, depth+1) {
+				return true
+			}
+		}
+		return false
+	case "NoneType":
+		return !v.IsValid()
+	}
+	if !v.IsValid() {
+		return false
+	}
+	switch t.Name {
+	case "str":
+		return v.Kind() == reflect.String
+	case "bool":
+		return v.Kind() == reflect.Bool
+	case "int":
+		return isInt(v) || (isFloat(v) && v.Float() == math.Trunc(v.Float()) && math.Abs(v.Float()) < 1<<53)
+	case "float":
+		return isFloat(v)
+	case "number":
+		return isInt(v) || isFloat(v)
+	case "Tensor":
+		return v.Type() == tensorType && !v.IsNil()
+	case "List":
+		if v.Kind() != reflect.Slice && v.Kind() != reflect.Array {
+			return false
+		}
+		for i := range v.Len() {
+			if !valueAccepts(t.Elems[0], v.Index(i), depth+1) {
+				return false
+			}
+		}
+		return true
+	case "Tuple":
+		if (v.Kind() != reflect.Slice && v.Kind() != reflect.Array) || v.Len() != len(t.Elems) {
+			return false
+		}
+		for i := range v.Len() {
+			if !valueAccepts(t.Elems[i], v.Index(i), depth+1) {
+				return false
+			}
+		}
+		return true
+	case "Dict":
+		if v.Kind() != reflect.Map || v.Type().Key().Kind() != reflect.String || t.Elems[0].Name != "str" {
+			return false
+		}
+		for _, k := range v.MapKeys() {
+			if !valueAccepts(t.Elems[1], v.MapIndex(k), depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func isInt(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+func isFloat(v reflect.Value) bool { return v.Kind() == reflect.Float32 || v.Kind() == reflect.Float64 }
+
+func describeValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case string:
+		return fmt.Sprintf("str %q", x)
+	case float64, float32:
+		return fmt.Sprintf("float %v", x)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return fmt.Sprintf("int %v", x)
+	case bool:
+		return fmt.Sprintf("bool %v", x)
+	case *runtime.Tensor:
+		return "a tensor"
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		return fmt.Sprintf("a list %v", v)
+	case reflect.Map:
+		return fmt.Sprintf("a dict %v", v)
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func argList(s runtime.MethodSchema) string {
+	if len(s.Arguments) == 0 {
+		return "the method takes no arguments"
+	}
+	parts := make([]string, len(s.Arguments))
+	for i, a := range s.Arguments {
+		parts[i] = a.Name + ": " + a.Type
+	}
+	return "arguments: " + strings.Join(parts, ", ")
+}
+
+func artifactList(outs []runtime.InferenceArtifactSpec) string {
+	if len(outs) == 0 {
+		return "no artifacts"
+	}
+	ids := make([]string, len(outs))
+	for i, a := range outs {
+		ids[i] = fmt.Sprintf("%q", a.ArtifactID)
+	}
+	word := "artifacts"
+	if len(outs) == 1 {
+		word = "artifact"
+	}
+	return fmt.Sprintf("%d %s (%s)", len(outs), word, strings.Join(ids, ", "))
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

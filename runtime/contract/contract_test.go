@@ -1,0 +1,373 @@
+package contract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+func field(id, kind string, required bool) runtime.InferenceFieldSpec {
+	return runtime.InferenceFieldSpec{FieldID: id, Kind: kind, Target: runtime.TargetCallKwargs, Required: required}
+}
+
+func withDefault(f runtime.InferenceFieldSpec, v any) runtime.InferenceFieldSpec {
+	f.Default = v
+	return f
+}
+
+func artifact(id, kind string) runtime.InferenceArtifactSpec {
+	return runtime.InferenceArtifactSpec{ArtifactID: id, Kind: kind, Required: true}
+}
+
+func arg(name, typ string) runtime.Argument { return runtime.Argument{Name: name, Type: typ} }
+
+func argDefault(name, typ string) runtime.Argument {
+	return runtime.Argument{Name: name, Type: typ, HasDefault: true}
+}
+
+// embedTask is a typical embedding task: a required image, an optional
+// normalise flag with a default, one embedding artifact.
+func embedTask() *runtime.InferenceTaskProfile {
+	return &runtime.InferenceTaskProfile{
+		TaskID: "embed", Method: "encode",
+		Inputs: []runtime.InferenceFieldSpec{
+			field("image", runtime.KindImage, true),
+			withDefault(field("normalize", runtime.KindBool, false), true),
+		},
+		Outputs: []runtime.InferenceArtifactSpec{artifact("embedding", runtime.ArtifactEmbedding)},
+	}
+}
+
+// videoTask is a generation task with many field kinds and two artifacts.
+func videoTask() *runtime.InferenceTaskProfile {
+	return &runtime.InferenceTaskProfile{
+		TaskID: "text-to-video",
+		Inputs: []runtime.InferenceFieldSpec{
+			field("prompt", runtime.KindString, true),
+			{FieldID: "sampler", Kind: runtime.KindString, Target: runtime.TargetCallKwargs, Choices: []string{"euler", "dpm"}, Default: "euler"},
+			withDefault(field("num_frames", runtime.KindInt, false), 16),
+			withDefault(field("guidance", runtime.KindFloat, false), 7.5),
+			field("seed", runtime.KindInt, false),
+			field("negative", runtime.KindStringList, false),
+			field("cond_frames", runtime.KindTensorList, false),
+			{FieldID: "dtype", Kind: runtime.KindString, Target: runtime.TargetLoadKwargs},
+		},
+		Outputs: []runtime.InferenceArtifactSpec{artifact("video", runtime.ArtifactVideo), artifact("caption", runtime.ArtifactText)},
+	}
+}
+
+func videoSchema() runtime.MethodSchema {
+	return runtime.MethodSchema{
+		Name: "forward",
+		Arguments: []runtime.Argument{
+			arg("prompt", "str"),
+			argDefault("sampler", "str"),
+			argDefault("num_frames", "int"),
+			argDefault("guidance", "float"),
+			argDefault("seed", "Optional[int]"),
+			argDefault("negative", "List[str]"),
+			argDefault("cond_frames", "Tensor[]?"),
+		},
+		Returns: []string{"Dict[str, Union[Tensor, str]]"},
+	}
+}
+
+func TestCheck(t *testing.T) {
+	type tc struct {
+		name    string
+		task    *runtime.InferenceTaskProfile
+		methods []string
+		schema  runtime.MethodSchema
+		want    []Problem // nil: no mismatch
+	}
+	cases := []tc{
+		{
+			name: "embed matches", task: embedTask(), methods: []string{"encode", "forward"},
+			schema: runtime.MethodSchema{Name: "encode", Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor"}},
+		},
+		{
+			name: "video matches (annotation form)", task: videoTask(), methods: []string{"forward"}, schema: videoSchema(),
+		},
+		{
+			name: "video matches (schema form)", task: videoTask(), methods: []string{"forward"},
+			schema: func() runtime.MethodSchema {
+				s := videoSchema()
+				s.Arguments[4].Type = "int?"
+				s.Arguments[5].Type = "str[]"
+				s.Returns = []string{"Dict(str, Union(Tensor, str))"}
+				return s
+			}(),
+		},
+		{
+			name: "missing method", task: embedTask(), methods: []string{"forward", "decode"},
+			schema: runtime.MethodSchema{},
+			want:   []Problem{{"method", `a method named "encode"`, "methods forward, decode"}},
+		},
+		{
+			name: "module without methods", task: embedTask(), methods: nil,
+			want: []Problem{{"method", `a method named "encode"`, "no methods"}},
+		},
+		{
+			name: "schema of another method", task: embedTask(), methods: []string{"encode", "forward"},
+			schema: runtime.MethodSchema{Name: "forward", Returns: []string{"Tensor"}},
+			want:   []Problem{{"method", "the schema of encode", "the schema of forward"}},
+		},
+		{
+			name: "every problem listed", task: videoTask(), methods: []string{"forward"},
+			schema: runtime.MethodSchema{
+				Name: "forward",
+				Arguments: []runtime.Argument{
+					arg("prompt", "Tensor"),           // wrong type
+					argDefault("sampler", "int"),      // choices are str
+					argDefault("num_frames", "float"), // int field, float argument
+					argDefault("guidance", "int"),     // float field, int argument
+					arg("seed", "int"),                // optional field, argument without default
+					argDefault("negative", "List[int]"),
+					// cond_frames missing
+					arg("strength", "float"), // no field
+					arg("dtype", "str"),      // a load_kwargs field
+				},
+				Returns: []string{"Dict[str, Tensor]"},
+			},
+			want: []Problem{
+				{`field "prompt"`, "argument prompt of type str (field kind string)", "prompt: Tensor"},
+				{`field "sampler"`, "argument sampler of type str (field kind string)", "sampler: int"},
+				{`field "num_frames"`, "argument num_frames of type int (field kind int)", "num_frames: float"},
+				{`field "guidance"`, "argument guidance of type float (field kind float)", "guidance: int"},
+				{`field "seed"`, "a default for argument seed (the field is optional without a default, so a call may omit it)", "seed: int without a default"},
+				{`field "negative"`, "argument negative of type List[str] (field kind string_list)", "negative: List[int]"},
+				{`field "cond_frames"`, "an argument cond_frames: List[Tensor] of forward", "no such argument (arguments: prompt: Tensor, sampler: int, num_frames: float, guidance: int, seed: int, negative: List[int], strength: float, dtype: str)"},
+				{`argument "strength"`, `a call_kwargs field "strength" (the argument has no default)`, "no field"},
+				{`argument "dtype"`, `a call_kwargs field "dtype" (the argument has no default)`, `field "dtype" with target load_kwargs`},
+				{`artifact "caption"`, "dict values for artifact kind text (str)", "values of type Tensor (return Dict[str, Tensor])"},
+			},
+		},
+		{
+			name: "Optional and Any arguments accept fields", task: videoTask(), methods: []string{"forward"},
+			schema: runtime.MethodSchema{Name: "forward", Arguments: []runtime.Argument{
+				arg("prompt", "Any"), argDefault("sampler", "Optional[str]"), argDefault("num_frames", "Scalar"),
+				argDefault("guidance", "number"), argDefault("seed", "Union[int, NoneType]"),
+				argDefault("negative", "Optional[List[Optional[str]]]"), argDefault("cond_frames", "List[Tensor]"),
+			}, Returns: []string{"Dict[str, Any]"}},
+		},
+		{
+			name: "kinds to list types", methods: []string{"forward"},
+			task: &runtime.InferenceTaskProfile{TaskID: "lists", Inputs: []runtime.InferenceFieldSpec{
+				field("a", runtime.KindIntList, true), field("b", runtime.KindFloatList, true), field("c", runtime.KindBoolList, true),
+				field("d", runtime.KindVideo, true), field("e", runtime.KindTensor, true),
+			}, Outputs: []runtime.InferenceArtifactSpec{artifact("out", runtime.ArtifactTensor)}},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{
+				arg("a", "int[]"), arg("b", "List[int]"), arg("c", "bool[]"), arg("d", "Tensor"), arg("e", "List[Tensor]"),
+			}, Returns: []string{"Tensor"}},
+			want: []Problem{
+				{`field "b"`, "argument b of type List[float] (field kind float_list)", "b: List[int]"},
+				{`field "e"`, "argument e of type Tensor (field kind tensor)", "e: List[Tensor]"},
+			},
+		},
+		{
+			name: "default_call_kwargs supply arguments and are checked", methods: []string{"forward"},
+			task: &runtime.InferenceTaskProfile{TaskID: "t",
+				Inputs:            []runtime.InferenceFieldSpec{field("x", runtime.KindTensor, true), field("steps", runtime.KindInt, false)},
+				DefaultCallKwargs: map[string]any{"steps": 4.0, "mode": "fast", "scale": 2.0, "ids": []any{1.0, 2.0}, "eta": 1, "bogus": true, "opt": nil},
+				Outputs:           []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{
+				arg("x", "Tensor"), arg("steps", "int"), arg("mode", "str"), arg("scale", "int"), arg("ids", "List[int]"),
+				arg("eta", "float"), argDefault("opt", "str"),
+			}, Returns: []string{"Tensor"}},
+			want: []Problem{
+				{`default_call_kwargs "bogus"`, "an argument of forward", "no such argument (arguments: x: Tensor, steps: int, mode: str, scale: int, ids: List[int], eta: float, opt: str)"},
+				{`default_call_kwargs "eta"`, "a value for argument eta: float", "int 1"},
+				{`default_call_kwargs "opt"`, "a value for argument opt: str", "None"},
+			},
+		},
+		{
+			name: "non-integral float for an int argument", methods: []string{"forward"},
+			task: &runtime.InferenceTaskProfile{TaskID: "t", DefaultCallKwargs: map[string]any{"n": 2.5, "m": []any{"a", 3.0}},
+				Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactJSON)}},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{argDefault("n", "int"), argDefault("m", "List[str]")}, Returns: []string{"Dict[str, List[int]]"}},
+			want: []Problem{
+				{`default_call_kwargs "m"`, "a value for argument m: List[str]", "a list [a 3]"},
+				{`default_call_kwargs "n"`, "a value for argument n: int", "float 2.5"},
+			},
+		},
+		{
+			name: "single value with several artifacts", task: videoTask(), methods: []string{"forward"},
+			schema: func() runtime.MethodSchema { s := videoSchema(); s.Returns = []string{"Tensor"}; return s }(),
+			want:   []Problem{{"return", `Dict[str, ...] keyed by artifact_id for 2 artifacts ("video", "caption")`, "Tensor (one value)"}},
+		},
+		{
+			name: "single value of the wrong kind", task: embedTask(), methods: []string{"encode"},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"str"}},
+			want:   []Problem{{`artifact "embedding"`, "a return type for artifact kind embedding (Tensor, floating [D] or [N,D])", "str"}},
+		},
+		{
+			name: "tuple return for one artifact", task: embedTask(), methods: []string{"encode"},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"(Tensor, Tensor)"}},
+			want:   []Problem{{`artifact "embedding"`, "a return type for artifact kind embedding (Tensor, floating [D] or [N,D])", "Tuple[Tensor, Tensor]"}},
+		},
+		{
+			name: "several returns are a tuple", task: embedTask(), methods: []string{"encode"},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor", "Tensor"}},
+			want:   []Problem{{`artifact "embedding"`, "a return type for artifact kind embedding (Tensor, floating [D] or [N,D])", "Tuple[Tensor, Tensor]"}},
+		},
+		{
+			name: "json artifacts from dict, list and str", methods: []string{"forward"},
+			task:   &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{artifact("meta", runtime.ArtifactJSON)}},
+			schema: runtime.MethodSchema{Returns: []string{"Dict(str, Tuple[int, float, str?, bool])"}},
+		},
+		{
+			name: "json artifact cannot hold a tensor", methods: []string{"forward"},
+			task:   &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{artifact("meta", runtime.ArtifactJSON)}},
+			schema: runtime.MethodSchema{Returns: []string{"Dict[str, List[Tensor]]"}},
+			want: []Problem{{`artifact "meta"`, "dict values for artifact kind json (str holding JSON, or a dict, list or scalar without tensors)",
+				"values of type List[Tensor] (return Dict[str, List[Tensor]])"}},
+		},
+		{
+			name: "dict with non-str keys", task: embedTask(), methods: []string{"encode"},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Dict[int, Tensor]"}},
+			want:   []Problem{{"return", "Dict[str, ...] keyed by artifact_id", "Dict[int, Tensor]"}},
+		},
+		{
+			name: "optional dict return", task: embedTask(), methods: []string{"encode"},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Dict(str, Tensor)?"}},
+		},
+		{
+			name: "None return with artifacts", task: embedTask(), methods: []string{"encode"},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"NoneType"}},
+			want:   []Problem{{"return", `a value for 1 artifact ("embedding")`, "NoneType (the method returns nothing)"}},
+		},
+		{
+			name: "no returns listed, no artifacts", methods: []string{"reset"},
+			task:   &runtime.InferenceTaskProfile{TaskID: "reset", Method: "reset"},
+			schema: runtime.MethodSchema{Name: "reset"},
+		},
+		{
+			name: "unparseable types", task: embedTask(), methods: []string{"encode"},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor["), argDefault("normalize", "bool")}, Returns: []string{"Dict[str"}},
+			want: []Problem{
+				{`argument "image"`, "a TorchScript type", `type "Tensor[": missing type at offset 7`},
+				{"return", "a TorchScript type", `type "Dict[str": expected ',' or ']' at offset 8`},
+			},
+		},
+		{
+			name: "unknown field kind", methods: []string{"forward"},
+			task: &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{field("x", "matrix", true)},
+				Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("x", "Tensor")}, Returns: []string{"Tensor"}},
+			want:   []Problem{{`field "x"`, "a field kind (" + strings.Join(runtime.FieldKinds, ", ") + ")", `kind "matrix"`}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Check(c.task, c.methods, c.schema)
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("unexpected mismatch: %v", err)
+				}
+				return
+			}
+			var me *MismatchError
+			if !errors.As(err, &me) {
+				t.Fatalf("err = %v, want a *MismatchError", err)
+			}
+			if !errors.Is(err, ErrMismatch) {
+				t.Error("errors.Is(err, ErrMismatch) is false")
+			}
+			if !slices.Equal(me.Problems, c.want) {
+				t.Errorf("problems:\n%s\nwant:\n%s", list(me.Problems), list(c.want))
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, fmt.Sprintf("task %q", c.task.TaskID)) {
+				t.Errorf("message does not name the task: %s", msg)
+			}
+			for _, p := range c.want {
+				if !strings.Contains(msg, p.String()) {
+					t.Errorf("message does not list %q:\n%s", p, msg)
+				}
+			}
+		})
+	}
+}
+
+func list(ps []Problem) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, "\t%#v\n", p)
+	}
+	return b.String()
+}
+
+func TestCheckVariantCallKwargs(t *testing.T) {
+	task := &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{field("x", runtime.KindTensor, true)},
+		Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}}
+	schema := runtime.MethodSchema{Arguments: []runtime.Argument{arg("x", "Tensor"), arg("size", "str")}, Returns: []string{"Tensor"}}
+	// Without the variant, "size" is never supplied.
+	err := Check(task, []string{"forward"}, schema)
+	if err == nil || !strings.Contains(err.Error(), `argument "size": expected a call_kwargs field "size"`) {
+		t.Fatalf("Check err = %v", err)
+	}
+	v := &runtime.InferenceVariantSpec{VariantID: "large", CallKwargs: map[string]any{"size": "large"}}
+	if err := CheckVariant(task, v, []string{"forward"}, schema); err != nil {
+		t.Fatalf("CheckVariant: %v", err)
+	}
+	v.CallKwargs = map[string]any{"size": 3.0, "extra": 1}
+	err = CheckVariant(task, v, []string{"forward"}, schema)
+	var me *MismatchError
+	if !errors.As(err, &me) || len(me.Problems) != 2 ||
+		me.Problems[0].Field != `call_kwargs "extra"` || me.Problems[1] != (Problem{`call_kwargs "size"`, "a value for argument size: str", "float 3"}) {
+		t.Fatalf("CheckVariant err = %v", err)
+	}
+}
+
+// fakeModule is a loaded module as the engine would present it.
+type fakeModule struct {
+	schemas   map[string]runtime.MethodSchema
+	schemaErr error
+}
+
+func (m *fakeModule) Methods() []string {
+	var out []string
+	for k := range m.schemas {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+func (m *fakeModule) Schema(name string) (runtime.MethodSchema, error) {
+	if m.schemaErr != nil {
+		return runtime.MethodSchema{}, m.schemaErr
+	}
+	return m.schemas[name], nil
+}
+func (m *fakeModule) Call(context.Context, string, map[string]any, runtime.CallOptions) (any, error) {
+	return nil, errors.New("not callable")
+}
+func (m *fakeModule) Device() string { return "cpu" }
+func (m *fakeModule) Close() error   { return nil }
+
+func TestCheckModule(t *testing.T) {
+	good := runtime.MethodSchema{Name: "encode", Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor"}}
+	mod := &fakeModule{schemas: map[string]runtime.MethodSchema{"encode": good, "forward": {Name: "forward"}}}
+	if err := CheckModule(embedTask(), nil, mod); err != nil {
+		t.Fatalf("CheckModule: %v", err)
+	}
+	mod = &fakeModule{schemas: map[string]runtime.MethodSchema{"forward": {Name: "forward"}}}
+	if err := CheckModule(embedTask(), nil, mod); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), `method: expected a method named "encode", found methods forward`) {
+		t.Fatalf("missing method: err = %v", err)
+	}
+	mod = &fakeModule{schemas: map[string]runtime.MethodSchema{"encode": good}, schemaErr: runtime.ErrClosed}
+	if err := CheckModule(embedTask(), nil, mod); !errors.Is(err, runtime.ErrClosed) || errors.Is(err, ErrMismatch) {
+		t.Fatalf("schema error: err = %v", err)
+	}
+	if err := CheckModule(nil, nil, mod); err == nil {
+		t.Fatal("nil task accepted")
+	}
+	if err := Check(nil, nil, runtime.MethodSchema{}); err == nil {
+		t.Fatal("nil task accepted")
+	}
+}
