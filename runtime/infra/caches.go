@@ -1,0 +1,76 @@
+package infra
+
+import (
+	"errors"
+	"fmt"
+	goruntime "runtime"
+	"sort"
+	"sync"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+var (
+	droppersMu sync.Mutex
+	droppers   = map[string]func(){}
+)
+
+// RegisterCacheDropper registers drop under name; DropCaches calls it to
+// release strong references to cached runtimes (loaded modules, compiled
+// wrappers). Registering a name again replaces it. The returned function
+// unregisters it.
+func RegisterCacheDropper(name string, drop func()) (unregister func()) {
+	droppersMu.Lock()
+	defer droppersMu.Unlock()
+	droppers[name] = drop
+	return func() {
+		droppersMu.Lock()
+		defer droppersMu.Unlock()
+		delete(droppers, name)
+	}
+}
+
+// EmptyCacher returns unreferenced cached accelerator memory (runtime.Engine
+// has it).
+type EmptyCacher interface {
+	EmptyCache() error
+}
+
+// DropCaches is the seed's drop-caches: it drops strong references first
+// (every registered dropper, in name order), collects garbage so that
+// unreachable modules' cleanups can run, then returns unreferenced cached
+// accelerator memory through the registered engine (nothing to do without
+// one, or on CPU). Modules still referenced keep their memory: Close them.
+func DropCaches() error { return dropCaches(nil) }
+
+func dropCaches(ec EmptyCacher) error {
+	droppersMu.Lock()
+	names := make([]string, 0, len(droppers))
+	for n := range droppers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fns := make([]func(), len(names))
+	for i, n := range names {
+		fns[i] = droppers[n]
+	}
+	droppersMu.Unlock()
+	for _, f := range fns {
+		f()
+	}
+	goruntime.GC()
+	if ec == nil {
+		e, err := runtime.DefaultEngine()
+		if errors.Is(err, runtime.ErrNoEngine) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ec = e
+	}
+	if err := ec.EmptyCache(); err != nil {
+		return fmt.Errorf("drop caches: %w", err)
+	}
+	return nil
+}

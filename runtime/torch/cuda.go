@@ -1,0 +1,143 @@
+//go:build cgo
+
+package torch
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+)
+
+// cudaAPI is what the engine asks about CUDA. The CPU build of libtorch
+// answers "no devices"; the rest goes to the CUDA runtime C API resolved by
+// dlsym, so the CPU build links and the same code runs on a GPU build.
+type cudaAPI interface {
+	deviceCount() int
+	currentDevice() (int, error)
+	device(i int) (runtime.DeviceInfo, error)
+	synchronize(i int) error
+	emptyCache() error
+}
+
+// torchCUDA asks libtorch's CUDA hooks whether CUDA is there and how many
+// devices it sees, and the CUDA runtime (found in the process, where
+// libtorch_cuda loaded it) for the rest.
+type torchCUDA struct {
+	once sync.Once
+	rt   *cudartCUDA
+	err  error
+}
+
+func (t *torchCUDA) runtime() (*cudartCUDA, error) {
+	t.once.Do(func() {
+		t.rt, t.err = openCUDART("")
+		if t.err == nil {
+			t.rt.requireEmptyCache = true
+		}
+	})
+	return t.rt, t.err
+}
+
+func (t *torchCUDA) deviceCount() int { return shim.CUDADeviceCount() }
+
+func (t *torchCUDA) currentDevice() (int, error) {
+	if shim.CUDADeviceCount() == 0 {
+		return 0, errNoCUDA
+	}
+	i, res := shim.CUDACurrentDevice(make([]byte, 512))
+	if res.Status != statusOK {
+		return 0, newError("current CUDA device", "", "", res.Status, string(res.Payload))
+	}
+	return i, nil
+}
+
+func (t *torchCUDA) device(i int) (runtime.DeviceInfo, error) {
+	rt, err := t.runtime()
+	if err != nil {
+		return runtime.DeviceInfo{}, err
+	}
+	return rt.device(i)
+}
+
+func (t *torchCUDA) synchronize(i int) error {
+	rt, err := t.runtime()
+	if err != nil {
+		return err
+	}
+	return rt.synchronize(i)
+}
+
+func (t *torchCUDA) emptyCache() error {
+	rt, err := t.runtime()
+	if err != nil {
+		return err
+	}
+	return rt.emptyCache()
+}
+
+// cudartCUDA answers everything from one CUDA runtime library.
+type cudartCUDA struct {
+	lib string
+	c   shim.CUDART
+	// requireEmptyCache makes a missing emptyCache symbol an error.
+	requireEmptyCache bool
+}
+
+// openCUDART resolves the CUDA runtime from path ("" = the process, then
+// libcudart.so*).
+func openCUDART(path string) (*cudartCUDA, error) {
+	c, msg := shim.OpenCUDART(path)
+	if msg != "" {
+		return nil, fmt.Errorf("torch: CUDA runtime: %s", msg)
+	}
+	name := path
+	if name == "" {
+		name = "libcudart"
+	}
+	return &cudartCUDA{lib: name, c: c}, nil
+}
+
+func (r *cudartCUDA) deviceCount() int {
+	n, rc, _ := r.c.DeviceCount()
+	if rc != 0 {
+		return 0
+	}
+	return n
+}
+
+func (r *cudartCUDA) currentDevice() (int, error) {
+	i, rc, msg := r.c.CurrentDevice()
+	if rc != 0 {
+		return 0, fmt.Errorf("torch: %s: %s", r.lib, msg)
+	}
+	return i, nil
+}
+
+func (r *cudartCUDA) device(i int) (runtime.DeviceInfo, error) {
+	d, rc, msg := r.c.Device(i)
+	if rc != 0 {
+		return runtime.DeviceInfo{}, fmt.Errorf("torch: CUDA device %d: %s", i, msg)
+	}
+	return runtime.DeviceInfo{Index: i, Name: d.Name, Major: d.Major, Minor: d.Minor,
+		FreeBytes: d.FreeBytes, TotalBytes: d.TotalBytes}, nil
+}
+
+func (r *cudartCUDA) synchronize(i int) error {
+	if rc, msg := r.c.Synchronize(i); rc != 0 {
+		return fmt.Errorf("torch: synchronize cuda:%d: %s", i, msg)
+	}
+	return nil
+}
+
+func (r *cudartCUDA) emptyCache() error {
+	rc, msg := r.c.EmptyCache()
+	switch {
+	case rc < 0:
+		return fmt.Errorf("torch: empty CUDA cache: %s", msg)
+	case rc == 0 && r.requireEmptyCache:
+		return fmt.Errorf("torch: empty CUDA cache: c10::cuda::CUDACachingAllocator::emptyCache not found")
+	}
+	return nil
+}

@@ -1,0 +1,291 @@
+//go:build cgo
+
+package torch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/infra"
+	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+)
+
+// The shim's status codes must match the ones errors.go uses.
+var _ = [1]struct{}{}[statusOK-shim.OK]
+var _ = [1]struct{}{}[statusError-shim.Error]
+var _ = [1]struct{}{}[statusOOM-shim.OOM]
+
+// Variables the engine reads once, at its first use.
+const (
+	// EnvThreads sets libtorch's intra-op thread count (default: libtorch's
+	// own, the number of physical cores).
+	EnvThreads = "WORLDFOUNDRY_TORCH_THREADS"
+	// EnvInteropThreads sets libtorch's inter-op thread count (default:
+	// libtorch's own).
+	EnvInteropThreads = "WORLDFOUNDRY_TORCH_INTEROP_THREADS"
+	// EnvMaxCalls bounds how many calls run inside libtorch at once, across
+	// all modules (default GOMAXPROCS).
+	EnvMaxCalls = "WORLDFOUNDRY_TORCH_MAX_CALLS"
+)
+
+// Engine is the libtorch engine. Its methods are safe for concurrent use.
+type Engine struct {
+	initOnce     sync.Once
+	initErr      error
+	parallelInfo string
+	sem          chan struct{}
+
+	cudaOnce sync.Once
+	cuda     cudaAPI
+}
+
+// cudaAPI returns the CUDA queries in use: libtorch's hooks plus the CUDA
+// runtime found by symbol lookup, unless a test set another.
+func (e *Engine) cudaAPI() cudaAPI {
+	e.cudaOnce.Do(func() {
+		if e.cuda == nil {
+			e.cuda = &torchCUDA{}
+		}
+	})
+	return e.cuda
+}
+
+var defaultEngine = &Engine{}
+
+func init() {
+	runtime.RegisterEngine(defaultEngine)
+	infra.RegisterFlagEngine(defaultEngine)
+}
+
+// Default returns the engine this package registered.
+func Default() *Engine { return defaultEngine }
+
+func envInt(name string, min int) (int, bool, error) {
+	s := strings.TrimSpace(os.Getenv(name))
+	if s == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < min {
+		return 0, false, fmt.Errorf("%s=%q: want an integer ≥ %d", name, s, min)
+	}
+	return n, true, nil
+}
+
+// init applies the thread settings once; a bad variable fails every use.
+func (e *Engine) init() error {
+	e.initOnce.Do(func() {
+		threads, _, err := envInt(EnvThreads, 1)
+		if err != nil {
+			e.initErr = err
+			return
+		}
+		interop, _, err := envInt(EnvInteropThreads, 1)
+		if err != nil {
+			e.initErr = err
+			return
+		}
+		maxCalls, ok, err := envInt(EnvMaxCalls, 1)
+		if err != nil {
+			e.initErr = err
+			return
+		}
+		if !ok {
+			maxCalls = goruntime.GOMAXPROCS(0)
+		}
+		e.sem = make(chan struct{}, maxCalls)
+		res := shim.Init(threads, interop, make([]byte, 4096))
+		if res.Status != statusOK {
+			e.initErr = newError("init", "", "", res.Status, string(res.Payload))
+			return
+		}
+		e.parallelInfo = string(res.Payload)
+	})
+	return e.initErr
+}
+
+// Name returns "libtorch".
+func (e *Engine) Name() string { return "libtorch" }
+
+// Version returns the libtorch version the shim was built against.
+func (e *Engine) Version() string { return shim.Version() }
+
+// ParallelInfo returns libtorch's thread configuration (at::get_parallel_info),
+// or the configuration error.
+func (e *Engine) ParallelInfo() (string, error) {
+	if err := e.init(); err != nil {
+		return "", err
+	}
+	return e.parallelInfo, nil
+}
+
+// MaxConcurrentCalls returns how many calls may run inside libtorch at once.
+func (e *Engine) MaxConcurrentCalls() int {
+	if e.init() != nil {
+		return 0
+	}
+	return cap(e.sem)
+}
+
+// Load loads a TorchScript file onto opts.Device (default "cpu"), casting
+// floating parameters and buffers to opts.DType when set; integer and bool
+// buffers keep their dtype. The module is put in eval mode. Load installs
+// the process policy (infra.Install) first, as the seed's inference context
+// does.
+func (e *Engine) Load(path string, opts runtime.LoadOptions) (runtime.Module, error) {
+	return e.load(path, opts)
+}
+
+func (e *Engine) load(path string, opts runtime.LoadOptions) (*Module, error) {
+	if err := e.init(); err != nil {
+		return nil, fmt.Errorf("torch: load %s: %w", path, err)
+	}
+	if _, err := infra.Install(infra.Options{}); err != nil {
+		return nil, fmt.Errorf("torch: load %s: process policy: %w", path, err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("torch: load: %w", err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("torch: load %s: is a directory, want a TorchScript file", path)
+	}
+	device := opts.Device
+	if device == "" {
+		device = "cpu"
+	}
+	code := 0
+	if opts.DType != "" {
+		if !opts.DType.IsFloating() {
+			return nil, fmt.Errorf("torch: load %s: dtype %q: want float32, float16 or bfloat16", path, opts.DType)
+		}
+		code, _ = dtypeCode(opts.DType)
+	}
+	h, res := shim.Load(path, device, code, make([]byte, 16<<10))
+	if res.Status != statusOK {
+		return nil, newError("load", path, "", res.Status, string(res.Payload))
+	}
+	info, err := decodeInfo(res.Payload)
+	if err != nil {
+		shim.Close(h)
+		return nil, fmt.Errorf("torch: load %s: %w", path, err)
+	}
+	return newModule(e, h, info, path, opts.DType, st), nil
+}
+
+// EmptyCache returns unreferenced cached CUDA memory to the device
+// (c10::cuda::CUDACachingAllocator::emptyCache); a no-op without CUDA.
+func (e *Engine) EmptyCache() error {
+	c := e.cudaAPI()
+	if c.deviceCount() == 0 {
+		return nil
+	}
+	return c.emptyCache()
+}
+
+// Synchronize waits for the work queued on device: "" or "cuda" is the
+// current CUDA device, "cuda:N" device N; a no-op for "cpu", other devices,
+// and "" without CUDA.
+func (e *Engine) Synchronize(device string) error {
+	c := e.cudaAPI()
+	d := strings.TrimSpace(device)
+	switch {
+	case d == "" && c.deviceCount() == 0:
+		return nil
+	case d == "" || d == "cuda":
+		i, err := c.currentDevice()
+		if err != nil {
+			return err
+		}
+		return c.synchronize(i)
+	case strings.HasPrefix(d, "cuda:"):
+		i, err := strconv.Atoi(d[len("cuda:"):])
+		if err != nil || i < 0 {
+			return fmt.Errorf("torch: synchronize: bad device %q", device)
+		}
+		if n := c.deviceCount(); i >= n {
+			return fmt.Errorf("torch: synchronize %s: %d CUDA devices visible", device, n)
+		}
+		return c.synchronize(i)
+	}
+	return nil
+}
+
+// CUDADeviceCount returns the number of CUDA devices libtorch sees (0 on a
+// CPU build of libtorch).
+func (e *Engine) CUDADeviceCount() int { return e.cudaAPI().deviceCount() }
+
+// CUDACurrentDevice returns the process's current CUDA device index (the one
+// a launcher chose with set_device, e.g. LOCAL_RANK under torchrun).
+func (e *Engine) CUDACurrentDevice() (int, error) { return e.cudaAPI().currentDevice() }
+
+// CUDADevice returns name, compute capability and free/total memory of one
+// CUDA device.
+func (e *Engine) CUDADevice(index int) (runtime.DeviceInfo, error) {
+	c := e.cudaAPI()
+	if n := c.deviceCount(); index < 0 || index >= n {
+		if n == 0 {
+			return runtime.DeviceInfo{}, errNoCUDA
+		}
+		return runtime.DeviceInfo{}, fmt.Errorf("torch: CUDA device %d: %d devices visible", index, n)
+	}
+	return c.device(index)
+}
+
+// GlobalFlags reads libtorch's global flags (infra.FlagEngine).
+func (e *Engine) GlobalFlags() (infra.Flags, error) {
+	f := shim.GetFlags()
+	precision := [...]string{infra.PrecisionHighest, infra.PrecisionHigh, infra.PrecisionMedium}
+	if f.MatmulPrecision < 0 || f.MatmulPrecision >= len(precision) {
+		return infra.Flags{}, fmt.Errorf("torch: unknown matmul precision code %d", f.MatmulPrecision)
+	}
+	return infra.Flags{
+		MatmulPrecision:       precision[f.MatmulPrecision],
+		AllowTF32CuBLAS:       f.AllowTF32CuBLAS,
+		AllowTF32CuDNN:        f.AllowTF32CuDNN,
+		FlashSDP:              f.FlashSDP,
+		MathSDP:               f.MathSDP,
+		Deterministic:         f.Deterministic,
+		DeterministicWarnOnly: f.DeterministicWarnOnly,
+		DeterministicCuDNN:    f.DeterministicCuDNN,
+		BenchmarkCuDNN:        f.BenchmarkCuDNN,
+	}, nil
+}
+
+// SetGlobalFlags writes libtorch's global flags through at::globalContext()
+// (infra.FlagEngine). AllowTF32CuBLAS is read only.
+func (e *Engine) SetGlobalFlags(f infra.Flags) error {
+	var p int
+	switch f.MatmulPrecision {
+	case infra.PrecisionHighest:
+		p = 0
+	case infra.PrecisionHigh:
+		p = 1
+	case infra.PrecisionMedium:
+		p = 2
+	default:
+		return fmt.Errorf("torch: matmul precision %q: want highest, high or medium", f.MatmulPrecision)
+	}
+	res := shim.SetFlags(shim.Flags{
+		MatmulPrecision:       p,
+		AllowTF32CuDNN:        f.AllowTF32CuDNN,
+		FlashSDP:              f.FlashSDP,
+		MathSDP:               f.MathSDP,
+		Deterministic:         f.Deterministic,
+		DeterministicWarnOnly: f.DeterministicWarnOnly,
+		DeterministicCuDNN:    f.DeterministicCuDNN,
+		BenchmarkCuDNN:        f.BenchmarkCuDNN,
+	}, make([]byte, 1024))
+	if res.Status != statusOK {
+		return newError("set flags", "", "", res.Status, string(res.Payload))
+	}
+	return nil
+}
+
+var errNoCUDA = errors.New("torch: CUDA is not available (libtorch is a CPU build or no device is visible)")

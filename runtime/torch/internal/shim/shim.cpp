@@ -1,0 +1,1034 @@
+// shim.cpp — the libtorch side of wfgen's engine. Kept small and stable so
+// Go's build cache keeps the compiled object; all policy lives in Go.
+//
+// Value blob format (little-endian; the Go side is runtime/torch/value.go):
+//   value  = tag:u8 body
+//   0 None | 1 Bool u8 | 2 Int i64 | 3 Float f64 | 4 Str u64 len, bytes
+//   5 Tensor u8 dtype, u32 ndim, i64 dims[ndim], then
+//        input:  u32 pointer index, u64 nbytes
+//        output: u64 nbytes, bytes
+//   6 List u64 n, values | 7 Tuple u64 n, values
+//   8 Dict u64 n, n x (u64 klen, key bytes, value)
+#include "shim.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/script.h>
+#include <torch/version.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+enum Tag : uint8_t {
+  kNone = 0, kBool = 1, kInt = 2, kFloat = 3, kStr = 4, kTensor = 5, kList = 6, kTuple = 7, kDict = 8,
+};
+
+constexpr int kMaxDepth = 64;
+constexpr uint32_t kMaxDims = 64;
+
+// BadInput is thrown for malformed blobs and wrong argument values.
+struct BadInput : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+bool dtype_from_code(int32_t code, at::ScalarType* st) {
+  switch (code) {
+    case 1: *st = at::kFloat; return true;
+    case 2: *st = at::kHalf; return true;
+    case 3: *st = at::kBFloat16; return true;
+    case 4: *st = at::kLong; return true;
+    case 5: *st = at::kInt; return true;
+    case 6: *st = at::kByte; return true;
+    case 7: *st = at::kBool; return true;
+  }
+  return false;
+}
+
+int32_t dtype_code(at::ScalarType st) {
+  switch (st) {
+    case at::kFloat: return 1;
+    case at::kHalf: return 2;
+    case at::kBFloat16: return 3;
+    case at::kLong: return 4;
+    case at::kInt: return 5;
+    case at::kByte: return 6;
+    case at::kBool: return 7;
+    default: return 0;
+  }
+}
+
+// ---------------------------------------------------------------- reading
+
+struct Reader {
+  const char* p;
+  size_t n;
+  size_t off = 0;
+
+  void need(size_t k) {
+    if (k > n - off) throw BadInput("malformed value blob: truncated");
+  }
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p + off, sizeof(T));
+    off += sizeof(T);
+    return v;
+  }
+  std::string str() {
+    uint64_t len = get<uint64_t>();
+    need(len);
+    std::string s(p + off, len);
+    off += len;
+    return s;
+  }
+};
+
+struct Inputs {
+  void* const* ptrs;
+  int64_t nptrs;
+  c10::Device device = c10::Device(c10::kCPU);
+  c10::optional<at::ScalarType> float_dtype;  // cast floating inputs to this
+};
+
+int64_t checked_numel(const std::vector<int64_t>& dims) {
+  int64_t numel = 1;
+  for (int64_t d : dims) {
+    if (d < 0) throw BadInput("tensor has a negative dimension");
+    if (d != 0 && numel > INT64_MAX / d) throw BadInput("tensor shape overflows");
+    numel *= d;
+  }
+  return numel;
+}
+
+// Reads an input tensor (after its tag) and copies it into libtorch memory on
+// the target device and dtype; the caller's buffer is not referenced after.
+at::Tensor read_tensor(Reader& r, const Inputs& in) {
+  at::ScalarType st;
+  int32_t code = r.get<uint8_t>();
+  if (!dtype_from_code(code, &st)) throw BadInput("tensor has unknown dtype code " + std::to_string(code));
+  uint32_t ndim = r.get<uint32_t>();
+  if (ndim > kMaxDims) throw BadInput("tensor has too many dimensions");
+  std::vector<int64_t> dims(ndim);
+  for (auto& d : dims) d = r.get<int64_t>();
+  uint32_t idx = r.get<uint32_t>();
+  uint64_t nbytes = r.get<uint64_t>();
+  int64_t numel = checked_numel(dims);
+  int64_t esize = static_cast<int64_t>(c10::elementSize(st));
+  if (numel > INT64_MAX / esize || static_cast<uint64_t>(numel * esize) != nbytes)
+    throw BadInput("tensor data length does not match its shape and dtype");
+  if (static_cast<int64_t>(idx) >= in.nptrs) throw BadInput("tensor data index out of range");
+  const void* src = in.ptrs[idx];
+  if (nbytes > 0 && src == nullptr) throw BadInput("tensor data pointer is null");
+  auto opts = at::TensorOptions().dtype(st);
+  bool cast = in.float_dtype && at::isFloatingType(st) && *in.float_dtype != st;
+  if (!in.device.is_cpu() || cast) {
+    // from_blob + to() copies; the result never aliases caller memory.
+    at::Tensor view = at::from_blob(const_cast<void*>(src), dims, opts);
+    at::Tensor t = view.to(in.device, cast ? *in.float_dtype : st, /*non_blocking=*/false, /*copy=*/true);
+    return t;
+  }
+  at::Tensor t = at::empty(dims, opts);
+  if (nbytes > 0) std::memcpy(t.data_ptr(), src, nbytes);
+  return t;
+}
+
+c10::IValue read_value(Reader& r, const c10::TypePtr& want, const Inputs& in, int depth);
+
+// read_untyped infers the TorchScript value from the tag alone (Any, Union).
+c10::IValue read_untyped(Reader& r, uint8_t tag, const Inputs& in, int depth) {
+  switch (tag) {
+    case kNone: return c10::IValue();
+    case kBool: return c10::IValue(r.get<uint8_t>() != 0);
+    case kInt: return c10::IValue(r.get<int64_t>());
+    case kFloat: return c10::IValue(r.get<double>());
+    case kStr: return c10::IValue(r.str());
+    case kTensor: return c10::IValue(read_tensor(r, in));
+    case kList: {
+      uint64_t n = r.get<uint64_t>();
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (uint64_t i = 0; i < n; i++) list.push_back(read_value(r, c10::AnyType::get(), in, depth + 1));
+      return c10::IValue(list);
+    }
+    case kTuple: {
+      uint64_t n = r.get<uint64_t>();
+      std::vector<c10::IValue> elems;
+      for (uint64_t i = 0; i < n; i++) elems.push_back(read_value(r, c10::AnyType::get(), in, depth + 1));
+      return c10::ivalue::Tuple::create(std::move(elems));
+    }
+    case kDict: {
+      uint64_t n = r.get<uint64_t>();
+      c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+      for (uint64_t i = 0; i < n; i++) {
+        std::string k = r.str();
+        d.insert_or_assign(c10::IValue(std::move(k)), read_value(r, c10::AnyType::get(), in, depth + 1));
+      }
+      return c10::IValue(d);
+    }
+  }
+  throw BadInput("malformed value blob: unknown tag " + std::to_string(tag));
+}
+
+const char* tag_name(uint8_t tag) {
+  switch (tag) {
+    case kNone: return "None";
+    case kBool: return "bool";
+    case kInt: return "int";
+    case kFloat: return "float";
+    case kStr: return "str";
+    case kTensor: return "Tensor";
+    case kList: return "list";
+    case kTuple: return "tuple";
+    case kDict: return "dict";
+  }
+  return "unknown";
+}
+
+[[noreturn]] void type_mismatch(const c10::TypePtr& want, uint8_t tag) {
+  throw BadInput(std::string("expected a value of type ") + want->annotation_str() + ", found " + tag_name(tag));
+}
+
+// read_value converts the next value to the TorchScript type `want`.
+c10::IValue read_value(Reader& r, const c10::TypePtr& want, const Inputs& in, int depth) {
+  if (depth > kMaxDepth) throw BadInput("value nests too deeply");
+  uint8_t tag = r.get<uint8_t>();
+  switch (want->kind()) {
+    case c10::TypeKind::AnyType:
+    case c10::TypeKind::UnionType:
+      return read_untyped(r, tag, in, depth);
+    case c10::TypeKind::OptionalType:
+      if (tag == kNone) return c10::IValue();
+      // Re-read with the element type: step back over the tag.
+      r.off -= 1;
+      return read_value(r, want->expectRef<c10::OptionalType>().getElementType(), in, depth);
+    case c10::TypeKind::NoneType:
+      if (tag != kNone) type_mismatch(want, tag);
+      return c10::IValue();
+    case c10::TypeKind::BoolType:
+      if (tag != kBool) type_mismatch(want, tag);
+      return c10::IValue(r.get<uint8_t>() != 0);
+    case c10::TypeKind::IntType:
+      if (tag != kInt) type_mismatch(want, tag);
+      return c10::IValue(r.get<int64_t>());
+    case c10::TypeKind::FloatType:
+      if (tag == kInt) return c10::IValue(static_cast<double>(r.get<int64_t>()));
+      if (tag != kFloat) type_mismatch(want, tag);
+      return c10::IValue(r.get<double>());
+    case c10::TypeKind::NumberType:
+      if (tag == kInt) return c10::IValue(r.get<int64_t>());
+      if (tag == kFloat) return c10::IValue(r.get<double>());
+      if (tag == kBool) return c10::IValue(r.get<uint8_t>() != 0);
+      type_mismatch(want, tag);
+    case c10::TypeKind::StringType:
+      if (tag != kStr) type_mismatch(want, tag);
+      return c10::IValue(r.str());
+    case c10::TypeKind::DeviceObjType:
+      if (tag != kStr) type_mismatch(want, tag);
+      return c10::IValue(c10::Device(r.str()));
+    case c10::TypeKind::TensorType:
+      if (tag != kTensor) type_mismatch(want, tag);
+      return c10::IValue(read_tensor(r, in));
+    case c10::TypeKind::ListType: {
+      if (tag != kList && tag != kTuple) type_mismatch(want, tag);
+      const auto& elem = want->expectRef<c10::ListType>().getElementType();
+      uint64_t n = r.get<uint64_t>();
+      c10::impl::GenericList list(elem);
+      list.reserve(n < 1024 ? n : 1024);
+      for (uint64_t i = 0; i < n; i++) list.push_back(read_value(r, elem, in, depth + 1));
+      return c10::IValue(list);
+    }
+    case c10::TypeKind::TupleType: {
+      if (tag != kList && tag != kTuple) type_mismatch(want, tag);
+      const auto& elems = want->expectRef<c10::TupleType>().elements();
+      uint64_t n = r.get<uint64_t>();
+      if (n != elems.size())
+        throw BadInput("expected a tuple of " + std::to_string(elems.size()) + " values, found " + std::to_string(n));
+      std::vector<c10::IValue> vals;
+      for (uint64_t i = 0; i < n; i++) vals.push_back(read_value(r, elems[i], in, depth + 1));
+      return c10::ivalue::Tuple::create(std::move(vals));
+    }
+    case c10::TypeKind::DictType: {
+      if (tag != kDict) type_mismatch(want, tag);
+      const auto& dt = want->expectRef<c10::DictType>();
+      if (dt.getKeyType()->kind() != c10::TypeKind::StringType)
+        throw BadInput("only dicts with str keys can be passed, not " + want->annotation_str());
+      uint64_t n = r.get<uint64_t>();
+      c10::impl::GenericDict d(dt.getKeyType(), dt.getValueType());
+      for (uint64_t i = 0; i < n; i++) {
+        std::string k = r.str();
+        d.insert_or_assign(c10::IValue(std::move(k)), read_value(r, dt.getValueType(), in, depth + 1));
+      }
+      return c10::IValue(d);
+    }
+    default:
+      throw BadInput("arguments of type " + want->annotation_str() + " cannot be passed from Go");
+  }
+}
+
+// ---------------------------------------------------------------- writing
+
+// Writer measures (buf == nullptr) or writes a blob. Output tensors are
+// converted to contiguous CPU tensors in the measuring pass and reused.
+struct Writer {
+  char* buf = nullptr;
+  size_t n = 0;
+  std::vector<at::Tensor> tensors;
+  size_t next_tensor = 0;
+  bool lenient = false;  // schema defaults: unknown kinds become their repr string
+
+  void bytes(const void* src, size_t len) {
+    if (buf && len) std::memcpy(buf + n, src, len);
+    n += len;
+  }
+  template <typename T>
+  void put(T v) { bytes(&v, sizeof(T)); }
+  void str(const std::string& s) {
+    put<uint64_t>(s.size());
+    bytes(s.data(), s.size());
+  }
+};
+
+at::Tensor host_tensor(const at::Tensor& t0) {
+  at::Tensor t = t0;
+  if (t.is_sparse()) throw std::runtime_error("sparse tensors cannot be returned to Go; call .to_dense() in the module");
+  if (t.is_quantized()) throw std::runtime_error("quantized tensors cannot be returned to Go; dequantize in the module");
+  if (t.is_mkldnn()) t = t.to_dense();
+  if (dtype_code(t.scalar_type()) == 0)
+    throw std::runtime_error(std::string("tensor dtype ") + c10::toString(t.scalar_type()) +
+                             " cannot cross the Go boundary (supported: float32, float16, bfloat16, int64, int32, "
+                             "uint8, bool); cast it in the module");
+  if (!t.device().is_cpu()) t = t.to(c10::kCPU);
+  return t.resolve_conj().resolve_neg().contiguous();
+}
+
+void write_value(Writer& w, const c10::IValue& v, int depth) {
+  if (depth > kMaxDepth) throw std::runtime_error("output value nests too deeply");
+  if (v.isNone()) {
+    w.put<uint8_t>(kNone);
+  } else if (v.isBool()) {
+    w.put<uint8_t>(kBool);
+    w.put<uint8_t>(v.toBool() ? 1 : 0);
+  } else if (v.isInt()) {
+    w.put<uint8_t>(kInt);
+    w.put<int64_t>(v.toInt());
+  } else if (v.isDouble()) {
+    w.put<uint8_t>(kFloat);
+    w.put<double>(v.toDouble());
+  } else if (v.isString()) {
+    w.put<uint8_t>(kStr);
+    w.str(v.toStringRef());
+  } else if (v.isDevice()) {
+    w.put<uint8_t>(kStr);
+    w.str(v.toDevice().str());
+  } else if (v.isTensor()) {
+    at::Tensor t;
+    if (w.buf == nullptr) {
+      t = host_tensor(v.toTensor());
+      w.tensors.push_back(t);
+    } else {
+      t = w.tensors.at(w.next_tensor++);
+    }
+    w.put<uint8_t>(kTensor);
+    w.put<uint8_t>(static_cast<uint8_t>(dtype_code(t.scalar_type())));
+    w.put<uint32_t>(static_cast<uint32_t>(t.dim()));
+    for (int64_t d : t.sizes()) w.put<int64_t>(d);
+    uint64_t nbytes = t.numel() * t.element_size();
+    w.put<uint64_t>(nbytes);
+    if (nbytes) w.bytes(t.data_ptr(), nbytes);
+  } else if (v.isList()) {
+    auto items = v.toListRef();
+    w.put<uint8_t>(kList);
+    w.put<uint64_t>(items.size());
+    for (const auto& it : items) write_value(w, it, depth + 1);
+  } else if (v.isTuple()) {
+    const auto& elems = v.toTupleRef().elements();
+    w.put<uint8_t>(kTuple);
+    w.put<uint64_t>(elems.size());
+    for (const auto& it : elems) write_value(w, it, depth + 1);
+  } else if (v.isGenericDict()) {
+    auto d = v.toGenericDict();
+    if (d.keyType()->kind() != c10::TypeKind::StringType)
+      throw std::runtime_error("dicts returned to Go need str keys, not " + d.keyType()->annotation_str());
+    w.put<uint8_t>(kDict);
+    w.put<uint64_t>(d.size());
+    for (const auto& e : d) {
+      w.str(e.key().toStringRef());
+      write_value(w, e.value(), depth + 1);
+    }
+  } else if (w.lenient) {
+    std::ostringstream ss;
+    ss << v;
+    w.put<uint8_t>(kStr);
+    w.str(ss.str());
+  } else {
+    throw std::runtime_error(std::string("values of kind ") + v.tagKind() + " cannot be returned to Go");
+  }
+}
+
+// emit writes a payload produced by fill(Writer&) to out, or to a malloc'd
+// overflow block when it does not fit.
+template <typename F>
+void emit(char* out, int64_t cap, wf_result* res, int32_t status, F fill) {
+  Writer w;
+  fill(w);
+  size_t size = w.n;
+  char* dst = out;
+  void* overflow = nullptr;
+  if (static_cast<int64_t>(size) > cap) {
+    overflow = std::malloc(size ? size : 1);
+    if (!overflow) throw std::bad_alloc();
+    dst = static_cast<char*>(overflow);
+  }
+  w.buf = dst;
+  w.n = 0;
+  w.next_tensor = 0;
+  fill(w);
+  res->status = status;
+  res->size = static_cast<int64_t>(size);
+  res->overflow = overflow;
+}
+
+void emit_message(char* out, int64_t cap, wf_result* res, int32_t status, const char* msg) noexcept {
+  size_t len = std::strlen(msg);
+  res->status = status;
+  res->overflow = nullptr;
+  if (static_cast<int64_t>(len) <= cap) {
+    std::memcpy(out, msg, len);
+    res->size = static_cast<int64_t>(len);
+    return;
+  }
+  void* p = std::malloc(len);
+  if (p) {
+    std::memcpy(p, msg, len);
+    res->overflow = p;
+    res->size = static_cast<int64_t>(len);
+    return;
+  }
+  size_t k = cap > 0 ? static_cast<size_t>(cap) : 0;
+  if (k) std::memcpy(out, msg, k);
+  res->size = static_cast<int64_t>(k);
+}
+
+// guarded runs body and turns every exception into a status and message.
+template <typename F>
+void guarded(char* out, int64_t cap, wf_result* res, F body) noexcept {
+  res->status = WF_OK;
+  res->size = 0;
+  res->overflow = nullptr;
+  try {
+    body();
+    return;
+  } catch (const c10::OutOfMemoryError& e) {
+    emit_message(out, cap, res, WF_OOM, e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    emit_message(out, cap, res, WF_ERROR, e.what_without_backtrace());
+  } catch (const std::bad_alloc& e) {
+    emit_message(out, cap, res, WF_OOM, "std::bad_alloc: host memory allocation failed");
+  } catch (const std::exception& e) {
+    emit_message(out, cap, res, WF_ERROR, e.what());
+  } catch (...) {
+    emit_message(out, cap, res, WF_ERROR, "unknown C++ exception");
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- modules
+
+struct MethodEntry {
+  torch::jit::Function* fn;
+  std::vector<std::string> names;  // argument names without self
+  std::vector<c10::TypePtr> types;
+  std::vector<c10::optional<c10::IValue>> defaults;
+};
+
+struct wf_module {
+  torch::jit::Module module;
+  c10::Device device = c10::Device(c10::kCPU);
+  c10::optional<at::ScalarType> dtype;
+  std::unordered_map<std::string, MethodEntry> methods;
+};
+
+namespace {
+
+constexpr const char* kCompiledAttr = "_worldfoundry_core_compiled";
+
+void index_methods(wf_module* h) {
+  h->methods.clear();
+  for (const auto& m : h->module.get_methods()) {
+    MethodEntry e;
+    e.fn = &m.function();
+    const auto& args = e.fn->getSchema().arguments();
+    for (size_t i = 1; i < args.size(); i++) {
+      e.names.push_back(args[i].name());
+      e.types.push_back(args[i].type());
+      e.defaults.push_back(args[i].default_value());
+    }
+    h->methods.emplace(m.name(), std::move(e));
+  }
+}
+
+void write_info(Writer& w, const wf_module* h) {
+  w.lenient = true;
+  w.put<uint8_t>(h->module.hasattr(kCompiledAttr) ? 1 : 0);
+  w.str(h->device.str());
+  std::vector<std::string> names;
+  for (const auto& m : h->module.get_methods()) names.push_back(m.name());
+  w.put<uint64_t>(names.size());
+  for (const auto& name : names) {
+    const auto& schema = h->methods.at(name).fn->getSchema();
+    w.str(name);
+    const auto& args = schema.arguments();
+    w.put<uint64_t>(args.empty() ? 0 : args.size() - 1);
+    for (size_t i = 1; i < args.size(); i++) {
+      w.str(args[i].name());
+      w.str(args[i].type()->annotation_str());
+      auto def = args[i].default_value();
+      w.put<uint8_t>(def ? 1 : 0);
+      if (def) write_value(w, *def, 0);
+    }
+    w.put<uint64_t>(schema.returns().size());
+    for (const auto& ret : schema.returns()) w.str(ret.type()->annotation_str());
+  }
+}
+
+c10::Device parse_device(const std::string& s) {
+  c10::Device dev(s);
+  if (dev.is_cuda() && !dev.has_index()) {
+    dev = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(at::detail::getCUDAHooks().current_device()));
+  }
+  return dev;
+}
+
+// Builds the positional stack for one call from the kwargs blob.
+std::vector<c10::IValue> build_stack(const wf_module* h, const MethodEntry& e, const std::string& method,
+                                     const char* args, int64_t args_len, const Inputs& in) {
+  Reader r{args, static_cast<size_t>(args_len)};
+  size_t nargs = e.names.size();
+  std::vector<c10::IValue> stack(nargs + 1);
+  std::vector<bool> given(nargs, false);
+  stack[0] = h->module._ivalue();
+  uint64_t nkw = r.get<uint64_t>();
+  for (uint64_t k = 0; k < nkw; k++) {
+    std::string name = r.str();
+    size_t i = 0;
+    while (i < nargs && e.names[i] != name) i++;
+    if (i == nargs) {
+      std::string known;
+      for (const auto& n : e.names) known += (known.empty() ? "" : ", ") + n;
+      throw BadInput(method + "() got an unexpected keyword argument '" + name + "' (arguments: " +
+                     (known.empty() ? "none" : known) + ")");
+    }
+    if (given[i]) throw BadInput(method + "() got argument '" + name + "' twice");
+    try {
+      stack[i + 1] = read_value(r, e.types[i], in, 0);
+    } catch (const BadInput& err) {
+      throw BadInput(method + "() argument '" + name + "': " + err.what());
+    }
+    given[i] = true;
+  }
+  if (r.off != r.n) throw BadInput("malformed value blob: trailing bytes");
+  for (size_t i = 0; i < nargs; i++) {
+    if (given[i]) continue;
+    if (!e.defaults[i]) throw BadInput(method + "() is missing argument '" + e.names[i] + "' of type " + e.types[i]->annotation_str());
+    stack[i + 1] = *e.defaults[i];
+  }
+  return stack;
+}
+
+const MethodEntry& find_method(const wf_module* h, const std::string& name) {
+  auto it = h->methods.find(name);
+  if (it == h->methods.end()) {
+    std::string known;
+    for (const auto& m : h->module.get_methods()) known += (known.empty() ? "" : ", ") + m.name();
+    throw BadInput("module has no method '" + name + "' (methods: " + (known.empty() ? "none" : known) + ")");
+  }
+  return it->second;
+}
+
+// Sets and restores CUDA autocast for one call (no-op when dtype == 0).
+struct AutocastScope {
+  bool active = false;
+  bool prev_enabled = false;
+  at::ScalarType prev_dtype = at::kHalf;
+  explicit AutocastScope(int32_t code) {
+    at::ScalarType st;
+    if (code == 0 || !dtype_from_code(code, &st)) return;
+    prev_enabled = at::autocast::is_enabled();
+    prev_dtype = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(st);
+    at::autocast::increment_nesting();
+    active = true;
+  }
+  ~AutocastScope() {
+    if (!active) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_enabled(prev_enabled);
+    at::autocast::set_autocast_gpu_dtype(prev_dtype);
+  }
+};
+
+}  // namespace
+
+extern "C" {
+
+void wf_init(int32_t threads, int32_t interop_threads, char* out, int64_t cap, wf_result* res) {
+  guarded(out, cap, res, [&] {
+    if (interop_threads > 0) {
+      try {
+        at::set_num_interop_threads(interop_threads);
+      } catch (const c10::Error&) {
+        // Already started by an earlier user of the pool; keep its size.
+      }
+    }
+    if (threads > 0) at::set_num_threads(threads);
+    std::string info = at::get_parallel_info();
+    emit(out, cap, res, WF_OK, [&](Writer& w) { w.bytes(info.data(), info.size()); });
+  });
+}
+
+const char* wf_version(void) { return TORCH_VERSION; }
+
+wf_module* wf_load(const char* path, int64_t path_len, const char* device, int64_t device_len, int32_t dtype,
+                   char* out, int64_t cap, wf_result* res) {
+  wf_module* result = nullptr;
+  guarded(out, cap, res, [&] {
+    auto h = std::make_unique<wf_module>();
+    h->device = parse_device(std::string(device, device_len));
+    if (dtype != 0) {
+      at::ScalarType st;
+      if (!dtype_from_code(dtype, &st)) throw BadInput("unknown dtype code " + std::to_string(dtype));
+      if (!at::isFloatingType(st)) throw BadInput(std::string("load dtype must be floating, not ") + c10::toString(st));
+      h->dtype = st;
+    }
+    h->module = torch::jit::load(std::string(path, path_len), h->device);
+    h->module.eval();
+    if (h->dtype) {
+      torch::NoGradGuard no_grad;
+      // Only floating parameters and buffers change dtype; integer and bool
+      // buffers (indices, counters, masks) keep theirs.
+      for (const auto& p : h->module.named_parameters(true)) {
+        if (at::isFloatingType(p.value.scalar_type())) p.value.set_data(p.value.to(*h->dtype));
+      }
+      for (const auto& b : h->module.named_buffers(true)) {
+        if (at::isFloatingType(b.value.scalar_type())) b.value.set_data(b.value.to(*h->dtype));
+      }
+    }
+    index_methods(h.get());
+    emit(out, cap, res, WF_OK, [&](Writer& w) { write_info(w, h.get()); });
+    result = h.release();
+  });
+  return result;
+}
+
+void wf_call(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
+             void* const* ptrs, int64_t nptrs, int32_t autocast_dtype, char* out, int64_t cap, wf_result* res) {
+  guarded(out, cap, res, [&] {
+    std::string name(method, method_len);
+    const MethodEntry& e = find_method(m, name);
+    Inputs in{ptrs, nptrs, m->device, m->dtype};
+    c10::InferenceMode guard;
+    c10::OptionalDeviceGuard device_guard;
+    if (!m->device.is_cpu()) device_guard.reset_device(m->device);
+    AutocastScope autocast(m->device.is_cuda() ? autocast_dtype : 0);
+    std::vector<c10::IValue> stack = build_stack(m, e, name, args, args_len, in);
+    torch::jit::Method call(m->module._ivalue(), e.fn);
+    c10::IValue result = call(std::move(stack));
+    emit(out, cap, res, WF_OK, [&](Writer& w) { write_value(w, result, 0); });
+  });
+}
+
+int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
+                     void* const* ptrs, int64_t nptrs, int64_t n, char* out, int64_t cap, wf_result* res) {
+  int64_t elapsed = -1;
+  guarded(out, cap, res, [&] {
+    std::string name(method, method_len);
+    const MethodEntry& e = find_method(m, name);
+    Inputs in{ptrs, nptrs, m->device, m->dtype};
+    std::vector<c10::IValue> proto;
+    {
+      c10::InferenceMode guard;
+      proto = build_stack(m, e, name, args, args_len, in);
+    }
+    // Tensor arguments are rebuilt from the caller's host buffers each
+    // iteration, as a C++ program feeding fresh host data would.
+    struct HostArg {
+      size_t pos;
+      const void* src;
+      std::vector<int64_t> dims;
+      at::ScalarType st;
+      size_t nbytes;
+    };
+    std::vector<HostArg> host;
+    {
+      Reader r{args, static_cast<size_t>(args_len)};
+      uint64_t nkw = r.get<uint64_t>();
+      for (uint64_t k = 0; k < nkw; k++) {
+        std::string an = r.str();
+        size_t i = 0;
+        while (i < e.names.size() && e.names[i] != an) i++;
+        uint8_t tag = r.get<uint8_t>();
+        if (tag != kTensor) throw BadInput("wf_bench_raw takes tensor arguments only");
+        HostArg a;
+        a.pos = i + 1;
+        dtype_from_code(r.get<uint8_t>(), &a.st);
+        uint32_t nd = r.get<uint32_t>();
+        a.dims.resize(nd);
+        for (auto& d : a.dims) d = r.get<int64_t>();
+        a.src = ptrs[r.get<uint32_t>()];
+        a.nbytes = r.get<uint64_t>();
+        host.push_back(std::move(a));
+      }
+    }
+    auto start = std::chrono::steady_clock::now();
+    for (int64_t it = 0; it < n; it++) {
+      c10::InferenceMode guard;
+      std::vector<c10::IValue> stack = proto;
+      for (const auto& a : host) {
+        at::Tensor t = at::empty(a.dims, at::TensorOptions().dtype(a.st));
+        std::memcpy(t.data_ptr(), a.src, a.nbytes);
+        stack[a.pos] = std::move(t);
+      }
+      torch::jit::Method call(m->module._ivalue(), e.fn);
+      c10::IValue result = call(std::move(stack));
+      // Copy every output tensor into the host buffer.
+      size_t off = 0;
+      std::vector<c10::IValue> todo{result};
+      while (!todo.empty()) {
+        c10::IValue v = std::move(todo.back());
+        todo.pop_back();
+        if (v.isTensor()) {
+          at::Tensor t = v.toTensor().contiguous();
+          size_t nb = t.numel() * t.element_size();
+          if (off + nb > static_cast<size_t>(cap)) throw BadInput("wf_bench_raw: output buffer too small");
+          std::memcpy(out + off, t.data_ptr(), nb);
+          off += nb;
+        } else if (v.isTuple()) {
+          for (const auto& x : v.toTupleRef().elements()) todo.push_back(x);
+        } else if (v.isList()) {
+          for (const auto& x : v.toListRef()) todo.push_back(x);
+        } else if (v.isGenericDict()) {
+          for (const auto& x : v.toGenericDict()) todo.push_back(x.value());
+        }
+      }
+    }
+    elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  });
+  return elapsed;
+}
+
+void wf_close(wf_module* m) {
+  try {
+    delete m;
+  } catch (...) {
+  }
+}
+
+void wf_free(void* p) { std::free(p); }
+
+wf_module* wf_compile(wf_module* m, int32_t optimize, char* out, int64_t cap, wf_result* res) {
+  wf_module* result = nullptr;
+  guarded(out, cap, res, [&] {
+    if (!m->module.find_method("forward")) throw BadInput("freezing needs a forward method");
+    std::vector<std::string> others;
+    for (const auto& meth : m->module.get_methods()) {
+      if (meth.name() != "forward") others.push_back(meth.name());
+    }
+    auto h = std::make_unique<wf_module>();
+    h->device = m->device;
+    h->dtype = m->dtype;
+    h->module = torch::jit::freeze(m->module, others, /*optimize_numerics=*/true);
+    if (optimize) h->module = torch::jit::optimize_for_inference(h->module, others);
+    if (!h->module.hasattr(kCompiledAttr)) h->module.register_attribute(kCompiledAttr, c10::BoolType::get(), true);
+    index_methods(h.get());
+    emit(out, cap, res, WF_OK, [&](Writer& w) { write_info(w, h.get()); });
+    result = h.release();
+  });
+  return result;
+}
+
+void wf_save(wf_module* m, const char* path, int64_t path_len, char* out, int64_t cap, wf_result* res) {
+  guarded(out, cap, res, [&] { m->module.save(std::string(path, path_len)); });
+}
+
+void wf_define(const char* source, int64_t source_len, const char* tensors, int64_t tensors_len,
+               void* const* ptrs, int64_t nptrs, const char* path, int64_t path_len, char* out, int64_t cap,
+               wf_result* res) {
+  guarded(out, cap, res, [&] {
+    torch::jit::Module mod("Module");
+    Reader r{tensors, static_cast<size_t>(tensors_len)};
+    Inputs in{ptrs, nptrs, c10::Device(c10::kCPU), c10::nullopt};
+    uint64_t n = r.get<uint64_t>();
+    for (uint64_t i = 0; i < n; i++) {
+      uint8_t kind = r.get<uint8_t>();
+      std::string name = r.str();
+      if (r.get<uint8_t>() != kTensor) throw BadInput("define: '" + name + "' is not a tensor");
+      at::Tensor t = read_tensor(r, in);
+      if (kind == 0) {
+        mod.register_parameter(name, t, /*is_buffer=*/false);
+      } else {
+        mod.register_buffer(name, t);
+      }
+    }
+    mod.define(std::string(source, source_len));
+    mod.eval();
+    mod.save(std::string(path, path_len));
+  });
+}
+
+void wf_flags_get(wf_flags* f) {
+  auto& ctx = at::globalContext();
+  switch (ctx.float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST: f->matmul_precision = 0; break;
+    case at::Float32MatmulPrecision::HIGH: f->matmul_precision = 1; break;
+    case at::Float32MatmulPrecision::MEDIUM: f->matmul_precision = 2; break;
+  }
+  f->allow_tf32_cublas = ctx.allowTF32CuBLAS();
+  f->allow_tf32_cudnn = ctx.allowTF32CuDNN();
+  f->flash_sdp = ctx.userEnabledFlashSDP();
+  f->math_sdp = ctx.userEnabledMathSDP();
+  f->deterministic = ctx.deterministicAlgorithms();
+  f->deterministic_warn_only = ctx.deterministicAlgorithmsWarnOnly();
+  f->deterministic_cudnn = ctx.deterministicCuDNN();
+  f->benchmark_cudnn = ctx.benchmarkCuDNN();
+}
+
+void wf_flags_set(const wf_flags* f, char* out, int64_t cap, wf_result* res) {
+  guarded(out, cap, res, [&] {
+    auto& ctx = at::globalContext();
+    switch (f->matmul_precision) {
+      case 0: ctx.setFloat32MatmulPrecision(at::Float32MatmulPrecision::HIGHEST); break;
+      case 1: ctx.setFloat32MatmulPrecision(at::Float32MatmulPrecision::HIGH); break;
+      case 2: ctx.setFloat32MatmulPrecision(at::Float32MatmulPrecision::MEDIUM); break;
+      default: throw BadInput("unknown matmul precision code " + std::to_string(f->matmul_precision));
+    }
+    ctx.setAllowTF32CuDNN(f->allow_tf32_cudnn != 0);
+    ctx.setSDPUseFlash(f->flash_sdp != 0);
+    ctx.setSDPUseMath(f->math_sdp != 0);
+    ctx.setDeterministicAlgorithms(f->deterministic != 0, f->deterministic_warn_only != 0);
+    ctx.setDeterministicCuDNN(f->deterministic_cudnn != 0);
+    ctx.setBenchmarkCuDNN(f->benchmark_cudnn != 0);
+  });
+}
+
+int32_t wf_cuda_available(void) {
+  try {
+    return at::detail::getCUDAHooks().hasCUDA() ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+int32_t wf_cuda_device_count(void) {
+  try {
+    const auto& hooks = at::detail::getCUDAHooks();
+    return hooks.hasCUDA() ? hooks.getNumGPUs() : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+int64_t wf_cuda_current_device(char* out, int64_t cap, wf_result* res) {
+  int64_t idx = -1;
+  guarded(out, cap, res, [&] { idx = at::detail::getCUDAHooks().current_device(); });
+  return idx;
+}
+
+}  // extern "C"
+
+// ---------------------------------------------------------------- CUDA runtime by symbol lookup
+
+struct wf_cudart {
+  void* lib = nullptr;
+  int (*getDeviceCount)(int*) = nullptr;
+  int (*getDevice)(int*) = nullptr;
+  int (*setDevice)(int) = nullptr;
+  int (*deviceGetAttribute)(int*, int, int) = nullptr;
+  int (*memGetInfo)(size_t*, size_t*) = nullptr;
+  int (*getDeviceProperties)(void*, int) = nullptr;
+  int (*deviceSynchronize)() = nullptr;
+  const char* (*getErrorString)(int) = nullptr;
+  void (*emptyCache)() = nullptr;
+};
+
+namespace {
+
+void set_err(char* err, int64_t errcap, const std::string& msg) {
+  if (errcap <= 0) return;
+  size_t k = std::min<size_t>(msg.size(), static_cast<size_t>(errcap - 1));
+  std::memcpy(err, msg.data(), k);
+  err[k] = 0;
+}
+
+template <typename T>
+void resolve(void* lib, const char* name, T* fn) {
+  void* p = dlsym(lib, name);
+  *fn = reinterpret_cast<T>(p);
+}
+
+bool resolve_all(wf_cudart* c, void* lib) {
+  resolve(lib, "cudaGetDeviceCount", &c->getDeviceCount);
+  resolve(lib, "cudaGetDevice", &c->getDevice);
+  resolve(lib, "cudaSetDevice", &c->setDevice);
+  resolve(lib, "cudaDeviceGetAttribute", &c->deviceGetAttribute);
+  resolve(lib, "cudaMemGetInfo", &c->memGetInfo);
+  resolve(lib, "cudaGetDeviceProperties", &c->getDeviceProperties);
+  resolve(lib, "cudaDeviceSynchronize", &c->deviceSynchronize);
+  resolve(lib, "cudaGetErrorString", &c->getErrorString);
+  // c10::cuda::CUDACachingAllocator::emptyCache() lives in libc10_cuda.
+  resolve(lib, "_ZN3c104cuda20CUDACachingAllocator10emptyCacheEv", &c->emptyCache);
+  if (!c->emptyCache) resolve(RTLD_DEFAULT, "_ZN3c104cuda20CUDACachingAllocator10emptyCacheEv", &c->emptyCache);
+  return c->getDeviceCount && c->getDevice && c->setDevice && c->deviceGetAttribute && c->memGetInfo &&
+         c->deviceSynchronize;
+}
+
+int32_t cuda_fail(wf_cudart* c, int code, const char* what, char* err, int64_t errcap) {
+  std::string msg = std::string(what) + " failed with CUDA error " + std::to_string(code);
+  if (c->getErrorString) {
+    const char* s = c->getErrorString(code);
+    if (s) msg += std::string(": ") + s;
+  }
+  set_err(err, errcap, msg);
+  return code;
+}
+
+// Runs f with `index` as the current device and restores the previous one.
+template <typename F>
+int32_t on_device(wf_cudart* c, int32_t index, char* err, int64_t errcap, F f) {
+  int prev = 0;
+  int rc = c->getDevice(&prev);
+  if (rc != 0) return cuda_fail(c, rc, "cudaGetDevice", err, errcap);
+  if (prev != index && (rc = c->setDevice(index)) != 0) return cuda_fail(c, rc, "cudaSetDevice", err, errcap);
+  int32_t out = f();
+  if (prev != index) c->setDevice(prev);
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+wf_cudart* wf_cudart_open(const char* path, int64_t path_len, char* err, int64_t errcap) {
+  auto c = new (std::nothrow) wf_cudart();
+  if (!c) {
+    set_err(err, errcap, "out of memory");
+    return nullptr;
+  }
+  std::string p(path, path_len);
+  std::string tried;
+  if (!p.empty()) {
+    void* lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* e = dlerror();
+      set_err(err, errcap, std::string("dlopen ") + p + ": " + (e ? e : "failed"));
+      delete c;
+      return nullptr;
+    }
+    c->lib = lib;
+    if (resolve_all(c, lib)) return c;
+    set_err(err, errcap, p + " lacks the CUDA runtime API (cudaGetDeviceCount, cudaMemGetInfo, ...)");
+    dlclose(lib);
+    delete c;
+    return nullptr;
+  }
+  if (resolve_all(c, RTLD_DEFAULT)) return c;
+  for (const char* name : {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"}) {
+    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      tried += std::string(tried.empty() ? "" : ", ") + name;
+      continue;
+    }
+    *c = wf_cudart();
+    c->lib = lib;
+    if (resolve_all(c, lib)) return c;
+    dlclose(lib);
+  }
+  set_err(err, errcap, "CUDA runtime not found in the process nor as " + tried);
+  delete c;
+  return nullptr;
+}
+
+int32_t wf_cudart_device_count(wf_cudart* c, int32_t* count, char* err, int64_t errcap) {
+  int n = 0;
+  int rc = c->getDeviceCount(&n);
+  if (rc != 0) return cuda_fail(c, rc, "cudaGetDeviceCount", err, errcap);
+  *count = n;
+  return 0;
+}
+
+int32_t wf_cudart_current_device(wf_cudart* c, int32_t* index, char* err, int64_t errcap) {
+  int i = 0;
+  int rc = c->getDevice(&i);
+  if (rc != 0) return cuda_fail(c, rc, "cudaGetDevice", err, errcap);
+  *index = i;
+  return 0;
+}
+
+int32_t wf_cudart_device(wf_cudart* c, int32_t index, wf_device_info* info, char* err, int64_t errcap) {
+  std::memset(info, 0, sizeof(*info));
+  // cudaDevAttrComputeCapabilityMajor = 75, Minor = 76.
+  int rc = c->deviceGetAttribute(&info->major, 75, index);
+  if (rc != 0) return cuda_fail(c, rc, "cudaDeviceGetAttribute(major)", err, errcap);
+  rc = c->deviceGetAttribute(&info->minor, 76, index);
+  if (rc != 0) return cuda_fail(c, rc, "cudaDeviceGetAttribute(minor)", err, errcap);
+  if (c->getDeviceProperties) {
+    // cudaDeviceProp starts with `char name[256]` in every CUDA version; the
+    // buffer is larger than any version's struct.
+    std::vector<char> props(16384, 0);
+    if (c->getDeviceProperties(props.data(), index) == 0) {
+      std::memcpy(info->name, props.data(), sizeof(info->name) - 1);
+    }
+  }
+  return on_device(c, index, err, errcap, [&]() -> int32_t {
+    size_t free_b = 0, total_b = 0;
+    int r = c->memGetInfo(&free_b, &total_b);
+    if (r != 0) return cuda_fail(c, r, "cudaMemGetInfo", err, errcap);
+    info->free_bytes = free_b;
+    info->total_bytes = total_b;
+    return 0;
+  });
+}
+
+int32_t wf_cudart_synchronize(wf_cudart* c, int32_t index, char* err, int64_t errcap) {
+  return on_device(c, index, err, errcap, [&]() -> int32_t {
+    int r = c->deviceSynchronize();
+    if (r != 0) return cuda_fail(c, r, "cudaDeviceSynchronize", err, errcap);
+    return 0;
+  });
+}
+
+int32_t wf_cudart_empty_cache(wf_cudart* c, char* err, int64_t errcap) {
+  if (!c->emptyCache) return 0;
+  try {
+    c->emptyCache();
+    return 1;
+  } catch (const c10::Error& e) {
+    set_err(err, errcap, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    set_err(err, errcap, e.what());
+  } catch (...) {
+    set_err(err, errcap, "unknown C++ exception");
+  }
+  return -1;
+}
+
+}  // extern "C"

@@ -1,0 +1,296 @@
+// Package shim is the cgo binding to wfgen's C++ libtorch shim (shim.cpp).
+//
+// It is deliberately thin and stable: the C++ file takes tens of seconds to
+// compile and Go's build cache recompiles a cgo package whenever any of its
+// files change, so every policy decision lives in package runtime/torch and
+// this package only moves bytes across the boundary. Each function makes one
+// cgo call (plus one wf_free when a payload overflowed the caller's buffer).
+package shim
+
+/*
+#cgo CXXFLAGS: -std=c++17 -O2 -I/usr/include/torch/csrc/api/include -Wno-deprecated-declarations -Wno-unused-parameter
+#cgo LDFLAGS: -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -Wl,--as-needed -ldl
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// Status codes of a shim call.
+const (
+	// OK means success; the payload is a value blob.
+	OK = int(C.WF_OK)
+	// Error means failure; the payload is the message.
+	Error = int(C.WF_ERROR)
+	// OOM means an allocation failed; the payload is the message.
+	OOM = int(C.WF_OOM)
+)
+
+// Handle is an opaque pointer to a loaded module in C++ memory; the zero
+// Handle is none.
+type Handle struct{ p *C.wf_module }
+
+// Valid reports whether h refers to a module.
+func (h Handle) Valid() bool { return h.p != nil }
+
+// Result is the outcome of a call: a status and its payload. Payload aliases
+// the caller's buffer when it fitted, else it is a fresh Go copy.
+type Result struct {
+	Status  int
+	Payload []byte
+}
+
+func ptr(b []byte) *C.char {
+	if len(b) == 0 {
+		return nil
+	}
+	return (*C.char)(unsafe.Pointer(&b[0]))
+}
+
+func sptr(s string) *C.char {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.char)(unsafe.Pointer(unsafe.StringData(s)))
+}
+
+func pptr(p []unsafe.Pointer) *unsafe.Pointer {
+	if len(p) == 0 {
+		return nil
+	}
+	return &p[0]
+}
+
+func finish(res *C.wf_result, out []byte) Result {
+	r := Result{Status: int(res.status)}
+	if res.overflow != nil {
+		r.Payload = C.GoBytes(res.overflow, C.int(res.size))
+		C.wf_free(res.overflow)
+		return r
+	}
+	r.Payload = out[:res.size]
+	return r
+}
+
+// Init sets libtorch's intra-op and (when > 0) inter-op thread counts and
+// returns its parallel-configuration text.
+func Init(threads, interopThreads int, out []byte) Result {
+	var res C.wf_result
+	C.wf_init(C.int32_t(threads), C.int32_t(interopThreads), ptr(out), C.int64_t(len(out)), &res)
+	return finish(&res, out)
+}
+
+// Version returns the libtorch version the shim was compiled against.
+func Version() string { return C.GoString(C.wf_version()) }
+
+// Load loads a TorchScript file onto device, casting floating parameters and
+// buffers to dtype (0 keeps them). The payload is the module-info blob.
+func Load(path, device string, dtype int, out []byte) (Handle, Result) {
+	var res C.wf_result
+	h := C.wf_load(sptr(path), C.int64_t(len(path)), sptr(device), C.int64_t(len(device)), C.int32_t(dtype),
+		ptr(out), C.int64_t(len(out)), &res)
+	return Handle{h}, finish(&res, out)
+}
+
+// Call runs one method. args is a kwargs blob; ptrs hold the tensor data the
+// blob refers to and must be pinned by the caller. autocastDType is a dtype
+// code for CUDA autocast or 0.
+func Call(h Handle, method string, args []byte, ptrs []unsafe.Pointer, autocastDType int, out []byte) Result {
+	var res C.wf_result
+	C.wf_call(h.p, sptr(method), C.int64_t(len(method)), ptr(args),
+		C.int64_t(len(args)), pptr(ptrs), C.int64_t(len(ptrs)), C.int32_t(autocastDType), ptr(out),
+		C.int64_t(len(out)), &res)
+	return finish(&res, out)
+}
+
+// BenchRaw runs a method n times in a plain C++ loop and returns the elapsed
+// nanoseconds (-1 on failure, with the message in the result).
+func BenchRaw(h Handle, method string, args []byte, ptrs []unsafe.Pointer, n int, out []byte) (int64, Result) {
+	var res C.wf_result
+	ns := C.wf_bench_raw(h.p, sptr(method), C.int64_t(len(method)), ptr(args),
+		C.int64_t(len(args)), pptr(ptrs), C.int64_t(len(ptrs)), C.int64_t(n), ptr(out), C.int64_t(len(out)), &res)
+	return int64(ns), finish(&res, out)
+}
+
+// Close frees a module handle.
+func Close(h Handle) { C.wf_close(h.p) }
+
+// Compile freezes a module (and runs optimize_for_inference when optimize)
+// into a new handle; the payload is the new module-info blob.
+func Compile(h Handle, optimize bool, out []byte) (Handle, Result) {
+	var res C.wf_result
+	o := 0
+	if optimize {
+		o = 1
+	}
+	nh := C.wf_compile(h.p, C.int32_t(o), ptr(out), C.int64_t(len(out)), &res)
+	return Handle{nh}, finish(&res, out)
+}
+
+// Save writes a module as a TorchScript archive.
+func Save(h Handle, path string, out []byte) Result {
+	var res C.wf_result
+	C.wf_save(h.p, sptr(path), C.int64_t(len(path)), ptr(out), C.int64_t(len(out)), &res)
+	return finish(&res, out)
+}
+
+// Define builds a module from TorchScript source and named tensors (blob of
+// parameters and buffers) and saves it to path.
+func Define(source string, tensors []byte, ptrs []unsafe.Pointer, path string, out []byte) Result {
+	var res C.wf_result
+	C.wf_define(sptr(source), C.int64_t(len(source)), ptr(tensors), C.int64_t(len(tensors)), pptr(ptrs),
+		C.int64_t(len(ptrs)), sptr(path), C.int64_t(len(path)), ptr(out), C.int64_t(len(out)), &res)
+	return finish(&res, out)
+}
+
+// Flags mirrors the process-global libtorch flags (wf_flags).
+type Flags struct {
+	// MatmulPrecision is 0 highest, 1 high, 2 medium.
+	MatmulPrecision int
+	// AllowTF32CuBLAS is derived by libtorch from MatmulPrecision (read only).
+	AllowTF32CuBLAS bool
+	// AllowTF32CuDNN allows TF32 in cuDNN convolutions.
+	AllowTF32CuDNN bool
+	// FlashSDP and MathSDP enable the scaled-dot-product-attention kernels.
+	FlashSDP, MathSDP bool
+	// Deterministic and DeterministicWarnOnly mirror use_deterministic_algorithms.
+	Deterministic, DeterministicWarnOnly bool
+	// DeterministicCuDNN and BenchmarkCuDNN mirror the cuDNN switches.
+	DeterministicCuDNN, BenchmarkCuDNN bool
+}
+
+func b32(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// GetFlags reads the global flags.
+func GetFlags() Flags {
+	var f C.wf_flags
+	C.wf_flags_get(&f)
+	return Flags{
+		MatmulPrecision:       int(f.matmul_precision),
+		AllowTF32CuBLAS:       f.allow_tf32_cublas != 0,
+		AllowTF32CuDNN:        f.allow_tf32_cudnn != 0,
+		FlashSDP:              f.flash_sdp != 0,
+		MathSDP:               f.math_sdp != 0,
+		Deterministic:         f.deterministic != 0,
+		DeterministicWarnOnly: f.deterministic_warn_only != 0,
+		DeterministicCuDNN:    f.deterministic_cudnn != 0,
+		BenchmarkCuDNN:        f.benchmark_cudnn != 0,
+	}
+}
+
+// SetFlags writes the global flags (AllowTF32CuBLAS is ignored).
+func SetFlags(fl Flags, out []byte) Result {
+	f := C.wf_flags{
+		matmul_precision:        C.int32_t(fl.MatmulPrecision),
+		allow_tf32_cudnn:        b32(fl.AllowTF32CuDNN),
+		flash_sdp:               b32(fl.FlashSDP),
+		math_sdp:                b32(fl.MathSDP),
+		deterministic:           b32(fl.Deterministic),
+		deterministic_warn_only: b32(fl.DeterministicWarnOnly),
+		deterministic_cudnn:     b32(fl.DeterministicCuDNN),
+		benchmark_cudnn:         b32(fl.BenchmarkCuDNN),
+	}
+	var res C.wf_result
+	C.wf_flags_set(&f, ptr(out), C.int64_t(len(out)), &res)
+	return finish(&res, out)
+}
+
+// CUDAAvailable reports whether libtorch was built with CUDA and sees a device.
+func CUDAAvailable() bool { return C.wf_cuda_available() != 0 }
+
+// CUDADeviceCount is libtorch's CUDA device count (0 on CPU builds).
+func CUDADeviceCount() int { return int(C.wf_cuda_device_count()) }
+
+// CUDACurrentDevice is libtorch's current CUDA device.
+func CUDACurrentDevice(out []byte) (int, Result) {
+	var res C.wf_result
+	i := C.wf_cuda_current_device(ptr(out), C.int64_t(len(out)), &res)
+	return int(i), finish(&res, out)
+}
+
+// CUDART is a CUDA runtime resolved by symbol lookup, so that CPU builds
+// link without it.
+type CUDART struct{ c *C.wf_cudart }
+
+// DeviceInfo is what CUDART.Device reports.
+type DeviceInfo struct {
+	// Name is the device name.
+	Name string
+	// Major and Minor are the compute capability.
+	Major, Minor int
+	// FreeBytes and TotalBytes are the device memory figures.
+	FreeBytes, TotalBytes uint64
+}
+
+func errText(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// OpenCUDART resolves the CUDA runtime from path, or when path is empty from
+// the process (libtorch_cuda's libcudart) or libcudart.so*.
+func OpenCUDART(path string) (CUDART, string) {
+	var err [512]byte
+	c := C.wf_cudart_open(sptr(path), C.int64_t(len(path)), (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
+	if c == nil {
+		return CUDART{}, errText(err[:])
+	}
+	return CUDART{c}, ""
+}
+
+// DeviceCount returns cudaGetDeviceCount, or a CUDA error code and message.
+func (c CUDART) DeviceCount() (int, int, string) {
+	var err [512]byte
+	var n C.int32_t
+	rc := C.wf_cudart_device_count(c.c, &n, (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
+	return int(n), int(rc), errText(err[:])
+}
+
+// CurrentDevice returns cudaGetDevice, or a CUDA error code and message.
+func (c CUDART) CurrentDevice() (int, int, string) {
+	var err [512]byte
+	var n C.int32_t
+	rc := C.wf_cudart_current_device(c.c, &n, (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
+	return int(n), int(rc), errText(err[:])
+}
+
+// Device returns name, capability and memory of one device, or a CUDA error
+// code and message.
+func (c CUDART) Device(index int) (DeviceInfo, int, string) {
+	var err [512]byte
+	var info C.wf_device_info
+	rc := C.wf_cudart_device(c.c, C.int32_t(index), &info, (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
+	if rc != 0 {
+		return DeviceInfo{}, int(rc), errText(err[:])
+	}
+	name := C.GoString(&info.name[0])
+	return DeviceInfo{Name: name, Major: int(info.major), Minor: int(info.minor),
+		FreeBytes: uint64(info.free_bytes), TotalBytes: uint64(info.total_bytes)}, 0, ""
+}
+
+// Synchronize waits for all work on one device.
+func (c CUDART) Synchronize(index int) (int, string) {
+	var err [512]byte
+	rc := C.wf_cudart_synchronize(c.c, C.int32_t(index), (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
+	return int(rc), errText(err[:])
+}
+
+// EmptyCache calls libtorch's CUDA caching allocator emptyCache when present:
+// 1 called, 0 absent, -1 failed with a message.
+func (c CUDART) EmptyCache() (int, string) {
+	var err [512]byte
+	rc := C.wf_cudart_empty_cache(c.c, (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
+	return int(rc), errText(err[:])
+}

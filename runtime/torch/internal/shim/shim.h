@@ -1,0 +1,101 @@
+/* shim.h — the C boundary between Go and libtorch (C++17, see shim.cpp).
+ *
+ * Every entry point catches all C++ exceptions; errors come back in the
+ * wf_result of the same call, never through thread-local state. Values cross
+ * the boundary as one byte blob per direction (format in value.go of package
+ * runtime/torch); tensor input data is referenced by index into an array of
+ * pointers to (pinned) caller memory and copied into libtorch-owned memory. */
+#ifndef WFGEN_TORCH_SHIM_H
+#define WFGEN_TORCH_SHIM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { WF_OK = 0, WF_ERROR = 1, WF_OOM = 2 };
+
+/* Result of a call. The payload (a value blob on success, a UTF-8 message on
+ * failure) is written to the caller's buffer when it fits (overflow == NULL),
+ * otherwise to a malloc'd block the caller frees with wf_free. */
+typedef struct {
+  int32_t status;
+  int64_t size;
+  void* overflow;
+} wf_result;
+
+typedef struct wf_module wf_module;
+
+/* Process-global libtorch flags read and written through at::globalContext(). */
+typedef struct {
+  int32_t matmul_precision; /* 0 highest, 1 high, 2 medium */
+  int32_t allow_tf32_cublas; /* derived by libtorch from matmul_precision; read only */
+  int32_t allow_tf32_cudnn;
+  int32_t flash_sdp;
+  int32_t math_sdp;
+  int32_t deterministic;
+  int32_t deterministic_warn_only;
+  int32_t deterministic_cudnn;
+  int32_t benchmark_cudnn;
+} wf_flags;
+
+typedef struct {
+  char name[256];
+  int32_t major, minor;
+  uint64_t free_bytes, total_bytes;
+} wf_device_info;
+
+typedef struct wf_cudart wf_cudart;
+
+/* Sets intra-op (and, when > 0, inter-op) threads; payload is libtorch's
+ * parallel info. */
+void wf_init(int32_t threads, int32_t interop_threads, char* out, int64_t cap, wf_result* res);
+/* The libtorch version the shim was compiled against, e.g. "1.13.0". */
+const char* wf_version(void);
+
+wf_module* wf_load(const char* path, int64_t path_len, const char* device, int64_t device_len,
+                   int32_t dtype, char* out, int64_t cap, wf_result* res);
+void wf_call(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
+             void* const* ptrs, int64_t nptrs, int32_t autocast_dtype, char* out, int64_t cap,
+             wf_result* res);
+/* Runs a method n times in C++ the way a plain C++ program would (copy the
+ * host inputs into tensors, call, copy tensor outputs to a host buffer) and
+ * returns the elapsed nanoseconds, or -1 with res set on failure. */
+int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const char* args,
+                     int64_t args_len, void* const* ptrs, int64_t nptrs, int64_t n, char* out,
+                     int64_t cap, wf_result* res);
+void wf_close(wf_module* m);
+void wf_free(void* p);
+
+wf_module* wf_compile(wf_module* m, int32_t optimize, char* out, int64_t cap, wf_result* res);
+void wf_save(wf_module* m, const char* path, int64_t path_len, char* out, int64_t cap, wf_result* res);
+void wf_define(const char* source, int64_t source_len, const char* tensors, int64_t tensors_len,
+               void* const* ptrs, int64_t nptrs, const char* path, int64_t path_len, char* out,
+               int64_t cap, wf_result* res);
+
+void wf_flags_get(wf_flags* f);
+void wf_flags_set(const wf_flags* f, char* out, int64_t cap, wf_result* res);
+
+int32_t wf_cuda_available(void);
+int32_t wf_cuda_device_count(void);
+int64_t wf_cuda_current_device(char* out, int64_t cap, wf_result* res);
+
+/* Resolves the CUDA runtime C API: from `path` when not empty, else from the
+ * symbols already loaded in the process, else libcudart.so*. NULL plus a
+ * message in err when not found. */
+wf_cudart* wf_cudart_open(const char* path, int64_t path_len, char* err, int64_t errcap);
+/* These return a CUDA error code (0 = success) and write its text to err. */
+int32_t wf_cudart_device_count(wf_cudart* c, int32_t* count, char* err, int64_t errcap);
+int32_t wf_cudart_current_device(wf_cudart* c, int32_t* index, char* err, int64_t errcap);
+int32_t wf_cudart_device(wf_cudart* c, int32_t index, wf_device_info* info, char* err, int64_t errcap);
+int32_t wf_cudart_synchronize(wf_cudart* c, int32_t index, char* err, int64_t errcap);
+/* Calls c10::cuda::CUDACachingAllocator::emptyCache when present: 1 called,
+ * 0 absent, -1 threw (message in err). */
+int32_t wf_cudart_empty_cache(wf_cudart* c, char* err, int64_t errcap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

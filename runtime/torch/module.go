@@ -1,0 +1,218 @@
+//go:build cgo
+
+package torch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+)
+
+// minOutBuf is the smallest output buffer a call starts with.
+const minOutBuf = 4 << 10
+
+// Module is a TorchScript module loaded by the engine; it implements
+// runtime.Module. Its methods are safe for concurrent use.
+type Module struct {
+	eng     *Engine
+	path    string
+	dtype   runtime.DType
+	stat    os.FileInfo
+	info    moduleInfo
+	methods []string
+	// outHint is, per method, the size of the last output blob: the next
+	// call's output buffer, so outputs usually fit and alias it.
+	outHint map[string]*atomic.Int64
+
+	mu      sync.RWMutex
+	h       shim.Handle
+	closed  bool
+	cleanup goruntime.Cleanup
+}
+
+func newModule(e *Engine, h shim.Handle, info moduleInfo, path string, dtype runtime.DType, st os.FileInfo) *Module {
+	m := &Module{eng: e, h: h, info: info, path: path, dtype: dtype, stat: st,
+		outHint: make(map[string]*atomic.Int64, len(info.methods))}
+	m.methods = append([]string(nil), info.methods...)
+	sort.Strings(m.methods)
+	for _, name := range info.methods {
+		v := new(atomic.Int64)
+		v.Store(minOutBuf)
+		m.outHint[name] = v
+	}
+	// A safety net only: Close releases the module deterministically.
+	m.cleanup = goruntime.AddCleanup(m, func(h shim.Handle) { shim.Close(h) }, h)
+	return m
+}
+
+// Methods lists the module's methods, sorted.
+func (m *Module) Methods() []string { return append([]string(nil), m.methods...) }
+
+// Schema returns one method's schema: arguments without self, their
+// TorchScript types and defaults, and the return type.
+func (m *Module) Schema(method string) (runtime.MethodSchema, error) {
+	s, ok := m.info.schemas[method]
+	if !ok {
+		return runtime.MethodSchema{}, m.noMethod(method)
+	}
+	s.Arguments = append([]runtime.Argument(nil), s.Arguments...)
+	s.Returns = append([]string(nil), s.Returns...)
+	return s, nil
+}
+
+func (m *Module) noMethod(method string) error {
+	return fmt.Errorf("torch: %s: no method %q (methods: %s)", m.path, method, strings.Join(m.methods, ", "))
+}
+
+// Device returns the device the module lives on, e.g. "cpu" or "cuda:0".
+func (m *Module) Device() string { return m.info.device }
+
+// DType returns the dtype floating parameters were cast to at load, or ""
+// when they kept their own.
+func (m *Module) DType() runtime.DType { return m.dtype }
+
+// Path returns the file the module was loaded from.
+func (m *Module) Path() string { return m.path }
+
+// Compiled reports whether the module was compiled by CompileModule (now or
+// when it was saved to the compile cache).
+func (m *Module) Compiled() bool { return m.info.compiled }
+
+func (m *Module) isCUDA() bool { return strings.HasPrefix(m.info.device, "cuda") }
+
+// Call runs method with keyword arguments. Values are nil, string, int64
+// (or int, int32), float64 (or float32), bool, *runtime.Tensor, lists
+// ([]any or typed slices) and map[string]any; each is converted to the
+// argument's TorchScript type (an int is accepted for a float). Floating
+// input tensors are cast to the module's load dtype when one was given.
+// Outputs come back as nil, string, int64, float64, bool, *runtime.Tensor,
+// []any (lists and tuples) and map[string]any; output tensors own their data.
+//
+// ctx is honoured while waiting for a call slot; a call that has entered
+// libtorch runs to completion. opts.Autocast applies CUDA autocast with
+// opts.AutocastDType (default float16) on CUDA modules and is a no-op
+// elsewhere.
+func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any, opts runtime.CallOptions) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	hint, ok := m.outHint[method]
+	if !ok {
+		return nil, m.noMethod(method)
+	}
+	autocast := 0
+	if opts.Autocast && m.isCUDA() {
+		dt := opts.AutocastDType
+		if dt == "" {
+			dt = runtime.Float16
+		}
+		if dt != runtime.Float16 && dt != runtime.BFloat16 {
+			return nil, fmt.Errorf("torch: call %s (%s): autocast dtype %q: want float16 or bfloat16", method, m.path, dt)
+		}
+		autocast, _ = dtypeCode(dt)
+	}
+	enc, err := encodeKwargs(kwargs)
+	if err != nil {
+		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, err)
+	}
+	select {
+	case m.eng.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	m.mu.RLock()
+	if m.closed {
+		m.mu.RUnlock()
+		<-m.eng.sem
+		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, runtime.ErrClosed)
+	}
+	out := make([]byte, hint.Load())
+	var pinner goruntime.Pinner
+	enc.pin(&pinner)
+	res := shim.Call(m.h, method, enc.buf, enc.ptrs, autocast, out)
+	pinner.Unpin()
+	m.mu.RUnlock()
+	<-m.eng.sem
+	goruntime.KeepAlive(m)
+	if res.Status != statusOK {
+		return nil, newError("call", m.path, method, res.Status, string(res.Payload))
+	}
+	size := int64(len(res.Payload))
+	if size < minOutBuf {
+		size = minOutBuf
+	}
+	hint.Store(size)
+	// When a small output landed in a big buffer, copy it out so the buffer
+	// is not kept alive by the output tensors.
+	copyData := len(out) > 64<<10 && 2*len(res.Payload) < len(out) && aliases(res.Payload, out)
+	v, err := decodeValue(res.Payload, copyData)
+	if err != nil {
+		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, err)
+	}
+	return v, nil
+}
+
+func aliases(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
+}
+
+// benchRaw runs method n times in a plain C++ loop (no Go, no value blobs on
+// the way out) for the benchmarks' "raw C++" baseline. Only tensor kwargs.
+func (m *Module) benchRaw(method string, kwargs map[string]any, n int, outBytes int) (time.Duration, error) {
+	enc, err := encodeKwargs(kwargs)
+	if err != nil {
+		return 0, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return 0, runtime.ErrClosed
+	}
+	var pinner goruntime.Pinner
+	enc.pin(&pinner)
+	defer pinner.Unpin()
+	ns, res := shim.BenchRaw(m.h, method, enc.buf, enc.ptrs, n, make([]byte, outBytes))
+	if res.Status != statusOK {
+		return 0, newError("bench", m.path, method, res.Status, string(res.Payload))
+	}
+	return time.Duration(ns), nil
+}
+
+// save writes the module as a TorchScript archive.
+func (m *Module) save(path string) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return runtime.ErrClosed
+	}
+	res := shim.Save(m.h, path, make([]byte, 4096))
+	if res.Status != statusOK {
+		return newError("save", path, "", res.Status, string(res.Payload))
+	}
+	return nil
+}
+
+// Close releases the module. It waits for calls in flight; later calls
+// return runtime.ErrClosed. Closing twice is a no-op.
+func (m *Module) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	m.cleanup.Stop()
+	shim.Close(m.h)
+	m.h = shim.Handle{}
+	return nil
+}
