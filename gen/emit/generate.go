@@ -41,6 +41,7 @@ import (
 	"path"
 	"sort"
 
+	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
@@ -50,7 +51,26 @@ type Diagnostic = validate.Diagnostic
 
 // Files maps slash-separated paths relative to the output folder to their
 // contents.
-type Files map[string][]byte
+type Files = tree.Files
+
+// Paths validates the manifests at paths (files or folders, see
+// validate.Paths) and generates their packages. Any diagnostic — from the
+// validator or from name resolution — means no files. The error is non-nil
+// only for usage or I/O problems and generator failures.
+func Paths(paths []string) (Files, []Diagnostic, error) {
+	files, diags, err := validate.Paths(paths)
+	if err != nil || len(diags) > 0 {
+		return nil, diags, err
+	}
+	return Generate(files)
+}
+
+// TreeOptions are the options for writing or checking Go output: files with
+// a wfgen header (IsGenerated) are owned, ".go" files are searched for stale
+// ones, and clean removes them.
+func TreeOptions(clean bool) tree.Options {
+	return tree.Options{Owned: IsGenerated, Ext: ".go", Clean: clean}
+}
 
 // Generate resolves and renders every file. It returns the output files
 // (one package folder per family: <package>/<package>.go) or, when any
