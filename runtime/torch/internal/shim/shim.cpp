@@ -512,20 +512,27 @@ void write_info(Writer& w, const wf_module* h) {
 
 c10::Device parse_device(const std::string& s) {
   c10::Device dev(s);
-  if (dev.is_cuda() && !dev.has_index()) {
-    dev = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(at::detail::getCUDAHooks().current_device()));
+  if (dev.is_cuda()) {
+    const auto& hooks = at::detail::getCUDAHooks();
+    int n = hooks.hasCUDA() ? hooks.getNumGPUs() : 0;
+    if (n == 0) throw BadInput("device " + s + ": CUDA is not available (libtorch is a CPU build or no device is visible)");
+    if (!dev.has_index()) {
+      dev = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(hooks.current_device()));
+    } else if (dev.index() >= n) {
+      throw BadInput("device " + s + ": only " + std::to_string(n) + " CUDA devices are visible");
+    }
   }
   return dev;
 }
 
-// Builds the positional stack for one call from the kwargs blob.
-std::vector<c10::IValue> build_stack(const wf_module* h, const MethodEntry& e, const std::string& method,
-                                     const char* args, int64_t args_len, const Inputs& in) {
+// Builds the positional stack (without self, which torch::jit::Method adds)
+// for one call from the kwargs blob.
+std::vector<c10::IValue> build_stack(const MethodEntry& e, const std::string& method, const char* args,
+                                     int64_t args_len, const Inputs& in) {
   Reader r{args, static_cast<size_t>(args_len)};
   size_t nargs = e.names.size();
-  std::vector<c10::IValue> stack(nargs + 1);
+  std::vector<c10::IValue> stack(nargs);
   std::vector<bool> given(nargs, false);
-  stack[0] = h->module._ivalue();
   uint64_t nkw = r.get<uint64_t>();
   for (uint64_t k = 0; k < nkw; k++) {
     std::string name = r.str();
@@ -539,7 +546,7 @@ std::vector<c10::IValue> build_stack(const wf_module* h, const MethodEntry& e, c
     }
     if (given[i]) throw BadInput(method + "() got argument '" + name + "' twice");
     try {
-      stack[i + 1] = read_value(r, e.types[i], in, 0);
+      stack[i] = read_value(r, e.types[i], in, 0);
     } catch (const BadInput& err) {
       throw BadInput(method + "() argument '" + name + "': " + err.what());
     }
@@ -549,7 +556,7 @@ std::vector<c10::IValue> build_stack(const wf_module* h, const MethodEntry& e, c
   for (size_t i = 0; i < nargs; i++) {
     if (given[i]) continue;
     if (!e.defaults[i]) throw BadInput(method + "() is missing argument '" + e.names[i] + "' of type " + e.types[i]->annotation_str());
-    stack[i + 1] = *e.defaults[i];
+    stack[i] = *e.defaults[i];
   }
   return stack;
 }
@@ -650,7 +657,7 @@ void wf_call(wf_module* m, const char* method, int64_t method_len, const char* a
     c10::OptionalDeviceGuard device_guard;
     if (!m->device.is_cpu()) device_guard.reset_device(m->device);
     AutocastScope autocast(m->device.is_cuda() ? autocast_dtype : 0);
-    std::vector<c10::IValue> stack = build_stack(m, e, name, args, args_len, in);
+    std::vector<c10::IValue> stack = build_stack(e, name, args, args_len, in);
     torch::jit::Method call(m->module._ivalue(), e.fn);
     c10::IValue result = call(std::move(stack));
     emit(out, cap, res, WF_OK, [&](Writer& w) { write_value(w, result, 0); });
@@ -667,7 +674,7 @@ int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const
     std::vector<c10::IValue> proto;
     {
       c10::InferenceMode guard;
-      proto = build_stack(m, e, name, args, args_len, in);
+      proto = build_stack(e, name, args, args_len, in);
     }
     // Tensor arguments are rebuilt from the caller's host buffers each
     // iteration, as a C++ program feeding fresh host data would.
@@ -689,7 +696,7 @@ int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const
         uint8_t tag = r.get<uint8_t>();
         if (tag != kTensor) throw BadInput("wf_bench_raw takes tensor arguments only");
         HostArg a;
-        a.pos = i + 1;
+        a.pos = i;
         dtype_from_code(r.get<uint8_t>(), &a.st);
         uint32_t nd = r.get<uint32_t>();
         a.dims.resize(nd);
