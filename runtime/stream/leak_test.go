@@ -1,0 +1,110 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// settledGoroutines waits (up to 5 s) for the goroutine count to drop to at
+// most want and returns the last count seen.
+func settledGoroutines(want int) int {
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(5 * time.Second); n > want && time.Now().Before(deadline); n = runtime.NumGoroutine() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n
+}
+
+// Every way a stream can end leaves no goroutine behind: counted by hand
+// (goleak is not available).
+func TestNoGoroutineLeaks(t *testing.T) {
+	before := settledGoroutines(runtime.NumGoroutine())
+	okStep := (&recorder{}).step
+	boom := func(ctx context.Context, req StepRequest) (StepResult, error) {
+		return StepResult{}, errors.New("boom")
+	}
+	for range 20 {
+		// Channel, cancelled mid-stream, paced on the real clock.
+		ctx, cancel := context.WithCancel(context.Background())
+		s := mustNew(t, spec(1000, 2, 2), okStep)
+		n := 0
+		for range s.Channel(ctx, 1) {
+			if n++; n == 3 {
+				cancel()
+			}
+		}
+		cancel()
+		// Channel, cancelled while the producer waits out a long pacing delay.
+		ctx, cancel = context.WithCancel(context.Background())
+		s = mustNew(t, spec(1, 9, 9), okStep)
+		ch := s.Channel(ctx, 0)
+		<-ch // chunk 0; chunk 1 now waits 9 s for its playback time
+		cancel()
+		for range ch {
+		}
+		// Channel abandoned after a cancel without draining it.
+		ctx, cancel = context.WithCancel(context.Background())
+		ch = mustNew(t, spec(8, 1, 1), okStep, WithPacing(false)).Channel(ctx, 0)
+		<-ch
+		cancel()
+		// Channel ending with a step error, and running to its end.
+		for range mustNew(t, spec(8, 1, 1), boom, WithPacing(false)).Channel(context.Background(), 4) {
+		}
+		for range mustNew(t, spec(8, 1, 1), okStep, WithPacing(false), WithMaxChunks(3)).Channel(context.Background(), 0) {
+		}
+		// Iterator left early by the consumer.
+		for range mustNew(t, spec(8, 1, 1), okStep).Chunks(context.Background()) {
+			break
+		}
+	}
+	if after := settledGoroutines(before); after > before {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("%d goroutines before, %d after:\n%s", before, after, buf)
+	}
+}
+
+// FuzzRealtimeMetadata: whatever metadata a model returns, play goes on with
+// a usable spec — every later chunk asks for at least one frame at a
+// positive fps and gets exactly what it asked for.
+func FuzzRealtimeMetadata(f *testing.F) {
+	f.Add([]byte(`{"fps": 8, "steady_chunk_frames": 4}`))
+	f.Add([]byte(`{"fps": -1, "first_chunk_frames": 0, "controls": [1, 2]}`))
+	f.Add([]byte(`{"steady_chunk_frames": 1e9, "stateful": false, "transport": ""}`))
+	f.Add([]byte(`not json`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, meta []byte) {
+		clk := newFakeClock()
+		rec := &recorder{clock: clk, gen: func(int) time.Duration { return time.Millisecond }}
+		rec.edit = func(req StepRequest, res *StepResult) {
+			if req.Spec.FPS < 1 || req.Frames < 1 || req.Frames > 64 {
+				// Keep the fuzz run cheap: huge (but valid) chunk sizes are
+				// answered with an error the test accepts below.
+				res.Frames = nil
+			}
+			res.Realtime = meta
+		}
+		s, err := New(spec(16, 2, 2), rec.step, WithClock(clk), WithMaxChunks(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks, err := collect(context.Background(), s)
+		if err != nil && !strings.Contains(err.Error(), "no frames") {
+			t.Fatalf("metadata %q broke play: %v", meta, err)
+		}
+		for _, r := range rec.requests() {
+			if r.Frames < 1 || r.Spec.FPS < 1 {
+				t.Fatalf("metadata %q led to request %+v", meta, r)
+			}
+		}
+		for _, c := range chunks {
+			if c.Video == nil || c.Video.FPS < 1 {
+				t.Fatalf("chunk %d without a valid video", c.Index)
+			}
+		}
+	})
+}
