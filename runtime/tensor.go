@@ -99,3 +99,59 @@ func (t *Tensor) Int64s() ([]int64, error) {
 	}
 	return out, nil
 }
+
+// Stack joins tensors of one dtype and shape along a new leading dimension.
+func Stack(ts []*Tensor) (*Tensor, error) {
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("stack: no tensors")
+	}
+	first := ts[0]
+	if err := first.Check(); err != nil {
+		return nil, fmt.Errorf("stack: item 0: %w", err)
+	}
+	data := make([]byte, 0, len(first.Data)*len(ts))
+	for i, t := range ts {
+		if err := t.Check(); err != nil {
+			return nil, fmt.Errorf("stack: item %d: %w", i, err)
+		}
+		if t.DType != first.DType || !sameShape(t.Shape, first.Shape) {
+			return nil, fmt.Errorf("stack: item %d is %s%v, item 0 is %s%v (batched items need one dtype and shape)",
+				i, t.DType, t.Shape, first.DType, first.Shape)
+		}
+		data = append(data, t.Data...)
+	}
+	shape := append([]int64{int64(len(ts))}, first.Shape...)
+	return &Tensor{DType: first.DType, Shape: shape, Data: data}, nil
+}
+
+// Unstack splits a tensor along its leading dimension into n tensors; the
+// parts share t's memory.
+func Unstack(t *Tensor, n int) ([]*Tensor, error) {
+	if err := t.Check(); err != nil {
+		return nil, fmt.Errorf("unstack: %w", err)
+	}
+	if len(t.Shape) == 0 || t.Shape[0] != int64(n) {
+		return nil, fmt.Errorf("unstack: tensor %s%v has no leading dimension of %d", t.DType, t.Shape, n)
+	}
+	out := make([]*Tensor, n)
+	if n == 0 {
+		return out, nil
+	}
+	step := len(t.Data) / n
+	for i := range out {
+		out[i] = &Tensor{DType: t.DType, Shape: append([]int64(nil), t.Shape[1:]...), Data: t.Data[i*step : (i+1)*step : (i+1)*step]}
+	}
+	return out, nil
+}
+
+func sameShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,124 @@
+// Package tinymodels builds the bundled tiny TorchScript checkpoints of the
+// runnable families in manifests/ (tiny-encoder and tiny-world) from
+// TorchScript source, with deterministic weights: nothing is downloaded.
+// The demo and the end-to-end tests use it.
+package tinymodels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/torch"
+)
+
+// Encoder sizes: token ids are taken modulo EncoderVocab; embeddings have
+// EncoderDim floats.
+const (
+	EncoderVocab = 1000
+	EncoderDim   = 64
+)
+
+// EncoderSource is the tiny-encoder's TorchScript: mean-pooled token
+// embeddings, a tanh projection and optional L2 normalisation. tokens is
+// int64 [L] or, batched, [N, L].
+const EncoderSource = `
+def forward(self, tokens: Tensor, normalize: bool = True) -> Tensor:
+    e = torch.embedding(self.table, tokens.remainder(self.table.size(0)))
+    v = torch.tanh(torch.matmul(e.mean(dim=-2), self.proj))
+    if normalize:
+        v = v / v.norm(2, [-1], True).clamp_min(1e-6)
+    return v
+`
+
+// WorldSource is the tiny-world's TorchScript: forward renders a clip whose
+// colours depend on the prompt and seed; step renders the next chunk of a
+// session, moved by the controls [forward, backward, left, right] and
+// carrying (x, y, t) in its state.
+const WorldSource = `
+def render(self, num_frames: int, height: int, width: int, phase: float, dx: float, dy: float, t0: float) -> Tensor:
+    t = torch.arange(num_frames, dtype=torch.float32).view(-1, 1, 1, 1) + t0
+    y = torch.arange(height, dtype=torch.float32).view(1, -1, 1, 1) + dy
+    x = torch.arange(width, dtype=torch.float32).view(1, 1, -1, 1) + dx
+    c = torch.arange(3, dtype=torch.float32).view(1, 1, 1, -1)
+    v = torch.sin(x * self.freq[0] + y * self.freq[1] + t * self.freq[2] + c * 2.0 + phase)
+    return ((v + 1.0) * 127.5).clamp(0.0, 255.0).to(torch.uint8)
+
+def forward(self, prompt: str, seed: int = 0, num_frames: int = 9, height: int = 32, width: int = 32) -> Tensor:
+    h = seed % 1000003
+    for ch in prompt:
+        h = (h * 31 + ord(ch)) % 1000003
+    return self.render(num_frames, height, width, float(h % 628) / 100.0, 0.0, 0.0, 0.0)
+
+def step(self, num_frames: int, controls: List[float], speed: float = 2.0, state: Optional[Tensor] = None) -> Dict[str, Tensor]:
+    s = torch.zeros(3)
+    if state is not None:
+        s = state.clone()
+    s[1] = s[1] - speed * (controls[0] - controls[1])
+    s[0] = s[0] + speed * (controls[3] - controls[2])
+    frames = self.render(num_frames, 32, 32, 0.0, float(s[0]), float(s[1]), float(s[2]))
+    s[2] = s[2] + float(num_frames)
+    return {"frames": frames, "state": s}
+`
+
+// Files are the checkpoint file names Build writes, relative to its folder,
+// as the manifests' checkpoint URIs give them.
+var Files = map[string]string{
+	"tiny-encoder": "checkpoints/tiny-encoder.pt",
+	"tiny-world":   "checkpoints/tiny-world.pt",
+}
+
+// Build writes both checkpoints under dir (dir/checkpoints/...), replacing
+// existing files atomically.
+func Build(dir string) error {
+	if err := BuildEncoder(filepath.Join(dir, Files["tiny-encoder"])); err != nil {
+		return err
+	}
+	return BuildWorld(filepath.Join(dir, Files["tiny-world"]))
+}
+
+// BuildEncoder writes the tiny-encoder checkpoint to path.
+func BuildEncoder(path string) error {
+	r := rand.New(rand.NewPCG(1, 2))
+	return build(path, torch.ModuleSource{
+		Source: EncoderSource,
+		Parameters: map[string]*runtime.Tensor{
+			"table": randn(r, EncoderVocab, EncoderDim),
+			"proj":  randn(r, EncoderDim, EncoderDim),
+		},
+	})
+}
+
+// BuildWorld writes the tiny-world checkpoint to path.
+func BuildWorld(path string) error {
+	return build(path, torch.ModuleSource{
+		Source:     WorldSource,
+		Parameters: map[string]*runtime.Tensor{"freq": runtime.FromFloat32([]float32{0.21, 0.17, 0.5}, 3)},
+	})
+}
+
+func build(path string, src torch.ModuleSource) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := torch.BuildModule(src, tmp); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("build %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func randn(r *rand.Rand, shape ...int64) *runtime.Tensor {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64()) * 0.5
+	}
+	return runtime.FromFloat32(v, shape...)
+}

@@ -1,0 +1,461 @@
+// Package client runs a model family's tasks through the registered engine:
+// it is what generated packages' typed clients wrap.
+//
+// A Client resolves its variant (aliases included) when it is created. On
+// first use it finds the variant's "model" checkpoint (an explicit path, the
+// manifest's folder, then the checkpoint root), verifies its size and sha256
+// when the manifest gives them, loads it once per process through the engine
+// (modules are cached and shared; infra.DropCaches or ReleaseCaches releases
+// unused ones) on the resolved device and dtype, installs the process
+// inference policy, and checks every task of the family against the
+// module's method schemas, so a manifest that disagrees with its checkpoint
+// fails at load, never in the middle of a request.
+//
+// Each call validates nothing itself (generated params validate before they
+// reach it), merges keyword arguments — variant call_kwargs, then the task's
+// default_call_kwargs, then the caller's params, later layers winning — runs
+// the task's method with the device's autocast setting, and maps the output
+// onto the task's artifacts. Errors name the family, variant and task.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/contract"
+	"github.com/worldfoundry/wfgen/runtime/device"
+	"github.com/worldfoundry/wfgen/runtime/infra"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+)
+
+// Options configure a Client; set them with Option functions.
+type Options struct {
+	// Variant selects the variant by id or alias; "" selects the default.
+	Variant string
+	// Device is the requested device ("cpu", "cuda", "cuda:1"); "" means
+	// "cuda" with CPU fallback when no CUDA device exists.
+	Device string
+	// DType is the requested dtype ("auto", "float32", "float16", "bfloat16").
+	DType string
+	// ManifestDir is the folder relative checkpoint URIs resolve against first.
+	ManifestDir string
+	// CheckpointRoot is the folder relative URIs resolve against next
+	// (default: $WORLDFOUNDRY_CHECKPOINT_ROOT).
+	CheckpointRoot string
+	// CheckpointPath, when set, is loaded instead of the variant's model
+	// checkpoint (its sha256 and size are then not checked).
+	CheckpointPath string
+	// Engine overrides the registered engine (tests use fakes).
+	Engine runtime.Engine
+}
+
+// Option sets one client option.
+type Option func(*Options)
+
+// WithVariant selects a variant by id or alias.
+func WithVariant(id string) Option { return func(o *Options) { o.Variant = id } }
+
+// WithDevice selects the device ("cpu", "cuda", "cuda:N"). An explicit
+// device is never silently replaced: "cuda" without a GPU is an error.
+func WithDevice(device string) Option { return func(o *Options) { o.Device = device } }
+
+// WithDType selects the dtype ("auto" by default).
+func WithDType(dtype string) Option { return func(o *Options) { o.DType = dtype } }
+
+// WithManifestDir sets the folder relative checkpoint URIs resolve against first.
+func WithManifestDir(dir string) Option { return func(o *Options) { o.ManifestDir = dir } }
+
+// WithCheckpointRoot sets the checkpoint root folder.
+func WithCheckpointRoot(dir string) Option { return func(o *Options) { o.CheckpointRoot = dir } }
+
+// WithCheckpointPath loads path instead of the variant's model checkpoint.
+func WithCheckpointPath(path string) Option { return func(o *Options) { o.CheckpointPath = path } }
+
+// WithEngine uses e instead of the registered engine.
+func WithEngine(e runtime.Engine) Option { return func(o *Options) { o.Engine = e } }
+
+// Client runs the tasks of one model family variant. It is safe for
+// concurrent use.
+type Client struct {
+	spec    *runtime.ModelInferenceSpec
+	variant *runtime.InferenceVariantSpec
+	opts    Options
+
+	mu     sync.Mutex
+	closed bool
+	loaded *loaded // nil until the first successful load
+}
+
+// loaded is what the first successful load resolved.
+type loaded struct {
+	mod      runtime.Module
+	key      moduleKey
+	engine   runtime.Engine
+	device   string
+	dtype    runtime.DType
+	autocast runtime.CallOptions
+	schemas  map[string]runtime.MethodSchema // by method name
+}
+
+// New returns a client for spec. It resolves the variant and checks the
+// dtype name now; the module is loaded on first use.
+func New(spec *runtime.ModelInferenceSpec, opts ...Option) (*Client, error) {
+	if spec == nil {
+		return nil, errors.New("client: nil spec")
+	}
+	var o Options
+	for _, f := range opts {
+		f(&o)
+	}
+	v, err := spec.Variant(o.Variant)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := device.ParseDType(o.DType); err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", spec.ModelFamilyID, v.VariantID, err)
+	}
+	return &Client{spec: spec, variant: v, opts: o}, nil
+}
+
+// Spec returns the client's family spec.
+func (c *Client) Spec() *runtime.ModelInferenceSpec { return c.spec }
+
+// Variant returns the resolved variant.
+func (c *Client) Variant() *runtime.InferenceVariantSpec { return c.variant }
+
+func (c *Client) where(task string) string {
+	if task == "" {
+		return c.spec.ModelFamilyID + "/" + c.variant.VariantID
+	}
+	return c.spec.ModelFamilyID + "/" + c.variant.VariantID + " " + task
+}
+
+// Load loads the module now (it is otherwise loaded on first use) and
+// returns the device and dtype it runs with.
+func (c *Client) Load() (device string, dtype runtime.DType, err error) {
+	l, err := c.load()
+	if err != nil {
+		return "", "", err
+	}
+	return l.device, l.dtype, nil
+}
+
+// Module returns the loaded module (loading it if needed).
+func (c *Client) Module() (runtime.Module, error) {
+	l, err := c.load()
+	if err != nil {
+		return nil, err
+	}
+	return l.mod, nil
+}
+
+var installOnce sync.Once
+
+// load resolves, verifies, loads and checks the module once per client.
+func (c *Client) load() (*loaded, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("%s: %w", c.where(""), runtime.ErrClosed)
+	}
+	if c.loaded != nil {
+		return c.loaded, nil
+	}
+	l, err := c.loadLocked()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	c.loaded = l
+	return l, nil
+}
+
+func (c *Client) loadLocked() (*loaded, error) {
+	eng := c.opts.Engine
+	if eng == nil {
+		var err error
+		if eng, err = runtime.DefaultEngine(); err != nil {
+			return nil, err
+		}
+	}
+	path := c.opts.CheckpointPath
+	if path == "" {
+		ref, ok := modelCheckpoint(c.variant)
+		if !ok {
+			return nil, fmt.Errorf("%w: variant has no checkpoint with role %q; pass a checkpoint path", ErrCheckpoint, "model")
+		}
+		var err error
+		if path, err = ResolveCheckpoint(ref, c.opts.ManifestDir, c.opts.CheckpointRoot); err != nil {
+			return nil, err
+		}
+		if err := VerifyCheckpoint(path, ref); err != nil {
+			return nil, err
+		}
+	}
+	dev, err := device.Resolve(eng, c.opts.Device, c.opts.Device == "")
+	if err != nil {
+		return nil, err
+	}
+	dtype, err := device.ResolveDType(eng, dev, c.opts.DType, true)
+	if err != nil {
+		return nil, err
+	}
+	ac, err := device.Autocast(eng, dev, string(dtype), true)
+	if err != nil {
+		return nil, err
+	}
+	installOnce.Do(func() {
+		// The policy is process state; a failure to apply a flag is not a
+		// reason to refuse inference (the seed installs best-effort).
+		_, _ = infra.Install(infra.Options{})
+	})
+	mod, key, err := acquire(eng, path, dev, dtype)
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac, schemas: map[string]runtime.MethodSchema{}}
+	var errs []error
+	methods := mod.Methods()
+	for i := range c.spec.Tasks {
+		t := &c.spec.Tasks[i]
+		schema, err := mod.Schema(t.MethodName())
+		if err == nil {
+			l.schemas[t.MethodName()] = schema
+		}
+		if err := contract.CheckVariant(checkedTask(t, schema), c.variant, methods, schema); err != nil {
+			errs = append(errs, fmt.Errorf("task %s: %w", t.TaskID, err))
+		}
+	}
+	if len(errs) > 0 {
+		release(key)
+		return nil, fmt.Errorf("checkpoint %s does not match the manifest: %w", path, errors.Join(errs...))
+	}
+	return l, nil
+}
+
+func modelCheckpoint(v *runtime.InferenceVariantSpec) (runtime.InferenceCheckpointRef, bool) {
+	for _, ck := range v.Checkpoints {
+		if ck.Role == "model" {
+			return ck, true
+		}
+	}
+	return runtime.InferenceCheckpointRef{}, false
+}
+
+// Reserved argument names a streaming task's method may take besides its
+// fields: the frames wanted, the controls in the realtime spec's order, and
+// the session state from the previous step.
+const (
+	ArgNumFrames = "num_frames"
+	ArgControls  = "controls"
+	ArgState     = "state"
+)
+
+// checkedTask returns the task as the contract check should see it: a
+// streaming task also supplies the reserved arguments its method declares.
+func checkedTask(t *runtime.InferenceTaskProfile, schema runtime.MethodSchema) *runtime.InferenceTaskProfile {
+	if !t.Stream {
+		return t
+	}
+	cp := *t
+	cp.Inputs = append([]runtime.InferenceFieldSpec(nil), t.Inputs...)
+	for _, a := range schema.Arguments {
+		if _, ok := t.Field(a.Name); ok {
+			continue
+		}
+		switch a.Name {
+		case ArgNumFrames:
+			cp.Inputs = append(cp.Inputs, runtime.InferenceFieldSpec{FieldID: a.Name, Kind: runtime.KindInt, Target: runtime.TargetCallKwargs, Required: true})
+		case ArgControls:
+			cp.Inputs = append(cp.Inputs, runtime.InferenceFieldSpec{FieldID: a.Name, Kind: runtime.KindFloatList, Target: runtime.TargetCallKwargs, Required: true})
+		case ArgState:
+			cp.Inputs = append(cp.Inputs, runtime.InferenceFieldSpec{FieldID: a.Name, Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs})
+		}
+	}
+	return &cp
+}
+
+// Run runs one task with the caller's call and load kwargs (params split by
+// target) and returns the outputs keyed by artifact id. Load kwargs select
+// nothing in a TorchScript checkpoint and are accepted for the manifest's
+// sake; they do not change the loaded module.
+func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any) (map[string]any, error) {
+	task, err := c.spec.Task(taskID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	l, err := c.load()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	out, err := c.call(ctx, l, task, call)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	return out, nil
+}
+
+func (c *Client) kwargs(task *runtime.InferenceTaskProfile, call map[string]any) (map[string]any, error) {
+	return MergeKwargs(c.variant.CallKwargs, task.DefaultCallKwargs, call)
+}
+
+func (c *Client) call(ctx context.Context, l *loaded, task *runtime.InferenceTaskProfile, call map[string]any) (map[string]any, error) {
+	kw, err := c.kwargs(task, call)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := l.mod.Call(ctx, task.MethodName(), kw, l.autocast)
+	if err != nil {
+		return nil, err
+	}
+	return Outputs(task, raw)
+}
+
+// RunBatch runs a batchable task over many items: each item's tensor kwargs
+// are stacked along a new leading dimension, batches follow the task's
+// batching settings (max size, static pad sizes, out-of-memory halving; see
+// package batch), and each output tensor is split back per item. Non-tensor
+// kwargs must be equal across the items of a call (an error names the
+// field otherwise). opts are passed to batch.Run after the manifest's.
+func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error) {
+	task, err := c.spec.Task(taskID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	if task.Batching == nil {
+		return nil, fmt.Errorf("%s: task is not batchable (the manifest gives it no batching settings)", c.where(task.TaskID))
+	}
+	l, err := c.load()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	kws := make([]map[string]any, len(items))
+	for i, it := range items {
+		if kws[i], err = c.kwargs(task, it); err != nil {
+			return nil, fmt.Errorf("%s: item %d: %w", c.where(task.TaskID), i, err)
+		}
+	}
+	forward := func(ctx context.Context, b []map[string]any) ([]map[string]any, error) {
+		kw, err := stackKwargs(b)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := l.mod.Call(ctx, task.MethodName(), kw, l.autocast)
+		if err != nil {
+			return nil, err
+		}
+		out, err := Outputs(task, raw)
+		if err != nil {
+			return nil, err
+		}
+		return splitOutputs(out, len(b))
+	}
+	all := append(batch.SpecOptions(task.Batching), batch.WithPersistentForward(c.where(task.TaskID)))
+	res, err := batch.Run(ctx, kws, forward, append(all, opts...)...)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	return res, nil
+}
+
+// Stream runs a streaming task as a realtime session: chunk after chunk the
+// task's method is called with the params' call kwargs plus, where its
+// schema declares them, num_frames (frames wanted), controls (List[float]
+// in the realtime spec's control order) and state (what the previous step
+// returned under the "state" key; None first). The method returns a dict
+// with the task's video artifact, optionally "state" and optionally
+// "realtime" (metadata that may change the cadence of later chunks;
+// malformed metadata is ignored). opts configure the session (pacing,
+// controls, chunk limit).
+func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
+	task, err := c.spec.Task(taskID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	if !task.Stream {
+		return nil, fmt.Errorf("%s: task is not a streaming task (stream: true)", c.where(task.TaskID))
+	}
+	var video string
+	for _, a := range task.Outputs {
+		if a.Kind == runtime.ArtifactVideo {
+			video = a.ArtifactID
+			break
+		}
+	}
+	if video == "" {
+		return nil, fmt.Errorf("%s: a streaming task needs a video artifact", c.where(task.TaskID))
+	}
+	l, err := c.load()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	base, err := c.kwargs(task, call)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	schema := l.schemas[task.MethodName()]
+	has := map[string]bool{}
+	for _, a := range schema.Arguments {
+		has[a.Name] = true
+	}
+	step := func(ctx context.Context, req stream.StepRequest) (stream.StepResult, error) {
+		kw := make(map[string]any, len(base)+3)
+		for k, v := range base {
+			kw[k] = v
+		}
+		if has[ArgNumFrames] {
+			kw[ArgNumFrames] = int64(req.Frames)
+		}
+		if has[ArgControls] {
+			vals := make([]any, len(req.Spec.Controls))
+			for i, name := range req.Spec.Controls {
+				vals[i] = req.Controls[name]
+			}
+			kw[ArgControls] = vals
+		}
+		if has[ArgState] && req.State != nil {
+			kw[ArgState] = req.State
+		}
+		raw, err := l.mod.Call(ctx, task.MethodName(), kw, l.autocast)
+		if err != nil {
+			return stream.StepResult{}, fmt.Errorf("%s chunk %d: %w", c.where(task.TaskID), req.Index, err)
+		}
+		res := stream.StepResult{Frames: raw}
+		if m, ok := raw.(map[string]any); ok {
+			res.Frames = m[video]
+			res.State = m[ArgState]
+			res.Realtime = m["realtime"]
+		}
+		return res, nil
+	}
+	return stream.New(c.spec.Realtime, step, opts...)
+}
+
+// Chunks is a convenience over Stream that returns the session's iterator.
+func (c *Client) Chunks(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) iter.Seq2[stream.Chunk, error] {
+	s, err := c.Stream(ctx, taskID, call, opts...)
+	if err != nil {
+		return func(yield func(stream.Chunk, error) bool) { yield(stream.Chunk{}, err) }
+	}
+	return s.Chunks(ctx)
+}
+
+// Close releases the client's hold on its cached module. It is safe to call
+// twice; later calls return runtime.ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if c.loaded != nil {
+		release(c.loaded.key)
+		c.loaded = nil
+	}
+	return nil
+}
