@@ -495,6 +495,9 @@ type check struct {
 	val      jen.Code
 	path     string
 	pathArgs []jen.Code
+	// nonNil says a tensor value is known not to be nil; item says it is a
+	// list item (a nil item is a violation, not an absent value).
+	nonNil, item bool
 }
 
 // fail appends one violation: errs = append(errs, fmt.Errorf(path+": "+msg, pathArgs..., args...)).
@@ -519,7 +522,11 @@ func (g *goFile) scalarChecks(f *Field, c check) []jen.Code {
 			} else {
 				expr = jen.Parens(jen.Add(c.val).Op("-").Lit(int(rem))).Op("%").Lit(int(m))
 			}
-			out = append(out, jen.If(expr.Op("!=").Lit(0)).Block(c.fail("must be "+escapePercent(multipleText(m, rem))+", got %d", c.val)))
+			what := multipleText(m, rem)
+			if rem == 0 {
+				what = "a " + what
+			}
+			out = append(out, jen.If(expr.Op("!=").Lit(0)).Block(c.fail("must be "+escapePercent(what)+", got %d", c.val)))
 		}
 	case runtime.KindFloat, runtime.KindFloatList:
 		out = append(out, g.bounds(fs, c, false)...)
@@ -547,8 +554,15 @@ func (g *goFile) scalarChecks(f *Field, c check) []jen.Code {
 				c.fail("must match the pattern "+escapePercent(fs.Pattern)+", got %q", c.val)))
 		}
 	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo, runtime.KindTensorList:
-		out = append(out, jen.If(jen.Add(c.val).Op("!=").Nil()).Block(
-			jen.If(jen.Err().Op(":=").Add(c.val).Dot("Check").Call(), jen.Err().Op("!=").Nil()).Block(c.fail("%w", jen.Err()))))
+		checkTensor := jen.If(jen.Err().Op(":=").Add(c.val).Dot("Check").Call(), jen.Err().Op("!=").Nil()).Block(c.fail("%w", jen.Err()))
+		switch {
+		case c.nonNil:
+			out = append(out, checkTensor)
+		case c.item:
+			out = append(out, jen.If(jen.Add(c.val).Op("==").Nil()).Block(c.fail("is nil")).Else().Add(checkTensor))
+		default:
+			out = append(out, jen.If(jen.Add(c.val).Op("!=").Nil()).Block(checkTensor))
+		}
 	}
 	return out
 }
@@ -587,6 +601,7 @@ func (g *goFile) bounds(fs *runtime.InferenceFieldSpec, c check, integer bool) [
 func (g *goFile) fieldChecks(f *Field) []jen.Code {
 	fs := f.Spec
 	k := kinds[fs.Kind]
+	required := fs.Required && fs.Default == nil
 	val := jen.Id("p").Dot(f.Name)
 	base := check{val: val, path: escapePercent(fs.FieldID)}
 	var checks []jen.Code
@@ -599,7 +614,7 @@ func (g *goFile) fieldChecks(f *Field) []jen.Code {
 			checks = append(checks, jen.If(jen.Len(val).Op(">").Lit(*fs.MaxLength)).Block(
 				base.fail("must have at most "+count(*fs.MaxLength, "item")+", has %d", jen.Len(val))))
 		}
-		item := check{val: jen.Id("v"), path: escapePercent(fs.FieldID) + "[%d]", pathArgs: []jen.Code{jen.Id("i")}}
+		item := check{val: jen.Id("v"), path: escapePercent(fs.FieldID) + "[%d]", pathArgs: []jen.Code{jen.Id("i")}, item: true}
 		if inner := g.scalarChecks(f, item); len(inner) > 0 {
 			checks = append(checks, jen.For(jen.List(jen.Id("i"), jen.Id("v")).Op(":=").Range().Add(val)).Block(inner...))
 		}
@@ -608,10 +623,9 @@ func (g *goFile) fieldChecks(f *Field) []jen.Code {
 			checks = append([]jen.Code{jen.Id("v").Op(":=").Op("*").Add(val)}, inner...)
 		}
 	} else {
-		checks = g.scalarChecks(f, base)
+		checks = g.scalarChecks(f, check{val: val, path: base.path, nonNil: k.tensor && required})
 	}
 
-	required := fs.Required && fs.Default == nil
 	var missing jen.Code
 	switch {
 	case required && (k.list || k.tensor):

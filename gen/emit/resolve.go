@@ -137,6 +137,16 @@ func (r *resolver) goName(id, override, pointer string) string {
 	return override
 }
 
+// constName names an enum constant: prefix + go_name when set, else prefix
+// followed by the words of the id (naming.Append: "Variant1_3B").
+// An override that is not legal was reported by goName and is ignored.
+func constName(prefix, id, override string) string {
+	if override != "" && naming.CheckExported(override) == nil {
+		return prefix + override
+	}
+	return naming.Append(prefix, id)
+}
+
 // Resolve chooses and checks every Go name of a valid manifest and maps its
 // fields to Go types. Problems (name collisions, go_name or go_package
 // overrides that are not legal, constraints the generator cannot express)
@@ -165,8 +175,8 @@ func Resolve(file *manifest.File) (*Family, []validate.Diagnostic) {
 	for i := range spec.Variants {
 		v := &spec.Variants[i]
 		ptr := manifest.JoinPointer("variants", strconv.Itoa(i))
-		name := r.goName(v.VariantID, v.GoName, ptr)
-		rv := &Variant{Spec: v, Const: "Variant" + name}
+		r.goName(v.VariantID, v.GoName, ptr) // reports an illegal override
+		rv := &Variant{Spec: v, Const: constName("Variant", v.VariantID, v.GoName)}
 		r.declare(&pkg, rv.Const, fmt.Sprintf("variant %q", v.VariantID), ptr+"/variant_id")
 		fam.Variants = append(fam.Variants, rv)
 		if v.VariantID == spec.DefaultVariantID {
@@ -202,7 +212,7 @@ func (r *resolver) task(pkg, client *naming.Scope, ts *runtime.InferenceTaskProf
 	t := &Task{
 		Spec:     ts,
 		Name:     name,
-		Const:    "Task" + name,
+		Const:    constName("Task", ts.TaskID, ts.GoName),
 		Params:   name + "Params",
 		Result:   name + "Result",
 		Defaults: "Default" + name + "Params",
@@ -320,6 +330,10 @@ func (r *resolver) field(pkg, fields *naming.Scope, t *Task, fs *runtime.Inferen
 		r.declare(pkg, f.Choice, fmt.Sprintf("task %q field %q (choice type)", t.Spec.TaskID, fs.FieldID), ptr+"/choices")
 		for i, c := range fs.Choices {
 			ch := Choice{Value: c, Const: naming.Append(f.Choice, c)}
+			if len(naming.Words(c)) == 0 {
+				// Nothing in the value can name it ("*", "+"): use its position.
+				ch.Const = fmt.Sprintf("%sValue%d", f.Choice, i+1)
+			}
 			r.declare(pkg, ch.Const, fmt.Sprintf("task %q field %q choice %q", t.Spec.TaskID, fs.FieldID, c), ptr+"/choices/"+strconv.Itoa(i))
 			f.Choices = append(f.Choices, ch)
 		}
