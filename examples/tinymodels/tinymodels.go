@@ -39,12 +39,12 @@ def forward(self, tokens: Tensor, normalize: bool = True) -> Tensor:
 // carrying (x, y, t) in its state.
 const WorldSource = `
 def render(self, num_frames: int, height: int, width: int, phase: float, dx: float, dy: float, t0: float) -> Tensor:
-    t = torch.arange(num_frames, dtype=torch.float32).view(-1, 1, 1, 1) + t0
-    y = torch.arange(height, dtype=torch.float32).view(1, -1, 1, 1) + dy
-    x = torch.arange(width, dtype=torch.float32).view(1, 1, -1, 1) + dx
-    c = torch.arange(3, dtype=torch.float32).view(1, 1, 1, -1)
+    t = torch.arange(num_frames).float().view(-1, 1, 1, 1) + t0
+    y = torch.arange(height).float().view(1, -1, 1, 1) + dy
+    x = torch.arange(width).float().view(1, 1, -1, 1) + dx
+    c = torch.arange(3).float().view(1, 1, 1, -1)
     v = torch.sin(x * self.freq[0] + y * self.freq[1] + t * self.freq[2] + c * 2.0 + phase)
-    return ((v + 1.0) * 127.5).clamp(0.0, 255.0).to(torch.uint8)
+    return ((v + 1.0) * 127.5).clamp(0.0, 255.0).byte()
 
 def forward(self, prompt: str, seed: int = 0, num_frames: int = 9, height: int = 32, width: int = 32) -> Tensor:
     h = seed % 1000003
