@@ -1,0 +1,65 @@
+package torch
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestResolveCompileDefaults(t *testing.T) {
+	c, err := resolveCompile(CompileOptions{}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.enabled || c.strict || c.fullgraph || c.dynamic || c.backend != "inductor" || !c.optimize || c.mode != "default" || c.unsupported != "" {
+		t.Errorf("defaults = %+v", c)
+	}
+	if c.cacheDir != "" && !strings.HasSuffix(c.cacheDir, filepath.Join("wfgen", "torch-compile")) {
+		t.Errorf("default cache dir = %q", c.cacheDir)
+	}
+}
+
+func TestResolveCompileEnvironment(t *testing.T) {
+	vars := map[string]string{
+		EnvCompile: "1", EnvCompileBackend: "AOT_EAGER", EnvCompileMode: "reduce-overhead",
+		EnvCompileFullgraph: "true", EnvCompileDynamic: "yes", EnvCompileStrict: "on", EnvCompileCacheDir: "/tmp/x",
+	}
+	c, err := resolveCompile(CompileOptions{}, env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.enabled || !c.strict || !c.fullgraph || !c.dynamic || c.backend != "aot_eager" || c.optimize ||
+		c.mode != "reduce-overhead" || c.cacheDir != "/tmp/x" || c.unsupported != "" {
+		t.Errorf("from environment = %+v", c)
+	}
+	// Explicit options win over the environment.
+	off := false
+	c, err = resolveCompile(CompileOptions{Enabled: &off, Strict: &off, Backend: "inductor", Mode: "default", CacheDir: "off"}, env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.enabled || c.strict || c.backend != "inductor" || !c.optimize || c.mode != "default" || c.cacheDir != "" {
+		t.Errorf("explicit = %+v", c)
+	}
+}
+
+func TestResolveCompileErrors(t *testing.T) {
+	for _, name := range []string{EnvCompile, EnvCompileFullgraph, EnvCompileDynamic, EnvCompileStrict} {
+		_, err := resolveCompile(CompileOptions{}, env(map[string]string{name: "sometimes"}))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=sometimes: error = %v", name, err)
+		}
+	}
+	c, err := resolveCompile(CompileOptions{Backend: "tvm"}, env(nil))
+	if err != nil || !strings.Contains(c.unsupported, `backend "tvm"`) {
+		t.Errorf("unknown backend: %+v, %v", c, err)
+	}
+	c, err = resolveCompile(CompileOptions{Mode: "turbo"}, env(nil))
+	if err != nil || !strings.Contains(c.unsupported, `mode "turbo"`) {
+		t.Errorf("unknown mode: %+v, %v", c, err)
+	}
+}
