@@ -900,7 +900,4 @@ func (g *goFile) helpers() {
 				jen.For(jen.List(jen.Id("i"), jen.Id("v")).Op(":=").Range().Id("s")).Block(jen.Id("out").Index(jen.Id("i")).Op("=").String().Call(jen.Id("v"))),
 				jen.Return(jen.Id("out"))))
 	}
-	if g.lit.usesPtr {
-		g.add("", ptrHelper())
-	}
 }

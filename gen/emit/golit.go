@@ -14,12 +14,8 @@ import (
 // variable of v's static type, equals v exactly (as go-cmp sees it): the
 // dynamic type of interface values is kept, nil and empty slices and maps
 // stay distinct, map entries are sorted, and zero struct fields are left
-// out. It needs the "ptr" helper (see ptrHelper) for pointers to scalars
-// and reports whether it used it.
-type literal struct {
-	usesPtr  bool
-	usesMath bool
-}
+// out. Pointers to scalars use new(value) (Go 1.26).
+type literal struct{}
 
 // maxLiteralDepth bounds the nesting of values rendered as literals.
 const maxLiteralDepth = 64
@@ -78,8 +74,7 @@ func (l *literal) value(v reflect.Value, depth int, elide bool) (jen.Code, error
 		if err != nil {
 			return nil, err
 		}
-		l.usesPtr = true
-		return jen.Id("ptr").Call(c), nil
+		return jen.New(c), nil
 	case reflect.Struct:
 		t := v.Type()
 		var fields []jen.Code
@@ -185,13 +180,10 @@ func (l *literal) scalar(v reflect.Value, typed bool) (jen.Code, error) {
 		f := v.Float()
 		switch {
 		case math.IsInf(f, 1):
-			l.usesMath = true
 			return jen.Qual("math", "Inf").Call(jen.Lit(1)), nil
 		case math.IsInf(f, -1):
-			l.usesMath = true
 			return jen.Qual("math", "Inf").Call(jen.Lit(-1)), nil
 		case math.IsNaN(f):
-			l.usesMath = true
 			return jen.Qual("math", "NaN").Call(), nil
 		}
 		c, defaultType = jen.Op(floatLiteral(f, v.Kind() == reflect.Float32)), v.Kind() == reflect.Float64
@@ -243,11 +235,4 @@ func typeCode(t reflect.Type) *jen.Statement {
 		}
 	}
 	return jen.Id(t.String())
-}
-
-// ptrHelper declares func ptr[T any](v T) *T, used by literals that point at
-// scalars (the spec's optional constraints).
-func ptrHelper() jen.Code {
-	return jen.Comment("ptr returns a pointer to v.").Line().
-		Func().Id("ptr").Types(jen.Id("T").Any()).Params(jen.Id("v").Id("T")).Op("*").Id("T").Block(jen.Return(jen.Op("&").Id("v")))
 }

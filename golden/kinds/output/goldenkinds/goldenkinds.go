@@ -201,8 +201,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:      "string",
 						Target:    "call_kwargs",
 						Required:  true,
-						MinLength: ptr(1),
-						MaxLength: ptr(200),
+						MinLength: new(1),
+						MaxLength: new(200),
 						Pattern:   "^[^<>]*$",
 					},
 					{
@@ -221,17 +221,17 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:     "int",
 						Target:   "call_kwargs",
 						Required: true,
-						Minimum:  ptr(1.0),
-						Maximum:  ptr(10.0),
+						Minimum:  new(1.0),
+						Maximum:  new(10.0),
 					},
 					{
 						FieldID:    "num_frames",
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(17),
-						Minimum:    ptr(1.0),
-						Maximum:    ptr(257.0),
-						MultipleOf: ptr(int64(8)),
+						Minimum:    new(1.0),
+						Maximum:    new(257.0),
+						MultipleOf: new(int64(8)),
 						Remainder:  1,
 					},
 					{
@@ -239,27 +239,27 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(64),
-						MultipleOf: ptr(int64(16)),
+						MultipleOf: new(int64(16)),
 					},
 					{
 						FieldID: "seed",
 						Kind:    "int",
 						Target:  "call_kwargs",
-						Minimum: ptr(0.0),
+						Minimum: new(0.0),
 					},
 					{
 						FieldID: "guidance",
 						Kind:    "float",
 						Target:  "call_kwargs",
 						Default: 7.5,
-						Minimum: ptr(0.0),
-						Maximum: ptr(20.0),
+						Minimum: new(0.0),
+						Maximum: new(20.0),
 					},
 					{
 						FieldID: "strength",
 						Kind:    "float",
 						Target:  "call_kwargs",
-						Minimum: ptr(0.25),
+						Minimum: new(0.25),
 					},
 					{
 						FieldID:  "ratio",
@@ -299,8 +299,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:      "string_list",
 						Target:    "call_kwargs",
 						Default:   []string{"a", "b"},
-						MinLength: ptr(1),
-						MaxLength: ptr(4),
+						MinLength: new(1),
+						MaxLength: new(4),
 						Pattern:   "^[a-z]+$",
 					},
 					{
@@ -308,14 +308,14 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int_list",
 						Target:     "call_kwargs",
 						Default:    []int64{16, 32},
-						Minimum:    ptr(16.0),
-						MultipleOf: ptr(int64(16)),
+						Minimum:    new(16.0),
+						MultipleOf: new(int64(16)),
 					},
 					{
 						FieldID: "weights",
 						Kind:    "float_list",
 						Target:  "call_kwargs",
-						Maximum: ptr(1.0),
+						Maximum: new(1.0),
 					},
 					{
 						FieldID: "mask",
@@ -327,14 +327,14 @@ func Spec() *runtime.ModelInferenceSpec {
 						FieldID:   "frames",
 						Kind:      "tensor_list",
 						Target:    "call_kwargs",
-						MaxLength: ptr(8),
+						MaxLength: new(8),
 					},
 					{
 						FieldID: "threads",
 						Kind:    "int",
 						Target:  "load_kwargs",
 						Default: int64(1),
-						Minimum: ptr(1.0),
+						Minimum: new(1.0),
 					},
 					{
 						FieldID: "device_map",
@@ -972,9 +972,4 @@ func wireList[T any](s []T) []any {
 		out[i] = v
 	}
 	return out
-}
-
-// ptr returns a pointer to v.
-func ptr[T any](v T) *T {
-	return &v
 }
