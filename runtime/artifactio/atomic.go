@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // fileMode is the permission of written files and folders' files.
@@ -75,7 +74,7 @@ func writeDirAtomic(dir string, owned func(name string) bool, fill func(tmp stri
 	if parent == "" {
 		parent = "."
 	}
-	if base == "." || base == ".." || base == "" || strings.ContainsRune(base, os.PathSeparator) {
+	if base == "." || base == ".." || base == "" {
 		return fmt.Errorf("%s: cannot write frames into this folder name; name a folder", dir)
 	}
 	old, statErr := os.Lstat(dir)

@@ -444,6 +444,9 @@ func (s *Session) frames(v any, req StepRequest) (*runtime.Video, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.Shape[1] < 1 || t.Shape[2] < 1 {
+		return nil, fmt.Errorf("frames are %v, want at least 1×1 pixels", t.Shape)
+	}
 	if n := t.Shape[0]; n != int64(req.Frames) {
 		return nil, fmt.Errorf("the step returned %d frames, %d were asked for", n, req.Frames)
 	}

@@ -227,6 +227,7 @@ func TestFrameContract(t *testing.T) {
 			return runtime.FromFloat32(make([]float32, req.Frames*6), int64(req.Frames), 2, 1, 3)
 		}, []string{"uint8 [T,H,W,C]"}},
 		{"no frames", func(req StepRequest) any { return nil }, []string{"no frames"}},
+		{"empty frames", func(req StepRequest) any { return frameTensor(req.Frames, 0, 3, 0) }, []string{"at least 1×1 pixels"}},
 		{"nil video", func(req StepRequest) any { return (*runtime.Video)(nil) }, []string{"no frames"}},
 		{"wrong type", func(req StepRequest) any { return []byte{1} }, []string{"frames are []uint8"}},
 		{"size change", func(req StepRequest) any {
