@@ -183,6 +183,7 @@ type pngPool struct {
 	free chan *png.EncoderBuffer
 }
 
+// Get returns a pooled buffer, or nil to let the encoder allocate one.
 func (p *pngPool) Get() *png.EncoderBuffer {
 	select {
 	case b := <-p.free:
@@ -192,6 +193,7 @@ func (p *pngPool) Get() *png.EncoderBuffer {
 	}
 }
 
+// Put returns a buffer to the pool, dropping it when the pool is full.
 func (p *pngPool) Put(b *png.EncoderBuffer) {
 	select {
 	case p.free <- b:

@@ -278,8 +278,10 @@ func (s *Session) Done() bool {
 // Result is one item of Session.Channel: a chunk, or the error that ended
 // the stream.
 type Result struct {
+	// Chunk is the released chunk (zero when Err is set).
 	Chunk Chunk
-	Err   error
+	// Err, when set, is the error that ended the stream.
+	Err error
 }
 
 // Channel runs the stream in a goroutine and delivers it on a channel with
@@ -503,9 +505,12 @@ type Stats struct {
 // Summary summarises durations. Count, Min, Max and Mean cover every chunk;
 // P50 and P95 the most recent 1024.
 type Summary struct {
-	Count          int
+	// Count is the number of chunks summarised.
+	Count int
+	// Min, Max and Mean are over every chunk.
 	Min, Max, Mean time.Duration
-	P50, P95       time.Duration
+	// P50 and P95 are nearest-rank percentiles over the most recent chunks.
+	P50, P95 time.Duration
 }
 
 // String formats a summary for logs.
