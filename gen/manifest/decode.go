@@ -3,8 +3,11 @@ package manifest
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime"
 )
@@ -12,76 +15,239 @@ import (
 // Decode decodes Value into SchemaVersion and Spec, applying the spec
 // types' defaults (kind "string", target "call_kwargs", status "unknown",
 // default ids "default", ...). It is meant for a Value that passed schema
-// validation: a value of the wrong type is left at its default and the
-// first such problem is returned.
+// validation: a value of the wrong type is skipped (left at its default),
+// the rest is decoded, and the first such problem is returned.
 //
-// Free-form values (field defaults and the kwargs maps) keep the integer /
-// float distinction of the file: integer literals become int64, other
-// numbers float64, lists []any and mappings map[string]any.
+// Decoding follows encoding/json's rules for the types' json tags (unknown
+// keys are ignored, null sets slices, maps, pointers and interfaces to nil)
+// and takes each struct's defaults from its UnmarshalJSON method, applied
+// to "{}". Free-form values (field defaults and the kwargs maps) keep the
+// integer / float distinction of the file: integer literals become int64,
+// other numbers float64, lists []any and mappings map[string]any.
 func (f *File) Decode() error {
 	m, ok := f.Value.(map[string]any)
 	if !ok {
 		return fmt.Errorf("manifest is not a mapping")
 	}
-	if n, ok := m["schema_version"].(json.Number); ok {
-		if v, err := strconv.Atoi(string(n)); err == nil {
-			f.SchemaVersion = v
-		}
-	}
-	body := make(map[string]any, len(m))
-	for k, v := range m {
-		if k != "$schema" && k != "schema_version" {
-			body[k] = v
-		}
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return fmt.Errorf("encode manifest: %w", err)
-	}
-	spec := new(runtime.ModelInferenceSpec)
-	uerr := json.Unmarshal(b, spec)
-	restoreNative(spec, m)
-	f.Spec = spec
-	if uerr != nil {
-		return fmt.Errorf("decode manifest: %w", uerr)
-	}
-	return nil
+	var d decoder
+	var doc Document
+	d.value(m, reflect.ValueOf(&doc).Elem())
+	f.SchemaVersion = doc.SchemaVersion
+	f.Spec = &doc.ModelInferenceSpec
+	return d.err
 }
 
-// restoreNative replaces the free-form values encoding/json decoded as
-// float64 with Native values taken from the document.
-func restoreNative(spec *runtime.ModelInferenceSpec, doc map[string]any) {
-	vs, _ := doc["variants"].([]any)
-	for i := range spec.Variants {
-		if i >= len(vs) {
-			break
+// decoder decodes document values into Go values by reflection.
+type decoder struct {
+	err error // the first problem
+}
+
+func (d *decoder) fail(v any, t reflect.Type) {
+	if d.err == nil {
+		d.err = fmt.Errorf("cannot decode %s into %s", describe(v), t)
+	}
+}
+
+func describe(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// value decodes v into rv (settable).
+func (d *decoder) value(v any, rv reflect.Value) {
+	if v == nil {
+		switch rv.Kind() {
+		case reflect.Interface, reflect.Map, reflect.Pointer, reflect.Slice:
+			rv.SetZero()
 		}
-		v, _ := vs[i].(map[string]any)
-		if kw, ok := Native(v["load_kwargs"]).(map[string]any); ok {
-			spec.Variants[i].LoadKwargs = kw
+		return
+	}
+	switch rv.Kind() {
+	case reflect.Pointer:
+		if rv.IsNil() {
+			rv.Set(reflect.New(rv.Type().Elem()))
 		}
-		if kw, ok := Native(v["call_kwargs"]).(map[string]any); ok {
-			spec.Variants[i].CallKwargs = kw
+		d.value(v, rv.Elem())
+	case reflect.Interface:
+		if rv.NumMethod() != 0 {
+			d.fail(v, rv.Type())
+			return
+		}
+		rv.Set(reflect.ValueOf(Native(v)))
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			d.fail(v, rv.Type())
+			return
+		}
+		d.object(m, rv)
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok || rv.Type().Key().Kind() != reflect.String {
+			d.fail(v, rv.Type())
+			return
+		}
+		out := reflect.MakeMapWithSize(rv.Type(), len(m))
+		for k, e := range m {
+			ev := reflect.New(rv.Type().Elem()).Elem()
+			d.value(e, ev)
+			out.SetMapIndex(reflect.ValueOf(k).Convert(rv.Type().Key()), ev)
+		}
+		rv.Set(out)
+	case reflect.Slice:
+		l, ok := v.([]any)
+		if !ok {
+			d.fail(v, rv.Type())
+			return
+		}
+		out := reflect.MakeSlice(rv.Type(), len(l), len(l))
+		for i, e := range l {
+			d.value(e, out.Index(i))
+		}
+		rv.Set(out)
+	case reflect.String:
+		s, ok := v.(string)
+		if !ok {
+			d.fail(v, rv.Type())
+			return
+		}
+		rv.SetString(s)
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			d.fail(v, rv.Type())
+			return
+		}
+		rv.SetBool(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, ok := v.(json.Number)
+		if !ok {
+			d.fail(v, rv.Type())
+			return
+		}
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil {
+			// JSON Schema counts an integral float literal such as 8.0 as
+			// an integer, so accept it here too.
+			x, ferr := strconv.ParseFloat(string(n), 64)
+			if ferr != nil || x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+				d.fail(v, rv.Type())
+				return
+			}
+			i = int64(x)
+		}
+		if rv.OverflowInt(i) {
+			d.fail(v, rv.Type())
+			return
+		}
+		rv.SetInt(i)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, ok := v.(json.Number)
+		if !ok {
+			d.fail(v, rv.Type())
+			return
+		}
+		u, err := strconv.ParseUint(string(n), 10, 64)
+		if err != nil || rv.OverflowUint(u) {
+			d.fail(v, rv.Type())
+			return
+		}
+		rv.SetUint(u)
+	case reflect.Float32, reflect.Float64:
+		n, ok := v.(json.Number)
+		if !ok {
+			d.fail(v, rv.Type())
+			return
+		}
+		x, err := strconv.ParseFloat(string(n), 64)
+		if err != nil || rv.OverflowFloat(x) {
+			d.fail(v, rv.Type())
+			return
+		}
+		rv.SetFloat(x)
+	default:
+		d.fail(v, rv.Type())
+	}
+}
+
+// object decodes a mapping into a struct, starting from the struct's
+// defaults.
+func (d *decoder) object(m map[string]any, rv reflect.Value) {
+	info := structInfoFor(rv.Type())
+	if info.unmarshaler {
+		// The type's defaults: its UnmarshalJSON applied to an empty object.
+		if err := rv.Addr().Interface().(json.Unmarshaler).UnmarshalJSON([]byte("{}")); err != nil && d.err == nil {
+			d.err = fmt.Errorf("defaults of %s: %w", rv.Type(), err)
 		}
 	}
-	ts, _ := doc["tasks"].([]any)
-	for i := range spec.Tasks {
-		if i >= len(ts) {
-			break
+	for k, v := range m {
+		idx, ok := info.fields[k]
+		if !ok {
+			continue // unknown keys are reported by the schema check
 		}
-		t, _ := ts[i].(map[string]any)
-		if kw, ok := Native(t["default_call_kwargs"]).(map[string]any); ok {
-			spec.Tasks[i].DefaultCallKwargs = kw
+		d.value(v, rv.FieldByIndex(idx))
+	}
+}
+
+// structInfo is what decoding needs from a struct type.
+type structInfo struct {
+	fields      map[string][]int // JSON key -> field index path
+	unmarshaler bool             // *T implements json.Unmarshaler
+}
+
+var structInfos sync.Map // reflect.Type -> *structInfo
+
+func structInfoFor(t reflect.Type) *structInfo {
+	if si, ok := structInfos.Load(t); ok {
+		return si.(*structInfo)
+	}
+	si := &structInfo{fields: map[string][]int{}, unmarshaler: reflect.PointerTo(t).Implements(unmarshalerType)}
+	collectFields(t, nil, si.fields)
+	structInfos.Store(t, si)
+	return si
+}
+
+// collectFields maps the JSON keys of t's fields, following encoding/json:
+// an embedded struct without a JSON name is inlined, "-" is skipped and a
+// shallower field wins over an embedded one.
+func collectFields(t reflect.Type, index []int, out map[string][]int) {
+	var embedded []reflect.StructField
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if tag == "-" {
+			continue
 		}
-		ins, _ := t["inputs"].([]any)
-		for j := range spec.Tasks[i].Inputs {
-			if j >= len(ins) {
-				break
-			}
-			if in, ok := ins[j].(map[string]any); ok {
-				spec.Tasks[i].Inputs[j].Default = Native(in["default"])
-			}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			embedded = append(embedded, f)
+			continue
 		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, taken := out[name]; !taken {
+			out[name] = append(append([]int(nil), index...), i)
+		}
+	}
+	for _, f := range embedded {
+		collectFields(f.Type, append(append([]int(nil), index...), f.Index...), out)
 	}
 }
 
@@ -116,4 +282,25 @@ func Native(v any) any {
 		return out
 	}
 	return v
+}
+
+// decodeJSON decodes Value with encoding/json, the reference Decode must
+// agree with (tested).
+func (f *File) decodeJSON() (*runtime.ModelInferenceSpec, error) {
+	m, ok := f.Value.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("manifest is not a mapping")
+	}
+	body := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "$schema" && k != "schema_version" {
+			body[k] = v
+		}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	spec := new(runtime.ModelInferenceSpec)
+	return spec, json.Unmarshal(b, spec)
 }

@@ -55,7 +55,7 @@ func (r *jsonReader) syntaxError(err error) Error {
 		if uerr := json.Unmarshal(r.data, &v); errors.As(uerr, &se) {
 			err = se
 			off = int(se.Offset)
-			if off < len(r.data) && off > 0 {
+			if off > 0 && !strings.Contains(se.Error(), "unexpected end") {
 				off-- // Offset counts the offending byte
 			}
 		}

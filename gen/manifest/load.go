@@ -282,7 +282,6 @@ func (c *converter) value(n *yaml.Node, depth int) any {
 		return v
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
-		first := make(map[string]*yaml.Node, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			for k.Kind == yaml.AliasNode && k.Alias != nil {
@@ -297,13 +296,12 @@ func (c *converter) value(n *yaml.Node, depth int) any {
 				continue
 			}
 			key := k.Value
-			if prev, dup := first[key]; dup {
+			if _, dup := m[key]; dup {
 				c.path = append(c.path, key)
-				c.errorf(k, "duplicate key %q (first defined at line %d)", key, prev.Line)
+				c.errorf(k, "duplicate key %q (first defined at line %d)", key, previousKey(n, i, key).Line)
 				c.path = c.path[:len(c.path)-1]
 				continue
 			}
-			first[key] = k
 			c.path = append(c.path, key)
 			m[key] = c.value(v, depth+1)
 			c.path = c.path[:len(c.path)-1]
@@ -330,6 +328,21 @@ func (c *converter) value(n *yaml.Node, depth int) any {
 	}
 	c.errorf(n, "unsupported YAML node")
 	return nil
+}
+
+// previousKey returns the first key node of mapping n named key; the
+// caller knows there is one before index i.
+func previousKey(n *yaml.Node, i int, key string) *yaml.Node {
+	for j := 0; j < i; j += 2 {
+		k := n.Content[j]
+		for k.Kind == yaml.AliasNode && k.Alias != nil {
+			k = k.Alias
+		}
+		if k.Kind == yaml.ScalarNode && k.Value == key {
+			return k
+		}
+	}
+	return n
 }
 
 func kindName(n *yaml.Node) string {

@@ -353,3 +353,76 @@ func TestPointers(t *testing.T) {
 		t.Errorf("Position(escaped) = %d:%d, want 2:11", l, c)
 	}
 }
+
+// TestDecodeMatchesEncodingJSON checks the reflective Decode against
+// encoding/json and the types' UnmarshalJSON methods on every manifest in
+// the repository.
+func TestDecodeMatchesEncodingJSON(t *testing.T) {
+	var paths []string
+	for _, pattern := range []string{"../../manifests/*.yaml", "../validate/testdata/valid/*"} {
+		ps, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, ps...)
+	}
+	if len(paths) < 5 {
+		t.Fatalf("too few manifests: %v", paths)
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := mustParse(t, p, string(data))
+		if err := f.Decode(); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		ref, err := f.decodeJSON()
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		got, _ := json.Marshal(f.Spec)
+		want, _ := json.Marshal(ref)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: Decode and encoding/json differ:\n%s\n%s", p, got, want)
+		}
+	}
+}
+
+func TestDecodeDefaultsAndMismatch(t *testing.T) {
+	f := mustParse(t, "d.yaml", "schema_version: 1\nmodel_family_id: d\nrealtime: {fps: 4}\nvariants: [{variant_id: a, checkpoints: [{role: model, uri: m.pt}]}]\ntasks: [{task_id: t, batching: {max_batch_size: 8.0}, inputs: [{field_id: x}]}]\n")
+	if err := f.Decode(); err != nil {
+		t.Fatal(err)
+	}
+	s := f.Spec
+	if s.DefaultVariantID != "default" || s.DefaultTaskID != "default" {
+		t.Errorf("default ids = %q, %q", s.DefaultVariantID, s.DefaultTaskID)
+	}
+	if rt := s.Realtime; rt == nil || rt.FPS != 4 || rt.FirstChunkFrames != 9 || !rt.Stateful || len(rt.Controls) != len(runtime.DefaultRealtimeControls) {
+		t.Errorf("realtime = %+v", s.Realtime)
+	}
+	if ck := s.Variants[0].Checkpoints[0]; !ck.Required || ck.Status != "unknown" {
+		t.Errorf("checkpoint defaults = %+v", ck)
+	}
+	if in := s.Tasks[0].Inputs[0]; in.Kind != runtime.KindString || in.Target != runtime.TargetCallKwargs {
+		t.Errorf("field defaults = %+v", in)
+	}
+	if s.Tasks[0].Batching.MaxBatchSize != 8 {
+		t.Errorf("max_batch_size 8.0 decoded as %d", s.Tasks[0].Batching.MaxBatchSize)
+	}
+	// The default controls are not shared between decoded specs.
+	s.Realtime.Controls[0] = "changed"
+	if runtime.DefaultRealtimeControls[0] == "changed" {
+		t.Error("decoding shares DefaultRealtimeControls")
+	}
+
+	bad := mustParse(t, "b.yaml", "model_family_id: [x]\ndisplay_name: ok\n")
+	err := bad.Decode()
+	if err == nil || !strings.Contains(err.Error(), "cannot decode a list into string") {
+		t.Errorf("mismatch error = %v", err)
+	}
+	if bad.Spec == nil || bad.Spec.DisplayName != "ok" {
+		t.Error("a mismatch stops decoding of the other keys")
+	}
+}

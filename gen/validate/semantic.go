@@ -43,7 +43,13 @@ func (c *checker) semantic() {
 	c.checkRealtime(s)
 }
 
+// familyID is the form of a model_family_id.
+var familyID = regexp.MustCompile(`^[a-z0-9]+(?:[-_][a-z0-9]+)*$`)
+
 func (c *checker) checkFamily(s *runtime.ModelInferenceSpec) {
+	if s.ModelFamilyID != "" && !c.isPruned("/model_family_id") && !familyID.MatchString(s.ModelFamilyID) {
+		c.report("/model_family_id", false, "model_family_id %q must be lower-case letters and digits in words joined by '-' or '_' (like \"my-world-model\")", s.ModelFamilyID)
+	}
 	seen := map[string]string{}
 	if s.ModelFamilyID != "" {
 		seen[s.ModelFamilyID] = "/model_family_id"

@@ -313,6 +313,18 @@ func TestPaths(t *testing.T) {
 			t.Error("an unreadable file is not an error")
 		}
 	}
+	// A file that cannot be read is an I/O error (a dangling symlink found
+	// in a folder, which works even when the test runs as root).
+	linkDir := filepath.Join(dir, "links")
+	if err := os.MkdirAll(linkDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "nowhere.yaml"), filepath.Join(linkDir, "dangling.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Paths([]string{linkDir}); err == nil || !strings.Contains(err.Error(), "dangling.yaml") {
+		t.Errorf("Paths(dangling symlink) error = %v", err)
+	}
 	// A file over the size limit is a diagnostic, not an I/O error.
 	big := write("big.yaml", bytes.Repeat([]byte("# padding\n"), 110_000))
 	if _, diags, err := Paths([]string{big}); err != nil || len(diags) != 1 || !strings.Contains(diags[0].Message, "max file size") {
