@@ -21,8 +21,11 @@ import (
 // CompileModule is the seed's compile_module_if_enabled with its persistent
 // cache. When enabled (CompileOptions.Enabled, else WORLDFOUNDRY_TORCH_COMPILE)
 // it freezes m — parameters become graph constants, after the device/dtype
-// move done at load — and, for optimising backends, runs libtorch's
-// optimize_for_inference (conv/bn folding, op fusion, MKLDNN layout on CPU).
+// move done at load, and batch norms fold into convolutions — and, for the
+// default backend, fuses as libtorch's optimize_for_inference does but
+// without its MKLDNN layout conversion, which gives wrong results for some
+// models on libtorch 1.13 (backend "optimize_for_inference" runs it anyway;
+// CompileOptions.Backend lists the backends).
 //
 // It returns m itself when compilation is disabled, when m is already
 // compiled, and — non-strict only — when the backend or mode is unsupported
@@ -78,7 +81,7 @@ func CompileModule(m runtime.Module, opts CompileOptions) (runtime.Module, error
 	} else if keyErr != nil && cfg.cacheDir != "" {
 		slog.Warn("torch compile cache skipped", "label", label, "path", tm.path, "err", keyErr)
 	}
-	c, err := tm.compile(cfg.optimize)
+	c, err := tm.compile(cfg.level)
 	if err != nil {
 		return fail(err)
 	}
@@ -90,14 +93,14 @@ func CompileModule(m runtime.Module, opts CompileOptions) (runtime.Module, error
 	return c, nil
 }
 
-// compile freezes (and optionally optimises) m into a new module.
-func (m *Module) compile(optimize bool) (*Module, error) {
+// compile freezes (and, by level, optimises) m into a new module.
+func (m *Module) compile(level int) (*Module, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
 		return nil, fmt.Errorf("torch: compile %s: %w", m.path, runtime.ErrClosed)
 	}
-	nh, res := shim.Compile(m.h, optimize, make([]byte, 16<<10))
+	nh, res := shim.Compile(m.h, level, make([]byte, 16<<10))
 	if res.Status != statusOK {
 		return nil, newError("compile", m.path, "", res.Status, string(res.Payload))
 	}
@@ -130,8 +133,8 @@ func compileKey(m *Module, c compileConfig) (string, error) {
 	}
 	fileSum := h.Sum(nil)
 	k := sha256.New()
-	fmt.Fprintf(k, "wfgen-torch-compile-v1\nfile=%x\nbackend=%s\noptimize=%t\nmode=%s\nfullgraph=%t\ndynamic=%t\n",
-		fileSum, c.backend, c.optimize, c.mode, c.fullgraph, c.dynamic)
+	fmt.Fprintf(k, "wfgen-torch-compile-v1\nfile=%x\nbackend=%s\nlevel=%d\nmode=%s\nfullgraph=%t\ndynamic=%t\n",
+		fileSum, c.backend, c.level, c.mode, c.fullgraph, c.dynamic)
 	names := make([]string, 0, len(c.options))
 	for n := range c.options {
 		names = append(names, n)

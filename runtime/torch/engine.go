@@ -289,3 +289,8 @@ func (e *Engine) SetGlobalFlags(f infra.Flags) error {
 }
 
 var errNoCUDA = errors.New("torch: CUDA is not available (libtorch is a CPU build or no device is visible)")
+
+// The compile levels must match the shim's.
+var _ = [1]struct{}{}[levelFreeze-shim.Freeze]
+var _ = [1]struct{}{}[levelFreezeOptimize-shim.FreezeOptimize]
+var _ = [1]struct{}{}[levelOptimizeForInference-shim.OptimizeForInference]

@@ -51,8 +51,11 @@ type CompileOptions struct {
 	// Label names the module in log lines.
 	Label string
 	// Backend is the torch.compile backend name. "inductor" (default),
-	// "cudagraphs" and "optimize" freeze and run optimize_for_inference;
-	// "eager", "aot_eager" and "freeze" only freeze.
+	// "cudagraphs" and "optimize" freeze and fuse (libtorch's
+	// optimize_for_inference without its MKLDNN layout conversion, which is
+	// wrong for some models on 1.13); "optimize_for_inference" and "mkldnn"
+	// run the full optimize_for_inference; "eager", "aot_eager" and "freeze"
+	// only freeze.
 	Backend string
 	// Mode is a torch.compile mode (default, reduce-overhead, max-autotune,
 	// max-autotune-no-cudagraphs): validated and part of the cache key;
@@ -75,13 +78,22 @@ type CompileOptions struct {
 	CacheDir string
 }
 
-var compileBackends = map[string]bool{ // name → runs optimize_for_inference
-	"inductor":   true,
-	"cudagraphs": true,
-	"optimize":   true,
-	"eager":      false,
-	"aot_eager":  false,
-	"freeze":     false,
+// Compile levels (the shim's wf_compile).
+const (
+	levelFreeze               = 0 // freeze
+	levelFreezeOptimize       = 1 // freeze + conv-add-relu fusion + frozen linear transpose
+	levelOptimizeForInference = 2 // freeze + libtorch's optimize_for_inference
+)
+
+var compileBackends = map[string]int{
+	"inductor":               levelFreezeOptimize,
+	"cudagraphs":             levelFreezeOptimize,
+	"optimize":               levelFreezeOptimize,
+	"optimize_for_inference": levelOptimizeForInference,
+	"mkldnn":                 levelOptimizeForInference,
+	"eager":                  levelFreeze,
+	"aot_eager":              levelFreeze,
+	"freeze":                 levelFreeze,
 }
 
 var compileModes = []string{"default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"}
@@ -91,7 +103,7 @@ type compileConfig struct {
 	enabled   bool
 	label     string
 	backend   string
-	optimize  bool
+	level     int
 	mode      string
 	fullgraph bool
 	dynamic   bool
@@ -139,7 +151,7 @@ func resolveCompile(o CompileOptions, getenv func(string) string) (compileConfig
 	if c.backend == "" {
 		c.backend = "inductor"
 	}
-	opt, ok := compileBackends[c.backend]
+	level, ok := compileBackends[c.backend]
 	if !ok {
 		names := make([]string, 0, len(compileBackends))
 		for n := range compileBackends {
@@ -148,7 +160,7 @@ func resolveCompile(o CompileOptions, getenv func(string) string) (compileConfig
 		sort.Strings(names)
 		c.unsupported = fmt.Sprintf("backend %q is not supported by libtorch (supported: %s)", c.backend, strings.Join(names, ", "))
 	}
-	c.optimize = opt
+	c.level = level
 	c.mode = strings.ToLower(strings.TrimSpace(o.Mode))
 	if c.mode == "" {
 		c.mode = strings.ToLower(strings.TrimSpace(getenv(EnvCompileMode)))

@@ -15,7 +15,7 @@ func TestResolveCompileDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.enabled || c.strict || c.fullgraph || c.dynamic || c.backend != "inductor" || !c.optimize || c.mode != "default" || c.unsupported != "" {
+	if c.enabled || c.strict || c.fullgraph || c.dynamic || c.backend != "inductor" || c.level != levelFreezeOptimize || c.mode != "default" || c.unsupported != "" {
 		t.Errorf("defaults = %+v", c)
 	}
 	if c.cacheDir != "" && !strings.HasSuffix(c.cacheDir, filepath.Join("wfgen", "torch-compile")) {
@@ -32,7 +32,7 @@ func TestResolveCompileEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.enabled || !c.strict || !c.fullgraph || !c.dynamic || c.backend != "aot_eager" || c.optimize ||
+	if !c.enabled || !c.strict || !c.fullgraph || !c.dynamic || c.backend != "aot_eager" || c.level != levelFreeze ||
 		c.mode != "reduce-overhead" || c.cacheDir != "/tmp/x" || c.unsupported != "" {
 		t.Errorf("from environment = %+v", c)
 	}
@@ -42,7 +42,7 @@ func TestResolveCompileEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.enabled || c.strict || c.backend != "inductor" || !c.optimize || c.mode != "default" || c.cacheDir != "" {
+	if c.enabled || c.strict || c.backend != "inductor" || c.level != levelFreezeOptimize || c.mode != "default" || c.cacheDir != "" {
 		t.Errorf("explicit = %+v", c)
 	}
 }

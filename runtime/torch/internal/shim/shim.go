@@ -118,15 +118,22 @@ func BenchRaw(h Handle, method string, args []byte, ptrs []unsafe.Pointer, n int
 // Close frees a module handle.
 func Close(h Handle) { C.wf_close(h.p) }
 
-// Compile freezes a module (and runs optimize_for_inference when optimize)
-// into a new handle; the payload is the new module-info blob.
-func Compile(h Handle, optimize bool, out []byte) (Handle, Result) {
+// Compile levels.
+const (
+	// Freeze only freezes.
+	Freeze = 0
+	// FreezeOptimize freezes and fuses (optimize_for_inference without the
+	// MKLDNN layout conversion).
+	FreezeOptimize = 1
+	// OptimizeForInference freezes and runs libtorch's optimize_for_inference.
+	OptimizeForInference = 2
+)
+
+// Compile freezes a module at a compile level into a new handle; the payload
+// is the new module-info blob.
+func Compile(h Handle, level int, out []byte) (Handle, Result) {
 	var res C.wf_result
-	o := 0
-	if optimize {
-		o = 1
-	}
-	nh := C.wf_compile(h.p, C.int32_t(o), ptr(out), C.int64_t(len(out)), &res)
+	nh := C.wf_compile(h.p, C.int32_t(level), ptr(out), C.int64_t(len(out)), &res)
 	return Handle{nh}, finish(&res, out)
 }
 
