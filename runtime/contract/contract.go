@@ -10,13 +10,13 @@
 //     float → float, bool → bool, tensor/image/video → Tensor, string_list →
 //     List[str], int_list → List[int], float_list → List[float], bool_list →
 //     List[bool], tensor_list → List[Tensor]. An argument typed Optional[T]
-//     accepts what T accepts, Union[...] what any member accepts, Any and
-//     number (Scalar; int and float only) what they say.
-//   - int and float do not mix, in either direction: the engine passes an
-//     int field as a TorchScript int and a float field as a float, and
-//     libtorch rejects an int for a float argument ("Expected a value of type
-//     'float' for argument 'f' but instead found type 'int'"); a float field
-//     for an int argument would lose its fraction.
+//     accepts what T accepts, Union[...] what any member accepts, Any
+//     everything, and number (Scalar) int, float and bool.
+//   - An int field is accepted for a float argument, because the engine
+//     (runtime/torch) converts an int to a float where the schema asks for
+//     one; a float field for an int argument is not (the engine refuses it,
+//     and the value would lose its fraction). A string field is accepted for
+//     a Device argument (the engine parses it as a device name).
 //   - A field the caller may leave out (not required, no default in the
 //     manifest) is omitted from the call, so its argument needs a default in
 //     the schema.
@@ -24,9 +24,11 @@
 //     task's default_call_kwargs (or the variant's call_kwargs, see
 //     CheckVariant): otherwise no call could ever supply it.
 //   - Every default_call_kwargs (and variant call_kwargs) key that is not a
-//     field is an argument, and its value suits the argument's type. JSON
-//     numbers are float64, so an integral float value is accepted for an int
-//     argument; an integer value for a float argument is not (write 1.0).
+//     field is an argument, and its value suits the argument's type the way
+//     the engine converts values: an integer value suits int, float and
+//     number; a float value suits float and number but not int (the manifest
+//     loader keeps integer literals as int64, so write 4, not 4.0, for an int
+//     argument).
 //   - When the method returns Dict[str, V], each artifact's kind is one V can
 //     hold: video, image, embedding and tensor need Tensor; text needs str;
 //     json needs str or a dict, list or scalar type without tensors. When it
@@ -347,7 +349,11 @@ func accepts(arg, v Type) bool {
 		}
 		return false
 	case "number":
-		return v.Name == "int" || v.Name == "float" || v.Name == "number"
+		return v.Name == "int" || v.Name == "float" || v.Name == "number" || v.Name == "bool"
+	case "float":
+		return v.Name == "float" || v.Name == "int"
+	case "Device":
+		return v.Name == "Device" || v.Name == "str"
 	case "List":
 		return v.Name == "List" && accepts(arg.Elems[0], v.Elems[0])
 	case "Dict":
@@ -437,6 +443,9 @@ func valueMismatch(t Type, v any) string {
 	if valueAccepts(t, reflect.ValueOf(v), 0) {
 		return ""
 	}
+	if f, ok := v.(float64); ok && t.Name == "int" && f == math.Trunc(f) {
+		return describeValue(v) + " (write an integer literal for an int argument)"
+	}
 	return describeValue(v)
 }
 
@@ -476,11 +485,13 @@ func valueAccepts(t Type, v reflect.Value, depth int) bool {
 	case "bool":
 		return v.Kind() == reflect.Bool
 	case "int":
-		return isInt(v) || (isFloat(v) && v.Float() == math.Trunc(v.Float()) && math.Abs(v.Float()) < 1<<53)
+		return isInt(v)
 	case "float":
-		return isFloat(v)
-	case "number":
 		return isInt(v) || isFloat(v)
+	case "number":
+		return isInt(v) || isFloat(v) || v.Kind() == reflect.Bool
+	case "Device":
+		return v.Kind() == reflect.String
 	case "Tensor":
 		return v.Type() == tensorType && !v.IsNil()
 	case "List":

@@ -124,7 +124,7 @@ func TestCheck(t *testing.T) {
 				Arguments: []runtime.Argument{
 					arg("prompt", "Tensor"),           // wrong type
 					argDefault("sampler", "int"),      // choices are str
-					argDefault("num_frames", "float"), // int field, float argument
+					argDefault("num_frames", "float"), // int field, float argument: converted
 					argDefault("guidance", "int"),     // float field, int argument
 					arg("seed", "int"),                // optional field, argument without default
 					argDefault("negative", "List[int]"),
@@ -137,7 +137,6 @@ func TestCheck(t *testing.T) {
 			want: []Problem{
 				{`field "prompt"`, "argument prompt of type str (field kind string)", "prompt: Tensor"},
 				{`field "sampler"`, "argument sampler of type str (field kind string)", "sampler: int"},
-				{`field "num_frames"`, "argument num_frames of type int (field kind int)", "num_frames: float"},
 				{`field "guidance"`, "argument guidance of type float (field kind float)", "guidance: int"},
 				{`field "seed"`, "a default for argument seed (the field is optional without a default, so a call may omit it)", "seed: int without a default"},
 				{`field "negative"`, "argument negative of type List[str] (field kind string_list)", "negative: List[int]"},
@@ -156,6 +155,13 @@ func TestCheck(t *testing.T) {
 			}, Returns: []string{"Dict[str, Any]"}},
 		},
 		{
+			name: "engine conversions: int to float, str to Device", methods: []string{"forward"},
+			task: &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{
+				field("steps", runtime.KindInt, true), field("where", runtime.KindString, true), field("scales", runtime.KindIntList, true),
+			}, Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
+			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("steps", "float"), arg("where", "Device"), arg("scales", "float[]")}, Returns: []string{"Tensor"}},
+		},
+		{
 			name: "kinds to list types", methods: []string{"forward"},
 			task: &runtime.InferenceTaskProfile{TaskID: "lists", Inputs: []runtime.InferenceFieldSpec{
 				field("a", runtime.KindIntList, true), field("b", runtime.KindFloatList, true), field("c", runtime.KindBoolList, true),
@@ -172,17 +178,19 @@ func TestCheck(t *testing.T) {
 		{
 			name: "default_call_kwargs supply arguments and are checked", methods: []string{"forward"},
 			task: &runtime.InferenceTaskProfile{TaskID: "t",
-				Inputs:            []runtime.InferenceFieldSpec{field("x", runtime.KindTensor, true), field("steps", runtime.KindInt, false)},
-				DefaultCallKwargs: map[string]any{"steps": 4.0, "mode": "fast", "scale": 2.0, "ids": []any{1.0, 2.0}, "eta": 1, "bogus": true, "opt": nil},
-				Outputs:           []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
+				Inputs: []runtime.InferenceFieldSpec{field("x", runtime.KindTensor, true), field("steps", runtime.KindInt, false)},
+				DefaultCallKwargs: map[string]any{"steps": int64(4), "mode": "fast", "scale": 2.0, "ids": []any{int64(1), 2.0}, "eta": int64(1),
+					"bogus": true, "opt": nil, "dev": "cpu", "num": true},
+				Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
 			schema: runtime.MethodSchema{Arguments: []runtime.Argument{
 				arg("x", "Tensor"), arg("steps", "int"), arg("mode", "str"), arg("scale", "int"), arg("ids", "List[int]"),
-				arg("eta", "float"), argDefault("opt", "str"),
+				arg("eta", "float"), argDefault("opt", "str"), arg("dev", "Device"), arg("num", "Scalar"),
 			}, Returns: []string{"Tensor"}},
 			want: []Problem{
-				{`default_call_kwargs "bogus"`, "an argument of forward", "no such argument (arguments: x: Tensor, steps: int, mode: str, scale: int, ids: List[int], eta: float, opt: str)"},
-				{`default_call_kwargs "eta"`, "a value for argument eta: float", "int 1"},
+				{`default_call_kwargs "bogus"`, "an argument of forward", "no such argument (arguments: x: Tensor, steps: int, mode: str, scale: int, ids: List[int], eta: float, opt: str, dev: Device, num: Scalar)"},
+				{`default_call_kwargs "ids"`, "a value for argument ids: List[int]", "a list [1 2]"},
 				{`default_call_kwargs "opt"`, "a value for argument opt: str", "None"},
+				{`default_call_kwargs "scale"`, "a value for argument scale: int", "float 2 (write an integer literal for an int argument)"},
 			},
 		},
 		{
