@@ -1,0 +1,235 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// specFixture is a small family with two variants and two tasks.
+func specFixture() *ModelInferenceSpec {
+	return &ModelInferenceSpec{
+		ModelFamilyID:    "fixture",
+		DisplayName:      "Fixture",
+		DefaultVariantID: "base",
+		DefaultTaskID:    "generate",
+		Variants: []InferenceVariantSpec{
+			{VariantID: "base", Label: "Base", Aliases: []string{"b"}, Checkpoints: []InferenceCheckpointRef{
+				{Role: "vae", URI: "vae.pt", Required: true, Status: "unknown"},
+				{Role: "model", URI: "model.pt", Required: true, Status: "available"},
+			}},
+			{VariantID: "large", Label: "Large", Aliases: []string{"l", "xl"}},
+		},
+		Tasks: []InferenceTaskProfile{
+			{TaskID: "generate", Label: "Generate", Aliases: []string{"t2v"},
+				Inputs:  []InferenceFieldSpec{{FieldID: "prompt", Kind: KindString, Target: TargetCallKwargs}},
+				Outputs: []InferenceArtifactSpec{{ArtifactID: "video", Kind: ArtifactVideo}}},
+			{TaskID: "step", Method: "step", Stream: true},
+		},
+	}
+}
+
+func TestVariantLookup(t *testing.T) {
+	s := specFixture()
+	for id, want := range map[string]string{"": "base", "base": "base", "b": "base", "large": "large", "xl": "large"} {
+		v, err := s.Variant(id)
+		if err != nil || v.VariantID != want {
+			t.Errorf("Variant(%q) = %v, %v; want %s", id, v, err, want)
+		}
+	}
+	// The result points into the spec.
+	if v, _ := s.Variant("large"); v != &s.Variants[1] {
+		t.Error("Variant returns a copy")
+	}
+	_, err := s.Variant("huge")
+	if !errors.Is(err, ErrUnknownID) {
+		t.Fatalf("Variant(huge) error = %v, want ErrUnknownID", err)
+	}
+	for _, part := range []string{`"fixture"`, `"huge"`, "base", "large"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error %q does not name %s", err, part)
+		}
+	}
+	// A default that names no variant is an error too.
+	s.DefaultVariantID = "gone"
+	if _, err := s.Variant(""); !errors.Is(err, ErrUnknownID) {
+		t.Errorf("Variant(\"\") with a missing default = %v", err)
+	}
+}
+
+func TestIDWinsOverAlias(t *testing.T) {
+	s := specFixture()
+	// An alias equal to another variant's id (which validation forbids)
+	// never hides that variant.
+	s.Variants[1].Aliases = append(s.Variants[1].Aliases, "base")
+	if v, err := s.Variant("base"); err != nil || v.VariantID != "base" {
+		t.Errorf("Variant(base) = %v, %v", v, err)
+	}
+	s.Tasks[1].Aliases = []string{"generate"}
+	if tk, err := s.Task("generate"); err != nil || tk.TaskID != "generate" {
+		t.Errorf("Task(generate) = %v, %v", tk, err)
+	}
+}
+
+func TestTaskLookup(t *testing.T) {
+	s := specFixture()
+	for id, want := range map[string]string{"": "generate", "t2v": "generate", "step": "step"} {
+		tk, err := s.Task(id)
+		if err != nil || tk.TaskID != want {
+			t.Errorf("Task(%q) = %v, %v; want %s", id, tk, err, want)
+		}
+	}
+	_, err := s.Task("nope")
+	if !errors.Is(err, ErrUnknownID) || !strings.Contains(err.Error(), "generate, step") {
+		t.Errorf("Task(nope) error = %v", err)
+	}
+	gen, _ := s.Task("")
+	if gen.MethodName() != DefaultMethod || DefaultMethod != "forward" {
+		t.Errorf("default method = %q", gen.MethodName())
+	}
+	if st, _ := s.Task("step"); st.MethodName() != "step" {
+		t.Errorf("step method = %q", st.MethodName())
+	}
+	if f, ok := gen.Field("prompt"); !ok || f != &gen.Inputs[0] {
+		t.Error("Field(prompt) not found")
+	}
+	if _, ok := gen.Field("seed"); ok {
+		t.Error("Field(seed) found")
+	}
+	if a, ok := gen.Artifact("video"); !ok || a.Kind != ArtifactVideo {
+		t.Error("Artifact(video) not found")
+	}
+	if _, ok := gen.Artifact("audio"); ok {
+		t.Error("Artifact(audio) found")
+	}
+}
+
+func TestCheckpoints(t *testing.T) {
+	s := specFixture()
+	base, large := &s.Variants[0], &s.Variants[1]
+	if got := base.PrimaryCheckpointURI(); got != "model.pt" {
+		t.Errorf("PrimaryCheckpointURI = %q, want the model role's", got)
+	}
+	if got := large.PrimaryCheckpointURI(); got != "" {
+		t.Errorf("PrimaryCheckpointURI without checkpoints = %q", got)
+	}
+	large.Checkpoints = []InferenceCheckpointRef{{Role: "weights", URI: "w.pt"}, {Role: "vae", URI: "v.pt"}}
+	if got := large.PrimaryCheckpointURI(); got != "w.pt" {
+		t.Errorf("PrimaryCheckpointURI without a model role = %q, want the first", got)
+	}
+	if got := base.CheckpointMap(); !reflect.DeepEqual(got, map[string]string{"vae": "vae.pt", "model": "model.pt"}) {
+		t.Errorf("CheckpointMap = %v", got)
+	}
+}
+
+// TestJSONDefaults checks that decoding applies the seed's defaults to
+// absent keys and keeps given values.
+func TestJSONDefaults(t *testing.T) {
+	var s ModelInferenceSpec
+	src := `{"model_family_id": "f", "variants": [{"variant_id": "v", "checkpoints": [{"role": "model", "uri": "m.pt"}]}],
+		"tasks": [{"task_id": "t", "inputs": [{"field_id": "x"}, {"field_id": "y", "kind": "int", "target": "load_kwargs"}]}]}`
+	if err := json.Unmarshal([]byte(src), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.DefaultVariantID != "default" || s.DefaultTaskID != "default" {
+		t.Errorf("default ids = %q, %q", s.DefaultVariantID, s.DefaultTaskID)
+	}
+	if s.Variants[0].Status != "unknown" {
+		t.Errorf("variant status = %q", s.Variants[0].Status)
+	}
+	if c := s.Variants[0].Checkpoints[0]; !c.Required || c.Status != "unknown" {
+		t.Errorf("checkpoint defaults = %+v", c)
+	}
+	x, y := s.Tasks[0].Inputs[0], s.Tasks[0].Inputs[1]
+	if x.Kind != KindString || x.Target != TargetCallKwargs {
+		t.Errorf("field defaults = %+v", x)
+	}
+	if y.Kind != KindInt || y.Target != TargetLoadKwargs {
+		t.Errorf("given field values = %+v", y)
+	}
+	var c InferenceCheckpointRef
+	if err := json.Unmarshal([]byte(`{"role": "model", "uri": "m", "required": false, "status": "available"}`), &c); err != nil || c.Required || c.Status != "available" {
+		t.Errorf("explicit checkpoint values = %+v, %v", c, err)
+	}
+	if err := json.Unmarshal([]byte(`{"model_family_id": 3}`), &s); err == nil {
+		t.Error("a wrong-typed family id decoded")
+	}
+}
+
+// seedKeys are the keys of the seed's to_dict for each type.
+var seedKeys = map[string][]string{
+	"spec":       {"model_family_id", "display_name", "variants", "tasks", "default_variant_id", "default_task_id", "aliases", "notes"},
+	"variant":    {"variant_id", "label", "checkpoints", "status", "load_kwargs", "call_kwargs", "aliases", "notes"},
+	"checkpoint": {"role", "uri", "required", "status"},
+	"task":       {"task_id", "label", "inputs", "outputs", "description", "default_call_kwargs", "aliases"},
+	"field":      {"field_id", "label", "kind", "target", "required", "default", "choices", "description"},
+	"artifact":   {"artifact_id", "kind", "required", "preview", "description"},
+}
+
+func hasKeys(t *testing.T, what string, m map[string]any) {
+	t.Helper()
+	for _, k := range seedKeys[what] {
+		if _, ok := m[k]; !ok {
+			var have []string
+			for h := range m {
+				have = append(have, h)
+			}
+			sort.Strings(have)
+			t.Errorf("%s dict lacks the seed key %q (has %v)", what, k, have)
+		}
+	}
+}
+
+// TestToDict checks the JSON form: every seed key is present, the spec's
+// extensions are left out when unset, and the form decodes back to the
+// same spec.
+func TestToDict(t *testing.T) {
+	s := specFixture()
+	s.Tasks[0].Inputs[0].Default = "a cat"
+	s.Tasks[0].Inputs[0].Choices = []string{"a cat", "a dog"}
+	d, err := s.ToDict()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasKeys(t, "spec", d)
+	v := d["variants"].([]any)[0].(map[string]any)
+	hasKeys(t, "variant", v)
+	hasKeys(t, "checkpoint", v["checkpoints"].([]any)[0].(map[string]any))
+	task := d["tasks"].([]any)[0].(map[string]any)
+	hasKeys(t, "task", task)
+	field := task["inputs"].([]any)[0].(map[string]any)
+	hasKeys(t, "field", field)
+	hasKeys(t, "artifact", task["outputs"].([]any)[0].(map[string]any))
+	if field["default"] != "a cat" || !reflect.DeepEqual(field["choices"], []any{"a cat", "a dog"}) {
+		t.Errorf("field dict = %v", field)
+	}
+	for _, k := range []string{"realtime", "go_package", "deprecated", "supports_stream"} {
+		if _, ok := d[k]; ok {
+			t.Errorf("unset extension %q is in the dict", k)
+		}
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back ModelInferenceSpec
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, s) {
+		t.Errorf("round trip differs:\n%+v\n%+v", back, *s)
+	}
+}
+
+func TestKindLists(t *testing.T) {
+	if len(FieldKinds) != 12 || !slices.Contains(FieldKinds, KindTensorList) || !slices.Contains(FieldKinds, KindString) {
+		t.Errorf("FieldKinds = %v", FieldKinds)
+	}
+	if len(ArtifactKinds) != 6 || !slices.Contains(ArtifactKinds, ArtifactEmbedding) {
+		t.Errorf("ArtifactKinds = %v", ArtifactKinds)
+	}
+}
