@@ -34,9 +34,18 @@ type Fields map[string]any
 
 type ctxKey struct{}
 
+// bound is what a context or the process carries: the fields and the same
+// fields as slog attributes sorted by key, computed once when bound.
+type bound struct {
+	fields Fields
+	attrs  []slog.Attr
+}
+
+func newBound(f Fields) *bound { return &bound{fields: f, attrs: f.attrs()} }
+
 // processFields are the fields every record of this process carries, set by
 // RestoreFromEnv (the fields a parent handed over) or SetProcessFields.
-var processFields atomic.Pointer[Fields]
+var processFields atomic.Pointer[bound]
 
 // With returns a child of ctx that carries fields on top of the fields ctx
 // already carries; a key given again replaces the outer value. Empty keys are
@@ -47,8 +56,8 @@ func With(ctx context.Context, fields Fields) context.Context {
 		return ctx
 	}
 	merged := Fields{}
-	if outer, ok := ctx.Value(ctxKey{}).(Fields); ok {
-		maps.Copy(merged, outer)
+	if outer, ok := ctx.Value(ctxKey{}).(*bound); ok {
+		maps.Copy(merged, outer.fields)
 	}
 	for k, v := range fields {
 		if k == "" {
@@ -56,7 +65,7 @@ func With(ctx context.Context, fields Fields) context.Context {
 		}
 		merged[k] = normalise(v)
 	}
-	return context.WithValue(ctx, ctxKey{}, merged)
+	return context.WithValue(ctx, ctxKey{}, newBound(merged))
 }
 
 // Scope runs fn with ctx extended by fields and returns fn's error: the
@@ -71,8 +80,45 @@ func Scope(ctx context.Context, fields Fields, fn func(ctx context.Context) erro
 func FromContext(ctx context.Context) Fields {
 	out := ProcessFields()
 	if ctx != nil {
-		if f, ok := ctx.Value(ctxKey{}).(Fields); ok {
-			maps.Copy(out, f)
+		if b, ok := ctx.Value(ctxKey{}).(*bound); ok {
+			maps.Copy(out, b.fields)
+		}
+	}
+	return out
+}
+
+// contextAttrs returns the attributes FromContext's fields map to, sorted
+// by key, without copying in the common cases.
+func contextAttrs(ctx context.Context) []slog.Attr {
+	var proc, own []slog.Attr
+	if p := processFields.Load(); p != nil {
+		proc = p.attrs
+	}
+	if ctx != nil {
+		if b, ok := ctx.Value(ctxKey{}).(*bound); ok {
+			own = b.attrs
+		}
+	}
+	switch {
+	case len(proc) == 0:
+		return own
+	case len(own) == 0:
+		return proc
+	}
+	out := make([]slog.Attr, 0, len(proc)+len(own))
+	i, j := 0, 0
+	for i < len(proc) || j < len(own) {
+		switch {
+		case j == len(own) || (i < len(proc) && proc[i].Key < own[j].Key):
+			out = append(out, proc[i])
+			i++
+		case i == len(proc) || own[j].Key < proc[i].Key:
+			out = append(out, own[j])
+			j++
+		default: // same key: the context's value wins
+			out = append(out, own[j])
+			i++
+			j++
 		}
 	}
 	return out
@@ -83,7 +129,7 @@ func FromContext(ctx context.Context) Fields {
 func ProcessFields() Fields {
 	out := Fields{}
 	if p := processFields.Load(); p != nil {
-		maps.Copy(out, *p)
+		maps.Copy(out, p.fields)
 	}
 	return out
 }
@@ -97,7 +143,7 @@ func SetProcessFields(fields Fields) {
 			f[k] = normalise(v)
 		}
 	}
-	processFields.Store(&f)
+	processFields.Store(newBound(f))
 }
 
 // attrs returns the fields as slog attributes sorted by key.

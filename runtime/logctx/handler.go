@@ -30,9 +30,9 @@ func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
 
 // Handle adds the correlation fields to r and passes it on.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	if f := FromContext(ctx); len(f) > 0 {
+	if attrs := contextAttrs(ctx); len(attrs) > 0 {
 		r = r.Clone()
-		r.AddAttrs(f.attrs()...)
+		r.AddAttrs(attrs...)
 	}
 	return h.inner.Handle(ctx, r)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -289,5 +290,25 @@ func TestNowUTC(t *testing.T) {
 	loc := time.FixedZone("X", 5*3600)
 	if got := logctx.FormatUTC(time.Date(2024, 2, 3, 10, 0, 0, 1500, loc)); got != "2024-02-03T05:00:00.000001Z" {
 		t.Errorf("FormatUTC = %q", got)
+	}
+}
+
+// BenchmarkHandler compares a JSON record with and without the correlation
+// handler (three context fields).
+func BenchmarkHandler(b *testing.B) {
+	ctx := logctx.With(context.Background(), logctx.Fields{"run_id": "r1", "rank": 3, "model": "tiny"})
+	for _, wrap := range []bool{false, true} {
+		name := map[bool]string{false: "plain-json", true: "logctx-json"}[wrap]
+		b.Run(name, func(b *testing.B) {
+			var h slog.Handler = slog.NewJSONHandler(io.Discard, nil)
+			if wrap {
+				h = logctx.NewHandler(h)
+			}
+			log := slog.New(h)
+			b.ReportAllocs()
+			for b.Loop() {
+				log.InfoContext(ctx, "step done", "n", 1)
+			}
+		})
 	}
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package proc
 
 import (
@@ -5,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -311,4 +314,28 @@ func TestRunTerminatesStragglers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkRun measures the cost of one logged subprocess (/bin/true: files,
+// lifecycle events, tails) next to a bare exec.Cmd.
+func BenchmarkRun(b *testing.B) {
+	truePath := "/bin/true"
+	if _, err := os.Stat(truePath); err != nil {
+		b.Skip("no /bin/true")
+	}
+	b.Run("proc.Run", func(b *testing.B) {
+		c := Command{Path: truePath, LogDir: b.TempDir()}
+		for b.Loop() {
+			if res, err := Run(context.Background(), c); err != nil || !res.Success() {
+				b.Fatal(res, err)
+			}
+		}
+	})
+	b.Run("exec.Cmd", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command(truePath).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

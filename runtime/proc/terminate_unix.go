@@ -235,6 +235,10 @@ func (pl termPlan) allGone(targets []target) bool {
 	if pl.pgid <= 0 {
 		return true
 	}
+	err := syscall.Kill(-pl.pgid, 0)
+	if errors.Is(err, syscall.ESRCH) {
+		return true // not even a zombie is left in the group
+	}
 	if haveProcfs {
 		procs, err := listProcs()
 		if err != nil {
@@ -247,12 +251,15 @@ func (pl termPlan) allGone(targets []target) bool {
 		}
 		return true
 	}
-	err := syscall.Kill(-pl.pgid, 0)
-	return errors.Is(err, syscall.ESRCH)
+	return false
 }
 
-// groupHasLive reports whether process group pgid has a live member.
+// groupHasLive reports whether process group pgid has a live member. An
+// empty group (ESRCH, the common case) is answered without listing /proc.
 func groupHasLive(pgid int) bool {
+	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
+		return false
+	}
 	_, live, err := termPlan{pgid: pgid}.collect(nil)
 	return err == nil && live
 }
