@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/worldfoundry/wfgen/gen/emit"
+	"github.com/worldfoundry/wfgen/gen/emit/cache"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
@@ -77,7 +78,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	if code >= 0 {
 		return code
 	}
-	files, diags, err := emit.Paths(paths)
+	// The cache lets an unchanged family be verified by hash instead of
+	// generated again (see gen/emit/cache; WFGEN_CACHE=off disables it).
+	files, diags, err := emit.PathsCached(paths, o.out, cache.Default())
 	return applyOutput("generate", o, files, diags, err, emit.TreeOptions(o.clean), stdout, stderr)
 }
 

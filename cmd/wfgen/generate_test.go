@@ -39,6 +39,7 @@ func wfgen(args ...string) (code int, stdout, stderr string) {
 func TestGenerateWriteCheckClean(t *testing.T) {
 	tmp := t.TempDir()
 	t.Chdir(tmp)
+	t.Setenv("WFGEN_CACHE", filepath.Join(tmp, "cache")) // exercised, and kept out of the user's cache
 	copyManifest(t, "kinds/input/kinds.yaml", "manifests")
 	copyManifest(t, "choices/input/choices.yaml", "manifests")
 
@@ -115,6 +116,7 @@ func TestGenerateWriteCheckClean(t *testing.T) {
 func TestGenerateInvalidWritesNothing(t *testing.T) {
 	tmp := t.TempDir()
 	t.Chdir(tmp)
+	t.Setenv("WFGEN_CACHE", "off")
 	copyManifest(t, "kinds/input/kinds.yaml", "m")
 	copyManifest(t, "err-invalid/input/invalid.yaml", "m")
 	code, out, e := wfgen("generate", "-o", "out", "m")
@@ -134,6 +136,7 @@ func TestGenerateInvalidWritesNothing(t *testing.T) {
 }
 
 func TestGenerateUsage(t *testing.T) {
+	t.Setenv("WFGEN_CACHE", "off")
 	for _, args := range [][]string{
 		{"generate"},
 		{"generate", "--format", "xml", "x"},
@@ -156,6 +159,7 @@ func TestGenerateUsage(t *testing.T) {
 func TestGenerateRefusesForeignFiles(t *testing.T) {
 	tmp := t.TempDir()
 	t.Chdir(tmp)
+	t.Setenv("WFGEN_CACHE", "off")
 	copyManifest(t, "kinds/input/kinds.yaml", "m")
 	if err := os.MkdirAll(filepath.Join("out", "goldenkinds"), 0o755); err != nil {
 		t.Fatal(err)
@@ -176,6 +180,7 @@ func TestGenerateRefusesForeignFiles(t *testing.T) {
 func TestDocsWriteAndCheck(t *testing.T) {
 	tmp := t.TempDir()
 	t.Chdir(tmp)
+	t.Setenv("WFGEN_CACHE", "off")
 	copyManifest(t, "stream/input/stream.yaml", "m")
 	if code, _, e := wfgen("docs", "-o", "d", "m"); code != 0 {
 		t.Fatalf("docs: exit %d, %s", code, e)

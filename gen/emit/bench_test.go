@@ -1,0 +1,147 @@
+package emit_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/gen/emit"
+	"github.com/worldfoundry/wfgen/gen/emit/cache"
+	"github.com/worldfoundry/wfgen/gen/emit/tree"
+	"github.com/worldfoundry/wfgen/gen/validate"
+)
+
+// benchManifests writes n manifests into a new folder: the repository's
+// manifests and the successful golden inputs, cycled, each with a unique
+// family id (family aliases and go_package removed so nothing collides).
+func benchManifests(b *testing.B, n int) string {
+	b.Helper()
+	var srcs []string
+	for _, pat := range []string{"../../manifests/*.yaml", filepath.Join(goldenRoot, "[a-z]*", "input", "*.yaml")} {
+		m, _ := filepath.Glob(pat)
+		for _, p := range m {
+			if !regexp.MustCompile(`/err-`).MatchString(filepath.ToSlash(p)) {
+				srcs = append(srcs, p)
+			}
+		}
+	}
+	if len(srcs) == 0 {
+		b.Fatal("no manifests to copy")
+	}
+	dir := b.TempDir()
+	id := regexp.MustCompile(`(?m)^model_family_id: *(\S+)`)
+	drop := regexp.MustCompile(`(?m)^(aliases|go_package):.*\n`)
+	for i := 0; i < n; i++ {
+		src, err := os.ReadFile(srcs[i%len(srcs)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		src = drop.ReplaceAll(src, nil)
+		src = id.ReplaceAll(src, []byte(fmt.Sprintf("model_family_id: bench-%03d-$1", i)))
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("m%03d.yaml", i)), src, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// generateInto is what "wfgen generate --clean -o out manifests" does;
+// with cacheDir set, it opens the cache as the command does (hashing the
+// running executable).
+func generateInto(b *testing.B, manifests, out, cacheDir string) tree.Report {
+	var c *cache.Cache
+	if cacheDir != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			b.Fatal(err)
+		}
+		gen, err := cache.FileSum(exe)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c = cache.Open(cacheDir, gen)
+	}
+	files, diags, err := emit.PathsCached([]string{manifests}, out, c)
+	if err != nil || len(diags) > 0 {
+		b.Fatalf("generate: %v %v", err, diags)
+	}
+	rep, err := tree.Write(out, files, emit.TreeOptions(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rep
+}
+
+// BenchmarkGenerate100Cold validates 100 manifests, generates their
+// packages and writes them into an empty folder, without a cache.
+func BenchmarkGenerate100Cold(b *testing.B) {
+	manifests := benchManifests(b, 100)
+	parent := b.TempDir()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out := filepath.Join(parent, fmt.Sprint(i))
+		if rep := generateInto(b, manifests, out, ""); rep.Written() != 100 {
+			b.Fatalf("wrote %d files, want 100", rep.Written())
+		}
+	}
+}
+
+// BenchmarkGenerate100ColdEmptyCache is the cold run as the command does it
+// the first time: an empty cache that it fills.
+func BenchmarkGenerate100ColdEmptyCache(b *testing.B) {
+	manifests := benchManifests(b, 100)
+	parent := b.TempDir()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out := filepath.Join(parent, fmt.Sprint(i))
+		if rep := generateInto(b, manifests, out, filepath.Join(parent, fmt.Sprint("cache", i))); rep.Written() != 100 {
+			b.Fatalf("wrote %d files, want 100", rep.Written())
+		}
+	}
+}
+
+// BenchmarkRegenerate100NoOp runs the command again over an up-to-date
+// folder with its cache: it must write nothing.
+func BenchmarkRegenerate100NoOp(b *testing.B) {
+	benchNoOp(b, true)
+}
+
+// BenchmarkRegenerate100NoOpNoCache is the no-op run without a cache
+// (WFGEN_CACHE=off, or the first run on a machine): every package is
+// generated and compared.
+func BenchmarkRegenerate100NoOpNoCache(b *testing.B) {
+	benchNoOp(b, false)
+}
+
+func benchNoOp(b *testing.B, cached bool) {
+	manifests := benchManifests(b, 100)
+	out := filepath.Join(b.TempDir(), "out")
+	cacheDir := ""
+	if cached {
+		cacheDir = b.TempDir()
+	}
+	generateInto(b, manifests, out, cacheDir)
+	b.ResetTimer()
+	written := 0
+	for i := 0; i < b.N; i++ {
+		written += generateInto(b, manifests, out, cacheDir).Written()
+	}
+	b.ReportMetric(float64(written)/float64(b.N), "files-written/op")
+	if written != 0 {
+		b.Fatalf("no-op regeneration wrote %d files", written)
+	}
+}
+
+// BenchmarkValidate100 is the validation share of the runs above (package
+// validate): loading and checking the same 100 manifests.
+func BenchmarkValidate100(b *testing.B) {
+	manifests := benchManifests(b, 100)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, diags, err := validate.Paths([]string{manifests}); err != nil || len(diags) > 0 {
+			b.Fatal(err, diags)
+		}
+	}
+}

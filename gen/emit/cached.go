@@ -1,0 +1,165 @@
+package emit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"reflect"
+	"sort"
+
+	"github.com/worldfoundry/wfgen/gen/emit/cache"
+	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/validate"
+)
+
+// fingerprintVersion changes when the fingerprint encoding changes.
+const fingerprintVersion = "wfgen-go-1"
+
+// Fingerprint is a canonical encoding of everything a family's Go output
+// depends on apart from the generator itself: the header path, the package
+// name and the spec (with the dynamic types of free-form values).
+func Fingerprint(fam *Family) []byte {
+	var w canon
+	w.str(fingerprintVersion)
+	w.str(fam.File.Path)
+	w.str(fam.Package)
+	w.value(reflect.ValueOf(fam.Spec))
+	return w.b
+}
+
+// canon writes values in a canonical, unambiguous binary form.
+type canon struct{ b []byte }
+
+func (w *canon) tag(t byte)   { w.b = append(w.b, t) }
+func (w *canon) u64(x uint64) { w.b = binary.LittleEndian.AppendUint64(w.b, x) }
+func (w *canon) str(s string) { w.u64(uint64(len(s))); w.b = append(w.b, s...) }
+
+func (w *canon) value(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Invalid:
+		w.tag('0')
+	case reflect.Interface, reflect.Pointer:
+		if v.IsNil() {
+			w.tag('n')
+			return
+		}
+		if v.Kind() == reflect.Interface {
+			w.tag('i')
+			w.str(v.Elem().Type().PkgPath() + "." + v.Elem().Type().String())
+		} else {
+			w.tag('p')
+		}
+		w.value(v.Elem())
+	case reflect.Struct:
+		w.tag('s')
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			w.str(t.Field(i).Name)
+			w.value(v.Field(i))
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			w.tag('n')
+			return
+		}
+		w.tag('l')
+		w.u64(uint64(v.Len()))
+		for i := 0; i < v.Len(); i++ {
+			w.value(v.Index(i))
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			w.tag('n')
+			return
+		}
+		type entry struct{ k, v []byte }
+		entries := make([]entry, 0, v.Len())
+		for _, k := range v.MapKeys() {
+			var kw, vw canon
+			kw.value(k)
+			vw.value(v.MapIndex(k))
+			entries = append(entries, entry{kw.b, vw.b})
+		}
+		sort.Slice(entries, func(i, j int) bool { return string(entries[i].k) < string(entries[j].k) })
+		w.tag('m')
+		w.u64(uint64(len(entries)))
+		for _, e := range entries {
+			w.b = append(append(w.b, e.k...), e.v...)
+		}
+	case reflect.String:
+		w.tag('S')
+		w.str(v.String())
+	case reflect.Bool:
+		w.tag('b')
+		if v.Bool() {
+			w.tag(1)
+		} else {
+			w.tag(0)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		w.tag('I')
+		w.u64(uint64(v.Int()))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		w.tag('U')
+		w.u64(v.Uint())
+	case reflect.Float32, reflect.Float64:
+		w.tag('F')
+		w.u64(math.Float64bits(v.Float()))
+	default:
+		w.tag('?')
+		w.str(fmt.Sprintf("%#v", v.Interface()))
+	}
+}
+
+// GenerateCached is Generate for an output folder that may already hold
+// the output: a family whose fingerprint the cache knows, and whose file in
+// outDir hashes to the recorded sum, is taken from disk instead of being
+// generated again. Everything else is generated and recorded. A nil cache
+// or a missing outDir makes it exactly Generate.
+func GenerateCached(files []*manifest.File, outDir string, c *cache.Cache) (Files, []Diagnostic, error) {
+	if c == nil {
+		return Generate(files)
+	}
+	fams, diags := ResolveAll(files)
+	if len(diags) > 0 {
+		return nil, diags, nil
+	}
+	var root *os.Root
+	if r, err := os.OpenRoot(outDir); err == nil {
+		root = r
+		defer r.Close()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	out := make(Files, len(fams))
+	for _, fam := range fams {
+		p := GoPath(fam)
+		key := c.Key(Fingerprint(fam))
+		if sum, ok := c.Get(key); ok && root != nil {
+			if b, err := root.ReadFile(p); err == nil && cache.SumOf(b) == sum {
+				out[p] = b
+				continue
+			}
+		}
+		src, err := GoSource(fam)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[p] = src
+		c.Put(key, cache.SumOf(src))
+	}
+	c.Flush() // a failed flush only costs time on the next run
+	return out, nil, nil
+}
+
+// PathsCached is Paths with GenerateCached.
+func PathsCached(paths []string, outDir string, c *cache.Cache) (Files, []Diagnostic, error) {
+	files, diags, err := validate.Paths(paths)
+	if err != nil || len(diags) > 0 {
+		return nil, diags, err
+	}
+	return GenerateCached(files, outDir, c)
+}

@@ -1,0 +1,101 @@
+package emit_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/worldfoundry/wfgen/gen/emit"
+	"github.com/worldfoundry/wfgen/gen/emit/cache"
+	"github.com/worldfoundry/wfgen/gen/emit/tree"
+	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/validate"
+)
+
+func loadGolden(t *testing.T, c string) []*manifest.File {
+	t.Helper()
+	files, diags, err := validate.Paths([]string{filepath.Join(goldenRoot, c, "input")})
+	if err != nil || len(diags) > 0 {
+		t.Fatal(err, diags)
+	}
+	return files
+}
+
+func TestGenerateCachedReusesOnlyVerifiedFiles(t *testing.T) {
+	files := loadGolden(t, "kinds")
+	want, _, err := emit.Generate(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	c := cache.Open(t.TempDir(), [32]byte{7})
+
+	// Empty cache, missing folder: plain generation, and the sum is recorded.
+	got, _, err := emit.GenerateCached(files, out, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("cold cached generation differs:\n%s", d)
+	}
+	fams, _ := emit.ResolveAll(files)
+	key := c.Key(emit.Fingerprint(fams[0]))
+	p := emit.GoPath(fams[0])
+	if sum, ok := c.Get(key); !ok || sum != cache.SumOf(want[p]) {
+		t.Fatal("output sum not recorded")
+	}
+
+	// A tampered file on disk is not reused: the real output comes back.
+	if _, err := tree.Write(out, emit.Files{p: append([]byte(emit.Header("x")+"\n"), "package x\n"...)}, emit.TreeOptions(false)); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ = emit.GenerateCached(files, out, c)
+	if !bytes.Equal(got[p], want[p]) {
+		t.Fatal("a file that does not match the recorded sum was reused")
+	}
+
+	// A file whose hash matches the entry is taken from disk (shown here
+	// with an entry that records a different output).
+	marker := append([]byte(emit.Header("marker")+"\n"), "package marker\n"...)
+	if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(p)), marker, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Put(key, cache.SumOf(marker))
+	got, _, _ = emit.GenerateCached(files, out, c)
+	if !bytes.Equal(got[p], marker) {
+		t.Fatal("a verified file was not reused")
+	}
+	// ... but never by another generator build.
+	got, _, _ = emit.GenerateCached(files, out, cache.Open(t.TempDir(), [32]byte{8}))
+	if !bytes.Equal(got[p], want[p]) {
+		t.Fatal("another generator reused the entry")
+	}
+}
+
+func TestFingerprintSeesEveryInput(t *testing.T) {
+	files := loadGolden(t, "kinds")
+	fams, _ := emit.ResolveAll(files)
+	base := emit.Fingerprint(fams[0])
+	if !bytes.Equal(base, emit.Fingerprint(fams[0])) {
+		t.Fatal("fingerprint is not deterministic")
+	}
+	changes := []func(f *emit.Family){
+		func(f *emit.Family) { f.File.Path = "other.yaml" },
+		func(f *emit.Family) { f.Package = "other" },
+		func(f *emit.Family) { f.Spec.Tasks[0].Inputs[4].Default = int64(25) },
+		func(f *emit.Family) { f.Spec.Tasks[0].Inputs[4].Default = float64(17) }, // same number, other type
+		func(f *emit.Family) { f.Spec.Variants[0].LoadKwargs["threads"] = int64(3) },
+		func(f *emit.Family) { f.Spec.Tasks[0].Inputs[0].MinLength = nil },
+		func(f *emit.Family) { f.Spec.Aliases = []string{} }, // nil vs empty
+	}
+	for i, change := range changes {
+		fams, _ := emit.ResolveAll(loadGolden(t, "kinds"))
+		change(fams[0])
+		if bytes.Equal(base, emit.Fingerprint(fams[0])) {
+			t.Errorf("change %d does not change the fingerprint", i)
+		}
+	}
+}
