@@ -38,7 +38,7 @@ const (
 )
 
 // ErrTimedOut is wrapped by Run's error when the child outlived its Timeout.
-var ErrTimedOut = errors.New("proc: timed out")
+var ErrTimedOut = errors.New("timed out")
 
 // Command describes one logged subprocess.
 type Command struct {
@@ -268,7 +268,7 @@ func Run(ctx context.Context, c Command) (*Result, error) {
 	case "timeout":
 		res.TimedOut = true
 		emit("timed_out", map[string]any{"child_pid": res.PID, "timeout_ms": c.Timeout.Milliseconds()})
-		errs = append(errs, fmt.Errorf("proc: %s (pid %d) timed out after %v: %w", name, res.PID, c.Timeout, ErrTimedOut))
+		errs = append(errs, fmt.Errorf("proc: %s (pid %d) %w after %v", name, res.PID, ErrTimedOut, c.Timeout))
 	case "canceled":
 		res.Canceled = true
 		cause := context.Cause(ctx)
