@@ -130,9 +130,9 @@ func (r *Result) Success() bool {
 // When c.Timeout passes or ctx is done first, the child's whole process
 // group and process tree are terminated (SIGTERM, c.Grace, SIGKILL), and the
 // error wraps ErrTimedOut or context.Cause(ctx); the Result is still
-// returned. Invalid c or a failure to create the files or start the child
-// is an error (with a nil Result when nothing started, or one with PID 0
-// once the files exist).
+// returned. Invalid c, a ctx already done, or a failure to create the files
+// or start the child is an error (with a nil Result when nothing was
+// created, or one with PID 0 once the files exist).
 //
 // Memory stays bounded however much the child writes: without c.Stdout /
 // c.Stderr the child writes to the files directly; with them, Run copies
@@ -144,6 +144,9 @@ func Run(ctx context.Context, c Command) (*Result, error) {
 	name, err := c.check()
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("proc: %s not started: %w", name, context.Cause(ctx))
 	}
 	grace := c.Grace
 	if grace == 0 {
