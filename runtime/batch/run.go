@@ -62,6 +62,20 @@ func (c Call) Persistent() bool { return c.PersistentKey != "" }
 
 type callKey struct{}
 
+// callContext carries a Call for one forward call. It is a single
+// allocation per call, where context.WithValue would box the Call too.
+type callContext struct {
+	context.Context
+	call Call
+}
+
+func (c *callContext) Value(key any) any {
+	if key == (callKey{}) {
+		return c.call
+	}
+	return c.Context.Value(key)
+}
+
 // CallFrom returns the Call that Run attached to a forward call's context.
 func CallFrom(ctx context.Context) (Call, bool) {
 	c, ok := ctx.Value(callKey{}).(Call)
@@ -196,8 +210,8 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 			in = padBuf
 		}
 
-		call := Call{Offset: s.lo, Items: n, Size: size, PersistentKey: cfg.PersistentKey}
-		res, ferr := forward(context.WithValue(ctx, callKey{}, call), in)
+		cctx := &callContext{ctx, Call{Offset: s.lo, Items: n, Size: size, PersistentKey: cfg.PersistentKey}}
+		res, ferr := forward(cctx, in)
 		st.Calls++
 		st.Padded += size - n
 
