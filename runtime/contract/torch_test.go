@@ -1,0 +1,155 @@
+//go:build cgo
+
+package contract_test
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/contract"
+	"github.com/worldfoundry/wfgen/runtime/torch"
+)
+
+// The contract check against schemas read by the real libtorch engine from
+// a TorchScript module, not hand-written ones.
+
+const generatorSource = `
+def forward(self, prompt: str, frames: Tensor, num_frames: int = 16, guidance: float = 7.5,
+            seed: Optional[int] = None, negative: List[str] = ["blurry"], loop: bool = False,
+            cond: Optional[List[Tensor]] = None, scales: List[float] = [1.0]) -> Dict[str, Tensor]:
+    return {"video": frames * guidance}
+
+def caption(self, frames: Tensor, max_len: int) -> str:
+    return "a cat"
+
+def stats(self, frames: Tensor) -> Tuple[Tensor, List[int]]:
+    return frames, [1, 2]
+`
+
+func loadGenerator(t *testing.T) runtime.Module {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gen.pt")
+	if err := torch.DefineModule(generatorSource, nil, path); err != nil {
+		t.Fatal(err)
+	}
+	m, err := torch.Default().Load(path, runtime.LoadOptions{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func callField(id, kind string, required bool, def any) runtime.InferenceFieldSpec {
+	return runtime.InferenceFieldSpec{FieldID: id, Kind: kind, Target: runtime.TargetCallKwargs, Required: required, Default: def}
+}
+
+func TestRealSchemasParse(t *testing.T) {
+	m := loadGenerator(t)
+	for _, name := range m.Methods() {
+		s, err := m.Schema(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range s.Arguments {
+			if _, err := contract.ParseType(a.Type); err != nil {
+				t.Errorf("%s argument %s: %v", name, a.Name, err)
+			}
+		}
+		for _, r := range s.Returns {
+			if _, err := contract.ParseType(r); err != nil {
+				t.Errorf("%s return: %v", name, err)
+			}
+		}
+	}
+}
+
+func TestCheckModuleWithLibtorch(t *testing.T) {
+	m := loadGenerator(t)
+	good := &runtime.InferenceTaskProfile{
+		TaskID: "text-to-video",
+		Inputs: []runtime.InferenceFieldSpec{
+			callField("prompt", runtime.KindString, true, nil),
+			callField("frames", runtime.KindVideo, true, nil),
+			callField("num_frames", runtime.KindInt, false, int64(16)),
+			callField("guidance", runtime.KindFloat, false, 7.5),
+			callField("seed", runtime.KindInt, false, nil),
+			callField("negative", runtime.KindStringList, false, nil),
+			callField("loop", runtime.KindBool, false, nil),
+			callField("cond", runtime.KindTensorList, false, nil),
+			callField("scales", runtime.KindIntList, false, nil), // ints are converted for List[float]
+		},
+		Outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "video", Kind: runtime.ArtifactVideo, Required: true}},
+	}
+	if err := contract.CheckModule(good, nil, m); err != nil {
+		t.Fatalf("matching task: %v", err)
+	}
+
+	caption := &runtime.InferenceTaskProfile{
+		TaskID: "caption", Method: "caption",
+		Inputs: []runtime.InferenceFieldSpec{
+			callField("frames", runtime.KindVideo, true, nil),
+			callField("max_len", runtime.KindFloat, false, nil),
+		},
+		Outputs: []runtime.InferenceArtifactSpec{
+			{ArtifactID: "text", Kind: runtime.ArtifactText},
+			{ArtifactID: "score", Kind: runtime.ArtifactJSON},
+		},
+	}
+	err := contract.CheckModule(caption, nil, m)
+	var me *contract.MismatchError
+	if !errors.As(err, &me) {
+		t.Fatalf("err = %v, want a mismatch", err)
+	}
+	want := []contract.Problem{
+		{Field: `field "max_len"`, Expected: "a default for argument max_len (the field is optional without a default, so a call may omit it)", Found: "max_len: int without a default"},
+		{Field: `field "max_len"`, Expected: "argument max_len of type float (field kind float)", Found: "max_len: int"},
+		{Field: "return", Expected: `Dict[str, ...] keyed by artifact_id for 2 artifacts ("text", "score")`, Found: "str (one value)"},
+	}
+	if !slices.Equal(me.Problems, want) {
+		t.Errorf("problems:\n%v\nwant\n%v", me.Problems, want)
+	}
+
+	stats := &runtime.InferenceTaskProfile{TaskID: "stats", Method: "stats",
+		Inputs:  []runtime.InferenceFieldSpec{callField("frames", runtime.KindTensor, true, nil)},
+		Outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "s", Kind: runtime.ArtifactTensor}}}
+	if err := contract.CheckModule(stats, nil, m); !errors.Is(err, contract.ErrMismatch) {
+		t.Errorf("tuple return for a tensor artifact: err = %v", err)
+	}
+	missing := &runtime.InferenceTaskProfile{TaskID: "x", Method: "encode"}
+	if err := contract.CheckModule(missing, nil, m); !errors.Is(err, contract.ErrMismatch) {
+		t.Errorf("missing method: err = %v", err)
+	}
+}
+
+// The conversions the contract accepts are the ones the engine performs:
+// an int for a float (also inside lists), and not a float for an int.
+func TestEngineConversionsMatchContract(t *testing.T) {
+	m := loadGenerator(t)
+	frames := runtime.FromFloat32([]float32{1, 2}, 2)
+	ok := map[string]any{"prompt": "p", "frames": frames, "guidance": int64(2), "scales": []any{int64(1), int64(2)}, "seed": int64(3)}
+	if _, err := m.Call(t.Context(), "forward", ok, runtime.CallOptions{}); err != nil {
+		t.Fatalf("int for float: %v", err)
+	}
+	bad := map[string]any{"prompt": "p", "frames": frames, "num_frames": 4.0}
+	if _, err := m.Call(t.Context(), "forward", bad, runtime.CallOptions{}); err == nil {
+		t.Fatal("the engine accepted a float for an int argument; the contract rejects it")
+	}
+	schema, err := m.Schema("forward")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &runtime.InferenceTaskProfile{TaskID: "t",
+		Inputs: []runtime.InferenceFieldSpec{
+			callField("prompt", runtime.KindString, true, nil), callField("frames", runtime.KindTensor, true, nil)},
+		DefaultCallKwargs: map[string]any{"num_frames": 4.0},
+		Outputs:           []runtime.InferenceArtifactSpec{{ArtifactID: "video", Kind: runtime.ArtifactVideo}}}
+	err = contract.Check(task, m.Methods(), schema)
+	var me *contract.MismatchError
+	if !errors.As(err, &me) || len(me.Problems) != 1 || me.Problems[0].Field != `default_call_kwargs "num_frames"` {
+		t.Fatalf("contract on a float for an int: %v", err)
+	}
+}
