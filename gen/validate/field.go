@@ -95,13 +95,20 @@ var constraintKinds = []struct {
 	{"choices", func(f *runtime.InferenceFieldSpec) bool { return len(f.Choices) > 0 }, []string{runtime.KindString, runtime.KindStringList}},
 }
 
+// fieldName names a field in messages (`task "t" field "f"`); it is only
+// formatted when a problem is reported.
+type fieldName struct{ task, id string }
+
+// String returns the field's description.
+func (n fieldName) String() string { return fmt.Sprintf("%s field %q", n.task, n.id) }
+
 // checkField checks one input field's constraints, choices and default.
 // name describes the task ("task \"generate\"").
 func (c *checker) checkField(task string, f *runtime.InferenceFieldSpec, fp string) {
 	if c.isPruned(fp) {
 		return
 	}
-	name := fmt.Sprintf("%s field %q", task, f.FieldID)
+	name := fieldName{task, f.FieldID}
 	kindOK := !c.isPruned(fp + "/kind")
 	if kindOK {
 		for _, ck := range constraintKinds {
@@ -171,7 +178,7 @@ func (c *checker) fieldValue(task string, f *runtime.InferenceFieldSpec, v any, 
 	if v == nil {
 		return nil, true
 	}
-	name := fmt.Sprintf("%s field %q", task, f.FieldID)
+	name := fieldName{task, f.FieldID}
 	if tensorLike(f.Kind) {
 		c.report(p, false, "%s: a field of kind %s cannot have a %s; its value is only known at call time", name, f.Kind, what)
 		return nil, false
@@ -223,7 +230,7 @@ func typed[T any](items []any) []T {
 
 // scalarValue checks one scalar against kind and f's constraints; whole
 // says whether v is the field's value (length limits apply) or a list item.
-func (c *checker) scalarValue(name string, f *runtime.InferenceFieldSpec, kind string, v any, p, what string, whole bool) (any, bool) {
+func (c *checker) scalarValue(name fieldName, f *runtime.InferenceFieldSpec, kind string, v any, p, what string, whole bool) (any, bool) {
 	mismatch := func() (any, bool) {
 		c.report(p, false, "%s: %s is %s, but the field's kind is %s", name, what, valuePhrase(v), kindPhrase(f.Kind))
 		return nil, false
@@ -314,7 +321,7 @@ func (c *checker) scalarValue(name string, f *runtime.InferenceFieldSpec, kind s
 	return mismatch()
 }
 
-func (c *checker) checkRange(name string, f *runtime.InferenceFieldSpec, x float64, p, what, shown string) bool {
+func (c *checker) checkRange(name fieldName, f *runtime.InferenceFieldSpec, x float64, p, what, shown string) bool {
 	good := true
 	if f.Minimum != nil && x < *f.Minimum {
 		c.report(p, false, "%s: %s is %s, below the minimum %v", name, what, shown, *f.Minimum)

@@ -197,13 +197,18 @@ func (c *checker) checkTasks(s *runtime.ModelInferenceSpec) {
 // goNames are the Go names declared in one scope (variants, tasks, the
 // fields of a task, the artifacts of a task).
 type goNames struct {
-	scope naming.Scope
-	first map[string]string // Go name -> pointer of its first declaration
+	first map[string]goOrigin // Go name -> its first declaration
+}
+
+// goOrigin is what declared a Go name.
+type goOrigin struct {
+	what, id string // "variant", "task \"x\" field", ...
+	at       string // pointer of the id or go_name
 }
 
 // declareGoName declares the Go name of the item at pointer item (its id
 // under idKey, or its go_name override) and reports a collision at the id
-// or the go_name.
+// or the go_name, naming both ids.
 func (c *checker) declareGoName(g *goNames, what, id, goName, item, idKey string) {
 	if id == "" {
 		return
@@ -217,14 +222,15 @@ func (c *checker) declareGoName(g *goNames, what, id, goName, item, idKey string
 		// The schema's pattern makes go_name an exported identifier.
 	}
 	name := naming.Ident{ID: id, GoName: goName}.Name()
-	if col := g.scope.Declare(name, fmt.Sprintf("%s %q", what, id)); col != nil {
-		c.report(at, false, "%s (first at line %d)", col.Error(), c.line(g.first[name]))
+	if first, taken := g.first[name]; taken {
+		col := naming.Collision{Name: name, First: fmt.Sprintf("%s %q", first.what, first.id), Second: fmt.Sprintf("%s %q", what, id)}
+		c.report(at, false, "%s (first at line %d)", col.Error(), c.line(first.at))
 		return
 	}
 	if g.first == nil {
-		g.first = map[string]string{}
+		g.first = map[string]goOrigin{}
 	}
-	g.first[name] = at
+	g.first[name] = goOrigin{what: what, id: id, at: at}
 }
 
 func (c *checker) checkTask(s *runtime.ModelInferenceSpec, i int) {

@@ -3,6 +3,13 @@
 // (unique ids, existing defaults, defaults that fit their field, Go name
 // collisions, ...). Every problem of a file is reported as a Diagnostic that
 // points at the offending YAML or JSON node.
+//
+// A valid File's Spec is decoded with the spec types' defaults applied, and
+// every field default (and every default_call_kwargs value that sets a
+// field) holds the Go type of the field's kind: string, int64, float64,
+// bool, []string, []int64, []float64 or []bool. Other free-form values
+// (load_kwargs, call_kwargs) hold int64 for integer literals, float64 for
+// other numbers, []any and map[string]any.
 package validate
 
 import (
