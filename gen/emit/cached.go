@@ -135,6 +135,8 @@ func GenerateCached(files []*manifest.File, outDir string, c *cache.Cache) (File
 		return nil, nil, err
 	}
 	out := make(Files, len(fams))
+	var todo []*Family
+	var keys []cache.Key
 	for _, fam := range fams {
 		p := GoPath(fam)
 		key := c.Key(Fingerprint(fam))
@@ -144,12 +146,16 @@ func GenerateCached(files []*manifest.File, outDir string, c *cache.Cache) (File
 				continue
 			}
 		}
-		src, err := GoSource(fam)
-		if err != nil {
-			return nil, nil, err
-		}
-		out[p] = src
-		c.Put(key, cache.SumOf(src))
+		todo = append(todo, fam)
+		keys = append(keys, key)
+	}
+	srcs, err := renderAll(todo, GoSource)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, fam := range todo {
+		out[GoPath(fam)] = srcs[i]
+		c.Put(keys[i], cache.SumOf(srcs[i]))
 	}
 	c.Flush() // a failed flush only costs time on the next run
 	return out, nil, nil

@@ -39,7 +39,9 @@ package emit
 import (
 	"fmt"
 	"path"
+	goruntime "runtime"
 	"sort"
+	"sync"
 
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/manifest"
@@ -81,15 +83,46 @@ func Generate(files []*manifest.File) (Files, []Diagnostic, error) {
 	if len(diags) > 0 {
 		return nil, diags, nil
 	}
+	srcs, err := renderAll(fams, GoSource)
+	if err != nil {
+		return nil, nil, err
+	}
 	out := make(Files, len(fams))
-	for _, fam := range fams {
-		src, err := GoSource(fam)
-		if err != nil {
-			return nil, nil, err
-		}
-		out[GoPath(fam)] = src
+	for i, fam := range fams {
+		out[GoPath(fam)] = srcs[i]
 	}
 	return out, nil, nil
+}
+
+// renderAll runs render for every family, on up to GOMAXPROCS goroutines
+// (families are independent, so the results do not depend on the order).
+// The first error in family order is returned.
+func renderAll(fams []*Family, render func(*Family) ([]byte, error)) ([][]byte, error) {
+	out := make([][]byte, len(fams))
+	errs := make([]error, len(fams))
+	workers := min(goruntime.GOMAXPROCS(0), len(fams))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = render(fams[i])
+			}
+		}()
+	}
+	for i := range fams {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // GoPath is the output path of a family's Go file.

@@ -191,14 +191,32 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 // readRegular reads a regular file; a folder or other non-regular file in
 // the way is an error.
 func readRegular(root *os.Root, p string) ([]byte, error) {
-	fi, err := root.Stat(p)
+	f, err := root.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: exists and is not a regular file", p)
 	}
-	return root.ReadFile(p)
+	b := make([]byte, 0, fi.Size()+1)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 func writeFile(root *os.Root, p string, data []byte) error {
