@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/worldfoundry/wfgen/gen/breaking"
+	"github.com/worldfoundry/wfgen/gen/validate"
+)
+
+func init() {
+	commands["breaking"] = command{
+		summary: "classify manifest changes against a git revision, folder or file",
+		run:     runBreaking,
+	}
+}
+
+const breakingUsage = `usage: wfgen breaking --against REF [--format text|json|github] [--allow RULE[:SUBJECT]]... PATH...
+REF is a git revision (read with git ls-tree / git show, nothing is checked out),
+or a manifest file or folder. PATH is a manifest file or folder of the new side.
+Exit 0 when no breaking change is found (or each is allowed), 1 when one is (or a
+new manifest is invalid), 2 on usage, I/O or git errors. docs/ci.md lists the rules.`
+
+// runBreaking is "wfgen breaking --against REF [--format F] [--allow R]... PATH...".
+func runBreaking(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("breaking", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	against := fs.String("against", "", "old side: a git revision (e.g. origin/main), a manifest folder or a file")
+	format := fs.String("format", "text", "output format: text, json or github")
+	var allows []breaking.Allow
+	fs.Func("allow", "allow breaking changes matching `RULE[:SUBJECT]` (globs; repeatable)", func(s string) error {
+		a, err := breaking.ParseAllow(s)
+		if err != nil {
+			return err
+		}
+		allows = append(allows, a)
+		return nil
+	})
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, breakingUsage)
+		fs.PrintDefaults()
+	}
+	var paths []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		paths = append(paths, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if *format != "text" && *format != "json" && *format != "github" {
+		fmt.Fprintf(stderr, "wfgen breaking: unknown --format %q (want text, json or github)\n", *format)
+		return 2
+	}
+	if *against == "" || len(paths) == 0 {
+		fs.Usage()
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := breaking.Check(ctx, breaking.Options{Against: *against, Paths: paths, Allow: allows})
+	if err != nil {
+		fmt.Fprintf(stderr, "wfgen breaking: %v\n", err)
+		return 2
+	}
+	if len(res.Invalid) > 0 {
+		if err := validate.WriteDiagnostics(stdout, *format, res.Invalid); err != nil {
+			fmt.Fprintf(stderr, "wfgen breaking: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "wfgen breaking: %d problem(s) in the new manifests; nothing compared (run wfgen validate)\n", len(res.Invalid))
+		return 1
+	}
+	for _, d := range res.OldInvalid {
+		fmt.Fprintf(stderr, "wfgen breaking: warning: old manifest not compared: %s\n", d)
+	}
+	if err := breaking.Write(stdout, *format, res.Changes); err != nil {
+		fmt.Fprintf(stderr, "wfgen breaking: %v\n", err)
+		return 2
+	}
+	for _, a := range res.Unused {
+		fmt.Fprintf(stderr, "wfgen breaking: warning: --allow %s matched no breaking change\n", a.Text)
+	}
+	sum := res.Summary()
+	if len(res.Changes) > 0 && *format == "text" {
+		fmt.Fprintf(stderr, "wfgen breaking: %s change(s) against %s\n", sum, *against)
+	}
+	if sum.Failing() {
+		return 1
+	}
+	return 0
+}

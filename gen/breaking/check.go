@@ -1,0 +1,63 @@
+package breaking
+
+import (
+	"context"
+
+	"github.com/worldfoundry/wfgen/gen/validate"
+)
+
+// Options configure Check.
+type Options struct {
+	// Against is the old side: a file, a folder or a git revision.
+	Against string
+	// Paths are the new manifests' files and folders.
+	Paths []string
+	// Allow are the --allow rules.
+	Allow []Allow
+}
+
+// Result is what Check found.
+type Result struct {
+	// Changes are every change, sorted, allowed ones marked.
+	Changes []Change
+	// Invalid are the problems of the new manifests. When there are any,
+	// nothing is compared: a compatibility verdict on an invalid manifest
+	// would mean nothing.
+	Invalid []validate.Diagnostic
+	// OldInvalid are the problems of old manifests; their families are left
+	// out of the comparison (they compare as added).
+	OldInvalid []validate.Diagnostic
+	// Unused are the allow rules that covered no change.
+	Unused []Allow
+}
+
+// Summary counts the result's changes.
+func (r *Result) Summary() Summary { return Summarize(r.Changes) }
+
+// Failing reports whether the check fails: the new manifests are invalid
+// or a breaking change is not allowed.
+func (r *Result) Failing() bool { return len(r.Invalid) > 0 || r.Summary().Failing() }
+
+// Check loads the new manifests at opts.Paths and the old ones at
+// opts.Against (see LoadRef), compares them and applies the allow rules.
+// The error is non-nil only for usage, I/O and git problems, and for a
+// family defined twice on one side.
+func Check(ctx context.Context, opts Options) (*Result, error) {
+	newFiles, invalid, err := validate.Paths(opts.Paths)
+	if err != nil {
+		return nil, err
+	}
+	if len(invalid) > 0 {
+		return &Result{Invalid: invalid}, nil
+	}
+	oldFiles, oldInvalid, err := LoadRef(ctx, opts.Against, opts.Paths)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := Compare(oldFiles, newFiles)
+	if err != nil {
+		return nil, err
+	}
+	unused := Apply(changes, opts.Allow)
+	return &Result{Changes: changes, OldInvalid: oldInvalid, Unused: unused}, nil
+}
