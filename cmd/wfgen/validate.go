@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
@@ -41,7 +42,10 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	files, diags, err := validate.Paths(fs.Args())
+	// A short-lived process with a small live heap (Check keeps no
+	// files): trading memory for fewer collections makes it faster.
+	debug.SetGCPercent(400)
+	valid, diags, err := validate.Check(fs.Args())
 	if err != nil {
 		fmt.Fprintf(stderr, "wfgen validate: %v\n", err)
 		return 2
@@ -52,12 +56,12 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(diags) > 0 {
 		if *format == "text" {
-			fmt.Fprintf(stderr, "%d problem(s); %d manifest(s) valid\n", len(diags), len(files))
+			fmt.Fprintf(stderr, "%d problem(s); %d manifest(s) valid\n", len(diags), valid)
 		}
 		return 1
 	}
 	if *format == "text" {
-		fmt.Fprintf(stderr, "%d manifest(s) valid\n", len(files))
+		fmt.Fprintf(stderr, "%d manifest(s) valid\n", valid)
 	}
 	return 0
 }

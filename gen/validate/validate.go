@@ -56,6 +56,20 @@ var Extensions = []string{".yaml", ".yml", ".json"}
 // non-nil error only for usage or I/O problems (a missing path, an
 // unreadable file or folder).
 func Paths(paths []string) ([]*manifest.File, []Diagnostic, error) {
+	return walk(paths, true)
+}
+
+// Check is Paths for callers that only need the verdict, such as "wfgen
+// validate": it returns the diagnostics and the number of valid files
+// without keeping the files, so memory stays small however many there are.
+func Check(paths []string) (valid int, diags []Diagnostic, err error) {
+	files, diags, err := walk(paths, false)
+	return len(files), diags, err
+}
+
+// walk validates paths in parallel. With keep false each valid file is
+// returned as a nil entry: only their number matters.
+func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("no manifest paths given")
 	}
@@ -65,6 +79,7 @@ func Paths(paths []string) ([]*manifest.File, []Diagnostic, error) {
 	}
 	type result struct {
 		file  *manifest.File
+		valid bool
 		diags []Diagnostic
 		err   error
 	}
@@ -78,7 +93,11 @@ func Paths(paths []string) ([]*manifest.File, []Diagnostic, error) {
 			defer wg.Done()
 			for i := range next {
 				f, d, err := File(files[i])
-				results[i] = result{f, d, err}
+				r := result{valid: f != nil, diags: d, err: err}
+				if keep {
+					r.file = f
+				}
+				results[i] = r
 			}
 		}()
 	}
@@ -95,7 +114,7 @@ func Paths(paths []string) ([]*manifest.File, []Diagnostic, error) {
 			errs = append(errs, r.err)
 			continue
 		}
-		if r.file != nil {
+		if r.valid {
 			valid = append(valid, r.file)
 		}
 		diags = append(diags, r.diags...)

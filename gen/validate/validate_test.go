@@ -292,6 +292,15 @@ func TestPaths(t *testing.T) {
 		}
 	}
 
+	// Check gives the same verdict without keeping the files.
+	n, cdiags, err := Check([]string{dir, b})
+	if err != nil || n != 2 || !reflect.DeepEqual(cdiags, diags) {
+		t.Errorf("Check = %d, %v, %v; want 2 and the diagnostics of Paths", n, cdiags, err)
+	}
+	if _, _, err := Check(nil); err == nil {
+		t.Error("Check of no paths is not an error")
+	}
+
 	if _, _, err := Paths([]string{filepath.Join(dir, "missing")}); err == nil {
 		t.Error("a missing path is not an error")
 	}
