@@ -71,7 +71,9 @@ var page = template.Must(template.New("family.md.tmpl").Funcs(template.FuncMap{
 
 // pageData is what the template sees.
 type pageData struct {
+	// Header is the page's first line.
 	Header string
+	// Family is the resolved family the page describes.
 	Family *emit.Family
 }
 

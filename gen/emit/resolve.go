@@ -28,7 +28,7 @@ type Family struct {
 	Variants []*Variant
 	// Tasks are the family's tasks in manifest order.
 	Tasks []*Task
-	// DefaultVariant and DefaultTask are the defaults.
+	// DefaultVariant is the variant used when none is named.
 	DefaultVariant *Variant
 	// DefaultTask is the task used when none is named.
 	DefaultTask *Task
