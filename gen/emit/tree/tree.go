@@ -247,8 +247,8 @@ func writeFile(root *os.Root, p string, data []byte) error {
 	return nil
 }
 
-// stale lists owned files under root (not following symbolic links) that
-// files does not hold.
+// stale lists owned files under root (not following symbolic links, and
+// skipping hidden, testdata and vendor folders) that files does not hold.
 func stale(root *os.Root, files Files, opts Options) ([]string, error) {
 	if opts.Owned == nil {
 		return nil, errors.New("tree: Options.Owned is required")
@@ -259,7 +259,7 @@ func stale(root *os.Root, files Files, opts Options) ([]string, error) {
 			return err
 		}
 		if d.IsDir() {
-			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			if p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "vendor") {
 				return fs.SkipDir
 			}
 			return nil
