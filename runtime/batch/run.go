@@ -187,6 +187,7 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 	}
 
 	var itemErrs ItemErrors
+	var slab []callContext
 	for len(pending) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("batch: stopped after %d of %d items: %w", st.Done, st.Items, err)
@@ -210,7 +211,14 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 			in = padBuf
 		}
 
-		cctx := &callContext{ctx, Call{Offset: s.lo, Items: n, Size: size, PersistentKey: cfg.PersistentKey}}
+		// Each call gets its own context value (a forward may keep it), cut
+		// from a slab so that a call does not cost an allocation.
+		if len(slab) == 0 {
+			slab = make([]callContext, max(len(pending)+1, 8))
+		}
+		cctx := &slab[0]
+		slab = slab[1:]
+		*cctx = callContext{ctx, Call{Offset: s.lo, Items: n, Size: size, PersistentKey: cfg.PersistentKey}}
 		res, ferr := forward(cctx, in)
 		st.Calls++
 		st.Padded += size - n
