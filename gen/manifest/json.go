@@ -21,6 +21,7 @@ type jsonReader struct {
 	// incremental position cursor: byte offset, line and column at it.
 	off, line, col int
 	depth          int
+	nodes          int
 }
 
 // parseJSON parses one strict JSON value into a node tree.
@@ -42,12 +43,15 @@ func parseJSON(data []byte) (root *yaml.Node, errs []Error) {
 	return root, nil
 }
 
-// errTooDeep stops parsing at MaxDepth.
-var errTooDeep = fmt.Errorf("document is nested deeper than %d levels (max depth limit)", MaxDepth)
+// errTooDeep stops parsing at MaxDepth, errTooMany at MaxNodes.
+var (
+	errTooDeep = fmt.Errorf("document is nested deeper than %d levels (max depth limit)", MaxDepth)
+	errTooMany = fmt.Errorf("document has more than %d nodes (max nodes limit)", MaxNodes)
+)
 
 func (r *jsonReader) syntaxError(err error) Error {
 	off := int(r.dec.InputOffset())
-	if !errors.Is(err, errTooDeep) {
+	if !errors.Is(err, errTooDeep) && !errors.Is(err, errTooMany) {
 		// A Decoder's syntax error offsets are relative to the token it
 		// was reading; a whole-input scan gives the absolute one.
 		var v any
@@ -63,7 +67,7 @@ func (r *jsonReader) syntaxError(err error) Error {
 	l, c := r.position(off)
 	msg := err.Error()
 	switch {
-	case errors.Is(err, errTooDeep):
+	case errors.Is(err, errTooDeep), errors.Is(err, errTooMany):
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), strings.Contains(msg, "unexpected end of JSON input"):
 		msg = "invalid JSON: unexpected end of file"
 	default:
@@ -112,6 +116,9 @@ func (r *jsonReader) tokenStart() int {
 
 // node reads one JSON value.
 func (r *jsonReader) node() (*yaml.Node, error) {
+	if r.nodes++; r.nodes > MaxNodes {
+		return nil, errTooMany
+	}
 	start := r.tokenStart()
 	tok, err := r.dec.Token()
 	if err != nil {

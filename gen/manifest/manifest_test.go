@@ -272,6 +272,11 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("alias bomb took %v", d)
 		}
 	})
+	t.Run("too many json nodes", func(t *testing.T) {
+		src := "[" + strings.Repeat("1,", MaxNodes+5) + "1]"
+		_, errs := parseErrors(t, "many.json", []byte(src))
+		wantError(t, errs, 1, 0, "more than 100000 nodes (max nodes limit)")
+	})
 	t.Run("recursive alias", func(t *testing.T) {
 		_, errs := parseErrors(t, "rec.yaml", []byte("a: &x [1, *x]\n"))
 		wantError(t, errs, 1, 11, "recursive alias")
