@@ -61,7 +61,23 @@ type File struct {
 	// []any, string, json.Number, bool or nil), YAML aliases expanded.
 	Value any
 
-	root *yaml.Node // the document's top node
+	pos posNode // positions of the document's nodes
+}
+
+// posNode is the position of one node of the document and of its
+// children, in the shape of Value (aliases expanded, a repeated key
+// dropped). It is all that is kept of the YAML or JSON node tree.
+type posNode struct {
+	line, col int32
+	block     bool      // a block-style mapping or sequence
+	keys      []keyPos  // a mapping's keys, in the order of kids
+	kids      []posNode // a mapping's values or a sequence's items
+}
+
+// keyPos is a mapping key and where it is written.
+type keyPos struct {
+	name      string
+	line, col int32
 }
 
 // ReadFile reads a manifest file, refusing files larger than MaxFileSize
@@ -125,9 +141,8 @@ func Parse(path string, data []byte) (*File, []Error) {
 	if root == nil {
 		return nil, errs
 	}
-	f.root = root
 	c := converter{}
-	f.Value = c.value(root, 0)
+	f.Value, f.pos = c.value(root, 0)
 	errs = append(errs, c.errs...)
 	if c.stop {
 		return nil, errs
@@ -247,41 +262,49 @@ func (c *converter) errorf(n *yaml.Node, format string, args ...any) {
 	c.errs = append(c.errs, Error{Line: n.Line, Column: n.Column, Path: JoinPointer(c.path...), Message: fmt.Sprintf(format, args...)})
 }
 
-func (c *converter) value(n *yaml.Node, depth int) any {
+// value converts node n and returns its value and positions.
+func (c *converter) value(n *yaml.Node, depth int) (any, posNode) {
+	pos := posNode{line: int32(n.Line), col: int32(n.Column)}
 	if c.stop {
-		return nil
+		return nil, pos
 	}
 	c.nodes++
 	if c.nodes > MaxNodes {
 		c.errorf(n, "document has more than %d nodes after expanding aliases (max nodes limit; an alias bomb?)", MaxNodes)
 		c.stop = true
-		return nil
+		return nil, pos
 	}
 	if depth > MaxDepth {
 		c.errorf(n, "document is nested deeper than %d levels (max depth limit)", MaxDepth)
 		c.stop = true
-		return nil
+		return nil, pos
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
 		if n.Alias == nil {
 			c.errorf(n, "alias *%s refers to no anchor", n.Value)
-			return nil
+			return nil, pos
 		}
 		if c.expanding[n.Alias] {
 			c.errorf(n, "alias *%s refers to a node that contains it (recursive alias)", n.Value)
-			return nil
+			return nil, pos
 		}
 		if c.expanding == nil {
 			c.expanding = map[*yaml.Node]bool{}
 		}
 		c.expanding[n.Alias] = true
 		c.nodes-- // the alias itself is not a node of the expanded document
-		v := c.value(n.Alias, depth)
+		v, target := c.value(n.Alias, depth)
 		delete(c.expanding, n.Alias)
-		return v
+		// The alias is written inline where it is used; its contents are
+		// where the anchor is.
+		target.line, target.col, target.block = pos.line, pos.col, false
+		return v, target
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
+		pos.block = n.Style&yaml.FlowStyle == 0
+		pos.keys = make([]keyPos, 0, len(n.Content)/2)
+		pos.kids = make([]posNode, 0, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			for k.Kind == yaml.AliasNode && k.Alias != nil {
@@ -303,31 +326,36 @@ func (c *converter) value(n *yaml.Node, depth int) any {
 				continue
 			}
 			c.path = append(c.path, key)
-			m[key] = c.value(v, depth+1)
+			val, vpos := c.value(v, depth+1)
+			m[key] = val
+			pos.keys = append(pos.keys, keyPos{name: key, line: int32(k.Line), col: int32(k.Column)})
+			pos.kids = append(pos.kids, vpos)
 			c.path = c.path[:len(c.path)-1]
 		}
-		return m
+		return m, pos
 	case yaml.SequenceNode:
 		s := make([]any, len(n.Content))
+		pos.block = n.Style&yaml.FlowStyle == 0
+		pos.kids = make([]posNode, len(n.Content))
 		for i, e := range n.Content {
 			c.path = append(c.path, strconv.Itoa(i))
-			s[i] = c.value(e, depth+1)
+			s[i], pos.kids[i] = c.value(e, depth+1)
 			c.path = c.path[:len(c.path)-1]
 		}
-		return s
+		return s, pos
 	case yaml.ScalarNode:
 		v, err := scalar(n)
 		if err != "" {
 			c.errorf(n, "%s", err)
 		}
-		return v
+		return v, pos
 	case yaml.DocumentNode:
 		if len(n.Content) == 1 {
 			return c.value(n.Content[0], depth)
 		}
 	}
 	c.errorf(n, "unsupported YAML node")
-	return nil
+	return nil, pos
 }
 
 // previousKey returns the first key node of mapping n named key; the

@@ -3,8 +3,6 @@ package manifest
 import (
 	"strconv"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // JoinPointer builds a JSON pointer (RFC 6901) from unescaped segments:
@@ -42,34 +40,25 @@ func SplitPointer(pointer string) []string {
 }
 
 // lookup walks pointer from the root. It returns the deepest node reached,
-// the mapping key node that led to it (nil for the root and sequence items)
-// and whether the whole pointer was found.
-func (f *File) lookup(pointer string) (node, key *yaml.Node, found bool) {
-	node = f.root
-	if node == nil {
+// the mapping key that led to it (nil for the root and sequence items) and
+// whether the whole pointer was found.
+func (f *File) lookup(pointer string) (node *posNode, key *keyPos, found bool) {
+	if f == nil || f.pos.line == 0 {
 		return nil, nil, false
 	}
+	node = &f.pos
 	for _, seg := range SplitPointer(pointer) {
-		for node.Kind == yaml.AliasNode && node.Alias != nil {
-			node = node.Alias
-		}
-		var next, nextKey *yaml.Node
-		switch node.Kind {
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(node.Content); i += 2 {
-				k := node.Content[i]
-				for k.Kind == yaml.AliasNode && k.Alias != nil {
-					k = k.Alias
-				}
-				if k.Kind == yaml.ScalarNode && k.Value == seg {
-					next, nextKey = node.Content[i+1], node.Content[i]
+		var next *posNode
+		var nextKey *keyPos
+		if node.keys != nil {
+			for i := range node.keys {
+				if node.keys[i].name == seg {
+					next, nextKey = &node.kids[i], &node.keys[i]
 					break
 				}
 			}
-		case yaml.SequenceNode:
-			if i, err := strconv.Atoi(seg); err == nil && i >= 0 && i < len(node.Content) {
-				next = node.Content[i]
-			}
+		} else if i, err := strconv.Atoi(seg); err == nil && i >= 0 && i < len(node.kids) {
+			next = &node.kids[i]
 		}
 		if next == nil {
 			return node, key, false
@@ -89,13 +78,10 @@ func (f *File) Position(pointer string) (line, col int) {
 	if node == nil {
 		return 1, 1
 	}
-	if key != nil && (node.Kind == yaml.MappingNode || node.Kind == yaml.SequenceNode) && node.Style&yaml.FlowStyle == 0 {
-		return key.Line, key.Column
+	if key != nil && node.block {
+		return int(key.line), int(key.col)
 	}
-	if node.Line == 0 {
-		return 1, 1
-	}
-	return node.Line, node.Column
+	return int(node.line), int(node.col)
 }
 
 // KeyPosition returns the position of the mapping key that pointer's last
@@ -106,7 +92,7 @@ func (f *File) KeyPosition(pointer string) (line, col int) {
 	if !found || key == nil {
 		return f.Position(pointer)
 	}
-	return key.Line, key.Column
+	return int(key.line), int(key.col)
 }
 
 // Has reports whether pointer names a value present in the file.
