@@ -1,0 +1,266 @@
+// Package importer writes a manifest skeleton from a TorchScript
+// checkpoint, so that a new model family starts from its model's own
+// signature ("wfgen import").
+//
+// Import opens the checkpoint through a runtime.Engine and reads the schema
+// of each chosen method; Skeleton, which is pure Go, turns those schemas
+// and the file's facts (sha256, size, the keys its methods' returned dicts
+// hold) into manifest YAML:
+//
+//   - one variant "default" whose "model" checkpoint is the file, with its
+//     sha256 and size_bytes;
+//   - one task per method, running that method;
+//   - one field per argument, its kind from the TorchScript type (see
+//     FieldKind), required when the argument has no default, its default
+//     from the schema's default; Optional[X] is X and not required;
+//   - artifacts from a Dict[str, V] return whose keys the code shows (see
+//     ReturnKeys), else one artifact "output"; the kind is tensor for
+//     Tensor, text for str, json for plain data;
+//   - "TODO" where the schema cannot tell: descriptions, constraints and
+//     artifact kinds more specific than tensor.
+//
+// The skeleton is validated before it is returned, so it always passes
+// wfgen validate; built from the same module, it passes the contract check
+// unless a warning says otherwise. Output is deterministic.
+package importer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/gen/validate"
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// DefaultSchemaRef is the JSON Schema the skeleton's yaml-language-server
+// header names when Options.SchemaRef is empty: the schema's $id.
+const DefaultSchemaRef = "https://github.com/worldfoundry/wfgen/schema/manifest.schema.json"
+
+// Options configure an import.
+type Options struct {
+	// FamilyID is the model_family_id; "" derives it from the checkpoint's
+	// file name ("Tiny_Model.v2.pt" → "tiny-model-v2").
+	FamilyID string
+	// Methods are the methods to import, one task each, in order; none
+	// means "forward".
+	Methods []string
+	// Output is where the manifest will be written. When set, the
+	// checkpoint's uri is relative to its folder; otherwise it is the
+	// checkpoint path as given.
+	Output string
+	// SchemaRef is the $schema of the yaml-language-server header line;
+	// "" is DefaultSchemaRef.
+	SchemaRef string
+}
+
+// Checkpoint is what Skeleton knows of the checkpoint file.
+type Checkpoint struct {
+	// Path is the file as the user named it.
+	Path string
+	// SHA256 is the lower-case hex digest of the file.
+	SHA256 string
+	// SizeBytes is the file size.
+	SizeBytes int64
+	// ReturnKeys are the keys of each method's returned dict, when its code
+	// shows them (see ReturnKeys).
+	ReturnKeys map[string][]ReturnKey
+}
+
+// Inspect reads a checkpoint file's facts: its size, sha256 and the return
+// keys its code shows.
+func Inspect(path string) (Checkpoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	if !st.Mode().IsRegular() {
+		return Checkpoint{}, fmt.Errorf("%s is not a regular file", path)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	return Checkpoint{
+		Path:       path,
+		SHA256:     hex.EncodeToString(h.Sum(nil)),
+		SizeBytes:  n,
+		ReturnKeys: ReturnKeys(f, n),
+	}, nil
+}
+
+// Result is an imported skeleton.
+type Result struct {
+	// YAML is the manifest.
+	YAML []byte
+	// Warnings say where the skeleton will not pass the contract check as
+	// it is, or left something out; each is also a TODO comment in YAML.
+	Warnings []string
+}
+
+// Import opens the TorchScript file at path with e (on the CPU), reads the
+// schemas of opts.Methods and returns the skeleton. An unknown method is
+// an error naming the module's methods.
+func Import(e runtime.Engine, path string, opts Options) (*Result, error) {
+	if e == nil {
+		return nil, runtime.ErrNoEngine
+	}
+	mod, err := e.Load(path, runtime.LoadOptions{Device: "cpu"})
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", path, err)
+	}
+	defer mod.Close()
+	methods := opts.Methods
+	if len(methods) == 0 {
+		methods = []string{runtime.DefaultMethod}
+	}
+	have := mod.Methods()
+	var schemas []runtime.MethodSchema
+	for _, m := range methods {
+		if !slices.Contains(have, m) {
+			return nil, fmt.Errorf("%s has no method %q (its methods: %s); choose with --method", path, m, strings.Join(have, ", "))
+		}
+		s, err := mod.Schema(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: schema of %s: %w", path, m, err)
+		}
+		schemas = append(schemas, s)
+	}
+	ck, err := Inspect(path)
+	if err != nil {
+		return nil, err
+	}
+	return Skeleton(ck, schemas, opts)
+}
+
+// familyIDPattern is validate's rule for a model_family_id.
+var familyIDPattern = regexp.MustCompile(`^[a-z0-9]+(?:[-_][a-z0-9]+)*$`)
+
+// FamilyIDFromPath derives a model_family_id from a file name: lower-case,
+// every run of other characters than a-z and 0-9 becomes one '-', the
+// extension dropped; "model" when nothing is left.
+func FamilyIDFromPath(path string) string {
+	base := filepath.Base(path)
+	base = strings.TrimSuffix(base, filepath.Ext(base))
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(base) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+		} else {
+			dash = true
+		}
+	}
+	if b.Len() == 0 {
+		return "model"
+	}
+	return b.String()
+}
+
+// Skeleton builds the manifest for the given method schemas, in order. It
+// fails on bad options (a malformed family id, no or repeated methods) and
+// when the result would not validate (which would be a bug).
+func Skeleton(ck Checkpoint, methods []runtime.MethodSchema, opts Options) (*Result, error) {
+	if len(methods) == 0 {
+		return nil, errors.New("import: no methods")
+	}
+	fam := opts.FamilyID
+	if fam == "" {
+		fam = FamilyIDFromPath(ck.Path)
+	}
+	if !familyIDPattern.MatchString(fam) {
+		return nil, fmt.Errorf("family id %q must be lower-case letters and digits in words joined by '-' or '_' (like \"my-world-model\")", fam)
+	}
+	seen := map[string]bool{}
+	for _, m := range methods {
+		if seen[m.Name] {
+			return nil, fmt.Errorf("method %q named twice", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	b := &builder{ck: ck, opts: opts, family: fam}
+	data, err := b.build(methods)
+	if err != nil {
+		return nil, err
+	}
+	name := opts.Output
+	if name == "" || !strings.HasSuffix(strings.ToLower(name), ".yaml") && !strings.HasSuffix(strings.ToLower(name), ".yml") {
+		name = fam + ".yaml"
+	}
+	if _, diags := validate.Bytes(name, data); len(diags) > 0 {
+		var msgs []string
+		for _, d := range diags {
+			msgs = append(msgs, d.String())
+		}
+		return nil, fmt.Errorf("import: the skeleton does not validate (a wfgen bug):\n%s", strings.Join(msgs, "\n"))
+	}
+	return &Result{YAML: data, Warnings: b.warnings}, nil
+}
+
+// checkpointURI is the uri the manifest gives the checkpoint.
+func checkpointURI(ck, output string) string {
+	if output == "" {
+		return filepath.ToSlash(ck)
+	}
+	absOut, err1 := filepath.Abs(output)
+	absCk, err2 := filepath.Abs(ck)
+	if err1 != nil || err2 != nil {
+		return filepath.ToSlash(ck)
+	}
+	rel, err := filepath.Rel(filepath.Dir(absOut), absCk)
+	if err != nil {
+		return filepath.ToSlash(absCk)
+	}
+	return filepath.ToSlash(rel)
+}
+
+// WriteFile writes data to path atomically: a temporary file in the same
+// folder, synced, then renamed over path. Nothing is left behind on error.
+func WriteFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	fail := func(err error) error {
+		tmp.Close()
+		os.Remove(name)
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(name)
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		os.Remove(name)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,412 @@
+package importer
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/naming"
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// builder builds the skeleton's YAML node tree.
+type builder struct {
+	ck       Checkpoint
+	opts     Options
+	family   string
+	warnings []string
+}
+
+func (b *builder) warn(task *yaml.Node, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	b.warnings = append(b.warnings, msg)
+	if task.HeadComment != "" {
+		task.HeadComment += "\n"
+	}
+	task.HeadComment += "TODO: " + msg
+}
+
+func (b *builder) build(methods []runtime.MethodSchema) ([]byte, error) {
+	var tasks []*yaml.Node
+	taskIDs := map[string]bool{}
+	var taskNames naming.Scope
+	for _, m := range methods {
+		id := taskID(m.Name)
+		for n := 2; taskIDs[id]; n++ {
+			id = fmt.Sprintf("%s-%d", taskID(m.Name), n)
+		}
+		taskIDs[id] = true
+		task := b.task(id, m)
+		if taskNames.Declare(naming.Exported(id), id) != nil {
+			return nil, fmt.Errorf("methods give two tasks the same Go name (%s); import them separately", naming.Exported(id))
+		}
+		tasks = append(tasks, task)
+	}
+	ckNode := mapping(
+		"role", str("model"),
+		"uri", str(checkpointURI(b.ck.Path, b.opts.Output)),
+		"required", boolean(true),
+		"status", str("available"),
+	)
+	if b.ck.SHA256 != "" {
+		ckNode.Content = append(ckNode.Content, key("sha256"), str(b.ck.SHA256))
+	}
+	if b.ck.SizeBytes > 0 {
+		ckNode.Content = append(ckNode.Content, key("size_bytes"), integer(b.ck.SizeBytes))
+	}
+	root := mapping(
+		"schema_version", integer(manifest.SchemaVersion),
+		"model_family_id", str(b.family),
+		"display_name", str(title(b.family)),
+		"description", str("TODO: what the model family does."),
+		"default_variant_id", str("default"),
+		"default_task_id", str(taskID(methods[0].Name)),
+		"variants", sequence(mapping(
+			"variant_id", str("default"),
+			"label", str("Default"),
+			"status", str("available"),
+			"checkpoints", sequence(ckNode),
+		)),
+		"tasks", sequence(tasks...),
+	)
+	var buf bytes.Buffer
+	ref := b.opts.SchemaRef
+	if ref == "" {
+		ref = DefaultSchemaRef
+	}
+	names := make([]string, len(methods))
+	for i, m := range methods {
+		names[i] = m.Name
+	}
+	fmt.Fprintf(&buf, "# yaml-language-server: $schema=%s\n", oneLine(ref))
+	fmt.Fprintf(&buf, "#\n# Skeleton written by \"wfgen import\" from %s (methods: %s).\n", oneLine(baseName(b.ck.Path)), strings.Join(names, ", "))
+	buf.WriteString("# Kinds, defaults and the checkpoint come from the checkpoint; review every\n" +
+		"# TODO: descriptions, constraints (minimum, maximum, multiple_of, choices,\n" +
+		"# ...) and artifact kinds more specific than tensor (video, image, embedding).\n")
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, fmt.Errorf("import: encode: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("import: encode: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func baseName(p string) string {
+	p = strings.ReplaceAll(p, `\`, "/")
+	return p[strings.LastIndexByte(p, '/')+1:]
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// taskID derives a task id from a method name: '_' becomes '-'
+// ("infer_image" → "infer-image").
+func taskID(method string) string {
+	parts := strings.FieldsFunc(method, func(r rune) bool { return r == '_' })
+	if len(parts) == 0 {
+		return "task"
+	}
+	return strings.Join(parts, "-")
+}
+
+// title is a display name for an id: its words capitalized.
+func title(id string) string {
+	words := strings.FieldsFunc(id, func(r rune) bool { return r == '-' || r == '_' })
+	for i, w := range words {
+		words[i] = strings.ToUpper(w[:1]) + w[1:]
+	}
+	return strings.Join(words, " ")
+}
+
+// label is a label for an id: its words, the first capitalized.
+func label(id string) string {
+	words := strings.FieldsFunc(id, func(r rune) bool { return r == '-' || r == '_' })
+	if len(words) == 0 {
+		return id
+	}
+	words[0] = strings.ToUpper(words[0][:1]) + words[0][1:]
+	return strings.Join(words, " ")
+}
+
+// signature prints a method schema like TorchScript does.
+func signature(m runtime.MethodSchema) string {
+	args := make([]string, len(m.Arguments))
+	for i, a := range m.Arguments {
+		args[i] = a.Name + ": " + a.Type
+		if a.HasDefault {
+			args[i] += " = " + pyValue(a.Default)
+		}
+	}
+	ret := "None"
+	if len(m.Returns) == 1 {
+		ret = m.Returns[0]
+	} else if len(m.Returns) > 1 {
+		ret = "Tuple[" + strings.Join(m.Returns, ", ") + "]"
+	}
+	return fmt.Sprintf("%s(%s) -> %s", m.Name, strings.Join(args, ", "), ret)
+}
+
+// pyValue prints a default in Python form.
+func pyValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case string:
+		return strconv.Quote(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return floatText(x)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = pyValue(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = strconv.Quote(k) + ": " + pyValue(x[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case *runtime.Tensor:
+		return "<tensor>"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// floatText prints a float so that it reads back as a float ("2.0").
+func floatText(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return s
+}
+
+func (b *builder) task(id string, m runtime.MethodSchema) *yaml.Node {
+	task := &yaml.Node{Kind: yaml.MappingNode}
+	sig := signature(m)
+	var inputs []*yaml.Node
+	var fieldNames naming.Scope
+	for _, a := range m.Arguments {
+		if f := b.field(task, a, &fieldNames); f != nil {
+			inputs = append(inputs, f)
+		}
+	}
+	outputs := b.artifacts(task, m)
+	appendPairs(task,
+		"task_id", str(id),
+		"label", str(label(m.Name)),
+		"description", str("TODO: what the task does. It runs "+sig+"."),
+		"method", str(m.Name),
+		"inputs", sequence(inputs...),
+		"outputs", sequence(outputs...),
+	)
+	return task
+}
+
+// field builds the field of one argument, or nil (with a warning) when no
+// field kind passes its type.
+func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope) *yaml.Node {
+	decl := a.Name + ": " + a.Type
+	if a.HasDefault {
+		decl += " = " + pyValue(a.Default)
+	}
+	kind, optional, ok := FieldKind(a.Type)
+	if !ok {
+		if a.HasDefault {
+			b.warn(task, "argument %s has no field kind; it is left out, so calls use its default", decl)
+		} else {
+			b.warn(task, "argument %s has no field kind and no default: the contract check fails until the task supplies it (for example in default_call_kwargs)", decl)
+		}
+		return nil
+	}
+	f := mapping(
+		"field_id", str(a.Name),
+		"label", str(label(a.Name)),
+		"kind", str(kind),
+	)
+	if name := naming.Exported(a.Name); names.Declare(name, a.Name) != nil {
+		for n := 2; ; n++ {
+			alt := fmt.Sprintf("%s%d", name, n)
+			if names.Declare(alt, a.Name) == nil {
+				appendPairs(f, "go_name", str(alt))
+				break
+			}
+		}
+	}
+	switch {
+	case !a.HasDefault:
+		// The method needs the argument passed (an Optional one may be None,
+		// which a field cannot pass, so it is required too).
+		appendPairs(f, "required", boolean(true))
+		if optional {
+			b.warn(task, "argument %s is Optional without a default: the method must be passed it, so field %q is required", decl, a.Name)
+		}
+	case a.Default == nil:
+		// Optional[X] = None: the field may be left out.
+	default:
+		if v, ok := defaultNode(kind, a.Default); ok {
+			appendPairs(f, "default", v)
+		} else {
+			b.warn(task, "the default of argument %s cannot be written as a %s field default; field %q has none, so calls that leave it out use the method's", decl, kind, a.Name)
+		}
+	}
+	appendPairs(f, "description", str("TODO: what it means. TorchScript argument: "+decl+"."))
+	return f
+}
+
+// defaultNode writes a schema default as a manifest value of the kind.
+func defaultNode(kind string, v any) (*yaml.Node, bool) {
+	switch kind {
+	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo, runtime.KindTensorList:
+		return nil, false // only known at call time
+	case runtime.KindStringList, runtime.KindIntList, runtime.KindFloatList, runtime.KindBoolList:
+		list, ok := v.([]any)
+		if !ok {
+			return nil, false
+		}
+		elem := map[string]string{runtime.KindStringList: runtime.KindString, runtime.KindIntList: runtime.KindInt,
+			runtime.KindFloatList: runtime.KindFloat, runtime.KindBoolList: runtime.KindBool}[kind]
+		n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, e := range list {
+			item, ok := defaultNode(elem, e)
+			if !ok {
+				return nil, false
+			}
+			n.Content = append(n.Content, item)
+		}
+		return n, true
+	case runtime.KindString:
+		s, ok := v.(string)
+		return str(s), ok
+	case runtime.KindBool:
+		x, ok := v.(bool)
+		return boolean(x), ok
+	case runtime.KindInt:
+		x, ok := v.(int64)
+		return integer(x), ok
+	case runtime.KindFloat:
+		switch x := v.(type) {
+		case float64:
+			if math.IsInf(x, 0) || math.IsNaN(x) {
+				return nil, false
+			}
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: floatText(x)}, true
+		case int64:
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: floatText(float64(x))}, true
+		}
+	}
+	return nil, false
+}
+
+// artifactID is what a dict key must look like to become an artifact id.
+var artifactID = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema) []*yaml.Node {
+	shape := returnOf(m.Returns)
+	kind := shape.kind
+	if kind == "" {
+		kind = runtime.ArtifactTensor
+		b.warn(task, "method %s returns %s, which no artifact kind holds: the contract check fails until it returns a Tensor, a str, plain data or a Dict[str, ...] of them", m.Name, shape.text)
+	}
+	hint := ""
+	if kind == runtime.ArtifactTensor {
+		hint = " A more specific kind (video, image, embedding) may fit."
+	}
+	var out []*yaml.Node
+	if shape.dict {
+		var names naming.Scope
+		for _, k := range b.ck.ReturnKeys[m.Name] {
+			if !artifactID.MatchString(k.Name) {
+				b.warn(task, "key %q of the dict %s returns is not an artifact id; it is left out", k.Name, m.Name)
+				continue
+			}
+			if names.Declare(naming.Exported(k.Name), k.Name) != nil {
+				b.warn(task, "key %q of the dict %s returns has the same Go name as another key; it is left out", k.Name, m.Name)
+				continue
+			}
+			out = append(out, mapping(
+				"artifact_id", str(k.Name),
+				"kind", str(kind),
+				"required", boolean(k.Always && !shape.optional),
+				"description", str(fmt.Sprintf("TODO: what it holds. Key %q of the %s that %s returns.%s", k.Name, shape.text, m.Name, hint)),
+			))
+		}
+		if len(out) == 0 {
+			b.warn(task, "method %s returns %s, but its code does not show the keys: rename artifact \"output\" to each key it returns", m.Name, shape.text)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, mapping(
+			"artifact_id", str("output"),
+			"kind", str(kind),
+			"required", boolean(!shape.optional),
+			"description", str(fmt.Sprintf("TODO: what it holds. The %s that %s returns.%s", shape.text, m.Name, hint)),
+		))
+	}
+	return out
+}
+
+// YAML node helpers.
+
+func key(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+func integer(i int64) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(i, 10)}
+}
+
+func boolean(v bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
+}
+
+func sequence(items ...*yaml.Node) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Content: items}
+	if len(items) == 0 {
+		n.Style = yaml.FlowStyle
+	}
+	return n
+}
+
+func mapping(pairs ...any) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	appendPairs(n, pairs...)
+	return n
+}
+
+// appendPairs appends key (string), value (*yaml.Node) pairs to a mapping.
+func appendPairs(n *yaml.Node, pairs ...any) {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		n.Content = append(n.Content, key(pairs[i].(string)), pairs[i+1].(*yaml.Node))
+	}
+}

@@ -1,0 +1,123 @@
+package importer
+
+import (
+	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/contract"
+)
+
+// FieldKind maps a TorchScript argument type (either printed form, see
+// contract.ParseType) to the field kind that passes it: str → string,
+// int → int, float (and Scalar) → float, bool → bool, Tensor → tensor,
+// List[int] → int_list, List[float] → float_list, List[str] →
+// string_list, List[bool] → bool_list, List[Tensor] → tensor_list.
+// Optional[X] maps to X's kind with optional true. ok is false for a type
+// no field kind passes (Dict, Tuple, Union, Any, Device, classes, ...).
+func FieldKind(typ string) (kind string, optional, ok bool) {
+	t, err := contract.ParseType(typ)
+	if err != nil {
+		return "", false, false
+	}
+	if t.Name == "Optional" {
+		t, optional = t.Elems[0], true
+	}
+	if k, ok := scalarKinds[t.Name]; ok && len(t.Elems) == 0 {
+		return k, optional, true
+	}
+	if t.Name == "List" && len(t.Elems) == 1 && len(t.Elems[0].Elems) == 0 {
+		if k, ok := listKinds[t.Elems[0].Name]; ok {
+			return k, optional, true
+		}
+	}
+	return "", false, false
+}
+
+var scalarKinds = map[string]string{
+	"str": runtime.KindString, "int": runtime.KindInt, "float": runtime.KindFloat, "number": runtime.KindFloat,
+	"bool": runtime.KindBool, "Tensor": runtime.KindTensor,
+}
+
+var listKinds = map[string]string{
+	"str": runtime.KindStringList, "int": runtime.KindIntList, "float": runtime.KindFloatList,
+	"bool": runtime.KindBoolList, "Tensor": runtime.KindTensorList,
+}
+
+// returnShape is what a method's return type says about its artifacts.
+type returnShape struct {
+	// dict is true for Dict[str, V]: artifacts are keyed by artifact id.
+	dict bool
+	// kind is the artifact kind of a single value or of the dict's values
+	// ("" when no artifact kind can hold it).
+	kind string
+	// optional is true when the value (or dict) may be None.
+	optional bool
+	// text is the return type as printed.
+	text string
+}
+
+// returnOf reads a method's return types.
+func returnOf(returns []string) returnShape {
+	if len(returns) != 1 {
+		s := returnShape{text: "(" + strings.Join(returns, ", ") + ")"}
+		if len(returns) == 0 {
+			s.text = "None"
+		}
+		return s
+	}
+	s := returnShape{text: returns[0]}
+	t, err := contract.ParseType(returns[0])
+	if err != nil {
+		return s
+	}
+	if t.Name == "Optional" {
+		t, s.optional = t.Elems[0], true
+	}
+	if t.Name == "Dict" && len(t.Elems) == 2 && t.Elems[0].Name == "str" {
+		s.dict = true
+		t = t.Elems[1]
+		if t.Name == "Optional" {
+			t = t.Elems[0]
+		}
+	}
+	s.kind = artifactKind(t)
+	return s
+}
+
+// artifactKind is the artifact kind that holds a value of type t: tensor
+// for Tensor (and Any), text for str, json for values made of numbers,
+// strings, bools, lists and dicts; "" otherwise.
+func artifactKind(t contract.Type) string {
+	switch t.Name {
+	case "Tensor", "Any":
+		return runtime.ArtifactTensor
+	case "str":
+		return runtime.ArtifactText
+	case "NoneType":
+		return ""
+	}
+	if jsonType(t, 0) {
+		return runtime.ArtifactJSON
+	}
+	return ""
+}
+
+func jsonType(t contract.Type, depth int) bool {
+	if depth > 32 {
+		return false
+	}
+	switch t.Name {
+	case "str", "int", "float", "bool", "number", "NoneType":
+		return true
+	case "Dict":
+		return len(t.Elems) == 2 && t.Elems[0].Name == "str" && jsonType(t.Elems[1], depth+1)
+	case "List", "Optional", "Tuple", "Union":
+		for _, e := range t.Elems {
+			if !jsonType(e, depth+1) {
+				return false
+			}
+		}
+		return len(t.Elems) > 0
+	}
+	return false
+}
