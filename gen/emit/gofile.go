@@ -15,6 +15,13 @@ import (
 // RuntimePath is the import path of the runtime package generated code uses.
 const RuntimePath = "github.com/worldfoundry/wfgen/runtime"
 
+// Import paths of the runtime packages behind the generated Client.
+const (
+	ClientPath = "github.com/worldfoundry/wfgen/runtime/client"
+	BatchPath  = "github.com/worldfoundry/wfgen/runtime/batch"
+	StreamPath = "github.com/worldfoundry/wfgen/runtime/stream"
+)
+
 // goFile emits the Go package of one family.
 type goFile struct {
 	fam *Family
@@ -276,17 +283,17 @@ func (g *goFile) spec() error {
 // The per-task methods are emitted by taskMethods.
 func (g *goFile) client() {
 	g.add(docComment("WithVariant selects the variant a Client runs (the default is DefaultVariant)."),
-		jen.Func().Id("WithVariant").Params(jen.Id("v").Id("Variant")).Qual(RuntimePath, "ClientOption").Block(
-			jen.Return(jen.Qual(RuntimePath, "WithVariant").Call(jen.String().Call(jen.Id("v"))))))
+		jen.Func().Id("WithVariant").Params(jen.Id("v").Id("Variant")).Qual(ClientPath, "Option").Block(
+			jen.Return(jen.Qual(ClientPath, "WithVariant").Call(jen.String().Call(jen.Id("v"))))))
 	g.add(docComment("Client runs the tasks of the family on one variant. It is safe for concurrent use. Create it with New and release it with Close."),
-		jen.Type().Id("Client").Struct(jen.Id("rt").Op("*").Qual(RuntimePath, "Client")))
-	g.add(docComment("New returns a client for the family. Options select the variant (WithVariant), device, dtype and checkpoint location; see the runtime package."),
-		jen.Func().Id("New").Params(jen.Id("opts").Op("...").Qual(RuntimePath, "ClientOption")).Params(jen.Op("*").Id("Client"), jen.Error()).Block(
-			jen.List(jen.Id("rt"), jen.Err()).Op(":=").Qual(RuntimePath, "NewClient").Call(jen.Id("Spec").Call(), jen.Id("opts").Op("...")),
+		jen.Type().Id("Client").Struct(jen.Id("rt").Op("*").Qual(ClientPath, "Client")))
+	g.add(docComment("New returns a client for the family. Options select the variant (WithVariant), device, dtype and checkpoint location; see package runtime/client."),
+		jen.Func().Id("New").Params(jen.Id("opts").Op("...").Qual(ClientPath, "Option")).Params(jen.Op("*").Id("Client"), jen.Error()).Block(
+			jen.List(jen.Id("rt"), jen.Err()).Op(":=").Qual(ClientPath, "New").Call(jen.Id("Spec").Call(), jen.Id("opts").Op("...")),
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 			jen.Return(jen.Op("&").Id("Client").Values(jen.Id("rt").Op(":").Id("rt")), jen.Nil())))
 	g.add(docComment("Runtime returns the untyped runtime client underneath."),
-		jen.Func().Params(jen.Id("c").Op("*").Id("Client")).Id("Runtime").Params().Op("*").Qual(RuntimePath, "Client").Block(jen.Return(jen.Id("c").Dot("rt"))))
+		jen.Func().Params(jen.Id("c").Op("*").Id("Client")).Id("Runtime").Params().Op("*").Qual(ClientPath, "Client").Block(jen.Return(jen.Id("c").Dot("rt"))))
 	g.add(docComment("Variant returns the variant the client runs."),
 		jen.Func().Params(jen.Id("c").Op("*").Id("Client")).Id("Variant").Params().Id("Variant").Block(
 			jen.Return(jen.Id("Variant").Call(jen.Id("c").Dot("rt").Dot("Variant").Call().Dot("VariantID")))))
@@ -861,8 +868,11 @@ func (g *goFile) taskMethods(t *Task) {
 	if ts.Batching != nil {
 		notes = append(notes, fmt.Sprintf("The task is batchable (at most %d items per forward call).", ts.Batching.MaxBatchSize))
 	}
+	if ts.Batching != nil {
+		notes[len(notes)-1] += " " + t.Name + "Batch runs many items."
+	}
 	if ts.Stream {
-		notes = append(notes, "The task streams realtime chunks; this method runs it once.")
+		notes = append(notes, "The task streams realtime chunks; this method runs one chunk, "+t.Name+"Stream a whole session.")
 	}
 	g.add(docComment(first, strings.Join(notes, " "), deprecated(ts.Deprecated)),
 		jen.Func().Params(jen.Id("c").Op("*").Id("Client")).Id(t.Name).Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Id(t.Params)).
@@ -875,6 +885,66 @@ func (g *goFile) taskMethods(t *Task) {
 			jen.If(jen.Err().Op(":=").Id("r").Dot("fromOutputs").Call(jen.Id("out")), jen.Err().Op("!=").Nil()).Block(
 				jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s: %w"), jen.Id("FamilyID"), jen.Id(t.Const), jen.Err()))),
 			jen.Return(jen.Id("r"), jen.Nil())))
+	if ts.Batching != nil {
+		g.batchMethod(t)
+	}
+	if ts.Stream {
+		g.streamMethod(t)
+	}
+}
+
+// batchMethod emits <Task>Batch for a batchable task.
+func (g *goFile) batchMethod(t *Task) {
+	ts := t.Spec
+	pads := ""
+	if len(ts.Batching.PadToBatchSizes) > 0 {
+		pads = fmt.Sprintf(", short batches padded to the static sizes %v by repeating their last item", ts.Batching.PadToBatchSizes)
+	}
+	doc := docComment(
+		fmt.Sprintf("%sBatch runs task %q over many items: per-item tensors are stacked along a new leading dimension and run in batches of at most %d items%s; on out-of-memory only the failed slice is split and retried. Results are in input order.", t.Name, ts.TaskID, ts.Batching.MaxBatchSize, pads),
+		"Every item is validated first and all violations are reported with their item index. Non-tensor fields must be equal across the items. opts (see package runtime/batch) add a progress hook, per-item errors and more; with batch.WithPerItemErrors, items that failed on their own are nil and the error lists them.")
+	g.add(doc,
+		jen.Func().Params(jen.Id("c").Op("*").Id("Client")).Id(t.Name+"Batch").Params(
+			jen.Id("ctx").Qual("context", "Context"), jen.Id("ps").Index().Id(t.Params), jen.Id("opts").Op("...").Qual(BatchPath, "Option"),
+		).Params(jen.Index().Op("*").Id(t.Result), jen.Error()).Block(
+			jen.If(jen.Id("c").Op("==").Nil().Op("||").Id("c").Dot("rt").Op("==").Nil()).Block(
+				jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s: client not created with New"), jen.Id("FamilyID"), jen.Id(t.Const)))),
+			jen.Id("items").Op(":=").Make(jen.Index().Map(jen.String()).Any(), jen.Len(jen.Id("ps"))),
+			jen.Var().Id("errs").Index().Error(),
+			jen.For(jen.Id("i").Op(":=").Range().Id("ps")).Block(
+				jen.If(jen.Err().Op(":=").Id("ps").Index(jen.Id("i")).Dot("Validate").Call(), jen.Err().Op("!=").Nil()).Block(
+					jen.Id("errs").Op("=").Append(jen.Id("errs"), jen.Qual("fmt", "Errorf").Call(jen.Lit("item %d: %w"), jen.Id("i"), jen.Err()))),
+				jen.Id("items").Index(jen.Id("i")).Op("=").Id("ps").Index(jen.Id("i")).Dot("CallKwargs").Call()),
+			jen.If(jen.Len(jen.Id("errs")).Op(">").Lit(0)).Block(
+				jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s: invalid params: %w"), jen.Id("FamilyID"), jen.Id(t.Const), jen.Qual("errors", "Join").Call(jen.Id("errs").Op("...")))),
+			),
+			jen.List(jen.Id("outs"), jen.Err()).Op(":=").Id("c").Dot("rt").Dot("RunBatch").Call(jen.Id("ctx"), jen.String().Call(jen.Id(t.Const)), jen.Id("items"), jen.Id("opts").Op("...")),
+			jen.If(jen.Id("outs").Op("==").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+			jen.Id("res").Op(":=").Make(jen.Index().Op("*").Id(t.Result), jen.Len(jen.Id("outs"))),
+			jen.For(jen.List(jen.Id("i"), jen.Id("out")).Op(":=").Range().Id("outs")).Block(
+				jen.If(jen.Id("out").Op("==").Nil()).Block(jen.Continue()),
+				jen.Id("r").Op(":=").New(jen.Id(t.Result)),
+				jen.If(jen.Id("ferr").Op(":=").Id("r").Dot("fromOutputs").Call(jen.Id("out")), jen.Id("ferr").Op("!=").Nil()).Block(
+					jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s: item %d: %w"), jen.Id("FamilyID"), jen.Id(t.Const), jen.Id("i"), jen.Id("ferr")))),
+				jen.Id("res").Index(jen.Id("i")).Op("=").Id("r")),
+			jen.Return(jen.Id("res"), jen.Err())))
+}
+
+// streamMethod emits <Task>Stream for a streaming task.
+func (g *goFile) streamMethod(t *Task) {
+	ts := t.Spec
+	doc := docComment(
+		fmt.Sprintf("%sStream starts a realtime session of task %q: iterate the returned session's Chunks (or Channel) to generate chunk after chunk at the family's realtime cadence, and change its controls with SetControls while it plays. It validates p first.", t.Name, ts.TaskID),
+		"opts (see package runtime/stream) set pacing, initial controls and a chunk limit.")
+	g.add(doc,
+		jen.Func().Params(jen.Id("c").Op("*").Id("Client")).Id(t.Name+"Stream").Params(
+			jen.Id("ctx").Qual("context", "Context"), jen.Id("p").Id(t.Params), jen.Id("opts").Op("...").Qual(StreamPath, "Option"),
+		).Params(jen.Op("*").Qual(StreamPath, "Session"), jen.Error()).Block(
+			jen.If(jen.Id("c").Op("==").Nil().Op("||").Id("c").Dot("rt").Op("==").Nil()).Block(
+				jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s: client not created with New"), jen.Id("FamilyID"), jen.Id(t.Const)))),
+			jen.If(jen.Err().Op(":=").Id("p").Dot("Validate").Call(), jen.Err().Op("!=").Nil()).Block(
+				jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s: invalid params: %w"), jen.Id("FamilyID"), jen.Id(t.Const), jen.Err()))),
+			jen.Return(jen.Id("c").Dot("rt").Dot("Stream").Call(jen.Id("ctx"), jen.String().Call(jen.Id(t.Const)), jen.Id("p").Dot("CallKwargs").Call(), jen.Id("opts").Op("...")))))
 }
 
 // helpers emits the package-level helpers the code above used.

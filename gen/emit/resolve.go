@@ -224,6 +224,12 @@ func (r *resolver) task(pkg, client *naming.Scope, ts *runtime.InferenceTaskProf
 	r.declare(pkg, t.Result, origin+" (result type)", idPtr)
 	r.declare(pkg, t.Defaults, origin+" (default params function)", idPtr)
 	r.declare(client, t.Name, origin+" (client method)", idPtr)
+	if ts.Batching != nil {
+		r.declare(client, t.Name+"Batch", origin+" (batch client method)", idPtr)
+	}
+	if ts.Stream {
+		r.declare(client, t.Name+"Stream", origin+" (stream client method)", idPtr)
+	}
 
 	var fields naming.Scope
 	for _, n := range paramsMethods {

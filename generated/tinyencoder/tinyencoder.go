@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/worldfoundry/wfgen/runtime"
+	batch "github.com/worldfoundry/wfgen/runtime/batch"
+	client "github.com/worldfoundry/wfgen/runtime/client"
 	"strings"
 )
 
@@ -222,21 +224,21 @@ func init() {
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) runtime.ClientOption {
-	return runtime.WithVariant(string(v))
+func WithVariant(v Variant) client.Option {
+	return client.WithVariant(string(v))
 }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
 type Client struct {
-	rt *runtime.Client
+	rt *client.Client
 }
 
 // New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see the runtime
-// package.
-func New(opts ...runtime.ClientOption) (*Client, error) {
-	rt, err := runtime.NewClient(Spec(), opts...)
+// (WithVariant), device, dtype and checkpoint location; see package
+// runtime/client.
+func New(opts ...client.Option) (*Client, error) {
+	rt, err := client.New(Spec(), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +246,7 @@ func New(opts ...runtime.ClientOption) (*Client, error) {
 }
 
 // Runtime returns the untyped runtime client underneath.
-func (c *Client) Runtime() *runtime.Client {
+func (c *Client) Runtime() *client.Client {
 	return c.rt
 }
 
@@ -389,7 +391,8 @@ func (r *EmbedResult) fromOutputs(out map[string]any) error {
 // output that does not match the task's artifacts is an error, never a partial
 // result.
 //
-// The task is batchable (at most 8 items per forward call).
+// The task is batchable (at most 8 items per forward call). EmbedBatch runs
+// many items.
 func (c *Client) Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEmbed, err)
@@ -403,4 +406,48 @@ func (c *Client) Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error)
 		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskEmbed, err)
 	}
 	return r, nil
+}
+
+// EmbedBatch runs task "embed" over many items: per-item tensors are stacked
+// along a new leading dimension and run in batches of at most 8 items, short
+// batches padded to the static sizes [1 2 4 8] by repeating their last item;
+// on out-of-memory only the failed slice is split and retried. Results are in
+// input order.
+//
+// Every item is validated first and all violations are reported with their
+// item index. Non-tensor fields must be equal across the items. opts (see
+// package runtime/batch) add a progress hook, per-item errors and more; with
+// batch.WithPerItemErrors, items that failed on their own are nil and the
+// error lists them.
+func (c *Client) EmbedBatch(ctx context.Context, ps []EmbedParams, opts ...batch.Option) ([]*EmbedResult, error) {
+	if c == nil || c.rt == nil {
+		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskEmbed)
+	}
+	items := make([]map[string]any, len(ps))
+	var errs []error
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
+		}
+		items[i] = ps[i].CallKwargs()
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEmbed, errors.Join(errs...))
+	}
+	outs, err := c.rt.RunBatch(ctx, string(TaskEmbed), items, opts...)
+	if outs == nil {
+		return nil, err
+	}
+	res := make([]*EmbedResult, len(outs))
+	for i, out := range outs {
+		if out == nil {
+			continue
+		}
+		r := new(EmbedResult)
+		if ferr := r.fromOutputs(out); ferr != nil {
+			return nil, fmt.Errorf("%s %s: item %d: %w", FamilyID, TaskEmbed, i, ferr)
+		}
+		res[i] = r
+	}
+	return res, err
 }

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/worldfoundry/wfgen/runtime"
+	client "github.com/worldfoundry/wfgen/runtime/client"
+	stream "github.com/worldfoundry/wfgen/runtime/stream"
 	"strings"
 	"unicode/utf8"
 )
@@ -288,21 +290,21 @@ func init() {
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) runtime.ClientOption {
-	return runtime.WithVariant(string(v))
+func WithVariant(v Variant) client.Option {
+	return client.WithVariant(string(v))
 }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
 type Client struct {
-	rt *runtime.Client
+	rt *client.Client
 }
 
 // New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see the runtime
-// package.
-func New(opts ...runtime.ClientOption) (*Client, error) {
-	rt, err := runtime.NewClient(Spec(), opts...)
+// (WithVariant), device, dtype and checkpoint location; see package
+// runtime/client.
+func New(opts ...client.Option) (*Client, error) {
+	rt, err := client.New(Spec(), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +312,7 @@ func New(opts ...runtime.ClientOption) (*Client, error) {
 }
 
 // Runtime returns the untyped runtime client underneath.
-func (c *Client) Runtime() *runtime.Client {
+func (c *Client) Runtime() *client.Client {
 	return c.rt
 }
 
@@ -602,7 +604,8 @@ func (r *StepResult) fromOutputs(out map[string]any) error {
 // engine) or an output that does not match the task's artifacts is an error,
 // never a partial result.
 //
-// The task streams realtime chunks; this method runs it once.
+// The task streams realtime chunks; this method runs one chunk, StepStream a
+// whole session.
 func (c *Client) Step(ctx context.Context, p StepParams) (*StepResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskStep, err)
@@ -616,4 +619,21 @@ func (c *Client) Step(ctx context.Context, p StepParams) (*StepResult, error) {
 		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskStep, err)
 	}
 	return r, nil
+}
+
+// StepStream starts a realtime session of task "step": iterate the returned
+// session's Chunks (or Channel) to generate chunk after chunk at the family's
+// realtime cadence, and change its controls with SetControls while it plays.
+// It validates p first.
+//
+// opts (see package runtime/stream) set pacing, initial controls and a chunk
+// limit.
+func (c *Client) StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error) {
+	if c == nil || c.rt == nil {
+		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskStep)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskStep, err)
+	}
+	return c.rt.Stream(ctx, string(TaskStep), p.CallKwargs(), opts...)
 }

@@ -308,11 +308,41 @@ func (c *Client) call(ctx context.Context, l *loaded, task *runtime.InferenceTas
 	if err != nil {
 		return nil, err
 	}
+	if task.Stream {
+		c.oneChunk(l, task, kw)
+	}
 	raw, err := l.mod.Call(ctx, task.MethodName(), kw, l.autocast)
 	if err != nil {
 		return nil, err
 	}
+	if m, ok := raw.(map[string]any); ok && task.Stream {
+		delete(m, ArgState)
+		delete(m, "realtime")
+	}
 	return Outputs(task, raw)
+}
+
+// oneChunk supplies the reserved stream arguments the method declares and
+// the caller left out, so that Run of a streaming task produces the first
+// chunk of a fresh session: first_chunk_frames frames, every control off, no
+// state.
+func (c *Client) oneChunk(l *loaded, task *runtime.InferenceTaskProfile, kw map[string]any) {
+	rt := runtime.RealtimeSpecFromPayload(c.spec.Realtime, nil)
+	for _, a := range l.schemas[task.MethodName()].Arguments {
+		if _, given := kw[a.Name]; given {
+			continue
+		}
+		switch a.Name {
+		case ArgNumFrames:
+			kw[a.Name] = int64(rt.FirstChunkFrames)
+		case ArgControls:
+			zeros := make([]any, len(rt.Controls))
+			for i := range zeros {
+				zeros[i] = 0.0
+			}
+			kw[a.Name] = zeros
+		}
+	}
 }
 
 // RunBatch runs a batchable task over many items: each item's tensor kwargs

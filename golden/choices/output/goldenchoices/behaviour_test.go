@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/client"
 )
 
 func TestParseVariantAcceptsIDsAndAliases(t *testing.T) {
@@ -116,7 +117,7 @@ func TestChoiceValidation(t *testing.T) {
 }
 
 func TestClientVariantSelection(t *testing.T) {
-	for _, opt := range []runtime.ClientOption{WithVariant(VariantSmall), runtime.WithVariant("tiny")} {
+	for _, opt := range []client.Option{WithVariant(VariantSmall), client.WithVariant("tiny")} {
 		c, err := New(opt)
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +127,7 @@ func TestClientVariantSelection(t *testing.T) {
 		}
 		c.Close()
 	}
-	if _, err := New(runtime.WithVariant("medium")); !errors.Is(err, runtime.ErrUnknownID) {
+	if _, err := New(client.WithVariant("medium")); !errors.Is(err, runtime.ErrUnknownID) {
 		t.Errorf("New with an unknown variant: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/worldfoundry/wfgen/runtime"
+	client "github.com/worldfoundry/wfgen/runtime/client"
 	"regexp"
 )
 
@@ -217,21 +218,21 @@ func init() {
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) runtime.ClientOption {
-	return runtime.WithVariant(string(v))
+func WithVariant(v Variant) client.Option {
+	return client.WithVariant(string(v))
 }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
 type Client struct {
-	rt *runtime.Client
+	rt *client.Client
 }
 
 // New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see the runtime
-// package.
-func New(opts ...runtime.ClientOption) (*Client, error) {
-	rt, err := runtime.NewClient(Spec(), opts...)
+// (WithVariant), device, dtype and checkpoint location; see package
+// runtime/client.
+func New(opts ...client.Option) (*Client, error) {
+	rt, err := client.New(Spec(), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func New(opts ...runtime.ClientOption) (*Client, error) {
 }
 
 // Runtime returns the untyped runtime client underneath.
-func (c *Client) Runtime() *runtime.Client {
+func (c *Client) Runtime() *client.Client {
 	return c.rt
 }
 

@@ -16,6 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/worldfoundry/wfgen/runtime"
+	batch "github.com/worldfoundry/wfgen/runtime/batch"
+	client "github.com/worldfoundry/wfgen/runtime/client"
+	stream "github.com/worldfoundry/wfgen/runtime/stream"
 	"strings"
 )
 
@@ -290,21 +293,21 @@ func init() {
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) runtime.ClientOption {
-	return runtime.WithVariant(string(v))
+func WithVariant(v Variant) client.Option {
+	return client.WithVariant(string(v))
 }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
 type Client struct {
-	rt *runtime.Client
+	rt *client.Client
 }
 
 // New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see the runtime
-// package.
-func New(opts ...runtime.ClientOption) (*Client, error) {
-	rt, err := runtime.NewClient(Spec(), opts...)
+// (WithVariant), device, dtype and checkpoint location; see package
+// runtime/client.
+func New(opts ...client.Option) (*Client, error) {
+	rt, err := client.New(Spec(), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +315,7 @@ func New(opts ...runtime.ClientOption) (*Client, error) {
 }
 
 // Runtime returns the untyped runtime client underneath.
-func (c *Client) Runtime() *runtime.Client {
+func (c *Client) Runtime() *client.Client {
 	return c.rt
 }
 
@@ -478,7 +481,8 @@ func (r *PlayResult) fromOutputs(out map[string]any) error {
 // an invalid p, a runtime failure (such as no linked engine) or an output that
 // does not match the task's artifacts is an error, never a partial result.
 //
-// The task streams realtime chunks; this method runs it once.
+// The task streams realtime chunks; this method runs one chunk, PlayStream a
+// whole session.
 func (c *Client) Play(ctx context.Context, p PlayParams) (*PlayResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskPlay, err)
@@ -492,6 +496,23 @@ func (c *Client) Play(ctx context.Context, p PlayParams) (*PlayResult, error) {
 		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskPlay, err)
 	}
 	return r, nil
+}
+
+// PlayStream starts a realtime session of task "play": iterate the returned
+// session's Chunks (or Channel) to generate chunk after chunk at the family's
+// realtime cadence, and change its controls with SetControls while it plays.
+// It validates p first.
+//
+// opts (see package runtime/stream) set pacing, initial controls and a chunk
+// limit.
+func (c *Client) PlayStream(ctx context.Context, p PlayParams, opts ...stream.Option) (*stream.Session, error) {
+	if c == nil || c.rt == nil {
+		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskPlay)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskPlay, err)
+	}
+	return c.rt.Stream(ctx, string(TaskPlay), p.CallKwargs(), opts...)
 }
 
 // EncodeParams are the inputs of task "encode" (Encode frames). Start from
@@ -598,7 +619,8 @@ func (r *EncodeResult) fromOutputs(out map[string]any) error {
 // engine) or an output that does not match the task's artifacts is an error,
 // never a partial result.
 //
-// The task is batchable (at most 8 items per forward call).
+// The task is batchable (at most 8 items per forward call). EncodeBatch runs
+// many items.
 func (c *Client) Encode(ctx context.Context, p EncodeParams) (*EncodeResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEncode, err)
@@ -612,6 +634,50 @@ func (c *Client) Encode(ctx context.Context, p EncodeParams) (*EncodeResult, err
 		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskEncode, err)
 	}
 	return r, nil
+}
+
+// EncodeBatch runs task "encode" over many items: per-item tensors are stacked
+// along a new leading dimension and run in batches of at most 8 items, short
+// batches padded to the static sizes [1 2 4 8] by repeating their last item;
+// on out-of-memory only the failed slice is split and retried. Results are in
+// input order.
+//
+// Every item is validated first and all violations are reported with their
+// item index. Non-tensor fields must be equal across the items. opts (see
+// package runtime/batch) add a progress hook, per-item errors and more; with
+// batch.WithPerItemErrors, items that failed on their own are nil and the
+// error lists them.
+func (c *Client) EncodeBatch(ctx context.Context, ps []EncodeParams, opts ...batch.Option) ([]*EncodeResult, error) {
+	if c == nil || c.rt == nil {
+		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskEncode)
+	}
+	items := make([]map[string]any, len(ps))
+	var errs []error
+	for i := range ps {
+		if err := ps[i].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
+		}
+		items[i] = ps[i].CallKwargs()
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEncode, errors.Join(errs...))
+	}
+	outs, err := c.rt.RunBatch(ctx, string(TaskEncode), items, opts...)
+	if outs == nil {
+		return nil, err
+	}
+	res := make([]*EncodeResult, len(outs))
+	for i, out := range outs {
+		if out == nil {
+			continue
+		}
+		r := new(EncodeResult)
+		if ferr := r.fromOutputs(out); ferr != nil {
+			return nil, fmt.Errorf("%s %s: item %d: %w", FamilyID, TaskEncode, i, ferr)
+		}
+		res[i] = r
+	}
+	return res, err
 }
 
 // RenderParams are the inputs of task "render" (Render (old)). Start from

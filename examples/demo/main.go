@@ -1,0 +1,147 @@
+// Command demo is wfgen's end-to-end demo, run by `make demo`: it builds the
+// bundled tiny TorchScript checkpoints from source, then, through the typed
+// clients wfgen generated from manifests/, embeds a few hundred token
+// sequences in batches and plays the tiny world model as a realtime stream,
+// writing GIFs to out/.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/generated/tinyencoder"
+	"github.com/worldfoundry/wfgen/generated/tinyworld"
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/artifactio"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+	_ "github.com/worldfoundry/wfgen/runtime/torch" // the libtorch engine
+)
+
+func main() {
+	out := flag.String("out", "out", "folder for checkpoints and outputs")
+	items := flag.Int("items", 400, "token sequences to embed")
+	chunks := flag.Int("chunks", 12, "realtime chunks to stream")
+	flag.Parse()
+	log.SetFlags(0)
+	if err := run(context.Background(), *out, *items, *chunks); err != nil {
+		log.Fatalf("demo: %v", err)
+	}
+}
+
+func run(ctx context.Context, out string, items, chunks int) error {
+	root := filepath.Join(out, "model-root")
+	start := time.Now()
+	if err := tinymodels.Build(root); err != nil {
+		return err
+	}
+	fmt.Printf("built tiny checkpoints under %s in %v\n", root, time.Since(start).Round(time.Millisecond))
+
+	if err := embed(ctx, root, items); err != nil {
+		return err
+	}
+	return world(ctx, root, out, chunks)
+}
+
+// embed runs the tiny encoder over many sequences in batches.
+func embed(ctx context.Context, root string, n int) error {
+	enc, err := tinyencoder.New(client.WithCheckpointRoot(root), client.WithDevice("cpu"))
+	if err != nil {
+		return err
+	}
+	defer enc.Close()
+
+	params := make([]tinyencoder.EmbedParams, n)
+	for i := range params {
+		p := tinyencoder.DefaultEmbedParams()
+		ids := make([]int64, 16)
+		for j := range ids {
+			ids[j] = int64((i*31 + j*7) % tinymodels.EncoderVocab)
+		}
+		p.Tokens = runtime.FromInt64(ids, 16)
+		params[i] = p
+	}
+	start := time.Now()
+	next := 0 // the next tenth of the items to report
+	progress := batch.WithStats(func(s batch.Stats) {
+		if s.Done*10 >= next*n {
+			fmt.Printf("embedding: %d/%d items, %d batches, %d padding items, %d out-of-memory retries\n", s.Done, n, s.Batches, s.Padded, s.Retries)
+			next = s.Done*10/n + 1
+		}
+	})
+	res, err := enc.EmbedBatch(ctx, params, progress)
+	if err != nil {
+		return err
+	}
+	el := time.Since(start)
+	dim := res[0].Embedding.Vector.Shape[0]
+	fmt.Printf("embedded %d items (dim %d) in %v: %.0f items/s\n", len(res), dim, el.Round(time.Millisecond), float64(len(res))/el.Seconds())
+	return nil
+}
+
+// world renders a clip and plays a realtime session of the tiny world model.
+func world(ctx context.Context, root, out string, chunks int) error {
+	w, err := tinyworld.New(client.WithCheckpointRoot(root))
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+
+	p := tinyworld.DefaultGenerateParams()
+	p.Prompt = "a lighthouse at dusk"
+	p.NumFrames = 17
+	p.Height, p.Width = 64, 64
+	clip, err := w.Generate(ctx, p)
+	if err != nil {
+		return err
+	}
+	clipPath := filepath.Join(out, "generate.gif")
+	if err := artifactio.WriteGIF(clipPath, clip.Video, nil); err != nil {
+		return err
+	}
+	if err := artifactio.WritePreview(artifactio.PreviewPath(clipPath), clip.Video); err != nil {
+		return err
+	}
+
+	sess, err := w.StepStream(ctx, tinyworld.DefaultStepParams(),
+		stream.WithMaxChunks(chunks), stream.WithControls(stream.Controls{"right": 1}))
+	if err != nil {
+		return err
+	}
+	var videos []*runtime.Video
+	for ch, err := range sess.Chunks(ctx) {
+		if err != nil {
+			return err
+		}
+		if ch.Index == chunks/2 { // turn half way through
+			if err := sess.SetControls(stream.Controls{"forward": 1}); err != nil {
+				return err
+			}
+		}
+		videos = append(videos, ch.Video)
+	}
+	all, err := artifactio.ConcatVideos(videos...)
+	if err != nil {
+		return err
+	}
+	streamPath := filepath.Join(out, "stream.gif")
+	if err := artifactio.WriteGIF(streamPath, all, nil); err != nil {
+		return err
+	}
+	st := sess.Stats()
+	fmt.Printf("streamed %d chunks (%d frames at %d fps): first chunk %v, steady chunk p50 %v (paced to playback time, %d late)\n",
+		st.Chunks, st.Frames, sess.Spec().FPS, st.FirstChunk.Round(time.Microsecond), st.Steady.P50.Round(time.Microsecond), st.Late)
+	abs, _ := filepath.Abs(out)
+	fmt.Printf("outputs: %s, %s, %s (in %s)\n", clipPath, artifactio.PreviewPath(clipPath), streamPath, abs)
+	if _, err := os.Stat(streamPath); err != nil {
+		return err
+	}
+	return nil
+}
