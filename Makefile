@@ -30,8 +30,10 @@ test: setup check
 	$(GO) test -race -timeout 20m $(PKGS)
 	$(MAKE) --no-print-directory demo
 
-## demo: the main job end to end (see README)
+## demo: the main job end to end (see README): bindings generated, tiny
+## checkpoints built from TorchScript source, batched embedding, realtime stream
 demo: setup
+	$(GO) run ./cmd/wfgen generate -o generated manifests/
 	$(GO) run ./examples/demo
 
 ## bench: benchmarks whose figures are in docs/benchmarks.md
@@ -40,7 +42,7 @@ bench: setup
 
 ## golden: rewrite the golden cases from the current generator
 golden:
-	$(GO) test ./gen/... -update
+	$(GO) test ./gen/emit -run TestGolden -update
 
 ## fuzz: run each fuzz target briefly (FUZZTIME per target)
 FUZZTIME ?= 20s
