@@ -33,7 +33,7 @@ func TestValidateDoneWhen(t *testing.T) {
 		t.Fatalf("exit %d, want 1", code)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	wantPrefixes := []string{path + ":7:17: ", path + ":10:5: ", path + ":14:18: "}
+	wantPrefixes := []string{path + ":8:17: ", path + ":11:5: ", path + ":15:18: "}
 	if len(lines) != len(wantPrefixes) {
 		t.Fatalf("want %d lines, got:\n%s", len(wantPrefixes), out)
 	}
@@ -59,7 +59,7 @@ func TestValidateDoneWhen(t *testing.T) {
 	}
 
 	code, out, _ = wfgenRun("validate", "--format=github", path)
-	if code != 1 || !strings.HasPrefix(out, "::error file="+path+",line=7,col=17::duplicate variant id") || strings.Count(out, "::error ") != 3 {
+	if code != 1 || !strings.HasPrefix(out, "::error file="+path+",line=8,col=17::duplicate variant id") || strings.Count(out, "::error ") != 3 {
 		t.Errorf("github: exit %d\n%s", code, out)
 	}
 }

@@ -28,9 +28,9 @@ func TestDoneWhen(t *testing.T) {
 		t.Error("an invalid manifest returned a File")
 	}
 	want := []string{
-		path + `:7:17: duplicate variant id "base" (first defined at line 6)`,
-		path + `:10:5: unknown key "lable" in tasks[0]; did you mean "label"?`,
-		path + `:14:18: task "default" field "num_frames": default is the string "many", but the field's kind is an int`,
+		path + `:8:17: duplicate variant id "base" (first defined at line 7)`,
+		path + `:11:5: unknown key "lable" in tasks[0]; did you mean "label"?`,
+		path + `:15:18: task "default" field "num_frames": default is the string "many", but the field's kind is an int`,
 	}
 	var got []string
 	for _, d := range diags {
