@@ -127,8 +127,8 @@ func expand(paths []string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	add := func(p string) {
-		if !seen[p] {
-			seen[p] = true
+		if key := filepath.Clean(p); !seen[key] {
+			seen[key] = true
 			out = append(out, p)
 		}
 	}
@@ -141,13 +141,19 @@ func expand(paths []string) ([]string, error) {
 			add(p)
 			continue
 		}
+		root := p
+		if lst, err := os.Lstat(p); err == nil && lst.Mode()&fs.ModeSymlink != 0 {
+			// WalkDir does not follow a symbolic link, even as its root;
+			// a trailing separator makes the root the linked folder.
+			root = p + string(filepath.Separator)
+		}
 		var found []string
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		err = filepath.WalkDir(root, func(q string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if d.IsDir() {
-				if q != p && strings.HasPrefix(d.Name(), ".") {
+				if q != root && strings.HasPrefix(d.Name(), ".") {
 					return filepath.SkipDir
 				}
 				return nil

@@ -307,6 +307,16 @@ func TestPaths(t *testing.T) {
 	if _, _, err := Paths(nil); err == nil {
 		t.Error("no paths is not an error")
 	}
+	// A folder given through a symbolic link is searched, and a file named
+	// twice in different spellings is validated once.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Join(dir, "sub"), link); err != nil {
+		t.Fatal(err)
+	}
+	files, _, err = Paths([]string{link, link + "/./a.yml"})
+	if err != nil || len(files) != 1 || files[0].Path != filepath.Join(link, "a.yml") {
+		t.Errorf("Paths(symlinked folder) = %v, %v", files, err)
+	}
 	// A file given explicitly is validated whatever its extension.
 	txt := write("m.txt", good)
 	if files, diags, err := Paths([]string{txt}); err != nil || len(files) != 1 || len(diags) != 0 {
