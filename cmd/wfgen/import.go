@@ -1,0 +1,118 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/worldfoundry/wfgen/gen/importer"
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+func init() {
+	commands["import"] = command{
+		summary: "write a manifest skeleton from a TorchScript checkpoint (needs a -tags torch build)",
+		run:     runImport,
+	}
+}
+
+// importEngine returns the engine wfgen import opens checkpoints with. It is
+// nil unless wfgen is built with -tags torch (import_torch.go), so that a
+// default build never links libtorch.
+var importEngine func() (runtime.Engine, error)
+
+// noEngineHelp says exactly how to get a wfgen that can import.
+const noEngineHelp = `wfgen import: this wfgen was built without the libtorch engine, which import needs
+to read a checkpoint's method schemas (validate, generate and breaking never need it,
+so the default build links no libtorch and runs in any CI). Build one that has it,
+with libtorch installed (Debian: apt-get install libtorch-dev) and CGO_ENABLED=1:
+
+    go build -tags torch ./cmd/wfgen          # in a checkout of github.com/worldfoundry/wfgen
+    go install -tags torch github.com/worldfoundry/wfgen/cmd/wfgen@latest
+`
+
+const importUsage = `usage: wfgen import [--method NAME]... [-o FILE] [--family ID] [--schema REF] CHECKPOINT.pt
+Writes a manifest skeleton for a TorchScript checkpoint: one task per method
+(default: forward), one field per argument, artifacts from the return type, the
+checkpoint with its sha256 and size, and TODO where the schema cannot tell.
+Without -o the manifest goes to standard output. Exit 0 on success, 1 when the
+checkpoint cannot be imported, 2 on usage or I/O errors.`
+
+// runImport is "wfgen import [--method NAME]... [-o FILE] [--family ID] CHECKPOINT".
+func runImport(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("import", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opts importer.Options
+	fs.Func("method", "a TorchScript `NAME` to import as a task (repeatable; default forward)", func(s string) error {
+		opts.Methods = append(opts.Methods, s)
+		return nil
+	})
+	fs.StringVar(&opts.Output, "o", "", "write the manifest to `FILE` (atomically) instead of standard output")
+	fs.StringVar(&opts.FamilyID, "family", "", "model_family_id (default: from the checkpoint's file name)")
+	fs.StringVar(&opts.SchemaRef, "schema", "", "$schema of the yaml-language-server header (default "+importer.DefaultSchemaRef+")")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, importUsage)
+		fs.PrintDefaults()
+	}
+	var paths []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if err == flag.ErrHelp {
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		paths = append(paths, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(paths) != 1 {
+		fs.Usage()
+		return 2
+	}
+	ckpt := paths[0]
+	if importEngine == nil {
+		io.WriteString(stderr, noEngineHelp)
+		return 2
+	}
+	e, err := importEngine()
+	if err != nil {
+		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
+		if errors.Is(err, runtime.ErrNoEngine) {
+			io.WriteString(stderr, "wfgen was built with -tags torch but without cgo; rebuild with CGO_ENABLED=1.\n")
+		}
+		return 2
+	}
+	if st, err := os.Stat(ckpt); err != nil {
+		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
+		return 2
+	} else if !st.Mode().IsRegular() {
+		fmt.Fprintf(stderr, "wfgen import: %s is not a file\n", ckpt)
+		return 2
+	}
+	res, err := importer.Import(e, ckpt, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
+		return 1
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(stderr, "wfgen import: warning: %s\n", w)
+	}
+	if opts.Output == "" {
+		if _, err := stdout.Write(res.YAML); err != nil {
+			fmt.Fprintf(stderr, "wfgen import: %v\n", err)
+			return 2
+		}
+		return 0
+	}
+	if err := importer.WriteFile(opts.Output, res.YAML); err != nil {
+		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "wfgen import: wrote %s; fill in its TODOs, then run wfgen validate %s\n", opts.Output, opts.Output)
+	return 0
+}

@@ -1,0 +1,11 @@
+//go:build torch
+
+package main
+
+import (
+	"github.com/worldfoundry/wfgen/runtime"
+	_ "github.com/worldfoundry/wfgen/runtime/torch" // registers the libtorch engine
+)
+
+// Built with -tags torch, wfgen links the libtorch engine for wfgen import.
+func init() { importEngine = runtime.DefaultEngine }
