@@ -95,9 +95,9 @@ func (c *checker) checkIDs(list, what, idKey string, ids []string, aliases [][]s
 		}
 		owner[id] = p
 	}
-	idOwner := map[string]string{}
-	for k, v := range owner {
-		idOwner[k] = v
+	isID := make(map[string]bool, len(owner)) // owner holds only ids so far
+	for k := range owner {
+		isID[k] = true
 	}
 	for i, as := range aliases {
 		for j, a := range as {
@@ -111,9 +111,9 @@ func (c *checker) checkIDs(list, what, idKey string, ids []string, aliases [][]s
 			}
 			first, dup := owner[a]
 			switch {
-			case dup && idOwner[a] == first && first == ptr(list, i, idKey):
+			case dup && isID[a] && first == ptr(list, i, idKey):
 				c.report(p, false, "%s alias %q repeats the %s's own id", what, a, what)
-			case dup && idOwner[a] == first:
+			case dup && isID[a]:
 				c.report(p, false, "%s alias %q shadows the id of %s %q (line %d); an alias must not equal any %s id", what, a, what, a, c.line(first), what)
 			case dup:
 				c.report(p, false, "duplicate %s alias %q (first at line %d)", what, a, c.line(first))
