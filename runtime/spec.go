@@ -391,5 +391,36 @@ func (s *ModelInferenceSpec) ToDict() (map[string]any, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
+	emptyNotNull(m)
 	return m, nil
+}
+
+// seedLists and seedMaps are the seed's keys whose empty value to_dict gives
+// as [] and {} (Go's JSON gives null for a nil slice or map).
+var (
+	seedLists = map[string]bool{"variants": true, "tasks": true, "aliases": true, "notes": true,
+		"checkpoints": true, "inputs": true, "outputs": true, "choices": true, "controls": true}
+	seedMaps = map[string]bool{"load_kwargs": true, "call_kwargs": true, "default_call_kwargs": true}
+)
+
+// emptyNotNull replaces null seed lists and maps in a decoded spec with
+// empty ones, recursively.
+func emptyNotNull(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			switch {
+			case e == nil && seedLists[k]:
+				x[k] = []any{}
+			case e == nil && seedMaps[k]:
+				x[k] = map[string]any{}
+			case k != "default" && !seedMaps[k]:
+				emptyNotNull(e)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			emptyNotNull(e)
+		}
+	}
 }

@@ -233,3 +233,30 @@ func TestKindLists(t *testing.T) {
 		t.Errorf("ArtifactKinds = %v", ArtifactKinds)
 	}
 }
+
+func TestToDictGivesEmptyListsAndMapsNotNull(t *testing.T) {
+	s := GenericModelInferenceSpec("fam", GenericHints{})
+	s.Tasks[0].Inputs = []InferenceFieldSpec{{FieldID: "x", Kind: KindString, Target: TargetCallKwargs}}
+	d, err := s.ToDict()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := d["aliases"].([]any); !ok || len(got) != 0 {
+		t.Errorf("aliases = %#v, want []", d["aliases"])
+	}
+	v := d["variants"].([]any)[0].(map[string]any)
+	if got, ok := v["checkpoints"].([]any); !ok || len(got) != 0 {
+		t.Errorf("checkpoints = %#v, want []", v["checkpoints"])
+	}
+	task := d["tasks"].([]any)[0].(map[string]any)
+	if got, ok := task["default_call_kwargs"].(map[string]any); !ok || len(got) != 0 {
+		t.Errorf("default_call_kwargs = %#v, want {}", task["default_call_kwargs"])
+	}
+	f := task["inputs"].([]any)[0].(map[string]any)
+	if got, ok := f["choices"].([]any); !ok || len(got) != 0 {
+		t.Errorf("choices = %#v, want []", f["choices"])
+	}
+	if f["default"] != nil {
+		t.Errorf("default = %#v, want null", f["default"])
+	}
+}
