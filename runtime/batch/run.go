@@ -69,6 +69,8 @@ type callContext struct {
 	call Call
 }
 
+// Value returns the Call for the package's key and defers to the parent
+// context otherwise.
 func (c *callContext) Value(key any) any {
 	if key == (callKey{}) {
 		return c.call
@@ -90,6 +92,7 @@ type ItemError struct {
 	Err error
 }
 
+// Error names the item and its error.
 func (e ItemError) Error() string { return fmt.Sprintf("item %d: %v", e.Index, e.Err) }
 
 // Unwrap returns the forward's error.
@@ -99,6 +102,7 @@ func (e ItemError) Unwrap() error { return e.Err }
 // errors.Is and errors.As look through every item's error.
 type ItemErrors []ItemError
 
+// Error counts the failed items and lists the first eight.
 func (e ItemErrors) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "batch: %d item(s) failed", len(e))

@@ -69,6 +69,7 @@ type Problem struct {
 	Found string
 }
 
+// String formats the problem as "FIELD: expected EXPECTED, found FOUND".
 func (p Problem) String() string {
 	return fmt.Sprintf("%s: expected %s, found %s", p.Field, p.Expected, p.Found)
 }
@@ -84,6 +85,7 @@ type MismatchError struct {
 	Problems []Problem
 }
 
+// Error names the task and method and lists every problem, one per line.
 func (e *MismatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "task %q does not match method %s of the checkpoint (%d problem", e.Task, e.Method, len(e.Problems))
