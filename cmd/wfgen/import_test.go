@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestImportWithoutEngine(t *testing.T) {
+	if importEngine != nil {
+		t.Skip("built with -tags torch")
+	}
+	code, out, errs := wfgenRun("import", "model.pt")
+	if code != 2 || out != "" {
+		t.Errorf("exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{"go build -tags torch ./cmd/wfgen", "apt-get install libtorch-dev", "CGO_ENABLED=1"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("message lacks %q:\n%s", want, errs)
+		}
+	}
+	for _, args := range [][]string{{"import"}, {"import", "a.pt", "b.pt"}, {"import", "--bogus", "a.pt"}} {
+		if code, _, _ := wfgenRun(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// TestDefaultBuildLinksNoTorch checks the layering rule: the default wfgen
+// does not depend on runtime/torch and builds with CGO_ENABLED=0.
+func TestDefaultBuildLinksNoTorch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds wfgen")
+	}
+	cmd := exec.Command("go", "list", "-deps", ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "runtime/torch") {
+		t.Error("the default wfgen depends on runtime/torch")
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(t.TempDir(), "wfgen"), ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("CGO_ENABLED=0 go build: %v\n%s", err, out)
+	}
+}
+
+// TestImportTorchBuild builds wfgen with -tags torch, imports a module
+// scripted with Debian's python3-torch and validates the result.
+func TestImportTorchBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds wfgen with libtorch")
+	}
+	const python = "/usr/bin/python3"
+	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
+		t.Skipf("skipping: %s cannot import torch (install python3-torch): %v\n%s", python, err, out)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "wfgen")
+	if out, err := exec.Command("go", "build", "-tags", "torch", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags torch: %v\n%s", err, out)
+	}
+	script := filepath.Join(dir, "export.py")
+	ckpt := filepath.Join(dir, "ckpt", "Echo Model.pt")
+	if err := os.MkdirAll(filepath.Dir(ckpt), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte(`import sys, torch
+from typing import List
+class Echo(torch.nn.Module):
+    def forward(self, x: torch.Tensor, k: int = 2) -> torch.Tensor:
+        return x * k
+    @torch.jit.export
+    def label(self, names: List[str], sep: str = ",") -> str:
+        return sep.join(names)
+torch.jit.script(Echo()).save(sys.argv[1])
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(python, script, ckpt).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+	wfgen := func(args ...string) (int, string, string) {
+		cmd := exec.Command(bin, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, stdout.String(), stderr.String()
+	}
+
+	manifest := filepath.Join(dir, "manifests", "echo.yaml")
+	os.MkdirAll(filepath.Dir(manifest), 0o755)
+	code, out, errs := wfgen("import", "--method", "forward", "--method", "label", "--family", "echo", "-o", manifest, ckpt)
+	if code != 0 || out != "" || !strings.Contains(errs, "wrote "+manifest) {
+		t.Fatalf("import -o: exit %d\n%s%s", code, out, errs)
+	}
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"uri: ../ckpt/Echo Model.pt", "task_id: label", "kind: text", "kind: string_list", "default: ','"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("manifest lacks %q:\n%s", want, data)
+		}
+	}
+	if code, vout, verrs := wfgenRun("validate", manifest); code != 0 {
+		t.Errorf("validate: exit %d\n%s%s", code, vout, verrs)
+	}
+	// Standard output, and the same bytes on a second run (but the uri).
+	_, out1, _ := wfgen("import", "--family", "echo", ckpt)
+	_, out2, _ := wfgen("import", "--family", "echo", ckpt)
+	if out1 == "" || out1 != out2 || !strings.Contains(out1, "uri: "+filepath.ToSlash(ckpt)) {
+		t.Errorf("stdout import not deterministic or wrong uri:\n%s", out1)
+	}
+
+	if code, _, errs := wfgen("import", "--method", "nope", ckpt); code != 1 || !strings.Contains(errs, "forward, label") {
+		t.Errorf("unknown method: exit %d %s", code, errs)
+	}
+	if code, _, _ := wfgen("import", filepath.Join(dir, "missing.pt")); code != 2 {
+		t.Errorf("missing checkpoint: exit %d", code)
+	}
+	if code, _, _ := wfgen("import", "-o", filepath.Join(dir, "no", "such", "dir.yaml"), ckpt); code != 2 {
+		t.Errorf("unwritable output: exit %d", code)
+	}
+	if code, _, errs := wfgen("import", script); code != 1 || !strings.Contains(errs, "export.py") {
+		t.Errorf("not a TorchScript file: exit %d %s", code, errs)
+	}
+}
