@@ -190,6 +190,9 @@ func Skeleton(ck Checkpoint, methods []runtime.MethodSchema, opts Options) (*Res
 	}
 	seen := map[string]bool{}
 	for _, m := range methods {
+		if !isIdent(m.Name) {
+			return nil, fmt.Errorf("method %q is not a TorchScript method name", m.Name)
+		}
 		if seen[m.Name] {
 			return nil, fmt.Errorf("method %q named twice", m.Name)
 		}

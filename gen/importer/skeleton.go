@@ -3,11 +3,14 @@ package importer
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -30,7 +33,19 @@ func (b *builder) warn(task *yaml.Node, format string, args ...any) {
 	if task.HeadComment != "" {
 		task.HeadComment += "\n"
 	}
-	task.HeadComment += "TODO: " + msg
+	task.HeadComment += "TODO: " + commentText(msg)
+}
+
+// commentText makes s safe for a one-line YAML comment: valid UTF-8,
+// control characters (newlines included) as spaces.
+func commentText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 func (b *builder) build(methods []runtime.MethodSchema) ([]byte, error) {
@@ -85,20 +100,31 @@ func (b *builder) build(methods []runtime.MethodSchema) ([]byte, error) {
 	for i, m := range methods {
 		names[i] = m.Name
 	}
-	fmt.Fprintf(&buf, "# yaml-language-server: $schema=%s\n", oneLine(ref))
-	fmt.Fprintf(&buf, "#\n# Skeleton written by \"wfgen import\" from %s (methods: %s).\n", oneLine(baseName(b.ck.Path)), strings.Join(names, ", "))
+	fmt.Fprintf(&buf, "# yaml-language-server: $schema=%s\n", commentText(oneLine(ref)))
+	fmt.Fprintf(&buf, "#\n# Skeleton written by \"wfgen import\" from %s (methods: %s).\n", commentText(baseName(b.ck.Path)), strings.Join(names, ", "))
 	buf.WriteString("# Kinds, defaults and the checkpoint come from the checkpoint; review every\n" +
 		"# TODO: descriptions, constraints (minimum, maximum, multiple_of, choices,\n" +
 		"# ...) and artifact kinds more specific than tensor (video, image, embedding).\n")
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(root); err != nil {
-		return nil, fmt.Errorf("import: encode: %w", err)
-	}
-	if err := enc.Close(); err != nil {
+	if err := encode(&buf, root); err != nil {
 		return nil, fmt.Errorf("import: encode: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// encode writes root as YAML with a two-space indent; the encoder's panics
+// (it panics on some input it cannot write) become errors.
+func encode(w io.Writer, root *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return err
+	}
+	return enc.Close()
 }
 
 func baseName(p string) string {
@@ -240,6 +266,10 @@ func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope
 	if a.HasDefault {
 		decl += " = " + pyValue(a.Default)
 	}
+	if !isIdent(a.Name) || reserved[a.Name] {
+		b.warn(task, "argument %q cannot be a field id (not a keyword argument name); it is left out", a.Name)
+		return nil
+	}
 	kind, optional, ok := FieldKind(a.Type)
 	if !ok {
 		if a.HasDefault {
@@ -284,6 +314,18 @@ func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope
 	return f
 }
 
+// reserved are names a keyword argument cannot have (validate refuses them
+// as field ids).
+var reserved = map[string]bool{
+	"False": true, "None": true, "True": true, "and": true, "as": true, "assert": true,
+	"async": true, "await": true, "break": true, "class": true, "continue": true,
+	"def": true, "del": true, "elif": true, "else": true, "except": true,
+	"finally": true, "for": true, "from": true, "global": true, "if": true,
+	"import": true, "in": true, "is": true, "lambda": true, "nonlocal": true,
+	"not": true, "or": true, "pass": true, "raise": true, "return": true,
+	"try": true, "while": true, "with": true, "yield": true, "self": true,
+}
+
 // defaultNode writes a schema default as a manifest value of the kind.
 func defaultNode(kind string, v any) (*yaml.Node, bool) {
 	switch kind {
@@ -307,7 +349,7 @@ func defaultNode(kind string, v any) (*yaml.Node, bool) {
 		return n, true
 	case runtime.KindString:
 		s, ok := v.(string)
-		return str(s), ok
+		return str(s), ok && utf8.ValidString(s)
 	case runtime.KindBool:
 		x, ok := v.(bool)
 		return boolean(x), ok
@@ -380,7 +422,11 @@ func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema) []*yaml.Nod
 
 func key(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
 
-func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+// str is a string scalar; invalid UTF-8 (which YAML cannot hold) becomes
+// U+FFFD, so only free text may go through it unchecked.
+func str(s string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: strings.ToValidUTF8(s, "\uFFFD")}
+}
 
 func integer(i int64) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(i, 10)}
