@@ -14,7 +14,7 @@ import (
 )
 
 // gitRun runs git in dir with a fixed identity and fails the test on error.
-func gitRun(t *testing.T, dir string, args ...string) string {
+func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "user.name=wfgen test", "-c", "user.email=test@example.com",
 		"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
@@ -27,7 +27,7 @@ func gitRun(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
-func writeFile(t *testing.T, path, data string) {
+func writeFile(t testing.TB, path, data string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func writeFile(t *testing.T, path, data string) {
 	}
 }
 
-func readFile(t *testing.T, path string) string {
+func readFile(t testing.TB, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -47,7 +47,7 @@ func readFile(t *testing.T, path string) string {
 }
 
 // goldenInput returns one input manifest of a golden case.
-func goldenInput(t *testing.T, name, side, file string) string {
+func goldenInput(t testing.TB, name, side, file string) string {
 	return readFile(t, filepath.Join("testdata", "golden", name, side, file))
 }
 

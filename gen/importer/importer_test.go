@@ -303,7 +303,7 @@ func TestMethodReturnKeys(t *testing.T) {
 }
 
 // archive writes a zip shaped like a TorchScript archive.
-func archive(t *testing.T, files map[string]string) []byte {
+func archive(t testing.TB, files map[string]string) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	zw := zip.NewWriter(&b)
