@@ -11,8 +11,8 @@ import (
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
-X
-// families, about 140 changes in all) once per iteration.
+// BenchmarkCompare compares the old and new manifests of the nine golden
+// cases (21 manifests, 82 changes in all) once per iteration.
 func BenchmarkCompare(b *testing.B) {
 	var olds, news [][]*manifest.File
 	dirs, _ := filepath.Glob(filepath.Join("testdata", "golden", "*"))
