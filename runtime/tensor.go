@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Tensor is a host (CPU memory) tensor: a dtype, a shape and the elements in
@@ -114,7 +115,7 @@ func Stack(ts []*Tensor) (*Tensor, error) {
 		if err := t.Check(); err != nil {
 			return nil, fmt.Errorf("stack: item %d: %w", i, err)
 		}
-		if t.DType != first.DType || !sameShape(t.Shape, first.Shape) {
+		if t.DType != first.DType || !slices.Equal(t.Shape, first.Shape) {
 			return nil, fmt.Errorf("stack: item %d is %s%v, item 0 is %s%v (batched items need one dtype and shape)",
 				i, t.DType, t.Shape, first.DType, first.Shape)
 		}
@@ -142,16 +143,4 @@ func Unstack(t *Tensor, n int) ([]*Tensor, error) {
 		out[i] = &Tensor{DType: t.DType, Shape: append([]int64(nil), t.Shape[1:]...), Data: t.Data[i*step : (i+1)*step : (i+1)*step]}
 	}
 	return out, nil
-}
-
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

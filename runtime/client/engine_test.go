@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,8 +92,6 @@ func TestEncoderRunAndBatchMatchDirectCalls(t *testing.T) {
 		d, _ := direct.(*runtime.Tensor).Float32s()
 		assertClose(t, d, want[i], 0)
 	}
-	var last runtime.Tensor
-	_ = last
 	got, err := c.RunBatch(ctx, "embed", items)
 	if err != nil {
 		t.Fatal(err)
@@ -155,24 +154,12 @@ func TestWorldGenerateAndStream(t *testing.T) {
 		sizes = append(sizes, ch.Video.Frames.Shape[0])
 		firstFrames = append(firstFrames, ch.FirstFrame)
 	}
-	if want := []int64{4, 2, 2, 2}; !equal(sizes, want) {
+	if want := []int64{4, 2, 2, 2}; !slices.Equal(sizes, want) {
 		t.Fatalf("chunk sizes %v, want %v (first_chunk_frames 4, steady 2)", sizes, want)
 	}
-	if want := []int64{0, 4, 6, 8}; !equal(firstFrames, want) {
+	if want := []int64{0, 4, 6, 8}; !slices.Equal(firstFrames, want) {
 		t.Fatalf("first frames %v, want %v", firstFrames, want)
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestStreamStateCarriesAcrossChunks(t *testing.T) {
