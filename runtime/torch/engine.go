@@ -135,7 +135,9 @@ func (e *Engine) MaxConcurrentCalls() int {
 
 // Load loads a TorchScript file onto opts.Device (default "cpu"), casting
 // floating parameters and buffers to opts.DType when set; integer and bool
-// buffers keep their dtype. The module is put in eval mode. Load installs
+// buffers keep their dtype. The module is put in eval mode. The archive's
+// structure and metadata checksums are verified first (libtorch trusts
+// them). Load installs
 // the process policy (infra.Install) first, as the seed's inference context
 // does.
 func (e *Engine) Load(path string, opts runtime.LoadOptions) (runtime.Module, error) {
@@ -155,6 +157,9 @@ func (e *Engine) load(path string, opts runtime.LoadOptions) (*Module, error) {
 	}
 	if st.IsDir() {
 		return nil, fmt.Errorf("torch: load %s: is a directory, want a TorchScript file", path)
+	}
+	if err := checkArchive(path); err != nil {
+		return nil, fmt.Errorf("torch: load %s: %w", path, err)
 	}
 	device := opts.Device
 	if device == "" {

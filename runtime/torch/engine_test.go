@@ -386,7 +386,7 @@ func TestLoadErrors(t *testing.T) {
 	}{
 		{"missing", filepath.Join(dir, "none.pt"), runtime.LoadOptions{}, "no such file"},
 		{"directory", dir, runtime.LoadOptions{}, "is a directory"},
-		{"garbage", garbage, runtime.LoadOptions{}, "torch: load (" + garbage + ")"},
+		{"garbage", garbage, runtime.LoadOptions{}, "torch: load " + garbage + ": not a TorchScript archive"},
 		{"bad device", good, runtime.LoadOptions{Device: "gpu7"}, "torch: load"},
 		{"cuda on cpu build", good, runtime.LoadOptions{Device: "cuda:0"}, "torch: load"},
 		{"bad dtype", good, runtime.LoadOptions{DType: "float64"}, "want float32, float16 or bfloat16"},
