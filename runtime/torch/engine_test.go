@@ -450,3 +450,21 @@ func TestCloseAndContext(t *testing.T) {
 		t.Errorf("call after Close: error = %v", err)
 	}
 }
+
+// CUDA autocast is a no-op on CPU modules, whatever the dtype asked for.
+func TestAutocastIsNoOpOnCPU(t *testing.T) {
+	m, _ := linearModule(t, runtime.LoadOptions{})
+	x := runtime.FromFloat32(seq(8, 0, 1), 2, 4)
+	plain := call(t, m, "forward", map[string]any{"x": x})
+	for _, dt := range []runtime.DType{runtime.Float16, runtime.BFloat16, "int64"} {
+		out, err := m.Call(context.Background(), "forward", map[string]any{"x": x},
+			runtime.CallOptions{Autocast: true, AutocastDType: dt})
+		if err != nil {
+			t.Fatalf("autocast %s: %v", dt, err)
+		}
+		y := out.(map[string]any)["y"].(*runtime.Tensor)
+		if y.DType != runtime.Float32 || !reflect.DeepEqual(y.Data, plain.(map[string]any)["y"].(*runtime.Tensor).Data) {
+			t.Errorf("autocast %s changed the CPU output: %+v", dt, y)
+		}
+	}
+}

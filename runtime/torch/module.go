@@ -18,8 +18,9 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
 )
 
-// minOutBuf is the smallest output buffer a call starts with.
-const minOutBuf = 4 << 10
+// minOutBuf is the smallest output buffer a call uses (an error message
+// longer than the buffer takes the shim's overflow path).
+const minOutBuf = 512
 
 // Module is a TorchScript module loaded by the engine; it implements
 // runtime.Module. Its methods are safe for concurrent use.
@@ -128,12 +129,14 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	select {
 	case m.eng.sem <- struct{}{}:
 	case <-ctx.Done():
+		enc.release()
 		return nil, ctx.Err()
 	}
 	m.mu.RLock()
 	if m.closed {
 		m.mu.RUnlock()
 		<-m.eng.sem
+		enc.release()
 		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, runtime.ErrClosed)
 	}
 	out := make([]byte, hint.Load())
@@ -143,11 +146,12 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	pinner.Unpin()
 	m.mu.RUnlock()
 	<-m.eng.sem
+	enc.release()
 	goruntime.KeepAlive(m)
 	if res.Status != statusOK {
 		return nil, newError("call", m.path, method, res.Status, string(res.Payload))
 	}
-	size := int64(len(res.Payload))
+	size := (int64(len(res.Payload)) + 63) &^ 63
 	if size < minOutBuf {
 		size = minOutBuf
 	}
@@ -173,6 +177,7 @@ func (m *Module) benchRaw(method string, kwargs map[string]any, n int, outBytes 
 	if err != nil {
 		return 0, err
 	}
+	defer enc.release()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {

@@ -7,6 +7,7 @@ import (
 	"math"
 	goruntime "runtime"
 	"sort"
+	"sync"
 	"unsafe"
 
 	"github.com/worldfoundry/wfgen/runtime"
@@ -88,22 +89,31 @@ func (e *encoder) pin(p *goruntime.Pinner) {
 	}
 }
 
-// encodeKwargs encodes keyword arguments in sorted key order.
+var encoders = sync.Pool{New: func() any { return &encoder{buf: make([]byte, 0, 256)} }}
+
+// encodeKwargs encodes keyword arguments (in map order: the shim matches
+// them by name). Return the encoder with release when the call is done.
 func encodeKwargs(kwargs map[string]any) (*encoder, error) {
-	e := &encoder{buf: make([]byte, 0, 64+32*len(kwargs))}
-	keys := make([]string, 0, len(kwargs))
-	for k := range kwargs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	e.u64(uint64(len(keys)))
-	for _, k := range keys {
+	e := encoders.Get().(*encoder)
+	e.u64(uint64(len(kwargs)))
+	for k, v := range kwargs {
 		e.str(k)
-		if err := e.value(kwargs[k], 0); err != nil {
+		if err := e.value(v, 0); err != nil {
+			e.release()
 			return nil, fmt.Errorf("argument %q: %w", k, err)
 		}
 	}
 	return e, nil
+}
+
+// release returns e to the pool; e must not be used after.
+func (e *encoder) release() {
+	if cap(e.buf) > 64<<10 || cap(e.ptrs) > 1024 {
+		return // let unusually large encoders go
+	}
+	clear(e.ptrs)
+	e.buf, e.ptrs = e.buf[:0], e.ptrs[:0]
+	encoders.Put(e)
 }
 
 func (e *encoder) tensor(t *runtime.Tensor) error {

@@ -11,6 +11,7 @@
 //   8 Dict u64 n, n x (u64 klen, key bytes, value)
 #include "shim.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -148,7 +149,8 @@ at::Tensor read_tensor(Reader& r, const Inputs& in) {
     at::Tensor t = view.to(in.device, cast ? *in.float_dtype : st, /*non_blocking=*/false, /*copy=*/true);
     return t;
   }
-  at::Tensor t = at::empty(dims, opts);
+  // empty_cpu allocates without a dispatcher round trip.
+  at::Tensor t(at::detail::empty_cpu(dims, st));
   if (nbytes > 0) std::memcpy(t.data_ptr(), src, nbytes);
   return t;
 }
@@ -318,7 +320,11 @@ at::Tensor host_tensor(const at::Tensor& t0) {
                              " cannot cross the Go boundary (supported: float32, float16, bfloat16, int64, int32, "
                              "uint8, bool); cast it in the module");
   if (!t.device().is_cpu()) t = t.to(c10::kCPU);
-  return t.resolve_conj().resolve_neg().contiguous();
+  // resolve_conj/resolve_neg go through the dispatcher even when they are
+  // no-ops: only call them when a bit is set.
+  if (t.is_conj()) t = t.resolve_conj();
+  if (t.is_neg()) t = t.resolve_neg();
+  return t.contiguous();
 }
 
 void write_value(Writer& w, const c10::IValue& v, int depth) {
@@ -713,7 +719,7 @@ int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const
       c10::InferenceMode guard;
       std::vector<c10::IValue> stack = proto;
       for (const auto& a : host) {
-        at::Tensor t = at::empty(a.dims, at::TensorOptions().dtype(a.st));
+        at::Tensor t(at::detail::empty_cpu(a.dims, a.st));
         std::memcpy(t.data_ptr(), a.src, a.nbytes);
         stack[a.pos] = std::move(t);
       }
@@ -743,6 +749,20 @@ int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const
     elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   });
   return elapsed;
+}
+
+int64_t wf_bench_call(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
+                      void* const* ptrs, int64_t nptrs, int64_t n, char* out, int64_t cap, wf_result* res) {
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; i++) {
+    wf_call(m, method, method_len, args, args_len, ptrs, nptrs, 0, out, cap, res);
+    if (res->status != WF_OK) return -1;
+    if (res->overflow) {
+      std::free(res->overflow);
+      res->overflow = nullptr;
+    }
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
 }
 
 void wf_close(wf_module* m) {

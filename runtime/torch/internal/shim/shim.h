@@ -65,6 +65,10 @@ void wf_call(wf_module* m, const char* method, int64_t method_len, const char* a
 int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const char* args,
                      int64_t args_len, void* const* ptrs, int64_t nptrs, int64_t n, char* out,
                      int64_t cap, wf_result* res);
+/* Runs wf_call n times in a C++ loop: the shim's own per-call cost without
+ * crossing into Go. Elapsed nanoseconds, or -1 with res set. */
+int64_t wf_bench_call(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
+                      void* const* ptrs, int64_t nptrs, int64_t n, char* out, int64_t cap, wf_result* res);
 void wf_close(wf_module* m);
 void wf_free(void* p);
 

@@ -1,0 +1,259 @@
+//go:build cgo
+
+package torch
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	goruntime "runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+)
+
+// benchCase is one "small module" the benchmarks time: a two-layer MLP.
+type benchCase struct {
+	name          string
+	batch, width  int64
+	hidden        int64
+	outputElems   int64
+	source        string
+	params        map[string]*runtime.Tensor
+	input         *runtime.Tensor
+	expectedShape []int64
+}
+
+const mlpSource = `
+def forward(self, x: Tensor) -> Tensor:
+    h = torch.relu(torch.matmul(x, self.w1) + self.b1)
+    return torch.matmul(h, self.w2) + self.b2
+`
+
+func newBenchCase(name string, batch, width, hidden int64) benchCase {
+	n := batch * width
+	in := make([]float32, n)
+	for i := range in {
+		in[i] = 0.001 * float32(i) // the values bench_server.py builds
+	}
+	return benchCase{
+		name: name, batch: batch, width: width, hidden: hidden, outputElems: batch * width,
+		source: mlpSource,
+		params: map[string]*runtime.Tensor{
+			"w1": runtime.FromFloat32(seq(int(width*hidden), -0.5, 1/float32(width*hidden)), width, hidden),
+			"b1": runtime.FromFloat32(seq(int(hidden), 0, 0.01), hidden),
+			"w2": runtime.FromFloat32(seq(int(hidden*width), 0.5, -1/float32(width*hidden)), hidden, width),
+			"b2": runtime.FromFloat32(seq(int(width), 0, -0.01), width),
+		},
+		input: runtime.FromFloat32(in, batch, width),
+	}
+}
+
+// benchCases: "tiny" is all per-call overhead (a few µs), "small" a small
+// module doing some work (tens of µs), "medium" hundreds of µs.
+func benchCases() []benchCase {
+	return []benchCase{
+		newBenchCase("tiny-1x16", 1, 16, 16),
+		newBenchCase("small-4x128", 4, 128, 128),
+		newBenchCase("medium-8x256", 8, 256, 256),
+	}
+}
+
+func (c benchCase) load(b *testing.B) (*Module, string) {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), c.name+".pt")
+	if err := BuildModule(ModuleSource{Source: c.source, Parameters: c.params}, path); err != nil {
+		b.Fatal(err)
+	}
+	m, err := Default().load(path, runtime.LoadOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m, path
+}
+
+func (c benchCase) kwargs() map[string]any { return map[string]any{"x": c.input} }
+
+// BenchmarkCall is the Go engine's per-call time: kwargs in, output tensor
+// out, one cgo call each.
+func BenchmarkCall(b *testing.B) {
+	for _, c := range benchCases() {
+		b.Run(c.name, func(b *testing.B) {
+			m, _ := c.load(b)
+			ctx, kw := context.Background(), c.kwargs()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCallRawCpp is the same call in a plain C++ loop (the limit).
+func BenchmarkCallRawCpp(b *testing.B) {
+	for _, c := range benchCases() {
+		b.Run(c.name, func(b *testing.B) {
+			m, _ := c.load(b)
+			b.ResetTimer()
+			d, err := m.benchRaw("forward", c.kwargs(), b.N, int(c.outputElems*4))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "cpp-ns/call")
+		})
+	}
+}
+
+// pythonPeer is a bench_server.py process.
+type pythonPeer struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startPython(b *testing.B, model string, c benchCase) *pythonPeer {
+	b.Helper()
+	if err := exec.Command(debianPython, "-c", "import torch").Run(); err != nil {
+		b.Skipf("%s cannot import torch: install python3-torch for the Python column", debianPython)
+	}
+	threads := 1
+	if info, err := Default().ParallelInfo(); err == nil {
+		if m := regexp.MustCompile(`at::get_num_threads\(\) : (\d+)`).FindStringSubmatch(info); m != nil {
+			threads, _ = strconv.Atoi(m[1])
+		}
+	}
+	args := []string{filepath.Join("testdata", "bench_server.py"), model, strconv.Itoa(threads), "x",
+		strconv.FormatInt(c.batch, 10), strconv.FormatInt(c.width, 10)}
+	cmd := exec.Command(debianPython, args...)
+	in, _ := cmd.StdinPipe()
+	outPipe, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &pythonPeer{cmd: cmd, in: in, out: bufio.NewScanner(outPipe)}
+	b.Cleanup(func() { in.Close(); cmd.Wait() })
+	if !p.out.Scan() || p.out.Text() != "ready" {
+		b.Fatalf("bench_server.py did not start: %q %v", p.out.Text(), p.out.Err())
+	}
+	return p
+}
+
+// run times n calls in Python.
+func (p *pythonPeer) run(n int) (time.Duration, error) {
+	if _, err := fmt.Fprintln(p.in, n); err != nil {
+		return 0, err
+	}
+	if !p.out.Scan() {
+		return 0, fmt.Errorf("bench_server.py: %v", p.out.Err())
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(p.out.Text()), 10, 64)
+	return time.Duration(ns), err
+}
+
+// BenchmarkInterleaved runs, on the same module and input, in rotating
+// order within each round of 200 calls apiece so that machine noise hits all
+// alike:
+//
+//   - go: Module.Call from Go (kwargs in, Go-owned output out);
+//   - shim: the shim's own call path in a C++ loop (no Go crossing);
+//   - cpp: a plain C++ loop (host input copied into a tensor, forward,
+//     output copied to a host buffer) — the limit;
+//   - py: Python with Debian's torch, m(x) under inference_mode — the peer.
+//
+// b.N counts rounds. Metrics: mean ns per call of each, and the medians over
+// rounds of go/cpp (target ≤ 1.05) and go/py (target < 1).
+func BenchmarkInterleaved(b *testing.B) {
+	const chunk = 200
+	for _, c := range benchCases() {
+		b.Run(c.name, func(b *testing.B) {
+			m, path := c.load(b)
+			py := startPython(b, path, c)
+			ctx, kw := context.Background(), c.kwargs()
+			outBytes := int(c.outputElems*4) + 1024
+			enc, err := encodeKwargs(kw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer enc.release()
+			var pin goruntime.Pinner
+			enc.pin(&pin)
+			defer pin.Unpin()
+			runGo := func() time.Duration {
+				start := time.Now()
+				for i := 0; i < chunk; i++ {
+					if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(start)
+			}
+			runShim := func() time.Duration {
+				ns, res := shim.BenchCall(m.h, "forward", enc.buf, enc.ptrs, chunk, make([]byte, outBytes))
+				if ns < 0 {
+					b.Fatalf("shim loop: %s", res.Payload)
+				}
+				return time.Duration(ns)
+			}
+			runCpp := func() time.Duration {
+				d, err := m.benchRaw("forward", kw, chunk, outBytes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return d
+			}
+			runPy := func() time.Duration {
+				d, err := py.run(chunk)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return d
+			}
+			runs := []func() time.Duration{runGo, runShim, runCpp, runPy}
+			var total [4]time.Duration
+			var goCpp, goPy []float64
+			b.ResetTimer()
+			for r := 0; r < b.N; r++ {
+				var d [4]time.Duration
+				for k := range runs {
+					i := (k + r) % len(runs)
+					d[i] = runs[i]()
+					total[i] += d[i]
+				}
+				goCpp = append(goCpp, float64(d[0])/float64(d[2]))
+				goPy = append(goPy, float64(d[0])/float64(d[3]))
+			}
+			calls := float64(b.N * chunk)
+			b.ReportMetric(float64(total[0].Nanoseconds())/calls, "go-ns/call")
+			b.ReportMetric(float64(total[1].Nanoseconds())/calls, "shim-ns/call")
+			b.ReportMetric(float64(total[2].Nanoseconds())/calls, "cpp-ns/call")
+			b.ReportMetric(float64(total[3].Nanoseconds())/calls, "py-ns/call")
+			b.ReportMetric(median(goCpp), "go/cpp")
+			b.ReportMetric(median(goPy), "go/py")
+		})
+	}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
