@@ -299,3 +299,12 @@ var errNoCUDA = errors.New("torch: CUDA is not available (libtorch is a CPU buil
 var _ = [1]struct{}{}[levelFreeze-shim.Freeze]
 var _ = [1]struct{}{}[levelFreezeOptimize-shim.FreezeOptimize]
 var _ = [1]struct{}{}[levelOptimizeForInference-shim.OptimizeForInference]
+
+// The engine and its modules implement the runtime's and infra's interfaces.
+var (
+	_ runtime.Engine     = (*Engine)(nil)
+	_ runtime.Module     = (*Module)(nil)
+	_ infra.FlagEngine   = (*Engine)(nil)
+	_ infra.Synchronizer = (*Engine)(nil)
+	_ infra.EmptyCacher  = (*Engine)(nil)
+)
