@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/infra"
 )
 
 // moduleKey identifies one loaded module: the same file (by path, size and
@@ -78,6 +79,22 @@ func release(key moduleKey) {
 // seed's drop-caches: strong references go first, the allocator cache after).
 // It returns how many modules were released.
 func ReleaseCaches() (int, error) {
+	n, err := releaseUnused()
+	if e, eerr := runtime.DefaultEngine(); eerr == nil {
+		if cerr := e.EmptyCache(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}
+	return n, err
+}
+
+// The module cache is one of the cached runtimes infra.DropCaches releases.
+func init() {
+	infra.RegisterCacheDropper("runtime/client modules", func() { _, _ = releaseUnused() })
+}
+
+// releaseUnused closes and forgets the cached modules no open client uses.
+func releaseUnused() (int, error) {
 	cache.Lock()
 	var drop []runtime.Module
 	for k, ent := range cache.entries {
@@ -90,11 +107,6 @@ func ReleaseCaches() (int, error) {
 	var errs []error
 	for _, m := range drop {
 		if err := m.Close(); err != nil && !errors.Is(err, runtime.ErrClosed) {
-			errs = append(errs, err)
-		}
-	}
-	if e, err := runtime.DefaultEngine(); err == nil {
-		if err := e.EmptyCache(); err != nil {
 			errs = append(errs, err)
 		}
 	}

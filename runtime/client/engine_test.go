@@ -15,6 +15,7 @@ import (
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/infra"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
 )
@@ -240,5 +241,31 @@ func TestCheckpointRootFromEnvAndClose(t *testing.T) {
 	}
 	if n, err := client.ReleaseCaches(); err != nil || n == 0 {
 		t.Fatalf("release caches: released %d, %v", n, err)
+	}
+}
+
+func TestDropCachesReleasesUnusedModules(t *testing.T) {
+	dir := checkpoints(t)
+	c, err := client.New(loadSpec(t, "tiny-encoder"), client.WithCheckpointRoot(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := c.Module()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := infra.DropCaches(); err != nil {
+		t.Fatal(err)
+	}
+	// In use: still open after the drop.
+	if _, err := mod.Call(context.Background(), "forward", map[string]any{"tokens": tokens(1)}, runtime.CallOptions{}); err != nil {
+		t.Fatalf("module in use was released: %v", err)
+	}
+	c.Close()
+	if err := infra.DropCaches(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mod.Call(context.Background(), "forward", map[string]any{"tokens": tokens(1)}, runtime.CallOptions{}); !errors.Is(err, runtime.ErrClosed) {
+		t.Fatalf("unused module still open after DropCaches: %v", err)
 	}
 }
