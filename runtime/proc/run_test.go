@@ -142,10 +142,14 @@ func TestRunNonZeroExitIsAResult(t *testing.T) {
 		t.Errorf("paths: %s %s", res.StdoutPath, res.LifecyclePath)
 	}
 	evs := events(t, res.LifecyclePath)
-	if got := eventNames(evs); !slices.Equal(got, []string{"started", "child_note", "exited"}) {
+	// The child runs concurrently with the parent's "started" append, so its
+	// own note may come first; "exited" is always last.
+	got := eventNames(evs)
+	sorted := slices.Sorted(slices.Values(got))
+	if !slices.Equal(sorted, []string{"child_note", "exited", "started"}) || got[len(got)-1] != "exited" {
 		t.Fatalf("events = %v", got)
 	}
-	started, note, exited := evs[0], evs[1], evs[2]
+	started, note, exited := findEvent(t, evs, "started"), findEvent(t, evs, "child_note"), evs[2]
 	if started.Data["child_pid"] != int64(res.PID) || started.Context["run_id"] != "run-exit" || started.PID != os.Getpid() {
 		t.Errorf("started = %+v", started)
 	}
