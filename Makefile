@@ -28,6 +28,8 @@ check:
 ## test: everything — setup, check, all tests with the race detector, the demo
 test: setup check
 	$(GO) test -race -timeout 20m $(PKGS)
+	@# scheduler behaviour is measured without the race detector's threads
+	$(GO) test -count=1 -run 'TestBackToBackCallsKeepSchedulerQuiet' ./runtime/torch/
 	$(MAKE) --no-print-directory demo
 
 ## demo: the main job end to end (see README): bindings generated, tiny

@@ -163,11 +163,18 @@ func (p *pythonPeer) run(n int) (time.Duration, error) {
 	return time.Duration(ns), err
 }
 
+// runLength is how long each run of back-to-back calls in
+// BenchmarkInterleaved lasts: longer than the Go runtime's 10 ms
+// forced-preemption period, as in a batch loop or a stream, so that the
+// steady state of back-to-back calls is what is measured.
+const runLength = 30 * time.Millisecond
+
 // BenchmarkInterleaved runs, on the same module and input, in rotating
-// order within each round of 200 calls apiece so that machine noise hits all
-// alike:
+// order within each round, a run of about runLength of back-to-back calls of
+// each of these, so that machine noise hits all alike:
 //
 //   - go: Module.Call from Go (kwargs in, Go-owned output out);
+//   - go-noyield: the same without Call's periodic yield (yield.go);
 //   - shim: the shim's own call path in a C++ loop (no Go crossing);
 //   - cpp: a plain C++ loop (host input copied into a tensor, forward,
 //     output copied to a host buffer) — the limit;
@@ -176,12 +183,19 @@ func (p *pythonPeer) run(n int) (time.Duration, error) {
 // b.N counts rounds. Metrics: mean ns per call of each, and the medians over
 // rounds of go/cpp (target ≤ 1.05) and go/py (target < 1).
 func BenchmarkInterleaved(b *testing.B) {
-	const chunk = 200
 	for _, c := range benchCases() {
 		b.Run(c.name, func(b *testing.B) {
 			m, path := c.load(b)
 			py := startPython(b, path, c)
 			ctx, kw := context.Background(), c.kwargs()
+			// Calls per run: runLength over a first estimate of one call.
+			start := time.Now()
+			for i := 0; i < 20; i++ {
+				if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			chunk := max(20, int(runLength/(time.Since(start)/20)))
 			outBytes := int(c.outputElems*4) + 1024
 			enc, err := encodeKwargs(kw)
 			if err != nil {
@@ -199,6 +213,12 @@ func BenchmarkInterleaved(b *testing.B) {
 					}
 				}
 				return time.Since(start)
+			}
+			runGoNoYield := func() time.Duration {
+				saved := yieldEvery
+				yieldEvery = 0
+				defer func() { yieldEvery = saved }()
+				return runGo()
 			}
 			runShim := func() time.Duration {
 				ns, res := shim.BenchCall(m.h, "forward", enc.buf, enc.ptrs, chunk, make([]byte, outBytes))
@@ -221,12 +241,12 @@ func BenchmarkInterleaved(b *testing.B) {
 				}
 				return d
 			}
-			runs := []func() time.Duration{runGo, runShim, runCpp, runPy}
-			var total [4]time.Duration
-			var goCpp, goPy []float64
+			runs := []func() time.Duration{runGo, runShim, runCpp, runPy, runGoNoYield}
+			var total [5]time.Duration
+			var goCpp, goPy, noYieldCpp []float64
 			b.ResetTimer()
 			for r := 0; r < b.N; r++ {
-				var d [4]time.Duration
+				var d [5]time.Duration
 				for k := range runs {
 					i := (k + r) % len(runs)
 					d[i] = runs[i]()
@@ -234,6 +254,7 @@ func BenchmarkInterleaved(b *testing.B) {
 				}
 				goCpp = append(goCpp, float64(d[0])/float64(d[2]))
 				goPy = append(goPy, float64(d[0])/float64(d[3]))
+				noYieldCpp = append(noYieldCpp, float64(d[4])/float64(d[2]))
 			}
 			calls := float64(b.N * chunk)
 			b.ReportMetric(float64(total[0].Nanoseconds())/calls, "go-ns/call")
@@ -242,6 +263,8 @@ func BenchmarkInterleaved(b *testing.B) {
 			b.ReportMetric(float64(total[3].Nanoseconds())/calls, "py-ns/call")
 			b.ReportMetric(median(goCpp), "go/cpp")
 			b.ReportMetric(median(goPy), "go/py")
+			b.ReportMetric(float64(total[4].Nanoseconds())/calls, "go-noyield-ns/call")
+			b.ReportMetric(median(noYieldCpp), "go-noyield/cpp")
 		})
 	}
 }

@@ -148,6 +148,7 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	<-m.eng.sem
 	enc.release()
 	goruntime.KeepAlive(m)
+	yieldIfDue()
 	if res.Status != statusOK {
 		return nil, newError("call", m.path, method, res.Status, string(res.Payload))
 	}
