@@ -126,11 +126,15 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	if err != nil {
 		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, err)
 	}
-	select {
-	case m.eng.sem <- struct{}{}:
-	case <-ctx.Done():
-		enc.release()
-		return nil, ctx.Err()
+	if done := ctx.Done(); done == nil {
+		m.eng.sem <- struct{}{}
+	} else {
+		select {
+		case m.eng.sem <- struct{}{}:
+		case <-done:
+			enc.release()
+			return nil, ctx.Err()
+		}
 	}
 	m.mu.RLock()
 	if m.closed {
@@ -141,7 +145,9 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	}
 	out := make([]byte, hint.Load())
 	var pinner goruntime.Pinner
-	enc.pin(&pinner)
+	if shim.NeedsPin(enc.ptrs) {
+		enc.pin(&pinner)
+	}
 	res := shim.Call(m.h, method, enc.buf, enc.ptrs, autocast, out)
 	pinner.Unpin()
 	m.mu.RUnlock()

@@ -350,7 +350,15 @@ func (d *decoder) tensor() (*runtime.Tensor, error) {
 	if ndim > maxDims {
 		return nil, fmt.Errorf("malformed value blob: %d dimensions", ndim)
 	}
-	shape := make([]int64, ndim)
+	// One allocation holds the tensor and, for up to 4 dimensions, its shape.
+	var t *runtime.Tensor
+	var shape []int64
+	if ndim <= 4 {
+		ts := new(tensorAndShape)
+		t, shape = &ts.t, ts.shape[:ndim:ndim]
+	} else {
+		t, shape = new(runtime.Tensor), make([]int64, ndim)
+	}
 	numel := uint64(1)
 	for i := range shape {
 		v, err := d.u64()
@@ -380,7 +388,14 @@ func (d *decoder) tensor() (*runtime.Tensor, error) {
 	if d.copyData {
 		data = append([]byte(nil), data...)
 	}
-	return &runtime.Tensor{DType: dt, Shape: shape, Data: data}, nil
+	t.DType, t.Shape, t.Data = dt, shape, data
+	return t, nil
+}
+
+// tensorAndShape lets a decoded tensor and a small shape share an allocation.
+type tensorAndShape struct {
+	t     runtime.Tensor
+	shape [4]int64
 }
 
 func (d *decoder) value(depth int) (any, error) {

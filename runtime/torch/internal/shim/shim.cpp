@@ -656,8 +656,10 @@ wf_module* wf_load(const char* path, int64_t path_len, const char* device, int64
 }
 
 void wf_call(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
-             void* const* ptrs, int64_t nptrs, int32_t autocast_dtype, char* out, int64_t cap, wf_result* res) {
+             void* const* ptrs, int64_t nptrs, void* only_ptr, int32_t autocast_dtype, char* out, int64_t cap,
+             wf_result* res) {
   guarded(out, cap, res, [&] {
+    if (ptrs == nullptr && nptrs == 1) ptrs = &only_ptr;
     std::string name(method, method_len);
     const MethodEntry& e = find_method(m, name);
     Inputs in{ptrs, nptrs, m->device, m->dtype};
@@ -755,7 +757,7 @@ int64_t wf_bench_call(wf_module* m, const char* method, int64_t method_len, cons
                       void* const* ptrs, int64_t nptrs, int64_t n, char* out, int64_t cap, wf_result* res) {
   auto start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n; i++) {
-    wf_call(m, method, method_len, args, args_len, ptrs, nptrs, 0, out, cap, res);
+    wf_call(m, method, method_len, args, args_len, ptrs, nptrs, nullptr, 0, out, cap, res);
     if (res->status != WF_OK) return -1;
     if (res->overflow) {
       std::free(res->overflow);

@@ -10,6 +10,8 @@ package shim
 /*
 #cgo CXXFLAGS: -std=c++17 -O2 -I/usr/include/torch/csrc/api/include -Wno-deprecated-declarations -Wno-unused-parameter
 #cgo LDFLAGS: -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -Wl,--as-needed -ldl
+#cgo noescape wf_call
+#cgo nocallback wf_call
 #include <stdlib.h>
 #include "shim.h"
 */
@@ -96,15 +98,24 @@ func Load(path, device string, dtype int, out []byte) (Handle, Result) {
 }
 
 // Call runs one method. args is a kwargs blob; ptrs hold the tensor data the
-// blob refers to and must be pinned by the caller. autocastDType is a dtype
-// code for CUDA autocast or 0.
+// blob refers to. With two or more, the caller must pin the data; a single
+// one goes to C as a plain argument, which cgo keeps pinned for the call.
+// autocastDType is a dtype code for CUDA autocast or 0.
 func Call(h Handle, method string, args []byte, ptrs []unsafe.Pointer, autocastDType int, out []byte) Result {
 	var res C.wf_result
+	var only unsafe.Pointer
+	arr := pptr(ptrs)
+	if len(ptrs) == 1 {
+		only, arr = ptrs[0], nil
+	}
 	C.wf_call(h.p, sptr(method), C.int64_t(len(method)), ptr(args),
-		C.int64_t(len(args)), pptr(ptrs), C.int64_t(len(ptrs)), C.int32_t(autocastDType), ptr(out),
+		C.int64_t(len(args)), arr, C.int64_t(len(ptrs)), only, C.int32_t(autocastDType), ptr(out),
 		C.int64_t(len(out)), &res)
 	return finish(&res, out)
 }
+
+// NeedsPin reports whether Call needs the data behind ptrs pinned.
+func NeedsPin(ptrs []unsafe.Pointer) bool { return len(ptrs) > 1 }
 
 // BenchRaw runs a method n times in a plain C++ loop and returns the elapsed
 // nanoseconds (-1 on failure, with the message in the result).

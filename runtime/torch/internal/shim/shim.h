@@ -56,9 +56,12 @@ const char* wf_version(void);
 
 wf_module* wf_load(const char* path, int64_t path_len, const char* device, int64_t device_len,
                    int32_t dtype, char* out, int64_t cap, wf_result* res);
+/* Calls a method. Tensor data is at ptrs[i]; a call with one tensor may pass
+ * ptrs == NULL, nptrs == 1 and the data pointer as only_ptr instead, which
+ * lets Go pass it as a plain argument without pinning it. */
 void wf_call(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
-             void* const* ptrs, int64_t nptrs, int32_t autocast_dtype, char* out, int64_t cap,
-             wf_result* res);
+             void* const* ptrs, int64_t nptrs, void* only_ptr, int32_t autocast_dtype, char* out,
+             int64_t cap, wf_result* res);
 /* Runs a method n times in C++ the way a plain C++ program would (copy the
  * host inputs into tensors, call, copy tensor outputs to a host buffer) and
  * returns the elapsed nanoseconds, or -1 with res set on failure. */
