@@ -9,7 +9,7 @@
 //
 // The C++ side is a small shim in internal/shim. Every inference is one cgo
 // call: keyword arguments go in as one value blob plus pointers to the
-// (pinned) tensor buffers; the shim copies them into libtorch tensors on the
+// tensor buffers; the shim copies them into libtorch tensors on the
 // module's device and dtype, runs the method under c10::InferenceMode (and
 // CUDA autocast when asked, on CUDA modules), and copies the outputs back in
 // the same call. Errors come back from that call; no C++ exception reaches
