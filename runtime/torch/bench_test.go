@@ -278,6 +278,100 @@ func BenchmarkInterleaved(b *testing.B) {
 	}
 }
 
+// BenchmarkCallParts splits Go's per-call cost into its parts, interleaved
+// like BenchmarkInterleaved (b.N rounds of about runLength per part). Each
+// metric is the median over rounds of µs per call:
+//
+//   - cpp: the plain C++ loop (the limit);
+//   - shim-loop: wf_call in a C++ loop (blob in, blob out, no Go);
+//   - shim-call: one cgo call of wf_call per call, into a reused output
+//     buffer (adds the crossing);
+//   - fresh-out: the same into a freshly allocated output buffer, decoded
+//     into a Go tensor (adds Go-owned output memory);
+//   - go: Module.Call (adds kwargs encoding, the call slot, the yield).
+func BenchmarkCallParts(b *testing.B) {
+	for _, c := range benchCases() {
+		b.Run(c.name, func(b *testing.B) {
+			m, _ := c.load(b)
+			ctx, kw := context.Background(), c.kwargs()
+			enc, err := encodeKwargs(kw)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer enc.release()
+			var pin goruntime.Pinner
+			enc.pin(&pin)
+			defer pin.Unpin()
+			out := make([]byte, int(c.outputElems*4)+1024)
+			start := time.Now()
+			for i := 0; i < 20; i++ {
+				shim.Call(m.h, "forward", enc.buf, enc.ptrs, 0, out)
+			}
+			chunk := max(20, int(runLength/(time.Since(start)/20)))
+			timed := func(call func()) func() time.Duration {
+				return func() time.Duration {
+					start := time.Now()
+					for i := 0; i < chunk; i++ {
+						call()
+						yieldIfDue()
+					}
+					return time.Since(start)
+				}
+			}
+			parts := []struct {
+				name string
+				run  func() time.Duration
+			}{
+				{"cpp", func() time.Duration {
+					d, err := m.benchRaw("forward", kw, chunk, len(out))
+					if err != nil {
+						b.Fatal(err)
+					}
+					return d
+				}},
+				{"shim-loop", func() time.Duration {
+					ns, res := shim.BenchCall(m.h, "forward", enc.buf, enc.ptrs, chunk, out)
+					if ns < 0 {
+						b.Fatalf("shim loop: %s", res.Payload)
+					}
+					return time.Duration(ns)
+				}},
+				{"shim-call", timed(func() {
+					if res := shim.Call(m.h, "forward", enc.buf, enc.ptrs, 0, out); res.Status != statusOK {
+						b.Fatalf("call: %s", res.Payload)
+					}
+				})},
+				{"fresh-out", timed(func() {
+					res := shim.Call(m.h, "forward", enc.buf, enc.ptrs, 0, make([]byte, len(out)))
+					if _, err := decodeValue(res.Payload, false); err != nil || res.Status != statusOK {
+						b.Fatalf("call: %s %v", res.Payload, err)
+					}
+				})},
+				{"go", func() time.Duration {
+					start := time.Now()
+					for i := 0; i < chunk; i++ {
+						if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return time.Since(start)
+				}},
+			}
+			perCall := make([][]float64, len(parts))
+			b.ResetTimer()
+			for r := 0; r < b.N; r++ {
+				for k := range parts {
+					i := (k + r) % len(parts)
+					perCall[i] = append(perCall[i], float64(parts[i].run().Nanoseconds())/float64(chunk)/1e3)
+				}
+			}
+			for i, p := range parts {
+				b.ReportMetric(median(perCall[i]), p.name+"-µs/call")
+			}
+		})
+	}
+}
+
 func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
