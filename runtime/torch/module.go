@@ -20,7 +20,7 @@ import (
 
 // minOutBuf is the smallest output buffer a call uses (an error message
 // longer than the buffer takes the shim's overflow path).
-const minOutBuf = 512
+const minOutBuf = 128
 
 // Module is a TorchScript module loaded by the engine; it implements
 // runtime.Module. Its methods are safe for concurrent use.
