@@ -68,18 +68,41 @@ func benchCases() []benchCase {
 	}
 }
 
-func (c benchCase) load(b *testing.B) (*Module, string) {
-	b.Helper()
-	path := filepath.Join(b.TempDir(), c.name+".pt")
+func (c benchCase) load(tb testing.TB) (*Module, string) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), c.name+".pt")
 	if err := BuildModule(ModuleSource{Source: c.source, Parameters: c.params}, path); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	m, err := Default().load(path, runtime.LoadOptions{})
 	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { m.Close() })
+	return m, path
+}
+
+// pinnedKwargs encodes the case's kwargs for direct shim calls, pinned until
+// the benchmark ends.
+func (c benchCase) pinnedKwargs(b *testing.B) *encoder {
+	b.Helper()
+	enc, err := encodeKwargs(c.kwargs())
+	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { m.Close() })
-	return m, path
+	var pin goruntime.Pinner
+	enc.pin(&pin)
+	b.Cleanup(func() { pin.Unpin(); enc.release() })
+	return enc
+}
+
+// callsPerRun is how many calls of call fill runLength, from 20 timed calls.
+func callsPerRun(call func()) int {
+	start := time.Now()
+	for i := 0; i < 20; i++ {
+		call()
+	}
+	return max(20, int(runLength/(time.Since(start)/20)))
 }
 
 func (c benchCase) kwargs() map[string]any { return map[string]any{"x": c.input} }
@@ -191,23 +214,13 @@ func BenchmarkInterleaved(b *testing.B) {
 			m, path := c.load(b)
 			py := startPython(b, path, c)
 			ctx, kw := context.Background(), c.kwargs()
-			// Calls per run: runLength over a first estimate of one call.
-			start := time.Now()
-			for i := 0; i < 20; i++ {
+			chunk := callsPerRun(func() {
 				if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
 					b.Fatal(err)
 				}
-			}
-			chunk := max(20, int(runLength/(time.Since(start)/20)))
+			})
 			outBytes := int(c.outputElems*4) + 1024
-			enc, err := encodeKwargs(kw)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer enc.release()
-			var pin goruntime.Pinner
-			enc.pin(&pin)
-			defer pin.Unpin()
+			enc := c.pinnedKwargs(b)
 			runGo := func() time.Duration {
 				start := time.Now()
 				for i := 0; i < chunk; i++ {
@@ -294,20 +307,9 @@ func BenchmarkCallParts(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			m, _ := c.load(b)
 			ctx, kw := context.Background(), c.kwargs()
-			enc, err := encodeKwargs(kw)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer enc.release()
-			var pin goruntime.Pinner
-			enc.pin(&pin)
-			defer pin.Unpin()
+			enc := c.pinnedKwargs(b)
 			out := make([]byte, int(c.outputElems*4)+1024)
-			start := time.Now()
-			for i := 0; i < 20; i++ {
-				shim.Call(m.h, "forward", enc.buf, enc.ptrs, 0, out)
-			}
-			chunk := max(20, int(runLength/(time.Since(start)/20)))
+			chunk := callsPerRun(func() { shim.Call(m.h, "forward", enc.buf, enc.ptrs, 0, out) })
 			timed := func(call func()) func() time.Duration {
 				return func() time.Duration {
 					start := time.Now()

@@ -66,15 +66,7 @@ func TestBackToBackCallsKeepSchedulerQuiet(t *testing.T) {
 		t.Skip("runs calls for a second")
 	}
 	c := benchCases()[1]
-	path := filepath.Join(t.TempDir(), c.name+".pt")
-	if err := BuildModule(ModuleSource{Source: c.source, Parameters: c.params}, path); err != nil {
-		t.Fatal(err)
-	}
-	m, err := Default().load(path, runtime.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, _ := c.load(t)
 	kw := c.kwargs()
 	switchesPerCall(t, m, kw, 50*time.Millisecond) // warm up
 
