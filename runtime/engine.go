@@ -68,6 +68,10 @@ type CallOptions struct {
 	Autocast bool
 	// AutocastDType is the autocast dtype (float16 or bfloat16).
 	AutocastDType DType
+	// Outputs, when not nil, is reused memory for the call's output tensors
+	// instead of fresh memory: they share it until the next call given the
+	// same buffer (see OutputBuffer). Engines that cannot use it ignore it.
+	Outputs *OutputBuffer
 }
 
 // Argument describes one argument of a TorchScript method schema.

@@ -71,6 +71,14 @@ func FromUint8(v []uint8, shape ...int64) *Tensor {
 	return &Tensor{DType: Uint8, Shape: shape, Data: v}
 }
 
+// Clone returns a copy of t that shares no memory with it.
+func (t *Tensor) Clone() *Tensor {
+	if t == nil {
+		return nil
+	}
+	return &Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), Data: slices.Clone(t.Data)}
+}
+
 // Float32s returns the elements of a float32 tensor.
 func (t *Tensor) Float32s() ([]float32, error) {
 	if t.DType != Float32 {

@@ -96,32 +96,45 @@ func (c benchCase) pinnedKwargs(b *testing.B) *encoder {
 	return enc
 }
 
-// callsPerRun is how many calls of call fill runLength, from 20 timed calls.
+// callsPerRun is how many calls of call fill runLength, from 50 timed calls
+// after 20 to warm up.
 func callsPerRun(call func()) int {
-	start := time.Now()
 	for i := 0; i < 20; i++ {
 		call()
 	}
-	return max(20, int(runLength/(time.Since(start)/20)))
+	start := time.Now()
+	for i := 0; i < 50; i++ {
+		call()
+	}
+	return max(20, int(runLength/(time.Since(start)/50)))
 }
 
 func (c benchCase) kwargs() map[string]any { return map[string]any{"x": c.input} }
 
 // BenchmarkCall is the Go engine's per-call time: kwargs in, output tensor
-// out, one cgo call each.
+// out, one cgo call each; "-buffer" puts the outputs in a reused
+// runtime.OutputBuffer instead of fresh memory.
 func BenchmarkCall(b *testing.B) {
 	for _, c := range benchCases() {
-		b.Run(c.name, func(b *testing.B) {
-			m, _ := c.load(b)
-			ctx, kw := context.Background(), c.kwargs()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
-					b.Fatal(err)
-				}
+		for _, buffered := range []bool{false, true} {
+			name := c.name
+			var opts runtime.CallOptions
+			if buffered {
+				name += "-buffer"
+				opts.Outputs = new(runtime.OutputBuffer)
 			}
-		})
+			b.Run(name, func(b *testing.B) {
+				m, _ := c.load(b)
+				ctx, kw := context.Background(), c.kwargs()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := m.Call(ctx, "forward", kw, opts); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -197,17 +210,22 @@ const runLength = 30 * time.Millisecond
 // each of these, so that machine noise hits all alike:
 //
 //   - go: Module.Call from Go (kwargs in, Go-owned output out);
-//   - go-noyield: the same without Call's periodic yield (yield.go);
-//   - shim: the shim's own call path in a C++ loop (no Go crossing);
+//   - go-buffer: the same with the outputs in a reused runtime.OutputBuffer,
+//     as the C++ loop reuses its output buffer;
+//   - go-noyield: Module.Call without its periodic yield (yield.go);
+//   - shim: the shim's own call path in a C++ loop (no Go crossing), which
+//     does the same work as cpp: shim/cpp is the control that shows the
+//     method's own bias (it should be 1);
 //   - cpp: a plain C++ loop (host input copied into a tensor, forward,
 //     output copied to a host buffer) — the limit;
 //   - py: Python with Debian's torch, m(x) under inference_mode — the peer.
 //
 // b.N counts rounds. Metrics: mean ns per call of each; the medians over
-// rounds of go/cpp (target ≤ 1.05), go/py (target < 1) and go-noyield/cpp;
-// and the same ratios of each column's fastest run ("-min"). The machine's
-// speed drifts by up to ±30 % over tens of milliseconds, so single rounds
-// are noisy; the fastest runs are each column in the machine's quiet phases.
+// rounds of go/cpp (target ≤ 1.05), go-buffer/cpp, go/py (target < 1),
+// go-noyield/cpp and shim/cpp; and go/cpp and go/py of each column's fastest
+// run ("-min"). The machine's speed drifts by up to ±30 % over tens of
+// milliseconds, so single rounds are noisy; the fastest runs are each column
+// in the machine's quiet phases.
 func BenchmarkInterleaved(b *testing.B) {
 	for _, c := range benchCases() {
 		b.Run(c.name, func(b *testing.B) {
@@ -225,6 +243,16 @@ func BenchmarkInterleaved(b *testing.B) {
 				start := time.Now()
 				for i := 0; i < chunk; i++ {
 					if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(start)
+			}
+			var buf runtime.OutputBuffer
+			runGoBuffer := func() time.Duration {
+				start := time.Now()
+				for i := 0; i < chunk; i++ {
+					if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{Outputs: &buf}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -257,12 +285,13 @@ func BenchmarkInterleaved(b *testing.B) {
 				}
 				return d
 			}
-			runs := []func() time.Duration{runGo, runShim, runCpp, runPy, runGoNoYield}
-			var total, best [5]time.Duration
-			var goCpp, goPy, noYieldCpp []float64
+			const goCol, shimCol, cppCol, pyCol, noYieldCol, bufCol = 0, 1, 2, 3, 4, 5
+			runs := []func() time.Duration{runGo, runShim, runCpp, runPy, runGoNoYield, runGoBuffer}
+			var total, best [6]time.Duration
+			ratios := map[string][]float64{}
 			b.ResetTimer()
 			for r := 0; r < b.N; r++ {
-				var d [5]time.Duration
+				var d [6]time.Duration
 				for k := range runs {
 					i := (k + r) % len(runs)
 					d[i] = runs[i]()
@@ -271,22 +300,23 @@ func BenchmarkInterleaved(b *testing.B) {
 						best[i] = d[i]
 					}
 				}
-				goCpp = append(goCpp, float64(d[0])/float64(d[2]))
-				goPy = append(goPy, float64(d[0])/float64(d[3]))
-				noYieldCpp = append(noYieldCpp, float64(d[4])/float64(d[2]))
+				ratio := func(name string, a, b int) { ratios[name] = append(ratios[name], float64(d[a])/float64(d[b])) }
+				ratio("go/cpp", goCol, cppCol)
+				ratio("go-buffer/cpp", bufCol, cppCol)
+				ratio("go/py", goCol, pyCol)
+				ratio("go-noyield/cpp", noYieldCol, cppCol)
+				ratio("shim/cpp", shimCol, cppCol)
 			}
 			calls := float64(b.N * chunk)
-			b.ReportMetric(float64(total[0].Nanoseconds())/calls, "go-ns/call")
-			b.ReportMetric(float64(total[1].Nanoseconds())/calls, "shim-ns/call")
-			b.ReportMetric(float64(total[2].Nanoseconds())/calls, "cpp-ns/call")
-			b.ReportMetric(float64(total[3].Nanoseconds())/calls, "py-ns/call")
-			b.ReportMetric(median(goCpp), "go/cpp")
-			b.ReportMetric(median(goPy), "go/py")
-			b.ReportMetric(float64(total[4].Nanoseconds())/calls, "go-noyield-ns/call")
-			b.ReportMetric(median(noYieldCpp), "go-noyield/cpp")
-			b.ReportMetric(float64(best[0])/float64(best[2]), "go/cpp-min")
-			b.ReportMetric(float64(best[0])/float64(best[3]), "go/py-min")
-			b.ReportMetric(float64(best[4])/float64(best[2]), "go-noyield/cpp-min")
+			for i, name := range []string{"go", "shim", "cpp", "py", "go-noyield", "go-buffer"} {
+				b.ReportMetric(float64(total[i].Nanoseconds())/calls, name+"-ns/call")
+			}
+			for name, v := range ratios {
+				b.ReportMetric(median(v), name)
+			}
+			b.ReportMetric(float64(best[goCol])/float64(best[cppCol]), "go/cpp-min")
+			b.ReportMetric(float64(best[bufCol])/float64(best[cppCol]), "go-buffer/cpp-min")
+			b.ReportMetric(float64(best[goCol])/float64(best[pyCol]), "go/py-min")
 		})
 	}
 }

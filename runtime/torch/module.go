@@ -97,7 +97,9 @@ func (m *Module) isCUDA() bool { return strings.HasPrefix(m.info.device, "cuda")
 // argument's TorchScript type (an int is accepted for a float). Floating
 // input tensors are cast to the module's load dtype when one was given.
 // Outputs come back as nil, string, int64, float64, bool, *runtime.Tensor,
-// []any (lists and tuples) and map[string]any; output tensors own their data.
+// []any (lists and tuples) and map[string]any; output tensors own their data,
+// unless opts.Outputs is given: then their data is in that buffer until the
+// next call given it.
 //
 // ctx is honoured while waiting for a call slot; a call that has entered
 // libtorch runs to completion. opts.Autocast applies CUDA autocast with
@@ -143,7 +145,17 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 		enc.release()
 		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, runtime.ErrClosed)
 	}
-	out := make([]byte, hint.Load())
+	var out []byte
+	if opts.Outputs != nil {
+		if out, err = opts.Outputs.Acquire(int(hint.Load())); err != nil {
+			m.mu.RUnlock()
+			<-m.eng.sem
+			enc.release()
+			return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, err)
+		}
+	} else {
+		out = make([]byte, hint.Load())
+	}
 	var pinner goruntime.Pinner
 	if shim.NeedsPin(enc.ptrs) {
 		enc.pin(&pinner)
@@ -154,6 +166,11 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	<-m.eng.sem
 	enc.release()
 	goruntime.KeepAlive(m)
+	if opts.Outputs != nil {
+		// An output that overflowed the buffer is in fresh memory; the
+		// grown hint makes the buffer big enough from the next call on.
+		opts.Outputs.Release()
+	}
 	yieldIfDue()
 	if res.Status != statusOK {
 		return nil, newError("call", m.path, method, res.Status, string(res.Payload))
@@ -165,7 +182,7 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	hint.Store(size)
 	// When a small output landed in a big buffer, copy it out so the buffer
 	// is not kept alive by the output tensors.
-	copyData := len(out) > 64<<10 && 2*len(res.Payload) < len(out) && aliases(res.Payload, out)
+	copyData := opts.Outputs == nil && len(out) > 64<<10 && 2*len(res.Payload) < len(out) && aliases(res.Payload, out)
 	v, err := decodeValue(res.Payload, copyData)
 	if err != nil {
 		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, err)

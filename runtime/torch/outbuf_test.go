@@ -1,0 +1,177 @@
+//go:build cgo
+
+package torch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+const outBufSource = `
+def forward(self, x: Tensor) -> Dict[str, Tensor]:
+    return {"double": x * 2.0, "sum": x.sum()}
+
+def big(self, n: int) -> Tensor:
+    return torch.arange(n).float()
+`
+
+// inBuffer reports whether t's data lies inside the output buffer's memory.
+func inBuffer(t *runtime.Tensor, buf []byte) bool {
+	if len(t.Data) == 0 || len(buf) == 0 {
+		return false
+	}
+	p, lo := uintptr(unsafe.Pointer(&t.Data[0])), uintptr(unsafe.Pointer(&buf[0]))
+	return p >= lo && p < lo+uintptr(len(buf))
+}
+
+// bufferMemory returns the buffer's current memory (acquired and released).
+func bufferMemory(t *testing.T, b *runtime.OutputBuffer) []byte {
+	t.Helper()
+	mem, err := b.Acquire(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	return mem
+}
+
+func TestCallWithOutputBuffer(t *testing.T) {
+	m := loadModule(t, ModuleSource{Source: outBufSource}, runtime.LoadOptions{})
+	ctx := context.Background()
+	var buf runtime.OutputBuffer
+	opts := runtime.CallOptions{Outputs: &buf}
+	run := func(x []float32, o runtime.CallOptions) map[string]any {
+		t.Helper()
+		out, err := m.Call(ctx, "forward", map[string]any{"x": runtime.FromFloat32(x, int64(len(x)))}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(map[string]any)
+	}
+
+	// The outputs are the same as with fresh memory; from the second call on
+	// (the first one sizes the buffer) they live in the buffer.
+	x := seq(64, 1, 1)
+	fresh := run(x, runtime.CallOptions{})
+	run(x, opts)
+	first := run(x, opts)
+	mem := bufferMemory(t, &buf)
+	for _, k := range []string{"double", "sum"} {
+		if got, want := floats(t, first[k]), floats(t, fresh[k]); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s with a buffer = %v, want %v", k, got, want)
+		}
+		if !inBuffer(first[k].(*runtime.Tensor), mem) {
+			t.Errorf("%s is not in the output buffer", k)
+		}
+		if inBuffer(fresh[k].(*runtime.Tensor), mem) {
+			t.Errorf("%s of a call without the buffer is in it", k)
+		}
+	}
+
+	// The next call given the buffer overwrites the previous outputs, as
+	// documented; a call without it does not.
+	run(seq(64, -1, -1), opts)
+	if got := floats(t, first["double"]); got[0] != -2 {
+		t.Errorf("after the next call, the earlier output starts with %v; want it overwritten (-2)", got[0])
+	}
+	run(seq(64, 5, 0), runtime.CallOptions{})
+	if got := floats(t, first["double"]); got[0] != -2 {
+		t.Errorf("a call without the buffer changed the buffer's outputs: %v", got[0])
+	}
+
+	// A buffer saves the output allocation.
+	kw := map[string]any{"x": runtime.FromFloat32(x, 64)}
+	allocs := func(o runtime.CallOptions) float64 {
+		return testing.AllocsPerRun(200, func() {
+			if _, err := m.Call(ctx, "forward", kw, o); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if withBuf, without := allocs(opts), allocs(runtime.CallOptions{}); withBuf >= without {
+		t.Errorf("allocations per call: %.1f with a buffer, %.1f without; want fewer with", withBuf, without)
+	}
+}
+
+func TestOutputBufferGrowsAndRejectsOverlap(t *testing.T) {
+	m := loadModule(t, ModuleSource{Source: outBufSource}, runtime.LoadOptions{})
+	ctx := context.Background()
+	var buf runtime.OutputBuffer
+	opts := runtime.CallOptions{Outputs: &buf}
+	big := func(n int64) *runtime.Tensor {
+		t.Helper()
+		out, err := m.Call(ctx, "big", map[string]any{"n": n}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := floats(t, out)
+		if int64(len(got)) != n || got[n-1] != float32(n-1) {
+			t.Fatalf("big(%d) = %d values ending %v", n, len(got), got[len(got)-1])
+		}
+		return out.(*runtime.Tensor)
+	}
+	// An output bigger than the buffer comes back whole in fresh memory; the
+	// buffer is big enough from the next call on.
+	if out := big(10000); inBuffer(out, bufferMemory(t, &buf)) {
+		t.Error("an output that overflowed the buffer is reported inside it")
+	}
+	if out := big(10000); !inBuffer(out, bufferMemory(t, &buf)) {
+		t.Error("the second call of the same size is not in the buffer")
+	}
+	if out := big(10); !inBuffer(out, bufferMemory(t, &buf)) {
+		t.Error("a smaller output is not in the buffer")
+	}
+
+	// A buffer another call holds is refused with a clear error, and the
+	// refused call leaves the module serving.
+	if _, err := buf.Acquire(0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.Call(ctx, "big", map[string]any{"n": int64(3)}, opts)
+	if !errors.Is(err, runtime.ErrOutputBufferBusy) {
+		t.Fatalf("call with a buffer in use: %v, want ErrOutputBufferBusy", err)
+	}
+	buf.Release()
+	big(3)
+}
+
+// Goroutines with a buffer each, calling one module at once, get their own
+// outputs (the race detector checks the buffers' hand-offs).
+func TestOutputBuffersConcurrent(t *testing.T) {
+	m := loadModule(t, ModuleSource{Source: outBufSource}, runtime.LoadOptions{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			var buf runtime.OutputBuffer
+			for i := 0; i < 50; i++ {
+				v := float32(g*1000 + i)
+				out, err := m.Call(context.Background(), "forward",
+					map[string]any{"x": runtime.FromFloat32([]float32{v, v}, 2)}, runtime.CallOptions{Outputs: &buf})
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, _ := out.(map[string]any)["double"].(*runtime.Tensor).Float32s()
+				if got[0] != 2*v || got[1] != 2*v {
+					errs <- fmt.Errorf("goroutine %d call %d: got %v, want %v", g, i, got, 2*v)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
