@@ -5,6 +5,7 @@ package torch
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	goruntime "runtime"
 	"strconv"
@@ -33,6 +34,17 @@ const (
 	// all modules (default GOMAXPROCS).
 	EnvMaxCalls = "WORLDFOUNDRY_TORCH_MAX_CALLS"
 )
+
+// singlePWarning is logged once when the engine starts with GOMAXPROCS=1.
+// With a single P, a cgo call that outlasts the Go runtime's 20 µs sysmon
+// poll looks like a syscall blocking the only P: sysmon retakes the P during
+// every such call and wakes another thread to look for work, which finds
+// none and sleeps again, and the call takes the P back when it returns. On
+// one CPU those wake-ups preempt libtorch: +58 % on a 90 µs call, +8 % on a
+// 670 µs one (docs/benchmarks-engine.md). A second P, idle while the call
+// runs, stops it.
+const singlePWarning = "torch: GOMAXPROCS=1 makes the Go runtime hand its P to another thread during every libtorch call " +
+	"over ~20 µs (+58 % on a 90 µs call on one CPU); run with GOMAXPROCS=2 or more (docs/engine.md, Scheduling)"
 
 // Engine is the libtorch engine. Its methods are safe for concurrent use.
 type Engine struct {
@@ -98,6 +110,9 @@ func (e *Engine) init() error {
 		}
 		if !ok {
 			maxCalls = goruntime.GOMAXPROCS(0)
+		}
+		if goruntime.GOMAXPROCS(0) == 1 {
+			slog.Warn(singlePWarning)
 		}
 		e.sem = make(chan struct{}, maxCalls)
 		res := shim.Init(threads, interop, make([]byte, 4096))
