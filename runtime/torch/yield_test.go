@@ -4,8 +4,10 @@ package torch
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,7 +59,7 @@ func switchesPerCall(t *testing.T, m *Module, kw map[string]any, d time.Duration
 // goroutine hogging its P (see yield.go). Without the periodic yield this
 // machine measures about 0.2 voluntary context switches per call of the
 // small module (sysmon polling every 20 µs and waking threads to retake the
-// P), with it 0.02–0.05.
+// P), with it about 0.015.
 func TestBackToBackCallsKeepSchedulerQuiet(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's own threads wake up; make test runs this test without -race")
@@ -78,5 +80,48 @@ func TestBackToBackCallsKeepSchedulerQuiet(t *testing.T) {
 	t.Logf("voluntary context switches per call: %.3f with yields (%d calls), %.3f without (%d calls)", on, onCalls, off, offCalls)
 	if on > 0.1 {
 		t.Errorf("back-to-back calls cause %.3f voluntary context switches per call, want under 0.1 (without yields: %.3f)", on, off)
+	}
+}
+
+// A goroutine locked to its OS thread keeps getting correct results across
+// many yields (goyield on a locked thread hands the P to another thread and
+// back), and many goroutines calling at once all finish.
+func TestYieldsWithLockedThreadAndManyCallers(t *testing.T) {
+	m := loadModule(t, ModuleSource{Source: outBufSource}, runtime.LoadOptions{})
+	saved := yieldEvery
+	yieldEvery = 100 * time.Microsecond // many yields in a short test
+	defer func() { yieldEvery = saved }()
+	done := make(chan error, 5)
+	for g := 0; g < 5; g++ {
+		go func(g int) {
+			if g == 0 {
+				goruntime.LockOSThread()
+				defer goruntime.UnlockOSThread()
+			}
+			for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); {
+				v := float32(g + 1)
+				out, err := m.Call(context.Background(), "forward",
+					map[string]any{"x": runtime.FromFloat32([]float32{v}, 1)}, runtime.CallOptions{})
+				if err != nil {
+					done <- err
+					return
+				}
+				if got, _ := out.(map[string]any)["double"].(*runtime.Tensor).Float32s(); got[0] != 2*v {
+					done <- fmt.Errorf("goroutine %d: got %v, want %v", g, got, 2*v)
+					return
+				}
+			}
+			done <- nil
+		}(g)
+	}
+	for g := 0; g < 5; g++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("callers did not finish: yields stalled")
+		}
 	}
 }
