@@ -83,32 +83,20 @@ func TestConcurrentCallsMatchSerial(t *testing.T) {
 		out := call(t, m, "forward", map[string]any{"x": inputs[i], "scale": float64(i)})
 		serial[i] = floats(t, out.(map[string]any)["y"])
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, n*4)
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for k := 0; k < n; k++ {
-				i := (k + g*7) % n
-				out, err := m.Call(context.Background(), "forward", map[string]any{"x": inputs[i], "scale": float64(i)}, runtime.CallOptions{})
-				if err != nil {
-					errs <- err
-					return
-				}
-				got, _ := out.(map[string]any)["y"].(*runtime.Tensor).Float32s()
-				if !reflect.DeepEqual(got, serial[i]) {
-					errs <- fmt.Errorf("goroutine %d input %d: %v, serial %v", g, i, got, serial[i])
-					return
-				}
+	inGoroutines(t, 16, func(g int) error {
+		for k := 0; k < n; k++ {
+			i := (k + g*7) % n
+			out, err := m.Call(context.Background(), "forward", map[string]any{"x": inputs[i], "scale": float64(i)}, runtime.CallOptions{})
+			if err != nil {
+				return err
 			}
-		}(g)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			got, _ := out.(map[string]any)["y"].(*runtime.Tensor).Float32s()
+			if !reflect.DeepEqual(got, serial[i]) {
+				return fmt.Errorf("goroutine %d input %d: %v, serial %v", g, i, got, serial[i])
+			}
+		}
+		return nil
+	})
 }
 
 // Close waits for calls in flight; calls racing with Close either finish or

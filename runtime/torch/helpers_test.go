@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"math"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/runtime"
@@ -110,4 +111,26 @@ func fromBF16(b []byte) []float32 {
 		v[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
 	}
 	return v
+}
+
+// inGoroutines runs f(0), ..., f(n-1) in n goroutines at once and reports
+// every error they return.
+func inGoroutines(t *testing.T, n int, f func(g int) error) {
+	t.Helper()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- f(g)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }

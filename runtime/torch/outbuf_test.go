@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"testing"
 	"unsafe"
 
@@ -146,32 +145,20 @@ func TestOutputBufferGrowsAndRejectsOverlap(t *testing.T) {
 // outputs (the race detector checks the buffers' hand-offs).
 func TestOutputBuffersConcurrent(t *testing.T) {
 	m := loadModule(t, ModuleSource{Source: outBufSource}, runtime.LoadOptions{})
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			var buf runtime.OutputBuffer
-			for i := 0; i < 50; i++ {
-				v := float32(g*1000 + i)
-				out, err := m.Call(context.Background(), "forward",
-					map[string]any{"x": runtime.FromFloat32([]float32{v, v}, 2)}, runtime.CallOptions{Outputs: &buf})
-				if err != nil {
-					errs <- err
-					return
-				}
-				got, _ := out.(map[string]any)["double"].(*runtime.Tensor).Float32s()
-				if got[0] != 2*v || got[1] != 2*v {
-					errs <- fmt.Errorf("goroutine %d call %d: got %v, want %v", g, i, got, 2*v)
-					return
-				}
+	inGoroutines(t, 8, func(g int) error {
+		var buf runtime.OutputBuffer
+		for i := 0; i < 50; i++ {
+			v := float32(g*1000 + i)
+			out, err := m.Call(context.Background(), "forward",
+				map[string]any{"x": runtime.FromFloat32([]float32{v, v}, 2)}, runtime.CallOptions{Outputs: &buf})
+			if err != nil {
+				return err
 			}
-		}(g)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			got, _ := out.(map[string]any)["double"].(*runtime.Tensor).Float32s()
+			if got[0] != 2*v || got[1] != 2*v {
+				return fmt.Errorf("goroutine %d call %d: got %v, want %v", g, i, got, 2*v)
+			}
+		}
+		return nil
+	})
 }
