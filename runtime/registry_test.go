@@ -198,6 +198,11 @@ func TestRegistryConcurrent(t *testing.T) {
 }
 
 func TestDefaultRegistryFunctions(t *testing.T) {
+	// A fresh default registry, so that the test can run again (-count) and
+	// leaves the process's registry as it found it.
+	saved := DefaultRegistry
+	DefaultRegistry = &Registry{}
+	t.Cleanup(func() { DefaultRegistry = saved })
 	s := family("runtime-registry-test-family", "runtime-registry-test-alias")
 	if err := Register(s); err != nil {
 		t.Fatal(err)
