@@ -35,8 +35,14 @@ type InferenceParams struct {
 	layers map[int]entry
 }
 
-// entry is one layer's cached pair.
-type entry struct{ key, value *runtime.Tensor }
+// entry is one layer's cached pair. kbuf and vbuf, when not nil, are memory
+// the cache allocated and owns: key.Data and value.Data are their prefixes
+// (with capacity cut to length), and Append may write past those prefixes.
+// Bytes once written there never change, so earlier tensors stay valid.
+type entry struct {
+	key, value *runtime.Tensor
+	kbuf, vbuf []byte
+}
 
 // Option configures New.
 type Option func(*InferenceParams) error
@@ -231,6 +237,15 @@ func (p *InferenceParams) Store(layer int, key, value *runtime.Tensor) error {
 // sequence dimension (Store when the layer holds nothing yet). Every other
 // dimension and the dtype must match what the layer holds, and the total
 // must not exceed the max sequence length; on error the cache is unchanged.
+//
+// When everything before the sequence dimension has size 1 ([1, S, ...], or
+// [1, 1, S, D] with WithSequenceDim(2)), positions are contiguous blocks and
+// Append writes the new ones after the cached ones, in memory the cache
+// owns and grows by doubling (never beyond the max sequence length): a
+// decode costs O(new positions) per step. Otherwise (a batch or several
+// heads before the sequence) every Append copies the layer into a new
+// tensor, O(cached positions), as a contiguous [B, S, ...] layout requires.
+// Either way, tensors obtained earlier from Layer keep their contents.
 func (p *InferenceParams) Append(layer int, key, value *runtime.Tensor) error {
 	if err := p.check(layer, key, value); err != nil {
 		return err
@@ -248,6 +263,20 @@ func (p *InferenceParams) Append(layer int, key, value *runtime.Tensor) error {
 	if n, add := old.key.Shape[p.seqDim], key.Shape[p.seqDim]; n+add > int64(p.maxSeq) {
 		return fmt.Errorf("kvcache: layer %d: appending %d positions to %d exceeds the max sequence length %d", layer, add, n, p.maxSeq)
 	}
+	if old.kbuf != nil && outerSize(key.Shape, p.seqDim) == 1 && outerSize(old.key.Shape, p.seqDim) == 1 {
+		// [1, S, ...]: the sequence is outermost, so appending is adding
+		// bytes at the end of memory the cache owns.
+		if err := sameLayout(old.key, key, p.seqDim); err != nil {
+			return fmt.Errorf("kvcache: layer %d key: %w", layer, err)
+		}
+		if err := sameLayout(old.value, value, p.seqDim); err != nil {
+			return fmt.Errorf("kvcache: layer %d value: %w", layer, err)
+		}
+		k, kbuf := extend(old.key, old.kbuf, key, p.seqDim, p.maxSeq)
+		v, vbuf := extend(old.value, old.vbuf, value, p.seqDim, p.maxSeq)
+		p.layers[layer] = entry{key: k, value: v, kbuf: kbuf, vbuf: vbuf}
+		return nil
+	}
 	k, err := concat(old.key, key, p.seqDim)
 	if err != nil {
 		return fmt.Errorf("kvcache: layer %d key: %w", layer, err)
@@ -256,27 +285,69 @@ func (p *InferenceParams) Append(layer int, key, value *runtime.Tensor) error {
 	if err != nil {
 		return fmt.Errorf("kvcache: layer %d value: %w", layer, err)
 	}
-	p.layers[layer] = entry{key: k, value: v}
+	// The concatenation is fresh memory the cache owns; when the sequence is
+	// outermost, later appends can go in place (the first one copies into
+	// memory with room to grow).
+	p.layers[layer] = entry{key: k, value: v, kbuf: k.Data, vbuf: v.Data}
+	return nil
+}
+
+// outerSize is the number of elements before dimension dim: 1 when the
+// tensor's sequence positions are contiguous blocks one after another.
+func outerSize(shape []int64, dim int) int64 {
+	n := int64(1)
+	for _, x := range shape[:dim] {
+		n *= x
+	}
+	return n
+}
+
+// extend appends b's data (one contiguous block per position, as outerSize
+// 1 gives) to a, whose data is a prefix of buf. It writes in place when buf
+// has room, and otherwise moves to memory twice the needed size, capped at
+// maxSeq positions. It returns the new tensor and the buffer holding it.
+func extend(a *runtime.Tensor, buf []byte, b *runtime.Tensor, dim, maxSeq int) (*runtime.Tensor, []byte) {
+	n := len(a.Data) + len(b.Data)
+	if cap(buf) < n {
+		// Positions are the same size in a and b; size the new memory in
+		// positions so that the cap never exceeds maxSeq of them.
+		posBytes := len(b.Data) / int(max(b.Shape[dim], 1))
+		want := n
+		if posBytes > 0 {
+			want = min(2*n, maxSeq*posBytes)
+		}
+		grown := make([]byte, len(a.Data), max(want, n))
+		copy(grown, a.Data)
+		buf = grown
+	}
+	buf = append(buf[:len(a.Data)], b.Data...)
+	shape := slices.Clone(a.Shape)
+	shape[dim] += b.Shape[dim]
+	return &runtime.Tensor{DType: a.DType, Shape: shape, Data: buf[:n:n]}, buf
+}
+
+// sameLayout checks that b can be appended to a along dim.
+func sameLayout(a, b *runtime.Tensor, dim int) error {
+	if a.DType != b.DType {
+		return fmt.Errorf("cached %s, appending %s", a.DType, b.DType)
+	}
+	if len(a.Shape) != len(b.Shape) {
+		return fmt.Errorf("cached shape %v, appending %v", a.Shape, b.Shape)
+	}
+	for d := range a.Shape {
+		if d != dim && a.Shape[d] != b.Shape[d] {
+			return fmt.Errorf("cached shape %v, appending %v: dimension %d differs", a.Shape, b.Shape, d)
+		}
+	}
 	return nil
 }
 
 // concat joins a and b along dim; all other dimensions must match.
 func concat(a, b *runtime.Tensor, dim int) (*runtime.Tensor, error) {
-	if a.DType != b.DType {
-		return nil, fmt.Errorf("cached %s, appending %s", a.DType, b.DType)
+	if err := sameLayout(a, b, dim); err != nil {
+		return nil, err
 	}
-	if len(a.Shape) != len(b.Shape) {
-		return nil, fmt.Errorf("cached shape %v, appending %v", a.Shape, b.Shape)
-	}
-	for d := range a.Shape {
-		if d != dim && a.Shape[d] != b.Shape[d] {
-			return nil, fmt.Errorf("cached shape %v, appending %v: dimension %d differs", a.Shape, b.Shape, d)
-		}
-	}
-	outer := int64(1)
-	for _, n := range a.Shape[:dim] {
-		outer *= n
-	}
+	outer := outerSize(a.Shape, dim)
 	inner := int64(a.DType.Size())
 	for _, n := range a.Shape[dim+1:] {
 		inner *= n
@@ -315,7 +386,8 @@ func (p *InferenceParams) SwapKeyValue(batchIdx []int) error {
 	}
 	next := make(map[int]entry, len(p.layers))
 	for l, e := range p.layers {
-		next[l] = entry{key: gather(e.key, batchIdx), value: gather(e.value, batchIdx)}
+		k, v := gather(e.key, batchIdx), gather(e.value, batchIdx)
+		next[l] = entry{key: k, value: v, kbuf: k.Data, vbuf: v.Data}
 	}
 	p.layers = next
 	return nil

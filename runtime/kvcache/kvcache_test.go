@@ -380,3 +380,114 @@ func BenchmarkSwapKeyValue24Layers(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecode appends one position per step to 8 layers, the way an
+// autoregressive decode fills its cache, for 256 steps of float16 [B, 1,
+// 256] keys and values; one op is a whole decode.
+func BenchmarkDecode(b *testing.B) {
+	const layers, steps, hidden = 8, 256, 256
+	for _, batch := range []int{1, 4} {
+		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
+			x := &runtime.Tensor{DType: runtime.Float16, Shape: []int64{int64(batch), 1, hidden}, Data: make([]byte, batch*hidden*2)}
+			b.SetBytes(int64(layers * steps * 2 * len(x.Data)))
+			for b.Loop() {
+				p, err := New(batch, steps)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for range steps {
+					for l := range layers {
+						if err := p.Append(l, x, x); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// Appends to [1, S, D] go in place; every tensor handed out keeps its
+// contents, the caller's stored tensors are never written, and the cache's
+// memory never grows beyond the max sequence length.
+func TestAppendInPlaceKeepsEarlierTensors(t *testing.T) {
+	const maxSeq, d = 40, 3
+	p := mustNew(t, 1, maxSeq)
+	// The first tensor is the caller's, with spare capacity that an
+	// in-place append must not use.
+	first := kv(0, 1, 2, d)
+	spare := make([]byte, len(first.Data), 4*len(first.Data))
+	copy(spare, first.Data)
+	first.Data = spare
+	if err := p.Append(0, first, first); err != nil {
+		t.Fatal(err)
+	}
+	type snap struct {
+		k    *runtime.Tensor
+		want []float32
+	}
+	var seen []snap
+	var all []float32
+	all = append(all, vals(t, first)...)
+	for step := range maxSeq - 2 {
+		x := kv(float32(100*(step+1)), 1, 1, d)
+		if step == 3 {
+			bad := kv(0, 1, 1, d+1)
+			wantErr(t, p.Append(0, bad, bad), "dimension 2 differs")
+			wantErr(t, p.Append(0, x, kv(0, 1, 1, d+1)), "value", "dimension 2 differs")
+		}
+		if err := p.Append(0, x, x); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		all = append(all, vals(t, x)...)
+		k, v, _ := p.Layer(0)
+		if !equal(vals(t, k), all) || !equal(vals(t, v), all) {
+			t.Fatalf("step %d: key %v, want %v", step, vals(t, k), all)
+		}
+		if cap(k.Data) != len(k.Data) {
+			t.Fatalf("step %d: Layer's data has spare capacity %d, which a caller's append would write into the cache", step, cap(k.Data)-len(k.Data))
+		}
+		seen = append(seen, snap{k, vals(t, k)})
+	}
+	for i, s := range seen {
+		if got := vals(t, s.k); !equal(got, s.want) {
+			t.Fatalf("tensor from step %d changed: %v, want %v", i, got, s.want)
+		}
+	}
+	if got := spare[len(first.Data) : len(first.Data)+4]; fmt.Sprint(got) != "[0 0 0 0]" {
+		t.Errorf("the caller's spare capacity was written: %v", got)
+	}
+	e := p.layers[0]
+	if limit := maxSeq * d * 4; cap(e.kbuf) > limit || cap(e.vbuf) > limit {
+		t.Errorf("cache memory %d/%d bytes, want at most %d (the max sequence length)", cap(e.kbuf), cap(e.vbuf), limit)
+	}
+	x := kv(0, 1, 1, d)
+	wantErr(t, p.Append(0, x, x), "exceeds the max sequence length")
+	if k, _, _ := p.Layer(0); k != seen[len(seen)-1].k {
+		t.Error("a failed append changed the cache")
+	}
+}
+
+// After a swap the rows are fresh memory, and appends still see them.
+func TestAppendAfterSwap(t *testing.T) {
+	p := mustNew(t, 1, 8)
+	for i := range 3 {
+		x := kv(float32(10*i), 1, 1, 2)
+		if err := p.Append(0, x, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _, _ := p.Layer(0)
+	if err := p.SwapKeyValue([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	x := kv(99, 1, 1, 2)
+	if err := p.Append(0, x, x); err != nil {
+		t.Fatal(err)
+	}
+	k, _, _ := p.Layer(0)
+	want := append(vals(t, before), vals(t, x)...)
+	if !equal(vals(t, k), want) {
+		t.Errorf("after swap and append: %v, want %v", vals(t, k), want)
+	}
+}
