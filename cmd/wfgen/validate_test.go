@@ -89,3 +89,25 @@ func TestValidateUsage(t *testing.T) {
 		t.Errorf("bad JSON: exit %d, %q", code, out)
 	}
 }
+
+// Two manifests of one family, validated together, fail with the second
+// one's position; each alone is valid.
+func TestValidateAcrossFiles(t *testing.T) {
+	src := filepath.Join("..", "..", "gen", "validate", "testdata", "valid")
+	yamlPath, jsonPath := filepath.Join(src, "full.yaml"), filepath.Join(src, "full.json")
+	for _, p := range []string{yamlPath, jsonPath} {
+		if code, out, errs := wfgenRun("validate", p); code != 0 {
+			t.Fatalf("validate %s: exit %d\n%s%s", p, code, out, errs)
+		}
+	}
+	code, out, errs := wfgenRun("validate", yamlPath, jsonPath)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errs)
+	}
+	if !strings.HasPrefix(out, jsonPath+":") || !strings.Contains(out, `family name "full-family" is also used by `+yamlPath) {
+		t.Errorf("output does not point into %s at the reused family name:\n%s", jsonPath, out)
+	}
+	if !strings.Contains(errs, "1 manifest(s) valid") {
+		t.Errorf("summary %q, want 1 manifest valid", errs)
+	}
+}

@@ -37,7 +37,6 @@
 package emit
 
 import (
-	"fmt"
 	"path"
 	goruntime "runtime"
 	"sort"
@@ -129,52 +128,21 @@ func renderAll(fams []*Family, render func(*Family) ([]byte, error)) ([][]byte, 
 func GoPath(fam *Family) string { return path.Join(fam.Package, fam.Package+".go") }
 
 // ResolveAll resolves every file and checks what must be unique across
-// families: family ids and aliases (the registry rejects duplicates at
-// init) and package folders.
+// families (validate.Across): family ids and aliases (the registry rejects
+// duplicates at init) and package folders.
 func ResolveAll(files []*manifest.File) ([]*Family, []Diagnostic) {
 	var fams []*Family
 	var diags []Diagnostic
+	resolved := make([]*manifest.File, 0, len(files))
 	for _, f := range files {
 		fam, d := Resolve(f)
 		diags = append(diags, d...)
 		if fam != nil {
 			fams = append(fams, fam)
+			resolved = append(resolved, f)
 		}
 	}
-	type owner struct {
-		file    *manifest.File
-		pointer string
-	}
-	names := map[string]owner{}
-	pkgs := map[string]owner{}
-	for _, fam := range fams {
-		spec := fam.Spec
-		ids := append([]string{spec.ModelFamilyID}, spec.Aliases...)
-		for i, id := range ids {
-			ptr := "/model_family_id"
-			if i > 0 {
-				ptr = fmt.Sprintf("/aliases/%d", i-1)
-			}
-			if o, ok := names[id]; ok && o.file != fam.File {
-				line, col := fam.File.Position(ptr)
-				diags = append(diags, Diagnostic{File: fam.File.Path, Line: line, Column: col, Path: ptr,
-					Message: fmt.Sprintf("family name %q is also used by %s; family ids and aliases must be unique across manifests", id, o.file.Path)})
-				continue
-			}
-			names[id] = owner{fam.File, ptr}
-		}
-		ptr := "/model_family_id"
-		if spec.GoPackage != "" {
-			ptr = "/go_package"
-		}
-		if o, ok := pkgs[fam.Package]; ok {
-			line, col := fam.File.Position(ptr)
-			diags = append(diags, Diagnostic{File: fam.File.Path, Line: line, Column: col, Path: ptr,
-				Message: fmt.Sprintf("package %s is also generated from %s; set go_package in one of them", fam.Package, o.file.Path)})
-			continue
-		}
-		pkgs[fam.Package] = owner{fam.File, ptr}
-	}
+	diags = append(diags, validate.Across(resolved)...)
 	if len(diags) > 0 {
 		sort.SliceStable(diags, func(i, j int) bool {
 			a, b := diags[i], diags[j]

@@ -163,10 +163,8 @@ func Resolve(file *manifest.File) (*Family, []validate.Diagnostic) {
 		if err := naming.CheckPackage(spec.GoPackage); err != nil {
 			r.errorf("/go_package", "go_package: %v", err)
 		}
-		fam.Package = spec.GoPackage
-	} else {
-		fam.Package = naming.Package(spec.ModelFamilyID)
 	}
+	fam.Package = validate.PackageOf(file)
 
 	var pkg naming.Scope
 	for _, n := range packageNames {

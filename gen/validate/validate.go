@@ -51,8 +51,10 @@ var Extensions = []string{".yaml", ".yml", ".json"}
 
 // Paths expands files and folders (folders recursively, keeping files whose
 // extension is in Extensions, skipping hidden folders), then loads and
-// validates each file. The result is sorted by path and deterministic. It
-// returns the valid files, every diagnostic of every invalid file, and a
+// validates each file, then checks that family ids, aliases and Go packages
+// are unique across the valid files (see Across). The result is sorted by
+// path and deterministic. It returns the valid files (a file that reuses
+// another's name or package is not valid), every diagnostic, and a
 // non-nil error only for usage or I/O problems (a missing path, an
 // unreadable file or folder).
 func Paths(paths []string) ([]*manifest.File, []Diagnostic, error) {
@@ -80,6 +82,7 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 	type result struct {
 		file  *manifest.File
 		valid bool
+		id    identity
 		diags []Diagnostic
 		err   error
 	}
@@ -94,6 +97,9 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 			for i := range next {
 				f, d, err := File(files[i])
 				r := result{valid: f != nil, diags: d, err: err}
+				if f != nil {
+					r.id = identify(files[i], f)
+				}
 				if keep {
 					r.file = f
 				}
@@ -106,6 +112,23 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 	}
 	close(next)
 	wg.Wait()
+	// Names and packages must be unique across the valid files; a file
+	// that reuses one is not valid either.
+	var ids []identity
+	var owners []int
+	for i, r := range results {
+		if r.valid {
+			ids = append(ids, r.id)
+			owners = append(owners, i)
+		}
+	}
+	for j, d := range across(ids) {
+		if len(d) > 0 {
+			r := &results[owners[j]]
+			r.valid = false
+			r.diags = sortDiagnostics(append(r.diags, d...))
+		}
+	}
 	var valid []*manifest.File
 	var diags []Diagnostic
 	var errs []error

@@ -172,19 +172,21 @@ func TestBuiltinManifests(t *testing.T) {
 }
 
 func TestValidFiles(t *testing.T) {
-	files, diags, err := Paths([]string{filepath.Join("testdata", "valid")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range diags {
-		t.Error(d)
-	}
-	if len(files) < 2 {
-		t.Fatalf("want the valid test manifests, got %d", len(files))
-	}
+	// One call per file: both are the same family, which is an error when
+	// they are validated together (TestAcrossFiles).
 	byName := map[string]*wfruntime.ModelInferenceSpec{}
-	for _, f := range files {
-		byName[filepath.Base(f.Path)] = f.Spec
+	for _, name := range []string{"full.yaml", "full.json"} {
+		files, diags, err := Paths([]string{filepath.Join("testdata", "valid", name)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range diags {
+			t.Error(d)
+		}
+		if len(files) != 1 {
+			t.Fatalf("%s: want one valid manifest, got %d", name, len(files))
+		}
+		byName[name] = files[0].Spec
 	}
 	// The YAML and JSON forms of the same family decode to the same spec.
 	y, j := byName["full.yaml"], byName["full.json"]
@@ -268,7 +270,10 @@ func TestPaths(t *testing.T) {
 		return p
 	}
 	b := write("b.yaml", good)
-	a := write("sub/a.yml", good)
+	// Another family, so that the two do not clash (TestAcrossFiles).
+	other := strings.NewReplacer("model_family_id: full-family", "model_family_id: other-family",
+		"aliases: [full]", "aliases: [other]", "go_package: fullfamily", "go_package: otherfamily").Replace(string(good))
+	a := write("sub/a.yml", []byte(other))
 	write(".hidden/x.yaml", []byte("not: [valid"))
 	write("notes.txt", []byte("ignored"))
 	bad := write("sub/z.json", []byte(`{"schema_version": 1}`))
