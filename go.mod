@@ -1,6 +1,6 @@
 module github.com/worldfoundry/wfgen
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/dave/jennifer v1.7.1
@@ -8,6 +8,7 @@ require (
 	github.com/invopop/jsonschema v0.14.0
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/sync v0.25.0
 )
 
 require (

@@ -14,6 +14,7 @@ package validate
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
+	"golang.org/x/sync/semaphore"
 )
 
 // Diagnostic is one problem in one manifest, at a 1-based line and column.
@@ -89,13 +91,17 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 	results := make([]result, len(files))
 	workers := min(runtime.GOMAXPROCS(0), len(files))
 	next := make(chan int)
+	budget := semaphore.NewWeighted(parseBudget)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				f, d, err := File(files[i])
+				w := parseWeight(files[i])
+				_ = budget.Acquire(context.Background(), w) // never fails without a deadline
+				f, d, err := loadFile(files[i])
+				budget.Release(w)
 				r := result{valid: f != nil, diags: d, err: err}
 				if f != nil {
 					r.id = identify(files[i], f)
@@ -143,6 +149,29 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 		diags = append(diags, r.diags...)
 	}
 	return valid, diags, errors.Join(errs...)
+}
+
+// parseBudget caps the bytes of manifest source being parsed at once, over
+// all workers. A hostile YAML file can take about 160 bytes of memory per
+// byte of source while it is parsed (yaml.v3 builds a node for every
+// scalar before the max nodes limit can count them: 170 MB for a 1 MiB
+// flow list of 500,000 numbers), so the number of workers alone would let
+// memory grow with the number of CPUs. Two max-size files at a time keep
+// the worst case near 350 MB; ordinary manifests, a few KiB each, never
+// wait.
+const parseBudget = 2 * manifest.MaxFileSize
+
+// loadFile is File; tests replace it to watch the parse budget.
+var loadFile = File
+
+// parseWeight is a file's share of parseBudget: its size, capped at
+// MaxFileSize+1 (ReadFile reads no more) and at least 1.
+func parseWeight(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 1 // File reports the error
+	}
+	return min(max(st.Size(), 1), manifest.MaxFileSize+1)
 }
 
 // expand turns the given files and folders into a sorted list of files.

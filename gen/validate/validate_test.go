@@ -4,14 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/worldfoundry/wfgen/gen/manifest"
 	wfruntime "github.com/worldfoundry/wfgen/runtime"
 )
 
@@ -392,5 +396,69 @@ func TestWriteDiagnostics(t *testing.T) {
 	}
 	if err := WriteDiagnostics(&b, "xml", diags); err == nil {
 		t.Error("unknown format accepted")
+	}
+}
+
+// However many workers run, the bytes of manifest source being parsed at
+// once stay within parseBudget; small files still go side by side.
+func TestParseBudget(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 8 {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("big%d.yaml", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(manifest.MaxFileSize); err != nil { // sparse: quick to make
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	for i := range 8 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("small%d.yaml", i)), []byte("x: 1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(16))
+
+	var mu sync.Mutex
+	var inFlight, peak int64
+	var smallTogether, smallInFlight int
+	saved := loadFile
+	loadFile = func(path string) (*manifest.File, []Diagnostic, error) {
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		small := st.Size() < 1024
+		mu.Lock()
+		inFlight += st.Size()
+		peak = max(peak, inFlight)
+		if small {
+			smallInFlight++
+			smallTogether = max(smallTogether, smallInFlight)
+		}
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		inFlight -= st.Size()
+		if small {
+			smallInFlight--
+		}
+		mu.Unlock()
+		return nil, nil, nil
+	}
+	defer func() { loadFile = saved }()
+
+	if _, _, err := Paths([]string{dir}); err != nil {
+		t.Fatal(err)
+	}
+	if peak > parseBudget {
+		t.Errorf("%d bytes were parsed at once, want at most the budget %d", peak, parseBudget)
+	}
+	if peak < 2*manifest.MaxFileSize {
+		t.Errorf("at most %d bytes were parsed at once; want two max-size files side by side", peak)
+	}
+	if smallTogether < 2 {
+		t.Errorf("small files were parsed one at a time")
 	}
 }
