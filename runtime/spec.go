@@ -14,46 +14,11 @@ import (
 	"strings"
 )
 
-// Field kinds accepted by InferenceFieldSpec.Kind.
-const (
-	KindString     = "string"
-	KindInt        = "int"
-	KindFloat      = "float"
-	KindBool       = "bool"
-	KindTensor     = "tensor"
-	KindImage      = "image"
-	KindVideo      = "video"
-	KindStringList = "string_list"
-	KindIntList    = "int_list"
-	KindFloatList  = "float_list"
-	KindBoolList   = "bool_list"
-	KindTensorList = "tensor_list"
-)
-
-// FieldKinds lists every field kind in documentation order.
-var FieldKinds = []string{
-	KindString, KindInt, KindFloat, KindBool, KindTensor, KindImage, KindVideo,
-	KindStringList, KindIntList, KindFloatList, KindBoolList, KindTensorList,
-}
-
 // Field targets accepted by InferenceFieldSpec.Target.
 const (
 	TargetCallKwargs = "call_kwargs"
 	TargetLoadKwargs = "load_kwargs"
 )
-
-// Artifact kinds accepted by InferenceArtifactSpec.Kind.
-const (
-	ArtifactVideo     = "video"
-	ArtifactImage     = "image"
-	ArtifactEmbedding = "embedding"
-	ArtifactTensor    = "tensor"
-	ArtifactText      = "text"
-	ArtifactJSON      = "json"
-)
-
-// ArtifactKinds lists every artifact kind in documentation order.
-var ArtifactKinds = []string{ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor, ArtifactText, ArtifactJSON}
 
 // DefaultMethod is the TorchScript method a task runs when it names none.
 const DefaultMethod = "forward"
@@ -100,7 +65,7 @@ type InferenceFieldSpec struct {
 	// Label is a short human-readable name.
 	Label string `json:"label"`
 	// Kind is the value type of the field.
-	Kind string `json:"kind" jsonschema:"enum=string,enum=int,enum=float,enum=bool,enum=tensor,enum=image,enum=video,enum=string_list,enum=int_list,enum=float_list,enum=bool_list,enum=tensor_list,default=string"`
+	Kind Kind `json:"kind" jsonschema:"enum=string,enum=int,enum=float,enum=bool,enum=tensor,enum=image,enum=video,enum=string_list,enum=int_list,enum=float_list,enum=bool_list,enum=tensor_list,default=string"`
 	// Target says which keyword arguments receive the field.
 	Target string `json:"target" jsonschema:"enum=call_kwargs,enum=load_kwargs,default=call_kwargs"`
 	// Required fields must be given by the caller unless they have a default.
@@ -114,9 +79,9 @@ type InferenceFieldSpec struct {
 	Description string `json:"description"`
 
 	// Minimum is the smallest accepted number (int and float kinds, and list items).
-	Minimum *float64 `json:"minimum,omitempty"`
+	Minimum *Number `json:"minimum,omitempty"`
 	// Maximum is the largest accepted number (int and float kinds, and list items).
-	Maximum *float64 `json:"maximum,omitempty"`
+	Maximum *Number `json:"maximum,omitempty"`
 	// MultipleOf requires (value - Remainder) to be a multiple of it (int kind).
 	MultipleOf *int64 `json:"multiple_of,omitempty" jsonschema:"minimum=1"`
 	// Remainder is the offset for MultipleOf: 1 with multiple_of 4 means 4k+1.
@@ -151,7 +116,7 @@ type InferenceArtifactSpec struct {
 	// ArtifactID names the artifact; a method returning a dict keys it by this id.
 	ArtifactID string `json:"artifact_id" jsonschema:"required,minLength=1"`
 	// Kind is the artifact type.
-	Kind string `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json"`
+	Kind ArtifactKind `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json"`
 	// Required artifacts must be present in every result.
 	Required bool `json:"required"`
 	// Preview artifacts get a cheap preview (the first frame of a video).

@@ -234,7 +234,7 @@ func (c *checker) checkFields(schema runtime.MethodSchema, args map[string]runti
 		field := fmt.Sprintf("field %q", f.FieldID)
 		want, ok := kindType(f.Kind)
 		if !ok {
-			c.add(field, "a field kind ("+strings.Join(runtime.FieldKinds, ", ")+")", fmt.Sprintf("kind %q", f.Kind))
+			c.add(field, "a field kind ("+runtime.FieldKindList()+")", fmt.Sprintf("kind %q", f.Kind))
 			continue
 		}
 		a, ok := args[f.FieldID]
@@ -318,22 +318,13 @@ func (c *checker) err() error {
 }
 
 // kindType is the TorchScript type a field kind is passed as.
-func kindType(kind string) (Type, bool) {
-	scalar := map[string]string{
-		runtime.KindString: "str", runtime.KindInt: "int", runtime.KindFloat: "float", runtime.KindBool: "bool",
-		runtime.KindTensor: "Tensor", runtime.KindImage: "Tensor", runtime.KindVideo: "Tensor",
+func kindType(kind runtime.Kind) (Type, bool) {
+	s := kind.TorchScriptType()
+	if s == "" {
+		return Type{}, false
 	}
-	list := map[string]string{
-		runtime.KindStringList: "str", runtime.KindIntList: "int", runtime.KindFloatList: "float",
-		runtime.KindBoolList: "bool", runtime.KindTensorList: "Tensor",
-	}
-	if s, ok := scalar[kind]; ok {
-		return Type{Name: s}, true
-	}
-	if s, ok := list[kind]; ok {
-		return Type{Name: "List", Elems: []Type{{Name: s}}}, true
-	}
-	return Type{}, false
+	t, err := ParseType(s)
+	return t, err == nil
 }
 
 // accepts reports whether an argument of type arg accepts a value of type v.
@@ -376,7 +367,7 @@ func accepts(arg, v Type) bool {
 
 // artifactAccepts reports whether a returned value of type t can be an
 // artifact of the kind.
-func artifactAccepts(t Type, kind string) bool {
+func artifactAccepts(t Type, kind runtime.ArtifactKind) bool {
 	switch t.Name {
 	case "Any":
 		return true
@@ -421,7 +412,7 @@ func jsonable(t Type, depth int) bool {
 	return false
 }
 
-func artifactNeeds(kind string) string {
+func artifactNeeds(kind runtime.ArtifactKind) string {
 	switch kind {
 	case runtime.ArtifactVideo:
 		return "Tensor, uint8 [T,H,W,C]"
@@ -436,7 +427,7 @@ func artifactNeeds(kind string) string {
 	case runtime.ArtifactJSON:
 		return "str holding JSON, or a dict, list or scalar without tensors"
 	}
-	return "a known artifact kind: " + strings.Join(runtime.ArtifactKinds, ", ")
+	return "a known artifact kind: " + runtime.ArtifactKindList()
 }
 
 // valueMismatch says why a manifest value does not suit an argument type, or

@@ -11,7 +11,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime"
 )
 
-func field(id, kind string, required bool) runtime.InferenceFieldSpec {
+func field(id string, kind runtime.Kind, required bool) runtime.InferenceFieldSpec {
 	return runtime.InferenceFieldSpec{FieldID: id, Kind: kind, Target: runtime.TargetCallKwargs, Required: required}
 }
 
@@ -20,7 +20,7 @@ func withDefault(f runtime.InferenceFieldSpec, v any) runtime.InferenceFieldSpec
 	return f
 }
 
-func artifact(id, kind string) runtime.InferenceArtifactSpec {
+func artifact(id string, kind runtime.ArtifactKind) runtime.InferenceArtifactSpec {
 	return runtime.InferenceArtifactSpec{ArtifactID: id, Kind: kind, Required: true}
 }
 
@@ -267,7 +267,7 @@ func TestCheck(t *testing.T) {
 			task: &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{field("x", "matrix", true)},
 				Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
 			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("x", "Tensor")}, Returns: []string{"Tensor"}},
-			want:   []Problem{{`field "x"`, "a field kind (" + strings.Join(runtime.FieldKinds, ", ") + ")", `kind "matrix"`}},
+			want:   []Problem{{`field "x"`, "a field kind (" + runtime.FieldKindList() + ")", `kind "matrix"`}},
 		},
 	}
 	for _, c := range cases {

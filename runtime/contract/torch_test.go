@@ -43,7 +43,7 @@ func loadGenerator(t *testing.T) runtime.Module {
 	return m
 }
 
-func callField(id, kind string, required bool, def any) runtime.InferenceFieldSpec {
+func callField(id string, kind runtime.Kind, required bool, def any) runtime.InferenceFieldSpec {
 	return runtime.InferenceFieldSpec{FieldID: id, Kind: kind, Target: runtime.TargetCallKwargs, Required: required, Default: def}
 }
 

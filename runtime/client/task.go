@@ -1,0 +1,184 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+)
+
+// Params is what a generated params type provides to run its task.
+type Params interface {
+	// Validate checks every rule of the manifest.
+	Validate() error
+	// CallKwargs returns the fields passed to the task's method.
+	CallKwargs() map[string]any
+	// LoadKwargs returns the fields passed when the model is loaded.
+	LoadKwargs() map[string]any
+}
+
+// Decoder sets a generated result from a task's outputs keyed by artifact
+// id (the result type's fromOutputs method).
+type Decoder[R any] func(r *R, out map[string]any) error
+
+// TaskRef names a task of a family for the typed entry points (Run,
+// RunBatch, RunStream) that generated methods call.
+type TaskRef struct {
+	// Family is the family id.
+	Family string
+	// Task is the task id.
+	Task string
+}
+
+// where prefixes errors of the typed entry points.
+func (t TaskRef) where() string { return t.Family + " " + t.Task }
+
+// notNew is the error of a method called on a generated Client that New did
+// not create.
+func (t TaskRef) notNew() error { return fmt.Errorf("%s: client not created with New", t.where()) }
+
+// Run validates p, runs the task on c and decodes its outputs: the body of
+// every generated task method. An invalid p, a runtime failure or an output
+// that does not match the task's artifacts is an error, never a partial
+// result.
+func Run[R any](ctx context.Context, c *Client, t TaskRef, p Params, decode Decoder[R]) (*R, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), err)
+	}
+	if c == nil {
+		return nil, t.notNew()
+	}
+	out, err := c.Run(ctx, t.Task, p.CallKwargs(), p.LoadKwargs())
+	if err != nil {
+		return nil, err
+	}
+	r := new(R)
+	if err := decode(r, out); err != nil {
+		return nil, fmt.Errorf("%s: %w", t.where(), err)
+	}
+	return r, nil
+}
+
+// RunBatch validates every item (all violations are reported with their
+// item index), runs the task over the items in batches (see
+// Client.RunBatch) and decodes each item's outputs: the body of every
+// generated <Task>Batch method. With batch.WithPerItemErrors, items that
+// failed on their own are nil and the error lists them.
+func RunBatch[P any, PP interface {
+	*P
+	Params
+}, R any](ctx context.Context, c *Client, t TaskRef, ps []P, decode Decoder[R], opts ...batch.Option) ([]*R, error) {
+	if c == nil {
+		return nil, t.notNew()
+	}
+	items := make([]map[string]any, len(ps))
+	var errs []error
+	for i := range ps {
+		p := PP(&ps[i])
+		if err := p.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
+		}
+		items[i] = p.CallKwargs()
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), errors.Join(errs...))
+	}
+	outs, err := c.RunBatch(ctx, t.Task, items, opts...)
+	if outs == nil {
+		return nil, err
+	}
+	res := make([]*R, len(outs))
+	for i, out := range outs {
+		if out == nil {
+			continue
+		}
+		r := new(R)
+		if derr := decode(r, out); derr != nil {
+			return nil, fmt.Errorf("%s: item %d: %w", t.where(), i, derr)
+		}
+		res[i] = r
+	}
+	return res, err
+}
+
+// RunStream validates p and starts a realtime session of the task (see
+// Client.Stream): the body of every generated <Task>Stream method.
+func RunStream(ctx context.Context, c *Client, t TaskRef, p Params, opts ...stream.Option) (*stream.Session, error) {
+	if c == nil {
+		return nil, t.notNew()
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), err)
+	}
+	return c.Stream(ctx, t.Task, p.CallKwargs(), opts...)
+}
+
+// Artifacts decodes a task's outputs into the fields of a generated result,
+// artifact by artifact (see Decode). It keeps the first error.
+type Artifacts struct {
+	out  map[string]any
+	arts []runtime.InferenceArtifactSpec
+	fps  float64
+	err  error
+}
+
+// NewArtifacts starts decoding the outputs of task index task of spec.
+func NewArtifacts(out map[string]any, spec *runtime.ModelInferenceSpec, task int) Artifacts {
+	o := Artifacts{out: out, arts: spec.Tasks[task].Outputs}
+	if spec.Realtime != nil {
+		o.fps = float64(spec.Realtime.FPS)
+	}
+	return o
+}
+
+// Err returns the first problem found, or nil.
+func (o *Artifacts) Err() error { return o.err }
+
+// Decode sets *dst from artifact i of the task: dst is the result field of
+// the artifact's Go type (*runtime.Video, *runtime.Image,
+// *runtime.Embedding, *runtime.Tensor, string or *string for text,
+// json.RawMessage). A required artifact the model did not return, or a
+// value the kind cannot hold, is an error naming the artifact; after the
+// first error Decode does nothing.
+func Decode[T any](o *Artifacts, i int, dst *T) {
+	if o.err != nil {
+		return
+	}
+	a := &o.arts[i]
+	v, ok := o.out[a.ArtifactID]
+	if !ok || v == nil {
+		if a.Required {
+			o.err = fmt.Errorf("artifact %q: required, but the model returned none", a.ArtifactID)
+		}
+		return
+	}
+	var err error
+	switch d := any(dst).(type) {
+	case **runtime.Video:
+		*d, err = runtime.AsVideo(v, o.fps)
+	case **runtime.Image:
+		*d, err = runtime.AsImage(v)
+	case **runtime.Embedding:
+		*d, err = runtime.AsEmbedding(v)
+	case **runtime.Tensor:
+		*d, err = runtime.AsTensor(v)
+	case *string:
+		*d, err = runtime.AsText(v)
+	case **string:
+		var s string
+		if s, err = runtime.AsText(v); err == nil {
+			*d = &s
+		}
+	case *json.RawMessage:
+		*d, err = runtime.AsJSON(v)
+	default:
+		err = fmt.Errorf("no decoding into %T", dst)
+	}
+	if err != nil {
+		o.err = fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
+	}
+}

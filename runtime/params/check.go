@@ -1,0 +1,152 @@
+package params
+
+import (
+	"errors"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// Check collects the violations of one params value. Start it with
+// Rules.Check, apply the functions of this package field by field (i is
+// the field's index in the task's inputs) and end it with Err.
+type Check struct {
+	rules Rules
+	errs  []error
+}
+
+// Check starts checking one params value.
+func (r Rules) Check() Check { return Check{rules: r} }
+
+func (c *Check) add(v *Violation) { c.errs = append(c.errs, v) }
+
+// Err returns every violation found, joined with errors.Join (one per
+// line, in field order), or nil.
+func (c *Check) Err() error { return errors.Join(c.errs...) }
+
+// String checks a string field (or a field of a choice type).
+func String[T ~string](c *Check, i int, v T) {
+	f := c.rules[i]
+	if v == "" && f.Presence == runtime.Required {
+		f.required(c)
+		return
+	}
+	f.checkString(c, f.path, string(v), true)
+}
+
+// OptString checks an optional string field; nil is not checked.
+func OptString[T ~string](c *Check, i int, v *T) {
+	if v != nil {
+		f := c.rules[i]
+		f.checkString(c, f.path, string(*v), true)
+	}
+}
+
+// Strings checks a string_list field.
+func Strings[T ~string](c *Check, i int, v []T) {
+	f := c.rules[i]
+	if !f.list(c, v == nil, len(v)) {
+		return
+	}
+	for j, s := range v {
+		f.checkString(c, f.itemPath(j), string(s), false)
+	}
+}
+
+// Int checks an int field.
+func Int(c *Check, i int, v int64) {
+	f := c.rules[i]
+	f.checkInt(c, f.path, v)
+}
+
+// OptInt checks an optional int field; nil is not checked.
+func OptInt(c *Check, i int, v *int64) {
+	if v != nil {
+		Int(c, i, *v)
+	}
+}
+
+// Ints checks an int_list field.
+func Ints(c *Check, i int, v []int64) {
+	f := c.rules[i]
+	if !f.list(c, v == nil, len(v)) {
+		return
+	}
+	for j, n := range v {
+		f.checkInt(c, f.itemPath(j), n)
+	}
+}
+
+// Float checks a float field.
+func Float(c *Check, i int, v float64) {
+	f := c.rules[i]
+	f.checkFloat(c, f.path, v)
+}
+
+// OptFloat checks an optional float field; nil is not checked.
+func OptFloat(c *Check, i int, v *float64) {
+	if v != nil {
+		Float(c, i, *v)
+	}
+}
+
+// Floats checks a float_list field.
+func Floats(c *Check, i int, v []float64) {
+	f := c.rules[i]
+	if !f.list(c, v == nil, len(v)) {
+		return
+	}
+	for j, x := range v {
+		f.checkFloat(c, f.itemPath(j), x)
+	}
+}
+
+// Bools checks a bool_list field (its length).
+func Bools(c *Check, i int, v []bool) {
+	f := c.rules[i]
+	f.list(c, v == nil, len(v))
+}
+
+// Tensor checks a tensor, image or video field: present when required,
+// and data consistent with dtype and shape.
+func Tensor(c *Check, i int, v *runtime.Tensor) {
+	f := c.rules[i]
+	switch {
+	case v != nil:
+		f.checkTensor(c, f.path, v)
+	case f.Presence == runtime.Required:
+		f.required(c)
+	}
+}
+
+// Tensors checks a tensor_list field: its length, and every item present
+// and consistent.
+func Tensors(c *Check, i int, v []*runtime.Tensor) {
+	f := c.rules[i]
+	if !f.list(c, v == nil, len(v)) {
+		return
+	}
+	for j, t := range v {
+		if t == nil {
+			c.add(violation(f.itemPath(j), "is nil"))
+			continue
+		}
+		f.checkTensor(c, f.itemPath(j), t)
+	}
+}
+
+// list checks a list's presence and length and reports whether its items
+// are to be checked. A nil optional list is unset; a nil required list is
+// missing.
+func (f *Field) list(c *Check, isNil bool, n int) bool {
+	if isNil {
+		switch f.Presence {
+		case runtime.Required:
+			f.required(c)
+			return false
+		case runtime.Optional:
+			return false
+		}
+	}
+	f.checkLen(c, n)
+	return true
+}

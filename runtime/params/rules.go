@@ -1,0 +1,477 @@
+// Package params holds the rules a task's input values must follow —
+// presence, bounds, multiple_of, lengths, pattern, choices, tensor
+// consistency — compiled once from the field specs, and the checks that
+// apply them. It is the one place these rules live: generated Validate
+// methods, the manifest validator (for defaults) and servers decoding
+// requests all call it, so a value is judged the same way wherever it
+// comes from.
+//
+// Integer rules are exact over the whole int64 range: bounds are compared
+// as written in the manifest (runtime.Number), and multiple_of/remainder
+// never overflow.
+package params
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// Field is the compiled rule set of one input field. Build it with
+// Compile; it is immutable and safe for concurrent use.
+type Field struct {
+	// Spec is the field the rules come from.
+	Spec *runtime.InferenceFieldSpec
+	// Kind is the field's kind.
+	Kind runtime.Kind
+	// Presence says whether the field must be given.
+	Presence runtime.Presence
+
+	path string // the field id, the prefix of every violation
+
+	// Integer bounds; for int kinds only. noInt says no int64 satisfies both.
+	minI, maxI       int64
+	hasMinI, hasMaxI bool
+	noInt            bool
+	// Float bounds (float kinds, and the text of any bound).
+	minF, maxF       float64
+	hasMin, hasMax   bool
+	minText, maxText string
+
+	mult, rem int64 // multiple_of (0: none) and remainder, rem in [0, mult)
+
+	minLen, maxLen       int
+	hasMinLen, hasMaxLen bool
+
+	re      *regexp.Regexp
+	choices map[string]bool
+}
+
+// Rules are the compiled rules of one task's fields, in the task's input
+// order.
+type Rules []*Field
+
+// Compile compiles the rules of every input field of t. It fails only for a
+// field the manifest validator rejects (a pattern that is not RE2, a kind
+// that does not exist).
+func Compile(t *runtime.InferenceTaskProfile) (Rules, error) {
+	r := make(Rules, len(t.Inputs))
+	for i := range t.Inputs {
+		f, err := CompileField(&t.Inputs[i])
+		if err != nil {
+			return nil, fmt.Errorf("task %q: %w", t.TaskID, err)
+		}
+		r[i] = f
+	}
+	return r, nil
+}
+
+// MustCompile is Compile for specs that passed validation (generated
+// code); it panics on an error.
+func MustCompile(t *runtime.InferenceTaskProfile) Rules {
+	r, err := Compile(t)
+	if err != nil {
+		panic("params: " + err.Error())
+	}
+	return r
+}
+
+// CompileField compiles the rules of one field.
+func CompileField(s *runtime.InferenceFieldSpec) (*Field, error) {
+	if !s.Kind.Valid() {
+		return nil, fmt.Errorf("field %q: kind %q is not one of the field kinds", s.FieldID, s.Kind)
+	}
+	f := &Field{Spec: s, Kind: s.Kind, Presence: s.Presence(), path: s.FieldID}
+	if s.Minimum != nil {
+		if !s.Minimum.Valid() {
+			return nil, fmt.Errorf("field %q: minimum %q is not a number", s.FieldID, string(*s.Minimum))
+		}
+		f.hasMin, f.minF, f.minText = true, s.Minimum.Float64(), s.Minimum.String()
+		if s.Kind.Integer() {
+			v, ok := s.Minimum.IntBounds(true)
+			f.minI, f.hasMinI, f.noInt = v, true, f.noInt || !ok
+		}
+	}
+	if s.Maximum != nil {
+		if !s.Maximum.Valid() {
+			return nil, fmt.Errorf("field %q: maximum %q is not a number", s.FieldID, string(*s.Maximum))
+		}
+		f.hasMax, f.maxF, f.maxText = true, s.Maximum.Float64(), s.Maximum.String()
+		if s.Kind.Integer() {
+			v, ok := s.Maximum.IntBounds(false)
+			f.maxI, f.hasMaxI, f.noInt = v, true, f.noInt || !ok
+		}
+	}
+	if s.MultipleOf != nil {
+		if *s.MultipleOf < 1 {
+			return nil, fmt.Errorf("field %q: multiple_of %d must be at least 1", s.FieldID, *s.MultipleOf)
+		}
+		if s.Remainder < 0 || s.Remainder >= *s.MultipleOf {
+			return nil, fmt.Errorf("field %q: remainder %d must be in [0, multiple_of)", s.FieldID, s.Remainder)
+		}
+		f.mult, f.rem = *s.MultipleOf, s.Remainder
+	}
+	if s.MinLength != nil {
+		f.minLen, f.hasMinLen = *s.MinLength, true
+	}
+	if s.MaxLength != nil {
+		f.maxLen, f.hasMaxLen = *s.MaxLength, true
+	}
+	if s.Pattern != "" {
+		re, err := regexp.Compile(s.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: pattern is not a valid RE2 regular expression: %s", s.FieldID, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+		f.re = re
+	}
+	if len(s.Choices) > 0 {
+		f.choices = make(map[string]bool, len(s.Choices))
+		for _, c := range s.Choices {
+			f.choices[c] = true
+		}
+	}
+	return f, nil
+}
+
+// Violation is one way a value breaks its field's rules.
+type Violation struct {
+	// Path is the field id, with [i] for a list item ("tags[1]").
+	Path string
+	// Message says what is wrong ("must be at least 1, got 0").
+	Message string
+	// Hint, when set, says what would be right ("nearest valid: 9 or 17").
+	Hint string
+	// Err is the underlying error, when there is one (a malformed tensor).
+	Err error
+}
+
+// Error returns "path: message".
+func (v *Violation) Error() string { return v.Path + ": " + v.Message }
+
+// Unwrap returns the underlying error.
+func (v *Violation) Unwrap() error { return v.Err }
+
+// sink collects violations.
+type sink interface{ add(*Violation) }
+
+// list is a sink that keeps violations.
+type list []*Violation
+
+func (l *list) add(v *Violation) { *l = append(*l, v) }
+
+func violation(path, format string, args ...any) *Violation {
+	return &Violation{Path: path, Message: fmt.Sprintf(format, args...)}
+}
+
+// itemPath is the path of item i of the field.
+func (f *Field) itemPath(i int) string { return f.path + "[" + strconv.Itoa(i) + "]" }
+
+// checkInt applies the bounds and multiple_of rules to n.
+func (f *Field) checkInt(s sink, path string, n int64) {
+	if f.hasMinI && (f.noInt || n < f.minI) {
+		s.add(violation(path, "must be at least %s, got %d", f.minText, n))
+	}
+	if f.hasMaxI && (f.noInt || n > f.maxI) {
+		s.add(violation(path, "must be at most %s, got %d", f.maxText, n))
+	}
+	if f.mult > 0 && mod(n, f.mult) != f.rem {
+		v := violation(path, "must be %s, got %d", multipleText(f.mult, f.rem, true), n)
+		v.Hint = f.nearest(n)
+		s.add(v)
+	}
+}
+
+// mod returns n mod m in [0, m) for m ≥ 1, without overflow.
+func mod(n, m int64) int64 {
+	r := n % m
+	if r < 0 {
+		r += m
+	}
+	return r
+}
+
+// nearest names the valid values next to n (below and above) that also
+// keep within the bounds, as "nearest valid: a or b", or "".
+func (f *Field) nearest(n int64) string {
+	d := mod(n, f.mult) - f.rem // n - d is a valid value
+	if d < 0 {
+		d += f.mult
+	}
+	var near []string
+	// below = n - d, above = below + mult; both computed without overflow.
+	if below, ok := sub(n, d); ok && f.inBounds(below) {
+		near = append(near, strconv.FormatInt(below, 10))
+	}
+	if below, ok := sub(n, d); ok {
+		if above, ok := add(below, f.mult); ok && f.inBounds(above) {
+			near = append(near, strconv.FormatInt(above, 10))
+		}
+	} else if above, ok := add(n, f.mult-d); ok && f.inBounds(above) {
+		near = append(near, strconv.FormatInt(above, 10))
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	return "nearest valid: " + strings.Join(near, " or ")
+}
+
+func (f *Field) inBounds(n int64) bool {
+	return !f.noInt && (!f.hasMinI || n >= f.minI) && (!f.hasMaxI || n <= f.maxI)
+}
+
+func sub(a, b int64) (int64, bool) {
+	c := a - b
+	return c, (b >= 0) == (c <= a)
+}
+
+func add(a, b int64) (int64, bool) {
+	c := a + b
+	return c, (b >= 0) == (c >= a)
+}
+
+// multipleText says "a multiple of 16" or "8k+1 (a multiple of 8 plus 1)";
+// article adds the "a" of the first form.
+func multipleText(m, rem int64, article bool) string {
+	if rem == 0 {
+		if article {
+			return fmt.Sprintf("a multiple of %d", m)
+		}
+		return fmt.Sprintf("multiple of %d", m)
+	}
+	return fmt.Sprintf("%dk+%d (a multiple of %d plus %d)", m, rem, m, rem)
+}
+
+// checkFloat applies the bounds to x; NaN fails every bound.
+func (f *Field) checkFloat(s sink, path string, x float64) {
+	if f.hasMin && !(x >= f.minF) {
+		s.add(violation(path, "must be at least %s, got %v", f.minText, x))
+	}
+	if f.hasMax && !(x <= f.maxF) {
+		s.add(violation(path, "must be at most %s, got %v", f.maxText, x))
+	}
+}
+
+// maxListedChoices bounds the choices a message lists.
+const maxListedChoices = 12
+
+// checkString applies choices, length (whole values only) and pattern.
+func (f *Field) checkString(s sink, path string, v string, whole bool) {
+	if f.choices != nil && !f.choices[v] {
+		s.add(violation(path, "must be one of %s, got %q", f.choiceText(), v))
+	}
+	if whole && f.Kind == runtime.KindString {
+		n := runeCount(v)
+		if f.hasMinLen && n < f.minLen {
+			s.add(violation(path, "must have at least %s, has %d", count(f.minLen, "character"), n))
+		}
+		if f.hasMaxLen && n > f.maxLen {
+			s.add(violation(path, "must have at most %s, has %d", count(f.maxLen, "character"), n))
+		}
+	}
+	if f.re != nil && !f.re.MatchString(v) {
+		s.add(violation(path, "must match the pattern %s, got %q", f.Spec.Pattern, v))
+	}
+}
+
+func runeCount(s string) int {
+	n := 0
+	for range s {
+		n++
+	}
+	return n
+}
+
+// choiceText lists the choices, quoted; a long list is cut short.
+func (f *Field) choiceText() string {
+	cs := f.Spec.Choices
+	q := make([]string, 0, min(len(cs), maxListedChoices))
+	for _, c := range cs[:min(len(cs), maxListedChoices)] {
+		q = append(q, strconv.Quote(c))
+	}
+	s := strings.Join(q, ", ")
+	if len(cs) > maxListedChoices {
+		s += fmt.Sprintf(", … (%d in all)", len(cs))
+	}
+	return s
+}
+
+// count says "1 item" or "3 items".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// checkLen applies the length rules to a list of n items.
+func (f *Field) checkLen(s sink, n int) {
+	if f.hasMinLen && n < f.minLen {
+		s.add(violation(f.path, "must have at least %s, has %d", count(f.minLen, "item"), n))
+	}
+	if f.hasMaxLen && n > f.maxLen {
+		s.add(violation(f.path, "must have at most %s, has %d", count(f.maxLen, "item"), n))
+	}
+}
+
+// checkTensor checks that a tensor's data matches its dtype and shape.
+func (f *Field) checkTensor(s sink, path string, t *runtime.Tensor) {
+	if err := t.Check(); err != nil {
+		s.add(&Violation{Path: path, Message: err.Error(), Err: err})
+	}
+}
+
+// required reports a required field that is missing.
+func (f *Field) required(s sink) {
+	s.add(violation(f.path, "is required"))
+}
+
+// CheckValue checks a manifest value (a default, a default_call_kwargs
+// entry) against the field: its kind and every rule. v holds the manifest
+// validator's value form: string, int64, float64, bool, or []any of those
+// for list kinds. nil always fits. It returns the value in the kind's Go
+// form (string, int64, float64, bool, []string, []int64, []float64,
+// []bool) when it fits, and every violation; a kind mismatch is a
+// violation with an empty Path whose Message names the value and the kind.
+func (f *Field) CheckValue(v any) (any, []*Violation) {
+	if v == nil {
+		return nil, nil
+	}
+	var l list
+	if f.Kind.TensorLike() {
+		l.add(&Violation{Message: fmt.Sprintf("a field of kind %s cannot have one; its value is only known at call time", f.Kind)})
+		return nil, l
+	}
+	if !f.Kind.IsList() {
+		nv, ok := f.scalarValue(&l, f.path, v, true)
+		if !ok {
+			return nil, l
+		}
+		return nv, l
+	}
+	items, ok := v.([]any)
+	if !ok {
+		l.add(&Violation{Message: fmt.Sprintf("%s is %s, but the field's kind is %s", "it", phrase(v), f.Kind.Phrase())})
+		return nil, l
+	}
+	f.checkLen(&l, len(items))
+	good := true
+	out := make([]any, len(items))
+	for i, it := range items {
+		nv, ok := f.scalarValue(&l, f.itemPath(i), it, false)
+		good = good && ok
+		out[i] = nv
+	}
+	if !good {
+		return nil, l
+	}
+	switch f.Kind.Elem() {
+	case runtime.KindString:
+		return typed[string](out), l
+	case runtime.KindInt:
+		return typed[int64](out), l
+	case runtime.KindFloat:
+		return typed[float64](out), l
+	}
+	return typed[bool](out), l
+}
+
+func typed[T any](items []any) []T {
+	out := make([]T, len(items))
+	for i, x := range items {
+		out[i] = x.(T)
+	}
+	return out
+}
+
+// scalarValue checks one scalar of the field's element kind.
+func (f *Field) scalarValue(s sink, path string, v any, whole bool) (any, bool) {
+	mismatch := func() (any, bool) {
+		s.add(&Violation{Path: path, Message: fmt.Sprintf("is %s, but the field's kind is %s", phrase(v), f.Kind.Phrase())})
+		return nil, false
+	}
+	var l list
+	var out any
+	switch f.Kind.Elem() {
+	case runtime.KindString:
+		x, ok := v.(string)
+		if !ok {
+			return mismatch()
+		}
+		f.checkString(&l, path, x, whole)
+		out = x
+	case runtime.KindBool:
+		x, ok := v.(bool)
+		if !ok {
+			return mismatch()
+		}
+		out = x
+	case runtime.KindInt:
+		var n int64
+		switch x := v.(type) {
+		case int64:
+			n = x
+		case float64:
+			if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
+				return mismatch()
+			}
+			n = int64(x)
+		default:
+			return mismatch()
+		}
+		f.checkInt(&l, path, n)
+		out = n
+	case runtime.KindFloat:
+		var x float64
+		switch y := v.(type) {
+		case int64:
+			x = float64(y)
+		case float64:
+			x = y
+		default:
+			return mismatch()
+		}
+		f.checkFloat(&l, path, x)
+		out = x
+	default:
+		return mismatch()
+	}
+	for _, v := range l {
+		s.add(v)
+	}
+	return out, len(l) == 0
+}
+
+// phrase describes a manifest value for messages: `the string "x"`.
+func phrase(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case int64:
+		return fmt.Sprintf("the integer %d", x)
+	case float64:
+		return fmt.Sprintf("the number %v", x)
+	case bool:
+		return fmt.Sprintf("the boolean %v", x)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "a mapping"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// Nearest returns the valid values of an int field next to n that keep
+// within its bounds ("nearest valid: 9 or 17"), or "" when n is valid or
+// the field has no multiple_of.
+func (f *Field) Nearest(n int64) string {
+	if f.mult == 0 || mod(n, f.mult) == f.rem {
+		return ""
+	}
+	return f.nearest(n)
+}
