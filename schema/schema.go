@@ -23,6 +23,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/runtime"
 )
 
 // ID is the schema's $id.
@@ -42,6 +43,13 @@ func Generate() ([]byte, error) {
 // generate reflects manifest.Document with the given doc comment map.
 func generate(comments map[string]string) ([]byte, error) {
 	r := &jsonschema.Reflector{
+		// A runtime.Number is a number kept as written.
+		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			if t == reflect.TypeFor[runtime.Number]() {
+				return &jsonschema.Schema{Type: "number"}
+			}
+			return nil
+		},
 		RequiredFromJSONSchemaTags: true,
 		Anonymous:                  true,
 		LookupComment: func(t reflect.Type, field string) string {

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
 // BenchmarkCompare compares the old and new manifests of the nine golden
 // cases (21 manifests, 82 changes in all) once per iteration.
 func BenchmarkCompare(b *testing.B) {
-	var olds, news [][]*manifest.File
+	var olds, news [][]*ir.Family
 	dirs, _ := filepath.Glob(filepath.Join("testdata", "golden", "*"))
 	for _, d := range dirs {
 		o, _, err1 := validate.Paths([]string{filepath.Join(d, "old")})

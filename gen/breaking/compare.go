@@ -2,15 +2,14 @@ package breaking
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/manifest"
-	"github.com/worldfoundry/wfgen/gen/naming"
 	"github.com/worldfoundry/wfgen/runtime"
 )
 
@@ -35,7 +34,7 @@ func (e *DuplicateError) Error() string {
 // change, sorted (see Sort). Deprecations in old already mark the breaking
 // changes they cover as allowed; use Apply for --allow rules. It fails only
 // when one side defines a family twice.
-func Compare(old, new []*manifest.File) ([]Change, error) {
+func Compare(old, new []*ir.Family) ([]Change, error) {
 	oldBy, err := byFamily(old, "old")
 	if err != nil {
 		return nil, err
@@ -48,7 +47,7 @@ func Compare(old, new []*manifest.File) ([]Change, error) {
 	for id, of := range oldBy {
 		nf, ok := newBy[id]
 		if !ok {
-			ch := change(of, RuleFamilyRemoved, "/model_family_id", subject(id),
+			ch := change(of.File, RuleFamilyRemoved, "/model_family_id", subject(id),
 				fmt.Sprintf("family %q removed", id))
 			if of.Spec.Deprecated != "" {
 				ch.Allowed = deprecatedNote("family", id, of.Spec.Deprecated)
@@ -56,25 +55,25 @@ func Compare(old, new []*manifest.File) ([]Change, error) {
 			changes = append(changes, ch)
 			continue
 		}
-		changes = append(changes, CompareFiles(of, nf)...)
+		changes = append(changes, CompareFamily(of, nf)...)
 	}
 	for id, nf := range newBy {
 		if _, ok := oldBy[id]; !ok {
-			changes = append(changes, change(nf, RuleFamilyAdded, "/model_family_id", subject(id), fmt.Sprintf("family %q added", id)))
+			changes = append(changes, change(nf.File, RuleFamilyAdded, "/model_family_id", subject(id), fmt.Sprintf("family %q added", id)))
 		}
 	}
 	return Sort(changes), nil
 }
 
-func byFamily(files []*manifest.File, side string) (map[string]*manifest.File, error) {
-	m := make(map[string]*manifest.File, len(files))
-	for _, f := range files {
-		if f == nil || f.Spec == nil {
+func byFamily(fams []*ir.Family, side string) (map[string]*ir.Family, error) {
+	m := make(map[string]*ir.Family, len(fams))
+	for _, f := range fams {
+		if f == nil {
 			continue
 		}
 		id := f.Spec.ModelFamilyID
 		if prev, dup := m[id]; dup {
-			return nil, &DuplicateError{Family: id, Files: [2]string{prev.Path, f.Path}, Side: side}
+			return nil, &DuplicateError{Family: id, Files: [2]string{prev.File.Path, f.File.Path}, Side: side}
 		}
 		m[id] = f
 	}
@@ -125,8 +124,8 @@ func (s scope) covering(kind, id, deprecated string) scope {
 
 // comparer compares one family.
 type comparer struct {
-	old, new *manifest.File
-	changes  []Change
+	new     *manifest.File
+	changes []Change
 }
 
 // add records a change located at pointer (the Position of a missing
@@ -143,17 +142,17 @@ func (c *comparer) add(s scope, rule, pointer string, extra []string, format str
 	c.changes = append(c.changes, ch)
 }
 
-// CompareFiles compares one family's old and new manifest (valid and
-// decoded) and returns the changes, unsorted, located in new.
-func CompareFiles(old, new *manifest.File) []Change {
-	c := &comparer{old: old, new: new}
+// CompareFamily compares one family's old and new manifest (valid,
+// resolved) and returns the changes, unsorted, located in new.
+func CompareFamily(old, new *ir.Family) []Change {
+	c := &comparer{new: new.File}
 	o, n := old.Spec, new.Spec
 	fam := scope{subj: []string{o.ModelFamilyID}, what: fmt.Sprintf("family %q", o.ModelFamilyID)}
 	if o.Deprecated != "" {
 		fam.dep = deprecatedNote("family", o.ModelFamilyID, o.Deprecated)
 	}
 	c.aliases(fam, "/aliases", o.Aliases, n.Aliases)
-	if op, np := goPackage(o), goPackage(n); op != np {
+	if op, np := old.Package, new.Package; op != np {
 		c.add(fam, RuleGoPackageChanged, "/go_package", nil, "Go package changes from %s to %s", op, np)
 	}
 	if ov, nv := defaultVariant(o), defaultVariant(n); ov != nv {
@@ -177,7 +176,7 @@ func CompareFiles(old, new *manifest.File) []Change {
 			c.add(fam.covering("variant", ov.VariantID, ov.Deprecated), RuleVariantRemoved, "/variants", []string{ov.VariantID}, "variant %q removed", ov.VariantID)
 			continue
 		}
-		c.variant(fam.child(ptr("variants", j), "variant", ov.VariantID, fmt.Sprintf("variant %q", ov.VariantID), ov.Deprecated), ov, &n.Variants[j])
+		c.variant(fam.child(ptr("variants", j), "variant", ov.VariantID, fmt.Sprintf("variant %q", ov.VariantID), ov.Deprecated), old.Variants[i], new.Variants[j])
 	}
 	for j, nv := range n.Variants {
 		if !oldVariants[nv.VariantID] {
@@ -198,7 +197,7 @@ func CompareFiles(old, new *manifest.File) []Change {
 			c.add(fam.covering("task", ot.TaskID, ot.Deprecated), RuleTaskRemoved, "/tasks", []string{ot.TaskID}, "task %q removed", ot.TaskID)
 			continue
 		}
-		c.task(fam.child(ptr("tasks", j), "task", ot.TaskID, fmt.Sprintf("task %q", ot.TaskID), ot.Deprecated), ot, &n.Tasks[j])
+		c.task(fam.child(ptr("tasks", j), "task", ot.TaskID, fmt.Sprintf("task %q", ot.TaskID), ot.Deprecated), old.Tasks[i], new.Tasks[j])
 	}
 	for j, nt := range n.Tasks {
 		if !oldTasks[nt.TaskID] {
@@ -216,15 +215,6 @@ func ptr(segs ...any) string {
 	}
 	return manifest.JoinPointer(parts...)
 }
-
-func goPackage(s *runtime.ModelInferenceSpec) string {
-	if s.GoPackage != "" {
-		return s.GoPackage
-	}
-	return naming.Package(s.ModelFamilyID)
-}
-
-func goName(id, override string) string { return naming.Ident{ID: id, GoName: override}.Name() }
 
 // defaultVariant is the id of the variant the default selects (the
 // default may be an alias).
@@ -307,9 +297,10 @@ func (c *comparer) realtime(s scope, o, n *runtime.RealtimeSpec) {
 	}
 }
 
-func (c *comparer) variant(s scope, o, n *runtime.InferenceVariantSpec) {
+func (c *comparer) variant(s scope, ov, nv *ir.Variant) {
+	o, n := ov.Spec, nv.Spec
 	c.aliases(s, s.ptr+"/aliases", o.Aliases, n.Aliases)
-	if og, ng := goName(o.VariantID, o.GoName), goName(n.VariantID, n.GoName); og != ng {
+	if og, ng := ov.Const, nv.Const; og != ng {
 		c.add(s, RuleGoNameChanged, s.ptr+"/go_name", nil, "Go name changes from %s to %s", og, ng)
 	}
 	newRoles := map[string]int{}
@@ -391,9 +382,10 @@ func (c *comparer) kwargs(s scope, pointer, name string, o, n map[string]any) {
 	}
 }
 
-func (c *comparer) task(s scope, o, n *runtime.InferenceTaskProfile) {
+func (c *comparer) task(s scope, ot, nt *ir.Task) {
+	o, n := ot.Spec, nt.Spec
 	c.aliases(s, s.ptr+"/aliases", o.Aliases, n.Aliases)
-	if og, ng := goName(o.TaskID, o.GoName), goName(n.TaskID, n.GoName); og != ng {
+	if og, ng := ot.Name, nt.Name; og != ng {
 		c.add(s, RuleGoNameChanged, s.ptr+"/go_name", nil, "Go name changes from %s to %s", og, ng)
 	}
 	if om, nm := o.MethodName(), n.MethodName(); om != nm {
@@ -431,7 +423,7 @@ func (c *comparer) task(s scope, o, n *runtime.InferenceTaskProfile) {
 			c.add(s.covering("field", of.FieldID, of.Deprecated), RuleFieldRemoved, s.ptr+"/inputs", []string{of.FieldID}, "field %q removed", of.FieldID)
 			continue
 		}
-		c.field(s.child(fmt.Sprintf("%s/inputs/%d", s.ptr, j), "field", of.FieldID, fmt.Sprintf("field %q", of.FieldID), of.Deprecated), of, &n.Inputs[j])
+		c.field(s.child(fmt.Sprintf("%s/inputs/%d", s.ptr, j), "field", of.FieldID, fmt.Sprintf("field %q", of.FieldID), of.Deprecated), ot.Fields[i], nt.Fields[j])
 	}
 	for j := range n.Inputs {
 		nf := &n.Inputs[j]
@@ -439,7 +431,7 @@ func (c *comparer) task(s scope, o, n *runtime.InferenceTaskProfile) {
 			continue
 		}
 		p := fmt.Sprintf("%s/inputs/%d", s.ptr, j)
-		if nf.Required && nf.Default == nil {
+		if nf.Presence() == runtime.Required {
 			c.add(s, RuleRequiredFieldAdded, p, []string{nf.FieldID}, "required field %q (kind %s) added without a default", nf.FieldID, nf.Kind)
 		} else {
 			c.add(s, RuleFieldAdded, p, []string{nf.FieldID}, "field %q (kind %s) added", nf.FieldID, nf.Kind)
@@ -459,7 +451,7 @@ func (c *comparer) task(s scope, o, n *runtime.InferenceTaskProfile) {
 			c.add(s, RuleArtifactRemoved, s.ptr+"/outputs", []string{oa.ArtifactID}, "artifact %q removed (no longer produced)", oa.ArtifactID)
 			continue
 		}
-		c.artifact(s.child(fmt.Sprintf("%s/outputs/%d", s.ptr, j), "artifact", oa.ArtifactID, fmt.Sprintf("artifact %q", oa.ArtifactID), ""), oa, &n.Outputs[j])
+		c.artifact(s.child(fmt.Sprintf("%s/outputs/%d", s.ptr, j), "artifact", oa.ArtifactID, fmt.Sprintf("artifact %q", oa.ArtifactID), ""), ot.Artifacts[i], nt.Artifacts[j])
 	}
 	for j := range n.Outputs {
 		na := &n.Outputs[j]
@@ -475,11 +467,14 @@ func (c *comparer) task(s scope, o, n *runtime.InferenceTaskProfile) {
 	}
 }
 
-func (c *comparer) artifact(s scope, o, n *runtime.InferenceArtifactSpec) {
+func (c *comparer) artifact(s scope, oa, na *ir.Artifact) {
+	o, n := oa.Spec, na.Spec
 	if o.Kind != n.Kind {
 		c.add(s, RuleKindChanged, s.ptr+"/kind", nil, "kind changes from %s to %s", o.Kind, n.Kind)
+	} else if ot, nt := oa.Type.String(), na.Type.String(); ot != nt {
+		c.add(s, RuleGoTypeChanged, s.ptr+"/required", nil, "generated Go field type changes from %s to %s", ot, nt)
 	}
-	if og, ng := goName(o.ArtifactID, o.GoName), goName(n.ArtifactID, n.GoName); og != ng {
+	if og, ng := oa.Name, na.Name; og != ng {
 		c.add(s, RuleGoNameChanged, s.ptr+"/go_name", nil, "Go name changes from %s to %s", og, ng)
 	}
 	switch {
@@ -493,17 +488,12 @@ func (c *comparer) artifact(s scope, o, n *runtime.InferenceArtifactSpec) {
 	}
 }
 
-// pointerKinds are the field kinds whose generated Go field is a pointer
-// when the field is optional without a default.
-var pointerKinds = map[string]string{
-	runtime.KindString: "string", runtime.KindInt: "int64", runtime.KindFloat: "float64", runtime.KindBool: "bool",
-}
-
-func (c *comparer) field(s scope, o, n *runtime.InferenceFieldSpec) {
+func (c *comparer) field(s scope, of, nf *ir.Field) {
+	o, n := of.Spec, nf.Spec
 	if o.Target != n.Target {
 		c.add(s, RuleTargetChanged, s.ptr+"/target", nil, "target changes from %s to %s", o.Target, n.Target)
 	}
-	if og, ng := goName(o.FieldID, o.GoName), goName(n.FieldID, n.GoName); og != ng {
+	if og, ng := of.Name, nf.Name; og != ng {
 		c.add(s, RuleGoNameChanged, s.ptr+"/go_name", nil, "Go name changes from %s to %s", og, ng)
 	}
 	if o.Kind != n.Kind {
@@ -518,17 +508,15 @@ func (c *comparer) field(s scope, o, n *runtime.InferenceFieldSpec) {
 	case !oOmit && nOmit:
 		c.add(s, RuleFieldOptional, s.ptr, nil, "may now be left out (it was required without a default)")
 	}
-	if t, ok := pointerKinds[n.Kind]; ok {
-		oPtr, nPtr := !o.Required && o.Default == nil, !n.Required && n.Default == nil
-		if oPtr != nPtr {
-			from, to := t, t
-			if oPtr {
-				from = "*" + t
-			} else {
-				to = "*" + t
-			}
-			c.add(s, RuleGoTypeChanged, s.ptr+"/default", nil, "generated Go field type changes from %s to %s (optional without a default is a pointer)", from, to)
+	if ot, nt := of.Type.String(), nf.Type.String(); ot != nt {
+		why, at := "", s.ptr+"/default"
+		switch {
+		case (of.Choice == nil) != (nf.Choice == nil):
+			why, at = " (a field with choices has its own type)", s.ptr+"/choices"
+		case of.Type.Pointer != nf.Type.Pointer:
+			why = " (optional without a default is a pointer)"
 		}
+		c.add(s, RuleGoTypeChanged, at, nil, "generated Go field type changes from %s to %s%s", ot, nt, why)
 	}
 	switch {
 	case o.Default == nil && n.Default != nil:
@@ -540,8 +528,8 @@ func (c *comparer) field(s scope, o, n *runtime.InferenceFieldSpec) {
 	}
 	c.bound(s, "minimum", o.Minimum, n.Minimum, +1)
 	c.bound(s, "maximum", o.Maximum, n.Maximum, -1)
-	c.bound(s, "min_length", intPtr(o.MinLength), intPtr(n.MinLength), +1)
-	c.bound(s, "max_length", intPtr(o.MaxLength), intPtr(n.MaxLength), -1)
+	c.bound(s, "min_length", intNumber(o.MinLength), intNumber(n.MinLength), +1)
+	c.bound(s, "max_length", intNumber(o.MaxLength), intNumber(n.MaxLength), -1)
 	c.multiple(s, o, n)
 	switch {
 	case o.Pattern == n.Pattern:
@@ -568,28 +556,28 @@ func (c *comparer) field(s scope, o, n *runtime.InferenceFieldSpec) {
 	}
 }
 
-func intPtr(p *int) *float64 {
+func intNumber(p *int) *runtime.Number {
 	if p == nil {
 		return nil
 	}
-	f := float64(*p)
-	return &f
+	n := runtime.NumberOf(int64(*p))
+	return &n
 }
 
-// bound compares a lower (dir +1) or upper (dir -1) bound.
-func (c *comparer) bound(s scope, key string, o, n *float64, dir float64) {
+// bound compares a lower (dir +1) or upper (dir -1) bound, exactly.
+func (c *comparer) bound(s scope, key string, o, n *runtime.Number, dir int) {
 	p := s.ptr + "/" + key
 	switch {
 	case o == nil && n == nil:
 	case o == nil:
-		c.add(s, RuleConstraintNarrowed, p, []string{key}, "%s %s added", key, num(*n))
+		c.add(s, RuleConstraintNarrowed, p, []string{key}, "%s %s added", key, *n)
 	case n == nil:
-		c.add(s, RuleConstraintWidened, p, []string{key}, "%s %s removed", key, num(*o))
-	case *o == *n:
-	case (*n-*o)*dir > 0:
-		c.add(s, RuleConstraintNarrowed, p, []string{key}, "%s changes from %s to %s", key, num(*o), num(*n))
+		c.add(s, RuleConstraintWidened, p, []string{key}, "%s %s removed", key, *o)
+	case n.Cmp(*o) == 0:
+	case n.Cmp(*o)*dir > 0:
+		c.add(s, RuleConstraintNarrowed, p, []string{key}, "%s changes from %s to %s", key, *o, *n)
 	default:
-		c.add(s, RuleConstraintWidened, p, []string{key}, "%s changes from %s to %s", key, num(*o), num(*n))
+		c.add(s, RuleConstraintWidened, p, []string{key}, "%s changes from %s to %s", key, *o, *n)
 	}
 }
 
@@ -649,14 +637,6 @@ func mod(a, m int64) int64 {
 // distinction (it decides the TorchScript type a kwarg is passed as).
 func sameValue(a, b any) bool {
 	return reflect.DeepEqual(a, b)
-}
-
-// num prints a bound.
-func num(f float64) string {
-	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
-		return strconv.FormatFloat(f, 'f', -1, 64)
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // render prints a manifest value compactly: strings quoted, floats with a

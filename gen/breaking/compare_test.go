@@ -1,16 +1,16 @@
 package breaking
 
 import (
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
 // family is a one-task manifest whose task has the given field lines and
 // whose variant has the given call_kwargs line.
-func family(t *testing.T, name, field, kwargs string) *manifest.File {
+func family(t *testing.T, name, field, kwargs string) *ir.Family {
 	t.Helper()
 	src := `schema_version: 1
 model_family_id: f
@@ -58,7 +58,7 @@ func TestMultipleOfSets(t *testing.T) {
 		{"        minimum: 1", "        minimum: 1.0", ""},
 		{"        maximum: 10", "        maximum: 10.5", "constraint-widened:f/t/n/maximum"},
 	} {
-		changes := CompareFiles(family(t, "old.yaml", tc.old, ""), family(t, "new.yaml", tc.new, ""))
+		changes := CompareFamily(family(t, "old.yaml", tc.old, ""), family(t, "new.yaml", tc.new, ""))
 		if got := keys(changes); got != tc.want {
 			t.Errorf("%q → %q: %q, want %q", tc.old, tc.new, got, tc.want)
 		}
@@ -75,7 +75,7 @@ func TestKwargsKeepIntFloat(t *testing.T) {
 		"call_kwargs: {flow_shift: 3, mode: [a]}":     "kwargs-changed:f/v/call_kwargs/mode",
 		"call_kwargs: {flow_shift: 3, mode: a, x: 1}": "kwargs-changed:f/v/call_kwargs/x",
 	} {
-		if got := keys(CompareFiles(old, family(t, "new.yaml", "", kw))); got != want {
+		if got := keys(CompareFamily(old, family(t, "new.yaml", "", kw))); got != want {
 			t.Errorf("%s: %q, want %q", kw, got, want)
 		}
 	}

@@ -1,10 +1,10 @@
 package breaking
 
 import (
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -23,7 +23,7 @@ func FuzzCompare(f *testing.F) {
 		if err != nil || len(same) != 0 {
 			t.Fatalf("empty sides: %v %v", same, err)
 		}
-		if self := CompareFiles(nf, nf); len(self) != 0 {
+		if self := CompareFamily(nf, nf); len(self) != 0 {
 			t.Fatalf("a manifest differs from itself: %v", self)
 		}
 		for _, pair := range [][2]string{{"old", "new"}, {"new", "old"}} {
@@ -31,7 +31,7 @@ func FuzzCompare(f *testing.F) {
 			if pair[0] == "new" {
 				a, b = nf, of
 			}
-			changes, err := Compare([]*manifest.File{a}, []*manifest.File{b})
+			changes, err := Compare([]*ir.Family{a}, []*ir.Family{b})
 			if err != nil {
 				t.Fatal(err)
 			}

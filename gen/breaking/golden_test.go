@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,7 +55,7 @@ func runGolden(t *testing.T, dir string) goldenResult {
 	return goldenResult{changes: changes, unused: Apply(changes, allows)}
 }
 
-func loadValid(t *testing.T, dir string) []*manifest.File {
+func loadValid(t *testing.T, dir string) []*ir.Family {
 	t.Helper()
 	files, diags, err := validate.Paths([]string{dir})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
@@ -22,7 +23,7 @@ import (
 // under paths are read from it (see LoadGit). It returns the valid
 // manifests, the diagnostics of invalid ones, and an error for I/O, git or
 // usage problems.
-func LoadRef(ctx context.Context, ref string, paths []string) ([]*manifest.File, []validate.Diagnostic, error) {
+func LoadRef(ctx context.Context, ref string, paths []string) ([]*ir.Family, []validate.Diagnostic, error) {
 	if ref == "" {
 		return nil, nil, errors.New("empty --against reference")
 	}
@@ -40,7 +41,7 @@ func LoadRef(ctx context.Context, ref string, paths []string) ([]*manifest.File,
 // its extension. A path that did not exist at rev yields nothing. Each
 // manifest is named by the path it has (or had) in the working tree, as
 // given. The result is sorted by path.
-func LoadGit(ctx context.Context, rev string, paths []string) ([]*manifest.File, []validate.Diagnostic, error) {
+func LoadGit(ctx context.Context, rev string, paths []string) ([]*ir.Family, []validate.Diagnostic, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("no manifest paths given")
 	}
@@ -107,14 +108,14 @@ func LoadGit(ctx context.Context, rev string, paths []string) ([]*manifest.File,
 		slices.SortFunc(found, func(a, b entry) int { return strings.Compare(a.display, b.display) })
 		entries = append(entries, found...)
 	}
-	var files []*manifest.File
+	var files []*ir.Family
 	var diags []validate.Diagnostic
 	for _, e := range entries {
 		data, err := gitShow(ctx, e.top, e.commit, e.name)
 		if err != nil {
 			return nil, nil, err
 		}
-		var f *manifest.File
+		var f *ir.Family
 		var ds []validate.Diagnostic
 		if len(data) > manifest.MaxFileSize {
 			ds = []validate.Diagnostic{{File: e.display, Line: 1, Column: 1, Message: (&manifest.LimitError{Limit: "max file size", Max: manifest.MaxFileSize, Unit: "bytes"}).Error()}}

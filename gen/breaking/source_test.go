@@ -2,6 +2,7 @@ package breaking
 
 import (
 	"context"
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -87,10 +87,10 @@ func newRepo(t *testing.T) string {
 	return repo
 }
 
-func paths(files []*manifest.File) []string {
+func paths(files []*ir.Family) []string {
 	var out []string
 	for _, f := range files {
-		out = append(out, f.Path)
+		out = append(out, f.File.Path)
 	}
 	return out
 }
@@ -163,7 +163,7 @@ func TestLoadGitRevisionsAndPaths(t *testing.T) {
 
 	// A relative file path keeps its spelling; HEAD~1 is read too.
 	files, _, err := LoadGit(ctx, "HEAD~1", []string{"m/demo.yaml"})
-	if err != nil || len(files) != 1 || files[0].Path != filepath.Join("m", "demo.yaml") {
+	if err != nil || len(files) != 1 || files[0].File.Path != filepath.Join("m", "demo.yaml") {
 		t.Fatalf("file at HEAD~1: %v %v", paths(files), err)
 	}
 	// other.yaml did not exist at HEAD~1: nothing, no error.
@@ -189,7 +189,7 @@ func TestLoadGitRevisionsAndPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _, err = LoadGit(ctx, "HEAD", []string{"m/sub"})
-	if err != nil || len(files) != 1 || files[0].Path != filepath.Join("m", "sub", "deep.yml") {
+	if err != nil || len(files) != 1 || files[0].File.Path != filepath.Join("m", "sub", "deep.yml") {
 		t.Fatalf("deleted folder: %v %v", paths(files), err)
 	}
 	// LoadRef picks git when no such file or folder exists.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/emit"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
-	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/templates"
@@ -47,20 +47,18 @@ func TreeOptions(clean bool) tree.Options {
 }
 
 var page = template.Must(template.New("family.md.tmpl").Funcs(template.FuncMap{
-	"text":         text,
-	"oneline":      func(s string) string { return strings.Join(strings.Fields(s), " ") },
-	"cell":         cell,
-	"code":         code,
-	"codes":        codes,
-	"json":         jsonText,
-	"ints":         ints,
-	"gotype":       emit.GoType,
-	"artifacttype": emit.ArtifactGoType,
-	"constraints":  func(f *runtime.InferenceFieldSpec) string { return strings.Join(emit.Constraints(f), "; ") },
-	"default":      emit.DefaultText,
-	"required":     func(f *runtime.InferenceFieldSpec) bool { return f.Required && f.Default == nil },
-	"checkpoints":  hasCheckpoints,
-	"fielddoc":     fieldDoc,
+	"text":        text,
+	"oneline":     func(s string) string { return strings.Join(strings.Fields(s), " ") },
+	"cell":        cell,
+	"code":        code,
+	"codes":       codes,
+	"json":        jsonText,
+	"ints":        ints,
+	"constraints": func(f *ir.Field) string { return strings.Join(f.Constraints(), "; ") },
+	"required":    func(f *ir.Field) bool { return f.Presence == runtime.Required },
+	"checkpoints": hasCheckpoints,
+	"fielddoc":    fieldDoc,
+	"example":     example,
 	"frames": func(n int) string {
 		if n == 1 {
 			return "1 frame"
@@ -74,11 +72,11 @@ type pageData struct {
 	// Header is the page's first line.
 	Header string
 	// Family is the resolved family the page describes.
-	Family *emit.Family
+	Family *ir.Family
 }
 
 // Render returns the Markdown page of a resolved family.
-func Render(fam *emit.Family) ([]byte, error) {
+func Render(fam *ir.Family) ([]byte, error) {
 	var b bytes.Buffer
 	if err := page.Execute(&b, pageData{Header: Header(fam.File.Path), Family: fam}); err != nil {
 		return nil, fmt.Errorf("%s: render docs: %w", fam.File.Path, err)
@@ -86,32 +84,30 @@ func Render(fam *emit.Family) ([]byte, error) {
 	return tidy(b.Bytes()), nil
 }
 
-// Generate renders a page per family at <package>.md (the same name as
-// the family's Go package folder, so it is always a safe file name).
-func Generate(files []*manifest.File) (tree.Files, []validate.Diagnostic, error) {
-	fams, diags := emit.ResolveAll(files)
-	if len(diags) > 0 {
-		return nil, diags, nil
-	}
+// Generate renders a page per family (validated together, see
+// validate.Paths) at <package>.md, the same name as the family's Go
+// package folder, so it is always a safe file name.
+func Generate(fams []*ir.Family) (tree.Files, error) {
 	out := make(tree.Files, len(fams))
 	for _, fam := range fams {
 		b, err := Render(fam)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		out[fam.Package+".md"] = b
 	}
-	return out, nil, nil
+	return out, nil
 }
 
 // Paths validates the manifests at paths and renders their pages; see
 // emit.Paths for the meaning of the results.
 func Paths(paths []string) (tree.Files, []validate.Diagnostic, error) {
-	files, diags, err := validate.Paths(paths)
+	fams, diags, err := validate.Paths(paths)
 	if err != nil || len(diags) > 0 {
 		return nil, diags, err
 	}
-	return Generate(files)
+	out, err := Generate(fams)
+	return out, nil, err
 }
 
 // tidy collapses runs of blank lines and ends the page with one newline.
@@ -150,7 +146,7 @@ func fieldDoc(f *runtime.InferenceFieldSpec) string {
 	return strings.Join(parts, " ")
 }
 
-func hasCheckpoints(f *emit.Family) bool {
+func hasCheckpoints(f *ir.Family) bool {
 	for _, v := range f.Variants {
 		if len(v.Spec.Checkpoints) > 0 {
 			return true
@@ -165,19 +161,19 @@ func escapeHTML(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// text is manifest prose for a paragraph: cleaned (see emit.CleanText) and
+// text is manifest prose for a paragraph: cleaned (see ir.CleanText) and
 // HTML-escaped; Markdown emphasis and links in it still work.
-func text(s string) string { return escapeHTML(emit.CleanText(s)) }
+func text(s string) string { return escapeHTML(ir.CleanText(s)) }
 
 // cell is manifest text for a table cell: one line, '|' escaped.
 func cell(s string) string {
-	return strings.ReplaceAll(escapeHTML(emit.OneLine(s)), "|", `\|`)
+	return strings.ReplaceAll(escapeHTML(ir.OneLine(s)), "|", `\|`)
 }
 
 // code renders s as an inline code span that nothing in s can end early,
 // safe inside a table cell.
 func code(s string) string {
-	s = strings.ReplaceAll(emit.OneLine(s), "|", `\|`)
+	s = strings.ReplaceAll(ir.OneLine(s), "|", `\|`)
 	if s == "" {
 		return ""
 	}

@@ -175,11 +175,10 @@ func BenchmarkValidate100(b *testing.B) {
 // BenchmarkGoSourceKinds renders one family (golden/kinds, 975 lines) in
 // memory: jennifer, then gofmt.
 func BenchmarkGoSourceKinds(b *testing.B) {
-	files, diags, err := validate.Paths([]string{filepath.Join(goldenRoot, "kinds", "input")})
+	fams, diags, err := validate.Paths([]string{filepath.Join(goldenRoot, "kinds", "input")})
 	if err != nil || len(diags) > 0 {
 		b.Fatal(err, diags)
 	}
-	fams, _ := emit.ResolveAll(files)
 	cpu := startCPU(b)
 	for i := 0; i < b.N; i++ {
 		if _, err := emit.GoSource(fams[0]); err != nil {

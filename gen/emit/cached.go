@@ -11,7 +11,7 @@ import (
 	"sort"
 
 	"github.com/worldfoundry/wfgen/gen/emit/cache"
-	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -21,7 +21,7 @@ const fingerprintVersion = "wfgen-go-1"
 // Fingerprint is a canonical encoding of everything a family's Go output
 // depends on apart from the generator itself: the header path, the package
 // name and the spec (with the dynamic types of free-form values).
-func Fingerprint(fam *Family) []byte {
+func Fingerprint(fam *ir.Family) []byte {
 	var w canon
 	w.str(fingerprintVersion)
 	w.str(fam.File.Path)
@@ -119,23 +119,19 @@ func (w *canon) value(v reflect.Value) {
 // outDir hashes to the recorded sum, is taken from disk instead of being
 // generated again. Everything else is generated and recorded. A nil cache
 // or a missing outDir makes it exactly Generate.
-func GenerateCached(files []*manifest.File, outDir string, c *cache.Cache) (Files, []Diagnostic, error) {
+func GenerateCached(fams []*ir.Family, outDir string, c *cache.Cache) (Files, error) {
 	if c == nil {
-		return Generate(files)
-	}
-	fams, diags := ResolveAll(files)
-	if len(diags) > 0 {
-		return nil, diags, nil
+		return Generate(fams)
 	}
 	var root *os.Root
 	if r, err := os.OpenRoot(outDir); err == nil {
 		root = r
 		defer r.Close()
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, err
+		return nil, err
 	}
 	out := make(Files, len(fams))
-	var todo []*Family
+	var todo []*ir.Family
 	var keys []cache.Key
 	for _, fam := range fams {
 		p := GoPath(fam)
@@ -151,21 +147,22 @@ func GenerateCached(files []*manifest.File, outDir string, c *cache.Cache) (File
 	}
 	srcs, err := renderAll(todo, GoSource)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for i, fam := range todo {
 		out[GoPath(fam)] = srcs[i]
 		c.Put(keys[i], cache.SumOf(srcs[i]))
 	}
 	c.Flush() // a failed flush only costs time on the next run
-	return out, nil, nil
+	return out, nil
 }
 
 // PathsCached is Paths with GenerateCached.
 func PathsCached(paths []string, outDir string, c *cache.Cache) (Files, []Diagnostic, error) {
-	files, diags, err := validate.Paths(paths)
+	fams, diags, err := validate.Paths(paths)
 	if err != nil || len(diags) > 0 {
 		return nil, diags, err
 	}
-	return GenerateCached(files, outDir, c)
+	out, err := GenerateCached(fams, outDir, c)
+	return out, nil, err
 }

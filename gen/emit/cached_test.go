@@ -11,11 +11,11 @@ import (
 	"github.com/worldfoundry/wfgen/gen/emit"
 	"github.com/worldfoundry/wfgen/gen/emit/cache"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
-	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
-func loadGolden(t *testing.T, c string) []*manifest.File {
+func loadGolden(t *testing.T, c string) []*ir.Family {
 	t.Helper()
 	files, diags, err := validate.Paths([]string{filepath.Join(goldenRoot, c, "input")})
 	if err != nil || len(diags) > 0 {
@@ -26,7 +26,7 @@ func loadGolden(t *testing.T, c string) []*manifest.File {
 
 func TestGenerateCachedReusesOnlyVerifiedFiles(t *testing.T) {
 	files := loadGolden(t, "kinds")
-	want, _, err := emit.Generate(files)
+	want, err := emit.Generate(files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +34,14 @@ func TestGenerateCachedReusesOnlyVerifiedFiles(t *testing.T) {
 	c := cache.Open(t.TempDir(), [32]byte{7})
 
 	// Empty cache, missing folder: plain generation, and the sum is recorded.
-	got, _, err := emit.GenerateCached(files, out, c)
+	got, err := emit.GenerateCached(files, out, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("cold cached generation differs:\n%s", d)
 	}
-	fams, _ := emit.ResolveAll(files)
+	fams := files
 	key := c.Key(emit.Fingerprint(fams[0]))
 	p := emit.GoPath(fams[0])
 	if sum, ok := c.Get(key); !ok || sum != cache.SumOf(want[p]) {
@@ -52,7 +52,7 @@ func TestGenerateCachedReusesOnlyVerifiedFiles(t *testing.T) {
 	if _, err := tree.Write(out, emit.Files{p: append([]byte(emit.Header("x")+"\n"), "package x\n"...)}, emit.TreeOptions(false)); err != nil {
 		t.Fatal(err)
 	}
-	got, _, _ = emit.GenerateCached(files, out, c)
+	got, _ = emit.GenerateCached(files, out, c)
 	if !bytes.Equal(got[p], want[p]) {
 		t.Fatal("a file that does not match the recorded sum was reused")
 	}
@@ -64,35 +64,34 @@ func TestGenerateCachedReusesOnlyVerifiedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Put(key, cache.SumOf(marker))
-	got, _, _ = emit.GenerateCached(files, out, c)
+	got, _ = emit.GenerateCached(files, out, c)
 	if !bytes.Equal(got[p], marker) {
 		t.Fatal("a verified file was not reused")
 	}
 	// ... but never by another generator build.
-	got, _, _ = emit.GenerateCached(files, out, cache.Open(t.TempDir(), [32]byte{8}))
+	got, _ = emit.GenerateCached(files, out, cache.Open(t.TempDir(), [32]byte{8}))
 	if !bytes.Equal(got[p], want[p]) {
 		t.Fatal("another generator reused the entry")
 	}
 }
 
 func TestFingerprintSeesEveryInput(t *testing.T) {
-	files := loadGolden(t, "kinds")
-	fams, _ := emit.ResolveAll(files)
+	fams := loadGolden(t, "kinds")
 	base := emit.Fingerprint(fams[0])
 	if !bytes.Equal(base, emit.Fingerprint(fams[0])) {
 		t.Fatal("fingerprint is not deterministic")
 	}
-	changes := []func(f *emit.Family){
-		func(f *emit.Family) { f.File.Path = "other.yaml" },
-		func(f *emit.Family) { f.Package = "other" },
-		func(f *emit.Family) { f.Spec.Tasks[0].Inputs[4].Default = int64(25) },
-		func(f *emit.Family) { f.Spec.Tasks[0].Inputs[4].Default = float64(17) }, // same number, other type
-		func(f *emit.Family) { f.Spec.Variants[0].LoadKwargs["threads"] = int64(3) },
-		func(f *emit.Family) { f.Spec.Tasks[0].Inputs[0].MinLength = nil },
-		func(f *emit.Family) { f.Spec.Aliases = []string{} }, // nil vs empty
+	changes := []func(f *ir.Family){
+		func(f *ir.Family) { f.File.Path = "other.yaml" },
+		func(f *ir.Family) { f.Package = "other" },
+		func(f *ir.Family) { f.Spec.Tasks[0].Inputs[4].Default = int64(25) },
+		func(f *ir.Family) { f.Spec.Tasks[0].Inputs[4].Default = float64(17) }, // same number, other type
+		func(f *ir.Family) { f.Spec.Variants[0].LoadKwargs["threads"] = int64(3) },
+		func(f *ir.Family) { f.Spec.Tasks[0].Inputs[0].MinLength = nil },
+		func(f *ir.Family) { f.Spec.Aliases = []string{} }, // nil vs empty
 	}
 	for i, change := range changes {
-		fams, _ := emit.ResolveAll(loadGolden(t, "kinds"))
+		fams := loadGolden(t, "kinds")
 		change(fams[0])
 		if bytes.Equal(base, emit.Fingerprint(fams[0])) {
 			t.Errorf("change %d does not change the fingerprint", i)

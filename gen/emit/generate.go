@@ -1,8 +1,11 @@
-// Package emit compiles validated manifests into Go: it resolves every Go
-// name (package naming), checks the names for collisions, and renders one
-// gofmt'd package per model family with jennifer. The result is a set of
-// files in memory (package tree writes, checks and cleans them), so nothing
-// is written unless every manifest compiled.
+// Package emit renders validated model families (ir.Family) as Go: one
+// gofmt'd package per family, written with jennifer. It decides nothing
+// about names, types or rules — package ir did — and the generated code
+// holds the family's data (its spec, as a Go literal) and thin methods
+// over the runtime packages that apply it (runtime/enum, runtime/params,
+// runtime/client). The result is a set of files in memory (package tree
+// writes, checks and cleans them), so nothing is written unless every
+// manifest compiled.
 //
 // # What a generated package holds
 //
@@ -14,56 +17,45 @@
 //     String, and MarshalText/UnmarshalText that reject unknown values;
 //   - per task T: TParams with one field per input, DefaultTParams,
 //     Validate, CallKwargs, LoadKwargs and UnmarshalJSON; a string type
-//     TField with constants per choice field; TResult with one field per
-//     artifact; and the Client method T;
+//     TField with constants per choice field (data only beyond
+//     ir.MaxChoiceConsts values); TResult with one field per artifact; and
+//     the Client methods T, TBatch (batchable tasks) and TStream
+//     (streaming tasks);
 //   - Spec (the manifest's spec as a Go literal, registered in init),
 //     Client, New and WithVariant.
 //
-// # Field types
-//
-// string → string, int → int64, float → float64, bool → bool, tensor,
-// image and video → *runtime.Tensor, X_list → []X (tensor_list →
-// []*runtime.Tensor). A field with choices has its own string type. A field
-// that is not required and has no default is optional: scalars become
-// pointers (nil means unset), tensors and lists are nil when unset. All
-// other fields are plain values filled by DefaultTParams.
-//
-// # Artifact types
-//
-// video → *runtime.Video, image → *runtime.Image, embedding →
-// *runtime.Embedding, tensor → *runtime.Tensor, text → string (*string when
-// not required), json → json.RawMessage. Optional artifacts are nil when the
-// model returned none.
+// Field and artifact Go types are ir's (see ir.Field.Type and
+// ir.Artifact.Type).
 package emit
 
 import (
 	"path"
 	goruntime "runtime"
-	"sort"
 	"sync"
 
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
-	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
-// Diagnostic is a problem in a manifest (the validator's type).
-type Diagnostic = validate.Diagnostic
+// Diagnostic is a problem in a manifest.
+type Diagnostic = ir.Diagnostic
 
 // Files maps slash-separated paths relative to the output folder to their
 // contents.
 type Files = tree.Files
 
 // Paths validates the manifests at paths (files or folders, see
-// validate.Paths) and generates their packages. Any diagnostic — from the
-// validator or from name resolution — means no files. The error is non-nil
-// only for usage or I/O problems and generator failures.
+// validate.Paths) and generates their packages. Any diagnostic means no
+// files. The error is non-nil only for usage or I/O problems and generator
+// failures.
 func Paths(paths []string) (Files, []Diagnostic, error) {
-	files, diags, err := validate.Paths(paths)
+	fams, diags, err := validate.Paths(paths)
 	if err != nil || len(diags) > 0 {
 		return nil, diags, err
 	}
-	return Generate(files)
+	out, err := Generate(fams)
+	return out, nil, err
 }
 
 // TreeOptions are the options for writing or checking Go output: files with
@@ -73,30 +65,25 @@ func TreeOptions(clean bool) tree.Options {
 	return tree.Options{Owned: IsGenerated, Ext: ".go", Clean: clean}
 }
 
-// Generate resolves and renders every file. It returns the output files
-// (one package folder per family: <package>/<package>.go) or, when any
-// manifest cannot be compiled, no files and every diagnostic. The error is
+// Generate renders every family (validated together, see validate.Paths):
+// one package folder per family, <package>/<package>.go. The error is
 // non-nil only for a failure of the generator itself.
-func Generate(files []*manifest.File) (Files, []Diagnostic, error) {
-	fams, diags := ResolveAll(files)
-	if len(diags) > 0 {
-		return nil, diags, nil
-	}
+func Generate(fams []*ir.Family) (Files, error) {
 	srcs, err := renderAll(fams, GoSource)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	out := make(Files, len(fams))
 	for i, fam := range fams {
 		out[GoPath(fam)] = srcs[i]
 	}
-	return out, nil, nil
+	return out, nil
 }
 
 // renderAll runs render for every family, on up to GOMAXPROCS goroutines
 // (families are independent, so the results do not depend on the order).
 // The first error in family order is returned.
-func renderAll(fams []*Family, render func(*Family) ([]byte, error)) ([][]byte, error) {
+func renderAll(fams []*ir.Family, render func(*ir.Family) ([]byte, error)) ([][]byte, error) {
 	out := make([][]byte, len(fams))
 	errs := make([]error, len(fams))
 	workers := min(goruntime.GOMAXPROCS(0), len(fams))
@@ -125,36 +112,4 @@ func renderAll(fams []*Family, render func(*Family) ([]byte, error)) ([][]byte, 
 }
 
 // GoPath is the output path of a family's Go file.
-func GoPath(fam *Family) string { return path.Join(fam.Package, fam.Package+".go") }
-
-// ResolveAll resolves every file and checks what must be unique across
-// families (validate.Across): family ids and aliases (the registry rejects
-// duplicates at init) and package folders.
-func ResolveAll(files []*manifest.File) ([]*Family, []Diagnostic) {
-	var fams []*Family
-	var diags []Diagnostic
-	resolved := make([]*manifest.File, 0, len(files))
-	for _, f := range files {
-		fam, d := Resolve(f)
-		diags = append(diags, d...)
-		if fam != nil {
-			fams = append(fams, fam)
-			resolved = append(resolved, f)
-		}
-	}
-	diags = append(diags, validate.Across(resolved)...)
-	if len(diags) > 0 {
-		sort.SliceStable(diags, func(i, j int) bool {
-			a, b := diags[i], diags[j]
-			if a.File != b.File {
-				return a.File < b.File
-			}
-			if a.Line != b.Line {
-				return a.Line < b.Line
-			}
-			return a.Column < b.Column
-		})
-		return nil, diags
-	}
-	return fams, nil
-}
+func GoPath(fam *ir.Family) string { return path.Join(fam.Package, fam.Package+".go") }

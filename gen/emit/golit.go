@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/worldfoundry/wfgen/gen/manifest"
 )
 
 // literal renders v as a Go expression whose value, when assigned to a
@@ -17,8 +19,10 @@ import (
 // out. Pointers to scalars use new(value) (Go 1.26).
 type literal struct{}
 
-// maxLiteralDepth bounds the nesting of values rendered as literals.
-const maxLiteralDepth = 64
+// maxLiteralDepth bounds the nesting of values rendered as literals: deep
+// enough for any manifest the loader accepts (a mapping or list level of the
+// manifest is two levels of literal: the container and its interface value).
+const maxLiteralDepth = 4 * manifest.MaxDepth
 
 // expr renders v for a context whose static type is v.Type().
 func (l *literal) expr(v reflect.Value, depth int) (jen.Code, error) {

@@ -1,46 +1,12 @@
 package emit
 
 import (
-	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/gen/ir"
 )
-
-// CleanText makes free text from a manifest safe to place in a Go line
-// comment or a one-line context: line endings become '\n', invalid UTF-8,
-// control characters (other than '\n' and '\t') and byte order marks
-// become U+FFFD, and trailing spaces are dropped from every line. Because
-// generated comments are always "//" line comments, no text can end a
-// comment early ("*/"), and because every line gets its own "// " prefix,
-// no text can form a directive (//go:...) or a second header.
-func CleanText(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.ReplaceAll(s, "\r", "\n")
-	s = strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if unicode.IsControl(r) || r == '\uFEFF' {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " \t")
-	}
-	return strings.Trim(strings.Join(lines, "\n"), "\n")
-}
-
-// OneLine is CleanText with newlines and tabs folded into single spaces.
-func OneLine(s string) string {
-	return strings.Join(strings.Fields(CleanText(s)), " ")
-}
 
 // docComment renders paragraphs as a "//" comment block (empty paragraphs
 // are skipped). Every line starts with "// " (or is "//"), so nothing in
@@ -49,7 +15,7 @@ func docComment(paragraphs ...string) string {
 	var b strings.Builder
 	first := true
 	for _, p := range paragraphs {
-		p = CleanText(p)
+		p = ir.CleanText(p)
 		if p == "" {
 			continue
 		}
@@ -147,64 +113,4 @@ const (
 func IsGenerated(content []byte) bool {
 	line, _, _ := strings.Cut(string(content[:min(len(content), 4096)]), "\n")
 	return strings.HasPrefix(line, HeaderPrefix) && strings.HasSuffix(line, HeaderSuffix)
-}
-
-// Constraints describes a field's constraints in words, one entry per
-// constraint, in a fixed order; the generated doc comments and the Markdown
-// reference use it.
-func Constraints(f *runtime.InferenceFieldSpec) []string {
-	var out []string
-	if len(f.Choices) > 0 {
-		out = append(out, "one of "+strings.Join(quoteAll(f.Choices), ", "))
-	}
-	if f.Minimum != nil {
-		out = append(out, "minimum "+formatNumber(*f.Minimum))
-	}
-	if f.Maximum != nil {
-		out = append(out, "maximum "+formatNumber(*f.Maximum))
-	}
-	if f.MultipleOf != nil {
-		out = append(out, multipleText(*f.MultipleOf, f.Remainder))
-	}
-	if f.MinLength != nil {
-		out = append(out, fmt.Sprintf("min length %d", *f.MinLength))
-	}
-	if f.MaxLength != nil {
-		out = append(out, fmt.Sprintf("max length %d", *f.MaxLength))
-	}
-	if f.Pattern != "" {
-		out = append(out, "pattern "+f.Pattern)
-	}
-	return out
-}
-
-// multipleText says "multiple of 16" or "4k+1 (multiple of 4 plus 1)".
-func multipleText(m, rem int64) string {
-	if rem == 0 {
-		return fmt.Sprintf("multiple of %d", m)
-	}
-	return fmt.Sprintf("%dk+%d (a multiple of %d plus %d)", m, rem, m, rem)
-}
-
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strconv.Quote(s)
-	}
-	return out
-}
-
-// formatNumber prints a constraint number without a needless fraction.
-func formatNumber(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-
-// DefaultText renders a field's default as JSON ("" when it has none).
-func DefaultText(f *runtime.InferenceFieldSpec) string {
-	if f.Default == nil {
-		return ""
-	}
-	b, err := json.Marshal(f.Default)
-	if err != nil {
-		return fmt.Sprint(f.Default)
-	}
-	return string(b)
 }

@@ -66,7 +66,7 @@ func TestImportBuiltModule(t *testing.T) {
 	fwd, _ := spec.Task("forward")
 	var got []string
 	for _, in := range fwd.Inputs {
-		got = append(got, in.FieldID+":"+in.Kind)
+		got = append(got, in.FieldID+":"+string(in.Kind))
 	}
 	want := []string{"prompt:string", "x:tensor", "steps:int", "scale:float", "flag:bool", "sizes:int_list", "mask:tensor"}
 	if !slices.Equal(got, want) {
@@ -101,7 +101,7 @@ func TestImportBuiltModule(t *testing.T) {
 
 	// The runtime client finds the checkpoint through the relative uri,
 	// verifies its sha256 and size, and runs both tasks.
-	c, err := client.New(spec, client.WithManifestDir(f.Dir), client.WithDevice("cpu"))
+	c, err := client.New(spec, client.WithManifestDir(f.File.Dir), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestFieldKind(t *testing.T) {
 		{"List[", "", false, false},
 	} {
 		kind, optional, ok := FieldKind(tc.typ)
-		if kind != tc.kind || optional != tc.optional || ok != tc.ok {
+		if string(kind) != tc.kind || optional != tc.optional || ok != tc.ok {
 			t.Errorf("FieldKind(%q) = %q, %v, %v; want %q, %v, %v", tc.typ, kind, optional, ok, tc.kind, tc.optional, tc.ok)
 		}
 	}
@@ -144,7 +144,7 @@ func TestSkeleton(t *testing.T) {
 	fields := map[string]field{}
 	fwd, _ := s.Task("forward")
 	for _, in := range fwd.Inputs {
-		fields[in.FieldID] = field{in.Kind, in.Required, in.Default}
+		fields[in.FieldID] = field{string(in.Kind), in.Required, in.Default}
 		if !strings.HasPrefix(in.Description, "TODO") {
 			t.Errorf("field %s: description %q has no TODO", in.FieldID, in.Description)
 		}
@@ -168,7 +168,7 @@ func TestSkeleton(t *testing.T) {
 	}
 	var arts []string
 	for _, a := range fwd.Outputs {
-		arts = append(arts, a.ArtifactID+"/"+a.Kind+"/"+map[bool]string{true: "required", false: "optional"}[a.Required])
+		arts = append(arts, a.ArtifactID+"/"+string(a.Kind)+"/"+map[bool]string{true: "required", false: "optional"}[a.Required])
 	}
 	if got := strings.Join(arts, " "); got != "video/tensor/required latents/tensor/optional" {
 		t.Errorf("forward artifacts: %s", got)

@@ -110,7 +110,7 @@ func TestImportPythonExport(t *testing.T) {
 	task, _ := spec.Task("")
 	var kinds []string
 	for _, in := range task.Inputs {
-		kinds = append(kinds, in.FieldID+":"+in.Kind)
+		kinds = append(kinds, in.FieldID+":"+string(in.Kind))
 	}
 	if want := []string{"prompt:string", "x:tensor", "steps:int", "scale:float", "flag:bool", "sizes:int_list", "weights:float_list", "tags:string_list"}; !slices.Equal(kinds, want) {
 		t.Errorf("fields %v, want %v", kinds, want)

@@ -282,7 +282,7 @@ func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope
 	f := mapping(
 		"field_id", str(a.Name),
 		"label", str(label(a.Name)),
-		"kind", str(kind),
+		"kind", str(string(kind)),
 	)
 	if name := naming.Exported(a.Name); names.Declare(name, a.Name) != nil {
 		for n := 2; ; n++ {
@@ -327,26 +327,26 @@ var reserved = map[string]bool{
 }
 
 // defaultNode writes a schema default as a manifest value of the kind.
-func defaultNode(kind string, v any) (*yaml.Node, bool) {
-	switch kind {
-	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo, runtime.KindTensorList:
+func defaultNode(kind runtime.Kind, v any) (*yaml.Node, bool) {
+	switch {
+	case kind.TensorLike():
 		return nil, false // only known at call time
-	case runtime.KindStringList, runtime.KindIntList, runtime.KindFloatList, runtime.KindBoolList:
+	case kind.IsList():
 		list, ok := v.([]any)
 		if !ok {
 			return nil, false
 		}
-		elem := map[string]string{runtime.KindStringList: runtime.KindString, runtime.KindIntList: runtime.KindInt,
-			runtime.KindFloatList: runtime.KindFloat, runtime.KindBoolList: runtime.KindBool}[kind]
 		n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
 		for _, e := range list {
-			item, ok := defaultNode(elem, e)
+			item, ok := defaultNode(kind.Elem(), e)
 			if !ok {
 				return nil, false
 			}
 			n.Content = append(n.Content, item)
 		}
 		return n, true
+	}
+	switch kind {
 	case runtime.KindString:
 		s, ok := v.(string)
 		return str(s), ok && utf8.ValidString(s)
@@ -398,7 +398,7 @@ func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema) []*yaml.Nod
 			}
 			out = append(out, mapping(
 				"artifact_id", str(k.Name),
-				"kind", str(kind),
+				"kind", str(string(kind)),
 				"required", boolean(k.Always && !shape.optional),
 				"description", str(fmt.Sprintf("TODO: what it holds. Key %q of the %s that %s returns.%s", k.Name, shape.text, m.Name, hint)),
 			))
@@ -410,7 +410,7 @@ func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema) []*yaml.Nod
 	if len(out) == 0 {
 		out = append(out, mapping(
 			"artifact_id", str("output"),
-			"kind", str(kind),
+			"kind", str(string(kind)),
 			"required", boolean(!shape.optional),
 			"description", str(fmt.Sprintf("TODO: what it holds. The %s that %s returns.%s", shape.text, m.Name, hint)),
 		))

@@ -14,7 +14,7 @@ import (
 // string_list, List[bool] → bool_list, List[Tensor] → tensor_list.
 // Optional[X] maps to X's kind with optional true. ok is false for a type
 // no field kind passes (Dict, Tuple, Union, Any, Device, classes, ...).
-func FieldKind(typ string) (kind string, optional, ok bool) {
+func FieldKind(typ string) (kind runtime.Kind, optional, ok bool) {
 	t, err := contract.ParseType(typ)
 	if err != nil {
 		return "", false, false
@@ -22,25 +22,19 @@ func FieldKind(typ string) (kind string, optional, ok bool) {
 	if t.Name == "Optional" {
 		t, optional = t.Elems[0], true
 	}
-	if k, ok := scalarKinds[t.Name]; ok && len(t.Elems) == 0 {
-		return k, optional, true
+	if t.Name == "number" { // Scalar
+		t.Name = "float"
 	}
-	if t.Name == "List" && len(t.Elems) == 1 && len(t.Elems[0].Elems) == 0 {
-		if k, ok := listKinds[t.Elems[0].Name]; ok {
+	if t.Name == "List" && len(t.Elems) == 1 && t.Elems[0].Name == "number" {
+		t.Elems = []contract.Type{{Name: "float"}}
+	}
+	for _, k := range runtime.FieldKinds {
+		// Images and videos pass as Tensor too; a plain Tensor is a tensor.
+		if k != runtime.KindImage && k != runtime.KindVideo && k.TorchScriptType() == t.String() {
 			return k, optional, true
 		}
 	}
 	return "", false, false
-}
-
-var scalarKinds = map[string]string{
-	"str": runtime.KindString, "int": runtime.KindInt, "float": runtime.KindFloat, "number": runtime.KindFloat,
-	"bool": runtime.KindBool, "Tensor": runtime.KindTensor,
-}
-
-var listKinds = map[string]string{
-	"str": runtime.KindStringList, "int": runtime.KindIntList, "float": runtime.KindFloatList,
-	"bool": runtime.KindBoolList, "Tensor": runtime.KindTensorList,
 }
 
 // returnShape is what a method's return type says about its artifacts.
@@ -49,7 +43,7 @@ type returnShape struct {
 	dict bool
 	// kind is the artifact kind of a single value or of the dict's values
 	// ("" when no artifact kind can hold it).
-	kind string
+	kind runtime.ArtifactKind
 	// optional is true when the value (or dict) may be None.
 	optional bool
 	// text is the return type as printed.
@@ -87,7 +81,7 @@ func returnOf(returns []string) returnShape {
 // artifactKind is the artifact kind that holds a value of type t: tensor
 // for Tensor (and Any), text for str, json for values made of numbers,
 // strings, bools, lists and dicts; "" otherwise.
-func artifactKind(t contract.Type) string {
+func artifactKind(t contract.Type) runtime.ArtifactKind {
 	switch t.Name {
 	case "Tensor", "Any":
 		return runtime.ArtifactTensor

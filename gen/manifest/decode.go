@@ -64,7 +64,10 @@ func describe(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	numberType      = reflect.TypeFor[runtime.Number]()
+)
 
 // value decodes v into rv (settable).
 func (d *decoder) value(v any, rv reflect.Value) {
@@ -119,6 +122,10 @@ func (d *decoder) value(v any, rv reflect.Value) {
 		}
 		rv.Set(out)
 	case reflect.String:
+		if n, ok := v.(json.Number); ok && rv.Type() == numberType {
+			rv.SetString(string(n)) // kept as written (runtime.Number)
+			return
+		}
 		s, ok := v.(string)
 		if !ok {
 			d.fail(v, rv.Type())

@@ -61,7 +61,8 @@ type File struct {
 	// []any, string, json.Number, bool or nil), YAML aliases expanded.
 	Value any
 
-	pos posNode // positions of the document's nodes
+	pos    posNode         // positions of the document's nodes
+	pruned map[string]bool // pointers of pruned values (see Prune)
 }
 
 // posNode is the position of one node of the document and of its

@@ -311,3 +311,36 @@ func (s *Scope) Owner(name string) (string, bool) {
 	o, ok := s.owners[name]
 	return o, ok
 }
+
+// symbolNames name the ASCII symbols for Value.
+var symbolNames = map[rune]string{
+	'!': "Bang", '"': "Quote", '#': "Hash", '$': "Dollar", '%': "Percent", '&': "Amp",
+	'\'': "Apostrophe", '(': "LParen", ')': "RParen", '*': "Asterisk", '+': "Plus",
+	',': "Comma", '-': "Minus", '.': "Dot", '/': "Slash", ':': "Colon", ';': "Semicolon",
+	'<': "Less", '=': "Equals", '>': "Greater", '?': "Question", '@': "At", '[': "LBracket",
+	'\\': "Backslash", ']': "RBracket", '^': "Caret", '_': "Underscore", '`': "Backtick",
+	'{': "LBrace", '|': "Pipe", '}': "RBrace", '~': "Tilde", ' ': "Space",
+}
+
+// Value returns the name of an enum constant for a choice value: prefix
+// followed by the words of the value (Append). A value without any letter or
+// digit ("*", "+", "->") is named by its runes instead, so the name depends
+// only on the value, never on its position in the list: ASCII symbols by
+// name (Asterisk, Plus, Minus, Greater, ...) and any other rune as U and its
+// upper-case hexadecimal code point (U2192); "*" → prefix + "Asterisk",
+// "->" → prefix + "MinusGreater".
+func Value(prefix, value string) string {
+	if len(Words(value)) > 0 {
+		return Append(prefix, value)
+	}
+	var b strings.Builder
+	b.WriteString(prefix)
+	for _, r := range value {
+		if n, ok := symbolNames[r]; ok {
+			b.WriteString(n)
+		} else {
+			fmt.Fprintf(&b, "U%04X", r)
+		}
+	}
+	return b.String()
+}

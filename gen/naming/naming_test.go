@@ -286,3 +286,16 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+// Choice constants without letters or digits are named by their runes, so
+// reordering the choices never changes what a constant means.
+func TestValue(t *testing.T) {
+	for value, want := range map[string]string{
+		"*": "OpAsterisk", "+": "OpPlus", "->": "OpMinusGreater", "→": "OpU2192",
+		"text-to-video": "OpTextToVideo", "480p": "Op480P", "*/": "OpAsteriskSlash",
+	} {
+		if got := Value("Op", value); got != want {
+			t.Errorf("Value(Op, %q) = %q, want %q", value, got, want)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func TestAcrossFiles(t *testing.T) {
 	}
 	var valid []string
 	for _, f := range files {
-		valid = append(valid, f.Path)
+		valid = append(valid, f.File.Path)
 	}
 	if w := []string{a, e}; !reflect.DeepEqual(valid, w) {
 		t.Errorf("valid files %v, want %v (a file that reuses a name or package is not valid)", valid, w)
@@ -80,7 +80,7 @@ func TestAcrossFiles(t *testing.T) {
 	if got := Across(all[:1]); len(got) != 0 {
 		t.Errorf("Across of one file = %v", got)
 	}
-	if p := PackageOf(all[3]); p != "alpha" {
+	if p := all[3].Package; p != "alpha" {
 		t.Errorf("PackageOf(al-pha) = %q, want alpha", p)
 	}
 }

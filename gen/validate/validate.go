@@ -1,11 +1,14 @@
-// Package validate checks wfgen manifests: first against the JSON Schema
-// (package schema), then with the semantic rules no schema can express
-// (unique ids, existing defaults, defaults that fit their field, Go name
-// collisions, ...). Every problem of a file is reported as a Diagnostic that
-// points at the offending YAML or JSON node.
+// Package validate checks wfgen manifests: it reads files and folders,
+// checks each manifest against the JSON Schema (package schema), decodes
+// it, and resolves it with ir.Build, which applies the semantic rules no
+// schema can express (unique ids, existing defaults, defaults that fit
+// their field, Go name collisions, ...). Every problem of a file is
+// reported as a Diagnostic that points at the offending YAML or JSON node.
+// A valid manifest comes back as its ir.Family, which is exactly what the
+// generators render.
 //
-// A valid File's Spec is decoded with the spec types' defaults applied, and
-// every field default (and every default_call_kwargs value that sets a
+// A valid family's Spec is decoded with the spec types' defaults applied,
+// and every field default (and every default_call_kwargs value that sets a
 // field) holds the Go type of the field's kind: string, int64, float64,
 // bool, []string, []int64, []float64 or []bool. Other free-form values
 // (load_kwargs, call_kwargs) hold int64 for integer literals, float64 for
@@ -13,10 +16,8 @@
 package validate
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,28 +26,13 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"golang.org/x/sync/semaphore"
 )
 
 // Diagnostic is one problem in one manifest, at a 1-based line and column.
-type Diagnostic struct {
-	// File is the manifest's path as given by the user.
-	File string `json:"file"`
-	// Line is the 1-based line of the offending node.
-	Line int `json:"line"`
-	// Column is the 1-based column (in characters) of the offending node.
-	Column int `json:"column"`
-	// Path is the JSON pointer of the offending value ("" for the whole file).
-	Path string `json:"path"`
-	// Message says what is wrong and, when it can, what would be right.
-	Message string `json:"message"`
-}
-
-// String returns "FILE:LINE:COL: message".
-func (d Diagnostic) String() string {
-	return fmt.Sprintf("%s:%d:%d: %s", d.File, d.Line, d.Column, d.Message)
-}
+type Diagnostic = manifest.Diagnostic
 
 // Extensions are the file name extensions Paths picks up in folders.
 var Extensions = []string{".yaml", ".yml", ".json"}
@@ -54,12 +40,12 @@ var Extensions = []string{".yaml", ".yml", ".json"}
 // Paths expands files and folders (folders recursively, keeping files whose
 // extension is in Extensions, skipping hidden folders), then loads and
 // validates each file, then checks that family ids, aliases and Go packages
-// are unique across the valid files (see Across). The result is sorted by
-// path and deterministic. It returns the valid files (a file that reuses
-// another's name or package is not valid), every diagnostic, and a
+// are unique across the valid files (see ir.Across). The result is sorted
+// by path and deterministic. It returns the valid families (a file that
+// reuses another's name or package is not valid), every diagnostic, and a
 // non-nil error only for usage or I/O problems (a missing path, an
 // unreadable file or folder).
-func Paths(paths []string) ([]*manifest.File, []Diagnostic, error) {
+func Paths(paths []string) ([]*ir.Family, []Diagnostic, error) {
 	return walk(paths, true)
 }
 
@@ -73,7 +59,7 @@ func Check(paths []string) (valid int, diags []Diagnostic, err error) {
 
 // walk validates paths in parallel. With keep false each valid file is
 // returned as a nil entry: only their number matters.
-func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
+func walk(paths []string, keep bool) ([]*ir.Family, []Diagnostic, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("no manifest paths given")
 	}
@@ -82,9 +68,9 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 		return nil, nil, err
 	}
 	type result struct {
-		file  *manifest.File
+		fam   *ir.Family
 		valid bool
-		id    identity
+		id    ir.Identity
 		diags []Diagnostic
 		err   error
 	}
@@ -104,10 +90,10 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 				budget.Release(w)
 				r := result{valid: f != nil, diags: d, err: err}
 				if f != nil {
-					r.id = identify(files[i], f)
+					r.id = f.Identity()
 				}
 				if keep {
-					r.file = f
+					r.fam = f
 				}
 				results[i] = r
 			}
@@ -120,7 +106,7 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 	wg.Wait()
 	// Names and packages must be unique across the valid files; a file
 	// that reuses one is not valid either.
-	var ids []identity
+	var ids []ir.Identity
 	var owners []int
 	for i, r := range results {
 		if r.valid {
@@ -128,14 +114,14 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 			owners = append(owners, i)
 		}
 	}
-	for j, d := range across(ids) {
+	for j, d := range ir.Across(ids) {
 		if len(d) > 0 {
 			r := &results[owners[j]]
 			r.valid = false
-			r.diags = sortDiagnostics(append(r.diags, d...))
+			r.diags = manifest.SortDiagnostics(append(r.diags, d...))
 		}
 	}
-	var valid []*manifest.File
+	var valid []*ir.Family
 	var diags []Diagnostic
 	var errs []error
 	for _, r := range results {
@@ -144,7 +130,7 @@ func walk(paths []string, keep bool) ([]*manifest.File, []Diagnostic, error) {
 			continue
 		}
 		if r.valid {
-			valid = append(valid, r.file)
+			valid = append(valid, r.fam)
 		}
 		diags = append(diags, r.diags...)
 	}
@@ -228,7 +214,7 @@ func expand(paths []string) ([]string, error) {
 
 // File loads and validates one manifest file. The error is non-nil only
 // when the file cannot be read.
-func File(path string) (*manifest.File, []Diagnostic, error) {
+func File(path string) (*ir.Family, []Diagnostic, error) {
 	data, err := manifest.ReadFile(path)
 	if err != nil {
 		var le *manifest.LimitError
@@ -243,9 +229,9 @@ func File(path string) (*manifest.File, []Diagnostic, error) {
 
 // Bytes validates the manifest data read from path (the path names the file
 // in diagnostics, picks JSON or YAML by its extension and sets the File's
-// Dir). It returns the decoded File when the manifest is valid, or nil and
-// every diagnostic when it is not. It never panics.
-func Bytes(path string, data []byte) (*manifest.File, []Diagnostic) {
+// Dir). It returns the resolved family when the manifest is valid, or nil
+// and every diagnostic when it is not. It never panics.
+func Bytes(path string, data []byte) (*ir.Family, []Diagnostic) {
 	f, errs := manifest.Parse(path, data)
 	c := &checker{file: f, path: path}
 	for _, e := range errs {
@@ -254,16 +240,22 @@ func Bytes(path string, data []byte) (*manifest.File, []Diagnostic) {
 	if f != nil {
 		c.run()
 	}
-	if len(c.diags) > 0 {
-		return nil, sortDiagnostics(c.diags)
+	if len(c.diags) > 0 || c.fam == nil {
+		return nil, manifest.SortDiagnostics(c.diags)
 	}
-	return f, nil
+	return c.fam, nil
 }
 
-// sortDiagnostics orders by position then message and drops exact repeats.
-func sortDiagnostics(ds []Diagnostic) []Diagnostic {
-	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
-		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Message, b.Message))
-	})
-	return slices.Compact(ds)
+// Across checks what must be unique across valid families used together
+// (see ir.Across) and returns every diagnostic, in the families' order.
+func Across(fams []*ir.Family) []Diagnostic {
+	ids := make([]ir.Identity, len(fams))
+	for i, f := range fams {
+		ids[i] = f.Identity()
+	}
+	var diags []Diagnostic
+	for _, d := range ir.Across(ids) {
+		diags = append(diags, d...)
+	}
+	return diags
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	wfruntime "github.com/worldfoundry/wfgen/runtime"
 )
@@ -162,15 +163,15 @@ func TestBuiltinManifests(t *testing.T) {
 		t.Errorf("want at least five built-in families, got %d", len(files))
 	}
 	for _, f := range files {
-		data, err := os.ReadFile(f.Path)
+		data, err := os.ReadFile(f.File.Path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.HasPrefix(data, []byte("# yaml-language-server: $schema=../schema/manifest.schema.json\n")) {
-			t.Errorf("%s does not start with the yaml-language-server schema line", f.Path)
+			t.Errorf("%s does not start with the yaml-language-server schema line", f.File.Path)
 		}
-		if f.SchemaVersion != 1 || f.Spec == nil {
-			t.Errorf("%s: not decoded", f.Path)
+		if f.File.SchemaVersion != 1 || f.Spec == nil {
+			t.Errorf("%s: not decoded", f.File.Path)
 		}
 	}
 }
@@ -287,7 +288,7 @@ func TestPaths(t *testing.T) {
 	}
 	var got []string
 	for _, f := range files {
-		got = append(got, f.Path)
+		got = append(got, f.File.Path)
 	}
 	if want := []string{b, a}; !reflect.DeepEqual(got, want) {
 		t.Errorf("valid files = %v, want %v (sorted, deduplicated, hidden folders and other extensions skipped)", got, want)
@@ -323,7 +324,7 @@ func TestPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _, err = Paths([]string{link, link + "/./a.yml"})
-	if err != nil || len(files) != 1 || files[0].Path != filepath.Join(link, "a.yml") {
+	if err != nil || len(files) != 1 || files[0].File.Path != filepath.Join(link, "a.yml") {
 		t.Errorf("Paths(symlinked folder) = %v, %v", files, err)
 	}
 	// A file given explicitly is validated whatever its extension.
@@ -424,7 +425,7 @@ func TestParseBudget(t *testing.T) {
 	var inFlight, peak int64
 	var smallTogether, smallInFlight int
 	saved := loadFile
-	loadFile = func(path string) (*manifest.File, []Diagnostic, error) {
+	loadFile = func(path string) (*ir.Family, []Diagnostic, error) {
 		st, err := os.Stat(path)
 		if err != nil {
 			return nil, nil, err

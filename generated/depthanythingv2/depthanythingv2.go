@@ -12,15 +12,14 @@
 package depthanythingv2
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	batch "github.com/worldfoundry/wfgen/runtime/batch"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	"strings"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
 )
 
 // FamilyID is the id of the model family.
@@ -47,58 +46,26 @@ const (
 const DefaultVariant = VariantSmall
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{VariantSmall, VariantBase, VariantLarge}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "", "small", "vits":
-		return VariantSmall, nil
-	case "base", "vitb":
-		return VariantBase, nil
-	case "large", "vitl":
-		return VariantLarge, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: small, base, large)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case VariantSmall, VariantBase, VariantLarge:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: small, base, large)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -115,54 +82,26 @@ const (
 const DefaultTask = TaskEstimateDepth
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskEstimateDepth}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "estimate-depth", "depth":
-		return TaskEstimateDepth, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: estimate-depth)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskEstimateDepth:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: estimate-depth)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -250,8 +189,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     int64(518),
 						Description: "Shorter side the image is resized to before the network, a multiple of 14.",
-						Minimum:     new(182.0),
-						Maximum:     new(1022.0),
+						Minimum:     new(runtime.Number("182")),
+						Maximum:     new(runtime.Number("1022")),
 						MultipleOf:  new(int64(14)),
 					},
 				},
@@ -284,15 +223,22 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family             = Spec()
+	variantSet         = enum.Variants[Variant](family)
+	taskSet            = enum.Tasks[Task](family)
+	rulesEstimateDepth = params.MustCompile(&family.Tasks[0])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -311,15 +257,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -327,15 +275,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // EstimateDepthParams are the inputs of task "estimate-depth" (Estimate
@@ -369,24 +308,10 @@ func DefaultEstimateDepthParams() EstimateDepthParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *EstimateDepthParams) Validate() error {
-	var errs []error
-	if p.Image == nil {
-		errs = append(errs, fmt.Errorf("image: is required"))
-	} else {
-		if err := p.Image.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("image: %w", err))
-		}
-	}
-	if p.InputSize < 182 {
-		errs = append(errs, fmt.Errorf("input_size: must be at least 182, got %d", p.InputSize))
-	}
-	if p.InputSize > 1022 {
-		errs = append(errs, fmt.Errorf("input_size: must be at most 1022, got %d", p.InputSize))
-	}
-	if p.InputSize%14 != 0 {
-		errs = append(errs, fmt.Errorf("input_size: must be a multiple of 14, got %d", p.InputSize))
-	}
-	return errors.Join(errs...)
+	c := rulesEstimateDepth.Check()
+	params.Tensor(&c, 0, p.Image)
+	params.Int(&c, 1, p.InputSize)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -404,10 +329,7 @@ func (p *EstimateDepthParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *EstimateDepthParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *EstimateDepthParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultEstimateDepthParams); unknown keys are an error, and so
@@ -415,23 +337,8 @@ func (p *EstimateDepthParams) LoadKwargs() map[string]any {
 func (p *EstimateDepthParams) UnmarshalJSON(b []byte) error {
 	type plain EstimateDepthParams
 	q := plain(DefaultEstimateDepthParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesEstimateDepth.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEstimateDepth, err)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEstimateDepth, err)
-	}
-	var missing []string
-	for _, k := range []string{"image"} {
-		if _, ok := keys[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s %s params: missing required field(s) %s", FamilyID, TaskEstimateDepth, strings.Join(missing, ", "))
 	}
 	*p = EstimateDepthParams(q)
 	return nil
@@ -455,20 +362,10 @@ type EstimateDepthResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *EstimateDepthResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["depth"]; ok && v != nil {
-		if r.Depth, err = runtime.AsTensor(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "depth", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "depth")
-	}
-	if v, ok := out["preview"]; ok && v != nil {
-		if r.Preview, err = runtime.AsImage(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "preview", err)
-		}
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Depth)
+	client.Decode(&o, 1, &r.Preview)
+	return o.Err()
 }
 
 // EstimateDepth runs task "estimate-depth" (Estimate depth) on the client's
@@ -479,18 +376,7 @@ func (r *EstimateDepthResult) fromOutputs(out map[string]any) error {
 // The task is batchable (at most 4 items per forward call). EstimateDepthBatch
 // runs many items.
 func (c *Client) EstimateDepth(ctx context.Context, p EstimateDepthParams) (*EstimateDepthResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEstimateDepth, err)
-	}
-	out, err := c.run(ctx, TaskEstimateDepth, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(EstimateDepthResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskEstimateDepth, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, &p, (*EstimateDepthResult).fromOutputs)
 }
 
 // EstimateDepthBatch runs task "estimate-depth" over many items: per-item
@@ -505,34 +391,5 @@ func (c *Client) EstimateDepth(ctx context.Context, p EstimateDepthParams) (*Est
 // batch.WithPerItemErrors, items that failed on their own are nil and the
 // error lists them.
 func (c *Client) EstimateDepthBatch(ctx context.Context, ps []EstimateDepthParams, opts ...batch.Option) ([]*EstimateDepthResult, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskEstimateDepth)
-	}
-	items := make([]map[string]any, len(ps))
-	var errs []error
-	for i := range ps {
-		if err := ps[i].Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
-		}
-		items[i] = ps[i].CallKwargs()
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEstimateDepth, errors.Join(errs...))
-	}
-	outs, err := c.rt.RunBatch(ctx, string(TaskEstimateDepth), items, opts...)
-	if outs == nil {
-		return nil, err
-	}
-	res := make([]*EstimateDepthResult, len(outs))
-	for i, out := range outs {
-		if out == nil {
-			continue
-		}
-		r := new(EstimateDepthResult)
-		if ferr := r.fromOutputs(out); ferr != nil {
-			return nil, fmt.Errorf("%s %s: item %d: %w", FamilyID, TaskEstimateDepth, i, ferr)
-		}
-		res[i] = r
-	}
-	return res, err
+	return client.RunBatch(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, ps, (*EstimateDepthResult).fromOutputs, opts...)
 }

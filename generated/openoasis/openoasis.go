@@ -12,15 +12,14 @@
 package openoasis
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	stream "github.com/worldfoundry/wfgen/runtime/stream"
-	"strings"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/stream"
 )
 
 // FamilyID is the id of the model family.
@@ -40,54 +39,26 @@ const (
 const DefaultVariant = Variant500M
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{Variant500M}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "", "500m":
-		return Variant500M, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: 500m)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case Variant500M:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: 500m)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -105,56 +76,26 @@ const (
 const DefaultTask = TaskGenerate
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskGenerate, TaskStep}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "generate":
-		return TaskGenerate, nil
-	case "step":
-		return TaskStep, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: generate, step)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskGenerate, TaskStep:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: generate, step)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -211,8 +152,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(32),
-						Minimum: new(1.0),
-						Maximum: new(1200.0),
+						Minimum: new(runtime.Number("1")),
+						Maximum: new(runtime.Number("1200")),
 					},
 					{
 						FieldID: "ddim_steps",
@@ -220,8 +161,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(10),
-						Minimum: new(1.0),
-						Maximum: new(100.0),
+						Minimum: new(runtime.Number("1")),
+						Maximum: new(runtime.Number("100")),
 					},
 					{
 						FieldID:     "video_offset",
@@ -229,7 +170,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:        "int",
 						Target:      "call_kwargs",
 						Description: "When the prompt is a video, the frame to start from.",
-						Minimum:     new(0.0),
+						Minimum:     new(runtime.Number("0")),
 					},
 				},
 				Outputs: []runtime.InferenceArtifactSpec{
@@ -283,15 +224,24 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family           = Spec()
+	variantSet       = enum.Variants[Variant](family)
+	taskSet          = enum.Tasks[Task](family)
+	rulesGenerate    = params.MustCompile(&family.Tasks[0])
+	rulesStep        = params.MustCompile(&family.Tasks[1])
+	valuesStepAction = enum.Choices[StepAction](&family.Tasks[1].Inputs[0])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -310,15 +260,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -326,15 +278,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // GenerateParams are the inputs of task "generate" (Generate from actions).
@@ -385,40 +328,13 @@ func DefaultGenerateParams() GenerateParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *GenerateParams) Validate() error {
-	var errs []error
-	if p.PromptImage == nil {
-		errs = append(errs, fmt.Errorf("prompt_image: is required"))
-	} else {
-		if err := p.PromptImage.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("prompt_image: %w", err))
-		}
-	}
-	if p.Actions == nil {
-		errs = append(errs, fmt.Errorf("actions: is required"))
-	} else {
-		if err := p.Actions.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("actions: %w", err))
-		}
-	}
-	if p.NumFrames < 1 {
-		errs = append(errs, fmt.Errorf("num_frames: must be at least 1, got %d", p.NumFrames))
-	}
-	if p.NumFrames > 1200 {
-		errs = append(errs, fmt.Errorf("num_frames: must be at most 1200, got %d", p.NumFrames))
-	}
-	if p.DdimSteps < 1 {
-		errs = append(errs, fmt.Errorf("ddim_steps: must be at least 1, got %d", p.DdimSteps))
-	}
-	if p.DdimSteps > 100 {
-		errs = append(errs, fmt.Errorf("ddim_steps: must be at most 100, got %d", p.DdimSteps))
-	}
-	if p.VideoOffset != nil {
-		v := *p.VideoOffset
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("video_offset: must be at least 0, got %d", v))
-		}
-	}
-	return errors.Join(errs...)
+	c := rulesGenerate.Check()
+	params.Tensor(&c, 0, p.PromptImage)
+	params.Tensor(&c, 1, p.Actions)
+	params.Int(&c, 2, p.NumFrames)
+	params.Int(&c, 3, p.DdimSteps)
+	params.OptInt(&c, 4, p.VideoOffset)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -443,10 +359,7 @@ func (p *GenerateParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *GenerateParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *GenerateParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultGenerateParams); unknown keys are an error, and so is a
@@ -454,23 +367,8 @@ func (p *GenerateParams) LoadKwargs() map[string]any {
 func (p *GenerateParams) UnmarshalJSON(b []byte) error {
 	type plain GenerateParams
 	q := plain(DefaultGenerateParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesGenerate.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskGenerate, err)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskGenerate, err)
-	}
-	var missing []string
-	for _, k := range []string{"prompt_image", "actions"} {
-		if _, ok := keys[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s %s params: missing required field(s) %s", FamilyID, TaskGenerate, strings.Join(missing, ", "))
 	}
 	*p = GenerateParams(q)
 	return nil
@@ -488,15 +386,9 @@ type GenerateResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *GenerateResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["video"]; ok && v != nil {
-		if r.Video, err = runtime.AsVideo(v, 20); err != nil {
-			return fmt.Errorf("artifact %q: %w", "video", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "video")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Video)
+	return o.Err()
 }
 
 // Generate runs task "generate" (Generate from actions) on the client's
@@ -504,18 +396,7 @@ func (r *GenerateResult) fromOutputs(out map[string]any) error {
 // linked engine) or an output that does not match the task's artifacts is an
 // error, never a partial result.
 func (c *Client) Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskGenerate, err)
-	}
-	out, err := c.run(ctx, TaskGenerate, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(GenerateResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskGenerate, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
 }
 
 // StepAction holds the allowed values of field "action" of task "step".
@@ -552,38 +433,18 @@ const (
 )
 
 // Valid reports whether v is one of the values of StepAction.
-func (v StepAction) Valid() bool {
-	switch v {
-	case StepActionForward, StepActionBack, StepActionLeft, StepActionRight, StepActionJump, StepActionSneak, StepActionSprint, StepActionAttack, StepActionUse, StepActionCameraLeft, StepActionCameraRight, StepActionCameraUp, StepActionCameraDown:
-		return true
-	}
-	return false
-}
+func (v StepAction) Valid() bool { return valuesStepAction.Valid(v) }
 
-// String returns the value id.
-func (v StepAction) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v StepAction) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
-func (v StepAction) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("action: %q is not one of \"forward\", \"back\", \"left\", \"right\", \"jump\", \"sneak\", \"sprint\", \"attack\", \"use\", \"camera_left\", \"camera_right\", \"camera_up\", \"camera_down\"", string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
+func (v StepAction) MarshalText() ([]byte, error) { return valuesStepAction.MarshalText(v) }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
-func (v *StepAction) UnmarshalText(b []byte) error {
-	x := StepAction(b)
-	if !x.Valid() {
-		return fmt.Errorf("action: %q is not one of \"forward\", \"back\", \"left\", \"right\", \"jump\", \"sneak\", \"sprint\", \"attack\", \"use\", \"camera_left\", \"camera_right\", \"camera_up\", \"camera_down\"", string(b))
-	}
-	*v = x
-	return nil
-}
+func (v *StepAction) UnmarshalText(b []byte) error { return valuesStepAction.UnmarshalText(v, b) }
 
 // StepParams are the inputs of task "step" (Play). Start from
 // DefaultStepParams, which fills in every default; optional fields without a
@@ -611,11 +472,9 @@ func DefaultStepParams() StepParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *StepParams) Validate() error {
-	var errs []error
-	if !p.Action.Valid() {
-		errs = append(errs, fmt.Errorf("action: must be one of \"forward\", \"back\", \"left\", \"right\", \"jump\", \"sneak\", \"sprint\", \"attack\", \"use\", \"camera_left\", \"camera_right\", \"camera_up\", \"camera_down\", got %q", p.Action))
-	}
-	return errors.Join(errs...)
+	c := rulesStep.Check()
+	params.String(&c, 0, p.Action)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -630,19 +489,14 @@ func (p *StepParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *StepParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *StepParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultStepParams); unknown keys are an error.
 func (p *StepParams) UnmarshalJSON(b []byte) error {
 	type plain StepParams
 	q := plain(DefaultStepParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesStep.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskStep, err)
 	}
 	*p = StepParams(q)
@@ -659,15 +513,9 @@ type StepResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *StepResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["frames"]; ok && v != nil {
-		if r.Frames, err = runtime.AsVideo(v, 20); err != nil {
-			return fmt.Errorf("artifact %q: %w", "frames", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "frames")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 1)
+	client.Decode(&o, 0, &r.Frames)
+	return o.Err()
 }
 
 // Step runs task "step" (Play) on the client's variant. It validates p first;
@@ -677,18 +525,7 @@ func (r *StepResult) fromOutputs(out map[string]any) error {
 // The task streams realtime chunks; this method runs one chunk, StepStream a
 // whole session.
 func (c *Client) Step(ctx context.Context, p StepParams) (*StepResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskStep, err)
-	}
-	out, err := c.run(ctx, TaskStep, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(StepResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskStep, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs)
 }
 
 // StepStream starts a realtime session of task "step": iterate the returned
@@ -699,11 +536,5 @@ func (c *Client) Step(ctx context.Context, p StepParams) (*StepResult, error) {
 // opts (see package runtime/stream) set pacing, initial controls and a chunk
 // limit.
 func (c *Client) StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskStep)
-	}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskStep, err)
-	}
-	return c.rt.Stream(ctx, string(TaskStep), p.CallKwargs(), opts...)
+	return client.RunStream(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, opts...)
 }

@@ -11,15 +11,14 @@
 package tinyencoder
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	batch "github.com/worldfoundry/wfgen/runtime/batch"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	"strings"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
 )
 
 // FamilyID is the id of the model family.
@@ -39,54 +38,26 @@ const (
 const DefaultVariant = VariantDefault
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{VariantDefault}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "", "default":
-		return VariantDefault, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: default)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case VariantDefault:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: default)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -102,54 +73,26 @@ const (
 const DefaultTask = TaskEmbed
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskEmbed}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "embed":
-		return TaskEmbed, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: embed)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskEmbed:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: embed)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -218,15 +161,22 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family     = Spec()
+	variantSet = enum.Variants[Variant](family)
+	taskSet    = enum.Tasks[Task](family)
+	rulesEmbed = params.MustCompile(&family.Tasks[0])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -245,15 +195,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -261,15 +213,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // EmbedParams are the inputs of task "embed" (Embed tokens). Start from
@@ -304,15 +247,9 @@ func DefaultEmbedParams() EmbedParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *EmbedParams) Validate() error {
-	var errs []error
-	if p.Tokens == nil {
-		errs = append(errs, fmt.Errorf("tokens: is required"))
-	} else {
-		if err := p.Tokens.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("tokens: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	c := rulesEmbed.Check()
+	params.Tensor(&c, 0, p.Tokens)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -330,10 +267,7 @@ func (p *EmbedParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *EmbedParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *EmbedParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultEmbedParams); unknown keys are an error, and so is a
@@ -341,23 +275,8 @@ func (p *EmbedParams) LoadKwargs() map[string]any {
 func (p *EmbedParams) UnmarshalJSON(b []byte) error {
 	type plain EmbedParams
 	q := plain(DefaultEmbedParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesEmbed.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEmbed, err)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEmbed, err)
-	}
-	var missing []string
-	for _, k := range []string{"tokens"} {
-		if _, ok := keys[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s %s params: missing required field(s) %s", FamilyID, TaskEmbed, strings.Join(missing, ", "))
 	}
 	*p = EmbedParams(q)
 	return nil
@@ -375,15 +294,9 @@ type EmbedResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *EmbedResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["embedding"]; ok && v != nil {
-		if r.Embedding, err = runtime.AsEmbedding(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "embedding", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "embedding")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Embedding)
+	return o.Err()
 }
 
 // Embed runs task "embed" (Embed tokens) on the client's variant. It validates
@@ -394,18 +307,7 @@ func (r *EmbedResult) fromOutputs(out map[string]any) error {
 // The task is batchable (at most 8 items per forward call). EmbedBatch runs
 // many items.
 func (c *Client) Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEmbed, err)
-	}
-	out, err := c.run(ctx, TaskEmbed, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(EmbedResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskEmbed, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "embed"}, &p, (*EmbedResult).fromOutputs)
 }
 
 // EmbedBatch runs task "embed" over many items: per-item tensors are stacked
@@ -420,34 +322,5 @@ func (c *Client) Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error)
 // batch.WithPerItemErrors, items that failed on their own are nil and the
 // error lists them.
 func (c *Client) EmbedBatch(ctx context.Context, ps []EmbedParams, opts ...batch.Option) ([]*EmbedResult, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskEmbed)
-	}
-	items := make([]map[string]any, len(ps))
-	var errs []error
-	for i := range ps {
-		if err := ps[i].Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
-		}
-		items[i] = ps[i].CallKwargs()
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEmbed, errors.Join(errs...))
-	}
-	outs, err := c.rt.RunBatch(ctx, string(TaskEmbed), items, opts...)
-	if outs == nil {
-		return nil, err
-	}
-	res := make([]*EmbedResult, len(outs))
-	for i, out := range outs {
-		if out == nil {
-			continue
-		}
-		r := new(EmbedResult)
-		if ferr := r.fromOutputs(out); ferr != nil {
-			return nil, fmt.Errorf("%s %s: item %d: %w", FamilyID, TaskEmbed, i, ferr)
-		}
-		res[i] = r
-	}
-	return res, err
+	return client.RunBatch(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "embed"}, ps, (*EmbedResult).fromOutputs, opts...)
 }

@@ -10,16 +10,14 @@
 package tinyworld
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	stream "github.com/worldfoundry/wfgen/runtime/stream"
-	"strings"
-	"unicode/utf8"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/stream"
 )
 
 // FamilyID is the id of the model family.
@@ -39,54 +37,26 @@ const (
 const DefaultVariant = VariantDefault
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{VariantDefault}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "", "default":
-		return VariantDefault, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: default)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case VariantDefault:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: default)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -104,56 +74,26 @@ const (
 const DefaultTask = TaskGenerate
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskGenerate, TaskStep}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "generate", "text-to-video":
-		return TaskGenerate, nil
-	case "step":
-		return TaskStep, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: generate, step)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskGenerate, TaskStep:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: generate, step)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -197,7 +137,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(0),
-						Minimum: new(0.0),
+						Minimum: new(runtime.Number("0")),
 					},
 					{
 						FieldID:     "num_frames",
@@ -206,8 +146,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     int64(9),
 						Description: "Number of frames; must be 4k+1.",
-						Minimum:     new(1.0),
-						Maximum:     new(33.0),
+						Minimum:     new(runtime.Number("1")),
+						Maximum:     new(runtime.Number("33")),
 						MultipleOf:  new(int64(4)),
 						Remainder:   1,
 					},
@@ -217,8 +157,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(32),
-						Minimum:    new(16.0),
-						Maximum:    new(128.0),
+						Minimum:    new(runtime.Number("16")),
+						Maximum:    new(runtime.Number("128")),
 						MultipleOf: new(int64(16)),
 					},
 					{
@@ -227,8 +167,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(32),
-						Minimum:    new(16.0),
-						Maximum:    new(128.0),
+						Minimum:    new(runtime.Number("16")),
+						Maximum:    new(runtime.Number("128")),
 						MultipleOf: new(int64(16)),
 					},
 				},
@@ -253,8 +193,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     2.0,
 						Description: "Pixels moved per chunk while a movement control is on.",
-						Minimum:     new(0.0),
-						Maximum:     new(8.0),
+						Minimum:     new(runtime.Number("0")),
+						Maximum:     new(runtime.Number("8")),
 					},
 				},
 				Outputs: []runtime.InferenceArtifactSpec{
@@ -284,15 +224,23 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family        = Spec()
+	variantSet    = enum.Variants[Variant](family)
+	taskSet       = enum.Tasks[Task](family)
+	rulesGenerate = params.MustCompile(&family.Tasks[0])
+	rulesStep     = params.MustCompile(&family.Tasks[1])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -311,15 +259,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -327,15 +277,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // GenerateParams are the inputs of task "generate" (Generate a clip). Start
@@ -383,45 +324,13 @@ func DefaultGenerateParams() GenerateParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *GenerateParams) Validate() error {
-	var errs []error
-	if p.Prompt == "" {
-		errs = append(errs, fmt.Errorf("prompt: is required"))
-	} else {
-		if utf8.RuneCountInString(p.Prompt) < 1 {
-			errs = append(errs, fmt.Errorf("prompt: must have at least 1 character, has %d", utf8.RuneCountInString(p.Prompt)))
-		}
-	}
-	if p.Seed < 0 {
-		errs = append(errs, fmt.Errorf("seed: must be at least 0, got %d", p.Seed))
-	}
-	if p.NumFrames < 1 {
-		errs = append(errs, fmt.Errorf("num_frames: must be at least 1, got %d", p.NumFrames))
-	}
-	if p.NumFrames > 33 {
-		errs = append(errs, fmt.Errorf("num_frames: must be at most 33, got %d", p.NumFrames))
-	}
-	if (p.NumFrames-1)%4 != 0 {
-		errs = append(errs, fmt.Errorf("num_frames: must be 4k+1 (a multiple of 4 plus 1), got %d", p.NumFrames))
-	}
-	if p.Height < 16 {
-		errs = append(errs, fmt.Errorf("height: must be at least 16, got %d", p.Height))
-	}
-	if p.Height > 128 {
-		errs = append(errs, fmt.Errorf("height: must be at most 128, got %d", p.Height))
-	}
-	if p.Height%16 != 0 {
-		errs = append(errs, fmt.Errorf("height: must be a multiple of 16, got %d", p.Height))
-	}
-	if p.Width < 16 {
-		errs = append(errs, fmt.Errorf("width: must be at least 16, got %d", p.Width))
-	}
-	if p.Width > 128 {
-		errs = append(errs, fmt.Errorf("width: must be at most 128, got %d", p.Width))
-	}
-	if p.Width%16 != 0 {
-		errs = append(errs, fmt.Errorf("width: must be a multiple of 16, got %d", p.Width))
-	}
-	return errors.Join(errs...)
+	c := rulesGenerate.Check()
+	params.String(&c, 0, p.Prompt)
+	params.Int(&c, 1, p.Seed)
+	params.Int(&c, 2, p.NumFrames)
+	params.Int(&c, 3, p.Height)
+	params.Int(&c, 4, p.Width)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -440,10 +349,7 @@ func (p *GenerateParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *GenerateParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *GenerateParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultGenerateParams); unknown keys are an error, and so is a
@@ -451,23 +357,8 @@ func (p *GenerateParams) LoadKwargs() map[string]any {
 func (p *GenerateParams) UnmarshalJSON(b []byte) error {
 	type plain GenerateParams
 	q := plain(DefaultGenerateParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesGenerate.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskGenerate, err)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskGenerate, err)
-	}
-	var missing []string
-	for _, k := range []string{"prompt"} {
-		if _, ok := keys[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s %s params: missing required field(s) %s", FamilyID, TaskGenerate, strings.Join(missing, ", "))
 	}
 	*p = GenerateParams(q)
 	return nil
@@ -483,15 +374,9 @@ type GenerateResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *GenerateResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["video"]; ok && v != nil {
-		if r.Video, err = runtime.AsVideo(v, 8); err != nil {
-			return fmt.Errorf("artifact %q: %w", "video", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "video")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Video)
+	return o.Err()
 }
 
 // Generate runs task "generate" (Generate a clip) on the client's variant. It
@@ -499,18 +384,7 @@ func (r *GenerateResult) fromOutputs(out map[string]any) error {
 // engine) or an output that does not match the task's artifacts is an error,
 // never a partial result.
 func (c *Client) Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskGenerate, err)
-	}
-	out, err := c.run(ctx, TaskGenerate, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(GenerateResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskGenerate, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
 }
 
 // StepParams are the inputs of task "step" (Step the session). Start from
@@ -521,7 +395,7 @@ type StepParams struct {
 	//
 	// Pixels moved per chunk while a movement control is on.
 	//
-	// Kind float; default 2; minimum 0; maximum 8.
+	// Kind float; default 2.0; minimum 0; maximum 8.
 	Speed float64 `json:"speed"`
 }
 
@@ -537,14 +411,9 @@ func DefaultStepParams() StepParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *StepParams) Validate() error {
-	var errs []error
-	if !(p.Speed >= 0.0) {
-		errs = append(errs, fmt.Errorf("speed: must be at least 0, got %v", p.Speed))
-	}
-	if !(p.Speed <= 8.0) {
-		errs = append(errs, fmt.Errorf("speed: must be at most 8, got %v", p.Speed))
-	}
-	return errors.Join(errs...)
+	c := rulesStep.Check()
+	params.Float(&c, 0, p.Speed)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -559,19 +428,14 @@ func (p *StepParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *StepParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *StepParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultStepParams); unknown keys are an error.
 func (p *StepParams) UnmarshalJSON(b []byte) error {
 	type plain StepParams
 	q := plain(DefaultStepParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesStep.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskStep, err)
 	}
 	*p = StepParams(q)
@@ -588,15 +452,9 @@ type StepResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *StepResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["frames"]; ok && v != nil {
-		if r.Frames, err = runtime.AsVideo(v, 8); err != nil {
-			return fmt.Errorf("artifact %q: %w", "frames", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "frames")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 1)
+	client.Decode(&o, 0, &r.Frames)
+	return o.Err()
 }
 
 // Step runs task "step" (Step the session) on the client's variant. It
@@ -607,18 +465,7 @@ func (r *StepResult) fromOutputs(out map[string]any) error {
 // The task streams realtime chunks; this method runs one chunk, StepStream a
 // whole session.
 func (c *Client) Step(ctx context.Context, p StepParams) (*StepResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskStep, err)
-	}
-	out, err := c.run(ctx, TaskStep, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(StepResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskStep, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs)
 }
 
 // StepStream starts a realtime session of task "step": iterate the returned
@@ -629,11 +476,5 @@ func (c *Client) Step(ctx context.Context, p StepParams) (*StepResult, error) {
 // opts (see package runtime/stream) set pacing, initial controls and a chunk
 // limit.
 func (c *Client) StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskStep)
-	}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskStep, err)
-	}
-	return c.rt.Stream(ctx, string(TaskStep), p.CallKwargs(), opts...)
+	return client.RunStream(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, opts...)
 }

@@ -18,15 +18,13 @@
 package want2v
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	"strings"
-	"unicode/utf8"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
 )
 
 // FamilyID is the id of the model family.
@@ -50,56 +48,26 @@ const (
 const DefaultVariant = Variant1_3B
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{Variant1_3B, Variant14B}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "", "1.3b", "wan2.1-t2v-1.3b":
-		return Variant1_3B, nil
-	case "14b", "wan2.1-t2v-14b":
-		return Variant14B, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: 1.3b, 14b)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case Variant1_3B, Variant14B:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: 1.3b, 14b)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -115,54 +83,26 @@ const (
 const DefaultTask = TaskTextToVideo
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskTextToVideo}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "text-to-video", "t2v":
-		return TaskTextToVideo, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: text-to-video)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskTextToVideo:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: text-to-video)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -240,8 +180,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     int64(81),
 						Description: "Number of frames, 4k+1 (81 frames is about 5 s at 16 fps).",
-						Minimum:     new(5.0),
-						Maximum:     new(161.0),
+						Minimum:     new(runtime.Number("5")),
+						Maximum:     new(runtime.Number("161")),
 						MultipleOf:  new(int64(4)),
 						Remainder:   1,
 					},
@@ -251,8 +191,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(480),
-						Minimum:    new(256.0),
-						Maximum:    new(1280.0),
+						Minimum:    new(runtime.Number("256")),
+						Maximum:    new(runtime.Number("1280")),
 						MultipleOf: new(int64(16)),
 					},
 					{
@@ -261,8 +201,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(832),
-						Minimum:    new(256.0),
-						Maximum:    new(1280.0),
+						Minimum:    new(runtime.Number("256")),
+						Maximum:    new(runtime.Number("1280")),
 						MultipleOf: new(int64(16)),
 					},
 					{
@@ -271,8 +211,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(50),
-						Minimum: new(1.0),
-						Maximum: new(200.0),
+						Minimum: new(runtime.Number("1")),
+						Maximum: new(runtime.Number("200")),
 					},
 					{
 						FieldID:     "guidance_scale",
@@ -281,8 +221,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     5.0,
 						Description: "Classifier-free guidance strength.",
-						Minimum:     new(1.0),
-						Maximum:     new(20.0),
+						Minimum:     new(runtime.Number("1.0")),
+						Maximum:     new(runtime.Number("20.0")),
 					},
 					{
 						FieldID:     "seed",
@@ -290,7 +230,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:        "int",
 						Target:      "call_kwargs",
 						Description: "Random seed; a random one is drawn when absent.",
-						Minimum:     new(0.0),
+						Minimum:     new(runtime.Number("0")),
 					},
 				},
 				Outputs: []runtime.InferenceArtifactSpec{
@@ -315,15 +255,22 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family           = Spec()
+	variantSet       = enum.Variants[Variant](family)
+	taskSet          = enum.Tasks[Task](family)
+	rulesTextToVideo = params.MustCompile(&family.Tasks[0])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -342,15 +289,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -358,15 +307,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // TextToVideoParams are the inputs of task "text-to-video" (Text to video).
@@ -410,7 +350,7 @@ type TextToVideoParams struct {
 	//
 	// Classifier-free guidance strength.
 	//
-	// Kind float; default 5; minimum 1; maximum 20.
+	// Kind float; default 5.0; minimum 1.0; maximum 20.0.
 	GuidanceScale float64 `json:"guidance_scale"`
 	// Seed is field "seed" (Seed).
 	//
@@ -437,60 +377,15 @@ func DefaultTextToVideoParams() TextToVideoParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *TextToVideoParams) Validate() error {
-	var errs []error
-	if p.Prompt == "" {
-		errs = append(errs, fmt.Errorf("prompt: is required"))
-	} else {
-		if utf8.RuneCountInString(p.Prompt) < 1 {
-			errs = append(errs, fmt.Errorf("prompt: must have at least 1 character, has %d", utf8.RuneCountInString(p.Prompt)))
-		}
-	}
-	if p.NumFrames < 5 {
-		errs = append(errs, fmt.Errorf("num_frames: must be at least 5, got %d", p.NumFrames))
-	}
-	if p.NumFrames > 161 {
-		errs = append(errs, fmt.Errorf("num_frames: must be at most 161, got %d", p.NumFrames))
-	}
-	if (p.NumFrames-1)%4 != 0 {
-		errs = append(errs, fmt.Errorf("num_frames: must be 4k+1 (a multiple of 4 plus 1), got %d", p.NumFrames))
-	}
-	if p.Height < 256 {
-		errs = append(errs, fmt.Errorf("height: must be at least 256, got %d", p.Height))
-	}
-	if p.Height > 1280 {
-		errs = append(errs, fmt.Errorf("height: must be at most 1280, got %d", p.Height))
-	}
-	if p.Height%16 != 0 {
-		errs = append(errs, fmt.Errorf("height: must be a multiple of 16, got %d", p.Height))
-	}
-	if p.Width < 256 {
-		errs = append(errs, fmt.Errorf("width: must be at least 256, got %d", p.Width))
-	}
-	if p.Width > 1280 {
-		errs = append(errs, fmt.Errorf("width: must be at most 1280, got %d", p.Width))
-	}
-	if p.Width%16 != 0 {
-		errs = append(errs, fmt.Errorf("width: must be a multiple of 16, got %d", p.Width))
-	}
-	if p.NumInferenceSteps < 1 {
-		errs = append(errs, fmt.Errorf("num_inference_steps: must be at least 1, got %d", p.NumInferenceSteps))
-	}
-	if p.NumInferenceSteps > 200 {
-		errs = append(errs, fmt.Errorf("num_inference_steps: must be at most 200, got %d", p.NumInferenceSteps))
-	}
-	if !(p.GuidanceScale >= 1.0) {
-		errs = append(errs, fmt.Errorf("guidance_scale: must be at least 1, got %v", p.GuidanceScale))
-	}
-	if !(p.GuidanceScale <= 20.0) {
-		errs = append(errs, fmt.Errorf("guidance_scale: must be at most 20, got %v", p.GuidanceScale))
-	}
-	if p.Seed != nil {
-		v := *p.Seed
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("seed: must be at least 0, got %d", v))
-		}
-	}
-	return errors.Join(errs...)
+	c := rulesTextToVideo.Check()
+	params.String(&c, 0, p.Prompt)
+	params.Int(&c, 2, p.NumFrames)
+	params.Int(&c, 3, p.Height)
+	params.Int(&c, 4, p.Width)
+	params.Int(&c, 5, p.NumInferenceSteps)
+	params.Float(&c, 6, p.GuidanceScale)
+	params.OptInt(&c, 7, p.Seed)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -514,10 +409,7 @@ func (p *TextToVideoParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *TextToVideoParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *TextToVideoParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultTextToVideoParams); unknown keys are an error, and so
@@ -525,23 +417,8 @@ func (p *TextToVideoParams) LoadKwargs() map[string]any {
 func (p *TextToVideoParams) UnmarshalJSON(b []byte) error {
 	type plain TextToVideoParams
 	q := plain(DefaultTextToVideoParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesTextToVideo.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskTextToVideo, err)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskTextToVideo, err)
-	}
-	var missing []string
-	for _, k := range []string{"prompt"} {
-		if _, ok := keys[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s %s params: missing required field(s) %s", FamilyID, TaskTextToVideo, strings.Join(missing, ", "))
 	}
 	*p = TextToVideoParams(q)
 	return nil
@@ -559,15 +436,9 @@ type TextToVideoResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *TextToVideoResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["video"]; ok && v != nil {
-		if r.Video, err = runtime.AsVideo(v, 0); err != nil {
-			return fmt.Errorf("artifact %q: %w", "video", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "video")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Video)
+	return o.Err()
 }
 
 // TextToVideo runs task "text-to-video" (Text to video) on the client's
@@ -575,16 +446,5 @@ func (r *TextToVideoResult) fromOutputs(out map[string]any) error {
 // linked engine) or an output that does not match the task's artifacts is an
 // error, never a partial result.
 func (c *Client) TextToVideo(ctx context.Context, p TextToVideoParams) (*TextToVideoResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskTextToVideo, err)
-	}
-	out, err := c.run(ctx, TaskTextToVideo, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(TextToVideoResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskTextToVideo, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*TextToVideoResult).fromOutputs)
 }

@@ -11,12 +11,12 @@ import (
 	"github.com/worldfoundry/wfgen/runtime"
 )
 
-// UnmarshalJSON decodes params keyed by field id into dst (a pointer to a
+// DecodeJSON decodes params keyed by field id into dst (a pointer to a
 // params struct already holding the defaults, of a type without an
 // UnmarshalJSON method of its own). Unknown keys are an error, and so is a
 // missing required field; type errors name the field by its id, never a
 // Go type.
-func (r Rules) UnmarshalJSON(b []byte, dst any) error {
+func (r Rules) DecodeJSON(b []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

@@ -197,26 +197,26 @@ func mod(n, m int64) int64 {
 // nearest names the valid values next to n (below and above) that also
 // keep within the bounds, as "nearest valid: a or b", or "".
 func (f *Field) nearest(n int64) string {
-	d := mod(n, f.mult) - f.rem // n - d is a valid value
-	if d < 0 {
-		d += f.mult
-	}
-	var near []string
-	// below = n - d, above = below + mult; both computed without overflow.
-	if below, ok := sub(n, d); ok && f.inBounds(below) {
-		near = append(near, strconv.FormatInt(below, 10))
-	}
+	d := mod(mod(n, f.mult)-f.rem, f.mult) // n - d is valid
+	var near []int64
 	if below, ok := sub(n, d); ok {
-		if above, ok := add(below, f.mult); ok && f.inBounds(above) {
-			near = append(near, strconv.FormatInt(above, 10))
+		near = append(near, below)
+		if above, ok := add(below, f.mult); ok {
+			near = append(near, above)
 		}
-	} else if above, ok := add(n, f.mult-d); ok && f.inBounds(above) {
-		near = append(near, strconv.FormatInt(above, 10))
+	} else if above, ok := add(n, f.mult-d); ok {
+		near = append(near, above)
 	}
-	if len(near) == 0 {
+	var text []string
+	for _, x := range near {
+		if f.inBounds(x) {
+			text = append(text, strconv.FormatInt(x, 10))
+		}
+	}
+	if len(text) == 0 {
 		return ""
 	}
-	return "nearest valid: " + strings.Join(near, " or ")
+	return "nearest valid: " + strings.Join(text, " or ")
 }
 
 func (f *Field) inBounds(n int64) bool {
@@ -335,14 +335,14 @@ func (f *Field) required(s sink) {
 // for list kinds. nil always fits. It returns the value in the kind's Go
 // form (string, int64, float64, bool, []string, []int64, []float64,
 // []bool) when it fits, and every violation; a kind mismatch is a
-// violation with an empty Path whose Message names the value and the kind.
+// violation whose Message names the value and the kind.
 func (f *Field) CheckValue(v any) (any, []*Violation) {
 	if v == nil {
 		return nil, nil
 	}
 	var l list
 	if f.Kind.TensorLike() {
-		l.add(&Violation{Message: fmt.Sprintf("a field of kind %s cannot have one; its value is only known at call time", f.Kind)})
+		l.add(&Violation{Path: f.path, Message: fmt.Sprintf("cannot be set: a field of kind %s has its value only at call time", f.Kind)})
 		return nil, l
 	}
 	if !f.Kind.IsList() {
@@ -354,7 +354,7 @@ func (f *Field) CheckValue(v any) (any, []*Violation) {
 	}
 	items, ok := v.([]any)
 	if !ok {
-		l.add(&Violation{Message: fmt.Sprintf("%s is %s, but the field's kind is %s", "it", phrase(v), f.Kind.Phrase())})
+		l.add(&Violation{Path: f.path, Message: fmt.Sprintf("is %s, but the field's kind is %s", phrase(v), f.Kind.Phrase())})
 		return nil, l
 	}
 	f.checkLen(&l, len(items))

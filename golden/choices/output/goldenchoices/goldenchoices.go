@@ -8,14 +8,13 @@
 package goldenchoices
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	"strings"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
 )
 
 // FamilyID is the id of the model family.
@@ -40,58 +39,26 @@ const (
 const DefaultVariant = VariantLarge
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{VariantSmall, VariantLarge, VariantOnePointFiveB}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "small", "s", "tiny":
-		return VariantSmall, nil
-	case "", "large", "l":
-		return VariantLarge, nil
-	case "1.5b":
-		return VariantOnePointFiveB, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: small, large, 1.5b)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case VariantSmall, VariantLarge, VariantOnePointFiveB:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: small, large, 1.5b)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -109,56 +76,26 @@ const (
 const DefaultTask = TaskEdit
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskGenerate, TaskEdit}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "generate", "gen", "text-to-image":
-		return TaskGenerate, nil
-	case "", "edit", "inpaint":
-		return TaskEdit, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: generate, edit)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskGenerate, TaskEdit:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: generate, edit)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -281,15 +218,29 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family                  = Spec()
+	variantSet              = enum.Variants[Variant](family)
+	taskSet                 = enum.Tasks[Task](family)
+	rulesGenerate           = params.MustCompile(&family.Tasks[0])
+	valuesGenerateScheduler = enum.Choices[GenerateScheduler](&family.Tasks[0].Inputs[0])
+	valuesGenerateSampler   = enum.Choices[GenerateSampler](&family.Tasks[0].Inputs[1])
+	valuesGenerateQuality   = enum.Choices[GenerateQuality](&family.Tasks[0].Inputs[2])
+	valuesGenerateStyles    = enum.Choices[GenerateStyles](&family.Tasks[0].Inputs[3])
+	valuesGeneratePrecision = enum.Choices[GeneratePrecision](&family.Tasks[0].Inputs[4])
+	rulesEdit               = params.MustCompile(&family.Tasks[1])
+	valuesEditMode          = enum.Choices[EditMode](&family.Tasks[1].Inputs[0])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -308,15 +259,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -324,15 +277,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // GenerateScheduler holds the allowed values of field "scheduler" of task
@@ -350,37 +294,21 @@ const (
 )
 
 // Valid reports whether v is one of the values of GenerateScheduler.
-func (v GenerateScheduler) Valid() bool {
-	switch v {
-	case GenerateSchedulerDdim, GenerateSchedulerEulerA, GenerateScheduler1_5:
-		return true
-	}
-	return false
-}
+func (v GenerateScheduler) Valid() bool { return valuesGenerateScheduler.Valid(v) }
 
-// String returns the value id.
-func (v GenerateScheduler) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v GenerateScheduler) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
 func (v GenerateScheduler) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("scheduler: %q is not one of \"ddim\", \"euler-a\", \"1.5\"", string(v))
-	}
-	return []byte(v), nil
+	return valuesGenerateScheduler.MarshalText(v)
 }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
 func (v *GenerateScheduler) UnmarshalText(b []byte) error {
-	x := GenerateScheduler(b)
-	if !x.Valid() {
-		return fmt.Errorf("scheduler: %q is not one of \"ddim\", \"euler-a\", \"1.5\"", string(b))
-	}
-	*v = x
-	return nil
+	return valuesGenerateScheduler.UnmarshalText(v, b)
 }
 
 // GenerateSampler holds the allowed values of field "sampler" of task
@@ -396,37 +324,19 @@ const (
 )
 
 // Valid reports whether v is one of the values of GenerateSampler.
-func (v GenerateSampler) Valid() bool {
-	switch v {
-	case GenerateSamplerFast, GenerateSamplerExact:
-		return true
-	}
-	return false
-}
+func (v GenerateSampler) Valid() bool { return valuesGenerateSampler.Valid(v) }
 
-// String returns the value id.
-func (v GenerateSampler) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v GenerateSampler) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
-func (v GenerateSampler) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("sampler: %q is not one of \"fast\", \"exact\"", string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
+func (v GenerateSampler) MarshalText() ([]byte, error) { return valuesGenerateSampler.MarshalText(v) }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
 func (v *GenerateSampler) UnmarshalText(b []byte) error {
-	x := GenerateSampler(b)
-	if !x.Valid() {
-		return fmt.Errorf("sampler: %q is not one of \"fast\", \"exact\"", string(b))
-	}
-	*v = x
-	return nil
+	return valuesGenerateSampler.UnmarshalText(v, b)
 }
 
 // GenerateQuality holds the allowed values of field "quality" of task
@@ -442,37 +352,19 @@ const (
 )
 
 // Valid reports whether v is one of the values of GenerateQuality.
-func (v GenerateQuality) Valid() bool {
-	switch v {
-	case GenerateQualityLow, GenerateQualityHigh:
-		return true
-	}
-	return false
-}
+func (v GenerateQuality) Valid() bool { return valuesGenerateQuality.Valid(v) }
 
-// String returns the value id.
-func (v GenerateQuality) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v GenerateQuality) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
-func (v GenerateQuality) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("quality: %q is not one of \"low\", \"high\"", string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
+func (v GenerateQuality) MarshalText() ([]byte, error) { return valuesGenerateQuality.MarshalText(v) }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
 func (v *GenerateQuality) UnmarshalText(b []byte) error {
-	x := GenerateQuality(b)
-	if !x.Valid() {
-		return fmt.Errorf("quality: %q is not one of \"low\", \"high\"", string(b))
-	}
-	*v = x
-	return nil
+	return valuesGenerateQuality.UnmarshalText(v, b)
 }
 
 // GenerateStyles holds the allowed values of field "styles" of task
@@ -490,37 +382,19 @@ const (
 )
 
 // Valid reports whether v is one of the values of GenerateStyles.
-func (v GenerateStyles) Valid() bool {
-	switch v {
-	case GenerateStylesPhoto, GenerateStylesAnime, GenerateStylesSketch:
-		return true
-	}
-	return false
-}
+func (v GenerateStyles) Valid() bool { return valuesGenerateStyles.Valid(v) }
 
-// String returns the value id.
-func (v GenerateStyles) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v GenerateStyles) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
-func (v GenerateStyles) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("styles: %q is not one of \"photo\", \"anime\", \"sketch\"", string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
+func (v GenerateStyles) MarshalText() ([]byte, error) { return valuesGenerateStyles.MarshalText(v) }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
 func (v *GenerateStyles) UnmarshalText(b []byte) error {
-	x := GenerateStyles(b)
-	if !x.Valid() {
-		return fmt.Errorf("styles: %q is not one of \"photo\", \"anime\", \"sketch\"", string(b))
-	}
-	*v = x
-	return nil
+	return valuesGenerateStyles.UnmarshalText(v, b)
 }
 
 // GeneratePrecision holds the allowed values of field "precision" of task
@@ -536,37 +410,21 @@ const (
 )
 
 // Valid reports whether v is one of the values of GeneratePrecision.
-func (v GeneratePrecision) Valid() bool {
-	switch v {
-	case GeneratePrecisionFloat32, GeneratePrecisionBfloat16:
-		return true
-	}
-	return false
-}
+func (v GeneratePrecision) Valid() bool { return valuesGeneratePrecision.Valid(v) }
 
-// String returns the value id.
-func (v GeneratePrecision) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v GeneratePrecision) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
 func (v GeneratePrecision) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("precision: %q is not one of \"float32\", \"bfloat16\"", string(v))
-	}
-	return []byte(v), nil
+	return valuesGeneratePrecision.MarshalText(v)
 }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
 func (v *GeneratePrecision) UnmarshalText(b []byte) error {
-	x := GeneratePrecision(b)
-	if !x.Valid() {
-		return fmt.Errorf("precision: %q is not one of \"float32\", \"bfloat16\"", string(b))
-	}
-	*v = x
-	return nil
+	return valuesGeneratePrecision.UnmarshalText(v, b)
 }
 
 // GenerateParams are the inputs of task "generate" (Generate). Start from
@@ -610,32 +468,13 @@ func DefaultGenerateParams() GenerateParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *GenerateParams) Validate() error {
-	var errs []error
-	if !p.Scheduler.Valid() {
-		errs = append(errs, fmt.Errorf("scheduler: must be one of \"ddim\", \"euler-a\", \"1.5\", got %q", p.Scheduler))
-	}
-	if p.Sampler != nil {
-		v := *p.Sampler
-		if !v.Valid() {
-			errs = append(errs, fmt.Errorf("sampler: must be one of \"fast\", \"exact\", got %q", v))
-		}
-	}
-	if p.Quality == "" {
-		errs = append(errs, fmt.Errorf("quality: is required"))
-	} else {
-		if !p.Quality.Valid() {
-			errs = append(errs, fmt.Errorf("quality: must be one of \"low\", \"high\", got %q", p.Quality))
-		}
-	}
-	for i, v := range p.Styles {
-		if !v.Valid() {
-			errs = append(errs, fmt.Errorf("styles[%d]: must be one of \"photo\", \"anime\", \"sketch\", got %q", i, v))
-		}
-	}
-	if !p.Precision.Valid() {
-		errs = append(errs, fmt.Errorf("precision: must be one of \"float32\", \"bfloat16\", got %q", p.Precision))
-	}
-	return errors.Join(errs...)
+	c := rulesGenerate.Check()
+	params.String(&c, 0, p.Scheduler)
+	params.OptString(&c, 1, p.Sampler)
+	params.String(&c, 2, p.Quality)
+	params.Strings(&c, 3, p.Styles)
+	params.String(&c, 4, p.Precision)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -649,7 +488,7 @@ func (p *GenerateParams) CallKwargs() map[string]any {
 	}
 	kw["quality"] = string(p.Quality)
 	if p.Styles != nil {
-		kw["styles"] = wireStrings(p.Styles)
+		kw["styles"] = params.StringList(p.Styles)
 	}
 	return kw
 }
@@ -669,23 +508,8 @@ func (p *GenerateParams) LoadKwargs() map[string]any {
 func (p *GenerateParams) UnmarshalJSON(b []byte) error {
 	type plain GenerateParams
 	q := plain(DefaultGenerateParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesGenerate.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskGenerate, err)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskGenerate, err)
-	}
-	var missing []string
-	for _, k := range []string{"quality"} {
-		if _, ok := keys[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s %s params: missing required field(s) %s", FamilyID, TaskGenerate, strings.Join(missing, ", "))
 	}
 	*p = GenerateParams(q)
 	return nil
@@ -701,15 +525,9 @@ type GenerateResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *GenerateResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["image"]; ok && v != nil {
-		if r.Image, err = runtime.AsImage(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "image", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "image")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Image)
+	return o.Err()
 }
 
 // Generate runs task "generate" (Generate) on the client's variant. It
@@ -717,18 +535,7 @@ func (r *GenerateResult) fromOutputs(out map[string]any) error {
 // engine) or an output that does not match the task's artifacts is an error,
 // never a partial result.
 func (c *Client) Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskGenerate, err)
-	}
-	out, err := c.run(ctx, TaskGenerate, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(GenerateResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskGenerate, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
 }
 
 // EditMode holds the allowed values of field "mode" of task "edit".
@@ -743,38 +550,18 @@ const (
 )
 
 // Valid reports whether v is one of the values of EditMode.
-func (v EditMode) Valid() bool {
-	switch v {
-	case EditModeReplace, EditModeBlend:
-		return true
-	}
-	return false
-}
+func (v EditMode) Valid() bool { return valuesEditMode.Valid(v) }
 
-// String returns the value id.
-func (v EditMode) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v EditMode) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
-func (v EditMode) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("mode: %q is not one of \"replace\", \"blend\"", string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
+func (v EditMode) MarshalText() ([]byte, error) { return valuesEditMode.MarshalText(v) }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
-func (v *EditMode) UnmarshalText(b []byte) error {
-	x := EditMode(b)
-	if !x.Valid() {
-		return fmt.Errorf("mode: %q is not one of \"replace\", \"blend\"", string(b))
-	}
-	*v = x
-	return nil
-}
+func (v *EditMode) UnmarshalText(b []byte) error { return valuesEditMode.UnmarshalText(v, b) }
 
 // EditParams are the inputs of task "edit" (Edit). Start from
 // DefaultEditParams, which fills in every default; optional fields without a
@@ -798,11 +585,9 @@ func DefaultEditParams() EditParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *EditParams) Validate() error {
-	var errs []error
-	if !p.Mode.Valid() {
-		errs = append(errs, fmt.Errorf("mode: must be one of \"replace\", \"blend\", got %q", p.Mode))
-	}
-	return errors.Join(errs...)
+	c := rulesEdit.Check()
+	params.String(&c, 0, p.Mode)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -817,19 +602,14 @@ func (p *EditParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *EditParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *EditParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultEditParams); unknown keys are an error.
 func (p *EditParams) UnmarshalJSON(b []byte) error {
 	type plain EditParams
 	q := plain(DefaultEditParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesEdit.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEdit, err)
 	}
 	*p = EditParams(q)
@@ -846,40 +626,14 @@ type EditResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *EditResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["image"]; ok && v != nil {
-		if r.Image, err = runtime.AsImage(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "image", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "image")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 1)
+	client.Decode(&o, 0, &r.Image)
+	return o.Err()
 }
 
 // Edit runs task "edit" (Edit) on the client's variant. It validates p first;
 // an invalid p, a runtime failure (such as no linked engine) or an output that
 // does not match the task's artifacts is an error, never a partial result.
 func (c *Client) Edit(ctx context.Context, p EditParams) (*EditResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEdit, err)
-	}
-	out, err := c.run(ctx, TaskEdit, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(EditResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskEdit, err)
-	}
-	return r, nil
-}
-
-// wireStrings converts a list of choices to the engine's list form.
-func wireStrings[T ~string](s []T) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = string(v)
-	}
-	return out
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "edit"}, &p, (*EditResult).fromOutputs)
 }

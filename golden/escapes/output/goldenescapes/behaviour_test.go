@@ -7,14 +7,15 @@ import "testing"
 
 // TestValuesSurviveVerbatim checks that text which could break Go source
 // (quotes, backticks, */, backslashes, newlines, %) reaches the values
-// unchanged.
+// unchanged. A choice without letters or digits is named by its runes
+// (naming.Value: "*/" is RunModeAsteriskSlash), never by its position.
 func TestValuesSurviveVerbatim(t *testing.T) {
 	p := DefaultRunParams()
 	if want := "default with \"quotes\", `ticks`, */ and \\ backslash\nand a newline"; p.Text != want {
 		t.Errorf("Text default = %q, want %q", p.Text, want)
 	}
-	if p.Mode != RunMode50 || RunMode50 != "50%" || RunModeAB != `a"b` || RunModeXY != "x`y" || RunModeValue4 != "*/" {
-		t.Errorf("choice constants: %q %q %q %q", RunMode50, RunModeAB, RunModeXY, RunModeValue4)
+	if p.Mode != RunMode50 || RunMode50 != "50%" || RunModeAB != `a"b` || RunModeXY != "x`y" || RunModeAsteriskSlash != "*/" {
+		t.Errorf("choice constants: %q %q %q %q", RunMode50, RunModeAB, RunModeXY, RunModeAsteriskSlash)
 	}
 	if err := p.Validate(); err != nil {
 		t.Errorf("Validate() = %v", err)

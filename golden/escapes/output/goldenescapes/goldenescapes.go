@@ -18,14 +18,13 @@
 package goldenescapes
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	"regexp"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
 )
 
 // FamilyID is the id of the model family.
@@ -46,54 +45,26 @@ const (
 const DefaultVariant = VariantDefault
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{VariantDefault}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "", "default":
-		return VariantDefault, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: default)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case VariantDefault:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: default)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -109,54 +80,26 @@ const (
 const DefaultTask = TaskRun
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskRun}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "run":
-		return TaskRun, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: run)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskRun:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: run)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -212,15 +155,23 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family        = Spec()
+	variantSet    = enum.Variants[Variant](family)
+	taskSet       = enum.Tasks[Task](family)
+	rulesRun      = params.MustCompile(&family.Tasks[0])
+	valuesRunMode = enum.Choices[RunMode](&family.Tasks[0].Inputs[1])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -239,15 +190,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -255,15 +208,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // RunMode holds the allowed values of field "mode" of task "run".
@@ -277,43 +221,23 @@ const (
 	RunMode50 RunMode = "50%"
 	// RunModeXY is the choice "x`y".
 	RunModeXY RunMode = "x`y"
-	// RunModeValue4 is the choice "*/".
-	RunModeValue4 RunMode = "*/"
+	// RunModeAsteriskSlash is the choice "*/".
+	RunModeAsteriskSlash RunMode = "*/"
 )
 
 // Valid reports whether v is one of the values of RunMode.
-func (v RunMode) Valid() bool {
-	switch v {
-	case RunModeAB, RunMode50, RunModeXY, RunModeValue4:
-		return true
-	}
-	return false
-}
+func (v RunMode) Valid() bool { return valuesRunMode.Valid(v) }
 
-// String returns the value id.
-func (v RunMode) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v RunMode) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
-func (v RunMode) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("mode: %q is not one of \"a\\\"b\", \"50%%\", \"x`y\", \"*/\"", string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
+func (v RunMode) MarshalText() ([]byte, error) { return valuesRunMode.MarshalText(v) }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
-func (v *RunMode) UnmarshalText(b []byte) error {
-	x := RunMode(b)
-	if !x.Valid() {
-		return fmt.Errorf("mode: %q is not one of \"a\\\"b\", \"50%%\", \"x`y\", \"*/\"", string(b))
-	}
-	*v = x
-	return nil
-}
+func (v *RunMode) UnmarshalText(b []byte) error { return valuesRunMode.UnmarshalText(v, b) }
 
 // RunParams are the inputs of task "run" (Run: DO NOT EDIT). Start from
 // DefaultRunParams, which fills in every default; optional fields without a
@@ -351,14 +275,10 @@ func DefaultRunParams() RunParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *RunParams) Validate() error {
-	var errs []error
-	if !pattern0.MatchString(p.Text) {
-		errs = append(errs, fmt.Errorf("text: must match the pattern ^[^<]*$, got %q", p.Text))
-	}
-	if !p.Mode.Valid() {
-		errs = append(errs, fmt.Errorf("mode: must be one of \"a\\\"b\", \"50%%\", \"x`y\", \"*/\", got %q", p.Mode))
-	}
-	return errors.Join(errs...)
+	c := rulesRun.Check()
+	params.String(&c, 0, p.Text)
+	params.String(&c, 1, p.Mode)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -374,19 +294,14 @@ func (p *RunParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *RunParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *RunParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultRunParams); unknown keys are an error.
 func (p *RunParams) UnmarshalJSON(b []byte) error {
 	type plain RunParams
 	q := plain(DefaultRunParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesRun.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskRun, err)
 	}
 	*p = RunParams(q)
@@ -405,15 +320,9 @@ type RunResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *RunResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["out"]; ok && v != nil {
-		if r.Out, err = runtime.AsText(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "out", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "out")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Out)
+	return o.Err()
 }
 
 // Run runs task "run" (Run: DO NOT EDIT) on the client's variant. It validates
@@ -421,21 +330,5 @@ func (r *RunResult) fromOutputs(out map[string]any) error {
 // output that does not match the task's artifacts is an error, never a partial
 // result.
 func (c *Client) Run(ctx context.Context, p RunParams) (*RunResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskRun, err)
-	}
-	out, err := c.run(ctx, TaskRun, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(RunResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskRun, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
 }
-
-// The patterns of string fields, in manifest order.
-var (
-	pattern0 = regexp.MustCompile("^[^<]*$")
-)

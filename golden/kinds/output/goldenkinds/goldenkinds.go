@@ -10,16 +10,14 @@
 package goldenkinds
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	"regexp"
-	"strings"
-	"unicode/utf8"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
 )
 
 // FamilyID is the id of the model family.
@@ -39,54 +37,26 @@ const (
 const DefaultVariant = VariantDefault
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{VariantDefault}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "", "default":
-		return VariantDefault, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: default)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case VariantDefault:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: default)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -104,56 +74,26 @@ const (
 const DefaultTask = TaskRun
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskRun, TaskNoop}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "run":
-		return TaskRun, nil
-	case "noop":
-		return TaskNoop, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: run, noop)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskRun, TaskNoop:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: run, noop)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -222,16 +162,16 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:     "int",
 						Target:   "call_kwargs",
 						Required: true,
-						Minimum:  new(1.0),
-						Maximum:  new(10.0),
+						Minimum:  new(runtime.Number("1")),
+						Maximum:  new(runtime.Number("10")),
 					},
 					{
 						FieldID:    "num_frames",
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(17),
-						Minimum:    new(1.0),
-						Maximum:    new(257.0),
+						Minimum:    new(runtime.Number("1")),
+						Maximum:    new(runtime.Number("257")),
 						MultipleOf: new(int64(8)),
 						Remainder:  1,
 					},
@@ -246,21 +186,21 @@ func Spec() *runtime.ModelInferenceSpec {
 						FieldID: "seed",
 						Kind:    "int",
 						Target:  "call_kwargs",
-						Minimum: new(0.0),
+						Minimum: new(runtime.Number("0")),
 					},
 					{
 						FieldID: "guidance",
 						Kind:    "float",
 						Target:  "call_kwargs",
 						Default: 7.5,
-						Minimum: new(0.0),
-						Maximum: new(20.0),
+						Minimum: new(runtime.Number("0")),
+						Maximum: new(runtime.Number("20")),
 					},
 					{
 						FieldID: "strength",
 						Kind:    "float",
 						Target:  "call_kwargs",
-						Minimum: new(0.25),
+						Minimum: new(runtime.Number("0.25")),
 					},
 					{
 						FieldID:  "ratio",
@@ -309,14 +249,14 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int_list",
 						Target:     "call_kwargs",
 						Default:    []int64{16, 32},
-						Minimum:    new(16.0),
+						Minimum:    new(runtime.Number("16")),
 						MultipleOf: new(int64(16)),
 					},
 					{
 						FieldID: "weights",
 						Kind:    "float_list",
 						Target:  "call_kwargs",
-						Maximum: new(1.0),
+						Maximum: new(runtime.Number("1")),
 					},
 					{
 						FieldID: "mask",
@@ -335,7 +275,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "load_kwargs",
 						Default: int64(1),
-						Minimum: new(1.0),
+						Minimum: new(runtime.Number("1")),
 					},
 					{
 						FieldID: "device_map",
@@ -400,15 +340,23 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family     = Spec()
+	variantSet = enum.Variants[Variant](family)
+	taskSet    = enum.Tasks[Task](family)
+	rulesRun   = params.MustCompile(&family.Tasks[0])
+	rulesNoop  = params.MustCompile(&family.Tasks[1])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -427,15 +375,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -443,15 +393,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // RunParams are the inputs of task "run" (Run everything). Start from
@@ -570,115 +511,23 @@ func DefaultRunParams() RunParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *RunParams) Validate() error {
-	var errs []error
-	if p.Prompt == "" {
-		errs = append(errs, fmt.Errorf("prompt: is required"))
-	} else {
-		if utf8.RuneCountInString(p.Prompt) < 1 {
-			errs = append(errs, fmt.Errorf("prompt: must have at least 1 character, has %d", utf8.RuneCountInString(p.Prompt)))
-		}
-		if utf8.RuneCountInString(p.Prompt) > 200 {
-			errs = append(errs, fmt.Errorf("prompt: must have at most 200 characters, has %d", utf8.RuneCountInString(p.Prompt)))
-		}
-		if !pattern0.MatchString(p.Prompt) {
-			errs = append(errs, fmt.Errorf("prompt: must match the pattern ^[^<>]*$, got %q", p.Prompt))
-		}
-	}
-	if p.Count < 1 {
-		errs = append(errs, fmt.Errorf("count: must be at least 1, got %d", p.Count))
-	}
-	if p.Count > 10 {
-		errs = append(errs, fmt.Errorf("count: must be at most 10, got %d", p.Count))
-	}
-	if p.NumFrames < 1 {
-		errs = append(errs, fmt.Errorf("num_frames: must be at least 1, got %d", p.NumFrames))
-	}
-	if p.NumFrames > 257 {
-		errs = append(errs, fmt.Errorf("num_frames: must be at most 257, got %d", p.NumFrames))
-	}
-	if (p.NumFrames-1)%8 != 0 {
-		errs = append(errs, fmt.Errorf("num_frames: must be 8k+1 (a multiple of 8 plus 1), got %d", p.NumFrames))
-	}
-	if p.Height%16 != 0 {
-		errs = append(errs, fmt.Errorf("height: must be a multiple of 16, got %d", p.Height))
-	}
-	if p.Seed != nil {
-		v := *p.Seed
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("seed: must be at least 0, got %d", v))
-		}
-	}
-	if !(p.Guidance >= 0.0) {
-		errs = append(errs, fmt.Errorf("guidance: must be at least 0, got %v", p.Guidance))
-	}
-	if !(p.Guidance <= 20.0) {
-		errs = append(errs, fmt.Errorf("guidance: must be at most 20, got %v", p.Guidance))
-	}
-	if p.Strength != nil {
-		v := *p.Strength
-		if !(v >= 0.25) {
-			errs = append(errs, fmt.Errorf("strength: must be at least 0.25, got %v", v))
-		}
-	}
-	if p.Latents != nil {
-		if err := p.Latents.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("latents: %w", err))
-		}
-	}
-	if p.Image == nil {
-		errs = append(errs, fmt.Errorf("image: is required"))
-	} else {
-		if err := p.Image.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("image: %w", err))
-		}
-	}
-	if p.Clip != nil {
-		if err := p.Clip.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("clip: %w", err))
-		}
-	}
-	if len(p.Tags) < 1 {
-		errs = append(errs, fmt.Errorf("tags: must have at least 1 item, has %d", len(p.Tags)))
-	}
-	if len(p.Tags) > 4 {
-		errs = append(errs, fmt.Errorf("tags: must have at most 4 items, has %d", len(p.Tags)))
-	}
-	for i, v := range p.Tags {
-		if !pattern1.MatchString(v) {
-			errs = append(errs, fmt.Errorf("tags[%d]: must match the pattern ^[a-z]+$, got %q", i, v))
-		}
-	}
-	for i, v := range p.Sizes {
-		if v < 16 {
-			errs = append(errs, fmt.Errorf("sizes[%d]: must be at least 16, got %d", i, v))
-		}
-		if v%16 != 0 {
-			errs = append(errs, fmt.Errorf("sizes[%d]: must be a multiple of 16, got %d", i, v))
-		}
-	}
-	if p.Weights != nil {
-		for i, v := range p.Weights {
-			if !(v <= 1.0) {
-				errs = append(errs, fmt.Errorf("weights[%d]: must be at most 1, got %v", i, v))
-			}
-		}
-	}
-	if p.Frames != nil {
-		if len(p.Frames) > 8 {
-			errs = append(errs, fmt.Errorf("frames: must have at most 8 items, has %d", len(p.Frames)))
-		}
-		for i, v := range p.Frames {
-			if v == nil {
-				errs = append(errs, fmt.Errorf("frames[%d]: is nil", i))
-			} else if err := v.Check(); err != nil {
-				errs = append(errs, fmt.Errorf("frames[%d]: %w", i, err))
-			}
-		}
-	}
-	if p.Threads < 1 {
-		errs = append(errs, fmt.Errorf("threads: must be at least 1, got %d", p.Threads))
-	}
-	return errors.Join(errs...)
+	c := rulesRun.Check()
+	params.String(&c, 0, p.Prompt)
+	params.Int(&c, 3, p.Count)
+	params.Int(&c, 4, p.NumFrames)
+	params.Int(&c, 5, p.Height)
+	params.OptInt(&c, 6, p.Seed)
+	params.Float(&c, 7, p.Guidance)
+	params.OptFloat(&c, 8, p.Strength)
+	params.Tensor(&c, 12, p.Latents)
+	params.Tensor(&c, 13, p.Image)
+	params.Tensor(&c, 14, p.Clip)
+	params.Strings(&c, 15, p.Tags)
+	params.Ints(&c, 16, p.Sizes)
+	params.Floats(&c, 17, p.Weights)
+	params.Tensors(&c, 19, p.Frames)
+	params.Int(&c, 20, p.Threads)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -716,19 +565,19 @@ func (p *RunParams) CallKwargs() map[string]any {
 		kw["clip"] = p.Clip
 	}
 	if p.Tags != nil {
-		kw["tags"] = wireList(p.Tags)
+		kw["tags"] = params.List(p.Tags)
 	}
 	if p.Sizes != nil {
-		kw["sizes"] = wireList(p.Sizes)
+		kw["sizes"] = params.List(p.Sizes)
 	}
 	if p.Weights != nil {
-		kw["weights"] = wireList(p.Weights)
+		kw["weights"] = params.List(p.Weights)
 	}
 	if p.Mask != nil {
-		kw["mask"] = wireList(p.Mask)
+		kw["mask"] = params.List(p.Mask)
 	}
 	if p.Frames != nil {
-		kw["frames"] = wireList(p.Frames)
+		kw["frames"] = params.List(p.Frames)
 	}
 	return kw
 }
@@ -751,23 +600,8 @@ func (p *RunParams) LoadKwargs() map[string]any {
 func (p *RunParams) UnmarshalJSON(b []byte) error {
 	type plain RunParams
 	q := plain(DefaultRunParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesRun.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskRun, err)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskRun, err)
-	}
-	var missing []string
-	for _, k := range []string{"prompt", "count", "ratio", "image"} {
-		if _, ok := keys[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s %s params: missing required field(s) %s", FamilyID, TaskRun, strings.Join(missing, ", "))
 	}
 	*p = RunParams(q)
 	return nil
@@ -809,49 +643,15 @@ type RunResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *RunResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["video"]; ok && v != nil {
-		if r.Video, err = runtime.AsVideo(v, 0); err != nil {
-			return fmt.Errorf("artifact %q: %w", "video", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "video")
-	}
-	if v, ok := out["poster"]; ok && v != nil {
-		if r.Poster, err = runtime.AsImage(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "poster", err)
-		}
-	}
-	if v, ok := out["embedding"]; ok && v != nil {
-		if r.Embedding, err = runtime.AsEmbedding(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "embedding", err)
-		}
-	}
-	if v, ok := out["logits"]; ok && v != nil {
-		if r.Logits, err = runtime.AsTensor(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "logits", err)
-		}
-	}
-	if v, ok := out["caption"]; ok && v != nil {
-		if r.Caption, err = runtime.AsText(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "caption", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "caption")
-	}
-	if v, ok := out["summary"]; ok && v != nil {
-		s, err := runtime.AsText(v)
-		if err != nil {
-			return fmt.Errorf("artifact %q: %w", "summary", err)
-		}
-		r.Summary = &s
-	}
-	if v, ok := out["meta"]; ok && v != nil {
-		if r.Meta, err = runtime.AsJSON(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "meta", err)
-		}
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Video)
+	client.Decode(&o, 1, &r.Poster)
+	client.Decode(&o, 2, &r.Embedding)
+	client.Decode(&o, 3, &r.Logits)
+	client.Decode(&o, 4, &r.Caption)
+	client.Decode(&o, 5, &r.Summary)
+	client.Decode(&o, 6, &r.Meta)
+	return o.Err()
 }
 
 // Run runs task "run" (Run everything) on the client's variant. It validates p
@@ -859,18 +659,7 @@ func (r *RunResult) fromOutputs(out map[string]any) error {
 // output that does not match the task's artifacts is an error, never a partial
 // result.
 func (c *Client) Run(ctx context.Context, p RunParams) (*RunResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskRun, err)
-	}
-	out, err := c.run(ctx, TaskRun, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(RunResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskRun, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
 }
 
 // NoopParams are the inputs of task "noop" (Nothing in). Start from
@@ -887,34 +676,24 @@ func DefaultNoopParams() NoopParams {
 // Validate checks every constraint of the manifest and reports all violations,
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
-func (p *NoopParams) Validate() error {
-	return nil
-}
+func (p *NoopParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *NoopParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *NoopParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *NoopParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *NoopParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultNoopParams); unknown keys are an error.
 func (p *NoopParams) UnmarshalJSON(b []byte) error {
 	type plain NoopParams
 	q := plain(DefaultNoopParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesNoop.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskNoop, err)
 	}
 	*p = NoopParams(q)
@@ -931,14 +710,9 @@ type NoopResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *NoopResult) fromOutputs(out map[string]any) error {
-	if v, ok := out["text"]; ok && v != nil {
-		s, err := runtime.AsText(v)
-		if err != nil {
-			return fmt.Errorf("artifact %q: %w", "text", err)
-		}
-		r.Text = &s
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 1)
+	client.Decode(&o, 0, &r.Text)
+	return o.Err()
 }
 
 // Noop runs task "noop" (Nothing in) on the client's variant. It validates p
@@ -946,31 +720,5 @@ func (r *NoopResult) fromOutputs(out map[string]any) error {
 // output that does not match the task's artifacts is an error, never a partial
 // result.
 func (c *Client) Noop(ctx context.Context, p NoopParams) (*NoopResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskNoop, err)
-	}
-	out, err := c.run(ctx, TaskNoop, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(NoopResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskNoop, err)
-	}
-	return r, nil
-}
-
-// The patterns of string fields, in manifest order.
-var (
-	pattern0 = regexp.MustCompile("^[^<>]*$")
-	pattern1 = regexp.MustCompile("^[a-z]+$")
-)
-
-// wireList converts a list field to the engine's list form.
-func wireList[T any](s []T) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs)
 }

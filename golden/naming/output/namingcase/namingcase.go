@@ -8,12 +8,14 @@
 package namingcase
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	client "github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
 )
 
 // FamilyID is the id of the model family.
@@ -37,58 +39,26 @@ const (
 const DefaultVariant = Variant3D
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{Variant3D, Variant1_3B, VariantGröße}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "", "3d":
-		return Variant3D, nil
-	case "1.3b":
-		return Variant1_3B, nil
-	case "größe":
-		return VariantGröße, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: 3d, 1.3b, größe)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case Variant3D, Variant1_3B, VariantGröße:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: 3d, 1.3b, größe)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -110,60 +80,26 @@ const (
 const DefaultTask = TaskType
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskType, TaskT2V, Task名前, Task3D}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "type":
-		return TaskType, nil
-	case "text-to-video":
-		return TaskT2V, nil
-	case "名前":
-		return Task名前, nil
-	case "3d":
-		return Task3D, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: type, text-to-video, 名前, 3d)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskType, TaskT2V, Task名前, Task3D:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: type, text-to-video, 名前, 3d)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -335,15 +271,25 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family     = Spec()
+	variantSet = enum.Variants[Variant](family)
+	taskSet    = enum.Tasks[Task](family)
+	rulesType  = params.MustCompile(&family.Tasks[0])
+	rulesT2V   = params.MustCompile(&family.Tasks[1])
+	rulesX名前   = params.MustCompile(&family.Tasks[2])
+	rulesX3D   = params.MustCompile(&family.Tasks[3])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -362,15 +308,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -378,15 +326,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // TypeParams are the inputs of task "type" (Go keyword as a task). Start from
@@ -470,9 +409,7 @@ func DefaultTypeParams() TypeParams {
 // Validate checks every constraint of the manifest and reports all violations,
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
-func (p *TypeParams) Validate() error {
-	return nil
-}
+func (p *TypeParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
@@ -487,11 +424,11 @@ func (p *TypeParams) CallKwargs() map[string]any {
 	kw["image_url"] = p.ImageURL
 	kw["target_fps"] = p.TargetFPS
 	if p.RGBMean != nil {
-		kw["rgb_mean"] = wireList(p.RGBMean)
+		kw["rgb_mean"] = params.List(p.RGBMean)
 	}
 	kw["http_api_json"] = p.HTTPAPIJSON
 	if p.UserIDs != nil {
-		kw["user_ids"] = wireList(p.UserIDs)
+		kw["user_ids"] = params.List(p.UserIDs)
 	}
 	kw["userId"] = p.UserID
 	kw["num_steps"] = p.NumSteps
@@ -502,19 +439,14 @@ func (p *TypeParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *TypeParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *TypeParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultTypeParams); unknown keys are an error.
 func (p *TypeParams) UnmarshalJSON(b []byte) error {
 	type plain TypeParams
 	q := plain(DefaultTypeParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesType.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskType, err)
 	}
 	*p = TypeParams(q)
@@ -539,27 +471,11 @@ type TypeResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *TypeResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["rgb"]; ok && v != nil {
-		if r.RGB, err = runtime.AsImage(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "rgb", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "rgb")
-	}
-	if v, ok := out["out_url"]; ok && v != nil {
-		s, err := runtime.AsText(v)
-		if err != nil {
-			return fmt.Errorf("artifact %q: %w", "out_url", err)
-		}
-		r.OutputLink = &s
-	}
-	if v, ok := out["größe"]; ok && v != nil {
-		if r.Größe, err = runtime.AsJSON(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "größe", err)
-		}
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.RGB)
+	client.Decode(&o, 1, &r.OutputLink)
+	client.Decode(&o, 2, &r.Größe)
+	return o.Err()
 }
 
 // Type runs task "type" (Go keyword as a task) on the client's variant. It
@@ -567,18 +483,7 @@ func (r *TypeResult) fromOutputs(out map[string]any) error {
 // engine) or an output that does not match the task's artifacts is an error,
 // never a partial result.
 func (c *Client) Type(ctx context.Context, p TypeParams) (*TypeResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskType, err)
-	}
-	out, err := c.run(ctx, TaskType, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(TypeResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskType, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs)
 }
 
 // T2VParams are the inputs of task "text-to-video" (Initialisms in a task id).
@@ -595,34 +500,24 @@ func DefaultT2VParams() T2VParams {
 // Validate checks every constraint of the manifest and reports all violations,
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
-func (p *T2VParams) Validate() error {
-	return nil
-}
+func (p *T2VParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *T2VParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *T2VParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *T2VParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *T2VParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultT2VParams); unknown keys are an error.
 func (p *T2VParams) UnmarshalJSON(b []byte) error {
 	type plain T2VParams
 	q := plain(DefaultT2VParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesT2V.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskT2V, err)
 	}
 	*p = T2VParams(q)
@@ -639,15 +534,9 @@ type T2VResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *T2VResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["video"]; ok && v != nil {
-		if r.Video, err = runtime.AsVideo(v, 0); err != nil {
-			return fmt.Errorf("artifact %q: %w", "video", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "video")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 1)
+	client.Decode(&o, 0, &r.Video)
+	return o.Err()
 }
 
 // T2V runs task "text-to-video" (Initialisms in a task id) on the client's
@@ -655,18 +544,7 @@ func (r *T2VResult) fromOutputs(out map[string]any) error {
 // linked engine) or an output that does not match the task's artifacts is an
 // error, never a partial result.
 func (c *Client) T2V(ctx context.Context, p T2VParams) (*T2VResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskT2V, err)
-	}
-	out, err := c.run(ctx, TaskT2V, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(T2VResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskT2V, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs)
 }
 
 // X名前Params are the inputs of task "名前" (Unicode letters without upper case).
@@ -683,34 +561,24 @@ func DefaultX名前Params() X名前Params {
 // Validate checks every constraint of the manifest and reports all violations,
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
-func (p *X名前Params) Validate() error {
-	return nil
-}
+func (p *X名前Params) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *X名前Params) CallKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *X名前Params) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *X名前Params) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *X名前Params) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultX名前Params); unknown keys are an error.
 func (p *X名前Params) UnmarshalJSON(b []byte) error {
 	type plain X名前Params
 	q := plain(DefaultX名前Params())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesX名前.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, Task名前, err)
 	}
 	*p = X名前Params(q)
@@ -727,15 +595,9 @@ type X名前Result struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *X名前Result) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["名前"]; ok && v != nil {
-		if r.X名前, err = runtime.AsText(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "名前", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "名前")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 2)
+	client.Decode(&o, 0, &r.X名前)
+	return o.Err()
 }
 
 // X名前 runs task "名前" (Unicode letters without upper case) on the client's
@@ -743,18 +605,7 @@ func (r *X名前Result) fromOutputs(out map[string]any) error {
 // linked engine) or an output that does not match the task's artifacts is an
 // error, never a partial result.
 func (c *Client) X名前(ctx context.Context, p X名前Params) (*X名前Result, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, Task名前, err)
-	}
-	out, err := c.run(ctx, Task名前, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(X名前Result)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, Task名前, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs)
 }
 
 // X3DParams are the inputs of task "3d" (Leading digit). Start from
@@ -771,34 +622,24 @@ func DefaultX3DParams() X3DParams {
 // Validate checks every constraint of the manifest and reports all violations,
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
-func (p *X3DParams) Validate() error {
-	return nil
-}
+func (p *X3DParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *X3DParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *X3DParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *X3DParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *X3DParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultX3DParams); unknown keys are an error.
 func (p *X3DParams) UnmarshalJSON(b []byte) error {
 	type plain X3DParams
 	q := plain(DefaultX3DParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesX3D.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, Task3D, err)
 	}
 	*p = X3DParams(q)
@@ -815,15 +656,9 @@ type X3DResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *X3DResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["mesh"]; ok && v != nil {
-		if r.Mesh, err = runtime.AsTensor(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "mesh", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "mesh")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 3)
+	client.Decode(&o, 0, &r.Mesh)
+	return o.Err()
 }
 
 // X3D runs task "3d" (Leading digit) on the client's variant. It validates p
@@ -831,25 +666,5 @@ func (r *X3DResult) fromOutputs(out map[string]any) error {
 // output that does not match the task's artifacts is an error, never a partial
 // result.
 func (c *Client) X3D(ctx context.Context, p X3DParams) (*X3DResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, Task3D, err)
-	}
-	out, err := c.run(ctx, Task3D, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(X3DResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, Task3D, err)
-	}
-	return r, nil
-}
-
-// wireList converts a list field to the engine's list form.
-func wireList[T any](s []T) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs)
 }

@@ -10,16 +10,15 @@
 package goldenstream
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
+
 	"github.com/worldfoundry/wfgen/runtime"
-	batch "github.com/worldfoundry/wfgen/runtime/batch"
-	client "github.com/worldfoundry/wfgen/runtime/client"
-	stream "github.com/worldfoundry/wfgen/runtime/stream"
-	"strings"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/enum"
+	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/stream"
 )
 
 // FamilyID is the id of the model family.
@@ -43,56 +42,26 @@ const (
 const DefaultVariant = VariantV2
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant {
-	return []Variant{VariantV1, VariantV2}
-}
+func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) {
-	switch s {
-	case "v1":
-		return VariantV1, nil
-	case "", "v2":
-		return VariantV2, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no variant %q (known: v1, v2)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool {
-	switch v {
-	case VariantV1, VariantV2:
-		return true
-	}
-	return false
-}
+func (v Variant) Valid() bool { return variantSet.Valid(v) }
 
 // String returns the variant id.
-func (v Variant) String() string {
-	return string(v)
-}
+func (v Variant) String() string { return string(v) }
 
-// MarshalText returns the variant id; a value that is not one of the constants
+// MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no variant %q (known: v1, v2)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error {
-	x, err := ParseVariant(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -114,58 +83,26 @@ const (
 const DefaultTask = TaskPlay
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task {
-	return []Task{TaskPlay, TaskEncode, TaskRender}
-}
+func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping runtime.ErrUnknownID that names the known
 // ids.
-func ParseTask(s string) (Task, error) {
-	switch s {
-	case "", "play":
-		return TaskPlay, nil
-	case "encode":
-		return TaskEncode, nil
-	case "render":
-		return TaskRender, nil
-	}
-	return "", fmt.Errorf("%w: family %q has no task %q (known: play, encode, render)", runtime.ErrUnknownID, FamilyID, s)
-}
+func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool {
-	switch v {
-	case TaskPlay, TaskEncode, TaskRender:
-		return true
-	}
-	return false
-}
+func (v Task) Valid() bool { return taskSet.Valid(v) }
 
 // String returns the task id.
-func (v Task) String() string {
-	return string(v)
-}
+func (v Task) String() string { return string(v) }
 
-// MarshalText returns the task id; a value that is not one of the constants is
-// an error.
-func (v Task) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("%w: family %q has no task %q (known: play, encode, render)", runtime.ErrUnknownID, FamilyID, string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the task id; a value that is not one of the tasks is an
+// error.
+func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error {
-	x, err := ParseTask(string(b))
-	if err != nil {
-		return err
-	}
-	*v = x
-	return nil
-}
+func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -287,15 +224,25 @@ func Spec() *runtime.ModelInferenceSpec {
 	}
 }
 
+// The family's spec, and the enum tables and field rules built from it that
+// the methods below apply.
+var (
+	family           = Spec()
+	variantSet       = enum.Variants[Variant](family)
+	taskSet          = enum.Tasks[Task](family)
+	rulesPlay        = params.MustCompile(&family.Tasks[0])
+	valuesPlayAction = enum.Choices[PlayAction](&family.Tasks[0].Inputs[0])
+	rulesEncode      = params.MustCompile(&family.Tasks[1])
+	rulesRender      = params.MustCompile(&family.Tasks[2])
+)
+
 func init() {
 	runtime.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
-func WithVariant(v Variant) client.Option {
-	return client.WithVariant(string(v))
-}
+func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant. It is safe for
 // concurrent use. Create it with New and release it with Close.
@@ -314,15 +261,17 @@ func New(opts ...client.Option) (*Client, error) {
 	return &Client{rt: rt}, nil
 }
 
-// Runtime returns the untyped runtime client underneath.
+// Runtime returns the untyped runtime client underneath (nil for a Client that
+// New did not create).
 func (c *Client) Runtime() *client.Client {
+	if c == nil {
+		return nil
+	}
 	return c.rt
 }
 
 // Variant returns the variant the client runs.
-func (c *Client) Variant() Variant {
-	return Variant(c.rt.Variant().VariantID)
-}
+func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
 
 // Close releases the client's model. It is safe to call more than once.
 func (c *Client) Close() error {
@@ -330,15 +279,6 @@ func (c *Client) Close() error {
 		return nil
 	}
 	return c.rt.Close()
-}
-
-// run runs one task through the runtime with the params' kwargs split by
-// target.
-func (c *Client) run(ctx context.Context, task Task, call, load map[string]any) (map[string]any, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, task)
-	}
-	return c.rt.Run(ctx, string(task), call, load)
 }
 
 // PlayAction holds the allowed values of field "action" of task "play".
@@ -355,38 +295,18 @@ const (
 )
 
 // Valid reports whether v is one of the values of PlayAction.
-func (v PlayAction) Valid() bool {
-	switch v {
-	case PlayActionForward, PlayActionLeft, PlayActionRight:
-		return true
-	}
-	return false
-}
+func (v PlayAction) Valid() bool { return valuesPlayAction.Valid(v) }
 
-// String returns the value id.
-func (v PlayAction) String() string {
-	return string(v)
-}
+// String returns the value.
+func (v PlayAction) String() string { return string(v) }
 
-// MarshalText returns the value id; a value that is not one of the constants
-// is an error.
-func (v PlayAction) MarshalText() ([]byte, error) {
-	if !v.Valid() {
-		return nil, fmt.Errorf("action: %q is not one of \"forward\", \"left\", \"right\"", string(v))
-	}
-	return []byte(v), nil
-}
+// MarshalText returns the value; a value that is not one of the values is an
+// error.
+func (v PlayAction) MarshalText() ([]byte, error) { return valuesPlayAction.MarshalText(v) }
 
 // UnmarshalText sets v from one of the allowed values; any other value is an
 // error.
-func (v *PlayAction) UnmarshalText(b []byte) error {
-	x := PlayAction(b)
-	if !x.Valid() {
-		return fmt.Errorf("action: %q is not one of \"forward\", \"left\", \"right\"", string(b))
-	}
-	*v = x
-	return nil
-}
+func (v *PlayAction) UnmarshalText(b []byte) error { return valuesPlayAction.UnmarshalText(v, b) }
 
 // PlayParams are the inputs of task "play" (Play). Start from
 // DefaultPlayParams, which fills in every default; optional fields without a
@@ -398,7 +318,7 @@ type PlayParams struct {
 	Action PlayAction `json:"action"`
 	// Speed is field "speed".
 	//
-	// Kind float; default 1.
+	// Kind float; default 1.0.
 	//
 	// Deprecated: Speed is fixed by the realtime spec now.
 	Speed float64 `json:"speed"`
@@ -417,11 +337,9 @@ func DefaultPlayParams() PlayParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *PlayParams) Validate() error {
-	var errs []error
-	if !p.Action.Valid() {
-		errs = append(errs, fmt.Errorf("action: must be one of \"forward\", \"left\", \"right\", got %q", p.Action))
-	}
-	return errors.Join(errs...)
+	c := rulesPlay.Check()
+	params.String(&c, 0, p.Action)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -437,19 +355,14 @@ func (p *PlayParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *PlayParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *PlayParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultPlayParams); unknown keys are an error.
 func (p *PlayParams) UnmarshalJSON(b []byte) error {
 	type plain PlayParams
 	q := plain(DefaultPlayParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesPlay.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskPlay, err)
 	}
 	*p = PlayParams(q)
@@ -466,15 +379,9 @@ type PlayResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *PlayResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["frames"]; ok && v != nil {
-		if r.Frames, err = runtime.AsVideo(v, 12); err != nil {
-			return fmt.Errorf("artifact %q: %w", "frames", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "frames")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 0)
+	client.Decode(&o, 0, &r.Frames)
+	return o.Err()
 }
 
 // Play runs task "play" (Play) on the client's variant. It validates p first;
@@ -484,18 +391,7 @@ func (r *PlayResult) fromOutputs(out map[string]any) error {
 // The task streams realtime chunks; this method runs one chunk, PlayStream a
 // whole session.
 func (c *Client) Play(ctx context.Context, p PlayParams) (*PlayResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskPlay, err)
-	}
-	out, err := c.run(ctx, TaskPlay, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(PlayResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskPlay, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs)
 }
 
 // PlayStream starts a realtime session of task "play": iterate the returned
@@ -506,13 +402,7 @@ func (c *Client) Play(ctx context.Context, p PlayParams) (*PlayResult, error) {
 // opts (see package runtime/stream) set pacing, initial controls and a chunk
 // limit.
 func (c *Client) PlayStream(ctx context.Context, p PlayParams, opts ...stream.Option) (*stream.Session, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskPlay)
-	}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskPlay, err)
-	}
-	return c.rt.Stream(ctx, string(TaskPlay), p.CallKwargs(), opts...)
+	return client.RunStream(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, opts...)
 }
 
 // EncodeParams are the inputs of task "encode" (Encode frames). Start from
@@ -535,15 +425,9 @@ func DefaultEncodeParams() EncodeParams {
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
 func (p *EncodeParams) Validate() error {
-	var errs []error
-	if p.Frame == nil {
-		errs = append(errs, fmt.Errorf("frame: is required"))
-	} else {
-		if err := p.Frame.Check(); err != nil {
-			errs = append(errs, fmt.Errorf("frame: %w", err))
-		}
-	}
-	return errors.Join(errs...)
+	c := rulesEncode.Check()
+	params.Tensor(&c, 0, p.Frame)
+	return c.Err()
 }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
@@ -560,10 +444,7 @@ func (p *EncodeParams) CallKwargs() map[string]any {
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *EncodeParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *EncodeParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultEncodeParams); unknown keys are an error, and so is a
@@ -571,23 +452,8 @@ func (p *EncodeParams) LoadKwargs() map[string]any {
 func (p *EncodeParams) UnmarshalJSON(b []byte) error {
 	type plain EncodeParams
 	q := plain(DefaultEncodeParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesEncode.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEncode, err)
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(b, &keys); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEncode, err)
-	}
-	var missing []string
-	for _, k := range []string{"frame"} {
-		if _, ok := keys[k]; !ok {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s %s params: missing required field(s) %s", FamilyID, TaskEncode, strings.Join(missing, ", "))
 	}
 	*p = EncodeParams(q)
 	return nil
@@ -603,15 +469,9 @@ type EncodeResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *EncodeResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["embedding"]; ok && v != nil {
-		if r.Embedding, err = runtime.AsEmbedding(v); err != nil {
-			return fmt.Errorf("artifact %q: %w", "embedding", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "embedding")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 1)
+	client.Decode(&o, 0, &r.Embedding)
+	return o.Err()
 }
 
 // Encode runs task "encode" (Encode frames) on the client's variant. It
@@ -622,18 +482,7 @@ func (r *EncodeResult) fromOutputs(out map[string]any) error {
 // The task is batchable (at most 8 items per forward call). EncodeBatch runs
 // many items.
 func (c *Client) Encode(ctx context.Context, p EncodeParams) (*EncodeResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEncode, err)
-	}
-	out, err := c.run(ctx, TaskEncode, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(EncodeResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskEncode, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs)
 }
 
 // EncodeBatch runs task "encode" over many items: per-item tensors are stacked
@@ -648,36 +497,7 @@ func (c *Client) Encode(ctx context.Context, p EncodeParams) (*EncodeResult, err
 // batch.WithPerItemErrors, items that failed on their own are nil and the
 // error lists them.
 func (c *Client) EncodeBatch(ctx context.Context, ps []EncodeParams, opts ...batch.Option) ([]*EncodeResult, error) {
-	if c == nil || c.rt == nil {
-		return nil, fmt.Errorf("%s %s: client not created with New", FamilyID, TaskEncode)
-	}
-	items := make([]map[string]any, len(ps))
-	var errs []error
-	for i := range ps {
-		if err := ps[i].Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
-		}
-		items[i] = ps[i].CallKwargs()
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskEncode, errors.Join(errs...))
-	}
-	outs, err := c.rt.RunBatch(ctx, string(TaskEncode), items, opts...)
-	if outs == nil {
-		return nil, err
-	}
-	res := make([]*EncodeResult, len(outs))
-	for i, out := range outs {
-		if out == nil {
-			continue
-		}
-		r := new(EncodeResult)
-		if ferr := r.fromOutputs(out); ferr != nil {
-			return nil, fmt.Errorf("%s %s: item %d: %w", FamilyID, TaskEncode, i, ferr)
-		}
-		res[i] = r
-	}
-	return res, err
+	return client.RunBatch(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "encode"}, ps, (*EncodeResult).fromOutputs, opts...)
 }
 
 // RenderParams are the inputs of task "render" (Render (old)). Start from
@@ -696,34 +516,24 @@ func DefaultRenderParams() RenderParams {
 // Validate checks every constraint of the manifest and reports all violations,
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
-func (p *RenderParams) Validate() error {
-	return nil
-}
+func (p *RenderParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *RenderParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *RenderParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *RenderParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 0)
-	return kw
-}
+func (p *RenderParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultRenderParams); unknown keys are an error.
 func (p *RenderParams) UnmarshalJSON(b []byte) error {
 	type plain RenderParams
 	q := plain(DefaultRenderParams())
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&q); err != nil {
+	if err := rulesRender.DecodeJSON(b, &q); err != nil {
 		return fmt.Errorf("%s %s params: %w", FamilyID, TaskRender, err)
 	}
 	*p = RenderParams(q)
@@ -740,15 +550,9 @@ type RenderResult struct {
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
 func (r *RenderResult) fromOutputs(out map[string]any) error {
-	var err error
-	if v, ok := out["frames"]; ok && v != nil {
-		if r.Frames, err = runtime.AsVideo(v, 12); err != nil {
-			return fmt.Errorf("artifact %q: %w", "frames", err)
-		}
-	} else {
-		return fmt.Errorf("artifact %q: required, but the model returned none", "frames")
-	}
-	return nil
+	o := client.NewArtifacts(out, family, 2)
+	client.Decode(&o, 0, &r.Frames)
+	return o.Err()
 }
 
 // Render runs task "render" (Render (old)) on the client's variant. It
@@ -758,16 +562,5 @@ func (r *RenderResult) fromOutputs(out map[string]any) error {
 //
 // Deprecated: Use play.
 func (c *Client) Render(ctx context.Context, p RenderParams) (*RenderResult, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s %s: invalid params: %w", FamilyID, TaskRender, err)
-	}
-	out, err := c.run(ctx, TaskRender, p.CallKwargs(), p.LoadKwargs())
-	if err != nil {
-		return nil, err
-	}
-	r := new(RenderResult)
-	if err := r.fromOutputs(out); err != nil {
-		return nil, fmt.Errorf("%s %s: %w", FamilyID, TaskRender, err)
-	}
-	return r, nil
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs)
 }

@@ -1,0 +1,173 @@
+package docs
+
+import (
+	"regexp/syntax"
+	"strconv"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/gen/ir"
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/params"
+)
+
+// example returns a Go expression for a value of the field that passes its
+// rules, for the page's usage snippet ("" when none could be found; the
+// snippet then leaves a comment). pkg qualifies generated names.
+func example(pkg string, f *ir.Field) string {
+	rules, err := params.CompileField(f.Spec)
+	if err != nil {
+		return ""
+	}
+	fits := func(v any) bool { _, vs := rules.CheckValue(v); return len(vs) == 0 }
+	s := f.Spec
+	switch f.Kind {
+	case runtime.KindString:
+		if f.Choice != nil {
+			v := f.Choice.Values[0]
+			if v.Const != "" {
+				return pkg + "." + v.Const
+			}
+			return pkg + "." + f.Choice.Type + "(" + strconv.Quote(v.Value) + ")"
+		}
+		for _, c := range stringCandidates(s) {
+			if fits(c) {
+				return strconv.Quote(c)
+			}
+		}
+	case runtime.KindInt:
+		for _, c := range intCandidates(s) {
+			if fits(c) {
+				return strconv.FormatInt(c, 10)
+			}
+		}
+	case runtime.KindFloat:
+		for _, c := range []float64{0, 0.5, 1} {
+			if fits(c) {
+				return floatGo(c)
+			}
+		}
+		if s.Minimum != nil && fits(s.Minimum.Float64()) {
+			return floatGo(s.Minimum.Float64())
+		}
+	case runtime.KindBool:
+		return "false"
+	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
+		return "runtime.FromFloat32([]float32{0}, 1) // your tensor"
+	case runtime.KindTensorList:
+		return "[]*runtime.Tensor{runtime.FromFloat32([]float32{0}, 1)} // your tensors"
+	default: // lists of scalars
+		n := 1
+		if s.MinLength != nil {
+			n = max(n, *s.MinLength)
+		}
+		elem := &ir.Field{Spec: elemSpec(s), Kind: f.Kind.Elem(), Presence: runtime.Required, Choice: f.Choice}
+		item := example(pkg, elem)
+		if item == "" || n > 64 {
+			return ""
+		}
+		items := make([]string, n)
+		for i := range items {
+			items[i] = item
+		}
+		return f.Type.String() + "{" + strings.Join(items, ", ") + "}"
+	}
+	return ""
+}
+
+// elemSpec is the spec of one item of a list field: its item rules, no
+// length rule.
+func elemSpec(s *runtime.InferenceFieldSpec) *runtime.InferenceFieldSpec {
+	e := *s
+	e.Kind = s.Kind.Elem()
+	e.MinLength, e.MaxLength, e.Default = nil, nil, nil
+	return &e
+}
+
+func floatGo(x float64) string {
+	s := strconv.FormatFloat(x, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".e") {
+		s += ".0"
+	}
+	return s
+}
+
+// intCandidates are values to try for an int field: its bounds and the
+// valid values next to them and to zero.
+func intCandidates(s *runtime.InferenceFieldSpec) []int64 {
+	out := []int64{0, 1}
+	if s.Minimum != nil {
+		if v, ok := s.Minimum.IntBounds(true); ok {
+			out = append(out, v)
+		}
+	}
+	if s.Maximum != nil {
+		if v, ok := s.Maximum.IntBounds(false); ok {
+			out = append(out, v)
+		}
+	}
+	if s.MultipleOf != nil && *s.MultipleOf > 0 {
+		m := *s.MultipleOf
+		for _, base := range append([]int64(nil), out...) {
+			r := (base - s.Remainder) % m
+			if r < 0 {
+				r += m
+			}
+			out = append(out, base-r, base-r+m)
+		}
+	}
+	return out
+}
+
+// stringCandidates are strings to try for a string field: a word, and the
+// shortest match of its pattern, padded to its minimum length.
+func stringCandidates(s *runtime.InferenceFieldSpec) []string {
+	out := []string{"example"}
+	if s.Pattern != "" {
+		if re, err := syntax.Parse(s.Pattern, syntax.Perl); err == nil {
+			out = append(out, shortest(re.Simplify()))
+		}
+	}
+	if s.MinLength != nil {
+		for _, c := range append([]string(nil), out...) {
+			if n := len([]rune(c)); n < *s.MinLength && n > 0 && *s.MinLength <= 1024 {
+				out = append(out, c+strings.Repeat(c[len(c)-1:], *s.MinLength-n))
+			}
+		}
+	}
+	return out
+}
+
+// shortest returns a short string the regular expression matches (for the
+// constructs it knows; the caller checks the result).
+func shortest(re *syntax.Regexp) string {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return string(re.Rune)
+	case syntax.OpCharClass:
+		if len(re.Rune) >= 2 {
+			for i := 0; i+1 < len(re.Rune); i += 2 {
+				for _, r := range []rune{'a', 'A', '0'} {
+					if re.Rune[i] <= r && r <= re.Rune[i+1] {
+						return string(r)
+					}
+				}
+			}
+			return string(re.Rune[0])
+		}
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return "a"
+	case syntax.OpPlus:
+		return shortest(re.Sub[0])
+	case syntax.OpRepeat:
+		return strings.Repeat(shortest(re.Sub[0]), re.Min)
+	case syntax.OpConcat:
+		var b strings.Builder
+		for _, s := range re.Sub {
+			b.WriteString(shortest(s))
+		}
+		return b.String()
+	case syntax.OpAlternate, syntax.OpCapture:
+		return shortest(re.Sub[0])
+	}
+	return ""
+}

@@ -1,0 +1,271 @@
+package emit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/worldfoundry/wfgen/gen/ir"
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// task emits everything of one task: choice types, params, defaults,
+// Validate, kwargs, JSON decoding, the result type and the client methods.
+func (g *goFile) task(t *ir.Task) error {
+	for _, f := range t.Fields {
+		if f.Choice != nil {
+			g.choice(t, f)
+		}
+	}
+	if err := g.params(t); err != nil {
+		return err
+	}
+	g.validate(t)
+	g.kwargs(t, runtime.TargetCallKwargs, "CallKwargs")
+	g.kwargs(t, runtime.TargetLoadKwargs, "LoadKwargs")
+	g.unmarshal(t)
+	g.result(t)
+	g.taskMethods(t)
+	return nil
+}
+
+func fieldDoc(f *ir.Field) string {
+	fs := f.Spec
+	first := fmt.Sprintf("%s is field %q", f.Name, fs.FieldID)
+	if l := ir.OneLine(fs.Label); l != "" {
+		first += " (" + l + ")"
+	}
+	first += "."
+	facts := []string{"Kind " + string(fs.Kind)}
+	if fs.Target == runtime.TargetLoadKwargs {
+		facts = append(facts, "passed when the model is loaded")
+	}
+	switch f.Presence {
+	case runtime.Required:
+		facts = append(facts, "required")
+	case runtime.Optional:
+		facts = append(facts, "optional: nil leaves it to the model")
+	}
+	if d := f.DefaultText(); d != "" {
+		facts = append(facts, "default "+d)
+	}
+	facts = append(facts, f.Constraints()...)
+	return docComment(first, fs.Description, strings.Join(facts, "; ")+".", deprecated(fs.Deprecated))
+}
+
+func (g *goFile) params(t *ir.Task) error {
+	ts := t.Spec
+	fields := make([]jen.Code, 0, len(t.Fields))
+	for _, f := range t.Fields {
+		fields = append(fields, jen.Comment(fieldDoc(f)).Line().Id(f.Name).Add(typeOf(f.Type)).Tag(map[string]string{"json": f.Spec.FieldID}))
+	}
+	first := fmt.Sprintf("%s are the inputs of task %q", t.Params, ts.TaskID)
+	if l := ir.OneLine(ts.Label); l != "" {
+		first += " (" + l + ")"
+	}
+	first += ". Start from " + t.Defaults + ", which fills in every default; optional fields without a default are nil when unset. The JSON form is keyed by field id."
+	g.add(docComment(first, ts.Description, deprecated(ts.Deprecated)), jen.Type().Id(t.Params).Struct(fields...))
+
+	var vals []jen.Code
+	for _, f := range t.Fields {
+		if f.Spec.Default == nil {
+			continue
+		}
+		c, err := g.defaultValue(f)
+		if err != nil {
+			return fmt.Errorf("%s: task %q field %q default: %w", g.fam.File.Path, ts.TaskID, f.Spec.FieldID, err)
+		}
+		vals = append(vals, jen.Line().Id(f.Name).Op(":").Add(c))
+	}
+	if len(vals) > 0 {
+		vals = append(vals, jen.Line())
+	}
+	g.add(docComment(fmt.Sprintf("%s returns the params of task %q with every default of the manifest filled in.", t.Defaults, ts.TaskID)),
+		jen.Func().Id(t.Defaults).Params().Id(t.Params).Block(jen.Return(jen.Id(t.Params).Values(vals...))))
+	return nil
+}
+
+// defaultValue renders a field default (normalised by ir.Build to the
+// kind's Go form) in the field's Go type.
+func (g *goFile) defaultValue(f *ir.Field) (jen.Code, error) {
+	scalar := func(v any) (jen.Code, error) {
+		switch x := v.(type) {
+		case string:
+			if f.Choice == nil {
+				return jen.Lit(x), nil
+			}
+			for _, c := range f.Choice.Values {
+				if c.Value == x && c.Const != "" {
+					return jen.Id(c.Const), nil
+				}
+			}
+			return jen.Id(f.Choice.Type).Call(jen.Lit(x)), nil
+		case bool:
+			return jen.Lit(x), nil
+		case int64:
+			return jen.Op(strconv.FormatInt(x, 10)), nil
+		case float64:
+			return jen.Op(floatLiteral(x, false)), nil
+		}
+		return nil, fmt.Errorf("a default of type %T cannot be written as Go", v)
+	}
+	var items []any
+	switch x := f.Spec.Default.(type) {
+	case []string:
+		items = toAny(x)
+	case []int64:
+		items = toAny(x)
+	case []float64:
+		items = toAny(x)
+	case []bool:
+		items = toAny(x)
+	default:
+		c, err := scalar(x)
+		if err != nil {
+			return nil, err
+		}
+		if f.Type.Pointer {
+			return jen.New(c), nil
+		}
+		return c, nil
+	}
+	out := make([]jen.Code, len(items))
+	for i, it := range items {
+		c, err := scalar(it)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return typeOf(f.Type).Values(out...), nil
+}
+
+func toAny[T any](s []T) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// checkFunc is the runtime/params function that checks a field, or "" when
+// the field has nothing to check.
+func checkFunc(f *ir.Field) string {
+	s := f.Spec
+	hasRules := false
+	for _, c := range runtime.Constraints {
+		hasRules = hasRules || c.Set(s)
+	}
+	switch f.Kind {
+	case runtime.KindString:
+		if !hasRules && f.Presence != runtime.Required {
+			return ""
+		}
+		if f.Type.Pointer {
+			return "OptString"
+		}
+		return "String"
+	case runtime.KindInt, runtime.KindFloat:
+		if !hasRules {
+			return ""
+		}
+		name := map[runtime.Kind]string{runtime.KindInt: "Int", runtime.KindFloat: "Float"}[f.Kind]
+		if f.Type.Pointer {
+			return "Opt" + name
+		}
+		return name
+	case runtime.KindBool:
+		return ""
+	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
+		return "Tensor"
+	}
+	if !hasRules && f.Presence != runtime.Required && f.Kind != runtime.KindTensorList {
+		return ""
+	}
+	return map[runtime.Kind]string{
+		runtime.KindStringList: "Strings", runtime.KindIntList: "Ints", runtime.KindFloatList: "Floats",
+		runtime.KindBoolList: "Bools", runtime.KindTensorList: "Tensors",
+	}[f.Kind]
+}
+
+func (g *goFile) validate(t *ir.Task) {
+	doc := docComment("Validate checks every constraint of the manifest and reports all violations, each prefixed with its field path (the field id, and [i] for list items), joined with errors.Join.")
+	recv := jen.Id("p").Op("*").Id(t.Params)
+	var body []jen.Code
+	for _, f := range t.Fields {
+		if fn := checkFunc(f); fn != "" {
+			body = append(body, jen.Qual(ir.ParamsPath, fn).Call(jen.Op("&").Id("c"), jen.Lit(f.Index), jen.Id("p").Dot(f.Name)))
+		}
+	}
+	if len(body) == 0 {
+		g.add(doc, jen.Func().Params(recv).Id("Validate").Params().Error().Add(short(jen.Return(jen.Nil()))))
+		return
+	}
+	stmts := append([]jen.Code{jen.Id("c").Op(":=").Id(t.Rules).Dot("Check").Call()}, body...)
+	stmts = append(stmts, jen.Return(jen.Id("c").Dot("Err").Call()))
+	g.add(doc, jen.Func().Params(recv).Id("Validate").Params().Error().Block(stmts...))
+}
+
+// wireValue returns the engine value form of a set field value.
+func wireValue(f *ir.Field) jen.Code {
+	val := jen.Id("p").Dot(f.Name)
+	switch {
+	case f.Type.Slice && f.Choice != nil:
+		return jen.Qual(ir.ParamsPath, "StringList").Call(val)
+	case f.Type.Slice:
+		return jen.Qual(ir.ParamsPath, "List").Call(val)
+	case f.Kind.TensorLike():
+		return val
+	}
+	if f.Type.Pointer {
+		val = jen.Op("*").Add(val)
+	}
+	if f.Choice != nil {
+		return jen.String().Call(val)
+	}
+	return val
+}
+
+func (g *goFile) kwargs(t *ir.Task, target, method string) {
+	var body []jen.Code
+	for _, f := range t.Fields {
+		if f.Spec.Target != target {
+			continue
+		}
+		set := jen.Id("kw").Index(jen.Lit(f.Spec.FieldID)).Op("=").Add(wireValue(f))
+		if f.Type.Pointer || f.Type.Slice {
+			body = append(body, jen.If(jen.Id("p").Dot(f.Name).Op("!=").Nil()).Block(set))
+		} else {
+			body = append(body, set)
+		}
+	}
+	doc := docComment(fmt.Sprintf("%s returns the fields whose target is %s, keyed by field id, in the engine's value form (string, int64, float64, bool, *runtime.Tensor, []any); unset optional fields are left out.", method, target))
+	fn := jen.Func().Params(jen.Id("p").Op("*").Id(t.Params)).Id(method).Params().Map(jen.String()).Any()
+	if len(body) == 0 {
+		g.add(doc, fn.Add(short(jen.Return(jen.Map(jen.String()).Any().Values()))))
+		return
+	}
+	stmts := append([]jen.Code{jen.Id("kw").Op(":=").Make(jen.Map(jen.String()).Any(), jen.Lit(len(body)))}, body...)
+	stmts = append(stmts, jen.Return(jen.Id("kw")))
+	g.add(doc, fn.Block(stmts...))
+}
+
+func (g *goFile) unmarshal(t *ir.Task) {
+	doc := "UnmarshalJSON decodes params keyed by field id. Absent keys keep their defaults (see " + t.Defaults + "); unknown keys are an error"
+	for _, f := range t.Fields {
+		if f.Presence == runtime.Required {
+			doc += ", and so is a missing required field"
+			break
+		}
+	}
+	g.add(docComment(doc+"."),
+		jen.Func().Params(jen.Id("p").Op("*").Id(t.Params)).Id("UnmarshalJSON").Params(jen.Id("b").Index().Byte()).Error().Block(
+			jen.Type().Id("plain").Id(t.Params),
+			jen.Id("q").Op(":=").Id("plain").Call(jen.Id(t.Defaults).Call()),
+			jen.If(jen.Err().Op(":=").Id(t.Rules).Dot("DecodeJSON").Call(jen.Id("b"), jen.Op("&").Id("q")), jen.Err().Op("!=").Nil()).Block(
+				jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s params: %w"), jen.Id("FamilyID"), jen.Id(t.Const), jen.Err()))),
+			jen.Op("*").Id("p").Op("=").Id(t.Params).Call(jen.Id("q")),
+			jen.Return(jen.Nil())))
+}

@@ -1,0 +1,204 @@
+package ir
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/worldfoundry/wfgen/gen/naming"
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/params"
+)
+
+// field checks and resolves input j of task t. ids maps the field ids seen
+// so far to their index.
+func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field {
+	ts := t.Spec
+	fs := &ts.Inputs[j]
+	fp := ptr("tasks", t.Index, "inputs", j)
+	task := fmt.Sprintf("task %q", ts.TaskID)
+	f := &Field{Spec: fs, Index: j, Kind: fs.Kind, Presence: fs.Presence(), Name: b.goName(fs.FieldID, fs.GoName, fp)}
+	f.Type = fieldType(f)
+	if b.pruned(fp) {
+		return f
+	}
+	if fs.FieldID != "" && !b.pruned(fp+"/field_id") {
+		if first, dup := ids[fs.FieldID]; dup {
+			b.report(fp+"/field_id", false, "%s: duplicate field id %q (first defined at line %d)", task, fs.FieldID, b.f.Line(ptr("tasks", t.Index, "inputs", first, "field_id")))
+		} else {
+			ids[fs.FieldID] = j
+			names.declare(b, f.Name, fmt.Sprintf("%s field %q", task, fs.FieldID), nameAt(fp, "field_id", fs.GoName))
+		}
+		switch {
+		case !identifier.MatchString(fs.FieldID):
+			b.report(fp+"/field_id", false, "%s: field id %q is passed as a keyword argument, so it must be letters, digits and '_', not starting with a digit", task, fs.FieldID)
+		case pythonReserved[fs.FieldID]:
+			b.report(fp+"/field_id", false, "%s: field id %q is a reserved word in TorchScript and cannot be a keyword argument; rename it", task, fs.FieldID)
+		}
+	}
+	name := fmt.Sprintf("%s field %q", task, fs.FieldID)
+	kindOK := !b.pruned(fp+"/kind") && fs.Kind.Valid()
+	if kindOK {
+		for _, c := range runtime.Constraints {
+			if c.Set(fs) && !fs.Kind.Allows(c) && !b.pruned(fp+"/"+string(c)) {
+				b.report(fp+"/"+string(c), true, "%s: %s applies to kinds %s, not %s", name, c, kindNames(runtime.KindsAllowing(c)), fs.Kind)
+			}
+		}
+	}
+	rulesOK := true
+	if fs.Minimum != nil && fs.Maximum != nil && fs.Minimum.Cmp(*fs.Maximum) > 0 {
+		b.report(fp+"/maximum", false, "%s: maximum %s is below minimum %s", name, fs.Maximum, fs.Minimum)
+	}
+	if fs.MinLength != nil && fs.MaxLength != nil && *fs.MinLength > *fs.MaxLength {
+		b.report(fp+"/max_length", false, "%s: max_length %d is below min_length %d", name, *fs.MaxLength, *fs.MinLength)
+	}
+	if fs.MultipleOf != nil && *fs.MultipleOf < 1 && !b.pruned(fp+"/multiple_of") {
+		b.report(fp+"/multiple_of", false, "%s: multiple_of must be at least 1, got %d", name, *fs.MultipleOf)
+		rulesOK = false
+	}
+	if fs.Remainder != 0 {
+		switch {
+		case fs.MultipleOf == nil:
+			b.report(fp+"/remainder", true, "%s: remainder only has a meaning with multiple_of", name)
+			rulesOK = false
+		case fs.Remainder >= *fs.MultipleOf || fs.Remainder < 0:
+			b.report(fp+"/remainder", false, "%s: remainder %d must be below multiple_of %d", name, fs.Remainder, *fs.MultipleOf)
+			rulesOK = false
+		}
+	}
+	var re *regexp.Regexp
+	if fs.Pattern != "" && !b.pruned(fp+"/pattern") {
+		var err error
+		if re, err = regexp.Compile(fs.Pattern); err != nil {
+			b.report(fp+"/pattern", false, "%s: pattern is not a valid RE2 regular expression: %v", name, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			rulesOK = false
+		}
+	}
+	b.choices(t, f, fp, name, re)
+	if !kindOK || !rulesOK || b.pruned(fp+"/default") {
+		return f
+	}
+	if nv, ok := b.fieldValue(task, fs, fs.Default, fp+"/default", "default"); ok {
+		fs.Default = nv
+	}
+	return f
+}
+
+// choices checks a field's choices and resolves its enum type.
+func (b *builder) choices(t *Task, f *Field, fp, name string, re *regexp.Regexp) {
+	fs := f.Spec
+	if len(fs.Choices) == 0 || b.pruned(fp+"/choices") {
+		return
+	}
+	seen := map[string]int{}
+	good := true
+	for j, ch := range fs.Choices {
+		p := fmt.Sprintf("%s/choices/%d", fp, j)
+		if b.pruned(p) {
+			good = false
+			continue
+		}
+		if ch == "" {
+			b.report(p, false, "%s: choice %d is empty; choices must be non-empty strings", name, j)
+			good = false
+			continue
+		}
+		if first, dup := seen[ch]; dup {
+			b.report(p, false, "%s: duplicate choice %q (first at line %d)", name, ch, b.f.Line(fmt.Sprintf("%s/choices/%d", fp, first)))
+			good = false
+			continue
+		}
+		seen[ch] = j
+		if re != nil && !re.MatchString(ch) {
+			b.report(p, false, "%s: choice %q does not match the field's pattern %q", name, ch, fs.Pattern)
+		}
+		if fs.Kind == runtime.KindString {
+			if n := utf8.RuneCountInString(ch); fs.MinLength != nil && n < *fs.MinLength || fs.MaxLength != nil && n > *fs.MaxLength {
+				b.report(p, false, "%s: choice %q breaks the field's length limits", name, ch)
+			}
+		}
+	}
+	if !good || !fs.Kind.Textual() {
+		return
+	}
+	e := &Enum{Type: t.Name + f.Name, Consts: len(fs.Choices) <= MaxChoiceConsts}
+	e.Set = "values" + e.Type
+	b.pkg.declare(b, e.Type, name+" (choice type)", fp+"/choices")
+	for j, ch := range fs.Choices {
+		v := EnumValue{Value: ch}
+		if e.Consts {
+			v.Const = naming.Value(e.Type, ch)
+			b.pkg.declare(b, v.Const, fmt.Sprintf("%s choice %q", name, ch), fmt.Sprintf("%s/choices/%d", fp, j))
+		}
+		e.Values = append(e.Values, v)
+	}
+	f.Choice = e
+	f.Type = fieldType(f)
+}
+
+// fieldValue checks that v (a manifest value) fits field f — its kind and
+// every rule — and reports each problem at p (a list item's at p/i). It
+// returns v in the kind's Go form and whether it fits; nil always fits.
+func (b *builder) fieldValue(task string, f *runtime.InferenceFieldSpec, v any, p, what string) (any, bool) {
+	if v == nil {
+		return nil, true
+	}
+	name := fmt.Sprintf("%s field %q", task, f.FieldID)
+	if f.Kind.TensorLike() {
+		b.report(p, false, "%s: a field of kind %s cannot have a %s; its value is only known at call time", name, f.Kind, what)
+		return nil, false
+	}
+	rules, err := params.CompileField(f)
+	if err != nil {
+		return nil, false // the rule itself was reported
+	}
+	nv, vs := rules.CheckValue(v)
+	for _, x := range vs {
+		at, item := p, strings.TrimPrefix(x.Path, f.FieldID)
+		if i, ok := strings.CutPrefix(item, "["); ok {
+			if n, err := strconv.Atoi(strings.TrimSuffix(i, "]")); err == nil {
+				at = fmt.Sprintf("%s/%d", p, n)
+			}
+		}
+		msg := fmt.Sprintf("%s: %s%s %s", name, what, item, x.Message)
+		if x.Hint != "" {
+			msg += " (" + x.Hint + ")"
+		}
+		b.report(at, false, "%s", msg)
+	}
+	return nv, len(vs) == 0
+}
+
+// fieldType is the Go type of a field in the params struct.
+func fieldType(f *Field) GoType {
+	var t GoType
+	switch {
+	case f.Choice != nil:
+		t.Name = f.Choice.Type
+	case f.Kind.Elem() == runtime.KindString:
+		t.Name = "string"
+	case f.Kind.Elem() == runtime.KindInt:
+		t.Name = "int64"
+	case f.Kind.Elem() == runtime.KindFloat:
+		t.Name = "float64"
+	case f.Kind.Elem() == runtime.KindBool:
+		t.Name = "bool"
+	default:
+		t.Pkg, t.Name, t.Pointer = RuntimePath, "Tensor", true
+	}
+	t.Slice = f.Kind.IsList()
+	if !t.Slice && !f.Kind.TensorLike() && f.Presence == runtime.Optional {
+		t.Pointer = true
+	}
+	return t
+}
+
+func kindNames(ks []runtime.Kind) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}

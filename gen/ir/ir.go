@@ -1,0 +1,181 @@
+// Package ir is the generator's intermediate representation: one valid
+// manifest resolved into everything the outputs need, decided once.
+//
+// Build checks a decoded manifest against every rule no JSON Schema can
+// express (unique ids, defaults that exist and fit their field, constraints
+// that apply to the kind, batching and streaming settings, Go names that
+// are legal and do not collide with each other or with the names the
+// generated package declares itself) and resolves it into a Family: every
+// Go identifier, every Go type, each field's presence, its choice type and
+// normalised default. The validator runs Build; the Go emitter, the docs
+// renderer, the breaking-change checker and the importer only read the
+// Family it returns. So whatever "wfgen validate" accepts, "wfgen
+// generate" can render — and nothing else is rejected.
+package ir
+
+import (
+	"path"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// Diagnostic is a located problem in a manifest.
+type Diagnostic = manifest.Diagnostic
+
+// Import paths of the packages generated code refers to.
+const (
+	RuntimePath = "github.com/worldfoundry/wfgen/runtime"
+	ClientPath  = "github.com/worldfoundry/wfgen/runtime/client"
+	BatchPath   = "github.com/worldfoundry/wfgen/runtime/batch"
+	StreamPath  = "github.com/worldfoundry/wfgen/runtime/stream"
+	ParamsPath  = "github.com/worldfoundry/wfgen/runtime/params"
+	EnumPath    = "github.com/worldfoundry/wfgen/runtime/enum"
+	JSONPath    = "encoding/json"
+)
+
+// Family is one valid manifest resolved for the outputs.
+type Family struct {
+	// File is the manifest the family comes from.
+	File *manifest.File
+	// Spec is the family's spec (File.Spec), defaults applied and field
+	// defaults normalised to their kind's Go form.
+	Spec *runtime.ModelInferenceSpec
+	// Package is the Go package name, also the output folder and file name.
+	Package string
+	// Variants are the family's variants in manifest order.
+	Variants []*Variant
+	// Tasks are the family's tasks in manifest order.
+	Tasks []*Task
+	// DefaultVariant is the variant used when none is named
+	// (default_variant_id, which may be an alias).
+	DefaultVariant *Variant
+	// DefaultTask is the task used when none is named.
+	DefaultTask *Task
+}
+
+// Variant is one resolved variant.
+type Variant struct {
+	// Spec is the variant's spec.
+	Spec *runtime.InferenceVariantSpec
+	// Const is the name of its Variant constant (VariantDefault).
+	Const string
+}
+
+// Task is one resolved task.
+type Task struct {
+	// Spec is the task's spec.
+	Spec *runtime.InferenceTaskProfile
+	// Index is the task's position in the manifest.
+	Index int
+	// Name is the exported base name (TextToVideo) and the client method.
+	Name string
+	// Const is the name of its Task constant (TaskTextToVideo).
+	Const string
+	// Params, Result and Defaults name the params type, the result type
+	// and the function returning default params.
+	Params, Result, Defaults string
+	// Batch names the batch method of a batchable task ("" otherwise).
+	Batch string
+	// Stream names the stream method of a streaming task ("" otherwise).
+	Stream string
+	// Rules names the package variable holding the task's compiled field
+	// rules.
+	Rules string
+	// Fields are the task's inputs, in manifest order.
+	Fields []*Field
+	// Artifacts are the task's outputs, in manifest order.
+	Artifacts []*Artifact
+}
+
+// Field is one resolved input field.
+type Field struct {
+	// Spec is the field's spec.
+	Spec *runtime.InferenceFieldSpec
+	// Index is the field's position in the task's inputs.
+	Index int
+	// Name is the Go struct field name.
+	Name string
+	// Kind is the field's kind.
+	Kind runtime.Kind
+	// Presence says whether the caller must give the field. Required and
+	// Defaulted fields are plain values; Optional scalars are pointers (nil
+	// is unset) and optional lists and tensors are nil when unset.
+	Presence runtime.Presence
+	// Type is the field's Go type.
+	Type GoType
+	// Choice is the field's own string type when it has choices, else nil.
+	Choice *Enum
+}
+
+// Artifact is one resolved output artifact.
+type Artifact struct {
+	// Spec is the artifact's spec.
+	Spec *runtime.InferenceArtifactSpec
+	// Index is the artifact's position in the task's outputs.
+	Index int
+	// Name is the Go field name in the result struct.
+	Name string
+	// Kind is the artifact's kind.
+	Kind runtime.ArtifactKind
+	// Type is the result field's Go type.
+	Type GoType
+}
+
+// Enum is the string type of a field with choices.
+type Enum struct {
+	// Type is the type's name (task name + field name: RunStyle).
+	Type string
+	// Values are the choices, in manifest order.
+	Values []EnumValue
+	// Consts says whether a constant is declared per value: only for at
+	// most MaxChoiceConsts values; larger sets are data only.
+	Consts bool
+	// Set names the package variable holding the enum table.
+	Set string
+}
+
+// MaxChoiceConsts is the largest choice list that gets a constant per
+// value. A longer list is emitted as data (the spec's choices) with the
+// same validation, so a 20,000-value list compiles in a moment.
+const MaxChoiceConsts = 256
+
+// EnumValue is one allowed value of a choice field.
+type EnumValue struct {
+	// Value is the string value.
+	Value string
+	// Const is the constant's name ("" when the enum has no constants).
+	Const string
+}
+
+// GoType is a Go type: a named type, possibly behind a pointer and/or in a
+// slice ([]*runtime.Tensor).
+type GoType struct {
+	// Slice says the type is a slice of the rest.
+	Slice bool
+	// Pointer says the type (or the slice element) is a pointer.
+	Pointer bool
+	// Pkg is the import path of Name ("" for predeclared and generated types).
+	Pkg string
+	// Name is the type name.
+	Name string
+}
+
+// String returns the type as Go source, packages by their last path
+// element: "[]*runtime.Tensor", "*int64", "RunStyle".
+func (t GoType) String() string {
+	var b strings.Builder
+	if t.Slice {
+		b.WriteString("[]")
+	}
+	if t.Pointer {
+		b.WriteByte('*')
+	}
+	if t.Pkg != "" {
+		b.WriteString(path.Base(t.Pkg))
+		b.WriteByte('.')
+	}
+	b.WriteString(t.Name)
+	return b.String()
+}

@@ -1,0 +1,166 @@
+package ir
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// identifier is what a keyword argument or TorchScript method name must be.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// pythonReserved are names a TorchScript method cannot take as a keyword
+// argument.
+var pythonReserved = map[string]bool{
+	"False": true, "None": true, "True": true, "and": true, "as": true, "assert": true,
+	"async": true, "await": true, "break": true, "class": true, "continue": true,
+	"def": true, "del": true, "elif": true, "else": true, "except": true,
+	"finally": true, "for": true, "from": true, "global": true, "if": true,
+	"import": true, "in": true, "is": true, "lambda": true, "nonlocal": true,
+	"not": true, "or": true, "pass": true, "raise": true, "return": true,
+	"try": true, "while": true, "with": true, "yield": true, "self": true,
+}
+
+// task checks and resolves task i; declare says its names are to be
+// declared (its id is not a duplicate).
+func (b *builder) task(client *scope, i int, declare bool) *Task {
+	s := b.fam.Spec
+	ts := &s.Tasks[i]
+	tp := ptr("tasks", i)
+	name := fmt.Sprintf("task %q", ts.TaskID)
+	if ts.Method != "" && !b.pruned(tp+"/method") && !identifier.MatchString(ts.Method) {
+		b.report(tp+"/method", false, "%s: method %q is not a TorchScript method name (letters, digits and '_', not starting with a digit)", name, ts.Method)
+	}
+	if len(ts.Outputs) == 0 && !b.pruned(tp+"/outputs") {
+		b.report(tp, false, "%s has no outputs; list at least one artifact under outputs", name)
+	}
+	if ts.Stream && !s.SupportsStream && !b.pruned(tp+"/stream") {
+		b.report(tp+"/stream", false, "%s is a stream task, but the family does not set supports_stream: true", name)
+	}
+	b.batching(ts, tp, name)
+
+	goName := b.goName(ts.TaskID, ts.GoName, tp)
+	t := &Task{
+		Spec: ts, Index: i, Name: goName,
+		Const:    constName("Task", ts.TaskID, ts.GoName),
+		Params:   goName + "Params",
+		Result:   goName + "Result",
+		Defaults: "Default" + goName + "Params",
+		Rules:    "rules" + goName,
+	}
+	if ts.Batching != nil {
+		t.Batch = goName + "Batch"
+	}
+	if ts.Stream {
+		t.Stream = goName + "Stream"
+	}
+	// Every name of the task but its constant derives from its Go name:
+	// when that collides, the others would too and are not reported.
+	if at := nameAt(tp, "task_id", ts.GoName); declare && client.declare(b, t.Name, name, at) {
+		b.pkg.declare(b, t.Const, name+" (task constant)", at)
+		b.pkg.declare(b, t.Params, name+" (params type)", at)
+		b.pkg.declare(b, t.Result, name+" (result type)", at)
+		b.pkg.declare(b, t.Defaults, name+" (default params function)", at)
+		if t.Batch != "" {
+			client.declare(b, t.Batch, name+" (batch client method)", at)
+		}
+		if t.Stream != "" {
+			client.declare(b, t.Stream, name+" (stream client method)", at)
+		}
+	}
+
+	var fieldNames scope
+	fieldNames.declareFixed(paramsMethods, "the params method")
+	ids := map[string]int{}
+	for j := range ts.Inputs {
+		t.Fields = append(t.Fields, b.field(t, &fieldNames, ids, j))
+	}
+
+	var artNames scope
+	arts := map[string]int{}
+	for j := range ts.Outputs {
+		a := &ts.Outputs[j]
+		ap := ptr("tasks", i, "outputs", j)
+		ra := &Artifact{Spec: a, Index: j, Kind: a.Kind, Name: b.goName(a.ArtifactID, a.GoName, ap), Type: artifactType(a)}
+		t.Artifacts = append(t.Artifacts, ra)
+		if a.ArtifactID == "" || b.pruned(ap+"/artifact_id") {
+			continue
+		}
+		if first, dup := arts[a.ArtifactID]; dup {
+			b.report(ap+"/artifact_id", false, "%s: duplicate artifact id %q (first defined at line %d)", name, a.ArtifactID, b.f.Line(ptr("tasks", i, "outputs", first, "artifact_id")))
+			continue
+		}
+		arts[a.ArtifactID] = j
+		artNames.declare(b, ra.Name, fmt.Sprintf("%s artifact %q", name, a.ArtifactID), nameAt(ap, "artifact_id", a.GoName))
+		if !a.Kind.Valid() && !b.pruned(ap+"/kind") {
+			b.report(ap+"/kind", false, "artifact kind %q is not one of %s", a.Kind, runtime.ArtifactKindList())
+		}
+	}
+
+	// Default call kwargs that set a field must fit it.
+	for k, v := range ts.DefaultCallKwargs {
+		j, ok := ids[k]
+		if !ok {
+			continue
+		}
+		p := tp + "/default_call_kwargs" + manifest.JoinPointer(k)
+		if b.pruned(p) {
+			continue
+		}
+		if nv, ok := b.fieldValue(name, &ts.Inputs[j], v, p, "default_call_kwargs value"); ok {
+			ts.DefaultCallKwargs[k] = nv
+		}
+	}
+	return t
+}
+
+// batching checks a task's batching block.
+func (b *builder) batching(ts *runtime.InferenceTaskProfile, tp, name string) {
+	bs := ts.Batching
+	if bs == nil || b.pruned(tp+"/batching") {
+		return
+	}
+	bp := tp + "/batching"
+	if ts.Stream {
+		b.report(bp, true, "%s: a stream task cannot be batched; remove batching or stream", name)
+	}
+	prev := 0
+	for j, n := range bs.PadToBatchSizes {
+		p := fmt.Sprintf("%s/pad_to_batch_sizes/%d", bp, j)
+		if b.pruned(p) {
+			continue
+		}
+		switch {
+		case n < 1:
+			b.report(p, false, "%s: pad_to_batch_sizes entry %d must be at least 1", name, n)
+		case n <= prev:
+			b.report(p, false, "%s: pad_to_batch_sizes must be strictly increasing (%d follows %d)", name, n, prev)
+		case bs.MaxBatchSize >= 1 && n > bs.MaxBatchSize:
+			b.report(p, false, "%s: pad_to_batch_sizes entry %d exceeds max_batch_size %d", name, n, bs.MaxBatchSize)
+		}
+		prev = max(prev, n)
+	}
+	if len(bs.PadToBatchSizes) > 0 && bs.MaxBatchSize >= 1 && prev < bs.MaxBatchSize {
+		b.report(bp+"/pad_to_batch_sizes", false, "%s: the largest of pad_to_batch_sizes is %d, but max_batch_size is %d; end the list with %d so every batch has a static size",
+			name, prev, bs.MaxBatchSize, bs.MaxBatchSize)
+	}
+}
+
+// artifactType is the Go type of an artifact in the result struct.
+func artifactType(a *runtime.InferenceArtifactSpec) GoType {
+	switch a.Kind {
+	case runtime.ArtifactVideo:
+		return GoType{Pointer: true, Pkg: RuntimePath, Name: "Video"}
+	case runtime.ArtifactImage:
+		return GoType{Pointer: true, Pkg: RuntimePath, Name: "Image"}
+	case runtime.ArtifactEmbedding:
+		return GoType{Pointer: true, Pkg: RuntimePath, Name: "Embedding"}
+	case runtime.ArtifactText:
+		return GoType{Pointer: !a.Required, Name: "string"}
+	case runtime.ArtifactJSON:
+		return GoType{Pkg: JSONPath, Name: "RawMessage"}
+	}
+	return GoType{Pointer: true, Pkg: RuntimePath, Name: "Tensor"}
+}

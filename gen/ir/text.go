@@ -1,0 +1,120 @@
+package ir
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// CleanText makes free text from a manifest safe to place in a Go line
+// comment or a one-line context: line endings become '\n', invalid UTF-8,
+// control characters (other than '\n' and '\t') and byte order marks
+// become U+FFFD, and trailing spaces are dropped from every line. Because
+// generated comments are always "//" line comments, no text can end a
+// comment early ("*/"), and because every line gets its own "// " prefix,
+// no text can form a directive (//go:...) or a second header.
+func CleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if unicode.IsControl(r) || r == '\uFEFF' {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \t")
+	}
+	return strings.Trim(strings.Join(lines, "\n"), "\n")
+}
+
+// OneLine is CleanText with newlines and tabs folded into single spaces.
+func OneLine(s string) string {
+	return strings.Join(strings.Fields(CleanText(s)), " ")
+}
+
+// Constraints describes the field's constraints in words, one entry per
+// constraint, in a fixed order; generated doc comments and the Markdown
+// reference use it.
+func (f *Field) Constraints() []string {
+	s := f.Spec
+	var out []string
+	if len(s.Choices) > 0 {
+		out = append(out, "one of "+strings.Join(quoteAll(s.Choices), ", "))
+	}
+	if s.Minimum != nil {
+		out = append(out, "minimum "+s.Minimum.String())
+	}
+	if s.Maximum != nil {
+		out = append(out, "maximum "+s.Maximum.String())
+	}
+	if s.MultipleOf != nil {
+		out = append(out, multipleText(*s.MultipleOf, s.Remainder))
+	}
+	if s.MinLength != nil {
+		out = append(out, fmt.Sprintf("min length %d", *s.MinLength))
+	}
+	if s.MaxLength != nil {
+		out = append(out, fmt.Sprintf("max length %d", *s.MaxLength))
+	}
+	if s.Pattern != "" {
+		out = append(out, "pattern "+s.Pattern)
+	}
+	return out
+}
+
+// multipleText says "multiple of 16" or "4k+1 (a multiple of 4 plus 1)".
+func multipleText(m, rem int64) string {
+	if rem == 0 {
+		return fmt.Sprintf("multiple of %d", m)
+	}
+	return fmt.Sprintf("%dk+%d (a multiple of %d plus %d)", m, rem, m, rem)
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+// DefaultText renders the field's default as JSON, floats with a fraction
+// ("3.0", not "3"); "" when it has none.
+func (f *Field) DefaultText() string {
+	d := f.Spec.Default
+	if d == nil {
+		return ""
+	}
+	switch x := d.(type) {
+	case float64:
+		return floatText(x)
+	case []float64:
+		parts := make([]string, len(x))
+		for i, v := range x {
+			parts[i] = floatText(v)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Sprint(d)
+	}
+	return string(b)
+}
+
+// floatText formats a float so that it reads as one: 3 → "3.0".
+func floatText(x float64) string {
+	s := strconv.FormatFloat(x, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eEIN") {
+		s += ".0"
+	}
+	return s
+}
