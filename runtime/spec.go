@@ -9,7 +9,9 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -86,10 +88,29 @@ func (c *InferenceCheckpointRef) UnmarshalJSON(b []byte) error {
 	type plain InferenceCheckpointRef
 	p := plain{Required: true, Status: "unknown"}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[InferenceCheckpointRef, plain](err)
 	}
 	*c = InferenceCheckpointRef(p)
 	return nil
+}
+
+// decodeError makes a decoding error of plain, the local copy of spec type
+// T that T's UnmarshalJSON decodes into, name T. encoding/json names the
+// struct it was decoding when the error happened (the copy, or a struct
+// nested in it) followed by the path of the field from the decoded value;
+// the path starts at T, so T is the name to give.
+func decodeError[T, plain any](err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	if te.Struct != "" || te.Field != "" {
+		te.Struct = reflect.TypeFor[T]().Name()
+	}
+	if te.Type == reflect.TypeFor[plain]() {
+		te.Type = reflect.TypeFor[T]()
+	}
+	return err
 }
 
 // InferenceFieldSpec is the user-facing input field contract for one
@@ -139,7 +160,7 @@ func (f *InferenceFieldSpec) UnmarshalJSON(b []byte) error {
 	type plain InferenceFieldSpec
 	p := plain{Kind: KindString, Target: TargetCallKwargs}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[InferenceFieldSpec, plain](err)
 	}
 	*f = InferenceFieldSpec(p)
 	return nil
@@ -261,7 +282,7 @@ func (v *InferenceVariantSpec) UnmarshalJSON(b []byte) error {
 	type plain InferenceVariantSpec
 	p := plain{Status: "unknown"}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[InferenceVariantSpec, plain](err)
 	}
 	*v = InferenceVariantSpec(p)
 	return nil
@@ -329,7 +350,7 @@ func (s *ModelInferenceSpec) UnmarshalJSON(b []byte) error {
 	type plain ModelInferenceSpec
 	p := plain{DefaultVariantID: "default", DefaultTaskID: "default"}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[ModelInferenceSpec, plain](err)
 	}
 	*s = ModelInferenceSpec(p)
 	return nil
