@@ -74,10 +74,10 @@ func TestScriptErrorKeepsFinalLine(t *testing.T) {
 
 func TestFinalLine(t *testing.T) {
 	for report, want := range map[string]string{
-		"The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent call last):\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB":                 "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB",
-		"Traceback of TorchScript (most recent call last):\n  File \"code/__torch__.py\", line 3\n    x: int = 3\n    ~~~ <--- HERE\ntorch.jit.Error: The following operation failed\n": "torch.jit.Error: The following operation failed",
-		"Traceback of TorchScript (most recent call last):\n  File \"x.py\", line 1\n    y = f(x)\n    ~~~~ <--- HERE\nsomething odd happened\n\n":                                      "something odd happened",
-		"Traceback of TorchScript (most recent call last):\n  File \"x.py\", line 1\n    ~~~~ <--- HERE\n    raise ValueError: no\n":                                                  "raise ValueError: no",
+		"The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript (most recent call last):\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB",
+		"Traceback of TorchScript (most recent call last):\n  File \"code/__torch__.py\", line 3\n    x: int = 3\n    ~~~ <--- HERE\ntorch.jit.Error: The following operation failed\n":   "torch.jit.Error: The following operation failed",
+		"Traceback of TorchScript (most recent call last):\n  File \"x.py\", line 1\n    y = f(x)\n    ~~~~ <--- HERE\nsomething odd happened\n\n":                                        "something odd happened",
+		"Traceback of TorchScript (most recent call last):\n  File \"x.py\", line 1\n    ~~~~ <--- HERE\n    raise ValueError: no\n":                                                      "raise ValueError: no",
 	} {
 		if got := finalLine(strings.TrimSpace(report)); got != want {
 			t.Errorf("finalLine(%q) = %q, want %q", report, got, want)
