@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime"
@@ -242,13 +243,14 @@ func (c *Client) loadLocked() (*loaded, error) {
 	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac, schemas: map[string]runtime.MethodSchema{}}
 	var errs []error
 	methods := mod.Methods()
+	returns := readReturns(path)
 	for i := range c.spec.Tasks {
 		t := &c.spec.Tasks[i]
 		schema, err := mod.Schema(t.MethodName())
 		if err == nil {
 			l.schemas[t.MethodName()] = schema
 		}
-		if err := contract.CheckVariant(checkedTask(t, schema), c.variant, methods, schema); err != nil {
+		if err := contract.CheckLoaded(checkedTask(t, schema), c.variant, methods, schema, returns); err != nil {
 			errs = append(errs, err) // names the task
 		}
 	}
@@ -257,6 +259,22 @@ func (c *Client) loadLocked() (*loaded, error) {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, errors.Join(errs...))
 	}
 	return l, nil
+}
+
+// readReturns reads what the checkpoint's TorchScript code tells about the
+// dicts its methods return (contract.ReadReturns); nil when the file is not
+// a TorchScript archive it can read.
+func readReturns(path string) map[string]contract.MethodReturns {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	return contract.ReadReturns(f, st.Size())
 }
 
 func modelCheckpoint(v *runtime.InferenceVariantSpec) (runtime.InferenceCheckpointRef, bool) {
