@@ -407,6 +407,11 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
+	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)))
+	all = append(all, opts...)
+	if _, err := batch.NewConfig(all...); err != nil { // before loading anything
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
 	l, err := c.load()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
@@ -438,8 +443,7 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 		}
 		return splitOutputs(out, len(b))
 	}
-	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)))
-	res, err := batch.Run(ctx, kws, forward, append(all, opts...)...)
+	res, err := batch.Run(ctx, kws, forward, all...)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
