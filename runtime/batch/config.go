@@ -116,7 +116,7 @@ func NewConfig(opts ...Option) (Config, error) {
 	}
 	if !c.maxSet {
 		c.MaxBatchSize = DefaultMaxBatchSize
-		if n := len(c.PadSizes); n > 0 {
+		if len(c.PadSizes) > 0 {
 			c.MaxBatchSize = slices.Max(c.PadSizes)
 		}
 	}
