@@ -10,7 +10,9 @@ import (
 type Video struct {
 	// Frames holds the pixels, uint8 [T, H, W, C].
 	Frames *Tensor
-	// FPS is the playback rate; 0 when the model did not say.
+	// FPS is the playback rate; 0 when nothing said (writers then use
+	// DefaultVideoFPS). Generated code sets the manifest's rate
+	// (ModelInferenceSpec.VideoFPS).
 	FPS float64
 }
 
@@ -40,7 +42,8 @@ func AsTensor(v any) (*Tensor, error) {
 }
 
 // AsVideo converts an engine output value (a uint8 [T,H,W,C] tensor) into a
-// video artifact.
+// video artifact playing at fps (ModelInferenceSpec.VideoFPS gives a
+// manifest artifact's rate).
 func AsVideo(v any, fps float64) (*Video, error) {
 	t, err := AsTensor(v)
 	if err != nil {

@@ -43,7 +43,7 @@ func (r *RealtimeSpec) UnmarshalJSON(b []byte) error {
 	p := plain(DefaultRealtimeSpec())
 	p.Controls = nil
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[RealtimeSpec, plain](err)
 	}
 	if p.Controls == nil {
 		p.Controls = slices.Clone(DefaultRealtimeControls)

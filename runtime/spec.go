@@ -9,7 +9,9 @@ package runtime
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -51,10 +53,29 @@ func (c *InferenceCheckpointRef) UnmarshalJSON(b []byte) error {
 	type plain InferenceCheckpointRef
 	p := plain{Required: true, Status: "unknown"}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[InferenceCheckpointRef, plain](err)
 	}
 	*c = InferenceCheckpointRef(p)
 	return nil
+}
+
+// decodeError makes a decoding error of plain, the local copy of spec type
+// T that T's UnmarshalJSON decodes into, name T. encoding/json names the
+// struct it was decoding when the error happened (the copy, or a struct
+// nested in it) followed by the path of the field from the decoded value;
+// the path starts at T, so T is the name to give.
+func decodeError[T, plain any](err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	if te.Struct != "" || te.Field != "" {
+		te.Struct = reflect.TypeFor[T]().Name()
+	}
+	if te.Type == reflect.TypeFor[plain]() {
+		te.Type = reflect.TypeFor[T]()
+	}
+	return err
 }
 
 // InferenceFieldSpec is the user-facing input field contract for one
@@ -104,7 +125,7 @@ func (f *InferenceFieldSpec) UnmarshalJSON(b []byte) error {
 	type plain InferenceFieldSpec
 	p := plain{Kind: KindString, Target: TargetCallKwargs}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[InferenceFieldSpec, plain](err)
 	}
 	*f = InferenceFieldSpec(p)
 	return nil
@@ -125,6 +146,42 @@ type InferenceArtifactSpec struct {
 	Description string `json:"description"`
 	// GoName overrides the Go identifier wfgen derives from ArtifactID.
 	GoName string `json:"go_name,omitempty" jsonschema:"pattern=^[A-Z][A-Za-z0-9]*$"`
+	// FPS is the playback rate of a video artifact, in frames per second
+	// (video kind only). Without it the family's realtime fps applies, else
+	// 16 (DefaultVideoFPS; the rule is ModelInferenceSpec.VideoFPS).
+	FPS int `json:"fps,omitempty" jsonschema:"minimum=1"`
+}
+
+// DefaultVideoFPS is the playback rate of a video artifact when neither the
+// artifact (fps) nor the family (realtime.fps) gives one. It is the realtime
+// block's default fps.
+const DefaultVideoFPS = 16
+
+// VideoFPS returns the playback rate of video artifact a of the family: the
+// artifact's fps when set, else the family's realtime fps, else
+// DefaultVideoFPS. Generated code passes it to AsVideo, so a written GIF
+// plays at the rate the manifest declares.
+func (s *ModelInferenceSpec) VideoFPS(a *InferenceArtifactSpec) int {
+	switch {
+	case a != nil && a.FPS > 0:
+		return a.FPS
+	case s != nil && s.Realtime != nil && s.Realtime.FPS > 0:
+		return s.Realtime.FPS
+	}
+	return DefaultVideoFPS
+}
+
+// FPSProblems checks the artifact's fps: only a video artifact has one, and
+// it is at least 1 (the schema says so for manifests; a spec built in Go
+// may not). Paths are relative to the artifact.
+func (a *InferenceArtifactSpec) FPSProblems() []Problem {
+	switch {
+	case a.FPS != 0 && a.Kind != ArtifactVideo:
+		return []Problem{{Path: "fps", Key: true, Message: fmt.Sprintf("fps is the playback rate of a video artifact, and this artifact's kind is %s: remove fps", a.Kind)}}
+	case a.FPS < 0:
+		return []Problem{{Path: "fps", Message: fmt.Sprintf("fps %d must be at least 1", a.FPS)}}
+	}
+	return nil
 }
 
 // BatchingSpec configures batched execution of a task whose inputs are
@@ -226,7 +283,7 @@ func (v *InferenceVariantSpec) UnmarshalJSON(b []byte) error {
 	type plain InferenceVariantSpec
 	p := plain{Status: "unknown"}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[InferenceVariantSpec, plain](err)
 	}
 	*v = InferenceVariantSpec(p)
 	return nil
@@ -294,7 +351,7 @@ func (s *ModelInferenceSpec) UnmarshalJSON(b []byte) error {
 	type plain ModelInferenceSpec
 	p := plain{DefaultVariantID: "default", DefaultTaskID: "default"}
 	if err := json.Unmarshal(b, &p); err != nil {
-		return err
+		return decodeError[ModelInferenceSpec, plain](err)
 	}
 	*s = ModelInferenceSpec(p)
 	return nil

@@ -264,3 +264,41 @@ func TestToDictGivesEmptyListsAndMapsNotNull(t *testing.T) {
 		t.Errorf("default = %#v, want null", f["default"])
 	}
 }
+
+func TestVideoFPS(t *testing.T) {
+	withFPS := &InferenceArtifactSpec{ArtifactID: "v", Kind: ArtifactVideo, FPS: 5}
+	without := &InferenceArtifactSpec{ArtifactID: "w", Kind: ArtifactVideo}
+	family := &ModelInferenceSpec{Realtime: &RealtimeSpec{FPS: 25}}
+	bare := &ModelInferenceSpec{}
+	for _, tc := range []struct {
+		spec *ModelInferenceSpec
+		a    *InferenceArtifactSpec
+		want int
+	}{
+		{family, withFPS, 5}, {bare, withFPS, 5},
+		{family, without, 25}, {bare, without, DefaultVideoFPS},
+		{&ModelInferenceSpec{Realtime: &RealtimeSpec{}}, without, DefaultVideoFPS},
+		{nil, nil, DefaultVideoFPS},
+	} {
+		if got := tc.spec.VideoFPS(tc.a); got != tc.want {
+			t.Errorf("VideoFPS(%+v) with %+v = %d, want %d", tc.a, tc.spec, got, tc.want)
+		}
+	}
+	var s ModelInferenceSpec
+	if err := json.Unmarshal([]byte(`{"tasks": [{"task_id": "t", "outputs": [{"artifact_id": "v", "kind": "video", "fps": 12}]}]}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.VideoFPS(&s.Tasks[0].Outputs[0]); got != 12 {
+		t.Errorf("decoded fps %d, want 12", got)
+	}
+	if ps := withFPS.FPSProblems(); ps != nil {
+		t.Errorf("video with fps: %v", ps)
+	}
+	if ps := (&InferenceArtifactSpec{Kind: ArtifactImage, FPS: 5}).FPSProblems(); len(ps) != 1 || ps[0].Path != "fps" || !ps[0].Key ||
+		ps[0].Message != "fps is the playback rate of a video artifact, and this artifact's kind is image: remove fps" {
+		t.Errorf("image with fps: %v", ps)
+	}
+	if ps := (&InferenceArtifactSpec{Kind: ArtifactVideo, FPS: -2}).FPSProblems(); len(ps) != 1 || ps[0].Message != "fps -2 must be at least 1" {
+		t.Errorf("negative fps: %v", ps)
+	}
+}

@@ -14,6 +14,7 @@ var goComments = map[string]string{
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec":                  "InferenceArtifactSpec is an output artifact contract emitted by an inference task profile.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.ArtifactID":       "ArtifactID names the artifact; a method returning a dict keys it by this id.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.Description":      "Description is free text for documentation.",
+	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.FPS":              "FPS is the playback rate of a video artifact, in frames per second (video kind only). Without it the family's realtime fps applies, else 16 (DefaultVideoFPS; the rule is ModelInferenceSpec.VideoFPS).",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.GoName":           "GoName overrides the Go identifier wfgen derives from ArtifactID.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.Kind":             "Kind is the artifact type.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.Preview":          "Preview artifacts get a cheap preview (the first frame of a video).",

@@ -1,43 +1,12 @@
 package importer
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/contract"
 )
-
-// FuzzReturnKeys reads any bytes as a TorchScript archive: never a panic,
-// and every key found is one of the method's.
-func FuzzReturnKeys(f *testing.F) {
-	f.Fuzz(func(t *testing.T, data []byte) {
-		for m, keys := range ReturnKeys(bytes.NewReader(data), int64(len(data))) {
-			if !isIdent(m) || len(keys) == 0 || len(keys) > MaxReturnKeys {
-				t.Fatalf("method %q keys %v", m, keys)
-			}
-		}
-	})
-}
-
-// FuzzMethodReturnKeys scans any code as a method: never a panic, no key
-// twice, at most MaxReturnKeys keys.
-func FuzzMethodReturnKeys(f *testing.F) {
-	f.Fuzz(func(t *testing.T, code string) {
-		keys := methodReturnKeys(code)
-		seen := map[string]bool{}
-		for _, k := range keys {
-			if seen[k.Name] {
-				t.Fatalf("key %q twice", k.Name)
-			}
-			seen[k.Name] = true
-		}
-		if len(keys) > MaxReturnKeys {
-			t.Fatalf("%d keys", len(keys))
-		}
-		classReturnKeys(code, "M")
-	})
-}
 
 // FuzzSkeleton imports a method with one argument of any name, type and
 // default and any return type: the skeleton always validates (Skeleton
@@ -59,7 +28,7 @@ func FuzzSkeleton(f *testing.F) {
 		case 6:
 			a.HasDefault = true // None
 		}
-		ck := Checkpoint{Path: "m.pt", ReturnKeys: map[string][]ReturnKey{method: {{Name: key, Always: ival > 0}}}}
+		ck := Checkpoint{Path: "m.pt", ReturnKeys: map[string][]contract.ReturnKey{method: {{Name: key, Always: ival > 0}}}}
 		_, err := Skeleton(ck, []runtime.MethodSchema{{Name: method, Arguments: []runtime.Argument{a}, Returns: []string{ret}}}, Options{})
 		if err != nil && (isIdent(method) || strings.Contains(err.Error(), "bug")) {
 			t.Fatalf("method %q arg %+v return %q key %q: %v", method, a, ret, key, err)

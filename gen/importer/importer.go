@@ -14,7 +14,7 @@
 //     FieldKind), required when the argument has no default, its default
 //     from the schema's default; Optional[X] is X and not required;
 //   - artifacts from a Dict[str, V] return whose keys the code shows (see
-//     ReturnKeys), else one artifact "output"; the kind is tensor for
+//     contract.ReturnKeys), else one artifact "output"; the kind is tensor for
 //     Tensor, text for str, json for plain data;
 //   - "TODO" where the schema cannot tell: descriptions, constraints and
 //     artifact kinds more specific than tensor.
@@ -38,6 +38,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/contract"
 )
 
 // DefaultSchemaRef is the JSON Schema the skeleton's yaml-language-server
@@ -70,8 +71,8 @@ type Checkpoint struct {
 	// SizeBytes is the file size.
 	SizeBytes int64
 	// ReturnKeys are the keys of each method's returned dict, when its code
-	// shows them (see ReturnKeys).
-	ReturnKeys map[string][]ReturnKey
+	// shows them (see contract.ReturnKeys).
+	ReturnKeys map[string][]contract.ReturnKey
 }
 
 // Inspect reads a checkpoint file's facts: its size, sha256 and the return
@@ -98,7 +99,7 @@ func Inspect(path string) (Checkpoint, error) {
 		Path:       path,
 		SHA256:     hex.EncodeToString(h.Sum(nil)),
 		SizeBytes:  n,
-		ReturnKeys: ReturnKeys(f, n),
+		ReturnKeys: contract.ReturnKeys(f, n),
 	}, nil
 }
 
@@ -266,4 +267,20 @@ func WriteFile(path string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// isIdent reports whether s is a Python identifier (ASCII).
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -108,7 +107,7 @@ var checkpoint = Checkpoint{
 	Path:      "ckpts/My_Model.pt",
 	SHA256:    strings.Repeat("ab", 32),
 	SizeBytes: 4096,
-	ReturnKeys: map[string][]ReturnKey{
+	ReturnKeys: map[string][]contract.ReturnKey{
 		"forward": {{Name: "video", Always: true}, {Name: "latents"}, {Name: "bad key"}},
 	},
 }
@@ -268,58 +267,8 @@ func TestGoNameCollisions(t *testing.T) {
 	}
 }
 
-func TestMethodReturnKeys(t *testing.T) {
-	for _, tc := range []struct {
-		code string
-		want []ReturnKey
-	}{
-		{`def forward(self: __torch__.M,
-    x: Tensor,
-    opts: Dict[str, int]={"ignored": 1}) -> Dict[str, Tensor]:
-    out = {"video": x, "mask": torch.ones([2])}
-    if flag:
-      _1 = {"video": torch.mul(x, 2), "extra": {"nested": x}["nested"]}
-      _0 = _1
-    else:
-      _0 = out
-    return _0`, []ReturnKey{{"video", true}, {"mask", false}, {"extra", false}}},
-		{`def forward(self, x: Tensor) -> Dict[str, Tensor]:
-    d = annotate(Dict[str, Tensor], {})
-    torch._set_item(d, "a\"b", x)
-    torch._set_item(d, 'c', x)  # "not": a key
-    return d`, []ReturnKey{{"a\"b", false}, {"c", false}}},
-		{`def forward(self, x: Tensor) -> Tensor:
-    return torch.mul(x, 2)`, nil},
-		{`def broken(self, x: Tensor`, nil},
-	} {
-		got := methodReturnKeys(tc.code)
-		if len(got) == 0 {
-			got = nil
-		}
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("methodReturnKeys(%q) (-want +got):\n%s", tc.code, diff)
-		}
-	}
-}
-
-// archive writes a zip shaped like a TorchScript archive.
-func archive(t testing.TB, files map[string]string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	zw := zip.NewWriter(&b)
-	for name, data := range files {
-		w, err := zw.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(data))
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
+// pkl and netCode are the root pickle and code of a TorchScript archive
+// (BenchmarkInspect).
 const pkl = "\x80\x02c__torch__.pkg\nNet\nq\x00)\x81}"
 
 const netCode = `class Other(Module):
@@ -336,29 +285,6 @@ class Net(Module):
   def plain(self: __torch__.pkg.Net) -> Tensor:
     return torch.zeros([1])
 `
-
-func TestReturnKeys(t *testing.T) {
-	data := archive(t, map[string]string{"net/data.pkl": pkl, "net/code/__torch__/pkg.py": netCode, "net/version": "3"})
-	got := ReturnKeys(bytes.NewReader(data), int64(len(data)))
-	want := map[string][]ReturnKey{"forward": {{"y", true}}, "step": {{"frames", true}, {"state", true}}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ReturnKeys (-want +got):\n%s", diff)
-	}
-	for name, files := range map[string]map[string]string{
-		"no root":       {"data.pkl": pkl, "code/__torch__/pkg.py": netCode},
-		"no code":       {"net/data.pkl": pkl},
-		"other pickle":  {"net/data.pkl": "\x80\x04\x95", "net/code/__torch__/pkg.py": netCode},
-		"foreign class": {"net/data.pkl": "\x80\x02cos\nsystem\n", "net/code/os.py": netCode},
-	} {
-		d := archive(t, files)
-		if got := ReturnKeys(bytes.NewReader(d), int64(len(d))); got != nil {
-			t.Errorf("%s: %v, want none", name, got)
-		}
-	}
-	if got := ReturnKeys(bytes.NewReader([]byte("not a zip")), 9); got != nil {
-		t.Errorf("not a zip: %v", got)
-	}
-}
 
 func TestWriteFile(t *testing.T) {
 	dir := t.TempDir()

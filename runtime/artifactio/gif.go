@@ -12,8 +12,9 @@ import (
 )
 
 // DefaultGIFFPS is the playback rate a GIF gets when neither the options nor
-// the video give one (the realtime spec's default fps).
-const DefaultGIFFPS = 16
+// the video give one: runtime.DefaultVideoFPS, the rate of a video
+// artifact whose manifest gives none.
+const DefaultGIFFPS = runtime.DefaultVideoFPS
 
 // maxGIFSide is the largest width or height a GIF can store.
 const maxGIFSide = 65535

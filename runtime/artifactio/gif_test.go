@@ -2,10 +2,12 @@ package artifactio
 
 import (
 	"bytes"
+	"encoding/json"
 	"image/color"
 	"image/gif"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -303,6 +305,52 @@ func TestGIFPaletteSharedAsGlobalTable(t *testing.T) {
 	for i, m := range g.Image {
 		if len(m.Palette) != len(global) {
 			t.Fatalf("frame %d has its own palette of %d colours (global %d)", i, len(m.Palette), len(global))
+		}
+	}
+}
+
+// A video artifact's declared fps reaches the GIF's frame delays: the
+// artifact's own fps, else the family's realtime fps, else the default.
+func TestManifestFPSReachesGIF(t *testing.T) {
+	const manifest = `{
+	  "model_family_id": "clips", "variants": [{"variant_id": "default"}],
+	  "tasks": [{"task_id": "generate", "outputs": [
+	    {"artifact_id": "video", "kind": "video", "fps": 5},
+	    {"artifact_id": "plain", "kind": "video"}]}]}`
+	var spec runtime.ModelInferenceSpec
+	if err := json.Unmarshal([]byte(manifest), &spec); err != nil {
+		t.Fatal(err)
+	}
+	task, err := spec.Task("generate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := testVideo(4, 4, 4, 3, 0).Frames
+	delays := func(a *runtime.InferenceArtifactSpec) []int {
+		v, err := runtime.AsVideo(frames, float64(spec.VideoFPS(a)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "clip.gif")
+		if err := Write(path, v); err != nil {
+			t.Fatal(err)
+		}
+		return decodeGIF(t, mustRead(t, path)).Delay
+	}
+	for _, tc := range []struct {
+		artifact string
+		realtime *runtime.RealtimeSpec
+		want     []int
+	}{
+		{"video", nil, []int{20, 20, 20, 20}},                            // fps 5
+		{"video", &runtime.RealtimeSpec{FPS: 25}, []int{20, 20, 20, 20}}, // the artifact's fps wins
+		{"plain", &runtime.RealtimeSpec{FPS: 25}, []int{4, 4, 4, 4}},     // the family's realtime fps
+		{"plain", nil, []int{6, 7, 6, 6}},                                // DefaultVideoFPS, 16
+	} {
+		spec.Realtime = tc.realtime
+		a, _ := task.Artifact(tc.artifact)
+		if got := delays(a); !slices.Equal(got, tc.want) {
+			t.Errorf("%s with realtime %+v: delays %v, want %v", tc.artifact, tc.realtime, got, tc.want)
 		}
 	}
 }

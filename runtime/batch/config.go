@@ -1,8 +1,10 @@
 package batch
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime"
 )
@@ -16,8 +18,8 @@ const DefaultMaxBatchSize = 8
 type Config struct {
 	// MaxBatchSize bounds the real items (padding excluded) in one forward call.
 	MaxBatchSize int
-	// PadSizes are the static batch sizes, ascending and without duplicates;
-	// empty means batches are not padded.
+	// PadSizes are the static batch sizes, strictly increasing, the largest
+	// equal to MaxBatchSize; empty means batches are not padded.
 	PadSizes []int
 	// PersistentKey, when non-empty, declares the forward reused across Run
 	// calls under this key (see WithPersistentForward).
@@ -41,9 +43,11 @@ func WithMaxBatchSize(n int) Option {
 
 // WithPadSizes makes batches shape-stable: a batch shorter than one of sizes
 // is padded up to the next size by repeating its final real item, and the
-// outputs of the padding are dropped. Order does not matter. Without
-// WithMaxBatchSize the largest size is the max batch size; with it, the max
-// must not exceed the largest size.
+// outputs of the padding are dropped. The sizes follow the rules of a
+// manifest's pad_to_batch_sizes (runtime.BatchSizeProblems): each at least
+// 1, strictly increasing (they are not sorted for you), none above the max
+// batch size, and the largest equal to it. Without WithMaxBatchSize the
+// largest size is the max batch size.
 func WithPadSizes(sizes ...int) Option {
 	return func(c *Config) { c.PadSizes = slices.Clone(sizes) }
 }
@@ -74,22 +78,35 @@ func WithStats(fn func(Stats)) Option {
 	return func(c *Config) { c.OnStats = fn }
 }
 
-// SpecOptions returns the options a manifest's batching settings ask for:
-// the max batch size and the static pad sizes. A nil spec gives none.
-func SpecOptions(spec *runtime.BatchingSpec) []Option {
-	if spec == nil {
-		return nil
+// TaskOptions returns the options a task's batching block asks for: the max
+// batch size and the static pad sizes. A task without a batching block, or
+// one that breaks a rule of runtime.InferenceTaskProfile.BatchingProblems
+// (no required tensor-like input to stack, a stream task, pad sizes that do
+// not fit the max), is an error listing every problem: such a task is never
+// batched.
+func TaskOptions(task *runtime.InferenceTaskProfile) ([]Option, error) {
+	if task == nil {
+		return nil, errors.New("batch: nil task")
 	}
-	opts := []Option{WithMaxBatchSize(spec.MaxBatchSize)}
-	if len(spec.PadToBatchSizes) > 0 {
-		opts = append(opts, WithPadSizes(spec.PadToBatchSizes...))
+	if task.Batching == nil {
+		return nil, errors.New("task is not batchable (the manifest gives it no batching settings)")
 	}
-	return opts
+	if ps := task.BatchingProblems(); len(ps) > 0 {
+		return nil, fmt.Errorf("task cannot be batched: %s", runtime.JoinProblems(ps))
+	}
+	opts := []Option{WithMaxBatchSize(task.Batching.MaxBatchSize)}
+	if len(task.Batching.PadToBatchSizes) > 0 {
+		opts = append(opts, WithPadSizes(task.Batching.PadToBatchSizes...))
+	}
+	return opts, nil
 }
 
-// NewConfig applies opts over the defaults and checks the result: the max
-// batch size is at least 1, every pad size is at least 1, and the max does
-// not exceed the largest pad size (a batch could not be padded otherwise).
+// NewConfig applies opts over the defaults and checks the result with the
+// rules of a manifest's batching block (runtime.BatchSizeProblems), with the
+// same messages: an error names the max batch size and pad sizes in force
+// and every rule they break. Later options win: a WithPadSizes given after
+// a task's options replaces the task's pad sizes, and must then fit the
+// task's max batch size (or come with a WithMaxBatchSize of its own).
 func NewConfig(opts ...Option) (Config, error) {
 	var c Config
 	for _, o := range opts {
@@ -97,33 +114,26 @@ func NewConfig(opts ...Option) (Config, error) {
 			o(&c)
 		}
 	}
-	for _, s := range c.PadSizes {
-		if s < 1 {
-			return Config{}, fmt.Errorf("batch: pad size %d is not positive (pad sizes %v)", s, c.PadSizes)
-		}
-	}
-	slices.Sort(c.PadSizes)
-	c.PadSizes = slices.Compact(c.PadSizes)
 	if !c.maxSet {
 		c.MaxBatchSize = DefaultMaxBatchSize
 		if len(c.PadSizes) > 0 {
-			c.MaxBatchSize = c.PadSizes[len(c.PadSizes)-1]
+			c.MaxBatchSize = slices.Max(c.PadSizes)
 		}
 	}
-	if c.MaxBatchSize < 1 {
-		return Config{}, fmt.Errorf("batch: max batch size %d is not positive", c.MaxBatchSize)
-	}
-	if n := len(c.PadSizes); n > 0 && c.MaxBatchSize > c.PadSizes[n-1] {
-		return Config{}, fmt.Errorf("batch: max batch size %d exceeds the largest pad size %d (pad sizes %v)",
-			c.MaxBatchSize, c.PadSizes[n-1], c.PadSizes)
+	if ps := runtime.BatchSizeProblems(c.MaxBatchSize, c.PadSizes); len(ps) > 0 {
+		msgs := make([]string, len(ps))
+		for i, p := range ps {
+			msgs[i] = p.Message
+		}
+		return Config{}, fmt.Errorf("batch: max batch size %d, pad sizes %v: %s", c.MaxBatchSize, c.PadSizes, strings.Join(msgs, "; "))
 	}
 	return c, nil
 }
 
 // PaddedSize returns the size a batch of n real items is sent at: the
 // smallest pad size ≥ n, or n when there are no pad sizes. Run never asks
-// for an n above the largest pad size (NewConfig forbids it); for such an n
-// PaddedSize returns n.
+// for an n above the largest pad size (it is the max batch size); for such
+// an n PaddedSize returns n.
 func (c *Config) PaddedSize(n int) int {
 	for _, s := range c.PadSizes {
 		if s >= n {

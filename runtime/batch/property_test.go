@@ -18,12 +18,13 @@ func randomCase(rng *rand.Rand) (n, maxSize int, pad []int) {
 	n = rng.IntN(120)
 	maxSize = 1 + rng.IntN(16)
 	if rng.IntN(2) == 0 {
-		for s := 1; s <= 32; s *= 2 {
+		// Valid pad sizes: strictly increasing, ending at the max.
+		for s := 1; s < maxSize; s *= 2 {
 			if rng.IntN(2) == 0 {
 				pad = append(pad, s)
 			}
 		}
-		pad = append(pad, maxSize+rng.IntN(4))
+		pad = append(pad, maxSize)
 	}
 	return n, maxSize, pad
 }

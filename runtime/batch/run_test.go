@@ -154,7 +154,7 @@ func TestPaddingRepeatsLastRealItemAndTrims(t *testing.T) {
 	r := &recorder{}
 	items := ints(11)
 	var last Stats
-	got, err := Run(context.Background(), items, r.forward, WithPadSizes(8, 1, 4, 2, 4), WithStats(func(s Stats) { last = s }))
+	got, err := Run(context.Background(), items, r.forward, WithPadSizes(1, 2, 4, 8), WithStats(func(s Stats) { last = s }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,10 +390,15 @@ func TestEmptyAndInvalid(t *testing.T) {
 		opts []Option
 		want string
 	}{
-		{[]Option{WithMaxBatchSize(0)}, "max batch size 0 is not positive"},
-		{[]Option{WithMaxBatchSize(-3)}, "max batch size -3 is not positive"},
-		{[]Option{WithPadSizes(1, 0, 4)}, "pad size 0 is not positive"},
-		{[]Option{WithPadSizes(1, 2, 4), WithMaxBatchSize(6)}, "max batch size 6 exceeds the largest pad size 4"},
+		{[]Option{WithMaxBatchSize(0)}, "batch: max batch size 0, pad sizes []: max_batch_size 0 must be at least 1"},
+		{[]Option{WithMaxBatchSize(-3)}, "max_batch_size -3 must be at least 1"},
+		{[]Option{WithPadSizes(1, 0, 4)}, "batch: max batch size 4, pad sizes [1 0 4]: pad_to_batch_sizes entry 0 must be at least 1"},
+		{[]Option{WithPadSizes(1, 2, 4), WithMaxBatchSize(6)}, "the largest of pad_to_batch_sizes is 4, but max_batch_size is 6; end the list with 6"},
+		// The manifest's rules, whichever way the options arrive: a pad
+		// size above the max is refused, not padded to.
+		{[]Option{WithMaxBatchSize(5), WithPadSizes(1, 16)}, "batch: max batch size 5, pad sizes [1 16]: pad_to_batch_sizes entry 16 exceeds max_batch_size 5"},
+		{[]Option{WithPadSizes(16, 4, 1)}, "pad_to_batch_sizes must be strictly increasing (4 follows 16); pad_to_batch_sizes must be strictly increasing (1 follows 16)"},
+		{[]Option{WithPadSizes(1, 2, 2, 4)}, "pad_to_batch_sizes must be strictly increasing (2 follows 2)"},
 	}
 	for _, tc := range bad {
 		_, err := Run(context.Background(), ints(3), r.forward, tc.opts...)
@@ -411,7 +416,7 @@ func TestNewConfigDefaults(t *testing.T) {
 	if err != nil || c.MaxBatchSize != DefaultMaxBatchSize {
 		t.Errorf("default config %+v, %v", c, err)
 	}
-	c, err = NewConfig(WithPadSizes(16, 4, 4, 1))
+	c, err = NewConfig(WithPadSizes(1, 4, 16))
 	if err != nil || c.MaxBatchSize != 16 || !slices.Equal(c.PadSizes, []int{1, 4, 16}) {
 		t.Errorf("padded config %+v, %v", c, err)
 	}
@@ -420,12 +425,49 @@ func TestNewConfigDefaults(t *testing.T) {
 			t.Errorf("PaddedSize(%d) = %d, want %d", n, got, want)
 		}
 	}
-	c, err = NewConfig(SpecOptions(&runtime.BatchingSpec{MaxBatchSize: 6, PadToBatchSizes: []int{8, 2}})...)
-	if err != nil || c.MaxBatchSize != 6 || !slices.Equal(c.PadSizes, []int{2, 8}) {
-		t.Errorf("spec config %+v, %v", c, err)
+}
+
+func TestTaskOptions(t *testing.T) {
+	task := &runtime.InferenceTaskProfile{
+		TaskID:   "embed",
+		Inputs:   []runtime.InferenceFieldSpec{{FieldID: "x", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, Required: true}},
+		Batching: &runtime.BatchingSpec{MaxBatchSize: 6, PadToBatchSizes: []int{2, 6}},
 	}
-	if len(SpecOptions(nil)) != 0 {
-		t.Error("SpecOptions(nil) returned options")
+	opts, err := TaskOptions(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewConfig(opts...)
+	if err != nil || c.MaxBatchSize != 6 || !slices.Equal(c.PadSizes, []int{2, 6}) {
+		t.Errorf("task config %+v, %v", c, err)
+	}
+	// Options after the task's are checked against the task's max.
+	if _, err := NewConfig(append(opts, WithPadSizes(1, 16))...); err == nil || !strings.Contains(err.Error(), "pad_to_batch_sizes entry 16 exceeds max_batch_size 6") {
+		t.Errorf("WithPadSizes(1, 16) after a task with max 6: %v", err)
+	}
+	if c, err := NewConfig(append(opts, WithPadSizes(1, 3, 6))...); err != nil || !slices.Equal(c.PadSizes, []int{1, 3, 6}) {
+		t.Errorf("WithPadSizes(1, 3, 6) after a task with max 6: %+v, %v", c, err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		mutate func(*runtime.InferenceTaskProfile)
+		want   string
+	}{
+		{"no batching", func(t *runtime.InferenceTaskProfile) { t.Batching = nil }, "task is not batchable (the manifest gives it no batching settings)"},
+		{"no tensor", func(t *runtime.InferenceTaskProfile) { t.Inputs[0].Kind = runtime.KindString },
+			"task cannot be batched: batching: batching stacks each item's tensor, image and video inputs into one call, but the task has no call_kwargs field"},
+		{"pad sizes", func(t *runtime.InferenceTaskProfile) { t.Batching.PadToBatchSizes = []int{8, 2} },
+			"task cannot be batched: batching/pad_to_batch_sizes/0: pad_to_batch_sizes entry 8 exceeds max_batch_size 6; batching/pad_to_batch_sizes/1: pad_to_batch_sizes must be strictly increasing (2 follows 8)"},
+	} {
+		cp := *task
+		cp.Inputs = slices.Clone(task.Inputs)
+		b := *task.Batching
+		cp.Batching = &b
+		tc.mutate(&cp)
+		if opts, err := TaskOptions(&cp); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: options %d, error %v; want %q", tc.name, len(opts), err, tc.want)
+		}
 	}
 }
 

@@ -78,8 +78,12 @@ type verifyKey struct {
 	want  string
 }
 
+// skipHint is how a mismatch error says to load the file anyway.
+const skipHint = "(corrupted or wrong file; to load it anyway, pass client.WithoutCheckpointVerification())"
+
 // VerifyCheckpoint checks path against the size and sha256 that ref gives
-// (either may be absent). A mismatch names the expected and found values.
+// (either may be absent). A mismatch names the expected and found values
+// and the option that skips the check (WithoutCheckpointVerification).
 func VerifyCheckpoint(path string, ref runtime.InferenceCheckpointRef) error {
 	if ref.SHA256 == "" && ref.SizeBytes == 0 {
 		return nil
@@ -89,7 +93,7 @@ func VerifyCheckpoint(path string, ref runtime.InferenceCheckpointRef) error {
 		return fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
 	}
 	if ref.SizeBytes != 0 && st.Size() != ref.SizeBytes {
-		return fmt.Errorf("%w %s: size %d bytes, manifest says %d", ErrCheckpoint, path, st.Size(), ref.SizeBytes)
+		return fmt.Errorf("%w %s: size %d bytes, manifest says %d %s", ErrCheckpoint, path, st.Size(), ref.SizeBytes, skipHint)
 	}
 	if ref.SHA256 == "" {
 		return nil
@@ -103,7 +107,7 @@ func VerifyCheckpoint(path string, ref runtime.InferenceCheckpointRef) error {
 		return fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
 	}
 	if got != key.want {
-		return fmt.Errorf("%w %s: sha256 %s, manifest says %s (corrupted or wrong file)", ErrCheckpoint, path, got, key.want)
+		return fmt.Errorf("%w %s: sha256 %s, manifest says %s %s", ErrCheckpoint, path, got, key.want, skipHint)
 	}
 	verified.Store(key, struct{}{})
 	return nil

@@ -4,12 +4,16 @@
 // A Client resolves its variant (aliases included) when it is created. On
 // first use it finds the variant's "model" checkpoint (an explicit path, the
 // manifest's folder, then the checkpoint root), verifies its size and sha256
-// when the manifest gives them, loads it once per process through the engine
-// (modules are cached and shared; infra.DropCaches or ReleaseCaches releases
-// unused ones) on the resolved device and dtype, installs the process
-// inference policy, and checks every task of the family against the
-// module's method schemas, so a manifest that disagrees with its checkpoint
-// fails at load, never in the middle of a request.
+// when the manifest gives them — however the file was found, unless
+// WithoutCheckpointVerification says otherwise —, installs the process
+// inference policy (a malformed WORLDFOUNDRY_* variable fails the load, as
+// it fails infra.Run), loads the checkpoint once per process through the
+// engine (modules are cached and shared; infra.DropCaches or ReleaseCaches
+// releases unused ones) on the resolved device and dtype, and checks every
+// task of the family against the module (package contract: the method
+// schemas, and the keys of returned dicts where the TorchScript code shows
+// them), so a manifest that disagrees with its checkpoint fails at load,
+// not in the middle of a request, wherever the module tells.
 //
 // Each call validates nothing itself (generated params validate before they
 // reach it), merges keyword arguments — variant call_kwargs, then the task's
@@ -23,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime"
@@ -47,9 +52,13 @@ type Options struct {
 	// CheckpointRoot is the folder relative URIs resolve against next
 	// (default: $WORLDFOUNDRY_CHECKPOINT_ROOT).
 	CheckpointRoot string
-	// CheckpointPath, when set, is loaded instead of the variant's model
-	// checkpoint (its sha256 and size are then not checked).
+	// CheckpointPath, when set, is loaded instead of the file the variant's
+	// model checkpoint URI names. It is verified against that checkpoint's
+	// sha256 and size_bytes all the same.
 	CheckpointPath string
+	// SkipCheckpointVerification skips the sha256 and size_bytes check of
+	// the model checkpoint, however it was found.
+	SkipCheckpointVerification bool
 	// Engine overrides the registered engine (tests use fakes).
 	Engine runtime.Engine
 }
@@ -73,8 +82,20 @@ func WithManifestDir(dir string) Option { return func(o *Options) { o.ManifestDi
 // WithCheckpointRoot sets the checkpoint root folder.
 func WithCheckpointRoot(dir string) Option { return func(o *Options) { o.CheckpointRoot = dir } }
 
-// WithCheckpointPath loads path instead of the variant's model checkpoint.
+// WithCheckpointPath loads path instead of the file the variant's model
+// checkpoint URI names. The file must still match the sha256 and
+// size_bytes the manifest declares for that checkpoint, when it declares
+// them; to load a different file on purpose (a fine-tune, a re-export), add
+// WithoutCheckpointVerification.
 func WithCheckpointPath(path string) Option { return func(o *Options) { o.CheckpointPath = path } }
+
+// WithoutCheckpointVerification skips checking the model checkpoint against
+// the sha256 and size_bytes the manifest declares, however the file was
+// found. Without it a file that differs fails the load, naming what
+// differed.
+func WithoutCheckpointVerification() Option {
+	return func(o *Options) { o.SkipCheckpointVerification = true }
+}
 
 // WithEngine uses e instead of the registered engine.
 func WithEngine(e runtime.Engine) Option { return func(o *Options) { o.Engine = e } }
@@ -140,7 +161,7 @@ func (c *Client) where(task string) string {
 func (c *Client) Load() (device string, dtype runtime.DType, err error) {
 	l, err := c.load()
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("%s: %w", c.where(""), err)
 	}
 	return l.device, l.dtype, nil
 }
@@ -149,26 +170,25 @@ func (c *Client) Load() (device string, dtype runtime.DType, err error) {
 func (c *Client) Module() (runtime.Module, error) {
 	l, err := c.load()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
 	}
 	return l.mod, nil
 }
 
-var installOnce sync.Once
-
 // load resolves, verifies, loads and checks the module once per client.
+// Its errors do not name the family and variant: callers add c.where.
 func (c *Client) load() (*loaded, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, fmt.Errorf("%s: %w", c.where(""), runtime.ErrClosed)
+		return nil, runtime.ErrClosed
 	}
 	if c.loaded != nil {
 		return c.loaded, nil
 	}
 	l, err := c.loadLocked()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+		return nil, err
 	}
 	c.loaded = l
 	return l, nil
@@ -182,16 +202,18 @@ func (c *Client) loadLocked() (*loaded, error) {
 			return nil, err
 		}
 	}
+	ref, hasRef := modelCheckpoint(c.variant)
 	path := c.opts.CheckpointPath
 	if path == "" {
-		ref, ok := modelCheckpoint(c.variant)
-		if !ok {
+		if !hasRef {
 			return nil, fmt.Errorf("%w: variant has no checkpoint with role %q; pass a checkpoint path", ErrCheckpoint, "model")
 		}
 		var err error
 		if path, err = ResolveCheckpoint(ref, c.opts.ManifestDir, c.opts.CheckpointRoot); err != nil {
 			return nil, err
 		}
+	}
+	if hasRef && !c.opts.SkipCheckpointVerification {
 		if err := VerifyCheckpoint(path, ref); err != nil {
 			return nil, err
 		}
@@ -208,11 +230,12 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	installOnce.Do(func() {
-		// The policy is process state; a failure to apply a flag is not a
-		// reason to refuse inference (the seed installs best-effort).
-		_, _ = infra.Install(infra.Options{})
-	})
+	// The policy is process state, installed once: infra.Install does
+	// nothing while it is installed. Until a malformed variable is fixed,
+	// every load fails as infra.Run does.
+	if _, err := infra.Install(infra.Options{}); err != nil {
+		return nil, fmt.Errorf("inference policy: %w", err)
+	}
 	mod, key, err := acquire(eng, path, dev, dtype)
 	if err != nil {
 		return nil, err
@@ -220,21 +243,38 @@ func (c *Client) loadLocked() (*loaded, error) {
 	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac, schemas: map[string]runtime.MethodSchema{}}
 	var errs []error
 	methods := mod.Methods()
+	returns := readReturns(path)
 	for i := range c.spec.Tasks {
 		t := &c.spec.Tasks[i]
 		schema, err := mod.Schema(t.MethodName())
 		if err == nil {
 			l.schemas[t.MethodName()] = schema
 		}
-		if err := contract.CheckVariant(checkedTask(t, schema), c.variant, methods, schema); err != nil {
-			errs = append(errs, fmt.Errorf("task %s: %w", t.TaskID, err))
+		if err := contract.CheckLoaded(checkedTask(t, schema), c.variant, methods, schema, returns); err != nil {
+			errs = append(errs, err) // names the task
 		}
 	}
 	if len(errs) > 0 {
 		release(key)
-		return nil, fmt.Errorf("checkpoint %s does not match the manifest: %w", path, errors.Join(errs...))
+		return nil, fmt.Errorf("checkpoint %s: %w", path, errors.Join(errs...))
 	}
 	return l, nil
+}
+
+// readReturns reads what the checkpoint's TorchScript code tells about the
+// dicts its methods return (contract.ReadReturns); nil when the file is not
+// a TorchScript archive it can read.
+func readReturns(path string) map[string]contract.MethodReturns {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	return contract.ReadReturns(f, st.Size())
 }
 
 func modelCheckpoint(v *runtime.InferenceVariantSpec) (runtime.InferenceCheckpointRef, bool) {
@@ -290,7 +330,7 @@ func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]a
 	}
 	l, err := c.load()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
 	out, err := c.call(ctx, l, task, call)
 	if err != nil {
@@ -350,23 +390,42 @@ func (c *Client) oneChunk(l *loaded, task *runtime.InferenceTaskProfile, kw map[
 // batching settings (max size, static pad sizes, out-of-memory halving; see
 // package batch), and each output tensor is split back per item. Non-tensor
 // kwargs must be equal across the items of a call (an error names the
-// field otherwise). opts are passed to batch.Run after the manifest's.
+// field otherwise). opts are passed to batch.Run after the manifest's and
+// are checked with the same rules (batch.NewConfig).
+//
+// A task is batched only when runtime.InferenceTaskProfile.BatchingProblems
+// finds nothing, whether the spec comes from a validated manifest or was
+// built by hand: in particular it needs a required call_kwargs input of
+// kind tensor, image or video, and every item must give that input as a
+// tensor. Nothing runs otherwise.
 func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error) {
 	task, err := c.spec.Task(taskID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err)
 	}
-	if task.Batching == nil {
-		return nil, fmt.Errorf("%s: task is not batchable (the manifest gives it no batching settings)", c.where(task.TaskID))
+	all, err := batch.TaskOptions(task)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)))
+	all = append(all, opts...)
+	if _, err := batch.NewConfig(all...); err != nil { // before loading anything
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	l, err := c.load()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
 	kws := make([]map[string]any, len(items))
 	for i, it := range items {
 		if kws[i], err = c.kwargs(task, it); err != nil {
 			return nil, fmt.Errorf("%s: item %d: %w", c.where(task.TaskID), i, err)
+		}
+		for _, f := range task.Inputs {
+			if _, ok := kws[i][f.FieldID].(*runtime.Tensor); f.Required && f.IsStacked() && !ok {
+				return nil, fmt.Errorf("%s: item %d: field %q is stacked by batching and required, but the item gives %s, not a tensor",
+					c.where(task.TaskID), i, f.FieldID, describe(kws[i][f.FieldID]))
+			}
 		}
 	}
 	forward := func(ctx context.Context, b []map[string]any) ([]map[string]any, error) {
@@ -384,8 +443,7 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 		}
 		return splitOutputs(out, len(b))
 	}
-	all := append(batch.SpecOptions(task.Batching), batch.WithPersistentForward(c.where(task.TaskID)))
-	res, err := batch.Run(ctx, kws, forward, append(all, opts...)...)
+	res, err := batch.Run(ctx, kws, forward, all...)
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
@@ -421,7 +479,7 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 	}
 	l, err := c.load()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
 	base, err := c.kwargs(task, call)
 	if err != nil {
@@ -452,7 +510,7 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 		}
 		raw, err := l.mod.Call(ctx, task.MethodName(), kw, l.autocast)
 		if err != nil {
-			return stream.StepResult{}, fmt.Errorf("%s chunk %d: %w", c.where(task.TaskID), req.Index, err)
+			return stream.StepResult{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err) // the stream names the chunk
 		}
 		res := stream.StepResult{Frames: raw}
 		if m, ok := raw.(map[string]any); ok {

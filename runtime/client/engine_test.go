@@ -205,7 +205,7 @@ func TestContractMismatchFailsAtLoad(t *testing.T) {
 	}
 	defer c.Close()
 	_, err = c.Run(context.Background(), "embed", map[string]any{"tokens": tokens(1)}, nil)
-	if err == nil || !strings.Contains(err.Error(), "normalize") || !strings.Contains(err.Error(), "does not match the manifest") {
+	if err == nil || !strings.Contains(err.Error(), "normalize") || !strings.Contains(err.Error(), "does not match method forward") {
 		t.Fatalf("want a load error naming field normalize, got %v", err)
 	}
 }

@@ -21,6 +21,7 @@ func stackKwargs(items []map[string]any) (map[string]any, error) {
 	}
 	sort.Strings(keys)
 	out := make(map[string]any, len(keys))
+	stacked := false
 	for _, k := range keys {
 		first := items[0][k]
 		if _, ok := first.(*runtime.Tensor); ok {
@@ -37,6 +38,7 @@ func stackKwargs(items []map[string]any) (map[string]any, error) {
 				return nil, fmt.Errorf("field %q: %w", k, err)
 			}
 			out[k] = st
+			stacked = true
 			continue
 		}
 		for i, it := range items[1:] {
@@ -45,6 +47,9 @@ func stackKwargs(items []map[string]any) (map[string]any, error) {
 			}
 		}
 		out[k] = first
+	}
+	if !stacked {
+		return nil, fmt.Errorf("no tensor kwarg to stack: the items would share one call")
 	}
 	for i, it := range items[1:] {
 		if len(it) != len(items[0]) {

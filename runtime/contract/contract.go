@@ -35,6 +35,12 @@
 //     returns one value that is not a dict, the task has exactly one artifact
 //     and the value's type suits its kind. A method returning None suits a
 //     task without artifacts only.
+//   - When the method returns Dict[str, V] and its TorchScript code shows
+//     every key the dict can hold (MethodReturns.Complete, read from the
+//     archive by ReadReturns; see CheckLoaded), each required artifact's id
+//     is one of those keys. When the code does not show them all (a helper
+//     builds the dict, a key is computed) nothing is concluded at load:
+//     runtime/client checks the returned keys on every call.
 //
 // A mismatch is a *MismatchError listing every problem with the field,
 // what was expected and what was found; it matches ErrMismatch.
@@ -47,6 +53,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime"
@@ -106,7 +113,7 @@ func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
 // Check checks task against schema, the schema of the task's method, given
 // methods, the module's method names. It returns nil or a *MismatchError.
 func Check(task *runtime.InferenceTaskProfile, methods []string, schema runtime.MethodSchema) error {
-	return check(task, nil, methods, schema)
+	return check(task, nil, methods, schema, nil)
 }
 
 // CheckVariant is Check for a task run through one variant: the variant's
@@ -114,7 +121,22 @@ func Check(task *runtime.InferenceTaskProfile, methods []string, schema runtime.
 // arguments and their keys and values are checked like default_call_kwargs.
 // A nil variant is the same as Check.
 func CheckVariant(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema) error {
-	return check(task, variant, methods, schema)
+	return check(task, variant, methods, schema, nil)
+}
+
+// CheckLoaded is CheckVariant plus what the checkpoint's TorchScript code
+// tells about the dicts its methods return: returns, by method name, as
+// ReadReturns reads them from the archive (nil when unknown). A required
+// artifact whose key the task's method never returns, by its code, is a
+// problem.
+func CheckLoaded(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema, returns map[string]MethodReturns) error {
+	var ret *MethodReturns
+	if task != nil {
+		if r, ok := returns[task.MethodName()]; ok {
+			ret = &r
+		}
+	}
+	return check(task, variant, methods, schema, ret)
 }
 
 // CheckModule reads the method list and the task method's schema from a
@@ -132,7 +154,7 @@ func CheckModule(task *runtime.InferenceTaskProfile, variant *runtime.InferenceV
 		}
 		schema = s
 	}
-	return check(task, variant, methods, schema)
+	return check(task, variant, methods, schema, nil)
 }
 
 type checker struct {
@@ -145,7 +167,7 @@ func (c *checker) add(field, expected, found string) {
 	c.problems = append(c.problems, Problem{Field: field, Expected: expected, Found: found})
 }
 
-func check(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema) error {
+func check(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema, ret *MethodReturns) error {
 	if task == nil {
 		return errors.New("contract: nil task")
 	}
@@ -221,7 +243,7 @@ func check(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariant
 			fmt.Sprintf("a call_kwargs field %q (the argument has no default)", a.Name), found)
 	}
 
-	c.checkReturn(schema)
+	c.checkReturn(schema, ret)
 	return c.err()
 }
 
@@ -258,7 +280,7 @@ func (c *checker) checkFields(schema runtime.MethodSchema, args map[string]runti
 	}
 }
 
-func (c *checker) checkReturn(schema runtime.MethodSchema) {
+func (c *checker) checkReturn(schema runtime.MethodSchema, ret *MethodReturns) {
 	outs := c.task.Outputs
 	var rt Type
 	switch len(schema.Returns) {
@@ -298,6 +320,7 @@ func (c *checker) checkReturn(schema runtime.MethodSchema) {
 					fmt.Sprintf("values of type %s (return %s)", inner.Elems[1], rt))
 			}
 		}
+		c.checkKeys(ret)
 	case inner.Name == "NoneType":
 		if len(outs) > 0 {
 			c.add("return", fmt.Sprintf("a value for %s", artifactList(outs)), "NoneType (the method returns nothing)")
@@ -307,6 +330,30 @@ func (c *checker) checkReturn(schema runtime.MethodSchema) {
 	case !artifactAccepts(inner, outs[0].Kind):
 		c.add(fmt.Sprintf("artifact %q", outs[0].ArtifactID), fmt.Sprintf("a return type for artifact kind %s (%s)", outs[0].Kind, artifactNeeds(outs[0].Kind)),
 			rt.String())
+	}
+}
+
+// checkKeys checks that every required artifact is a key the method's
+// returned dict can hold, when its code shows them all.
+func (c *checker) checkKeys(ret *MethodReturns) {
+	if ret == nil || !ret.Complete {
+		return
+	}
+	have := map[string]bool{}
+	keys := make([]string, len(ret.Keys))
+	for i, k := range ret.Keys {
+		have[k.Name] = true
+		keys[i] = strconv.Quote(k.Name)
+	}
+	found := "no keys"
+	if len(keys) > 0 {
+		found = "only the keys " + strings.Join(keys, ", ")
+	}
+	for _, a := range c.task.Outputs {
+		if a.Required && !have[a.ArtifactID] {
+			c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("a key %q in the dict %s returns (the artifact is required)", a.ArtifactID, c.method),
+				found+" (every key the method's TorchScript code can return)")
+		}
 	}
 }
 

@@ -4,9 +4,12 @@ package contract_test
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
@@ -151,5 +154,93 @@ func TestEngineConversionsMatchContract(t *testing.T) {
 	var me *contract.MismatchError
 	if !errors.As(err, &me) || len(me.Problems) != 1 || me.Problems[0].Field != `default_call_kwargs "num_frames"` {
 		t.Fatalf("contract on a float for an int: %v", err)
+	}
+}
+
+const keysSource = `
+def forward(self, x: Tensor, flag: bool = False) -> Dict[str, Tensor]:
+    out = {"frames": x}
+    if flag:
+        out["mask"] = x * 2.0
+    return out
+
+def dynamic(self, x: Tensor, names: List[str]) -> Dict[str, Tensor]:
+    out: Dict[str, Tensor] = {}
+    for n in names:
+        out[n] = x
+    return out
+
+def viahelper(self, x: Tensor) -> Dict[str, Tensor]:
+    out = self.forward(x, True)
+    out["extra"] = x
+    return out
+`
+
+// The keys a method's dict can hold, read from a real archive's code: a
+// literal plus an item given in a branch is complete; keys built from an
+// argument or by another method are not.
+func TestReadReturnsFromLibtorchArchive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.pt")
+	if err := torch.DefineModule(keysSource, nil, path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := contract.ReadReturns(f, st.Size())
+	want := map[string]contract.MethodReturns{
+		"forward":   {Keys: []contract.ReturnKey{{Name: "frames", Always: true}, {Name: "mask"}}, Complete: true},
+		"viahelper": {Keys: []contract.ReturnKey{{Name: "extra"}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ReadReturns (-want +got):\n%s", diff)
+	}
+
+	m, err := torch.Default().Load(path, runtime.LoadOptions{Device: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	task := func(method string, required ...string) *runtime.InferenceTaskProfile {
+		tp := &runtime.InferenceTaskProfile{TaskID: method, Method: method,
+			Inputs: []runtime.InferenceFieldSpec{callField("x", runtime.KindTensor, true, nil)}}
+		if method == "dynamic" {
+			tp.Inputs = append(tp.Inputs, callField("names", runtime.KindStringList, true, nil))
+		}
+		for _, id := range required {
+			tp.Outputs = append(tp.Outputs, runtime.InferenceArtifactSpec{ArtifactID: id, Kind: runtime.ArtifactTensor, Required: true})
+		}
+		return tp
+	}
+	check := func(tp *runtime.InferenceTaskProfile) error {
+		schema, err := m.Schema(tp.MethodName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return contract.CheckLoaded(tp, nil, m.Methods(), schema, got)
+	}
+	for _, tp := range []*runtime.InferenceTaskProfile{
+		task("forward", "frames"), task("forward", "frames", "mask"), // mask may be returned
+		task("dynamic", "anything"), task("viahelper", "frames"), // the code cannot tell
+	} {
+		if err := check(tp); err != nil {
+			t.Errorf("%s %v: %v", tp.MethodName(), tp.Outputs, err)
+		}
+	}
+	err = check(task("forward", "video", "frames"))
+	var me *contract.MismatchError
+	if !errors.As(err, &me) || len(me.Problems) != 1 {
+		t.Fatalf("required video from forward: %v", err)
+	}
+	wantP := contract.Problem{Field: `artifact "video"`, Expected: `a key "video" in the dict forward returns (the artifact is required)`,
+		Found: `only the keys "frames", "mask" (every key the method's TorchScript code can return)`}
+	if me.Problems[0] != wantP {
+		t.Errorf("problem %+v\nwant %+v", me.Problems[0], wantP)
 	}
 }

@@ -7,7 +7,9 @@ import (
 )
 
 // Error is a failure reported by libtorch (or by the shim while converting
-// values). An out-of-memory failure unwraps to runtime.ErrOutOfMemory.
+// values). An out-of-memory failure unwraps to runtime.ErrOutOfMemory; a
+// failure inside a TorchScript method unwraps to a *runtime.ScriptError
+// holding the whole traceback.
 type Error struct {
 	// Op is the operation: "load", "call", "compile", "save", "define", ...
 	Op string
@@ -15,10 +17,15 @@ type Error struct {
 	Path string
 	// Method is the method called, for Op "call".
 	Method string
-	// Message is libtorch's message without the C++ backtrace.
+	// Message is libtorch's message without the C++ backtrace. For a
+	// failure inside a TorchScript method it is the interpreter's final line
+	// only (Script holds the whole report).
 	Message string
 	// OOM says the failure was an allocation failure.
 	OOM bool
+	// Script, for a failure inside a TorchScript method, is the
+	// interpreter's final line and whole traceback; nil otherwise.
+	Script *runtime.ScriptError
 }
 
 // Error formats the failure as "torch: OP [METHOD] (PATH): MESSAGE".
@@ -43,12 +50,17 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns runtime.ErrOutOfMemory for allocation failures.
-func (e *Error) Unwrap() error {
+// Unwrap returns runtime.ErrOutOfMemory for allocation failures and the
+// *runtime.ScriptError of a failure inside a TorchScript method.
+func (e *Error) Unwrap() []error {
+	var errs []error
 	if e.OOM {
-		return runtime.ErrOutOfMemory
+		errs = append(errs, runtime.ErrOutOfMemory)
 	}
-	return nil
+	if e.Script != nil {
+		errs = append(errs, e.Script)
+	}
+	return errs
 }
 
 // oomMarkers are substrings of libtorch's allocation-failure messages. The
@@ -79,8 +91,58 @@ func isOOMMessage(msg string) bool {
 }
 
 func newError(op, path, method string, status int, msg string) *Error {
-	return &Error{Op: op, Path: path, Method: method, Message: strings.TrimSpace(msg),
-		OOM: status == statusOOM || isOOMMessage(msg)}
+	msg = strings.TrimSpace(msg)
+	e := &Error{Op: op, Path: path, Method: method, Message: msg, OOM: status == statusOOM || isOOMMessage(msg)}
+	if strings.Contains(msg, scriptTracebackMarker) {
+		e.Script = &runtime.ScriptError{Message: finalLine(msg), Traceback: msg}
+		e.Message = e.Script.Message
+	}
+	return e
+}
+
+// scriptTracebackMarker starts the traceback the TorchScript interpreter
+// prints for a failure inside a method ("Traceback of TorchScript (most
+// recent call last):", or "..., serialized code (...)" and "..., original
+// code (...)").
+const scriptTracebackMarker = "Traceback of TorchScript"
+
+// finalLine returns the line of an interpreter report that says what
+// failed: the last line that starts with an exception name and ": "
+// ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x4 and 3x2)"),
+// else the last line that is neither blank, nor a "File ..." line, nor a
+// "~~~ <--- HERE" marker.
+func finalLine(report string) string {
+	lines := strings.Split(report, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if isExceptionLine(lines[i]) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l != "" && !strings.HasPrefix(l, "File ") && !strings.HasSuffix(l, "<--- HERE") {
+			return l
+		}
+	}
+	return report
+}
+
+// isExceptionLine reports whether l starts, unindented, with an exception
+// name (a dotted identifier ending in Error or Exception) and ": ".
+func isExceptionLine(l string) bool {
+	name, _, ok := strings.Cut(l, ": ")
+	if !ok || !(strings.HasSuffix(name, "Error") || strings.HasSuffix(name, "Exception")) {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c == '_', c == '.' && i > 0, c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Shim status codes (checked against package shim at compile time in the cgo

@@ -1,0 +1,47 @@
+package runtime
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Decoding errors name the spec types and the path of the field from the
+// decoded value, never the local copies the UnmarshalJSON methods decode
+// into.
+func TestDecodeErrorsNameTheSpecTypes(t *testing.T) {
+	for _, tc := range []struct {
+		into func() any
+		json string
+		want string
+	}{
+		{func() any { return new(ModelInferenceSpec) }, `{"model_family_id": 3}`,
+			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.model_family_id of type string"},
+		{func() any { return new(ModelInferenceSpec) }, `{"variants": [{"variant_id": "a", "checkpoints": [{"role": "model", "uri": "x", "required": "yes"}]}]}`,
+			"json: cannot unmarshal string into Go struct field ModelInferenceSpec.variants.checkpoints.required of type bool"},
+		{func() any { return new(ModelInferenceSpec) }, `{"variants": [{"variant_id": "a", "checkpoints": [3]}]}`,
+			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.variants.checkpoints of type runtime.InferenceCheckpointRef"},
+		{func() any { return new(ModelInferenceSpec) }, `{"tasks": [{"task_id": "t", "inputs": [{"field_id": "x", "kind": 3}]}]}`,
+			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.tasks.inputs.kind of type string"},
+		{func() any { return new(ModelInferenceSpec) }, `{"tasks": [{"task_id": "t", "batching": {"max_batch_size": "x"}}]}`,
+			"json: cannot unmarshal string into Go struct field ModelInferenceSpec.tasks.batching.max_batch_size of type int"},
+		{func() any { return new(ModelInferenceSpec) }, `{"realtime": {"fps": "x"}}`,
+			"json: cannot unmarshal string into Go struct field ModelInferenceSpec.realtime.fps of type int"},
+		{func() any { return new(ModelInferenceSpec) }, `{"tasks": 3}`,
+			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.tasks of type []runtime.InferenceTaskProfile"},
+		{func() any { return new(InferenceVariantSpec) }, `{"variant_id": 5}`,
+			"json: cannot unmarshal number into Go struct field InferenceVariantSpec.variant_id of type string"},
+		{func() any { return new(InferenceFieldSpec) }, `[1]`,
+			"json: cannot unmarshal array into Go value of type runtime.InferenceFieldSpec"},
+		{func() any { return new(RealtimeSpec) }, `"fast"`,
+			"json: cannot unmarshal string into Go value of type runtime.RealtimeSpec"},
+	} {
+		err := json.Unmarshal([]byte(tc.json), tc.into())
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s:\n got %v\nwant %s", tc.json, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "plain") {
+			t.Errorf("%s: %v names the internal type", tc.json, err)
+		}
+	}
+}
