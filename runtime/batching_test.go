@@ -41,7 +41,7 @@ func TestBatchSizeProblems(t *testing.T) {
 }
 
 func TestBatchingProblems(t *testing.T) {
-	field := func(id, kind string, required bool) InferenceFieldSpec {
+	field := func(id string, kind Kind, required bool) InferenceFieldSpec {
 		return InferenceFieldSpec{FieldID: id, Kind: kind, Target: TargetCallKwargs, Required: required}
 	}
 	noTensor := []Problem{{Path: "batching", Key: true, Message: "batching stacks each item's tensor, image and video inputs into one call, but the task has no call_kwargs field of kind tensor, image or video (tensor_list values are not stacked), so all items would share one call; remove batching"}}

@@ -22,7 +22,7 @@ func TestDecodeErrorsNameTheSpecTypes(t *testing.T) {
 		{func() any { return new(ModelInferenceSpec) }, `{"variants": [{"variant_id": "a", "checkpoints": [3]}]}`,
 			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.variants.checkpoints of type runtime.InferenceCheckpointRef"},
 		{func() any { return new(ModelInferenceSpec) }, `{"tasks": [{"task_id": "t", "inputs": [{"field_id": "x", "kind": 3}]}]}`,
-			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.tasks.inputs.kind of type string"},
+			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.tasks.inputs.kind of type runtime.Kind"},
 		{func() any { return new(ModelInferenceSpec) }, `{"tasks": [{"task_id": "t", "batching": {"max_batch_size": "x"}}]}`,
 			"json: cannot unmarshal string into Go struct field ModelInferenceSpec.tasks.batching.max_batch_size of type int"},
 		{func() any { return new(ModelInferenceSpec) }, `{"realtime": {"fps": "x"}}`,

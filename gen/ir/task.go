@@ -97,6 +97,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		if !a.Kind.Valid() && !b.pruned(ap+"/kind") {
 			b.report(ap+"/kind", false, "artifact kind %q is not one of %s", a.Kind, runtime.ArtifactKindList())
 		}
+		b.problems(ap, fmt.Sprintf("%s artifact %q", name, a.ArtifactID), a.FPSProblems())
 	}
 
 	// Default call kwargs that set a field must fit it.
@@ -116,35 +117,26 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 	return t
 }
 
-// batching checks a task's batching block.
+// batching checks a task's batching block with the runtime's rules
+// (runtime.InferenceTaskProfile.BatchingProblems), which refuse the same
+// settings at run time.
 func (b *builder) batching(ts *runtime.InferenceTaskProfile, tp, name string) {
-	bs := ts.Batching
-	if bs == nil || b.pruned(tp+"/batching") {
+	if ts.Batching == nil || b.pruned(tp+"/batching") {
 		return
 	}
-	bp := tp + "/batching"
-	if ts.Stream {
-		b.report(bp, true, "%s: a stream task cannot be batched; remove batching or stream", name)
-	}
-	prev := 0
-	for j, n := range bs.PadToBatchSizes {
-		p := fmt.Sprintf("%s/pad_to_batch_sizes/%d", bp, j)
-		if b.pruned(p) {
-			continue
+	b.problems(tp, name, ts.BatchingProblems())
+}
+
+// problems reports runtime problems located relative to the value at base.
+func (b *builder) problems(base, name string, ps []runtime.Problem) {
+	for _, p := range ps {
+		at := base
+		if p.Path != "" {
+			at += "/" + p.Path
 		}
-		switch {
-		case n < 1:
-			b.report(p, false, "%s: pad_to_batch_sizes entry %d must be at least 1", name, n)
-		case n <= prev:
-			b.report(p, false, "%s: pad_to_batch_sizes must be strictly increasing (%d follows %d)", name, n, prev)
-		case bs.MaxBatchSize >= 1 && n > bs.MaxBatchSize:
-			b.report(p, false, "%s: pad_to_batch_sizes entry %d exceeds max_batch_size %d", name, n, bs.MaxBatchSize)
+		if !b.pruned(at) {
+			b.report(at, p.Key, "%s: %s", name, p.Message)
 		}
-		prev = max(prev, n)
-	}
-	if len(bs.PadToBatchSizes) > 0 && bs.MaxBatchSize >= 1 && prev < bs.MaxBatchSize {
-		b.report(bp+"/pad_to_batch_sizes", false, "%s: the largest of pad_to_batch_sizes is %d, but max_batch_size is %d; end the list with %d so every batch has a static size",
-			name, prev, bs.MaxBatchSize, bs.MaxBatchSize)
 	}
 }
 

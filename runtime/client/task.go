@@ -121,18 +121,14 @@ func RunStream(ctx context.Context, c *Client, t TaskRef, p Params, opts ...stre
 // artifact by artifact (see Decode). It keeps the first error.
 type Artifacts struct {
 	out  map[string]any
+	spec *runtime.ModelInferenceSpec
 	arts []runtime.InferenceArtifactSpec
-	fps  float64
 	err  error
 }
 
 // NewArtifacts starts decoding the outputs of task index task of spec.
 func NewArtifacts(out map[string]any, spec *runtime.ModelInferenceSpec, task int) Artifacts {
-	o := Artifacts{out: out, arts: spec.Tasks[task].Outputs}
-	if spec.Realtime != nil {
-		o.fps = float64(spec.Realtime.FPS)
-	}
-	return o
+	return Artifacts{out: out, spec: spec, arts: spec.Tasks[task].Outputs}
 }
 
 // Err returns the first problem found, or nil.
@@ -141,7 +137,7 @@ func (o *Artifacts) Err() error { return o.err }
 // Decode sets *dst from artifact i of the task: dst is the result field of
 // the artifact's Go type (*runtime.Video, *runtime.Image,
 // *runtime.Embedding, *runtime.Tensor, string or *string for text,
-// json.RawMessage). A required artifact the model did not return, or a
+// json.RawMessage); a video plays at the family's VideoFPS. A required artifact the model did not return, or a
 // value the kind cannot hold, is an error naming the artifact; after the
 // first error Decode does nothing.
 func Decode[T any](o *Artifacts, i int, dst *T) {
@@ -159,7 +155,7 @@ func Decode[T any](o *Artifacts, i int, dst *T) {
 	var err error
 	switch d := any(dst).(type) {
 	case **runtime.Video:
-		*d, err = runtime.AsVideo(v, o.fps)
+		*d, err = runtime.AsVideo(v, float64(o.spec.VideoFPS(a)))
 	case **runtime.Image:
 		*d, err = runtime.AsImage(v)
 	case **runtime.Embedding:
