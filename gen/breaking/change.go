@@ -71,6 +71,7 @@ const (
 	RuleRealtimeChanged       = "realtime-changed"
 	RuleBatchingChanged       = "batching-changed"
 	RulePreviewChanged        = "preview-changed"
+	RuleFPSChanged            = "fps-changed"
 )
 
 // Rules of additive changes.
@@ -101,7 +102,7 @@ var Rules = map[string]Class{
 	RuleDefaultChanged: Behavioural, RuleDefaultVariantChanged: Behavioural,
 	RuleDefaultTaskChanged: Behavioural, RuleKwargsChanged: Behavioural,
 	RuleCheckpointChanged: Behavioural, RuleRealtimeChanged: Behavioural,
-	RuleBatchingChanged: Behavioural, RulePreviewChanged: Behavioural,
+	RuleBatchingChanged: Behavioural, RulePreviewChanged: Behavioural, RuleFPSChanged: Behavioural,
 
 	RuleFamilyAdded: Additive, RuleVariantAdded: Additive, RuleTaskAdded: Additive,
 	RuleFieldAdded: Additive, RuleArtifactAdded: Additive, RuleChoiceAdded: Additive,

@@ -486,6 +486,9 @@ func (c *comparer) artifact(s scope, oa, na *ir.Artifact) {
 	if o.Preview != n.Preview {
 		c.add(s, RulePreviewChanged, s.ptr+"/preview", nil, "preview changes from %t to %t", o.Preview, n.Preview)
 	}
+	if o.FPS != n.FPS {
+		c.add(s, RuleFPSChanged, s.ptr+"/fps", nil, "fps changes from %s to %s (the playback rate of written videos)", fpsText(o.FPS), fpsText(n.FPS))
+	}
 }
 
 func (c *comparer) field(s scope, of, nf *ir.Field) {
@@ -680,4 +683,12 @@ func render(v any) string {
 		return "[" + strings.Join(parts, ", ") + "]"
 	}
 	return fmt.Sprint(v)
+}
+
+// fpsText prints an artifact's fps ("unset" when the family's applies).
+func fpsText(n int) string {
+	if n == 0 {
+		return "unset"
+	}
+	return strconv.Itoa(n)
 }

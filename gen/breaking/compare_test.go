@@ -1,10 +1,10 @@
 package breaking
 
 import (
-	"github.com/worldfoundry/wfgen/gen/ir"
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -91,5 +91,32 @@ func TestRender(t *testing.T) {
 	}
 	if got := render(map[string]any{"b": []any{int64(1), "x"}, "a": 0.5}); got != `{"a": 0.5, "b": [1, "x"]}` {
 		t.Errorf("render(map) = %s", got)
+	}
+}
+
+// A video artifact's fps is its playback rate: changing it is behavioural.
+func TestArtifactFPS(t *testing.T) {
+	withFPS := func(name, fps string) *ir.Family {
+		src := `schema_version: 1
+model_family_id: f
+default_variant_id: v
+default_task_id: t
+variants:
+  - variant_id: v
+tasks:
+  - task_id: t
+    outputs:
+      - {artifact_id: clip, kind: video` + fps + `}
+`
+		f, diags := validate.Bytes(name, []byte(src))
+		if len(diags) > 0 {
+			t.Fatalf("%s: %v", name, diags)
+		}
+		return f
+	}
+	changes := CompareFamily(withFPS("old.yaml", ""), withFPS("new.yaml", ", fps: 8"))
+	if len(changes) != 1 || changes[0].Rule != RuleFPSChanged || changes[0].Class != Behavioural ||
+		changes[0].Message != `family "f" task "t" artifact "clip": fps changes from unset to 8 (the playback rate of written videos)` {
+		t.Errorf("changes = %+v", changes)
 	}
 }

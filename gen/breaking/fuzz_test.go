@@ -1,10 +1,10 @@
 package breaking
 
 import (
-	"github.com/worldfoundry/wfgen/gen/ir"
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 

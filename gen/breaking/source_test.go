@@ -2,7 +2,6 @@ package breaking
 
 import (
 	"context"
-	"github.com/worldfoundry/wfgen/gen/ir"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
