@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/worldfoundry/wfgen/gen/emit/cache"
+	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
@@ -141,7 +142,7 @@ func GenerateCached(files []*manifest.File, outDir string, c *cache.Cache) (File
 		p := GoPath(fam)
 		key := c.Key(Fingerprint(fam))
 		if sum, ok := c.Get(key); ok && root != nil {
-			if b, err := root.ReadFile(p); err == nil && cache.SumOf(b) == sum {
+			if b, err := tree.ReadRegular(root, p); err == nil && cache.SumOf(b) == sum {
 				out[p] = b
 				continue
 			}

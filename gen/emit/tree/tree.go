@@ -20,6 +20,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/worldfoundry/wfgen/gen/emit/udiff"
 )
@@ -100,7 +101,7 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 	defer root.Close()
 	var diff strings.Builder
 	for _, p := range names {
-		old, err := readRegular(root, p)
+		old, err := ReadRegular(root, p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			rep.Created = append(rep.Created, p)
@@ -145,7 +146,7 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 	var rep Report
 	var todo []string
 	for _, p := range names {
-		old, err := readRegular(root, p)
+		old, err := ReadRegular(root, p)
 		switch {
 		case err == nil && bytes.Equal(old, files[p]):
 			rep.Unchanged = append(rep.Unchanged, p)
@@ -188,10 +189,11 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 	return rep, nil
 }
 
-// readRegular reads a regular file; a folder or other non-regular file in
-// the way is an error.
-func readRegular(root *os.Root, p string) ([]byte, error) {
-	f, err := root.Open(p)
+// ReadRegular reads the regular file p under root. Anything else at p — a
+// folder, a named pipe, a device, or a symbolic link to one — is an error
+// that says so, and a named pipe is never opened for a blocking read.
+func ReadRegular(root *os.Root, p string) ([]byte, error) {
+	f, err := openRegular(root, p)
 	if err != nil {
 		return nil, err
 	}
@@ -199,9 +201,6 @@ func readRegular(root *os.Root, p string) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: exists and is not a regular file", p)
 	}
 	b := make([]byte, 0, fi.Size()+1)
 	for {
@@ -217,6 +216,32 @@ func readRegular(root *os.Root, p string) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+// openRegular opens p for reading when it is a regular file: it checks the
+// type before opening (a device is not even opened) and after (a file
+// swapped for a pipe in between cannot block: the open does not wait for a
+// writer).
+func openRegular(root *os.Root, p string) (*os.File, error) {
+	st, err := root.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: exists and is not a regular file", p)
+	}
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err = f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s: exists and is not a regular file", p)
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 func writeFile(root *os.Root, p string, data []byte) error {
@@ -284,7 +309,7 @@ func stale(root *os.Root, files Files, opts Options) ([]string, error) {
 }
 
 func probe(root *os.Root, p string, owned func([]byte) bool) (bool, error) {
-	f, err := root.Open(p)
+	f, err := openRegular(root, p)
 	if err != nil {
 		return false, err
 	}
