@@ -39,6 +39,12 @@ type Options struct {
 	Ext string
 	// Clean removes stale files in Write.
 	Clean bool
+	// Record, when set, keeps the record of what was written (see Record),
+	// and only files it lists for a covered source are ever stale. Without
+	// a record every owned file with the extension that files does not
+	// hold is stale: that is only right for a folder the caller owns
+	// entirely, such as a test's.
+	Record *Record
 }
 
 // Report says what Write did or what Check found. Paths are relative to the
@@ -83,7 +89,9 @@ func checkPaths(files Files) ([]string, error) {
 }
 
 // Check compares dir with files without writing anything. A missing dir
-// means every file is missing.
+// means every file is missing. With a Record, the record is compared too:
+// a missing or different record is reported in Created or Updated (and
+// in Diff) like a file.
 func Check(dir string, files Files, opts Options) (Report, error) {
 	names, err := checkPaths(files)
 	if err != nil {
@@ -93,6 +101,10 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 	root, err := os.OpenRoot(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		rep.Created = names
+		if opts.Record != nil {
+			rep.Created = append(rep.Created, opts.Record.Name)
+			sort.Strings(rep.Created)
+		}
 		return rep, nil
 	}
 	if err != nil {
@@ -100,26 +112,44 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 	}
 	defer root.Close()
 	var diff strings.Builder
-	for _, p := range names {
+	compare := func(p string, want []byte, counted bool) error {
 		old, err := ReadRegular(root, p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			rep.Created = append(rep.Created, p)
 		case err != nil:
-			return Report{}, err
-		case bytes.Equal(old, files[p]):
-			rep.Unchanged = append(rep.Unchanged, p)
+			return err
+		case bytes.Equal(old, want):
+			if counted {
+				rep.Unchanged = append(rep.Unchanged, p)
+			}
 		default:
 			rep.Updated = append(rep.Updated, p)
 			shown := path.Join(dir, p)
-			diff.WriteString(udiff.Unified(shown+" (on disk)", shown+" (generated)", string(old), string(files[p]), 3))
+			diff.WriteString(udiff.Unified(shown+" (on disk)", shown+" (generated)", string(old), string(want), 3))
+		}
+		return nil
+	}
+	for _, p := range names {
+		if err := compare(p, files[p], true); err != nil {
+			return Report{}, err
 		}
 	}
-	rep.Diff = diff.String()
-	rep.Stale, err = stale(root, files, opts)
-	if err != nil {
+	if opts.Record != nil {
+		plan, err := planRecord(root, dir, files, opts, false)
+		if err != nil {
+			return Report{}, err
+		}
+		rep.Stale = plan.stale
+		if err := compare(opts.Record.Name, plan.content(files, nil), false); err != nil {
+			return Report{}, err
+		}
+		sort.Strings(rep.Created)
+		sort.Strings(rep.Updated)
+	} else if rep.Stale, err = stale(root, files, opts); err != nil {
 		return Report{}, err
 	}
+	rep.Diff = diff.String()
 	return rep, nil
 }
 
@@ -127,7 +157,9 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 // through a temporary file renamed into place) and, with opts.Clean,
 // removing stale owned files and the folders that become empty. An existing
 // file that is not owned is never overwritten: Write then fails before
-// writing anything.
+// writing anything, and so does a Clean that a missing record makes unsafe
+// (*UnrecordedError). With a Record, the record is rewritten last (it is
+// not counted in the report).
 func Write(dir string, files Files, opts Options) (Report, error) {
 	names, err := checkPaths(files)
 	if err != nil {
@@ -162,14 +194,22 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 			return Report{}, err
 		}
 	}
+	var plan *recordPlan
+	if opts.Record != nil {
+		if plan, err = planRecord(root, dir, files, opts, opts.Clean); err != nil {
+			return Report{}, err
+		}
+		rep.Stale = plan.stale
+	}
 	for _, p := range todo {
 		if err := writeFile(root, p, files[p]); err != nil {
 			return rep, fmt.Errorf("write %s: %w", path.Join(dir, p), err)
 		}
 	}
-	rep.Stale, err = stale(root, files, opts)
-	if err != nil {
-		return rep, err
+	if plan == nil {
+		if rep.Stale, err = stale(root, files, opts); err != nil {
+			return rep, err
+		}
 	}
 	if opts.Clean {
 		for _, p := range rep.Stale {
@@ -183,6 +223,14 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 				if root.Remove(d) != nil {
 					break
 				}
+			}
+		}
+	}
+	if plan != nil {
+		want := plan.content(files, rep.Removed)
+		if old, err := ReadRegular(root, plan.rec.Name); err != nil || !bytes.Equal(old, want) {
+			if err := writeFile(root, plan.rec.Name, want); err != nil {
+				return rep, fmt.Errorf("write %s: %w", path.Join(dir, plan.rec.Name), err)
 			}
 		}
 	}
