@@ -169,9 +169,9 @@ func TestRecordParsing(t *testing.T) {
 		t.Errorf("merged record: %+v, %v", rep, err)
 	}
 	for content, want := range map[string]string{
-		"# Files test\n\"a/a.go\"\n":              ".rec:2: want a quoted output path",
+		"# Files test\n\"a/a.go\"\n":                ".rec:2: want a quoted output path",
 		"# Files test\n\"../x.go\" \"in/x.yaml\"\n": `output path "../x.go" is not a relative path`,
-		"package main\n":                          ".rec exists and was not written by test",
+		"package main\n":                            ".rec exists and was not written by test",
 	} {
 		write(t, filepath.Join(dir, ".rec"), content)
 		if _, err := Write(dir, Files{}, recorded(true, []string{"in/"})); err == nil || !strings.Contains(err.Error(), want) {
