@@ -29,7 +29,7 @@ const (
 )
 
 // Header returns the first line of the page generated from the manifest at
-// path (as the user gave it).
+// path (its manifest.File.OriginPath).
 func Header(path string) string {
 	p := strings.TrimSuffix(strings.TrimPrefix(emit.Header(path), emit.HeaderPrefix), emit.HeaderSuffix)
 	return HeaderPrefix + strings.ReplaceAll(p, "-->", "--&gt;") + HeaderSuffix
@@ -80,7 +80,7 @@ type pageData struct {
 // Render returns the Markdown page of a resolved family.
 func Render(fam *emit.Family) ([]byte, error) {
 	var b bytes.Buffer
-	if err := page.Execute(&b, pageData{Header: Header(fam.File.Path), Family: fam}); err != nil {
+	if err := page.Execute(&b, pageData{Header: Header(fam.File.OriginPath()), Family: fam}); err != nil {
 		return nil, fmt.Errorf("%s: render docs: %w", fam.File.Path, err)
 	}
 	return tidy(b.Bytes()), nil
@@ -89,19 +89,28 @@ func Render(fam *emit.Family) ([]byte, error) {
 // Generate renders a page per family at <package>.md (the same name as
 // the family's Go package folder, so it is always a safe file name).
 func Generate(files []*manifest.File) (tree.Files, []validate.Diagnostic, error) {
+	out, _, diags, err := GenerateWithOrigins(files)
+	return out, diags, err
+}
+
+// GenerateWithOrigins is Generate that also returns, for each page, the
+// manifest it was rendered from.
+func GenerateWithOrigins(files []*manifest.File) (tree.Files, map[string]*manifest.File, []validate.Diagnostic, error) {
 	fams, diags := emit.ResolveAll(files)
 	if len(diags) > 0 {
-		return nil, diags, nil
+		return nil, nil, diags, nil
 	}
 	out := make(tree.Files, len(fams))
+	origins := make(map[string]*manifest.File, len(fams))
 	for _, fam := range fams {
 		b, err := Render(fam)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		out[fam.Package+".md"] = b
+		origins[fam.Package+".md"] = fam.File
 	}
-	return out, nil, nil
+	return out, origins, nil, nil
 }
 
 // Paths validates the manifests at paths and renders their pages; see

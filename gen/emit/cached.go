@@ -20,12 +20,13 @@ import (
 const fingerprintVersion = "wfgen-go-1"
 
 // Fingerprint is a canonical encoding of everything a family's Go output
-// depends on apart from the generator itself: the header path, the package
-// name and the spec (with the dynamic types of free-form values).
+// depends on apart from the generator itself: the header path (the
+// manifest's OriginPath), the package name and the spec (with the dynamic
+// types of free-form values).
 func Fingerprint(fam *Family) []byte {
 	var w canon
 	w.str(fingerprintVersion)
-	w.str(fam.File.Path)
+	w.str(fam.File.OriginPath())
 	w.str(fam.Package)
 	w.value(reflect.ValueOf(fam.Spec))
 	return w.b
@@ -120,25 +121,44 @@ func (w *canon) value(v reflect.Value) {
 // outDir hashes to the recorded sum, is taken from disk instead of being
 // generated again. Everything else is generated and recorded. A nil cache
 // or a missing outDir makes it exactly Generate.
+//
+// The cache trusts the folder it verifies against (an edited file plus an
+// edited cache index pass), so it is for writing only: checking a folder
+// ("wfgen generate --check") must compare it with Generate's bytes.
 func GenerateCached(files []*manifest.File, outDir string, c *cache.Cache) (Files, []Diagnostic, error) {
-	if c == nil {
-		return Generate(files)
-	}
+	out, _, diags, err := GenerateWithOrigins(files, outDir, c)
+	return out, diags, err
+}
+
+// GenerateWithOrigins is GenerateCached that also returns, for each output
+// path, the manifest it was generated from. A nil cache generates
+// everything.
+func GenerateWithOrigins(files []*manifest.File, outDir string, c *cache.Cache) (Files, map[string]*manifest.File, []Diagnostic, error) {
 	fams, diags := ResolveAll(files)
 	if len(diags) > 0 {
-		return nil, diags, nil
+		return nil, nil, diags, nil
+	}
+	origins := make(map[string]*manifest.File, len(fams))
+	for _, fam := range fams {
+		origins[GoPath(fam)] = fam.File
 	}
 	var root *os.Root
-	if r, err := os.OpenRoot(outDir); err == nil {
-		root = r
-		defer r.Close()
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, err
+	if c != nil {
+		if r, err := os.OpenRoot(outDir); err == nil {
+			root = r
+			defer r.Close()
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, nil, err
+		}
 	}
 	out := make(Files, len(fams))
 	var todo []*Family
 	var keys []cache.Key
 	for _, fam := range fams {
+		if c == nil {
+			todo = append(todo, fam)
+			continue
+		}
 		p := GoPath(fam)
 		key := c.Key(Fingerprint(fam))
 		if sum, ok := c.Get(key); ok && root != nil {
@@ -152,14 +172,16 @@ func GenerateCached(files []*manifest.File, outDir string, c *cache.Cache) (File
 	}
 	srcs, err := renderAll(todo, GoSource)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for i, fam := range todo {
 		out[GoPath(fam)] = srcs[i]
-		c.Put(keys[i], cache.SumOf(srcs[i]))
+		if c != nil {
+			c.Put(keys[i], cache.SumOf(srcs[i]))
+		}
 	}
 	c.Flush() // a failed flush only costs time on the next run
-	return out, nil, nil
+	return out, origins, nil, nil
 }
 
 // PathsCached is Paths with GenerateCached.

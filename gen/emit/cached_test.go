@@ -84,6 +84,7 @@ func TestFingerprintSeesEveryInput(t *testing.T) {
 	}
 	changes := []func(f *emit.Family){
 		func(f *emit.Family) { f.File.Path = "other.yaml" },
+		func(f *emit.Family) { f.File.Origin = "other.yaml" },
 		func(f *emit.Family) { f.Package = "other" },
 		func(f *emit.Family) { f.Spec.Tasks[0].Inputs[4].Default = int64(25) },
 		func(f *emit.Family) { f.Spec.Tasks[0].Inputs[4].Default = float64(17) }, // same number, other type
@@ -97,5 +98,30 @@ func TestFingerprintSeesEveryInput(t *testing.T) {
 		if bytes.Equal(base, emit.Fingerprint(fams[0])) {
 			t.Errorf("change %d does not change the fingerprint", i)
 		}
+	}
+}
+
+// The header names the manifest's Origin when the caller sets one, and
+// the fingerprint follows it: only the origin, not the path as given,
+// reaches the output.
+func TestOriginIsTheRecordedPath(t *testing.T) {
+	files := loadGolden(t, "kinds")
+	files[0].Origin = "golden/kinds/input/kinds.yaml"
+	out, origins, diags, err := emit.GenerateWithOrigins(files, "", nil)
+	if err != nil || len(diags) > 0 {
+		t.Fatal(err, diags)
+	}
+	p := "goldenkinds/goldenkinds.go"
+	if line, _, _ := bytes.Cut(out[p], []byte("\n")); string(line) != emit.Header("golden/kinds/input/kinds.yaml") {
+		t.Errorf("header %q", line)
+	}
+	if origins[p] != files[0] || len(origins) != 1 {
+		t.Errorf("origins = %v", origins)
+	}
+	fams, _ := emit.ResolveAll(files)
+	withOrigin := emit.Fingerprint(fams[0])
+	fams[0].File.Path = "elsewhere/kinds.yaml"
+	if !bytes.Equal(withOrigin, emit.Fingerprint(fams[0])) {
+		t.Error("the path as given changes the fingerprint although the origin is set")
 	}
 }

@@ -36,7 +36,7 @@ type goFile struct {
 func GoSource(fam *Family) ([]byte, error) {
 	g := &goFile{fam: fam, f: jen.NewFile(fam.Package)}
 	g.f.ImportName(RuntimePath, "runtime")
-	g.f.HeaderComment(Header(fam.File.Path))
+	g.f.HeaderComment(Header(fam.File.OriginPath()))
 	g.f.PackageComment(g.packageDoc())
 
 	g.family()

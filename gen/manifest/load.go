@@ -52,6 +52,12 @@ func (e Error) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Column
 type File struct {
 	// Path is the path as given by the user.
 	Path string
+	// Origin is the manifest's path as the files generated from it record
+	// it (in their header): slash-separated and the same from whatever
+	// folder the generator runs. The caller that writes files sets it
+	// (wfgen: the path relative to the root of the output's Go module);
+	// "" means Path.
+	Origin string
 	// Dir is the folder of the file, against which relative checkpoint URIs
 	// are resolved.
 	Dir string
@@ -64,6 +70,14 @@ type File struct {
 	Value any
 
 	pos posNode // positions of the document's nodes
+}
+
+// OriginPath returns Origin, or Path when Origin is not set.
+func (f *File) OriginPath() string {
+	if f.Origin != "" {
+		return f.Origin
+	}
+	return f.Path
 }
 
 // posNode is the position of one node of the document and of its
