@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -244,6 +245,10 @@ func apply(o output, f outputFlags, files tree.Files, opts tree.Options, stdout,
 	rep, err := tree.Write(f.out, files, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "wfgen %s: %v\n", o.name, err)
+		var ue *tree.UnrecordedError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "wfgen %s: to start the record: %s\n", o.name, rerun(o, f, false))
+		}
 		return 2
 	}
 	if !f.clean {

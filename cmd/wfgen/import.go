@@ -97,6 +97,6 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
 		return 2
 	}
-	fmt.Fprintf(stderr, "wfgen import: wrote %s; fill in its TODOs, then run wfgen validate %s\n", opts.Output, opts.Output)
+	fmt.Fprintf(stderr, "wfgen import: wrote %s; fill in its TODOs, then run: %s validate %s\n", opts.Output, selfCommand(), shellQuote(opts.Output))
 	return 0
 }
