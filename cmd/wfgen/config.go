@@ -92,11 +92,40 @@ func loadConfig(p, wd string) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", shown, err)
 	}
+	c, err := decodeConfig(data, shown)
+	if err != nil {
+		return nil, err
+	}
+	c.File, c.Dir = p, filepath.Dir(p)
+	rel := func(q string) string {
+		if filepath.IsAbs(q) {
+			return q
+		}
+		if r, err := filepath.Rel(wd, filepath.Join(c.Dir, q)); err == nil {
+			return r
+		}
+		return filepath.Join(c.Dir, q)
+	}
+	for i, q := range c.Inputs {
+		c.Inputs[i] = rel(q)
+	}
+	if c.GenerateOutput != "" {
+		c.GenerateOutput = rel(c.GenerateOutput)
+	}
+	if c.DocsOutput != "" {
+		c.DocsOutput = rel(c.DocsOutput)
+	}
+	return c, nil
+}
+
+// decodeConfig decodes a configuration file's contents (shown names the
+// file in errors); paths stay relative to the file's folder.
+func decodeConfig(data []byte, shown string) (*config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: invalid YAML: %s", shown, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	c := &config{File: p, Dir: filepath.Dir(p)}
+	c := &config{}
 	if len(doc.Content) == 0 {
 		return c, nil // an empty file configures nothing
 	}
@@ -132,24 +161,6 @@ func loadConfig(p, wd string) (*config, error) {
 	})
 	if d.err != nil {
 		return nil, d.err
-	}
-	rel := func(q string) string {
-		if filepath.IsAbs(q) {
-			return q
-		}
-		if r, err := filepath.Rel(wd, filepath.Join(c.Dir, q)); err == nil {
-			return r
-		}
-		return filepath.Join(c.Dir, q)
-	}
-	for i, q := range c.Inputs {
-		c.Inputs[i] = rel(q)
-	}
-	if c.GenerateOutput != "" {
-		c.GenerateOutput = rel(c.GenerateOutput)
-	}
-	if c.DocsOutput != "" {
-		c.DocsOutput = rel(c.DocsOutput)
 	}
 	return c, nil
 }

@@ -120,3 +120,25 @@ func TestConfigIsStrict(t *testing.T) {
 		}
 	}
 }
+
+// FuzzConfig: decoding any wfgen.yaml never panics, and an error always
+// names the file and, when it has one, a position inside it.
+func FuzzConfig(f *testing.F) {
+	f.Add([]byte("inputs: [m]\nexclude: [\"a/**\"]\ngenerate: {output: g}\ndocs: {output: d}\nbreaking: {allow: [field-removed]}\n"))
+	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("inputs: *nope\n"))
+	f.Add([]byte("? [a]\n: b\n"))
+	f.Add([]byte("- [\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := decodeConfig(data, "wfgen.yaml")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "wfgen.yaml:") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if c == nil {
+			t.Fatal("no config and no error")
+		}
+	})
+}
