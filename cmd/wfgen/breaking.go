@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -19,18 +18,20 @@ func init() {
 	}
 }
 
-const breakingUsage = `usage: wfgen breaking --against REF [--format text|json|github] [--allow RULE[:SUBJECT]]... PATH...
-REF is a git revision (read with git ls-tree / git show, nothing is checked out),
-or a manifest file or folder. PATH is a manifest file or folder of the new side.
+const breakingUsage = `usage: wfgen breaking --against REF [--format text|json|github] [--allow RULE[:SUBJECT]]... [PATH...]
+REF is the old side: git:REV, a git revision (read with git ls-tree / git show,
+nothing is checked out), or path:P, a manifest file or folder. A bare REF is
+accepted when it is only one of the two; one that names both an existing path and
+a revision is refused. PATH is a manifest file or folder of the new side (without
+PATHs, the inputs of wfgen.yaml). wfgen.yaml's breaking.allow adds to --allow.
 Exit 0 when no breaking change is found (or each is allowed), 1 when one is (or a
 new manifest is invalid), 2 on usage, I/O or git errors. docs/ci.md lists the rules.`
 
 // runBreaking is "wfgen breaking --against REF [--format F] [--allow R]... PATH...".
 func runBreaking(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("breaking", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	against := fs.String("against", "", "old side: a git revision (e.g. origin/main), a manifest folder or a file")
-	format := fs.String("format", "text", "output format: text, json or github")
+	fs := newFlags("breaking", stderr)
+	against := fs.String("against", "", "old side: `REF` = git:REV (e.g. git:origin/main) or path:FILE-OR-FOLDER")
+	format := fs.String("format", "text", "output `format`: text, json or github")
 	var allows []breaking.Allow
 	fs.Func("allow", "allow breaking changes matching `RULE[:SUBJECT]` (globs; repeatable)", func(s string) error {
 		a, err := breaking.ParseAllow(s)
@@ -40,35 +41,32 @@ func runBreaking(args []string, stdout, stderr io.Writer) int {
 		allows = append(allows, a)
 		return nil
 	})
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, breakingUsage)
-		fs.PrintDefaults()
+	paths, code := parseArgs(fs, breakingUsage, args, stdout, stderr)
+	if code >= 0 {
+		return code
 	}
-	var paths []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		paths = append(paths, fs.Arg(0))
-		args = fs.Args()[1:]
+	if code := checkFormat("breaking", *format, stderr); code >= 0 {
+		return code
 	}
-	if *format != "text" && *format != "json" && *format != "github" {
-		fmt.Fprintf(stderr, "wfgen breaking: unknown --format %q (want text, json or github)\n", *format)
-		return 2
+	cfg, err := findConfig()
+	if err != nil {
+		return usageError(stderr, "breaking", "%v", err)
+	}
+	if len(paths) == 0 {
+		paths = cfg.Inputs
 	}
 	if *against == "" || len(paths) == 0 {
-		fs.Usage()
+		printUsage(stderr, fs, breakingUsage)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := breaking.Check(ctx, breaking.Options{Against: *against, Paths: paths, Allow: allows})
+	res, err := breaking.Check(ctx, breaking.Options{
+		Against: *against,
+		Paths:   paths,
+		Allow:   append(cfg.Allow, allows...),
+		Files:   loadOptions("breaking", cfg, stderr),
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "wfgen breaking: %v\n", err)
 		return 2

@@ -146,3 +146,52 @@ func TestBreakingAgainstGitRevision(t *testing.T) {
 		t.Errorf("against HEAD: exit %d, %q %q", code, out, errs)
 	}
 }
+
+// A pull request that adds a folder named after the revision CI compares
+// against cannot make a breaking change pass: the documented step names
+// the revision with git:, and a bare argument that is both is refused.
+func TestBreakingFolderNamedAfterTheRef(t *testing.T) {
+	repo := t.TempDir()
+	gitc := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	oldD, newD := breakingCase("removed")
+	put := func(from, to string) {
+		t.Helper()
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeText(t, to, string(data))
+	}
+	put(filepath.Join(oldD, "demo.yaml"), filepath.Join(repo, "manifests", "demo.yaml"))
+	gitc("init", "-q", "-b", "main")
+	gitc("add", ".")
+	gitc("commit", "-q", "-m", "base")
+	gitc("update-ref", "refs/remotes/origin/main", "HEAD")
+	gitc("checkout", "-q", "-b", "pr")
+	put(filepath.Join(newD, "demo.yaml"), filepath.Join(repo, "manifests", "demo.yaml"))
+	// The decoy: the new manifest again, in a folder named origin/main.
+	put(filepath.Join(newD, "demo.yaml"), filepath.Join(repo, "origin", "main", "demo.yaml"))
+	gitc("add", ".")
+	gitc("commit", "-q", "-m", "break things, add a decoy")
+	t.Chdir(repo)
+
+	code, out, errs := wfgenRun("breaking", "--format", "github", "--against", "git:origin/main", "manifests/")
+	if code != 1 || strings.Count(out, "::error file=") != 9 {
+		t.Errorf("--against git:origin/main: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = wfgenRun("breaking", "--against", "origin/main", "manifests/")
+	if code != 2 || out != "" || !strings.Contains(errs, "write git:origin/main for the revision or path:origin/main for the folder") {
+		t.Errorf("bare --against origin/main: exit %d, %q, %q; want 2 and the prefixes", code, out, errs)
+	}
+	if code, _, errs := wfgenRun("breaking", "--against", "path:origin/main", "manifests/"); code != 0 {
+		t.Errorf("--against path:origin/main: exit %d, %s", code, errs)
+	}
+}

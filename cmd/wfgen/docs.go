@@ -4,25 +4,32 @@ import (
 	"io"
 
 	"github.com/worldfoundry/wfgen/gen/docs"
+	"github.com/worldfoundry/wfgen/gen/emit/tree"
+	"github.com/worldfoundry/wfgen/gen/ir"
+	"github.com/worldfoundry/wfgen/gen/manifest"
 )
 
 func init() {
 	commands["docs"] = command{
 		summary: "render one Markdown reference page per model family",
-		run:     runDocs,
+		run:     func(args []string, stdout, stderr io.Writer) int { return runOutput(docsOutput, args, stdout, stderr) },
 	}
 }
 
-// runDocs is "wfgen docs [-o DIR] [--check] [--clean] PATH...", with the
+// docsOutput is "wfgen docs [-o DIR] [--check] [--clean] PATH...", with the
 // exit codes of generate.
-func runDocs(args []string, stdout, stderr io.Writer) int {
-	o, paths, code := parseOutputFlags("docs", "docs/models",
-		"usage: wfgen docs [-o DIR] [--check] [--clean] [--format text|json|github] PATH...\n"+
-			"Writes DIR/<package>.md for each manifest (PATH is a file or a folder).",
-		args, stderr)
-	if code >= 0 {
-		return code
-	}
-	files, diags, err := docs.Paths(paths)
-	return applyOutput("docs", o, files, diags, err, docs.TreeOptions(o.clean), stdout, stderr)
+var docsOutput = output{
+	name: "docs",
+	usage: `usage: wfgen docs [-o DIR] [--check] [--clean] [--format text|json|github] [PATH...]
+Writes DIR/<package>.md for each manifest (PATH is a file or a folder; without
+PATHs, the inputs of wfgen.yaml). DIR defaults to wfgen.yaml's docs.output, else
+docs/models. DIR/.wfgen-docs records what was written, so that --clean removes
+only pages earlier runs wrote for the same manifests. Exit codes as for generate.`,
+	defaultOut: "docs/models",
+	configured: func(c *config) string { return c.DocsOutput },
+	record:     ".wfgen-docs",
+	generate: func(fams []*ir.Family, _ string, _ bool) (tree.Files, map[string]*manifest.File, error) {
+		return docs.GenerateWithOrigins(fams)
+	},
+	options: docs.TreeOptions,
 }

@@ -1,135 +1,262 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/gen/emit"
 	"github.com/worldfoundry/wfgen/gen/emit/cache"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
+	"github.com/worldfoundry/wfgen/gen/ir"
+	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
 func init() {
 	commands["generate"] = command{
 		summary: "compile manifests into one typed Go package per model family",
-		run:     runGenerate,
+		run:     func(args []string, stdout, stderr io.Writer) int { return runOutput(goOutput, args, stdout, stderr) },
 	}
 }
 
-// outputFlags are the flags generate and docs share.
+// output describes a command that writes generated files to a folder:
+// generate and docs.
+type output struct {
+	name       string
+	usage      string
+	defaultOut string
+	// configured returns the output folder the configuration sets.
+	configured func(*config) string
+	// record is the name of the record of written files in the folder.
+	record string
+	// generate produces the files and the manifest of each; check is set
+	// for --check, which must never trust anything on disk.
+	generate func(fams []*ir.Family, out string, check bool) (tree.Files, map[string]*manifest.File, error)
+	// options are the tree options (owned files, extension).
+	options func(clean bool) tree.Options
+}
+
+var goOutput = output{
+	name: "generate",
+	usage: `usage: wfgen generate [-o DIR] [--check] [--clean] [--format text|json|github] [PATH...]
+Writes DIR/<package>/<package>.go for each model family. PATH is a manifest file
+or a folder (searched recursively for *.yaml, *.yml, *.json); without PATHs, the
+inputs of wfgen.yaml. DIR defaults to wfgen.yaml's generate.output, else generated.
+DIR/.wfgen-generate records what was written, so that --clean removes only files
+earlier runs wrote for the same manifests. Exit 0 on success (with --check: all
+current), 1 when a manifest is invalid or --check finds a difference, 2 on usage
+or I/O errors.`,
+	defaultOut: "generated",
+	configured: func(c *config) string { return c.GenerateOutput },
+	record:     ".wfgen-generate",
+	generate: func(fams []*ir.Family, out string, check bool) (tree.Files, map[string]*manifest.File, error) {
+		// The cache lets plain generate verify an unchanged family by
+		// hash instead of generating it again (see gen/emit/cache;
+		// WFGEN_CACHE=off disables it). It trusts the folder it verifies
+		// against, so --check never uses it: it compares fresh bytes.
+		var c *cache.Cache
+		if !check {
+			c = cache.Default()
+		}
+		return emit.GenerateWithOrigins(fams, out, c)
+	},
+	options: emit.TreeOptions,
+}
+
+// outputFlags are what generate and docs were told.
 type outputFlags struct {
-	out    string
+	out    string // the output folder
+	outSet bool   // -o was given
 	check  bool
 	clean  bool
 	format string
+	paths  []string // the manifest paths
+	given  []string // the paths given on the command line (nil when from wfgen.yaml)
 }
 
-// parseOutputFlags parses flags that may come before or after the paths.
-func parseOutputFlags(name, defaultOut, usage string, args []string, stderr io.Writer) (outputFlags, []string, int) {
-	var o outputFlags
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.out, "o", defaultOut, "output folder")
-	fs.BoolVar(&o.check, "check", false, "write nothing; print a diff and the missing and stale files, exit 1 when anything differs")
-	fs.BoolVar(&o.clean, "clean", false, "remove files wfgen generated earlier that no manifest produces any more")
-	fs.StringVar(&o.format, "format", "text", "diagnostics format: text, json or github")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, usage)
-		fs.PrintDefaults()
+// parseOutput parses the flags of generate and docs and applies wfgen.yaml.
+func parseOutput(o output, args []string, stdout, stderr io.Writer) (outputFlags, *config, int) {
+	var f outputFlags
+	fs := newFlags(o.name, stderr)
+	fs.StringVar(&f.out, "o", "", "output `folder` (default: wfgen.yaml, else "+o.defaultOut+")")
+	fs.BoolVar(&f.check, "check", false, "write nothing; print a diff and the missing and stale files, exit 1 when anything differs")
+	fs.BoolVar(&f.clean, "clean", false, "remove files earlier runs wrote into the folder for these manifests that they no longer produce")
+	fs.StringVar(&f.format, "format", "text", "diagnostics `format`: text, json or github")
+	pos, code := parseArgs(fs, o.usage, args, stdout, stderr)
+	if code >= 0 {
+		return f, nil, code
 	}
-	var paths []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return o, nil, 0
-			}
-			return o, nil, 2
+	if code := checkFormat(o.name, f.format, stderr); code >= 0 {
+		return f, nil, code
+	}
+	fs.Visit(func(fl *flag.Flag) { f.outSet = f.outSet || fl.Name == "o" })
+	if f.outSet && f.out == "" {
+		return f, nil, usageError(stderr, o.name, "-o needs a folder")
+	}
+	cfg, err := findConfig()
+	if err != nil {
+		return f, nil, usageError(stderr, o.name, "%v", err)
+	}
+	f.given, f.paths = pos, pos
+	if len(pos) == 0 {
+		f.paths = cfg.Inputs
+	}
+	if !f.outSet {
+		f.out = o.configured(cfg)
+		if f.out == "" {
+			f.out = o.defaultOut
 		}
-		if fs.NArg() == 0 {
-			break
-		}
-		paths = append(paths, fs.Arg(0))
-		args = fs.Args()[1:]
 	}
-	if o.format != "text" && o.format != "json" && o.format != "github" {
-		fmt.Fprintf(stderr, "wfgen %s: unknown --format %q (want text, json or github)\n", name, o.format)
-		return o, nil, 2
+	if len(f.paths) == 0 {
+		printUsage(stderr, fs, o.usage)
+		return f, nil, 2
 	}
-	if len(paths) == 0 || o.out == "" {
-		fs.Usage()
-		return o, nil, 2
-	}
-	return o, paths, -1
+	return f, cfg, -1
 }
 
-// runGenerate is "wfgen generate [-o DIR] [--check] [--clean] PATH...".
-// Exit 0 on success (and with --check when everything is current), 1 when
-// a manifest is invalid or --check finds a difference, 2 on usage or I/O
-// errors.
-func runGenerate(args []string, stdout, stderr io.Writer) int {
-	o, paths, code := parseOutputFlags("generate", "generated",
-		"usage: wfgen generate [-o DIR] [--check] [--clean] [--format text|json|github] PATH...\n"+
-			"PATH is a manifest file or a folder (searched recursively for *.yaml, *.yml, *.json).",
-		args, stderr)
+// runOutput runs generate or docs.
+func runOutput(o output, args []string, stdout, stderr io.Writer) int {
+	f, cfg, code := parseOutput(o, args, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
-	// The cache lets an unchanged family be verified by hash instead of
-	// generated again (see gen/emit/cache; WFGEN_CACHE=off disables it).
-	files, diags, err := emit.PathsCached(paths, o.out, cache.Default())
-	return applyOutput("generate", o, files, diags, err, emit.TreeOptions(o.clean), stdout, stderr)
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "wfgen %s: %v\n", o.name, err)
+		return 2
+	}
+	opts := loadOptions(o.name, cfg, stderr)
+	files, diags, err := opts.Paths(f.paths)
+	if err != nil {
+		return fail(err)
+	}
+	if len(diags) == 0 {
+		outAbs, err := filepath.Abs(f.out)
+		if err != nil {
+			return fail(err)
+		}
+		root := moduleRoot(outAbs)
+		for _, m := range files {
+			m.File.Origin = originPath(m.File.Path, root)
+		}
+		var gen tree.Files
+		var origins map[string]*manifest.File
+		gen, origins, err = o.generate(files, f.out, f.check)
+		if err != nil {
+			return fail(err)
+		}
+		if len(diags) == 0 {
+			covers, err := coverage(outAbs, f.paths, opts.Exclude)
+			if err != nil {
+				return fail(err)
+			}
+			topts := o.options(f.clean)
+			topts.Record = &tree.Record{Name: o.record, Tool: "wfgen " + o.name, Sources: map[string]string{}, Covers: covers}
+			for p, m := range origins {
+				topts.Record.Sources[p] = recordedSource(outAbs, m.Path)
+			}
+			return apply(o, f, gen, topts, stdout, stderr)
+		}
+	}
+	if err := validate.WriteDiagnostics(stdout, f.format, diags); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stderr, "wfgen %s: %d problem(s); nothing written\n", o.name, len(diags))
+	return 1
 }
 
-// applyOutput reports diagnostics or writes / checks the files.
-func applyOutput(name string, o outputFlags, files tree.Files, diags []validate.Diagnostic, err error, opts tree.Options, stdout, stderr io.Writer) int {
-	if err != nil {
-		fmt.Fprintf(stderr, "wfgen %s: %v\n", name, err)
-		return 2
+// rerun is the command that brings the folder up to date: the same
+// command with the -o and paths it was given.
+func rerun(o output, f outputFlags, clean bool) string {
+	var words []string
+	words = append(words, o.name)
+	if f.outSet {
+		words = append(words, "-o", f.out)
 	}
-	if len(diags) > 0 {
-		if err := validate.WriteDiagnostics(stdout, o.format, diags); err != nil {
-			fmt.Fprintf(stderr, "wfgen %s: %v\n", name, err)
-			return 2
+	if clean {
+		words = append(words, "--clean")
+	}
+	if len(f.given) > 0 {
+		for _, p := range f.given {
+			if strings.HasPrefix(p, "-") {
+				words = append(words, "--")
+				break
+			}
 		}
-		fmt.Fprintf(stderr, "wfgen %s: %d problem(s); nothing written\n", name, len(diags))
-		return 1
+		words = append(words, f.given...)
 	}
-	show := func(p string) string { return path.Join(strings.ReplaceAll(o.out, `\`, "/"), p) }
-	if o.check {
-		rep, err := tree.Check(o.out, files, opts)
+	return selfCommand() + " " + commandLine(words...)
+}
+
+// apply writes or checks the files and reports.
+func apply(o output, f outputFlags, files tree.Files, opts tree.Options, stdout, stderr io.Writer) int {
+	show := func(p string) string { return path.Join(filepath.ToSlash(f.out), p) }
+	if f.check {
+		rep, err := tree.Check(f.out, files, opts)
 		if err != nil {
-			fmt.Fprintf(stderr, "wfgen %s: %v\n", name, err)
+			fmt.Fprintf(stderr, "wfgen %s: %v\n", o.name, err)
 			return 2
-		}
-		io.WriteString(stdout, rep.Diff)
-		for _, p := range rep.Created {
-			fmt.Fprintf(stdout, "missing: %s\n", show(p))
-		}
-		for _, p := range rep.Stale {
-			fmt.Fprintf(stdout, "stale: %s\n", show(p))
 		}
 		if rep.Current() {
-			fmt.Fprintf(stderr, "wfgen %s: %d file(s) current\n", name, len(rep.Unchanged))
+			if f.format == "json" {
+				io.WriteString(stdout, "[]\n")
+			}
+			fmt.Fprintf(stderr, "wfgen %s: %d file(s) current\n", o.name, len(rep.Unchanged))
 			return 0
 		}
-		fmt.Fprintf(stderr, "wfgen %s: out of date: %d changed, %d missing, %d stale; run wfgen %s -o %s --clean\n",
-			name, len(rep.Updated), len(rep.Created), len(rep.Stale), name, o.out)
+		hint := rerun(o, f, len(rep.Stale) > 0)
+		if f.format == "text" {
+			io.WriteString(stdout, rep.Diff)
+			for _, p := range rep.Created {
+				fmt.Fprintf(stdout, "missing: %s\n", show(p))
+			}
+			for _, p := range rep.Stale {
+				fmt.Fprintf(stdout, "stale: %s\n", show(p))
+			}
+		} else {
+			var diags []validate.Diagnostic
+			add := func(ps []string, msg string) {
+				for _, p := range ps {
+					what := "generated file"
+					if p == opts.Record.Name {
+						what = "the record of generated files"
+					}
+					diags = append(diags, validate.Diagnostic{File: show(p), Line: 1, Column: 1, Message: what + " " + msg + "; run: " + hint})
+				}
+			}
+			add(rep.Updated, "is out of date")
+			add(rep.Created, "is missing")
+			add(rep.Stale, "is stale: no manifest produces it any more")
+			if err := validate.WriteDiagnostics(stdout, f.format, diags); err != nil {
+				fmt.Fprintf(stderr, "wfgen %s: %v\n", o.name, err)
+				return 2
+			}
+			if f.format == "github" {
+				io.WriteString(stdout, rep.Diff)
+			}
+		}
+		fmt.Fprintf(stderr, "wfgen %s: out of date: %d changed, %d missing, %d stale; run: %s\n",
+			o.name, len(rep.Updated), len(rep.Created), len(rep.Stale), hint)
 		return 1
 	}
-	rep, err := tree.Write(o.out, files, opts)
+	rep, err := tree.Write(f.out, files, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "wfgen %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "wfgen %s: %v\n", o.name, err)
+		var ue *tree.UnrecordedError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "wfgen %s: to start the record: %s\n", o.name, rerun(o, f, false))
+		}
 		return 2
 	}
-	if !o.clean {
+	if !f.clean {
 		for _, p := range rep.Stale {
-			fmt.Fprintf(stderr, "wfgen %s: stale: %s (no manifest produces it; --clean removes it)\n", name, show(p))
+			fmt.Fprintf(stderr, "wfgen %s: stale: %s (no manifest produces it any more; %s removes it)\n", o.name, show(p), rerun(o, f, true))
 		}
 	}
-	fmt.Fprintf(stderr, "wfgen %s: %d written, %d unchanged, %d removed\n", name, rep.Written(), len(rep.Unchanged), len(rep.Removed))
+	fmt.Fprintf(stderr, "wfgen %s: %d written, %d unchanged, %d removed\n", o.name, rep.Written(), len(rep.Unchanged), len(rep.Removed))
 	return 0
 }

@@ -30,6 +30,15 @@ func copyManifest(t *testing.T, src, dir string) string {
 	return p
 }
 
+// goMod makes the working folder the root of a Go module, so that headers
+// name manifests relative to it.
+func goMod(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile("go.mod", []byte("module example.com/m\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func wfgen(args ...string) (code int, stdout, stderr string) {
 	var o, e bytes.Buffer
 	code = run(args, &o, &e)
@@ -40,6 +49,7 @@ func TestGenerateWriteCheckClean(t *testing.T) {
 	tmp := t.TempDir()
 	t.Chdir(tmp)
 	t.Setenv("WFGEN_CACHE", filepath.Join(tmp, "cache")) // exercised, and kept out of the user's cache
+	goMod(t)
 	copyManifest(t, "kinds/input/kinds.yaml", "manifests")
 	copyManifest(t, "choices/input/choices.yaml", "manifests")
 
@@ -181,6 +191,7 @@ func TestDocsWriteAndCheck(t *testing.T) {
 	tmp := t.TempDir()
 	t.Chdir(tmp)
 	t.Setenv("WFGEN_CACHE", "off")
+	goMod(t)
 	copyManifest(t, "stream/input/stream.yaml", "m")
 	if code, _, e := wfgen("docs", "-o", "d", "m"); code != 0 {
 		t.Fatalf("docs: exit %d, %s", code, e)

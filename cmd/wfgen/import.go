@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,8 +41,7 @@ checkpoint cannot be imported, 2 on usage or I/O errors.`
 
 // runImport is "wfgen import [--method NAME]... [-o FILE] [--family ID] CHECKPOINT".
 func runImport(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("import", stderr)
 	var opts importer.Options
 	fs.Func("method", "a TorchScript `NAME` to import as a task (repeatable; default forward)", func(s string) error {
 		opts.Methods = append(opts.Methods, s)
@@ -52,26 +50,12 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.Output, "o", "", "write the manifest to `FILE` (atomically) instead of standard output")
 	fs.StringVar(&opts.FamilyID, "family", "", "model_family_id (default: from the checkpoint's file name)")
 	fs.StringVar(&opts.SchemaRef, "schema", "", "$schema of the yaml-language-server header (default "+importer.DefaultSchemaRef+")")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, importUsage)
-		fs.PrintDefaults()
-	}
-	var paths []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		paths = append(paths, fs.Arg(0))
-		args = fs.Args()[1:]
+	paths, code := parseArgs(fs, importUsage, args, stdout, stderr)
+	if code >= 0 {
+		return code
 	}
 	if len(paths) != 1 {
-		fs.Usage()
+		printUsage(stderr, fs, importUsage)
 		return 2
 	}
 	ckpt := paths[0]
@@ -113,6 +97,6 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
 		return 2
 	}
-	fmt.Fprintf(stderr, "wfgen import: wrote %s; fill in its TODOs, then run wfgen validate %s\n", opts.Output, opts.Output)
+	fmt.Fprintf(stderr, "wfgen import: wrote %s; fill in its TODOs, then run: %s validate %s\n", opts.Output, selfCommand(), shellQuote(opts.Output))
 	return 0
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -16,30 +15,33 @@ func init() {
 	}
 }
 
+const validateUsage = `usage: wfgen validate [--format text|json|github] [PATH...]
+PATH is a manifest file or a folder (searched recursively for *.yaml, *.yml,
+*.json); without PATHs, the inputs of wfgen.yaml. Exit 0 when every manifest is
+valid, 1 when any is invalid, 2 on usage or I/O errors.`
+
 // runValidate is "wfgen validate [--format text|json|github] PATH...":
 // exit 0 when every manifest is valid, 1 when any is invalid, 2 on usage or
 // I/O errors.
 func runValidate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	format := fs.String("format", "text", "output format: text, json or github")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: wfgen validate [--format text|json|github] PATH...")
-		fmt.Fprintln(stderr, "PATH is a manifest file or a folder (searched recursively for *.yaml, *.yml, *.json).")
-		fs.PrintDefaults()
+	fs := newFlags("validate", stderr)
+	format := fs.String("format", "text", "output `format`: text, json or github")
+	paths, code := parseArgs(fs, validateUsage, args, stdout, stderr)
+	if code >= 0 {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code := checkFormat("validate", *format, stderr); code >= 0 {
+		return code
 	}
-	if *format != "text" && *format != "json" && *format != "github" {
-		fmt.Fprintf(stderr, "wfgen validate: unknown --format %q (want text, json or github)\n", *format)
-		return 2
+	cfg, err := findConfig()
+	if err != nil {
+		return usageError(stderr, "validate", "%v", err)
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
+	if len(paths) == 0 {
+		paths = cfg.Inputs
+	}
+	if len(paths) == 0 {
+		printUsage(stderr, fs, validateUsage)
 		return 2
 	}
 	// A short-lived process with a small live heap (Check keeps no
@@ -48,7 +50,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	// big (the parse budget keeps what is live near 350 MB).
 	debug.SetGCPercent(400)
 	debug.SetMemoryLimit(256 << 20)
-	valid, diags, err := validate.Check(fs.Args())
+	valid, diags, err := loadOptions("validate", cfg, stderr).Check(paths)
 	if err != nil {
 		fmt.Fprintf(stderr, "wfgen validate: %v\n", err)
 		return 2

@@ -8,12 +8,15 @@ import (
 
 // Options configure Check.
 type Options struct {
-	// Against is the old side: a file, a folder or a git revision.
+	// Against is the old side: "git:REV", "path:FILE-OR-FOLDER", or a
+	// bare argument that is only one of the two (see Loader.LoadRef).
 	Against string
 	// Paths are the new manifests' files and folders.
 	Paths []string
 	// Allow are the --allow rules.
 	Allow []Allow
+	// Files says how files are found in folders, on both sides.
+	Files validate.Options
 }
 
 // Result is what Check found.
@@ -43,14 +46,14 @@ func (r *Result) Failing() bool { return len(r.Invalid) > 0 || r.Summary().Faili
 // The error is non-nil only for usage, I/O and git problems, and for a
 // family defined twice on one side.
 func Check(ctx context.Context, opts Options) (*Result, error) {
-	newFiles, invalid, err := validate.Paths(opts.Paths)
+	newFiles, invalid, err := opts.Files.Paths(opts.Paths)
 	if err != nil {
 		return nil, err
 	}
 	if len(invalid) > 0 {
 		return &Result{Invalid: invalid}, nil
 	}
-	oldFiles, oldInvalid, err := LoadRef(ctx, opts.Against, opts.Paths)
+	oldFiles, oldInvalid, err := Loader{Files: opts.Files}.LoadRef(ctx, opts.Against, opts.Paths)
 	if err != nil {
 		return nil, err
 	}

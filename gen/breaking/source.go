@@ -17,31 +17,116 @@ import (
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
-// LoadRef loads the old side of a comparison. When ref names an existing
-// file or folder, it is loaded like wfgen validate loads its paths (paths
-// are then ignored); otherwise ref is a git revision and the manifests
-// under paths are read from it (see LoadGit). It returns the valid
-// manifests, the diagnostics of invalid ones, and an error for I/O, git or
-// usage problems.
+// Prefixes of a reference that say what it is.
+const (
+	// GitPrefix starts a git revision: "git:origin/main".
+	GitPrefix = "git:"
+	// PathPrefix starts a manifest file or folder: "path:old/manifests".
+	PathPrefix = "path:"
+)
+
+// AmbiguousRefError is a bare reference that names both an existing file or
+// folder and a git revision. It is refused rather than guessed: a folder
+// named after the revision (which a pull request can add) must not replace
+// the revision.
+type AmbiguousRefError struct {
+	// Ref is the reference as given.
+	Ref string
+}
+
+// Error says which prefix to use.
+func (e *AmbiguousRefError) Error() string {
+	return fmt.Sprintf("--against %q is both a file or folder and a git revision; write %s%s for the revision or %s%s for the folder",
+		e.Ref, GitPrefix, e.Ref, PathPrefix, e.Ref)
+}
+
+// Loader reads manifests for a comparison. Files says how files are found
+// in folders; its Exclude applies to both sides, so that an excluded file
+// never compares as added or removed.
+type Loader struct {
+	Files validate.Options
+}
+
+// LoadRef is Loader{}.LoadRef.
 func LoadRef(ctx context.Context, ref string, paths []string) ([]*ir.Family, []validate.Diagnostic, error) {
+	return Loader{}.LoadRef(ctx, ref, paths)
+}
+
+// LoadGit is Loader{}.LoadGit.
+func LoadGit(ctx context.Context, rev string, paths []string) ([]*ir.Family, []validate.Diagnostic, error) {
+	return Loader{}.LoadGit(ctx, rev, paths)
+}
+
+// LoadRef loads the old side of a comparison. A ref "git:REV" is a git
+// revision: the manifests under paths are read from it (see LoadGit). A
+// ref "path:P" is a manifest file or folder, loaded like wfgen validate
+// loads its paths (paths are then ignored). A bare ref is whichever of
+// the two exists; one that is both an existing file or folder and a
+// revision of the repository holding paths is an *AmbiguousRefError. It
+// returns the valid manifests, the diagnostics of invalid ones, and an
+// error for I/O, git or usage problems.
+func (l Loader) LoadRef(ctx context.Context, ref string, paths []string) ([]*ir.Family, []validate.Diagnostic, error) {
 	if ref == "" {
 		return nil, nil, errors.New("empty --against reference")
 	}
-	if _, err := os.Stat(ref); err == nil {
-		return validate.Paths([]string{ref})
+	if rev, ok := strings.CutPrefix(ref, GitPrefix); ok {
+		if rev == "" {
+			return nil, nil, fmt.Errorf("--against %q: empty revision after %s", ref, GitPrefix)
+		}
+		return l.loadGit(ctx, rev, paths, ref)
 	}
-	return LoadGit(ctx, ref, paths)
+	if p, ok := strings.CutPrefix(ref, PathPrefix); ok {
+		if p == "" {
+			return nil, nil, fmt.Errorf("--against %q: empty path after %s", ref, PathPrefix)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, nil, fmt.Errorf("--against %s: %w", ref, err)
+		}
+		return l.Files.Paths([]string{p})
+	}
+	if _, err := os.Lstat(ref); err == nil {
+		if l.isRevision(ctx, ref, paths) {
+			return nil, nil, &AmbiguousRefError{Ref: ref}
+		}
+		return l.Files.Paths([]string{ref})
+	}
+	return l.loadGit(ctx, ref, paths, "")
+}
+
+// isRevision reports whether rev names a commit in the git repository of
+// any of paths.
+func (l Loader) isRevision(ctx context.Context, rev string, paths []string) bool {
+	if strings.HasPrefix(rev, "-") {
+		return false
+	}
+	for _, p := range paths {
+		top, _, err := gitLocate(ctx, p)
+		if err != nil {
+			continue
+		}
+		if _, err := git(ctx, top, "rev-parse", "--verify", "--quiet", rev+"^{commit}"); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadGit reads the manifests that paths (files and folders of a git
 // working tree) held at revision rev, without checking anything out: the
 // files are listed with "git ls-tree" and read with "git show REV:PATH".
 // Folders are searched recursively for validate.Extensions, skipping hidden
-// folders, like wfgen validate does; a path that is a file is read whatever
-// its extension. A path that did not exist at rev yields nothing. Each
-// manifest is named by the path it has (or had) in the working tree, as
-// given. The result is sorted by path.
-func LoadGit(ctx context.Context, rev string, paths []string) ([]*ir.Family, []validate.Diagnostic, error) {
+// folders and the files l.Files.Exclude excludes, like wfgen validate does;
+// a path that is a file is read whatever its extension. A path that did
+// not exist at rev yields nothing. Each manifest is named by the path it
+// has (or had) in the working tree, as given. The result is sorted by path.
+func (l Loader) LoadGit(ctx context.Context, rev string, paths []string) ([]*ir.Family, []validate.Diagnostic, error) {
+	return l.loadGit(ctx, rev, paths, "")
+}
+
+// loadGit is LoadGit; prefixed is the reference as given when it carried
+// the git: prefix (it changes the message of a revision that does not
+// exist).
+func (l Loader) loadGit(ctx context.Context, rev string, paths []string, prefixed string) ([]*ir.Family, []validate.Diagnostic, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("no manifest paths given")
 	}
@@ -61,6 +146,9 @@ func LoadGit(ctx context.Context, rev string, paths []string) ([]*ir.Family, []v
 		if !ok {
 			out, err := git(ctx, top, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
 			if err != nil {
+				if prefixed != "" {
+					return nil, nil, fmt.Errorf("--against %s: %s is not a revision of the git repository at %s", prefixed, rev, top)
+				}
 				return nil, nil, fmt.Errorf("%q is neither a file or folder nor a revision of the git repository at %s", rev, top)
 			}
 			commit = strings.TrimSpace(string(out))
@@ -97,6 +185,9 @@ func LoadGit(ctx context.Context, rev string, paths []string) ([]*ir.Family, []v
 					continue
 				}
 				display = filepath.Join(p, filepath.FromSlash(sub))
+				if l.Files.Exclude != nil && l.Files.Exclude(display) {
+					continue
+				}
 			default:
 				continue
 			}

@@ -2,6 +2,7 @@ package breaking
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,5 +251,75 @@ func TestCheck(t *testing.T) {
 	res, err = Check(ctx, Options{Against: filepath.Join("testdata", "golden", "no-change", "old"), Paths: []string{filepath.Join("testdata", "golden", "no-change", "new")}})
 	if err != nil || len(res.Changes) != 0 || res.Failing() {
 		t.Errorf("folder ref: %+v %v", res, err)
+	}
+}
+
+// A revision and a path are never confused: git: and path: say which, and
+// a bare argument that names both is refused. The attack this stops: a
+// pull request adds a folder named after the CI's --against revision,
+// holding its own manifests, so that the comparison finds no change.
+func TestRefKinds(t *testing.T) {
+	repo := newRepo(t)
+	t.Chdir(repo)
+	ctx := context.Background()
+	gitRun(t, repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+	// The decoy: the new manifests copied into ./origin/main.
+	for _, name := range []string{"demo.yaml", "new.yaml"} {
+		writeFile(t, filepath.Join(repo, "origin", "main", name), readFile(t, filepath.Join(repo, "m", name)))
+	}
+
+	res, err := Check(ctx, Options{Against: "git:origin/main", Paths: []string{"m"}})
+	if err != nil || !res.Failing() || res.Summary().Breaking == 0 {
+		t.Fatalf("git:origin/main: %+v, %v; want the breaking changes against the revision", res, err)
+	}
+	res, err = Check(ctx, Options{Against: "path:origin/main", Paths: []string{"m"}})
+	if err != nil || res.Summary().Breaking != 0 {
+		t.Fatalf("path:origin/main: %+v, %v; want the folder compared", res, err)
+	}
+	_, err = Check(ctx, Options{Against: "origin/main", Paths: []string{"m"}})
+	var amb *AmbiguousRefError
+	if !errors.As(err, &amb) || !strings.Contains(err.Error(), "git:origin/main") || !strings.Contains(err.Error(), "path:origin/main") {
+		t.Fatalf("bare origin/main with a folder of that name: %v; want an AmbiguousRefError naming both prefixes", err)
+	}
+	// Unambiguous bare arguments keep working.
+	if files, _, err := LoadRef(ctx, "HEAD~1", []string{"m"}); err != nil || len(files) != 1 {
+		t.Errorf("bare revision: %v %v", paths(files), err)
+	}
+	if files, _, err := LoadRef(ctx, "origin", []string{"m"}); err != nil || len(files) != 2 {
+		t.Errorf("bare folder that is no revision: %v %v", paths(files), err)
+	}
+	// Errors name the kind.
+	for ref, want := range map[string]string{
+		"git:":              "empty revision",
+		"path:":             "empty path",
+		"git:no-such":       "no-such is not a revision",
+		"path:no-such-dir":  "no-such-dir",
+		"git:--output=x":    "must not start with '-'",
+		"git:origin/main~9": "is not a revision",
+	} {
+		if _, _, err := LoadRef(ctx, ref, []string{"m"}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadRef(%q) = %v, want %q", ref, err, want)
+		}
+	}
+}
+
+// Excluded files are left out on both sides, so excluding a file is not
+// a removal.
+func TestLoaderExclude(t *testing.T) {
+	repo := newRepo(t)
+	t.Chdir(repo)
+	opts := Options{Against: "git:HEAD", Paths: []string{"m"},
+		Files: validate.Options{Exclude: func(p string) bool { return strings.HasSuffix(p, "other.yaml") || strings.HasSuffix(p, "broken.yaml") }}}
+	res, err := Check(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Changes {
+		if c.Rule == RuleFamilyRemoved {
+			t.Errorf("an excluded file compared as removed: %v", c)
+		}
+	}
+	if len(res.OldInvalid) != 0 {
+		t.Errorf("excluded old file validated: %v", res.OldInvalid)
 	}
 }

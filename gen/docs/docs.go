@@ -16,6 +16,7 @@ import (
 	"github.com/worldfoundry/wfgen/gen/emit"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/ir"
+	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/templates"
@@ -29,7 +30,7 @@ const (
 )
 
 // Header returns the first line of the page generated from the manifest at
-// path (as the user gave it).
+// path (its manifest.File.OriginPath).
 func Header(path string) string {
 	p := strings.TrimSuffix(strings.TrimPrefix(emit.Header(path), emit.HeaderPrefix), emit.HeaderSuffix)
 	return HeaderPrefix + strings.ReplaceAll(p, "-->", "--&gt;") + HeaderSuffix
@@ -78,7 +79,7 @@ type pageData struct {
 // Render returns the Markdown page of a resolved family.
 func Render(fam *ir.Family) ([]byte, error) {
 	var b bytes.Buffer
-	if err := page.Execute(&b, pageData{Header: Header(fam.File.Path), Family: fam}); err != nil {
+	if err := page.Execute(&b, pageData{Header: Header(fam.File.OriginPath()), Family: fam}); err != nil {
 		return nil, fmt.Errorf("%s: render docs: %w", fam.File.Path, err)
 	}
 	return tidy(b.Bytes()), nil
@@ -88,15 +89,24 @@ func Render(fam *ir.Family) ([]byte, error) {
 // validate.Paths) at <package>.md, the same name as the family's Go
 // package folder, so it is always a safe file name.
 func Generate(fams []*ir.Family) (tree.Files, error) {
+	out, _, err := GenerateWithOrigins(fams)
+	return out, err
+}
+
+// GenerateWithOrigins is Generate that also returns, for each page, the
+// manifest it was rendered from.
+func GenerateWithOrigins(fams []*ir.Family) (tree.Files, map[string]*manifest.File, error) {
 	out := make(tree.Files, len(fams))
+	origins := make(map[string]*manifest.File, len(fams))
 	for _, fam := range fams {
 		b, err := Render(fam)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[fam.Package+".md"] = b
+		origins[fam.Package+".md"] = fam.File
 	}
-	return out, nil
+	return out, origins, nil
 }
 
 // Paths validates the manifests at paths and renders their pages; see

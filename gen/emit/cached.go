@@ -11,7 +11,9 @@ import (
 	"sort"
 
 	"github.com/worldfoundry/wfgen/gen/emit/cache"
+	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/ir"
+	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -19,12 +21,13 @@ import (
 const fingerprintVersion = "wfgen-go-1"
 
 // Fingerprint is a canonical encoding of everything a family's Go output
-// depends on apart from the generator itself: the header path, the package
-// name and the spec (with the dynamic types of free-form values).
+// depends on apart from the generator itself: the header path (the
+// manifest's OriginPath), the package name and the spec (with the dynamic
+// types of free-form values).
 func Fingerprint(fam *ir.Family) []byte {
 	var w canon
 	w.str(fingerprintVersion)
-	w.str(fam.File.Path)
+	w.str(fam.File.OriginPath())
 	w.str(fam.Package)
 	w.value(reflect.ValueOf(fam.Spec))
 	return w.b
@@ -119,25 +122,44 @@ func (w *canon) value(v reflect.Value) {
 // outDir hashes to the recorded sum, is taken from disk instead of being
 // generated again. Everything else is generated and recorded. A nil cache
 // or a missing outDir makes it exactly Generate.
+//
+// The cache trusts the folder it verifies against (an edited file plus an
+// edited cache index pass), so it is for writing only: checking a folder
+// ("wfgen generate --check") must compare it with Generate's bytes.
 func GenerateCached(fams []*ir.Family, outDir string, c *cache.Cache) (Files, error) {
-	if c == nil {
-		return Generate(fams)
+	out, _, err := GenerateWithOrigins(fams, outDir, c)
+	return out, err
+}
+
+// GenerateWithOrigins is GenerateCached that also returns, for each output
+// path, the manifest it was generated from. A nil cache generates
+// everything.
+func GenerateWithOrigins(fams []*ir.Family, outDir string, c *cache.Cache) (Files, map[string]*manifest.File, error) {
+	origins := make(map[string]*manifest.File, len(fams))
+	for _, fam := range fams {
+		origins[GoPath(fam)] = fam.File
 	}
 	var root *os.Root
-	if r, err := os.OpenRoot(outDir); err == nil {
-		root = r
-		defer r.Close()
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+	if c != nil {
+		if r, err := os.OpenRoot(outDir); err == nil {
+			root = r
+			defer r.Close()
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, err
+		}
 	}
 	out := make(Files, len(fams))
 	var todo []*ir.Family
 	var keys []cache.Key
 	for _, fam := range fams {
+		if c == nil {
+			todo = append(todo, fam)
+			continue
+		}
 		p := GoPath(fam)
 		key := c.Key(Fingerprint(fam))
 		if sum, ok := c.Get(key); ok && root != nil {
-			if b, err := root.ReadFile(p); err == nil && cache.SumOf(b) == sum {
+			if b, err := tree.ReadRegular(root, p); err == nil && cache.SumOf(b) == sum {
 				out[p] = b
 				continue
 			}
@@ -147,14 +169,16 @@ func GenerateCached(fams []*ir.Family, outDir string, c *cache.Cache) (Files, er
 	}
 	srcs, err := renderAll(todo, GoSource)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, fam := range todo {
 		out[GoPath(fam)] = srcs[i]
-		c.Put(keys[i], cache.SumOf(srcs[i]))
+		if c != nil {
+			c.Put(keys[i], cache.SumOf(srcs[i]))
+		}
 	}
 	c.Flush() // a failed flush only costs time on the next run
-	return out, nil
+	return out, origins, nil
 }
 
 // PathsCached is Paths with GenerateCached.

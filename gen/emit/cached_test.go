@@ -83,6 +83,7 @@ func TestFingerprintSeesEveryInput(t *testing.T) {
 	}
 	changes := []func(f *ir.Family){
 		func(f *ir.Family) { f.File.Path = "other.yaml" },
+		func(f *ir.Family) { f.File.Origin = "other.yaml" },
 		func(f *ir.Family) { f.Package = "other" },
 		func(f *ir.Family) { f.Spec.Tasks[0].Inputs[4].Default = int64(25) },
 		func(f *ir.Family) { f.Spec.Tasks[0].Inputs[4].Default = float64(17) }, // same number, other type
@@ -96,5 +97,30 @@ func TestFingerprintSeesEveryInput(t *testing.T) {
 		if bytes.Equal(base, emit.Fingerprint(fams[0])) {
 			t.Errorf("change %d does not change the fingerprint", i)
 		}
+	}
+}
+
+// The header names the manifest's Origin when the caller sets one, and
+// the fingerprint follows it: only the origin, not the path as given,
+// reaches the output.
+func TestOriginIsTheRecordedPath(t *testing.T) {
+	files := loadGolden(t, "kinds")
+	files[0].File.Origin = "golden/kinds/input/kinds.yaml"
+	out, origins, err := emit.GenerateWithOrigins(files, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := "goldenkinds/goldenkinds.go"
+	if line, _, _ := bytes.Cut(out[p], []byte("\n")); string(line) != emit.Header("golden/kinds/input/kinds.yaml") {
+		t.Errorf("header %q", line)
+	}
+	if origins[p] != files[0].File || len(origins) != 1 {
+		t.Errorf("origins = %v", origins)
+	}
+	fams := files
+	withOrigin := emit.Fingerprint(fams[0])
+	fams[0].File.Path = "elsewhere/kinds.yaml"
+	if !bytes.Equal(withOrigin, emit.Fingerprint(fams[0])) {
+		t.Error("the path as given changes the fingerprint although the origin is set")
 	}
 }

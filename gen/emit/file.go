@@ -34,7 +34,7 @@ func GoSource(fam *ir.Family) ([]byte, error) {
 	for p, name := range imports {
 		g.f.ImportName(p, name)
 	}
-	g.f.HeaderComment(Header(fam.File.Path))
+	g.f.HeaderComment(Header(fam.File.OriginPath()))
 	g.f.PackageComment(g.packageDoc())
 
 	g.add(docComment("FamilyID is the id of the model family."), jen.Const().Id("FamilyID").Op("=").Lit(fam.Spec.ModelFamilyID))

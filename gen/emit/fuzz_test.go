@@ -53,7 +53,7 @@ func checkRenders(t *testing.T, fam *ir.Family) {
 		t.Fatalf("validate accepted a manifest that generate cannot render: %v", err)
 	}
 	p := emit.GoPath(fam)
-	if !bytes.HasPrefix(src, []byte(emit.Header(fam.File.Path)+"\n")) {
+	if !bytes.HasPrefix(src, []byte(emit.Header(fam.File.OriginPath())+"\n")) {
 		t.Fatalf("%s: header missing", p)
 	}
 	fset := token.NewFileSet()

@@ -9,8 +9,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -50,6 +52,12 @@ func (e Error) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Column
 type File struct {
 	// Path is the path as given by the user.
 	Path string
+	// Origin is the manifest's path as the files generated from it record
+	// it (in their header): slash-separated and the same from whatever
+	// folder the generator runs. The caller that writes files sets it
+	// (wfgen: the path relative to the root of the output's Go module);
+	// "" means Path.
+	Origin string
 	// Dir is the folder of the file, against which relative checkpoint URIs
 	// are resolved.
 	Dir string
@@ -63,6 +71,14 @@ type File struct {
 
 	pos    posNode         // positions of the document's nodes
 	pruned map[string]bool // pointers of pruned values (see Prune)
+}
+
+// OriginPath returns Origin, or Path when Origin is not set.
+func (f *File) OriginPath() string {
+	if f.Origin != "" {
+		return f.Origin
+	}
+	return f.Path
 }
 
 // posNode is the position of one node of the document and of its
@@ -82,15 +98,30 @@ type keyPos struct {
 }
 
 // ReadFile reads a manifest file, refusing files larger than MaxFileSize
-// without reading them whole.
+// without reading them whole, and anything that is not a regular file (a
+// folder, a named pipe, a device, a socket, or a symbolic link to one)
+// without blocking on it: a pipe is never opened for a blocking read.
 func ReadFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	// Stat first, so that a device is not even opened; open without
+	// blocking and check again, so that a file swapped for a pipe in
+	// between cannot block either.
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := regular(path, st); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", path)
+	if st, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if err := regular(path, st); err != nil {
+		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
@@ -100,6 +131,47 @@ func ReadFile(path string) ([]byte, error) {
 		return nil, &LimitError{Limit: "max file size", Max: MaxFileSize, Unit: "bytes"}
 	}
 	return data, nil
+}
+
+// NotRegularError reports a path that is not a regular file.
+type NotRegularError struct {
+	// Path is the path as given.
+	Path string
+	// Mode is the file's type.
+	Mode os.FileMode
+}
+
+// Error names the path and what it is.
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is not a regular file (it is %s); wfgen reads manifests from regular files", e.Path, FileKind(e.Mode))
+}
+
+// FileKind names the type of a file mode in words ("a named pipe").
+func FileKind(m os.FileMode) string {
+	switch t := m.Type(); {
+	case t&os.ModeDir != 0:
+		return "a folder"
+	case t&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case t&os.ModeSocket != 0:
+		return "a socket"
+	case t&os.ModeCharDevice != 0:
+		return "a character device"
+	case t&os.ModeDevice != 0:
+		return "a device"
+	case t&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case t == 0:
+		return "a regular file"
+	}
+	return "not a regular file"
+}
+
+func regular(path string, st os.FileInfo) error {
+	if !st.Mode().IsRegular() {
+		return &NotRegularError{Path: path, Mode: st.Mode()}
+	}
+	return nil
 }
 
 // LimitError reports input beyond one of the loader's limits.
@@ -151,8 +223,12 @@ func Parse(path string, data []byte) (*File, []Error) {
 	return f, errs
 }
 
-// checkText refuses binary and non-UTF-8 data, pointing at the first bad byte.
+// checkText refuses binary and non-UTF-8 data, pointing at the first bad
+// byte, and names UTF-16 text as such.
 func checkText(data []byte) (Error, bool) {
+	if msg := utf16Text(data); msg != "" {
+		return Error{Line: 1, Column: 1, Message: msg}, false
+	}
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		l, c := offsetPosition(data, i)
 		return Error{Line: l, Column: c, Message: fmt.Sprintf("file is binary (NUL byte at offset %d); a manifest is UTF-8 text", i)}, false
@@ -170,6 +246,26 @@ func checkText(data []byte) (Error, bool) {
 		return Error{Line: l, Column: c, Message: fmt.Sprintf("file is not valid UTF-8 (bad byte 0x%02x at offset %d); a manifest is UTF-8 text", data[i], i)}, false
 	}
 	return Error{}, true
+}
+
+// utf16Text recognises UTF-16 text (by its byte order mark, or by the
+// zero bytes of ASCII characters at its start) and returns the message
+// that says so and how to convert it; "" when data is not UTF-16.
+func utf16Text(data []byte) string {
+	const conv = "; a manifest is UTF-8 text: convert it with iconv -f %s -t UTF-8 FILE > NEWFILE"
+	switch {
+	case len(data) >= 4 && (bytes.HasPrefix(data, []byte{0xff, 0xfe, 0, 0}) || bytes.HasPrefix(data, []byte{0, 0, 0xfe, 0xff})):
+		return "file is UTF-32 (with a byte order mark)" + fmt.Sprintf(conv, "UTF-32")
+	case bytes.HasPrefix(data, []byte{0xff, 0xfe}):
+		return "file is UTF-16 (little-endian, with a byte order mark)" + fmt.Sprintf(conv, "UTF-16")
+	case bytes.HasPrefix(data, []byte{0xfe, 0xff}):
+		return "file is UTF-16 (big-endian, with a byte order mark)" + fmt.Sprintf(conv, "UTF-16")
+	case len(data) >= 4 && data[0] != 0 && data[1] == 0 && data[2] != 0 && data[3] == 0:
+		return "file is UTF-16 (little-endian)" + fmt.Sprintf(conv, "UTF-16LE")
+	case len(data) >= 4 && data[0] == 0 && data[1] != 0 && data[2] == 0 && data[3] != 0:
+		return "file is UTF-16 (big-endian)" + fmt.Sprintf(conv, "UTF-16BE")
+	}
+	return ""
 }
 
 // offsetPosition converts a byte offset to a 1-based line and column in
@@ -198,7 +294,7 @@ func parseYAML(data []byte) (root *yaml.Node, errs []Error) {
 		if errors.Is(err, io.EOF) {
 			return nil, []Error{{Line: 1, Column: 1, Message: "manifest is empty; it must be a mapping with model_family_id, variants and tasks"}}
 		}
-		return nil, []Error{yamlError(err)}
+		return nil, []Error{yamlError(err, data)}
 	}
 	var next yaml.Node
 	if err := dec.Decode(&next); err == nil {
@@ -208,7 +304,7 @@ func parseYAML(data []byte) (root *yaml.Node, errs []Error) {
 		}
 		errs = append(errs, Error{Line: l, Column: c, Message: "more than one YAML document; a manifest holds exactly one family"})
 	} else if !errors.Is(err, io.EOF) {
-		errs = append(errs, yamlError(err))
+		errs = append(errs, yamlError(err, data))
 	}
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
 		return doc.Content[0], errs
@@ -216,9 +312,16 @@ func parseYAML(data []byte) (root *yaml.Node, errs []Error) {
 	return nil, append(errs, Error{Line: 1, Column: 1, Message: "manifest is empty; it must be a mapping with model_family_id, variants and tasks"})
 }
 
-// yamlError turns a yaml.v3 error ("yaml: line N: msg") into an Error.
-func yamlError(err error) Error {
+// yamlError turns a yaml.v3 error ("yaml: line N: msg") on data into an
+// Error.
+func yamlError(err error, data []byte) Error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if msg == "control characters are not allowed" {
+		// yaml.v3's reader says neither where nor which.
+		if e, ok := yamlCharacter(data); ok {
+			return e
+		}
+	}
 	line := 1
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if i := strings.Index(rest, ": "); i > 0 {
@@ -236,6 +339,35 @@ func yamlError(err error) Error {
 		msg += fmt.Sprintf(" (wfgen's max nesting depth is %d)", MaxDepth)
 	}
 	return Error{Line: line, Column: 1, Message: "invalid YAML: " + msg}
+}
+
+// yamlCharacter finds the first character YAML does not allow in a stream
+// (YAML 1.2 c-printable: no C0 control but tab, LF and CR, no DEL, no C1
+// control but NEL, no surrogate, no U+FFFE or U+FFFF) and reports where
+// it is.
+func yamlCharacter(data []byte) (Error, bool) {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if !yamlPrintable(r) {
+			l, c := offsetPosition(data, i)
+			name := fmt.Sprintf("U+%04X", r)
+			if r == 0x7f {
+				name += " (DEL)"
+			}
+			esc := fmt.Sprintf(`\u%04x`, r)
+			if r < 0x80 {
+				esc = fmt.Sprintf(`\x%02x`, r)
+			}
+			return Error{Line: l, Column: c, Message: fmt.Sprintf("invalid YAML: character %s is not allowed in YAML; in a double-quoted string write it as \"%s\"", name, esc)}, true
+		}
+		i += n
+	}
+	return Error{}, false
+}
+
+func yamlPrintable(r rune) bool {
+	return r == 0x09 || r == 0x0a || r == 0x0d || (r >= 0x20 && r <= 0x7e) || r == 0x85 ||
+		(r >= 0xa0 && r <= 0xd7ff) || (r >= 0xe000 && r <= 0xfffd) || (r >= 0x10000 && r <= 0x10ffff)
 }
 
 // parserError reports whether a yaml.v3 message comes from its parser
@@ -393,6 +525,11 @@ func kindName(n *yaml.Node) string {
 func scalar(n *yaml.Node) (any, string) {
 	switch tag := n.ShortTag(); tag {
 	case "!!str", "!!timestamp":
+		if n.Style == 0 && yamlBigRadixInt.MatchString(n.Value) {
+			// yaml.v3 reads a hexadecimal, octal or binary integer that
+			// does not fit 64 bits as a string.
+			return nil, fmt.Sprintf("integer %s is out of range (64-bit signed)", n.Value)
+		}
 		return n.Value, ""
 	case "!!null":
 		return nil, ""
@@ -415,6 +552,10 @@ func scalar(n *yaml.Node) (any, string) {
 		}
 		return json.Number(strconv.FormatInt(i, 10)), ""
 	case "!!float":
+		if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 && yamlBigInt.MatchString(n.Value) {
+			// yaml.v3 reads an integer that does not fit 64 bits as a float.
+			return nil, fmt.Sprintf("integer %s is out of range (64-bit signed)", n.Value)
+		}
 		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
 			return nil, fmt.Sprintf("number %s is not a finite number (JSON has no inf or nan)", n.Value)
@@ -424,6 +565,13 @@ func scalar(n *yaml.Node) (any, string) {
 		return nil, fmt.Sprintf("unsupported YAML tag %s on %q; manifests hold strings, numbers, booleans, null, lists and mappings", tag, n.Value)
 	}
 }
+
+// yamlBigInt and yamlBigRadixInt match the plain integer literals yaml.v3
+// resolves to something else when they do not fit 64 bits.
+var (
+	yamlBigInt      = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)
+	yamlBigRadixInt = regexp.MustCompile(`^[-+]?0(x[0-9a-fA-F_]+|o[0-7_]+|b[01_]+)$`)
+)
 
 // formatFloat writes f as a JSON number that always reads back as a float
 // literal.

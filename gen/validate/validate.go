@@ -37,6 +37,21 @@ type Diagnostic = manifest.Diagnostic
 // Extensions are the file name extensions Paths picks up in folders.
 var Extensions = []string{".yaml", ".yml", ".json"}
 
+// Options change how files are found in folders. The zero value is what
+// Paths and Check use.
+type Options struct {
+	// Exclude, when set, leaves out each file found in a folder for which
+	// it returns true (the path as Paths names it). A file given
+	// explicitly is never excluded.
+	Exclude func(path string) bool
+	// Skipped, when set, is told about each file found in a folder with a
+	// manifest extension that is not a regular file — a named pipe, a
+	// socket, a device, or a symbolic link to one or to a folder — and is
+	// therefore skipped without being opened. The error is a
+	// *manifest.NotRegularError.
+	Skipped func(path string, err error)
+}
+
 // Paths expands files and folders (folders recursively, keeping files whose
 // extension is in Extensions, skipping hidden folders), then loads and
 // validates each file, then checks that family ids, aliases and Go packages
@@ -44,26 +59,37 @@ var Extensions = []string{".yaml", ".yml", ".json"}
 // by path and deterministic. It returns the valid families (a file that
 // reuses another's name or package is not valid), every diagnostic, and a
 // non-nil error only for usage or I/O problems (a missing path, an
-// unreadable file or folder).
+// unreadable file or folder, a path given explicitly that is not a
+// regular file).
 func Paths(paths []string) ([]*ir.Family, []Diagnostic, error) {
-	return walk(paths, true)
+	return Options{}.Paths(paths)
+}
+
+// Paths is the package's Paths with the options.
+func (o Options) Paths(paths []string) ([]*ir.Family, []Diagnostic, error) {
+	return o.walk(paths, true)
 }
 
 // Check is Paths for callers that only need the verdict, such as "wfgen
 // validate": it returns the diagnostics and the number of valid files
 // without keeping the files, so memory stays small however many there are.
 func Check(paths []string) (valid int, diags []Diagnostic, err error) {
-	files, diags, err := walk(paths, false)
+	return Options{}.Check(paths)
+}
+
+// Check is the package's Check with the options.
+func (o Options) Check(paths []string) (valid int, diags []Diagnostic, err error) {
+	files, diags, err := o.walk(paths, false)
 	return len(files), diags, err
 }
 
 // walk validates paths in parallel. With keep false each valid file is
 // returned as a nil entry: only their number matters.
-func walk(paths []string, keep bool) ([]*ir.Family, []Diagnostic, error) {
+func (o Options) walk(paths []string, keep bool) ([]*ir.Family, []Diagnostic, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("no manifest paths given")
 	}
-	files, err := expand(paths)
+	files, err := o.expand(paths)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,7 +187,11 @@ func parseWeight(path string) int64 {
 }
 
 // expand turns the given files and folders into a sorted list of files.
-func expand(paths []string) ([]string, error) {
+// A path given explicitly must be a regular file or a folder (or a
+// symbolic link to one); in folders, files that are not regular are
+// reported to o.Skipped and left out, so that nothing ever opens a named
+// pipe or a device.
+func (o Options) expand(paths []string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	add := func(p string) {
@@ -176,6 +206,9 @@ func expand(paths []string) ([]string, error) {
 			return nil, err
 		}
 		if !st.IsDir() {
+			if !st.Mode().IsRegular() {
+				return nil, &manifest.NotRegularError{Path: p, Mode: st.Mode()}
+			}
 			add(p)
 			continue
 		}
@@ -196,9 +229,27 @@ func expand(paths []string) ([]string, error) {
 				}
 				return nil
 			}
-			if slices.Contains(Extensions, strings.ToLower(filepath.Ext(q))) {
-				found = append(found, q)
+			if !slices.Contains(Extensions, strings.ToLower(filepath.Ext(q))) {
+				return nil
 			}
+			mode := d.Type()
+			if mode&fs.ModeSymlink != 0 {
+				st, err := os.Stat(q) // what the link points to
+				if err != nil {
+					return err
+				}
+				mode = st.Mode().Type()
+			}
+			if !mode.IsRegular() {
+				if o.Skipped != nil {
+					o.Skipped(q, &manifest.NotRegularError{Path: q, Mode: mode})
+				}
+				return nil
+			}
+			if o.Exclude != nil && o.Exclude(q) {
+				return nil
+			}
+			found = append(found, q)
 			return nil
 		})
 		if err != nil {

@@ -18,11 +18,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -125,7 +127,7 @@ func (c *Cache) load() {
 	}
 	c.loaded = true
 	c.entries = map[Key]Sum{}
-	b, err := os.ReadFile(c.index())
+	b, err := readIndex(c.index())
 	if err != nil {
 		return
 	}
@@ -148,6 +150,24 @@ func (c *Cache) load() {
 		}
 		c.entries[k] = s
 	}
+}
+
+// readIndex reads an index file, refusing (without blocking) anything
+// that is not a regular file or is far larger than MaxEntries lines.
+func readIndex(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	return io.ReadAll(io.LimitReader(f, 2*MaxEntries*(4*sha256.Size+2)))
 }
 
 // Get returns the output sum recorded for k.

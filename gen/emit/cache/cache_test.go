@@ -3,6 +3,7 @@ package cache
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -105,5 +106,27 @@ func TestDefaultHonoursEnv(t *testing.T) {
 	exe, _ := os.Executable()
 	if sum, _ := FileSum(exe); sum != c.gen {
 		t.Error("generator identity is not the executable's hash")
+	}
+}
+
+// A named pipe where the index belongs is a miss, not a blocking read.
+func TestPipeIndexIsAMiss(t *testing.T) {
+	dir := t.TempDir()
+	c := Open(dir, [32]byte{3})
+	if err := os.MkdirAll(filepath.Dir(c.index()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(c.index(), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan bool, 1)
+	go func() { _, ok := c.Get(c.Key([]byte("x"))); done <- ok }()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("hit in a pipe")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Get blocked on a named pipe")
 	}
 }

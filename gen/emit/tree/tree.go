@@ -20,6 +20,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/worldfoundry/wfgen/gen/emit/udiff"
 )
@@ -38,6 +39,12 @@ type Options struct {
 	Ext string
 	// Clean removes stale files in Write.
 	Clean bool
+	// Record, when set, keeps the record of what was written (see Record),
+	// and only files it lists for a covered source are ever stale. Without
+	// a record every owned file with the extension that files does not
+	// hold is stale: that is only right for a folder the caller owns
+	// entirely, such as a test's.
+	Record *Record
 }
 
 // Report says what Write did or what Check found. Paths are relative to the
@@ -82,7 +89,9 @@ func checkPaths(files Files) ([]string, error) {
 }
 
 // Check compares dir with files without writing anything. A missing dir
-// means every file is missing.
+// means every file is missing. With a Record, the record is compared too:
+// a missing or different record is reported in Created or Updated (and
+// in Diff) like a file.
 func Check(dir string, files Files, opts Options) (Report, error) {
 	names, err := checkPaths(files)
 	if err != nil {
@@ -92,6 +101,10 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 	root, err := os.OpenRoot(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		rep.Created = names
+		if opts.Record != nil {
+			rep.Created = append(rep.Created, opts.Record.Name)
+			sort.Strings(rep.Created)
+		}
 		return rep, nil
 	}
 	if err != nil {
@@ -99,26 +112,44 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 	}
 	defer root.Close()
 	var diff strings.Builder
-	for _, p := range names {
-		old, err := readRegular(root, p)
+	compare := func(p string, want []byte, counted bool) error {
+		old, err := ReadRegular(root, p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			rep.Created = append(rep.Created, p)
 		case err != nil:
-			return Report{}, err
-		case bytes.Equal(old, files[p]):
-			rep.Unchanged = append(rep.Unchanged, p)
+			return err
+		case bytes.Equal(old, want):
+			if counted {
+				rep.Unchanged = append(rep.Unchanged, p)
+			}
 		default:
 			rep.Updated = append(rep.Updated, p)
 			shown := path.Join(dir, p)
-			diff.WriteString(udiff.Unified(shown+" (on disk)", shown+" (generated)", string(old), string(files[p]), 3))
+			diff.WriteString(udiff.Unified(shown+" (on disk)", shown+" (generated)", string(old), string(want), 3))
+		}
+		return nil
+	}
+	for _, p := range names {
+		if err := compare(p, files[p], true); err != nil {
+			return Report{}, err
 		}
 	}
-	rep.Diff = diff.String()
-	rep.Stale, err = stale(root, files, opts)
-	if err != nil {
+	if opts.Record != nil {
+		plan, err := planRecord(root, dir, files, opts, false)
+		if err != nil {
+			return Report{}, err
+		}
+		rep.Stale = plan.stale
+		if err := compare(opts.Record.Name, plan.content(files, nil), false); err != nil {
+			return Report{}, err
+		}
+		sort.Strings(rep.Created)
+		sort.Strings(rep.Updated)
+	} else if rep.Stale, err = stale(root, files, opts); err != nil {
 		return Report{}, err
 	}
+	rep.Diff = diff.String()
 	return rep, nil
 }
 
@@ -126,7 +157,9 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 // through a temporary file renamed into place) and, with opts.Clean,
 // removing stale owned files and the folders that become empty. An existing
 // file that is not owned is never overwritten: Write then fails before
-// writing anything.
+// writing anything, and so does a Clean that a missing record makes unsafe
+// (*UnrecordedError). With a Record, the record is rewritten last (it is
+// not counted in the report).
 func Write(dir string, files Files, opts Options) (Report, error) {
 	names, err := checkPaths(files)
 	if err != nil {
@@ -145,7 +178,7 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 	var rep Report
 	var todo []string
 	for _, p := range names {
-		old, err := readRegular(root, p)
+		old, err := ReadRegular(root, p)
 		switch {
 		case err == nil && bytes.Equal(old, files[p]):
 			rep.Unchanged = append(rep.Unchanged, p)
@@ -161,14 +194,22 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 			return Report{}, err
 		}
 	}
+	var plan *recordPlan
+	if opts.Record != nil {
+		if plan, err = planRecord(root, dir, files, opts, opts.Clean); err != nil {
+			return Report{}, err
+		}
+		rep.Stale = plan.stale
+	}
 	for _, p := range todo {
 		if err := writeFile(root, p, files[p]); err != nil {
 			return rep, fmt.Errorf("write %s: %w", path.Join(dir, p), err)
 		}
 	}
-	rep.Stale, err = stale(root, files, opts)
-	if err != nil {
-		return rep, err
+	if plan == nil {
+		if rep.Stale, err = stale(root, files, opts); err != nil {
+			return rep, err
+		}
 	}
 	if opts.Clean {
 		for _, p := range rep.Stale {
@@ -185,13 +226,22 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 			}
 		}
 	}
+	if plan != nil {
+		want := plan.content(files, rep.Removed)
+		if old, err := ReadRegular(root, plan.rec.Name); err != nil || !bytes.Equal(old, want) {
+			if err := writeFile(root, plan.rec.Name, want); err != nil {
+				return rep, fmt.Errorf("write %s: %w", path.Join(dir, plan.rec.Name), err)
+			}
+		}
+	}
 	return rep, nil
 }
 
-// readRegular reads a regular file; a folder or other non-regular file in
-// the way is an error.
-func readRegular(root *os.Root, p string) ([]byte, error) {
-	f, err := root.Open(p)
+// ReadRegular reads the regular file p under root. Anything else at p — a
+// folder, a named pipe, a device, or a symbolic link to one — is an error
+// that says so, and a named pipe is never opened for a blocking read.
+func ReadRegular(root *os.Root, p string) ([]byte, error) {
+	f, err := openRegular(root, p)
 	if err != nil {
 		return nil, err
 	}
@@ -199,9 +249,6 @@ func readRegular(root *os.Root, p string) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: exists and is not a regular file", p)
 	}
 	b := make([]byte, 0, fi.Size()+1)
 	for {
@@ -217,6 +264,32 @@ func readRegular(root *os.Root, p string) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+// openRegular opens p for reading when it is a regular file: it checks the
+// type before opening (a device is not even opened) and after (a file
+// swapped for a pipe in between cannot block: the open does not wait for a
+// writer).
+func openRegular(root *os.Root, p string) (*os.File, error) {
+	st, err := root.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: exists and is not a regular file", p)
+	}
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err = f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s: exists and is not a regular file", p)
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 func writeFile(root *os.Root, p string, data []byte) error {
@@ -284,7 +357,7 @@ func stale(root *os.Root, files Files, opts Options) ([]string, error) {
 }
 
 func probe(root *os.Root, p string, owned func([]byte) bool) (bool, error) {
-	f, err := root.Open(p)
+	f, err := openRegular(root, p)
 	if err != nil {
 		return false, err
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,5 +219,57 @@ func TestNeverOverwritesForeignFiles(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
 		t.Error("a file was written although the run failed")
+	}
+}
+
+// A named pipe at an output path is an error, never a blocking read, in
+// Write and Check alike; one elsewhere in the folder is ignored.
+func TestNamedPipeInTheWay(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "a", "a.go"), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "other.go"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("other.go", filepath.Join(dir, "b.go")); err != nil {
+		t.Fatal(err)
+	}
+	files := Files{"a/a.go": []byte(hdr + "package a\n")}
+	for name, f := range map[string]func() error{
+		"Write": func() error { _, err := Write(dir, files, opts); return err },
+		"Check": func() error { _, err := Check(dir, files, opts); return err },
+		"Write through a link": func() error {
+			_, err := Write(dir, Files{"b.go": []byte(hdr + "package b\n")}, opts)
+			return err
+		},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%s: error %v, want not a regular file", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s blocked on a named pipe", name)
+		}
+	}
+	// Only regular files with the extension are read for ownership.
+	done := make(chan error, 1)
+	go func() {
+		_, err := Check(dir, Files{"c/c.go": []byte(hdr + "package c\n")}, opts)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Check beside pipes: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stale-file search blocked on a named pipe")
 	}
 }

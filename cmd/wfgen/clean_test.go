@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the root of this repository.
+var repoRoot, _ = filepath.Abs(filepath.Join("..", ".."))
+
+// cloneRepo clones this repository's committed state into a temporary
+// folder and makes it the working folder.
+func cloneRepo(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "clone")
+	cmd := exec.Command("git", "clone", "-q", "--shared", repoRoot, dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	t.Chdir(dir)
+	return dir
+}
+
+// gitStatus returns "git status --porcelain" of the working folder.
+func gitStatus(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=all").CombinedOutput()
+	if err != nil {
+		t.Fatalf("git status: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func deletions(status string) []string {
+	var out []string
+	for _, l := range strings.Split(status, "\n") {
+		if len(l) > 2 && (l[0] == 'D' || l[1] == 'D') {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// The three --clean scenarios of the trust issue, in a clone of this
+// repository: each once deleted generated files it never wrote, with exit
+// 0. Now --clean removes only what the output folder's record says an
+// earlier run wrote for the given manifests, and refuses when it cannot
+// tell.
+func TestCleanNeverDeletesWhatItDidNotWrite(t *testing.T) {
+	clone := cloneRepo(t)
+	t.Setenv("WFGEN_CACHE", "off")
+	before := gitStatus(t)
+
+	// 1. At the root, into ".", for one manifest: "." has no record, and
+	//    generated/ and golden/ hold generated files this run does not
+	//    produce. Refused; nothing written or removed.
+	for _, cmd := range []string{"generate", "docs"} {
+		code, _, errs := wfgen(cmd, "-o", ".", "--clean", "manifests/tiny-world.yaml")
+		if code != 2 || !strings.Contains(errs, "--clean refused") || !strings.Contains(errs, "generated/tinyworld/tinyworld.go") && cmd == "generate" ||
+			!strings.Contains(errs, "to start the record: go run github.com/worldfoundry/wfgen/cmd/wfgen "+cmd+" -o . manifests/tiny-world.yaml\n") {
+			t.Errorf("%s -o . --clean manifests/tiny-world.yaml: exit %d, %q; want 2 and the refusal", cmd, code, errs)
+		}
+		if after := gitStatus(t); after != before {
+			t.Fatalf("%s -o . --clean changed the clone:\n%s", cmd, after)
+		}
+	}
+
+	// 2. Into generated/, for an empty folder: nothing of generated/ was
+	//    recorded for it, so nothing is removed.
+	if err := os.Mkdir("empty_dir", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := wfgen("generate", "-o", "generated", "manifests/"); code != 0 {
+		t.Fatalf("generate: exit %d, %s", code, errs)
+	}
+	code, _, errs := wfgen("generate", "-o", "generated", "--clean", "empty_dir/")
+	if code != 0 || !strings.Contains(errs, "0 removed") {
+		t.Errorf("generate -o generated --clean empty_dir/: exit %d, %q", code, errs)
+	}
+	if d := deletions(gitStatus(t)); len(d) > 0 {
+		t.Fatalf("deleted: %v", d)
+	}
+	// ... and without a record it refuses.
+	if err := os.Remove(filepath.Join("generated", ".wfgen-generate")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := wfgen("generate", "-o", "generated", "--clean", "empty_dir/"); code != 2 || !strings.Contains(errs, "--clean refused") {
+		t.Errorf("without a record: exit %d, %q", code, errs)
+	}
+	for _, d := range deletions(gitStatus(t)) {
+		if d != " D generated/.wfgen-generate" { // removed by the test
+			t.Fatalf("deleted: %v", d)
+		}
+	}
+
+	// 3. The documented regeneration still cleans what it should: a
+	//    removed manifest's package goes, with its folder.
+	if code, _, errs := wfgen("generate", "-o", "generated", "manifests/"); code != 0 {
+		t.Fatalf("generate: exit %d, %s", code, errs)
+	}
+	if err := os.Remove(filepath.Join("manifests", "open-oasis.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := wfgen("generate", "--check", "-o", "generated", "manifests/")
+	if code != 1 || !strings.Contains(out, "stale: generated/openoasis/openoasis.go\n") {
+		t.Errorf("check after removing a manifest: exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, errs := wfgen("generate", "-o", "generated", "--clean", "manifests/"); code != 0 || !strings.Contains(errs, "1 removed") {
+		t.Errorf("generate --clean: exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(clone, "generated", "openoasis")); !os.IsNotExist(err) {
+		t.Error("the stale package was kept")
+	}
+	if d := deletions(gitStatus(t)); len(d) != 2 { // the manifest and its package
+		t.Errorf("deleted: %v, want manifests/open-oasis.yaml and generated/openoasis/openoasis.go", d)
+	}
+	if _, err := os.Stat(filepath.Join("generated", "generate.go")); err != nil {
+		t.Error("generated/generate.go (hand-written) was removed")
+	}
+}
+
+// --check compares with freshly generated bytes: an edited generated file
+// is reported even when the cache index was edited to vouch for it.
+func TestCheckNeverTrustsTheCache(t *testing.T) {
+	tmp := t.TempDir()
+	t.Chdir(tmp)
+	cacheDir := filepath.Join(tmp, "cache")
+	t.Setenv("WFGEN_CACHE", cacheDir)
+	goMod(t)
+	copyManifest(t, "kinds/input/kinds.yaml", "manifests")
+	if code, _, errs := wfgen("generate", "-o", "out", "manifests"); code != 0 {
+		t.Fatalf("generate: exit %d, %s", code, errs)
+	}
+	gen := filepath.Join("out", "goldenkinds", "goldenkinds.go")
+	orig, err := os.ReadFile(gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := bytes.Replace(orig, []byte("Guidance:  7.5,"), []byte("Guidance:  9.5,"), 1)
+	if bytes.Equal(edited, orig) {
+		t.Fatal("nothing to edit")
+	}
+	if err := os.WriteFile(gen, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The index now records the edited file's sum for the family.
+	idx, _ := filepath.Glob(filepath.Join(cacheDir, "v1", "*.idx"))
+	if len(idx) != 1 {
+		t.Fatalf("cache indexes: %v", idx)
+	}
+	b, err := os.ReadFile(idx[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	so, se := sha256.Sum256(orig), sha256.Sum256(edited)
+	forged := bytes.ReplaceAll(b, []byte(hex.EncodeToString(so[:])), []byte(hex.EncodeToString(se[:])))
+	if bytes.Equal(forged, b) {
+		t.Fatal("the index does not hold the file's sum")
+	}
+	if err := os.WriteFile(idx[0], forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := wfgen("generate", "--check", "-o", "out", "manifests")
+	if code != 1 || !strings.Contains(out, "-\t\tGuidance:  9.5,\n+\t\tGuidance:  7.5,\n") {
+		t.Errorf("--check with a forged cache: exit %d\n%s", code, out)
+	}
+	// Plain generate may use the cache, but --check after it still sees
+	// the truth (here: the forged entry made generate keep the edit).
+	wfgen("generate", "-o", "out", "manifests")
+	if code, _, _ := wfgen("generate", "--check", "-o", "out", "manifests"); code != 1 {
+		t.Errorf("--check after a cached generate: exit %d", code)
+	}
+}
+
+// The header records the manifest relative to the output's module root, so
+// a check from any folder, with relative or absolute paths, agrees with
+// one from the root, and no absolute path reaches a header.
+func TestCheckFromAnotherFolder(t *testing.T) {
+	tmp := t.TempDir()
+	t.Chdir(tmp)
+	t.Setenv("WFGEN_CACHE", "off")
+	goMod(t)
+	copyManifest(t, "kinds/input/kinds.yaml", "manifests")
+	if code, _, errs := wfgen("generate", "-o", "generated", "manifests"); code != 0 {
+		t.Fatalf("generate: exit %d, %s", code, errs)
+	}
+	if code, _, errs := wfgen("docs", "-o", "docs", "manifests"); code != 0 {
+		t.Fatalf("docs: exit %d, %s", code, errs)
+	}
+	b, _ := os.ReadFile(filepath.Join("generated", "goldenkinds", "goldenkinds.go"))
+	if !bytes.HasPrefix(b, []byte("// Code generated by wfgen from manifests/kinds.yaml. DO NOT EDIT.\n")) {
+		t.Fatalf("header: %q", bytes.SplitN(b, []byte("\n"), 2)[0])
+	}
+	if err := os.MkdirAll(filepath.Join("sub", "deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	for _, c := range []struct {
+		dir       string
+		out, path string
+	}{
+		{filepath.Join(tmp, "sub"), filepath.Join("..", "generated"), filepath.Join("..", "manifests")},
+		{filepath.Join(tmp, "sub", "deeper"), filepath.Join("..", "..", "generated"), filepath.Join("..", "..", "manifests", "kinds.yaml")},
+		{outside, filepath.Join(tmp, "generated"), filepath.Join(tmp, "manifests")},
+		{tmp, "./generated/", "./manifests/"},
+	} {
+		t.Chdir(c.dir)
+		if code, out, errs := wfgen("generate", "--check", "-o", c.out, c.path); code != 0 {
+			t.Errorf("in %s: generate --check -o %s %s: exit %d\n%s%s", c.dir, c.out, c.path, code, out, errs)
+		}
+		docsOut := filepath.Join(filepath.Dir(filepath.Clean(c.out)), "docs")
+		if code, out, errs := wfgen("docs", "--check", "-o", docsOut, c.path); code != 0 {
+			t.Errorf("in %s: docs --check -o %s %s: exit %d\n%s%s", c.dir, docsOut, c.path, code, out, errs)
+		}
+	}
+	// A manifest outside the module is recorded by its base name.
+	t.Chdir(tmp)
+	other := copyManifest(t, "stream/input/stream.yaml", filepath.Join(outside, "m"))
+	if code, _, errs := wfgen("generate", "-o", "generated", other); code != 0 {
+		t.Fatalf("generate: exit %d, %s", code, errs)
+	}
+	b, _ = os.ReadFile(filepath.Join("generated", "goldenstream", "goldenstream.go"))
+	if !bytes.HasPrefix(b, []byte("// Code generated by wfgen from stream.yaml. DO NOT EDIT.\n")) {
+		t.Errorf("header of a manifest outside the module: %q", bytes.SplitN(b, []byte("\n"), 2)[0])
+	}
+}
+
+// --check --format github annotates every changed, missing and stale
+// file, and the rerun command it prints works when pasted into a shell.
+func TestCheckAnnotationsAndRerunHint(t *testing.T) {
+	tmp := t.TempDir()
+	t.Chdir(tmp)
+	t.Setenv("WFGEN_CACHE", "off")
+	goMod(t)
+	copyManifest(t, "kinds/input/kinds.yaml", "my manifests")
+	copyManifest(t, "choices/input/choices.yaml", "my manifests")
+	if code, _, errs := wfgen("generate", "-o", "out dir", "my manifests"); code != 0 {
+		t.Fatalf("generate: exit %d, %s", code, errs)
+	}
+	// changed, missing and stale: edit one file, delete another package's
+	// manifest and add a new one.
+	gen := filepath.Join("out dir", "goldenkinds", "goldenkinds.go")
+	b, _ := os.ReadFile(gen)
+	os.WriteFile(gen, append(b, "// edited\n"...), 0o644)
+	os.Remove(filepath.Join("my manifests", "choices.yaml"))
+	copyManifest(t, "stream/input/stream.yaml", "my manifests")
+
+	code, out, errs := wfgen("generate", "--check", "--format", "github", "-o", "out dir", "my manifests")
+	hint := "go run github.com/worldfoundry/wfgen/cmd/wfgen generate -o 'out dir' --clean 'my manifests'"
+	for _, want := range []string{
+		"::error file=out dir/goldenkinds/goldenkinds.go,line=1,col=1::generated file is out of date; run: " + hint + "\n",
+		"::error file=out dir/goldenstream/goldenstream.go,line=1,col=1::generated file is missing; run: " + hint + "\n",
+		"::error file=out dir/goldenchoices/goldenchoices.go,line=1,col=1::generated file is stale: no manifest produces it any more; run: " + hint + "\n",
+		"::error file=out dir/.wfgen-generate,line=1,col=1::the record of generated files is out of date; run: " + hint + "\n",
+		"+++ out dir/goldenkinds/goldenkinds.go (generated)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("github output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 1 || !strings.Contains(errs, "run: "+hint+"\n") {
+		t.Errorf("exit %d, stderr %q", code, errs)
+	}
+	code, out, _ = wfgen("generate", "--check", "--format", "json", "-o", "out dir", "my manifests")
+	if code != 1 || !strings.HasPrefix(out, "[\n") || strings.Contains(out, "+++") || strings.Count(out, `"file": `) != 4 {
+		t.Errorf("json: exit %d\n%s", code, out)
+	}
+
+	// Pasted into a shell, the hint (with the built wfgen in place of go
+	// run, as a binary invoked by its path prints it) brings the folder
+	// up to date.
+	exe := builtWfgen(t)
+	cmd := exec.Command(exe, "generate", "--check", "-o", "out dir", "my manifests")
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "GOCACHE="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err == nil {
+		t.Fatal("check of a stale folder passed")
+	}
+	_, line, ok := strings.Cut(stderr.String(), "run: ")
+	line = strings.TrimSpace(line)
+	if !ok || !strings.HasPrefix(line, exe+" generate -o 'out dir' --clean 'my manifests'") {
+		t.Fatalf("hint %q", stderr.String())
+	}
+	if out, err := exec.Command("sh", "-c", line).CombinedOutput(); err != nil {
+		t.Fatalf("pasted hint %q: %v\n%s", line, err, out)
+	}
+	if code, out, errs := wfgen("generate", "--check", "-o", "out dir", "my manifests"); code != 0 {
+		t.Errorf("after the pasted hint: exit %d\n%s%s", code, out, errs)
+	}
+}
