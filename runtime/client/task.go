@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
@@ -20,6 +21,23 @@ type Params interface {
 	// LoadKwargs returns the fields passed when the model is loaded.
 	LoadKwargs() map[string]any
 }
+
+// Backend runs the tasks of one family variant with untyped kwargs and
+// outputs keyed by artifact id. *Client runs them in-process through the
+// engine; a remote client runs them on a server. The typed entry points
+// (Run, RunBatch, RunStream) that generated methods call work on either, so
+// a generated in-process client and a generated remote client share their
+// method bodies.
+type Backend interface {
+	// Run runs one task (see Client.Run).
+	Run(ctx context.Context, task string, call, load map[string]any) (map[string]any, error)
+	// RunBatch runs a batchable task over many items (see Client.RunBatch).
+	RunBatch(ctx context.Context, task string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error)
+	// Stream starts a realtime session of a streaming task (see Client.Stream).
+	Stream(ctx context.Context, task string, call map[string]any, opts ...stream.Option) (*stream.Session, error)
+}
+
+var _ Backend = (*Client)(nil)
 
 // Decoder sets a generated result from a task's outputs keyed by artifact
 // id (the result type's fromOutputs method).
@@ -45,11 +63,11 @@ func (t TaskRef) notNew() error { return fmt.Errorf("%s: client not created with
 // every generated task method. An invalid p, a runtime failure or an output
 // that does not match the task's artifacts is an error, never a partial
 // result.
-func Run[R any](ctx context.Context, c *Client, t TaskRef, p Params, decode Decoder[R]) (*R, error) {
+func Run[R any](ctx context.Context, c Backend, t TaskRef, p Params, decode Decoder[R]) (*R, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), err)
 	}
-	if c == nil {
+	if isNil(c) {
 		return nil, t.notNew()
 	}
 	out, err := c.Run(ctx, t.Task, p.CallKwargs(), p.LoadKwargs())
@@ -71,8 +89,8 @@ func Run[R any](ctx context.Context, c *Client, t TaskRef, p Params, decode Deco
 func RunBatch[P any, PP interface {
 	*P
 	Params
-}, R any](ctx context.Context, c *Client, t TaskRef, ps []P, decode Decoder[R], opts ...batch.Option) ([]*R, error) {
-	if c == nil {
+}, R any](ctx context.Context, c Backend, t TaskRef, ps []P, decode Decoder[R], opts ...batch.Option) ([]*R, error) {
+	if isNil(c) {
 		return nil, t.notNew()
 	}
 	items := make([]map[string]any, len(ps))
@@ -107,14 +125,24 @@ func RunBatch[P any, PP interface {
 
 // RunStream validates p and starts a realtime session of the task (see
 // Client.Stream): the body of every generated <Task>Stream method.
-func RunStream(ctx context.Context, c *Client, t TaskRef, p Params, opts ...stream.Option) (*stream.Session, error) {
-	if c == nil {
+func RunStream(ctx context.Context, c Backend, t TaskRef, p Params, opts ...stream.Option) (*stream.Session, error) {
+	if isNil(c) {
 		return nil, t.notNew()
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), err)
 	}
 	return c.Stream(ctx, t.Task, p.CallKwargs(), opts...)
+}
+
+// isNil reports whether b is nil or a nil pointer (the runtime of a
+// generated client that New did not create).
+func isNil(b Backend) bool {
+	if b == nil {
+		return true
+	}
+	v := reflect.ValueOf(b)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Artifacts decodes a task's outputs into the fields of a generated result,
