@@ -143,11 +143,16 @@ func (k Kind) Allows(c Constraint) bool {
 		return k == KindString || k.IsList()
 	case ConstraintPattern, ConstraintChoices:
 		return k.Textual()
+	case ConstraintDType, ConstraintShape:
+		return k.TensorLike()
+	case ConstraintImage:
+		return k == KindImage || k == KindVideo
 	}
 	return false
 }
 
-// Constraint names a field constraint by its manifest key.
+// Constraint names a field constraint by its manifest key: the value rules
+// (minimum, pattern, ...) and the tensor contract (dtype, shape, image).
 type Constraint string
 
 // The field constraints, by manifest key.
@@ -160,12 +165,16 @@ const (
 	ConstraintMaxLength  Constraint = "max_length"
 	ConstraintPattern    Constraint = "pattern"
 	ConstraintChoices    Constraint = "choices"
+	ConstraintDType      Constraint = "dtype"
+	ConstraintShape      Constraint = "shape"
+	ConstraintImage      Constraint = "image"
 )
 
 // Constraints lists every constraint in documentation order.
 var Constraints = []Constraint{
 	ConstraintMinimum, ConstraintMaximum, ConstraintMultipleOf, ConstraintRemainder,
 	ConstraintMinLength, ConstraintMaxLength, ConstraintPattern, ConstraintChoices,
+	ConstraintDType, ConstraintShape, ConstraintImage,
 }
 
 // KindsAllowing returns the kinds constraint c applies to, in documentation
@@ -199,6 +208,12 @@ func (c Constraint) Set(f *InferenceFieldSpec) bool {
 		return f.Pattern != ""
 	case ConstraintChoices:
 		return len(f.Choices) > 0
+	case ConstraintDType:
+		return f.DType != ""
+	case ConstraintShape:
+		return f.Shape != nil
+	case ConstraintImage:
+		return f.Image != nil
 	}
 	return false
 }
@@ -229,7 +244,8 @@ func (k ArtifactKind) Valid() bool {
 }
 
 // TensorLike reports whether artifacts of k are tensors (video, image,
-// embedding, tensor).
+// embedding, tensor); only these may declare a dtype and a shape, and only
+// video and image an image spec.
 func (k ArtifactKind) TensorLike() bool {
 	switch k {
 	case ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor:

@@ -113,6 +113,17 @@ type InferenceFieldSpec struct {
 	MaxLength *int `json:"max_length,omitempty" jsonschema:"minimum=0"`
 	// Pattern is an RE2 regular expression a string value must match.
 	Pattern string `json:"pattern,omitempty"`
+	// DType is the element type a tensor-like value must have (tensor,
+	// image, video and tensor_list fields).
+	DType DType `json:"dtype,omitempty" jsonschema:"enum=float32,enum=float16,enum=bfloat16,enum=int64,enum=int32,enum=uint8,enum=bool"`
+	// Shape is the shape a tensor-like value must have: fixed sizes,
+	// named dimensions bound once per call across the task's fields
+	// ([N, 3, H, W]) and "*" for any size. In a batchable task whose
+	// batching names its dimension, the shape starts with it and each item
+	// has the rest.
+	Shape Shape `json:"shape,omitempty"`
+	// Image says how a picture becomes the tensor of an image or video field.
+	Image *ImageSpec `json:"image,omitempty"`
 	// Deprecated, when non-empty, marks the field deprecated with this message.
 	Deprecated string `json:"deprecated,omitempty"`
 	// GoName overrides the Go identifier wfgen derives from FieldID.
@@ -144,6 +155,13 @@ type InferenceArtifactSpec struct {
 	Preview bool `json:"preview"`
 	// Description is free text for documentation.
 	Description string `json:"description"`
+	// DType is the element type a tensor-like artifact must have.
+	DType DType `json:"dtype,omitempty" jsonschema:"enum=float32,enum=float16,enum=bfloat16,enum=int64,enum=int32,enum=uint8,enum=bool"`
+	// Shape is the shape a tensor-like artifact must have (see the field's
+	// shape).
+	Shape Shape `json:"shape,omitempty"`
+	// Image says how an image or video artifact becomes a picture.
+	Image *ImageSpec `json:"image,omitempty"`
 	// GoName overrides the Go identifier wfgen derives from ArtifactID.
 	GoName string `json:"go_name,omitempty" jsonschema:"pattern=^[A-Z][A-Za-z0-9]*$"`
 	// FPS is the playback rate of a video artifact, in frames per second
@@ -192,6 +210,11 @@ type BatchingSpec struct {
 	// PadToBatchSizes are static batch sizes; a short batch is padded to the
 	// next one by repeating its final item, and the padded outputs are dropped.
 	PadToBatchSizes []int `json:"pad_to_batch_sizes,omitempty"`
+	// Dim names the batch dimension: the first dimension of the declared
+	// shapes of the stacked inputs and of the tensor-like outputs. Each
+	// item's tensors have the rest of the shape, and a single call of the
+	// task runs as a batch of one.
+	Dim string `json:"dim,omitempty" jsonschema:"pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
 }
 
 // InferenceTaskProfile is a runnable inference task profile for a model
@@ -216,6 +239,8 @@ type InferenceTaskProfile struct {
 	Method string `json:"method,omitempty" jsonschema:"default=forward"`
 	// Batching, when set, makes the task batchable.
 	Batching *BatchingSpec `json:"batching,omitempty"`
+	// Dims constrains the named dimensions of the task's shapes.
+	Dims map[string]DimSpec `json:"dims,omitempty"`
 	// Stream marks a task that produces a realtime stream of chunks.
 	Stream bool `json:"stream,omitempty"`
 	// Deprecated, when non-empty, marks the task deprecated with this message.

@@ -45,8 +45,15 @@ func generate(comments map[string]string) ([]byte, error) {
 	r := &jsonschema.Reflector{
 		// A runtime.Number is a number kept as written.
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
-			if t == reflect.TypeFor[runtime.Number]() {
+			switch t {
+			case reflect.TypeFor[runtime.Number]():
 				return &jsonschema.Schema{Type: "number"}
+			case reflect.TypeFor[runtime.Dim]():
+				// A fixed size, a named dimension or "*".
+				return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+					{Type: "integer", Minimum: json.Number("0")},
+					{Type: "string", Pattern: `^([A-Za-z_][A-Za-z0-9_]*|\*)$`},
+				}}
 			}
 			return nil
 		},

@@ -72,6 +72,7 @@ const (
 	RuleBatchingChanged       = "batching-changed"
 	RulePreviewChanged        = "preview-changed"
 	RuleFPSChanged            = "fps-changed"
+	RuleImageChanged          = "image-changed"
 )
 
 // Rules of additive changes.
@@ -102,7 +103,7 @@ var Rules = map[string]Class{
 	RuleDefaultChanged: Behavioural, RuleDefaultVariantChanged: Behavioural,
 	RuleDefaultTaskChanged: Behavioural, RuleKwargsChanged: Behavioural,
 	RuleCheckpointChanged: Behavioural, RuleRealtimeChanged: Behavioural,
-	RuleBatchingChanged: Behavioural, RulePreviewChanged: Behavioural, RuleFPSChanged: Behavioural,
+	RuleBatchingChanged: Behavioural, RulePreviewChanged: Behavioural, RuleFPSChanged: Behavioural, RuleImageChanged: Behavioural,
 
 	RuleFamilyAdded: Additive, RuleVariantAdded: Additive, RuleTaskAdded: Additive,
 	RuleFieldAdded: Additive, RuleArtifactAdded: Additive, RuleChoiceAdded: Additive,

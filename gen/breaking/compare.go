@@ -403,6 +403,9 @@ func (c *comparer) task(s scope, ot, nt *ir.Task) {
 		if ob.MaxBatchSize != nb.MaxBatchSize {
 			c.add(s, RuleBatchingChanged, s.ptr+"/batching/max_batch_size", nil, "max_batch_size changes from %d to %d", ob.MaxBatchSize, nb.MaxBatchSize)
 		}
+		if ob.Dim != nb.Dim {
+			c.add(s, RuleConstraintNarrowed, s.ptr+"/batching/dim", []string{"batching", "dim"}, "batch dimension changes from %s to %s (each item's shape changes)", orNone(ob.Dim), orNone(nb.Dim))
+		}
 		if !slices.Equal(ob.PadToBatchSizes, nb.PadToBatchSizes) {
 			c.add(s, RuleBatchingChanged, s.ptr+"/batching/pad_to_batch_sizes", nil, "pad_to_batch_sizes changes from %s to %s",
 				render(ob.PadToBatchSizes), render(nb.PadToBatchSizes))
@@ -486,6 +489,7 @@ func (c *comparer) artifact(s scope, oa, na *ir.Artifact) {
 	if o.Preview != n.Preview {
 		c.add(s, RulePreviewChanged, s.ptr+"/preview", nil, "preview changes from %t to %t", o.Preview, n.Preview)
 	}
+	c.contract(s, o.Contract(), n.Contract())
 	if o.FPS != n.FPS {
 		c.add(s, RuleFPSChanged, s.ptr+"/fps", nil, "fps changes from %s to %s (the playback rate of written videos)", fpsText(o.FPS), fpsText(n.FPS))
 	}
@@ -534,6 +538,7 @@ func (c *comparer) field(s scope, of, nf *ir.Field) {
 	c.bound(s, "min_length", intNumber(o.MinLength), intNumber(n.MinLength), +1)
 	c.bound(s, "max_length", intNumber(o.MaxLength), intNumber(n.MaxLength), -1)
 	c.multiple(s, o, n)
+	c.contract(s, o.Contract(), n.Contract())
 	switch {
 	case o.Pattern == n.Pattern:
 	case o.Pattern == "":
@@ -691,4 +696,63 @@ func fpsText(n int) string {
 		return "unset"
 	}
 	return strconv.Itoa(n)
+}
+
+// contract compares the dtype, shape and image spec of a tensor-like field
+// or artifact. A dtype or a shape that accepts fewer tensors breaks
+// callers; one that accepts more widens; a new image conversion changes
+// what the model sees.
+func (c *comparer) contract(s scope, o, n runtime.TensorContract) {
+	switch {
+	case o.DType == n.DType:
+	case o.DType == "":
+		c.add(s, RuleConstraintNarrowed, s.ptr+"/dtype", []string{"dtype"}, "dtype %s added", n.DType)
+	case n.DType == "":
+		c.add(s, RuleConstraintWidened, s.ptr+"/dtype", []string{"dtype"}, "dtype %s removed", o.DType)
+	default:
+		c.add(s, RuleConstraintNarrowed, s.ptr+"/dtype", []string{"dtype"}, "dtype changes from %s to %s", o.DType, n.DType)
+	}
+	switch {
+	case slices.Equal(o.Shape, n.Shape):
+	case o.Shape == nil:
+		c.add(s, RuleConstraintNarrowed, s.ptr+"/shape", []string{"shape"}, "shape %s added", n.Shape)
+	case n.Shape == nil:
+		c.add(s, RuleConstraintWidened, s.ptr+"/shape", []string{"shape"}, "shape %s removed", o.Shape)
+	case widerShape(n.Shape, o.Shape):
+		c.add(s, RuleConstraintWidened, s.ptr+"/shape", []string{"shape"}, "shape changes from %s to %s", o.Shape, n.Shape)
+	default:
+		c.add(s, RuleConstraintNarrowed, s.ptr+"/shape", []string{"shape"}, "shape changes from %s to %s", o.Shape, n.Shape)
+	}
+	if !reflect.DeepEqual(o.Image, n.Image) {
+		c.add(s, RuleImageChanged, s.ptr+"/image", nil, "image conversion changes from %s to %s (the tensor a picture becomes)", render(imageMap(o.Image)), render(imageMap(n.Image)))
+	}
+}
+
+// widerShape reports whether shape n accepts every tensor shape o accepts:
+// the same rank, and each dimension of n is "*" or equal to o's.
+func widerShape(n, o runtime.Shape) bool {
+	if len(n) != len(o) {
+		return false
+	}
+	for i := range n {
+		if n[i] != runtime.Wildcard && n[i] != o[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// imageMap renders an image spec for messages.
+func imageMap(s *runtime.ImageSpec) any {
+	if s == nil {
+		return nil
+	}
+	m := map[string]any{"layout": s.LayoutName(), "channels": s.ChannelOrder()}
+	if s.Range != nil {
+		m["range"] = s.Range
+	}
+	if s.Mean != nil {
+		m["mean"], m["std"] = s.Mean, s.Std
+	}
+	return m
 }

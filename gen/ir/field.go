@@ -77,6 +77,10 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 		}
 	}
 	b.choices(t, f, fp, name, re)
+	if kindOK && fs.Image != nil && !b.pruned(fp+"/image") && fs.Kind.Allows(runtime.ConstraintImage) {
+		b.problems(fp+"/image", name, fs.Image.Problems())
+		b.imageShape(fp, name, fs.Kind, fs.Shape, fs.Image, t.Spec.Batching != nil && t.Spec.Batching.Dim != "" && fs.IsStacked())
+	}
 	if !kindOK || !rulesOK || b.pruned(fp+"/default") {
 		return f
 	}
@@ -201,4 +205,34 @@ func kindNames(ks []runtime.Kind) string {
 		s[i] = string(k)
 	}
 	return strings.Join(s, ", ")
+}
+
+// imageShape checks that a picture's declared shape has the rank and the
+// channel count its image spec implies: [H, W, C] or [C, H, W], a video
+// with a leading frame dimension, a stacked input with the batch dimension
+// before all.
+func (b *builder) imageShape(at, name string, kind runtime.Kind, shape runtime.Shape, img *runtime.ImageSpec, batched bool) {
+	if shape == nil {
+		return
+	}
+	lead := 0
+	if kind == runtime.KindVideo {
+		lead++
+	}
+	if batched {
+		lead++
+	}
+	layout := img.LayoutName()
+	if len(shape) != lead+3 {
+		b.report(at+"/shape", false, "%s: shape %s has %d dimensions, but a %s %s in layout %s has %d", name, shape, len(shape),
+			map[bool]string{true: "batched", false: "single"}[batched], kind, layout, lead+3)
+		return
+	}
+	c := lead + 2
+	if layout == runtime.LayoutCHW {
+		c = lead
+	}
+	if n, fixed := shape[c].Size(); fixed && n != int64(img.ChannelCount()) {
+		b.report(at+"/shape", false, "%s: shape %s has %d channels, but channels %s has %d", name, shape, n, img.ChannelOrder(), img.ChannelCount())
+	}
 }

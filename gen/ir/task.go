@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/runtime"
@@ -97,8 +98,12 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		if !a.Kind.Valid() && !b.pruned(ap+"/kind") {
 			b.report(ap+"/kind", false, "artifact kind %q is not one of %s", a.Kind, runtime.ArtifactKindList())
 		}
-		b.problems(ap, fmt.Sprintf("%s artifact %q", name, a.ArtifactID), a.FPSProblems())
+		aname := fmt.Sprintf("%s artifact %q", name, a.ArtifactID)
+		b.problems(ap, aname, a.FPSProblems())
+		b.artifactContract(ap, aname, a, ts.Batching != nil && ts.Batching.Dim != "")
 	}
+
+	b.dims(ts, tp, name)
 
 	// Default call kwargs that set a field must fit it.
 	for k, v := range ts.DefaultCallKwargs {
@@ -155,4 +160,93 @@ func artifactType(a *runtime.InferenceArtifactSpec) GoType {
 		return GoType{Pkg: JSONPath, Name: "RawMessage"}
 	}
 	return GoType{Pointer: true, Pkg: RuntimePath, Name: "Tensor"}
+}
+
+// artifactContract checks an artifact's dtype, shape and image spec.
+func (b *builder) artifactContract(ap, name string, a *runtime.InferenceArtifactSpec, batched bool) {
+	for key, set := range map[string]bool{"dtype": a.DType != "", "shape": a.Shape != nil} {
+		if set && !a.Kind.TensorLike() && !b.pruned(ap+"/"+key) {
+			b.report(ap+"/"+key, true, "%s: %s applies to tensor-like artifacts (video, image, embedding, tensor), not %s", name, key, a.Kind)
+		}
+	}
+	if a.Image == nil || b.pruned(ap+"/image") {
+		return
+	}
+	if a.Kind != runtime.ArtifactImage && a.Kind != runtime.ArtifactVideo {
+		b.report(ap+"/image", true, "%s: image applies to image and video artifacts, not %s", name, a.Kind)
+		return
+	}
+	b.problems(ap+"/image", name, a.Image.Problems())
+	kind := runtime.KindImage
+	if a.Kind == runtime.ArtifactVideo {
+		kind = runtime.KindVideo
+	}
+	b.imageShape(ap, name, kind, a.Shape, a.Image, batched)
+}
+
+// dims checks the task's named dimensions: the batch dimension leads every
+// stacked input's and every output's declared shape and appears nowhere
+// else; each constrained dimension is used by some shape and its bounds
+// are in order.
+func (b *builder) dims(ts *runtime.InferenceTaskProfile, tp, name string) {
+	used := map[string]bool{}
+	batch := ""
+	if ts.Batching != nil && !b.pruned(tp+"/batching/dim") {
+		batch = ts.Batching.Dim
+	}
+	check := func(at, what string, shape runtime.Shape, leads bool) {
+		for i, d := range shape {
+			used[string(d)] = true
+			if batch != "" && string(d) == batch && (i > 0 || !leads) {
+				b.report(at, false, "%s: %s: the batch dimension %s may only lead the shape of a stacked input or an output", name, what, batch)
+			}
+		}
+		if batch != "" && leads && len(shape) > 0 && string(shape[0]) != batch {
+			b.report(at, false, "%s: %s: shape %s must start with the batch dimension %s (batching.dim)", name, what, shape, batch)
+		}
+	}
+	for j := range ts.Inputs {
+		f := &ts.Inputs[j]
+		at := ptr("tasks", b.taskIndex(ts), "inputs", j, "shape")
+		if f.Shape != nil && !b.pruned(at) {
+			check(at, fmt.Sprintf("field %q", f.FieldID), f.Shape, f.IsStacked())
+		}
+	}
+	for j := range ts.Outputs {
+		a := &ts.Outputs[j]
+		at := ptr("tasks", b.taskIndex(ts), "outputs", j, "shape")
+		if a.Shape != nil && a.Kind.TensorLike() && !b.pruned(at) {
+			check(at, fmt.Sprintf("artifact %q", a.ArtifactID), a.Shape, true)
+		}
+	}
+	names := make([]string, 0, len(ts.Dims))
+	for n := range ts.Dims {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		d := ts.Dims[n]
+		at := tp + "/dims" + manifest.JoinPointer(n)
+		if b.pruned(at) {
+			continue
+		}
+		switch {
+		case !runtime.Dim(n).Named():
+			b.report(at, true, "%s: dims: %q is not a dimension name (letters, digits and '_')", name, n)
+		case !used[n]:
+			b.report(at, true, "%s: dims: no shape of the task has the dimension %s", name, n)
+		case d.Minimum != nil && d.Maximum != nil && *d.Minimum > *d.Maximum:
+			b.report(at+"/maximum", false, "%s: dims: %s's maximum %d is below its minimum %d", name, n, *d.Maximum, *d.Minimum)
+		}
+	}
+}
+
+// taskIndex returns the index of ts in the family's tasks.
+func (b *builder) taskIndex(ts *runtime.InferenceTaskProfile) int {
+	for i := range b.fam.Spec.Tasks {
+		if &b.fam.Spec.Tasks[i] == ts {
+			return i
+		}
+	}
+	return 0
 }

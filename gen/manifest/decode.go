@@ -67,6 +67,7 @@ func describe(v any) string {
 var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	numberType      = reflect.TypeFor[runtime.Number]()
+	dimType         = reflect.TypeFor[runtime.Dim]()
 )
 
 // value decodes v into rv (settable).
@@ -122,8 +123,8 @@ func (d *decoder) value(v any, rv reflect.Value) {
 		}
 		rv.Set(out)
 	case reflect.String:
-		if n, ok := v.(json.Number); ok && rv.Type() == numberType {
-			rv.SetString(string(n)) // kept as written (runtime.Number)
+		if n, ok := v.(json.Number); ok && (rv.Type() == numberType || rv.Type() == dimType) {
+			rv.SetString(string(n)) // kept as written (runtime.Number, runtime.Dim)
 			return
 		}
 		s, ok := v.(string)

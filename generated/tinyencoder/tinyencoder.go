@@ -127,7 +127,9 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:        "tensor",
 						Target:      "call_kwargs",
 						Required:    true,
-						Description: "int64 token ids shaped [L].",
+						Description: "Token ids, one sequence of length L per item.",
+						DType:       "int64",
+						Shape:       runtime.Shape{"N", "L"},
 					},
 					{
 						FieldID:     "normalize",
@@ -143,7 +145,9 @@ func Spec() *runtime.ModelInferenceSpec {
 						ArtifactID:  "embedding",
 						Kind:        "embedding",
 						Required:    true,
-						Description: "float32 embedding shaped [D].",
+						Description: "The item's 64-dimensional embedding.",
+						DType:       "float32",
+						Shape:       runtime.Shape{"N", "64"},
 					},
 				},
 				Description: "Embed one sequence of token ids.",
@@ -151,6 +155,7 @@ func Spec() *runtime.ModelInferenceSpec {
 				Batching: &runtime.BatchingSpec{
 					MaxBatchSize:    8,
 					PadToBatchSizes: []int{1, 2, 4, 8},
+					Dim:             "N",
 				},
 			},
 		},
@@ -223,7 +228,7 @@ func (c *Client) Close() error {
 type EmbedParams struct {
 	// Tokens is field "tokens" (Token ids).
 	//
-	// int64 token ids shaped [L].
+	// Token ids, one sequence of length L per item.
 	//
 	// Kind tensor; required.
 	Tokens *runtime.Tensor `json:"tokens"`
@@ -286,7 +291,7 @@ func (p *EmbedParams) UnmarshalJSON(b []byte) error {
 type EmbedResult struct {
 	// Embedding is artifact "embedding" (embedding).
 	//
-	// float32 embedding shaped [D].
+	// The item's 64-dimensional embedding.
 	//
 	// Always set.
 	Embedding *runtime.Embedding

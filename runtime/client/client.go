@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"os"
 	"sync"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/contract"
 	"github.com/worldfoundry/wfgen/runtime/device"
 	"github.com/worldfoundry/wfgen/runtime/infra"
+	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 )
 
@@ -121,6 +123,7 @@ type loaded struct {
 	dtype    runtime.DType
 	autocast runtime.CallOptions
 	schemas  map[string]runtime.MethodSchema // by method name
+	outputs  map[string]params.OutputRules   // by task id: declared output dtypes and shapes
 }
 
 // New returns a client for spec. It resolves the variant and checks the
@@ -240,7 +243,11 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac, schemas: map[string]runtime.MethodSchema{}}
+	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac,
+		schemas: map[string]runtime.MethodSchema{}, outputs: map[string]params.OutputRules{}}
+	for i := range c.spec.Tasks {
+		l.outputs[c.spec.Tasks[i].TaskID] = params.CompileOutputs(&c.spec.Tasks[i])
+	}
 	var errs []error
 	methods := mod.Methods()
 	returns := readReturns(path)
@@ -322,11 +329,22 @@ func checkedTask(t *runtime.InferenceTaskProfile, schema runtime.MethodSchema) *
 // Run runs one task with the caller's call and load kwargs (params split by
 // target) and returns the outputs keyed by artifact id. Load kwargs select
 // nothing in a TorchScript checkpoint and are accepted for the manifest's
-// sake; they do not change the loaded module.
+// sake; they do not change the loaded module. A task whose batching names
+// its batch dimension (batching.dim) runs as a batch of one, so that the
+// method always sees that dimension. Outputs whose dtype or shape break
+// the artifacts' declarations are an error wrapping
+// params.ErrOutputContract.
 func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any) (map[string]any, error) {
 	task, err := c.spec.Task(taskID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	if b := task.Batching; b != nil && b.Dim != "" {
+		res, err := c.RunBatch(ctx, task.TaskID, []map[string]any{call})
+		if err != nil {
+			return nil, err
+		}
+		return res[0], nil
 	}
 	l, err := c.load()
 	if err != nil {
@@ -359,7 +377,20 @@ func (c *Client) call(ctx context.Context, l *loaded, task *runtime.InferenceTas
 		delete(m, ArgState)
 		delete(m, "realtime")
 	}
-	return Outputs(task, raw)
+	return l.checkedOutputs(task, raw)
+}
+
+// checkedOutputs maps a method's return value onto the task's artifacts
+// (Outputs) and checks their declared dtypes and shapes.
+func (l *loaded) checkedOutputs(task *runtime.InferenceTaskProfile, raw any) (map[string]any, error) {
+	out, err := Outputs(task, raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.outputs[task.TaskID].Check(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // oneChunk supplies the reserved stream arguments the method declares and
@@ -422,9 +453,16 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 			return nil, fmt.Errorf("%s: item %d: %w", c.where(task.TaskID), i, err)
 		}
 		for _, f := range task.Inputs {
-			if _, ok := kws[i][f.FieldID].(*runtime.Tensor); f.Required && f.IsStacked() && !ok {
+			t, ok := kws[i][f.FieldID].(*runtime.Tensor)
+			if f.Required && f.IsStacked() && !ok {
 				return nil, fmt.Errorf("%s: item %d: field %q is stacked by batching and required, but the item gives %s, not a tensor",
 					c.where(task.TaskID), i, f.FieldID, describe(kws[i][f.FieldID]))
+			}
+			// Every item must stack with the first: say so before anything runs.
+			if first, _ := kws[0][f.FieldID].(*runtime.Tensor); ok && first != nil && f.IsStacked() &&
+				(t.DType != first.DType || !slices.Equal(t.Shape, first.Shape)) {
+				return nil, fmt.Errorf("%s: item %d: field %q is %s%v, but item 0's is %s%v: the items of a batch must agree on dtype and shape",
+					c.where(task.TaskID), i, f.FieldID, t.DType, t.Shape, first.DType, first.Shape)
 			}
 		}
 	}
@@ -437,7 +475,7 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 		if err != nil {
 			return nil, err
 		}
-		out, err := Outputs(task, raw)
+		out, err := l.checkedOutputs(task, raw)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 type Check struct {
 	rules Rules
 	errs  []error
+	bound dims // named dimensions bound so far
 }
 
 // Check starts checking one params value.

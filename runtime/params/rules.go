@@ -49,6 +49,8 @@ type Field struct {
 
 	re      *regexp.Regexp
 	choices map[string]bool
+
+	tensor *contract // the dtype and shape of tensor-like values, or nil
 }
 
 // Rules are the compiled rules of one task's fields, in the task's input
@@ -61,7 +63,7 @@ type Rules []*Field
 func Compile(t *runtime.InferenceTaskProfile) (Rules, error) {
 	r := make(Rules, len(t.Inputs))
 	for i := range t.Inputs {
-		f, err := CompileField(&t.Inputs[i])
+		f, err := compileField(t, &t.Inputs[i])
 		if err != nil {
 			return nil, fmt.Errorf("task %q: %w", t.TaskID, err)
 		}
@@ -80,8 +82,12 @@ func MustCompile(t *runtime.InferenceTaskProfile) Rules {
 	return r
 }
 
-// CompileField compiles the rules of one field.
-func CompileField(s *runtime.InferenceFieldSpec) (*Field, error) {
+// CompileField compiles the rules of one field, outside of its task: a
+// tensor shape is matched as declared (see Compile for batch dimensions)
+// and named dimensions carry no constraints.
+func CompileField(s *runtime.InferenceFieldSpec) (*Field, error) { return compileField(nil, s) }
+
+func compileField(t *runtime.InferenceTaskProfile, s *runtime.InferenceFieldSpec) (*Field, error) {
 	if !s.Kind.Valid() {
 		return nil, fmt.Errorf("field %q: kind %q is not one of the field kinds", s.FieldID, s.Kind)
 	}
@@ -133,6 +139,17 @@ func CompileField(s *runtime.InferenceFieldSpec) (*Field, error) {
 		for _, c := range s.Choices {
 			f.choices[c] = true
 		}
+	}
+	if s.Kind.TensorLike() {
+		if s.DType != "" && !s.DType.Valid() {
+			return nil, fmt.Errorf("field %q: dtype %q is not one of the tensor dtypes", s.FieldID, s.DType)
+		}
+		for _, d := range s.Shape {
+			if !d.Valid() {
+				return nil, fmt.Errorf("field %q: shape %s: %q is not a size, a name or *", s.FieldID, s.Shape, string(d))
+			}
+		}
+		f.tensor = compileContract(t, s)
 	}
 	return f, nil
 }
@@ -317,10 +334,21 @@ func (f *Field) checkLen(s sink, n int) {
 	}
 }
 
-// checkTensor checks that a tensor's data matches its dtype and shape.
-func (f *Field) checkTensor(s sink, path string, t *runtime.Tensor) {
+// checkTensor checks that a tensor's data matches its dtype and shape, and
+// that both match the field's contract, binding its named dimensions.
+func (f *Field) checkTensor(c *Check, path string, t *runtime.Tensor) {
 	if err := t.Check(); err != nil {
-		s.add(&Violation{Path: path, Message: err.Error(), Err: err})
+		c.add(&Violation{Path: path, Message: err.Error(), Err: err})
+		return
+	}
+	if f.tensor == nil {
+		return
+	}
+	if c.bound == nil {
+		c.bound = dims{}
+	}
+	if v := f.tensor.match(path, t, c.bound); v != nil {
+		c.add(v)
 	}
 }
 

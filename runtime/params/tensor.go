@@ -1,0 +1,173 @@
+package params
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// contract is a compiled tensor contract: the dtype, and the shape each
+// value must have — for a stacked input of a task whose batching names its
+// dimension, each item's shape (the declared shape without its first,
+// batch dimension).
+type contract struct {
+	dtype    runtime.DType
+	shape    runtime.Shape // nil: any rank
+	declared runtime.Shape // as the manifest writes it, for messages
+	dims     map[string]runtime.DimSpec
+}
+
+// any reports whether the contract accepts every tensor.
+func (c *contract) any() bool { return c.dtype == "" && c.shape == nil }
+
+// want describes what the contract wants: float32[3,H,W] (each item of
+// [N,3,H,W]).
+func (c *contract) want() string {
+	s := runtime.TensorContract{DType: c.dtype, Shape: c.shape}.String()
+	if len(c.declared) != len(c.shape) {
+		s += " (each item of " + c.declared.String() + ")"
+	}
+	return s
+}
+
+// compileContract compiles the contract of a tensor-like field of task t
+// (nil for a field without one).
+func compileContract(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec) *contract {
+	if f.DType == "" && f.Shape == nil {
+		return nil
+	}
+	c := &contract{dtype: f.DType, shape: f.Shape, declared: f.Shape}
+	if t != nil {
+		c.dims = t.Dims
+		if b := t.Batching; b != nil && b.Dim != "" && f.IsStacked() && len(f.Shape) > 0 && string(f.Shape[0]) == b.Dim {
+			c.shape = f.Shape[1:]
+		}
+	}
+	return c
+}
+
+// binding is the size a named dimension took in one check, and the field
+// that set it.
+type binding struct {
+	size int64
+	by   string
+}
+
+// dims binds named dimensions across the tensors of one check.
+type dims map[string]binding
+
+// match checks t against the contract and binds its named dimensions in
+// b; it returns a violation or nil.
+func (c *contract) match(path string, t *runtime.Tensor, b dims) *Violation {
+	got := fmt.Sprintf("%s%s", t.DType, sizes(t.Shape))
+	mismatch := func(extra string) *Violation {
+		return violation(path, "want %s, got %s%s", c.want(), got, extra)
+	}
+	if c.dtype != "" && t.DType != c.dtype {
+		return mismatch("")
+	}
+	if c.shape == nil {
+		return nil
+	}
+	if len(t.Shape) != len(c.shape) {
+		return mismatch("")
+	}
+	// Fixed sizes first, then names, so that one message says what is wrong.
+	for i, d := range c.shape {
+		if n, fixed := d.Size(); fixed && t.Shape[i] != n {
+			return mismatch("")
+		}
+	}
+	local := map[string]int64{}
+	for i, d := range c.shape {
+		if !d.Named() {
+			continue
+		}
+		name, n := string(d), t.Shape[i]
+		if prev, ok := local[name]; ok && prev != n {
+			return mismatch(fmt.Sprintf(": %s is %d and %d", name, prev, n))
+		}
+		local[name] = n
+		if prev, ok := b[name]; ok && prev.size != n {
+			return mismatch(fmt.Sprintf(": %s is %d here but %d in %s", name, n, prev.size, prev.by))
+		}
+		if spec, ok := c.dims[name]; ok {
+			if why := spec.Check(n); why != "" {
+				return violation(path, "dimension %s is %d, but it %s", name, n, why)
+			}
+		}
+	}
+	for name, n := range local {
+		if _, ok := b[name]; !ok {
+			b[name] = binding{size: n, by: path}
+		}
+	}
+	return nil
+}
+
+// sizes writes a concrete shape as [4,3,32,32].
+func sizes(s []int64) string {
+	parts := make([]string, len(s))
+	for i, n := range s {
+		parts[i] = strconv.FormatInt(n, 10)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// OutputRules check the tensors a task's method returned against the
+// artifacts' declared dtype and shape.
+type OutputRules struct {
+	arts []outputRule
+}
+
+type outputRule struct {
+	id string
+	c  *contract
+}
+
+// CompileOutputs compiles the output contracts of t. Declared shapes are
+// matched as written, batch dimension included: a batched call's outputs
+// hold every item of the batch.
+func CompileOutputs(t *runtime.InferenceTaskProfile) OutputRules {
+	var r OutputRules
+	for i := range t.Outputs {
+		a := &t.Outputs[i]
+		if !a.Kind.TensorLike() || (a.DType == "" && a.Shape == nil) {
+			continue
+		}
+		r.arts = append(r.arts, outputRule{id: a.ArtifactID, c: &contract{dtype: a.DType, shape: a.Shape, declared: a.Shape, dims: t.Dims}})
+	}
+	return r
+}
+
+// Check checks the outputs (keyed by artifact id, as the engine returned
+// them) and returns an error naming every artifact whose tensor does not
+// match its declaration; named dimensions are bound across the outputs.
+// Artifacts that are missing or are not tensors are left to the artifact
+// conversion.
+func (r OutputRules) Check(out map[string]any) error {
+	if len(r.arts) == 0 {
+		return nil
+	}
+	b := dims{}
+	var vs []string
+	for _, a := range r.arts {
+		t, ok := out[a.id].(*runtime.Tensor)
+		if !ok || t == nil {
+			continue
+		}
+		if v := a.c.match(strconv.Quote(a.id), t, b); v != nil {
+			vs = append(vs, "artifact "+v.Error())
+		}
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrOutputContract, strings.Join(vs, "; "))
+}
+
+// ErrOutputContract is the error of outputs that break their declared
+// dtype or shape: the model and the manifest disagree.
+var ErrOutputContract = fmt.Errorf("the model's output does not match the manifest")

@@ -1,0 +1,100 @@
+package params
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+func shape(dims ...string) runtime.Shape {
+	s := make(runtime.Shape, len(dims))
+	for i, d := range dims {
+		s[i] = runtime.Dim(d)
+	}
+	return s
+}
+
+func zeros(dt runtime.DType, dims ...int64) *runtime.Tensor {
+	n := int64(1)
+	for _, d := range dims {
+		n *= d
+	}
+	return &runtime.Tensor{DType: dt, Shape: dims, Data: make([]byte, n*int64(dt.Size()))}
+}
+
+// The tensor contract of a task: every mismatch is one clear violation
+// naming the field, found before anything runs.
+func TestTensorContracts(t *testing.T) {
+	eight := int64(8)
+	task := &runtime.InferenceTaskProfile{
+		TaskID:   "t",
+		Batching: &runtime.BatchingSpec{MaxBatchSize: 4, Dim: "N"},
+		Dims:     map[string]runtime.DimSpec{"H": {MultipleOf: &eight}},
+		Inputs: []runtime.InferenceFieldSpec{
+			{FieldID: "pixels", Kind: runtime.KindImage, Target: runtime.TargetCallKwargs, Required: true, DType: runtime.Float32, Shape: shape("N", "3", "H", "W")},
+			{FieldID: "mask", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, DType: runtime.Bool, Shape: shape("N", "H", "W")},
+			{FieldID: "extra", Kind: runtime.KindTensorList, Target: runtime.TargetCallKwargs, Shape: shape("*", "W")},
+		},
+	}
+	r := MustCompile(task)
+	check := func(pixels, mask *runtime.Tensor, extra ...*runtime.Tensor) []string {
+		c := r.Check()
+		Tensor(&c, 0, pixels)
+		Tensor(&c, 1, mask)
+		Tensors(&c, 2, extra)
+		if err := c.Err(); err != nil {
+			return strings.Split(err.Error(), "\n")
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"valid", check(zeros(runtime.Float32, 3, 64, 32), zeros(runtime.Bool, 64, 32), zeros(runtime.Uint8, 2, 32)), nil},
+		{"wrong dtype", check(zeros(runtime.Int64, 3, 64, 32), nil),
+			[]string{"pixels: want float32[3,H,W] (each item of [N,3,H,W]), got int64[3,64,32]"}},
+		{"wrong rank", check(zeros(runtime.Float32, 1, 3, 64, 32), nil),
+			[]string{"pixels: want float32[3,H,W] (each item of [N,3,H,W]), got float32[1,3,64,32]"}},
+		{"fixed size", check(zeros(runtime.Float32, 4, 64, 32), nil),
+			[]string{"pixels: want float32[3,H,W] (each item of [N,3,H,W]), got float32[4,64,32]"}},
+		{"named dimension across fields", check(zeros(runtime.Float32, 3, 64, 32), zeros(runtime.Bool, 32, 32)),
+			[]string{"mask: want bool[H,W] (each item of [N,H,W]), got bool[32,32]: H is 32 here but 64 in pixels"}},
+		{"named dimension across list items", check(zeros(runtime.Float32, 3, 64, 32), nil, zeros(runtime.Uint8, 1, 32), zeros(runtime.Uint8, 1, 16)),
+			[]string{"extra[1]: want tensor[*,W], got uint8[1,16]: W is 16 here but 32 in pixels"}},
+		{"dimension constraint", check(zeros(runtime.Float32, 3, 60, 32), nil),
+			[]string{"pixels: dimension H is 60, but it must be a multiple of 8"}},
+	} {
+		if d := cmp.Diff(tc.want, tc.got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, d)
+		}
+	}
+}
+
+// Declared outputs are matched as written, batch dimension included.
+func TestOutputContracts(t *testing.T) {
+	task := &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{
+		{ArtifactID: "embedding", Kind: runtime.ArtifactEmbedding, DType: runtime.Float32, Shape: shape("N", "64")},
+		{ArtifactID: "logits", Kind: runtime.ArtifactTensor, Shape: shape("N", "10")},
+		{ArtifactID: "caption", Kind: runtime.ArtifactText},
+	}}
+	r := CompileOutputs(task)
+	if err := r.Check(map[string]any{"embedding": zeros(runtime.Float32, 2, 64), "logits": zeros(runtime.Float32, 2, 10), "caption": "x"}); err != nil {
+		t.Errorf("valid outputs: %v", err)
+	}
+	err := r.Check(map[string]any{"embedding": zeros(runtime.Float32, 2, 64), "logits": zeros(runtime.Float32, 3, 10)})
+	want := `the model's output does not match the manifest: artifact "logits": want tensor[N,10], got float32[3,10]: N is 3 here but 2 in "embedding"`
+	if err == nil || err.Error() != want || !errors.Is(err, ErrOutputContract) {
+		t.Errorf("Check = %v\nwant %s", err, want)
+	}
+	err = r.Check(map[string]any{"embedding": zeros(runtime.Float32, 2, 32)})
+	want = `the model's output does not match the manifest: artifact "embedding": want float32[N,64], got float32[2,32]`
+	if err == nil || err.Error() != want || !errors.Is(err, ErrOutputContract) {
+		t.Errorf("Check = %v\nwant %s", err, want)
+	}
+}
