@@ -27,8 +27,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime"
