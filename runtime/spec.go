@@ -36,7 +36,7 @@ type InferenceCheckpointRef struct {
 	Role string `json:"role" jsonschema:"required,minLength=1"`
 	// URI of the checkpoint. A relative path is resolved against the manifest's
 	// folder, then against the checkpoint root.
-	URI string `json:"uri" jsonschema:"required,minLength=1"`
+	URI string `json:"uri" jsonschema:"required,minLength=1,example=checkpoints/model.pt"`
 	// Required says whether the variant cannot run without this checkpoint.
 	Required bool `json:"required" jsonschema:"default=true"`
 	// Status of the checkpoint, for example "available", "unavailable" or "unknown".
@@ -82,7 +82,7 @@ func decodeError[T, plain any](err error) error {
 // inference task profile.
 type InferenceFieldSpec struct {
 	// FieldID is the keyword-argument name and the JSON key of the field.
-	FieldID string `json:"field_id" jsonschema:"required,minLength=1"`
+	FieldID string `json:"field_id" jsonschema:"required,minLength=1,pattern=^[A-Za-z_][A-Za-z0-9_]*$,example=num_frames"`
 	// Label is a short human-readable name.
 	Label string `json:"label"`
 	// Kind is the value type of the field.
@@ -146,7 +146,7 @@ func (f *InferenceFieldSpec) UnmarshalJSON(b []byte) error {
 // task profile.
 type InferenceArtifactSpec struct {
 	// ArtifactID names the artifact; a method returning a dict keys it by this id.
-	ArtifactID string `json:"artifact_id" jsonschema:"required,minLength=1"`
+	ArtifactID string `json:"artifact_id" jsonschema:"required,minLength=1,example=video"`
 	// Kind is the artifact type.
 	Kind ArtifactKind `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json"`
 	// Required artifacts must be present in every result.
@@ -221,13 +221,13 @@ type BatchingSpec struct {
 // family or variant.
 type InferenceTaskProfile struct {
 	// TaskID names the task.
-	TaskID string `json:"task_id" jsonschema:"required,minLength=1"`
+	TaskID string `json:"task_id" jsonschema:"required,minLength=1,example=text-to-video"`
 	// Label is a short human-readable name.
 	Label string `json:"label"`
 	// Inputs are the task's typed input fields, in call order.
 	Inputs []InferenceFieldSpec `json:"inputs"`
 	// Outputs are the artifacts the task produces.
-	Outputs []InferenceArtifactSpec `json:"outputs"`
+	Outputs []InferenceArtifactSpec `json:"outputs" jsonschema:"minItems=1"`
 	// Description is free text for documentation.
 	Description string `json:"description"`
 	// DefaultCallKwargs are merged under the caller's params for every call.
@@ -236,7 +236,7 @@ type InferenceTaskProfile struct {
 	Aliases []string `json:"aliases"`
 
 	// Method is the TorchScript method the task runs (default "forward").
-	Method string `json:"method,omitempty" jsonschema:"default=forward"`
+	Method string `json:"method,omitempty" jsonschema:"default=forward,pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
 	// Batching, when set, makes the task batchable.
 	Batching *BatchingSpec `json:"batching,omitempty"`
 	// Dims constrains the named dimensions of the task's shapes.
@@ -281,7 +281,7 @@ func (t *InferenceTaskProfile) Artifact(id string) (*InferenceArtifactSpec, bool
 // family.
 type InferenceVariantSpec struct {
 	// VariantID names the variant.
-	VariantID string `json:"variant_id" jsonschema:"required,minLength=1"`
+	VariantID string `json:"variant_id" jsonschema:"required,minLength=1,example=default"`
 	// Label is a short human-readable name.
 	Label string `json:"label"`
 	// Checkpoints the variant loads; the one with role "model" is the TorchScript file.
@@ -341,7 +341,7 @@ func (v *InferenceVariantSpec) CheckpointMap() map[string]string {
 // manifests, generated packages and the runtime.
 type ModelInferenceSpec struct {
 	// ModelFamilyID names the family; lower-case words joined by '-' or '_'.
-	ModelFamilyID string `json:"model_family_id" jsonschema:"required,minLength=1"`
+	ModelFamilyID string `json:"model_family_id" jsonschema:"required,minLength=1,pattern=^[a-z0-9]+(?:[-_][a-z0-9]+)*$,example=my-world-model"`
 	// DisplayName is the human-readable family name.
 	DisplayName string `json:"display_name"`
 	// Variants are the family's concrete checkpoints, in order.
@@ -368,7 +368,7 @@ type ModelInferenceSpec struct {
 	// Deprecated, when non-empty, marks the family deprecated with this message.
 	Deprecated string `json:"deprecated,omitempty"`
 	// GoPackage overrides the Go package name wfgen derives from ModelFamilyID.
-	GoPackage string `json:"go_package,omitempty" jsonschema:"pattern=^[a-z][a-z0-9]*$"`
+	GoPackage string `json:"go_package,omitempty" jsonschema:"pattern=^[a-z][a-z0-9]*$,example=myworldmodel"`
 }
 
 // UnmarshalJSON decodes a spec, applying the seed's default variant and task ids.

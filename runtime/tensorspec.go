@@ -136,7 +136,7 @@ type ImageSpec struct {
 	Range []float64 `json:"range,omitempty" jsonschema:"minItems=2,maxItems=2"`
 	// Mean, when set, is subtracted per channel after scaling.
 	Mean []float64 `json:"mean,omitempty"`
-	// Std, when set, divides per channel after subtracting Mean.
+	// Std, when set, divides per channel after subtracting the mean.
 	Std []float64 `json:"std,omitempty"`
 }
 

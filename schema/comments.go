@@ -21,7 +21,7 @@ var goComments = map[string]string{
 	"github.com/worldfoundry/wfgen/runtime.ImageSpec.Layout":                       "Layout is HWC (height, width, channels) or CHW; a video has a leading frame dimension.",
 	"github.com/worldfoundry/wfgen/runtime.ImageSpec.Mean":                         "Mean, when set, is subtracted per channel after scaling.",
 	"github.com/worldfoundry/wfgen/runtime.ImageSpec.Range":                        "Range is [low, high], the values a black and a full pixel take before normalisation; default [0, 1] for floating dtypes and [0, 255] for uint8.",
-	"github.com/worldfoundry/wfgen/runtime.ImageSpec.Std":                          "Std, when set, divides per channel after subtracting Mean.",
+	"github.com/worldfoundry/wfgen/runtime.ImageSpec.Std":                          "Std, when set, divides per channel after subtracting the mean.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec":                  "InferenceArtifactSpec is an output artifact contract emitted by an inference task profile.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.ArtifactID":       "ArtifactID names the artifact; a method returning a dict keys it by this id.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.DType":            "DType is the element type a tensor-like artifact must have.",

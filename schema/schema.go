@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -74,21 +75,66 @@ func generate(comments map[string]string) ([]byte, error) {
 }
 
 // description returns the doc comment of type t (field "") or of one of its
-// fields. A field comment that starts with the Go field name ("FieldID is
-// ...") is rewritten to start with the manifest key ("field_id is ...").
+// fields, in manifest terms: every Go field name of the manifest types
+// that the comment mentions ("FieldID is ...", "(value - Remainder)") is
+// written as its manifest key ("field_id is ...", "(value - remainder)").
 func description(comments map[string]string, t reflect.Type, field string) string {
 	key := t.PkgPath() + "." + t.Name()
 	if field == "" {
-		return comments[key]
+		return manifestTerms(comments[key])
 	}
-	c := comments[key+"."+field]
-	if sf, ok := t.FieldByName(field); ok {
-		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-		if rest, ok := strings.CutPrefix(c, field+" "); ok && name != "" {
-			c = name + " " + rest
+	return manifestTerms(comments[key+"."+field])
+}
+
+// goKeys maps the Go field names of the manifest types to their manifest
+// keys (names that are the same in both are left out).
+var goKeys = func() map[string]string {
+	m := map[string]string{}
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if f.IsExported() && !f.Anonymous && name != "" && name != "-" && name != f.Name {
+				m[f.Name] = name
+			}
+			walk(f.Type)
 		}
 	}
-	return c
+	walk(reflect.TypeOf(manifest.Document{}))
+	return m
+}()
+
+// goWord matches an identifier-like word.
+var goWord = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+
+// manifestTerms writes the Go field names in a comment as manifest keys:
+// the comment's first word when it is one ("Label is ...", "Deprecated,
+// when ..."), and any other mixed-case Go name (ModelFamilyID,
+// MultipleOf); single-capital words inside a sentence stay, since they are
+// as likely English ("JSON Schema").
+func manifestTerms(c string) string {
+	first := true
+	return goWord.ReplaceAllStringFunc(c, func(w string) string {
+		isFirst := first
+		first = false
+		k, ok := goKeys[w]
+		if !ok {
+			return w
+		}
+		if isFirst && strings.HasPrefix(c, w) || strings.ContainsAny(w[1:], "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			return k
+		}
+		return w
+	})
 }
 
 // CommentKeys returns the comment-map keys (types and their exported

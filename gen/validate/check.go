@@ -25,17 +25,21 @@ func (c *checker) run() {
 		c.report("", false, "cannot decode the manifest: %v", err)
 		return
 	}
-	// A value the schema check already reported is not reported again.
-	seen := make(map[string]bool, len(c.diags))
-	for _, d := range c.diags {
-		seen[d.Path] = true
-	}
+	// One problem is reported once: where the semantic rules and the
+	// schema (its patterns and lengths, which the semantic rules repeat in
+	// more words) both report a value, the semantic message stays.
 	fam, diags := ir.Build(c.file)
+	semantic := make(map[string]bool, len(diags))
 	for _, d := range diags {
-		if !seen[d.Path] {
-			c.diags = append(c.diags, d)
+		semantic[d.Path] = true
+	}
+	kept := c.diags[:0]
+	for _, d := range c.diags {
+		if !semantic[d.Path] {
+			kept = append(kept, d)
 		}
 	}
+	c.diags = append(kept, diags...)
 	if len(c.diags) == 0 {
 		c.fam = fam
 	}
