@@ -48,6 +48,17 @@ func (t *Tensor) Check() error {
 	return nil
 }
 
+// Zeros returns a tensor of the given dtype and shape holding zeros (false
+// for bool). It panics on a dtype that is not one of DTypes.
+func Zeros(dtype DType, shape ...int64) *Tensor {
+	if !dtype.Valid() {
+		panic(fmt.Sprintf("runtime.Zeros: unknown dtype %q", dtype))
+	}
+	t := &Tensor{DType: dtype, Shape: shape}
+	t.Data = make([]byte, t.NumElements()*int64(dtype.Size()))
+	return t
+}
+
 // FromFloat32 returns a float32 tensor holding v with the given shape.
 func FromFloat32(v []float32, shape ...int64) *Tensor {
 	b := make([]byte, 4*len(v))

@@ -13,7 +13,7 @@ import (
 // example returns a Go expression for a value of the field that passes its
 // rules, for the page's usage snippet ("" when none could be found; the
 // snippet then leaves a comment). pkg qualifies generated names.
-func example(pkg string, f *ir.Field) string {
+func example(pkg string, task *ir.Task, f *ir.Field) string {
 	rules, err := params.CompileField(f.Spec)
 	if err != nil {
 		return ""
@@ -52,16 +52,16 @@ func example(pkg string, f *ir.Field) string {
 	case runtime.KindBool:
 		return "false"
 	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
-		return "runtime.FromFloat32([]float32{0}, 1) // your tensor"
+		return zerosExample(f, task)
 	case runtime.KindTensorList:
-		return "[]*runtime.Tensor{runtime.FromFloat32([]float32{0}, 1)} // your tensors"
+		return "[]*runtime.Tensor{" + zerosExample(f, task) + "}"
 	default: // lists of scalars
 		n := 1
 		if s.MinLength != nil {
 			n = max(n, *s.MinLength)
 		}
 		elem := &ir.Field{Spec: elemSpec(s), Kind: f.Kind.Elem(), Presence: runtime.Required, Choice: f.Choice}
-		item := example(pkg, elem)
+		item := example(pkg, task, elem)
 		if item == "" || n > 64 {
 			return ""
 		}
@@ -170,4 +170,48 @@ func shortest(re *syntax.Regexp) string {
 		return shortest(re.Sub[0])
 	}
 	return ""
+}
+
+// zerosExample is a tensor of zeros that fits the field's contract: its
+// dtype (float32 when it declares none) and its per-item shape, each named
+// dimension at the smallest size its constraints allow (at least 1) and
+// each "*" 1. A field without a shape gets a one-element vector.
+func zerosExample(f *ir.Field, task *ir.Task) string {
+	s := f.Spec
+	dtype := s.DType
+	if dtype == "" {
+		dtype = runtime.Float32
+	}
+	shape := s.Shape
+	if b := task.Spec.Batching; b != nil && b.Dim != "" && s.IsStacked() && len(shape) > 0 && string(shape[0]) == b.Dim {
+		shape = shape[1:]
+	}
+	if shape == nil {
+		shape = runtime.Shape{"1"}
+	}
+	sizes := make([]string, len(shape))
+	for i, d := range shape {
+		n, fixed := d.Size()
+		if !fixed {
+			n = dimExample(task.Spec.Dims[string(d)])
+		}
+		sizes[i] = strconv.FormatInt(n, 10)
+	}
+	name := map[runtime.DType]string{
+		runtime.Float32: "Float32", runtime.Float16: "Float16", runtime.BFloat16: "BFloat16", runtime.Int64: "Int64",
+		runtime.Int32: "Int32", runtime.Uint8: "Uint8", runtime.Bool: "Bool",
+	}[dtype]
+	return "runtime.Zeros(runtime." + name + ", " + strings.Join(sizes, ", ") + ")"
+}
+
+// dimExample is the smallest size a named dimension's constraints allow.
+func dimExample(d runtime.DimSpec) int64 {
+	n := int64(1)
+	if d.Minimum != nil {
+		n = max(n, *d.Minimum)
+	}
+	if m := d.MultipleOf; m != nil && *m > 0 && n%*m != 0 {
+		n += *m - n%*m
+	}
+	return n
 }
