@@ -232,7 +232,12 @@ func (p *Policy) SetEngine(e FlagEngine) {
 	p.engine = e
 }
 
-// State returns a copy of the current state.
+// State returns a copy of the current state. Unlike the seed's
+// inference_infra_state, which hands out the live singleton, it is a
+// snapshot: the state is guarded by p's mutex, so a live pointer would be
+// read while Install, Uninstall and Disabled write it (a data race), and a
+// caller could change it without the lock. Call State again to see later
+// changes; change the policy only through Install, Uninstall and Disabled.
 func (p *Policy) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -491,7 +496,8 @@ func Install(opts Options) (State, error) { return process.Install(opts) }
 func Uninstall() (State, error) { return process.Uninstall() }
 
 // CurrentState returns the process policy's state (the seed's
-// inference_infra_state), as a copy.
+// inference_infra_state), as a snapshot rather than the seed's live object
+// (see Policy.State for why): call it again to observe later changes.
 func CurrentState() State { return process.State() }
 
 // Disabled runs fn with the process policy disabled (see Policy.Disabled).
