@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -103,6 +104,21 @@ func TestRegistrySpecFallback(t *testing.T) {
 	if g == nil || g.ModelFamilyID != "unknown-model" || g.WorkloadType != "video" {
 		t.Errorf("Spec fallback = %+v", g)
 	}
+	// The fallback says it is one; a registered family is not one, even
+	// when it was itself built generically and then registered under its
+	// own notes.
+	if !g.IsGenericFallback() || !slices.Contains(g.Notes, GenericFallbackNote) {
+		t.Errorf("fallback notes = %q: it does not say it is a generic fallback", g.Notes)
+	}
+	curated := &ModelInferenceSpec{ModelFamilyID: "curated", Variants: a.Variants, Tasks: a.Tasks}
+	r.MustRegister(curated)
+	if got := r.Spec("curated", GenericHints{}); got != curated || got.IsGenericFallback() {
+		t.Error("a curated family is reported as a generic fallback")
+	}
+	var nilSpec *ModelInferenceSpec
+	if nilSpec.IsGenericFallback() {
+		t.Error("a nil spec is a generic fallback")
+	}
 	if r.Get("unknown-model") != nil {
 		t.Error("the generic fallback was registered")
 	}
@@ -139,12 +155,21 @@ func TestGenericSpec(t *testing.T) {
 	var ids []string
 	for _, f := range task.Inputs {
 		ids = append(ids, f.FieldID)
-		if f.Kind != KindString || f.Target != TargetCallKwargs || f.Required {
-			t.Errorf("field %+v: want an optional string call kwarg", f)
+		if f.Target != TargetCallKwargs || f.Required || f.Description != "" {
+			t.Errorf("field %+v: want an optional, typed call kwarg", f)
 		}
 	}
 	if !reflect.DeepEqual(ids, []string{"prompt", "seed", "num_frames"}) {
 		t.Errorf("fields = %v", ids)
+	}
+	if k := []Kind{task.Inputs[0].Kind, task.Inputs[1].Kind, task.Inputs[2].Kind}; !reflect.DeepEqual(k, []Kind{KindString, KindInt, KindInt}) {
+		t.Errorf("kinds of prompt, seed, num_frames = %v, want string, int, int", k)
+	}
+	if len(task.Outputs) != 1 || task.Outputs[0].ArtifactID != GenericOutputID || task.Outputs[0].Kind != ArtifactVideo || task.Outputs[0].Required {
+		t.Errorf("outputs = %+v, want one optional video %q (workload_type video)", task.Outputs, GenericOutputID)
+	}
+	if !s.IsGenericFallback() || len(s.Notes) != 1 || s.Notes[0] != GenericFallbackNote {
+		t.Errorf("notes = %q, want the generic fallback note", s.Notes)
 	}
 	if !reflect.DeepEqual(task.DefaultCallKwargs, call) {
 		t.Errorf("default call kwargs = %v", task.DefaultCallKwargs)
@@ -158,6 +183,68 @@ func TestGenericSpec(t *testing.T) {
 	bare := GenericModelInferenceSpec("bare", GenericHints{})
 	if bare.DisplayName != "bare" || len(bare.Variants[0].Checkpoints) != 0 || len(bare.Tasks[0].Inputs) != 0 {
 		t.Errorf("bare = %+v", bare)
+	}
+	if o := bare.Tasks[0].Outputs; len(o) != 1 || o[0].Kind != ArtifactTensor {
+		t.Errorf("bare outputs = %+v, want one tensor", o)
+	}
+}
+
+// TestGenericKinds checks how the generic fallback types a call param: by
+// its default value, then by its well-known name, else an untyped string
+// field that says so.
+func TestGenericKinds(t *testing.T) {
+	cases := []struct {
+		param   string
+		value   any // nil: no default call kwarg
+		want    Kind
+		untyped bool
+	}{
+		{"seed", nil, KindInt, false},
+		{"num_frames", nil, KindInt, false},
+		{"height", nil, KindInt, false},
+		{"width", nil, KindInt, false},
+		{"steps", nil, KindInt, false},
+		{"num-inference-steps", nil, KindInt, false},
+		{"guidance", nil, KindFloat, false},
+		{"cfg", nil, KindFloat, false},
+		{"Guidance_Scale", nil, KindFloat, false},
+		{"prompt", nil, KindString, false},
+		{"negative_prompt", nil, KindString, false},
+		{"offload", nil, KindBool, false},
+		{"mystery", nil, KindString, true},
+		{"mystery", true, KindBool, false},
+		{"mystery", int64(3), KindInt, false},
+		{"mystery", 2.5, KindFloat, false},
+		{"mystery", "x", KindString, false},
+		{"mystery", []any{1.5, 2.0}, KindFloatList, false},
+		{"mystery", []any{"a", "b"}, KindStringList, false},
+		{"mystery", []int64{1}, KindIntList, false},
+		{"num_frames", 9.0, KindInt, false},            // JSON numbers are float64
+		{"num_frames", 9.5, KindFloat, false},          // the value wins over the name
+		{"guidance", 7, KindFloat, false},              // an int fits a float param
+		{"seed", "random", KindString, false},          // so does a string default
+		{"mystery", []any{1.0, "a"}, KindString, true}, // mixed list: untyped
+		{"mystery", map[string]any{}, KindString, true},
+	}
+	for _, c := range cases {
+		h := GenericHints{SupportedCallParams: []string{c.param}}
+		if c.value != nil {
+			h.DefaultCallKwargs = map[string]any{c.param: c.value}
+		}
+		f := GenericModelInferenceSpec("fam", h).Tasks[0].Inputs[0]
+		if f.Kind != c.want || (f.Description == UntypedFieldDescription) != c.untyped {
+			t.Errorf("%s (default %v): kind %s, description %q; want %s, untyped %v", c.param, c.value, f.Kind, f.Description, c.want, c.untyped)
+		}
+	}
+	s := GenericModelInferenceSpec("fam", GenericHints{SupportedCallParams: []string{"seed", "prompt", "seed"}})
+	if len(s.Tasks[0].Inputs) != 2 {
+		t.Errorf("a repeated param gave %d fields, want 2", len(s.Tasks[0].Inputs))
+	}
+	for wl, want := range map[string]ArtifactKind{"video": ArtifactVideo, "World": ArtifactVideo, "image": ArtifactImage,
+		"embedding": ArtifactEmbedding, "text": ArtifactText, "json": ArtifactJSON, "audio": ArtifactTensor, "": ArtifactTensor} {
+		if got := GenericModelInferenceSpec("fam", GenericHints{WorkloadType: wl}).Tasks[0].Outputs[0].Kind; got != want {
+			t.Errorf("workload %q: output kind %s, want %s", wl, got, want)
+		}
 	}
 }
 

@@ -428,9 +428,34 @@ func (s *ModelInferenceSpec) Task(id string) (*InferenceTaskProfile, error) {
 	return nil, fmt.Errorf("%w: family %q has no task %q (known: %s)", ErrUnknownID, s.ModelFamilyID, id, strings.Join(ids, ", "))
 }
 
-// ToDict returns the spec's JSON form with the seed's keys (to_dict).
-func (s *ModelInferenceSpec) ToDict() (map[string]any, error) {
-	b, err := json.Marshal(s)
+// ToDict returns the spec's JSON form with the seed's keys (to_dict),
+// variants and tasks included.
+func (s *ModelInferenceSpec) ToDict() (map[string]any, error) { return toDict(s) }
+
+// ToDict returns the variant's JSON form with the seed's keys (to_dict),
+// checkpoints included.
+func (v *InferenceVariantSpec) ToDict() (map[string]any, error) { return toDict(v) }
+
+// ToDict returns the task's JSON form with the seed's keys (to_dict),
+// input fields and output artifacts included.
+func (t *InferenceTaskProfile) ToDict() (map[string]any, error) { return toDict(t) }
+
+// ToDict returns the field's JSON form with the seed's keys (to_dict).
+func (f *InferenceFieldSpec) ToDict() (map[string]any, error) { return toDict(f) }
+
+// ToDict returns the artifact's JSON form with the seed's keys (to_dict).
+func (a *InferenceArtifactSpec) ToDict() (map[string]any, error) { return toDict(a) }
+
+// ToDict returns the checkpoint reference's JSON form with the seed's keys
+// (to_dict).
+func (c *InferenceCheckpointRef) ToDict() (map[string]any, error) { return toDict(c) }
+
+// toDict is the one to_dict mechanism of the spec types: v's JSON form,
+// decoded into a map, with the seed's empty lists and maps given as [] and
+// {} rather than null. A spec's dict therefore holds exactly the dicts its
+// parts' ToDict give.
+func toDict(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}

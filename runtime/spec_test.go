@@ -302,3 +302,64 @@ func TestVideoFPS(t *testing.T) {
 		t.Errorf("negative fps: %v", ps)
 	}
 }
+
+// TestPartToDict checks the to_dict of each sub-dataclass: the seed's keys,
+// [] and {} for empty lists and maps, and exactly the dict the spec's own
+// ToDict nests for that part.
+func TestPartToDict(t *testing.T) {
+	s := specFixture()
+	s.Tasks[0].Inputs[0].Default = "a cat"
+	whole, err := s.ToDict()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0 := whole["variants"].([]any)[0].(map[string]any)
+	task0 := whole["tasks"].([]any)[0].(map[string]any)
+	parts := []struct {
+		what string
+		dict func() (map[string]any, error)
+		want map[string]any
+	}{
+		{"variant", s.Variants[0].ToDict, v0},
+		{"checkpoint", s.Variants[0].Checkpoints[1].ToDict, v0["checkpoints"].([]any)[1].(map[string]any)},
+		{"task", s.Tasks[0].ToDict, task0},
+		{"field", s.Tasks[0].Inputs[0].ToDict, task0["inputs"].([]any)[0].(map[string]any)},
+		{"artifact", s.Tasks[0].Outputs[0].ToDict, task0["outputs"].([]any)[0].(map[string]any)},
+	}
+	for _, p := range parts {
+		d, err := p.dict()
+		if err != nil {
+			t.Fatalf("%s: %v", p.what, err)
+		}
+		hasKeys(t, p.what, d)
+		if diff := cmp.Diff(p.want, d); diff != "" {
+			t.Errorf("%s.ToDict differs from the part of the spec's dict (-spec +part):\n%s", p.what, diff)
+		}
+	}
+
+	// Parts built in Go with nil lists and maps give [] and {}, as the seed's
+	// to_dict does, and a field keeps its null default.
+	empty := map[string]func() (map[string]any, error){
+		"variant":  (&InferenceVariantSpec{VariantID: "v"}).ToDict,
+		"task":     (&InferenceTaskProfile{TaskID: "t"}).ToDict,
+		"field":    (&InferenceFieldSpec{FieldID: "f"}).ToDict,
+		"artifact": (&InferenceArtifactSpec{ArtifactID: "a", Kind: ArtifactJSON}).ToDict,
+	}
+	wantEmpty := map[string]map[string]any{
+		"variant": {"checkpoints": []any{}, "load_kwargs": map[string]any{}, "call_kwargs": map[string]any{}, "aliases": []any{}, "notes": []any{}},
+		"task":    {"inputs": []any{}, "outputs": []any{}, "default_call_kwargs": map[string]any{}, "aliases": []any{}},
+		"field":   {"choices": []any{}, "default": nil},
+	}
+	for what, f := range empty {
+		d, err := f()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		hasKeys(t, what, d)
+		for k, want := range wantEmpty[what] {
+			if got, ok := d[k]; !ok || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s dict %q = %#v, want %#v", what, k, got, want)
+			}
+		}
+	}
+}

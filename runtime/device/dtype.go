@@ -91,8 +91,11 @@ func ResolveDType(eng runtime.Engine, device, dtype string, strict bool) (runtim
 // the device is a CUDA device and the dtype is float16 or bfloat16. dtype
 // "auto" (or "") is resolved with ResolveDType; an explicit bfloat16 on a
 // device older than compute capability 8.0 is an error. float32 means full
-// precision, so autocast stays off. On the CPU and every other device the
-// result is the zero CallOptions: a no-op.
+// precision, so autocast stays off. On the CPU and every other device, and
+// on a CUDA device when no engine is linked (the seed's missing-torch path)
+// or the engine sees no CUDA device (where torch disables CUDA autocast with
+// a warning), the result is the zero CallOptions: a no-op. A malformed
+// device or dtype string is an error on every path.
 func Autocast(eng runtime.Engine, device, dtype string, enabled bool) (runtime.CallOptions, error) {
 	if !enabled {
 		return runtime.CallOptions{}, nil
@@ -101,7 +104,7 @@ func Autocast(eng runtime.Engine, device, dtype string, enabled bool) (runtime.C
 	if err != nil {
 		return runtime.CallOptions{}, err
 	}
-	if !d.IsCUDA() {
+	if !d.IsCUDA() || cudaCount(eng) == 0 {
 		if _, err := ParseDType(dtype); err != nil {
 			return runtime.CallOptions{}, err
 		}

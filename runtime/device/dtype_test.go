@@ -103,6 +103,11 @@ func TestAutocast(t *testing.T) {
 		{"mps is a no-op", nil, "mps", "fp16", true, runtime.CallOptions{}, ""},
 		{"bf16 on volta", volta, "cuda:0", "bf16", true, runtime.CallOptions{}, "autocast: dtype bfloat16 is not supported"},
 		{"bad dtype on cpu", nil, "cpu", "int8", true, runtime.CallOptions{}, "not an inference dtype"},
+		// The seed's missing-torch path: a no-op context, not an error.
+		{"cuda without engine is a no-op", nil, "cuda:0", "bf16", true, runtime.CallOptions{}, ""},
+		{"bare cuda without engine is a no-op", nil, "cuda", "auto", true, runtime.CallOptions{}, ""},
+		{"cuda with no CUDA device is a no-op", &fakeEngine{}, "cuda:1", "fp16", true, runtime.CallOptions{}, ""},
+		{"bad dtype on cuda without engine", nil, "cuda", "int8", true, runtime.CallOptions{}, "not an inference dtype"},
 		{"bad device", nil, "tpu", "auto", true, runtime.CallOptions{}, "is not a device"},
 	}
 	for _, tc := range cases {

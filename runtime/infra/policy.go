@@ -15,7 +15,10 @@ package infra
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -49,10 +52,68 @@ const (
 
 var attentionPolicies = []string{AttentionAuto, AttentionFlash, AttentionCuDNN, AttentionEfficient, AttentionMath}
 
-// attentionDispatch lists attention dispatch backend names. They resolve the
-// SDPA policy to auto and are recorded in State.AttentionDispatch for the
-// attention layer (the model) to honour.
-var attentionDispatch = []string{"flash_attention_2", "flash_attention_3", "sage_attention", "xformers", "sdpa", "native"}
+// policyAliases are other names of SDPA policies (the seed's aliases).
+var policyAliases = map[string]string{
+	"default": AttentionAuto, "sdpa": AttentionAuto,
+	"mem_efficient": AttentionEfficient, "memory_efficient": AttentionEfficient,
+	"flash_attention": AttentionFlash,
+}
+
+// dispatchAliases map the attention dispatch layer's names to their
+// canonical form (the Python runtime's worldfoundry.core.attention
+// vocabulary). A dispatch name resolves the SDPA policy to auto and is
+// recorded in State.AttentionDispatch for the attention layer (the model)
+// to honour. Names not listed here are accepted as they are (see
+// resolveAttention).
+var dispatchAliases = map[string]string{
+	"torch": "torch", "torch_sdpa": "torch",
+	"flash_attn":        "flash_attention",
+	"flash_attention_2": "flash_attention_2", "flash_attn_2": "flash_attention_2", "flash_attn2": "flash_attention_2",
+	"flash_attention_3": "flash_attention_3", "flash_attn_3": "flash_attention_3", "flash_attn3": "flash_attention_3",
+	"sage": "sage_attention", "sage_attn": "sage_attention", "sage_attention": "sage_attention",
+	"sage3": "sage_attention_3", "sage_attn_three": "sage_attention_3", "sage_attention_3": "sage_attention_3",
+	"xformers": "xformers", "xformers_attention": "xformers",
+	"video_sparse_attn": "video_sparse_attention", "video_sparse_attention": "video_sparse_attention",
+	"vmoba": "vmoba_attention", "vmoba_attn": "vmoba_attention", "vmoba_attention": "vmoba_attention",
+	"sla": "sla_attention", "sla_attn": "sla_attention", "sla_attention": "sla_attention",
+	"sage_sla": "sage_sla_attention", "sage_sla_attn": "sage_sla_attention", "sage_sla_attention": "sage_sla_attention",
+}
+
+// dispatchName is the shape of an attention dispatch backend name.
+var dispatchName = regexp.MustCompile(`^[a-z][a-z0-9_.]*$`)
+
+// resolveAttention reads an attention backend value: an SDPA policy or one
+// of its aliases gives the policy; any other name is an attention dispatch
+// backend name (the seed accepts them generally), which gives policy auto
+// and the name, canonical when the dispatch vocabulary knows it. Case is
+// ignored and '-' reads as '_'. A name outside the dispatch vocabulary is
+// accepted with a warning, once per name and policy (warned holds the names
+// warned about), since no layer of this process can check it; a value that
+// is not a name at all ("flash attention", "a/b") is an error.
+func resolveAttention(value, source string, warned *sync.Map) (policy, dispatch string, err error) {
+	v := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(value)), "-", "_")
+	if a, ok := policyAliases[v]; ok {
+		v = a
+	}
+	if v == "" {
+		return AttentionAuto, "", nil
+	}
+	if slices.Contains(attentionPolicies, v) {
+		return v, "", nil
+	}
+	if c, ok := dispatchAliases[v]; ok {
+		return AttentionAuto, c, nil
+	}
+	if !dispatchName.MatchString(v) {
+		return "", "", fmt.Errorf("%s: %q is neither an SDPA policy (%s) nor an attention dispatch backend name (a letter, then letters, digits, '_', '-' or '.', e.g. flash_attention_2)",
+			source, value, strings.Join(attentionPolicies, ", "))
+	}
+	if _, seen := warned.LoadOrStore(v, true); !seen {
+		slog.Warn("attention backend is not an SDPA policy nor a known attention dispatch name; recorded for the model's attention layer, SDPA policy auto",
+			"source", source, "name", v, "policies", strings.Join(attentionPolicies, ","))
+	}
+	return AttentionAuto, v, nil
+}
 
 // Flags are libtorch's process-global backend flags (at::globalContext()).
 type Flags struct {
@@ -150,6 +211,8 @@ type Policy struct {
 	// installs it again, with reinstallOpts, when the last scope ends.
 	reinstall     bool
 	reinstallOpts Options
+	// warned holds the unknown attention dispatch names warned about.
+	warned sync.Map
 }
 
 // NewPolicy returns a policy that applies flags through engine (nil: record
@@ -169,7 +232,12 @@ func (p *Policy) SetEngine(e FlagEngine) {
 	p.engine = e
 }
 
-// State returns a copy of the current state.
+// State returns a copy of the current state. Unlike the seed's
+// inference_infra_state, which hands out the live singleton, it is a
+// snapshot: the state is guarded by p's mutex, so a live pointer would be
+// read while Install, Uninstall and Disabled write it (a data race), and a
+// caller could change it without the lock. Call State again to see later
+// changes; change the policy only through Install, Uninstall and Disabled.
 func (p *Policy) State() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -192,18 +260,9 @@ func (p *Policy) resolve(o Options) (resolved, error) {
 	if att == "" {
 		att, attSrc = p.getenv(EnvAttentionBackend), EnvAttentionBackend
 	}
-	if att = strings.ToLower(strings.TrimSpace(att)); att != "" {
-		switch {
-		case att == "mem_efficient" || att == "memory_efficient":
-			r.attention = AttentionEfficient
-		case contains(attentionPolicies, att):
-			r.attention = att
-		case contains(attentionDispatch, att):
-			r.dispatch = att
-		default:
-			return r, fmt.Errorf("%s: unknown value %q: want one of %s, or a dispatch backend name (%s)",
-				attSrc, att, strings.Join(attentionPolicies, ", "), strings.Join(attentionDispatch, ", "))
-		}
+	var err error
+	if r.attention, r.dispatch, err = resolveAttention(att, attSrc, &p.warned); err != nil {
+		return r, err
 	}
 	prec, precSrc := o.MatmulPrecision, "matmul precision"
 	if prec == "" {
@@ -215,7 +274,6 @@ func (p *Policy) resolve(o Options) (resolved, error) {
 		}
 		r.precision = prec
 	}
-	var err error
 	if r.tf32, err = p.boolOpt(o.EnableTF32, EnvEnableTF32, true); err != nil {
 		return r, err
 	}
@@ -246,25 +304,18 @@ func (p *Policy) boolOpt(explicit *bool, env string, def bool) (bool, error) {
 	return ParseBool(env, s)
 }
 
-// ParseBool parses a switch variable: 1/true/yes/on or 0/false/no/off, case
-// insensitive. Anything else is an error naming the variable.
+// ParseBool parses a switch variable: 1/true/yes/on/enable(d) or
+// 0/false/no/off/disable(d) (the seed's words), also y/t and n/f, case
+// insensitive. Anything else is an error naming the variable, where the
+// seed silently keeps the default.
 func ParseBool(name, value string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(value)) {
-	case "1", "true", "yes", "on", "y", "t":
+	case "1", "true", "yes", "on", "enable", "enabled", "y", "t":
 		return true, nil
-	case "0", "false", "no", "off", "n", "f":
+	case "0", "false", "no", "off", "disable", "disabled", "n", "f":
 		return false, nil
 	}
 	return false, fmt.Errorf("%s=%q: want 1/true/yes/on or 0/false/no/off", name, value)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // target computes the flags to write from the flags found and the policy.
@@ -445,7 +496,8 @@ func Install(opts Options) (State, error) { return process.Install(opts) }
 func Uninstall() (State, error) { return process.Uninstall() }
 
 // CurrentState returns the process policy's state (the seed's
-// inference_infra_state), as a copy.
+// inference_infra_state), as a snapshot rather than the seed's live object
+// (see Policy.State for why): call it again to observe later changes.
 func CurrentState() State { return process.State() }
 
 // Disabled runs fn with the process policy disabled (see Policy.Disabled).

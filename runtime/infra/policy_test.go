@@ -2,6 +2,8 @@ package infra
 
 import (
 	"errors"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,29 +136,59 @@ func TestTF32Off(t *testing.T) {
 	}
 }
 
+// TestAttentionDispatchNames checks the seed's rule: an attention dispatch
+// backend name, known or not, resolves the SDPA policy to auto and is
+// recorded for the attention layer; only a value that is not a name fails.
 func TestAttentionDispatchNames(t *testing.T) {
-	for _, name := range []string{"flash_attention_2", "sage_attention", "xformers"} {
+	var logs strings.Builder
+	saved := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(saved) })
+	for name, want := range map[string]string{
+		"flash_attention_2": "flash_attention_2", "flash-attn-2": "flash_attention_2", "Flash_Attn2": "flash_attention_2",
+		"sage_attention": "sage_attention", "SAGE": "sage_attention", "sage3": "sage_attention_3",
+		"xformers": "xformers", "torch_sdpa": "torch", "vmoba": "vmoba_attention",
+		// Not in the dispatch vocabulary: accepted as given (lower case).
+		"flex_attention": "flex_attention", "native": "native", "Ring-Attention": "ring_attention",
+	} {
 		e := &fakeEngine{flags: torchDefaults()}
 		p := NewPolicy(e, vars(map[string]string{EnvAttentionBackend: name}))
 		st, err := p.Install(Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if st.AttentionBackend != "auto" || st.AttentionDispatch != name || !e.flags.FlashSDP || !e.flags.MathSDP {
-			t.Errorf("%s: state %+v flags %+v", name, st, e.flags)
+		if st.AttentionBackend != "auto" || st.AttentionDispatch != want || !e.flags.FlashSDP || !e.flags.MathSDP {
+			t.Errorf("%s: state %+v flags %+v; want policy auto, dispatch %q", name, st, e.flags, want)
 		}
 	}
-	for _, policy := range []string{"cudnn", "efficient", "mem_efficient"} {
-		st, err := NewPolicy(nil, vars(nil)).Install(Options{AttentionBackend: policy})
-		if err != nil || (st.AttentionBackend != "cudnn" && st.AttentionBackend != "efficient") {
-			t.Errorf("%s: %+v, %v", policy, st, err)
+	// Only the names outside the vocabulary are warned about, once each.
+	for _, name := range []string{"flex_attention", "native", "ring_attention"} {
+		if n := strings.Count(logs.String(), "name="+name+" "); n != 1 {
+			t.Errorf("%d warnings for %s, want 1:\n%s", n, name, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "flash_attention_2") || strings.Contains(logs.String(), "sage") {
+		t.Errorf("a known dispatch name was warned about:\n%s", logs.String())
+	}
+	for value, want := range map[string]string{
+		"cudnn": "cudnn", "efficient": "efficient", "mem_efficient": "efficient", "memory-efficient": "efficient",
+		"sdpa": "auto", "default": "auto", "flash_attention": "flash", " MATH ": "math", "": "auto",
+	} {
+		st, err := NewPolicy(nil, vars(nil)).Install(Options{AttentionBackend: value})
+		if err != nil || st.AttentionBackend != want || st.AttentionDispatch != "" {
+			t.Errorf("%q: %+v, %v; want policy %s and no dispatch name", value, st, err, want)
+		}
+	}
+	for _, bad := range []string{"flash attention", "a/b", "2fa", "x=y"} {
+		if _, err := NewPolicy(nil, vars(nil)).Install(Options{AttentionBackend: bad}); err == nil || !strings.Contains(err.Error(), "neither an SDPA policy") {
+			t.Errorf("%q: error = %v, want one saying it is not a name", bad, err)
 		}
 	}
 }
 
 func TestInvalidValuesChangeNothing(t *testing.T) {
 	cases := map[string]string{
-		EnvAttentionBackend: "fastest", EnvMatmulPrecision: "low", EnvEnableTF32: "perhaps",
+		EnvAttentionBackend: "fast est", EnvMatmulPrecision: "low", EnvEnableTF32: "perhaps",
 		EnvPatchSDPA: "2", EnvDeterministic: "nope", EnvUseCoreInfra: "maybe",
 	}
 	for name, value := range cases {
@@ -298,6 +330,16 @@ func TestParseBool(t *testing.T) {
 			t.Errorf("ParseBool(%q) = %v, %v", s, v, err)
 		}
 	}
+	for _, s := range []string{"enable", "Enabled"} {
+		if v, err := ParseBool("X", s); err != nil || !v {
+			t.Errorf("ParseBool(%q) = %v, %v (the seed's word for on)", s, v, err)
+		}
+	}
+	for _, s := range []string{"disable", "DISABLED"} {
+		if v, err := ParseBool("X", s); err != nil || v {
+			t.Errorf("ParseBool(%q) = %v, %v (the seed's word for off)", s, v, err)
+		}
+	}
 	if _, err := ParseBool("X", "2"); err == nil || !strings.Contains(err.Error(), `X="2"`) {
 		t.Errorf("ParseBool(2) error = %v", err)
 	}
@@ -319,7 +361,7 @@ func FuzzInstallFromEnvironment(f *testing.F) {
 			return
 		}
 		if st.Installed {
-			if !containsString(attentionPolicies, st.AttentionBackend) {
+			if !slices.Contains(attentionPolicies, st.AttentionBackend) {
 				t.Fatalf("attention backend %q", st.AttentionBackend)
 			}
 			if e.flags.MatmulPrecision != st.MatmulPrecision {
@@ -332,5 +374,3 @@ func FuzzInstallFromEnvironment(f *testing.F) {
 		}
 	})
 }
-
-func containsString(list []string, s string) bool { return contains(list, s) }

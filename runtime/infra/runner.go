@@ -26,9 +26,17 @@ type Generator[Req, Res any] interface {
 }
 
 // WrapRunner returns a runner whose Generate always runs inside Run (the
-// seed's wrap_runner_for_worldfoundry_core). It is idempotent: wrapping a
+// seed's wrap_runner_for_worldfoundry_core). Like the seed it installs the
+// process policy first (an install error is not lost: the wrapped
+// Generate installs again and returns it), and it is idempotent: wrapping a
 // wrapped runner returns it unchanged. A nil runner is returned as is.
+//
+// Unlike the seed, which replaces generate on the runner itself and
+// returns the same instance, WrapRunner returns a new value: Go cannot
+// replace a method of an existing value. The wrapper has only Generate;
+// reach the runner's other methods through Unwrap.
 func WrapRunner[Req, Res any](r Generator[Req, Res]) Generator[Req, Res] {
+	_, _ = Install(Options{})
 	if r == nil {
 		return nil
 	}

@@ -67,7 +67,7 @@ func TestSyncTimerBlockAndFunc(t *testing.T) {
 	if strings.Join(s.devices, ",") != "cuda:1,cuda:1,cuda:1,cuda:1" {
 		t.Errorf("synchronised %v, want cuda:1 before start and stop of both measurements", s.devices)
 	}
-	re := regexp.MustCompile(`^\[SYNC_TIMER\] decode: \d+\.\d{3} ms$`)
+	re := regexp.MustCompile(`^decode takes \d+\.\d{4}s$`)
 	if len(lines) != 2 || !re.MatchString(lines[0]) || !re.MatchString(lines[1]) {
 		t.Errorf("log lines = %q", lines)
 	}
@@ -115,5 +115,51 @@ func TestDropCaches(t *testing.T) {
 	// Without an engine in this pure-Go package there is nothing to empty.
 	if err := DropCaches(); err != nil {
 		t.Errorf("DropCaches() without an engine = %v", err)
+	}
+}
+
+// TestSyncTimerSeedBehaviour checks the seed's CudaSyncTimer rules: the flag
+// is read when a measurement starts (not at construction), a timer without
+// a name measures but logs nothing, and the decorator form takes functions
+// with arguments and results.
+func TestSyncTimerSeedBehaviour(t *testing.T) {
+	s := &fakeSync{}
+	env := map[string]string{}
+	var lines []string
+	logTo := func(l string) { lines = append(lines, l) }
+	named := NewSyncTimer(TimerOptions{Name: "vae decode", Sync: s, Log: logTo, Getenv: vars(env)})
+	if named.Enabled() || named.Start().Stop() != 0 || len(lines) != 0 {
+		t.Fatalf("timer measured with %s unset: %q", EnvSyncTimer, lines)
+	}
+	env[EnvSyncTimer] = "1" // turned on after the timer was made
+	if !named.Enabled() {
+		t.Fatal("the flag set after construction was not seen")
+	}
+	span := named.Start()
+	time.Sleep(time.Millisecond)
+	if d := span.Stop(); d < time.Millisecond {
+		t.Errorf("span = %v", d)
+	}
+	if len(lines) != 1 || !regexp.MustCompile(`^vae decode takes 0\.\d{4}s$`).MatchString(lines[0]) {
+		t.Errorf("log = %q, want the seed's \"NAME takes X.XXXXs\"", lines)
+	}
+	env[EnvSyncTimer] = "0" // and off again
+	if d := named.Start().Stop(); d != 0 || len(lines) != 1 {
+		t.Errorf("timer measured after the flag was cleared: %v, %q", d, lines)
+	}
+
+	env[EnvSyncTimer] = "1"
+	lines = nil
+	anonymous := NewSyncTimer(TimerOptions{Sync: s, Log: logTo, Getenv: vars(env)})
+	if d := anonymous.Start().Stop(); d <= 0 || len(lines) != 0 {
+		t.Errorf("unnamed timer: %v, logged %q; want a measurement and no line", d, lines)
+	}
+
+	square := WrapFunc(named, func(x int) (int, error) { return x * x, nil })
+	if got, err := square(7); got != 49 || err != nil {
+		t.Errorf("wrapped square(7) = %d, %v", got, err)
+	}
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "vae decode takes ") {
+		t.Errorf("WrapFunc call logged %q", lines)
 	}
 }

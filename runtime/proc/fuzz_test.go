@@ -66,6 +66,7 @@ func FuzzCUDAVisibleDevices(f *testing.F) {
 	f.Add("cuda:2", "GPU-a,GPU-b", true, true)
 	f.Add("cuda:00", "x", true, false)
 	f.Add("npu:3", "", false, false)
+	f.Add("Cuda", "3,1", true, false)
 	f.Fuzz(func(t *testing.T, device, inherited string, set, noMap bool) {
 		opt := CUDAOptions{NoMap: noMap}
 		if set {
@@ -84,7 +85,13 @@ func FuzzCUDAVisibleDevices(f *testing.F) {
 			}
 			return
 		}
-		_, idx, _ := strings.Cut(strings.TrimSpace(device), ":")
+		_, idx, hasIdx := strings.Cut(strings.TrimSpace(device), ":")
+		if !hasIdx { // bare cuda: the inherited list as is, else default_cuda
+			if set && v != inherited || !set && v != DefaultCUDA {
+				t.Fatalf("bare %q gave %q (inherited %q, set %v)", device, v, inherited, set)
+			}
+			return
+		}
 		n, perr := strconv.Atoi(idx)
 		if perr != nil || n < 0 {
 			t.Fatalf("accepted index %q", idx)

@@ -27,7 +27,9 @@ import (
 // models on libtorch 1.13 (backend "optimize_for_inference" runs it anyway;
 // CompileOptions.Backend lists the backends).
 //
-// It returns m itself when compilation is disabled, when m is already
+// It returns m itself when compilation is disabled — whatever m is, even a
+// module of another engine, and without reading the other options, as the
+// seed's compile_module_if_enabled(enabled=False) — when m is already
 // compiled, and — non-strict only — when the backend or mode is unsupported
 // or compiling fails (with a slog warning). In strict mode those are errors.
 // Otherwise it returns a new module that the caller owns alongside m (close
@@ -39,6 +41,12 @@ import (
 // process loads the compiled form instead of compiling again. Cache problems
 // are logged and never fail the compile.
 func CompileModule(m runtime.Module, opts CompileOptions) (runtime.Module, error) {
+	if on, err := boolVar(opts.Enabled, EnvCompile, os.Getenv); err != nil || !on {
+		if err != nil {
+			return nil, fmt.Errorf("torch: compile: %w", err)
+		}
+		return m, nil
+	}
 	tm, ok := m.(*Module)
 	if !ok {
 		return nil, fmt.Errorf("torch: compile: module %T was not loaded by the libtorch engine", m)

@@ -3,6 +3,9 @@
 package torch
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/worldfoundry/wfgen/runtime"
 )
 
@@ -14,7 +17,15 @@ func DefineModule(source string, params map[string]*runtime.Tensor, path string)
 // BuildModule needs cgo; this build returns ErrUnavailable.
 func BuildModule(src ModuleSource, path string) error { return ErrUnavailable }
 
-// CompileModule needs cgo; this build returns ErrUnavailable.
+// CompileModule needs cgo to compile; this build returns ErrUnavailable
+// when compilation is enabled, and m itself when it is disabled (the
+// seed's compile_module_if_enabled(enabled=False)).
 func CompileModule(m runtime.Module, opts CompileOptions) (runtime.Module, error) {
+	if on, err := boolVar(opts.Enabled, EnvCompile, os.Getenv); err != nil || !on {
+		if err != nil {
+			return nil, fmt.Errorf("torch: compile: %w", err)
+		}
+		return m, nil
+	}
 	return nil, ErrUnavailable
 }

@@ -18,7 +18,8 @@ func TestWithoutCgo(t *testing.T) {
 	if err := DefineModule("def forward(self) -> int:\n    return 1\n", nil, filepath.Join(t.TempDir(), "m.pt")); !errors.Is(err, runtime.ErrNoEngine) {
 		t.Errorf("DefineModule error = %v", err)
 	}
-	if _, err := CompileModule(nil, CompileOptions{}); !errors.Is(err, ErrUnavailable) {
+	on := true
+	if _, err := CompileModule(nil, CompileOptions{Enabled: &on}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("CompileModule error = %v", err)
 	}
 }
