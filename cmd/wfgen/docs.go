@@ -5,8 +5,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/docs"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
-	"github.com/worldfoundry/wfgen/gen/ir"
-	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
 func init() {
@@ -28,8 +27,17 @@ only pages earlier runs wrote for the same manifests. Exit codes as for generate
 	defaultOut: "docs/models",
 	configured: func(c *config) string { return c.DocsOutput },
 	record:     ".wfgen-docs",
-	generate: func(fams []*ir.Family, _ string, _ bool) (tree.Files, map[string]*manifest.File, error) {
-		return docs.GenerateWithOrigins(fams)
+	generate: func(opts validate.Options, paths []string, origin func(string) string, _ string, _ bool) (
+		tree.Source, map[string]string, func() error, []validate.Diagnostic, error) {
+		fams, diags, err := opts.Paths(paths)
+		if err != nil || len(diags) > 0 {
+			return nil, nil, nil, diags, err
+		}
+		for _, fam := range fams {
+			fam.File.Origin = origin(fam.File.Path)
+		}
+		files, origins, err := docs.GenerateWithOrigins(fams)
+		return files, origins, func() error { return nil }, nil, err
 	},
 	options: docs.TreeOptions,
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/worldfoundry/wfgen/gen/emit/cache"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/ir"
-	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -34,9 +33,13 @@ type output struct {
 	configured func(*config) string
 	// record is the name of the record of written files in the folder.
 	record string
-	// generate produces the files and the manifest of each; check is set
-	// for --check, which must never trust anything on disk.
-	generate func(fams []*ir.Family, out string, check bool) (tree.Files, map[string]*manifest.File, error)
+	// generate validates the manifests at paths and produces the files
+	// (rendered on demand: a tree.Source) and the manifest path of each;
+	// origin gives the path a header records for a manifest path; check is
+	// set for --check, which must never trust anything on disk. done
+	// releases what the files hold. Diagnostics mean no files.
+	generate func(opts validate.Options, paths []string, origin func(string) string, out string, check bool) (
+		files tree.Source, origins map[string]string, done func() error, diags []validate.Diagnostic, err error)
 	// options are the tree options (owned files, extension).
 	options func(clean bool) tree.Options
 }
@@ -54,7 +57,27 @@ or I/O errors.`,
 	defaultOut: "generated",
 	configured: func(c *config) string { return c.GenerateOutput },
 	record:     ".wfgen-generate",
-	generate: func(fams []*ir.Family, out string, check bool) (tree.Files, map[string]*manifest.File, error) {
+	generate: func(opts validate.Options, paths []string, origin func(string) string, out string, check bool) (
+		tree.Source, map[string]string, func() error, []validate.Diagnostic, error) {
+		// Validation keeps only the valid manifests' paths and packages;
+		// each is read again when its file is rendered, so that a run over
+		// many manifests holds a few families at a time.
+		valid, diags, err := opts.Scan(paths)
+		if err != nil || len(diags) > 0 {
+			return nil, nil, nil, diags, err
+		}
+		load := func(v validate.Scanned) (*ir.Family, error) {
+			fam, diags, err := validate.File(v.Path)
+			switch {
+			case err != nil:
+				return nil, err
+			case fam == nil:
+				return nil, fmt.Errorf("%s changed while wfgen ran: %v", v.Path, diags)
+			}
+			fam.File.Origin = origin(v.Path)
+			fam.File.Release()
+			return fam, nil
+		}
 		// The cache lets plain generate verify an unchanged family by
 		// hash instead of generating it again (see gen/emit/cache;
 		// WFGEN_CACHE=off disables it). It trusts the folder it verifies
@@ -63,7 +86,11 @@ or I/O errors.`,
 		if !check {
 			c = cache.Default()
 		}
-		return emit.GenerateWithOrigins(fams, out, c)
+		o, err := emit.NewScannedOutput(valid, load, out, c)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		return o, o.Origins(), o.Close, nil, nil
 	},
 	options: emit.TreeOptions,
 }
@@ -130,37 +157,28 @@ func runOutput(o output, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts := loadOptions(o.name, cfg, stderr)
-	files, diags, err := opts.Paths(f.paths)
+	outAbs, err := filepath.Abs(f.out)
+	if err != nil {
+		return fail(err)
+	}
+	root := moduleRoot(outAbs)
+	origin := func(p string) string { return originPath(p, root) }
+	gen, origins, done, diags, err := o.generate(opts, f.paths, origin, f.out, f.check)
 	if err != nil {
 		return fail(err)
 	}
 	if len(diags) == 0 {
-		outAbs, err := filepath.Abs(f.out)
+		defer done()
+		covers, err := coverage(outAbs, f.paths, opts.Exclude)
 		if err != nil {
 			return fail(err)
 		}
-		root := moduleRoot(outAbs)
-		for _, m := range files {
-			m.File.Origin = originPath(m.File.Path, root)
+		topts := o.options(f.clean)
+		topts.Record = &tree.Record{Name: o.record, Tool: "wfgen " + o.name, Sources: map[string]string{}, Covers: covers}
+		for p, m := range origins {
+			topts.Record.Sources[p] = recordedSource(outAbs, m)
 		}
-		var gen tree.Files
-		var origins map[string]*manifest.File
-		gen, origins, err = o.generate(files, f.out, f.check)
-		if err != nil {
-			return fail(err)
-		}
-		if len(diags) == 0 {
-			covers, err := coverage(outAbs, f.paths, opts.Exclude)
-			if err != nil {
-				return fail(err)
-			}
-			topts := o.options(f.clean)
-			topts.Record = &tree.Record{Name: o.record, Tool: "wfgen " + o.name, Sources: map[string]string{}, Covers: covers}
-			for p, m := range origins {
-				topts.Record.Sources[p] = recordedSource(outAbs, m.Path)
-			}
-			return apply(o, f, gen, topts, stdout, stderr)
-		}
+		return apply(o, f, gen, topts, stdout, stderr)
 	}
 	if err := validate.WriteDiagnostics(stdout, f.format, diags); err != nil {
 		return fail(err)
@@ -193,7 +211,7 @@ func rerun(o output, f outputFlags, clean bool) string {
 }
 
 // apply writes or checks the files and reports.
-func apply(o output, f outputFlags, files tree.Files, opts tree.Options, stdout, stderr io.Writer) int {
+func apply(o output, f outputFlags, files tree.Source, opts tree.Options, stdout, stderr io.Writer) int {
 	show := func(p string) string { return path.Join(filepath.ToSlash(f.out), p) }
 	if f.check {
 		rep, err := tree.Check(f.out, files, opts)

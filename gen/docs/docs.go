@@ -16,7 +16,6 @@ import (
 	"github.com/worldfoundry/wfgen/gen/emit"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/ir"
-	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/templates"
@@ -94,17 +93,17 @@ func Generate(fams []*ir.Family) (tree.Files, error) {
 }
 
 // GenerateWithOrigins is Generate that also returns, for each page, the
-// manifest it was rendered from.
-func GenerateWithOrigins(fams []*ir.Family) (tree.Files, map[string]*manifest.File, error) {
+// path of the manifest it was rendered from.
+func GenerateWithOrigins(fams []*ir.Family) (tree.Files, map[string]string, error) {
 	out := make(tree.Files, len(fams))
-	origins := make(map[string]*manifest.File, len(fams))
+	origins := make(map[string]string, len(fams))
 	for _, fam := range fams {
 		b, err := Render(fam)
 		if err != nil {
 			return nil, nil, err
 		}
 		out[fam.Package+".md"] = b
-		origins[fam.Package+".md"] = fam.File
+		origins[fam.Package+".md"] = fam.File.Path
 	}
 	return out, origins, nil
 }

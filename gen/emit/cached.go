@@ -7,13 +7,17 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path"
 	"reflect"
+	goruntime "runtime"
+	"slices"
 	"sort"
+	"sync"
 
 	"github.com/worldfoundry/wfgen/gen/emit/cache"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/ir"
-	"github.com/worldfoundry/wfgen/gen/manifest"
+
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -132,53 +136,184 @@ func GenerateCached(fams []*ir.Family, outDir string, c *cache.Cache) (Files, er
 }
 
 // GenerateWithOrigins is GenerateCached that also returns, for each output
-// path, the manifest it was generated from. A nil cache generates
-// everything.
-func GenerateWithOrigins(fams []*ir.Family, outDir string, c *cache.Cache) (Files, map[string]*manifest.File, error) {
-	origins := make(map[string]*manifest.File, len(fams))
-	for _, fam := range fams {
-		origins[GoPath(fam)] = fam.File
-	}
-	var root *os.Root
-	if c != nil {
-		if r, err := os.OpenRoot(outDir); err == nil {
-			root = r
-			defer r.Close()
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, err
-		}
-	}
-	out := make(Files, len(fams))
-	var todo []*ir.Family
-	var keys []cache.Key
-	for _, fam := range fams {
-		if c == nil {
-			todo = append(todo, fam)
-			continue
-		}
-		p := GoPath(fam)
-		key := c.Key(Fingerprint(fam))
-		if sum, ok := c.Get(key); ok && root != nil {
-			if b, err := tree.ReadRegular(root, p); err == nil && cache.SumOf(b) == sum {
-				out[p] = b
-				continue
-			}
-		}
-		todo = append(todo, fam)
-		keys = append(keys, key)
-	}
-	srcs, err := renderAll(todo, GoSource)
+// path, the path of the manifest it was generated from. A nil cache generates
+// everything. It holds every file in memory; NewOutput does not.
+func GenerateWithOrigins(fams []*ir.Family, outDir string, c *cache.Cache) (Files, map[string]string, error) {
+	o, err := NewOutput(fams, outDir, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	for i, fam := range todo {
-		out[GoPath(fam)] = srcs[i]
-		if c != nil {
-			c.Put(keys[i], cache.SumOf(srcs[i]))
+	defer o.Close()
+	out := make(Files, len(fams))
+	for _, p := range o.Paths() {
+		b, err := o.Content(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[p] = b
+	}
+	return out, o.Origins(), nil
+}
+
+// Output is the Go output of families as a tree.Source: a file is rendered
+// when tree.Write or tree.Check asks for it — a few files ahead, on up to
+// GOMAXPROCS goroutines — or read from the output folder when the cache
+// vouches for it (see GenerateCached), and dropped once returned. So a run
+// over ten thousand manifests holds a handful of files, not all of them.
+// Close it when done.
+type Output struct {
+	byPath map[string]source
+	paths  []string // sorted: the order tree asks in
+	root   *os.Root // the output folder, when the cache may read it
+	c      *cache.Cache
+
+	mu      sync.Mutex
+	started int                      // paths[:started] are rendering or done
+	pending map[string]chan rendered // by path
+	slots   chan struct{}            // bounds concurrent renders
+}
+
+// source is where one output file comes from: the manifest's path and
+// its family, resolved when the file is rendered.
+type source struct {
+	manifest string
+	family   func() (*ir.Family, error)
+}
+
+// rendered is one file's bytes or error.
+type rendered struct {
+	b   []byte
+	err error
+}
+
+// NewOutput returns the lazy output of fams for the folder outDir, using
+// the cache c (nil: render everything).
+func NewOutput(fams []*ir.Family, outDir string, c *cache.Cache) (*Output, error) {
+	srcs := make(map[string]source, len(fams))
+	for _, fam := range fams {
+		srcs[GoPath(fam)] = source{manifest: fam.File.Path, family: func() (*ir.Family, error) { return fam, nil }}
+	}
+	return newOutput(srcs, outDir, c)
+}
+
+// NewScannedOutput is NewOutput for manifests validated by
+// validate.Options.Scan: each is read and resolved again by load when its
+// file is rendered, so that only the families being rendered are in
+// memory.
+func NewScannedOutput(valid []validate.Scanned, load func(validate.Scanned) (*ir.Family, error), outDir string, c *cache.Cache) (*Output, error) {
+	srcs := make(map[string]source, len(valid))
+	for _, v := range valid {
+		srcs[path.Join(v.Package, v.Package+".go")] = source{manifest: v.Path, family: func() (*ir.Family, error) { return load(v) }}
+	}
+	return newOutput(srcs, outDir, c)
+}
+
+func newOutput(srcs map[string]source, outDir string, c *cache.Cache) (*Output, error) {
+	o := &Output{byPath: srcs, pending: map[string]chan rendered{}, c: c,
+		slots: make(chan struct{}, goruntime.GOMAXPROCS(0))}
+	for p := range srcs {
+		o.paths = append(o.paths, p)
+	}
+	sort.Strings(o.paths)
+	if c != nil {
+		if r, err := os.OpenRoot(outDir); err == nil {
+			o.root = r
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
 		}
 	}
-	c.Flush() // a failed flush only costs time on the next run
-	return out, origins, nil
+	return o, nil
+}
+
+// Paths lists the output paths.
+func (o *Output) Paths() []string { return slices.Clone(o.paths) }
+
+// Origins maps each output path to the path of the manifest it comes from.
+func (o *Output) Origins() map[string]string {
+	m := make(map[string]string, len(o.byPath))
+	for p, s := range o.byPath {
+		m[p] = s.manifest
+	}
+	return m
+}
+
+// Content returns the bytes of path p, rendering it (and starting the
+// next few) unless already done.
+func (o *Output) Content(p string) ([]byte, error) {
+	o.mu.Lock()
+	i, found := slices.BinarySearch(o.paths, p)
+	if !found {
+		o.mu.Unlock()
+		return nil, fmt.Errorf("emit: no output %s", p)
+	}
+	for o.started < len(o.paths) && o.started <= i+2*cap(o.slots) {
+		o.start(o.paths[o.started])
+		o.started++
+	}
+	ch, ok := o.pending[p]
+	if !ok { // asked again: render it anew
+		o.start(p)
+		ch = o.pending[p]
+	}
+	delete(o.pending, p)
+	o.mu.Unlock()
+	r := <-ch
+	return r.b, r.err
+}
+
+// start renders path p in the background (o.mu held).
+func (o *Output) start(p string) {
+	ch := make(chan rendered, 1)
+	o.pending[p] = ch
+	src := o.byPath[p]
+	go func() {
+		o.slots <- struct{}{}
+		defer func() { <-o.slots }()
+		fam, err := src.family()
+		if err != nil {
+			ch <- rendered{nil, err}
+			return
+		}
+		b, err := o.render(p, fam)
+		ch <- rendered{b, err}
+	}()
+}
+
+// render returns the file of fam: from disk when the cache knows its
+// fingerprint and the file hashes to the recorded sum, else rendered (and
+// recorded).
+func (o *Output) render(p string, fam *ir.Family) ([]byte, error) {
+	if o.c == nil {
+		return GoSource(fam)
+	}
+	key := o.c.Key(Fingerprint(fam))
+	if sum, ok := o.c.Get(key); ok && o.root != nil {
+		if b, err := tree.ReadRegular(o.root, p); err == nil && cache.SumOf(b) == sum {
+			return b, nil
+		}
+	}
+	b, err := GoSource(fam)
+	if err == nil {
+		o.c.Put(key, cache.SumOf(b))
+	}
+	return b, err
+}
+
+// Close waits for renders still running, flushes the cache and closes the
+// output folder.
+func (o *Output) Close() error {
+	o.mu.Lock()
+	pending := o.pending
+	o.pending = map[string]chan rendered{}
+	o.mu.Unlock()
+	for _, ch := range pending {
+		<-ch
+	}
+	o.c.Flush() // a failed flush only costs time on the next run
+	if o.root != nil {
+		return o.root.Close()
+	}
+	return nil
 }
 
 // PathsCached is Paths with GenerateCached.

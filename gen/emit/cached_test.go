@@ -114,7 +114,7 @@ func TestOriginIsTheRecordedPath(t *testing.T) {
 	if line, _, _ := bytes.Cut(out[p], []byte("\n")); string(line) != emit.Header("golden/kinds/input/kinds.yaml") {
 		t.Errorf("header %q", line)
 	}
-	if origins[p] != files[0].File || len(origins) != 1 {
+	if origins[p] != files[0].File.Path || len(origins) != 1 {
 		t.Errorf("origins = %v", origins)
 	}
 	fams := files

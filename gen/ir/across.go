@@ -23,8 +23,12 @@ type Placed struct {
 	At Diagnostic
 }
 
-// Identity returns the family's identity.
-func (f *Family) Identity() Identity {
+// Identity returns the family's identity (located when the family was
+// built, so it stays located after manifest.File.Release).
+func (f *Family) Identity() Identity { return f.identity }
+
+// identify computes the family's identity.
+func (f *Family) identify() Identity {
 	s := f.Spec
 	at := func(v, p string) Placed { return Placed{Value: v, At: f.File.Diagnose(p, false, "")} }
 	id := Identity{Names: []Placed{at(s.ModelFamilyID, "/model_family_id")}}

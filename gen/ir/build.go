@@ -67,6 +67,7 @@ func Build(f *manifest.File) (*Family, []Diagnostic) {
 	if len(b.diags) > 0 {
 		return nil, manifest.SortDiagnostics(b.diags)
 	}
+	b.fam.identity = b.fam.identify()
 	return b.fam, nil
 }
 

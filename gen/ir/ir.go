@@ -53,6 +53,8 @@ type Family struct {
 	DefaultVariant *Variant
 	// DefaultTask is the task used when none is named.
 	DefaultTask *Task
+
+	identity Identity
 }
 
 // Variant is one resolved variant.

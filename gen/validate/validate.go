@@ -79,13 +79,52 @@ func Check(paths []string) (valid int, diags []Diagnostic, err error) {
 
 // Check is the package's Check with the options.
 func (o Options) Check(paths []string) (valid int, diags []Diagnostic, err error) {
-	files, diags, err := o.walk(paths, false)
+	files, diags, err := o.scan(paths, false)
 	return len(files), diags, err
 }
 
 // walk validates paths in parallel. With keep false each valid file is
 // returned as a nil entry: only their number matters.
 func (o Options) walk(paths []string, keep bool) ([]*ir.Family, []Diagnostic, error) {
+	valid, diags, err := o.scan(paths, keep)
+	fams := make([]*ir.Family, len(valid))
+	for i, v := range valid {
+		fams[i] = v.fam
+	}
+	return fams, diags, err
+}
+
+// Scanned is a valid manifest as Scan returns it: where it is and the Go
+// package generated from it.
+type Scanned struct {
+	// Path is the manifest's path, as found.
+	Path string
+	// Package is the Go package generated from it (ir.Family.Package).
+	Package string
+}
+
+// Scan validates like Check and returns, of each valid manifest, only its
+// path and Go package. A generator that then reads the manifests again one
+// at a time (File) holds one family at a time, whatever their number.
+func (o Options) Scan(paths []string) ([]Scanned, []Diagnostic, error) {
+	valid, diags, err := o.scan(paths, false)
+	out := make([]Scanned, len(valid))
+	for i, v := range valid {
+		out[i] = Scanned{Path: v.path, Package: v.id.Package.Value}
+	}
+	return out, diags, err
+}
+
+// scanned is one valid file of a scan; fam is kept only when asked.
+type scanned struct {
+	path string
+	fam  *ir.Family
+	id   ir.Identity
+}
+
+// scan validates paths in parallel. With keep false the families are not
+// kept: only their paths and identities.
+func (o Options) scan(paths []string, keep bool) ([]scanned, []Diagnostic, error) {
 	if len(paths) == 0 {
 		return nil, nil, errors.New("no manifest paths given")
 	}
@@ -147,16 +186,16 @@ func (o Options) walk(paths []string, keep bool) ([]*ir.Family, []Diagnostic, er
 			r.diags = manifest.SortDiagnostics(append(r.diags, d...))
 		}
 	}
-	var valid []*ir.Family
+	var valid []scanned
 	var diags []Diagnostic
 	var errs []error
-	for _, r := range results {
+	for i, r := range results {
 		if r.err != nil {
 			errs = append(errs, r.err)
 			continue
 		}
 		if r.valid {
-			valid = append(valid, r.fam)
+			valid = append(valid, scanned{path: files[i], fam: r.fam, id: r.id})
 		}
 		diags = append(diags, r.diags...)
 	}

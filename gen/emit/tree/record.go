@@ -165,7 +165,7 @@ type recordPlan struct {
 // planRecord reads the record and works out the stale files. When the
 // folder has no record and clean is set, it refuses if generated files
 // this run does not produce are present.
-func planRecord(root *os.Root, dir string, files Files, opts Options, clean bool) (*recordPlan, error) {
+func planRecord(root *os.Root, dir string, files pathSet, opts Options, clean bool) (*recordPlan, error) {
 	rec := opts.Record
 	if rec.Covers == nil {
 		return nil, errors.New("tree: Record.Covers is required")
@@ -224,7 +224,7 @@ func planRecord(root *os.Root, dir string, files Files, opts Options, clean bool
 
 // content returns the record after the run; removed are the stale files
 // the run deleted.
-func (plan *recordPlan) content(files Files, removed []string) []byte {
+func (plan *recordPlan) content(files pathSet, removed []string) []byte {
 	entries := make(map[string]string, len(plan.keep)+len(files)+len(plan.stale))
 	for p, s := range plan.keep {
 		entries[p] = s

@@ -26,8 +26,41 @@ import (
 )
 
 // Files maps slash-separated paths relative to the output folder to their
-// contents.
+// contents. It is a Source.
 type Files map[string][]byte
+
+// Source is the set of files a generator produces. Write and Check ask for
+// each file's bytes once, in the sorted order of Paths, and drop them when
+// done with them, so a Source that renders on demand keeps a run over many
+// inputs to a few files in memory at a time.
+type Source interface {
+	// Paths lists every output path: slash-separated, relative to the
+	// output folder.
+	Paths() []string
+	// Content returns the bytes of one of Paths.
+	Content(p string) ([]byte, error)
+}
+
+// Paths lists the files' paths.
+func (f Files) Paths() []string {
+	out := make([]string, 0, len(f))
+	for p := range f {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Content returns the bytes of path p.
+func (f Files) Content(p string) ([]byte, error) {
+	b, ok := f[p]
+	if !ok {
+		return nil, fmt.Errorf("tree: no file %s", p)
+	}
+	return b, nil
+}
+
+// pathSet is the set of a Source's paths.
+type pathSet map[string]bool
 
 // Options configure Write and Check.
 type Options struct {
@@ -76,24 +109,29 @@ func (r Report) Current() bool {
 // maxOwnedProbe is how many leading bytes are read to recognise an owned file.
 const maxOwnedProbe = 4096
 
-func checkPaths(files Files) ([]string, error) {
-	names := make([]string, 0, len(files))
-	for p := range files {
+// checkPaths returns the source's paths, sorted and checked, and their set.
+func checkPaths(src Source) ([]string, pathSet, error) {
+	names := src.Paths()
+	set := make(pathSet, len(names))
+	for _, p := range names {
 		if !fs.ValidPath(p) || p == "." || strings.Contains(p, `\`) {
-			return nil, fmt.Errorf("output path %q is not a relative slash-separated path inside the output folder", p)
+			return nil, nil, fmt.Errorf("output path %q is not a relative slash-separated path inside the output folder", p)
 		}
-		names = append(names, p)
+		if set[p] {
+			return nil, nil, fmt.Errorf("output path %q given twice", p)
+		}
+		set[p] = true
 	}
 	sort.Strings(names)
-	return names, nil
+	return names, set, nil
 }
 
 // Check compares dir with files without writing anything. A missing dir
 // means every file is missing. With a Record, the record is compared too:
 // a missing or different record is reported in Created or Updated (and
 // in Diff) like a file.
-func Check(dir string, files Files, opts Options) (Report, error) {
-	names, err := checkPaths(files)
+func Check(dir string, src Source, opts Options) (Report, error) {
+	names, set, err := checkPaths(src)
 	if err != nil {
 		return Report{}, err
 	}
@@ -131,22 +169,26 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 		return nil
 	}
 	for _, p := range names {
-		if err := compare(p, files[p], true); err != nil {
+		want, err := src.Content(p)
+		if err != nil {
+			return Report{}, err
+		}
+		if err := compare(p, want, true); err != nil {
 			return Report{}, err
 		}
 	}
 	if opts.Record != nil {
-		plan, err := planRecord(root, dir, files, opts, false)
+		plan, err := planRecord(root, dir, set, opts, false)
 		if err != nil {
 			return Report{}, err
 		}
 		rep.Stale = plan.stale
-		if err := compare(opts.Record.Name, plan.content(files, nil), false); err != nil {
+		if err := compare(opts.Record.Name, plan.content(set, nil), false); err != nil {
 			return Report{}, err
 		}
 		sort.Strings(rep.Created)
 		sort.Strings(rep.Updated)
-	} else if rep.Stale, err = stale(root, files, opts); err != nil {
+	} else if rep.Stale, err = stale(root, set, opts); err != nil {
 		return Report{}, err
 	}
 	rep.Diff = diff.String()
@@ -160,8 +202,11 @@ func Check(dir string, files Files, opts Options) (Report, error) {
 // writing anything, and so does a Clean that a missing record makes unsafe
 // (*UnrecordedError). With a Record, the record is rewritten last (it is
 // not counted in the report).
-func Write(dir string, files Files, opts Options) (Report, error) {
-	names, err := checkPaths(files)
+//
+// The bytes of each file are asked from src only after every file has been
+// classified, one file at a time.
+func Write(dir string, src Source, opts Options) (Report, error) {
+	names, set, err := checkPaths(src)
 	if err != nil {
 		return Report{}, err
 	}
@@ -176,38 +221,51 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 	// Classify every file before writing any, so that a file in the way
 	// (not ours, or not a regular file) stops the run with nothing written.
 	var rep Report
-	var todo []string
+	exists := make(map[string]bool, len(names))
+	owns := opts.Owned
+	if owns == nil {
+		owns = func([]byte) bool { return true }
+	}
 	for _, p := range names {
-		old, err := ReadRegular(root, p)
+		owned, err := probe(root, p, owns)
 		switch {
-		case err == nil && bytes.Equal(old, files[p]):
-			rep.Unchanged = append(rep.Unchanged, p)
-		case err == nil && opts.Owned != nil && !opts.Owned(old):
-			return Report{}, fmt.Errorf("%s exists and was not generated by this tool; move it away or choose another output folder", path.Join(dir, p))
-		case err == nil:
-			rep.Updated = append(rep.Updated, p)
-			todo = append(todo, p)
 		case errors.Is(err, fs.ErrNotExist):
-			rep.Created = append(rep.Created, p)
-			todo = append(todo, p)
-		default:
+		case err != nil:
 			return Report{}, err
+		case !owned:
+			return Report{}, fmt.Errorf("%s exists and was not generated by this tool; move it away or choose another output folder", path.Join(dir, p))
+		default:
+			exists[p] = true
 		}
 	}
 	var plan *recordPlan
 	if opts.Record != nil {
-		if plan, err = planRecord(root, dir, files, opts, opts.Clean); err != nil {
+		if plan, err = planRecord(root, dir, set, opts, opts.Clean); err != nil {
 			return Report{}, err
 		}
 		rep.Stale = plan.stale
 	}
-	for _, p := range todo {
-		if err := writeFile(root, p, files[p]); err != nil {
+	for _, p := range names {
+		want, err := src.Content(p)
+		if err != nil {
+			return rep, err
+		}
+		if !exists[p] {
+			rep.Created = append(rep.Created, p)
+		} else if old, err := ReadRegular(root, p); err != nil {
+			return rep, err
+		} else if bytes.Equal(old, want) {
+			rep.Unchanged = append(rep.Unchanged, p)
+			continue
+		} else {
+			rep.Updated = append(rep.Updated, p)
+		}
+		if err := writeFile(root, p, want); err != nil {
 			return rep, fmt.Errorf("write %s: %w", path.Join(dir, p), err)
 		}
 	}
 	if plan == nil {
-		if rep.Stale, err = stale(root, files, opts); err != nil {
+		if rep.Stale, err = stale(root, set, opts); err != nil {
 			return rep, err
 		}
 	}
@@ -227,7 +285,7 @@ func Write(dir string, files Files, opts Options) (Report, error) {
 		}
 	}
 	if plan != nil {
-		want := plan.content(files, rep.Removed)
+		want := plan.content(set, rep.Removed)
 		if old, err := ReadRegular(root, plan.rec.Name); err != nil || !bytes.Equal(old, want) {
 			if err := writeFile(root, plan.rec.Name, want); err != nil {
 				return rep, fmt.Errorf("write %s: %w", path.Join(dir, plan.rec.Name), err)
@@ -322,7 +380,7 @@ func writeFile(root *os.Root, p string, data []byte) error {
 
 // stale lists owned files under root (not following symbolic links, and
 // skipping hidden, testdata and vendor folders) that files does not hold.
-func stale(root *os.Root, files Files, opts Options) ([]string, error) {
+func stale(root *os.Root, files pathSet, opts Options) ([]string, error) {
 	if opts.Owned == nil {
 		return nil, errors.New("tree: Options.Owned is required")
 	}
