@@ -279,10 +279,14 @@ type Limits struct {
 var ErrBadRequest = errors.New("bad request")
 
 // badRequest is an error caused by the request.
-type badRequest struct{ msg string }
+type badRequest struct {
+	msg string
+	err error // the underlying error, if any
+}
 
 func (e *badRequest) Error() string        { return e.msg }
 func (e *badRequest) Is(target error) bool { return target == ErrBadRequest }
+func (e *badRequest) Unwrap() error        { return e.err }
 
 func bad(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf(format, args...)} }
 
@@ -295,7 +299,7 @@ func DecodeRequest(r io.Reader, lim Limits) (*InferenceRequest, error) {
 	dec.UseNumber()
 	var req InferenceRequest
 	if err := dec.Decode(&req); err != nil {
-		return nil, bad("malformed request body: %s", jsonMessage(err))
+		return nil, &badRequest{msg: "malformed request body: " + jsonMessage(err), err: err}
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, bad("malformed request body: data after the JSON object")
