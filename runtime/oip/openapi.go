@@ -137,9 +137,9 @@ func baseSchemas() obj {
 			"parameters": ref("Parameters")}},
 		"ModelMetadata": obj{"type": "object", "required": []any{"name", "platform", "inputs", "outputs"}, "properties": obj{
 			"name": obj{"type": "string"}, "versions": obj{"type": "array", "items": obj{"type": "string"}},
-			"platform": obj{"type": "string"},
-			"inputs":   obj{"type": "array", "items": ref("TensorMetadata")},
-			"outputs":  obj{"type": "array", "items": ref("TensorMetadata")},
+			"platform":   obj{"type": "string"},
+			"inputs":     obj{"type": "array", "items": ref("TensorMetadata")},
+			"outputs":    obj{"type": "array", "items": ref("TensorMetadata")},
 			"parameters": ref("Parameters")}},
 		"ModelReady": obj{"type": "object", "properties": obj{"name": obj{"type": "string"}, "version": obj{"type": "string"}, "ready": obj{"type": "boolean"}}},
 		"ResponseTensor": obj{"type": "object", "required": []any{"name", "datatype", "shape", "data"}, "properties": obj{
@@ -192,7 +192,9 @@ func familyPaths(s *runtime.ModelInferenceSpec, paths, schemas obj) error {
 			"description": "A streaming task asked for its stream (Accept: text/event-stream or the parameter stream=true): events `session` (id and controls URL), `chunk` (an InferResponse per chunk), then `end` or `error`."}}
 	}
 	inferBody := obj{"required": true, "content": obj{"application/json": obj{"schema": compose("anyOf", requests)}}}
-	inferResponses := func() obj { return withErrors(obj{"200": okInfer}, "400", "401", "404", "413", "429", "500", "503", "504") }
+	inferResponses := func() obj {
+		return withErrors(obj{"200": okInfer}, "400", "401", "404", "413", "429", "500", "503", "504")
+	}
 	desc := fmt.Sprintf("Runs a task of %s (the request parameter `task`; default %q).", fam, s.DefaultTaskID)
 	idPart := strings.ReplaceAll(fam, "-", "_")
 

@@ -100,9 +100,9 @@ func TestOpenAPIValidatesWithRedocly(t *testing.T) {
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		var report struct {
-			Totals struct{ Errors, Warnings int } `json:"totals"`
-			Version  string                       `json:"version"`
-			Problems []json.RawMessage            `json:"problems"`
+			Totals   struct{ Errors, Warnings int } `json:"totals"`
+			Version  string                         `json:"version"`
+			Problems []json.RawMessage              `json:"problems"`
 		}
 		if jerr := json.Unmarshal(out, &report); jerr != nil || err != nil {
 			t.Fatalf("redocly lint %s: %v %v\n%s\n%s", name, err, jerr, out, stderr.Bytes())
