@@ -102,7 +102,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *var
 		resp := oip.InferenceResponse{
 			ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: v.id, ID: req.ID, Outputs: out,
 			Parameters: oip.Parameters{
-				"task":          task.TaskID,
+				"task":              task.TaskID,
 				oip.ChunkIndex:      c.Index,
 				oip.ChunkFirstFrame: c.FirstFrame,
 				oip.ChunkLatencyMS:  float64(c.Latency.Microseconds()) / 1000,
