@@ -32,6 +32,7 @@ type batcher struct {
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+	stats  *counters
 }
 
 // pending is one queued request.
@@ -48,8 +49,8 @@ type result struct {
 	err error
 }
 
-func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, queue int, delay time.Duration) *batcher {
-	b := &batcher{client: c, task: task, max: task.Batching.MaxBatchSize, delay: delay,
+func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, queue int, delay time.Duration, stats *counters) *batcher {
+	b := &batcher{client: c, task: task, max: task.Batching.MaxBatchSize, delay: delay, stats: stats,
 		queue: make(chan *pending, queue), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
@@ -223,6 +224,8 @@ func (b *batcher) run(run []*pending) {
 	for i, p := range run {
 		items[i] = p.call
 	}
+	b.stats.batches.Add(1)
+	b.stats.batched.Add(int64(len(run)))
 	outs, err := b.client.RunBatch(ctx, b.task.TaskID, items, batch.WithPerItemErrors())
 	for _, stop := range stops {
 		stop()

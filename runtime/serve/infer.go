@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -88,8 +89,11 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, m *model, version
 	}
 	out, err := s.run(ctx, v, task, call, load)
 	if err != nil {
-		if r.Context().Err() != nil {
+		switch {
+		case r.Context().Err() != nil:
 			return // the client went away: nobody to answer
+		case ctx.Err() != nil:
+			err = &statusError{status: http.StatusGatewayTimeout, err: fmt.Errorf("the request's deadline (%v) passed before it finished: %w", s.cfg.Timeout, ctx.Err())}
 		}
 		writeError(w, err)
 		return
@@ -129,6 +133,21 @@ func (s *Server) run(ctx context.Context, v *variant, task *runtime.InferenceTas
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-s.slots }()
-	return v.client.Run(ctx, task.TaskID, call, load)
+	// A call that has entered the engine runs to completion; the request
+	// is answered at its deadline all the same, and Shutdown waits for the
+	// call.
+	res := make(chan result, 1)
+	s.inflight.Add(1)
+	go func() {
+		defer s.inflight.Done()
+		defer func() { <-s.slots }()
+		out, err := v.client.Run(ctx, task.TaskID, call, load)
+		res <- result{out, err}
+	}()
+	select {
+	case r := <-res:
+		return r.out, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

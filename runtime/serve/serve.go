@@ -69,7 +69,9 @@ type Config struct {
 	// 401.
 	Token string
 	// Logger receives one access log record per request (default
-	// logctx.Logger()); records carry the request's correlation id.
+	// logctx.Logger()); its handler is wrapped in logctx.NewHandler, so
+	// records carry the request's correlation id ("request_id": the
+	// X-Request-ID header, or a fresh id echoed in that header).
 	Logger *slog.Logger
 }
 
@@ -110,6 +112,8 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = logctx.Logger()
 	}
+	// Records carry the request's correlation fields whatever the handler.
+	c.Logger = slog.New(logctx.NewHandler(c.Logger.Handler()))
 }
 
 func moduleVersion() string {
@@ -163,6 +167,25 @@ type Server struct {
 	cancelStream context.CancelFunc
 	sessions     sync.Map // session id → *session
 	nsessions    atomic.Int64
+	counters     counters
+}
+
+// counters are the Server's running totals.
+type counters struct {
+	batches, batched atomic.Int64
+}
+
+// Stats are running totals of a Server.
+type Stats struct {
+	// Batches is the number of cross-request batches run.
+	Batches int64
+	// BatchedRequests is the number of requests those batches held.
+	BatchedRequests int64
+}
+
+// Stats returns the server's running totals.
+func (s *Server) Stats() Stats {
+	return Stats{Batches: s.counters.batches.Load(), BatchedRequests: s.counters.batched.Load()}
 }
 
 // New returns a server for families. Every family id and alias names one
@@ -197,7 +220,7 @@ func New(cfg Config, families ...Family) (*Server, error) {
 				for j := range f.Spec.Tasks {
 					t := &f.Spec.Tasks[j]
 					if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-						v.batchers[t.TaskID] = newBatcher(c, t, cfg.MaxQueue, cfg.BatchDelay)
+						v.batchers[t.TaskID] = newBatcher(c, t, cfg.MaxQueue, cfg.BatchDelay, &s.counters)
 					}
 				}
 			}
