@@ -28,13 +28,11 @@ func (s *Server) admit() (release func(), err error) {
 		s.admitted.Add(-1)
 		return nil, errQueueFull
 	}
-	s.inflight.Add(1)
-	if s.draining.Load() { // Shutdown began in between: it may be waiting already
+	if !s.inflight.enter(false) { // Shutdown began in between
 		s.admitted.Add(-1)
-		s.inflight.Done()
 		return nil, errDraining
 	}
-	return func() { s.admitted.Add(-1); s.inflight.Done() }, nil
+	return func() { s.admitted.Add(-1); s.inflight.leave() }, nil
 }
 
 // infer answers POST .../infer.
@@ -137,9 +135,9 @@ func (s *Server) run(ctx context.Context, v *variant, task *runtime.InferenceTas
 	// is answered at its deadline all the same, and Shutdown waits for the
 	// call.
 	res := make(chan result, 1)
-	s.inflight.Add(1)
+	s.inflight.enter(true)
 	go func() {
-		defer s.inflight.Done()
+		defer s.inflight.leave()
 		defer func() { <-s.slots }()
 		out, err := v.client.Run(ctx, task.TaskID, call, load)
 		res <- result{out, err}

@@ -161,7 +161,7 @@ type Server struct {
 	admitted atomic.Int64  // infer requests queued or running
 	slots    chan struct{} // MaxConcurrent engine slots (unbatched runs)
 	draining atomic.Bool
-	inflight sync.WaitGroup // admitted infer requests and open streams
+	inflight tracker // admitted infer requests, their engine calls, open streams
 
 	streamCtx    context.Context // cancelled by Shutdown: ends open streams
 	cancelStream context.CancelFunc
@@ -302,8 +302,7 @@ func (v *variant) ready(m *model) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cancelStream()
-	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
+	done := s.inflight.drain()
 	select {
 	case <-done:
 		return nil
@@ -326,6 +325,56 @@ func (s *Server) Close() error {
 		}
 	}
 	return nil
+}
+
+// tracker counts work in progress and tells when it is all done once
+// draining began. (A sync.WaitGroup cannot take new work while another
+// goroutine waits on it.)
+type tracker struct {
+	mu       sync.Mutex
+	n        int
+	draining bool
+	idle     chan struct{} // closed when n drops to 0 while draining
+}
+
+// enter counts one piece of work in; it refuses new work once draining
+// began, unless force (work that belongs to work already counted in).
+func (t *tracker) enter(force bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.draining && !force {
+		return false
+	}
+	t.n++
+	return true
+}
+
+// leave counts one piece of work out.
+func (t *tracker) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// drain refuses new work from now on and returns a channel closed once
+// the work in progress is done.
+func (t *tracker) drain() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.draining = true
+	ch := make(chan struct{})
+	if t.n == 0 {
+		close(ch)
+	} else if t.idle != nil {
+		ch = t.idle
+	} else {
+		t.idle = ch
+	}
+	return ch
 }
 
 // statusError is an error with the HTTP status it is answered with.

@@ -28,18 +28,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *var
 		writeError(w, err)
 		return
 	}
-	if s.draining.Load() {
-		writeError(w, errDraining)
-		return
-	}
 	if s.nsessions.Add(1) > int64(s.cfg.MaxSessions) {
 		s.nsessions.Add(-1)
 		writeError(w, withStatus(http.StatusTooManyRequests, "%d realtime sessions are open, the limit; retry later", s.cfg.MaxSessions))
 		return
 	}
 	defer s.nsessions.Add(-1)
-	s.inflight.Add(1)
-	defer s.inflight.Done()
+	if !s.inflight.enter(false) {
+		writeError(w, errDraining)
+		return
+	}
+	defer s.inflight.leave()
 
 	// The session ends when the client goes away or the server shuts down.
 	ctx, cancel := context.WithCancel(r.Context())
