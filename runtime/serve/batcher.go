@@ -33,6 +33,10 @@ type batcher struct {
 	done   chan struct{}
 	once   sync.Once
 	stats  *counters
+	// admitted returns the infer requests the server has admitted: when
+	// every one of them is already waiting here, no other can join soon,
+	// and the batch runs without waiting out the delay.
+	admitted func() int64
 }
 
 // pending is one queued request.
@@ -49,8 +53,8 @@ type result struct {
 	err error
 }
 
-func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, queue int, delay time.Duration, stats *counters) *batcher {
-	b := &batcher{client: c, task: task, max: task.Batching.MaxBatchSize, delay: delay, stats: stats,
+func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, queue int, delay time.Duration, stats *counters, admitted func() int64) *batcher {
+	b := &batcher{client: c, task: task, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, admitted: admitted,
 		queue: make(chan *pending, queue), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
@@ -139,7 +143,8 @@ func (b *batcher) loop() {
 }
 
 // gather adds queued requests to waiting until the oldest request's group
-// is full or its delay has passed. It returns nil once stopped (having
+// is full, its delay has passed, or every request the server has admitted
+// is waiting here (no other can join). It returns nil once stopped (having
 // answered every request).
 func (b *batcher) gather(waiting []*pending) []*pending {
 	for {
@@ -152,7 +157,7 @@ func (b *batcher) gather(waiting []*pending) []*pending {
 				more = false
 			}
 		}
-		if b.groupSize(waiting) >= b.max {
+		if b.groupSize(waiting) >= b.max || int64(len(waiting)) >= b.admitted() {
 			return waiting
 		}
 		wait := time.Until(waiting[0].arrived.Add(b.delay))

@@ -59,7 +59,8 @@ type Config struct {
 	Batching bool
 	// BatchDelay is how long the oldest queued request of a batchable task
 	// waits for others to join its batch (default 0: a batch takes what
-	// has queued while the previous one ran).
+	// has queued while the previous one ran). It does not wait when every
+	// request the server has admitted is already queued there.
 	BatchDelay time.Duration
 	// MaxSessions bounds the realtime streams open at once (default 16);
 	// beyond it a stream is answered 429.
@@ -220,7 +221,7 @@ func New(cfg Config, families ...Family) (*Server, error) {
 				for j := range f.Spec.Tasks {
 					t := &f.Spec.Tasks[j]
 					if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-						v.batchers[t.TaskID] = newBatcher(c, t, cfg.MaxQueue, cfg.BatchDelay, &s.counters)
+						v.batchers[t.TaskID] = newBatcher(c, t, cfg.MaxQueue, cfg.BatchDelay, &s.counters, s.admitted.Load)
 					}
 				}
 			}
