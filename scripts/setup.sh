@@ -3,7 +3,8 @@
 # libtorch (Debian's libtorch-dev, CPU) for the cgo engine, and Debian's
 # python3-torch / python3-torchvision for parity fixtures, the torchrun test
 # and the side-by-side benchmarks, and python3-fastapi / python3-uvicorn for
-# the Python server the serving load test (make bench) compares wfserve with. Idempotent: does nothing when all is there.
+# the Python server the serving load test (make bench) compares wfserve with.
+# Idempotent: does nothing when all is there.
 set -euo pipefail
 
 need=()
