@@ -450,11 +450,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	rec.Header().Set("X-Request-ID", id)
 	s.route(rec, r)
+	if !rec.wroteHeader && r.Context().Err() != nil {
+		rec.status = statusClientGone
+	}
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "http request",
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
 		slog.Int64("bytes", rec.bytes), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		slog.String("remote", r.RemoteAddr))
 }
+
+// statusClientGone is the status access logs give a request whose client
+// went away before it was answered (nginx's convention).
+const statusClientGone = 499
 
 // route dispatches on the path.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {

@@ -12,7 +12,7 @@
 // Every server listens on 127.0.0.1 only, and every process it starts is
 // stopped before it exits.
 //
-//	go run ./runtime/serve/internal/servebench [-rounds 3] [-window 2s] [-threads 1]
+//	go run ./runtime/serve/internal/servebench [-rounds 3] [-window 2s] [-threads 1] [-batch-delay 2ms]
 package main
 
 import (
@@ -43,7 +43,7 @@ func main() {
 	window := flag.Duration("window", 2*time.Second, "length of one measurement window")
 	threads := flag.Int("threads", 1, "intra-op threads of libtorch and of Python's torch")
 	tokens := flag.Int("tokens", 16, "tokens per request")
-	delay := flag.Duration("batch-delay", 0, "wfserve -batch-delay of the batching server")
+	delay := flag.Duration("batch-delay", 2*time.Millisecond, "wfserve -batch-delay of the batching server")
 	flag.Parse()
 	if err := run(*rounds, *window, *threads, *tokens, *delay); err != nil {
 		fmt.Fprintln(os.Stderr, "servebench:", err)
