@@ -184,8 +184,8 @@ func TestStreamEvents(t *testing.T) {
 	// A server that fails, or closes the stream without ending it.
 	for events, want := range map[string]string{
 		chunkEvent(0) + "event: error\ndata: {\"error\":\"boom\"}\n\n": "server: boom",
-		chunkEvent(0):                       "closed the stream without ending it",
-		chunkEvent(0) + "event: odd\n\n":    `unexpected event "odd"`,
+		chunkEvent(0):                    "closed the stream without ending it",
+		chunkEvent(0) + "event: odd\n\n": `unexpected event "odd"`,
 		"event: chunk\ndata: {\"outputs\":[{\"name\":\"frames\",\"datatype\":\"UINT8\",\"shape\":[2,1,1,3],\"data\":[0,0,0,0,0,0]}]}\n\n": "2 frames, 1 were asked for",
 	} {
 		hs := sseServer(t, events, &controls)
