@@ -53,7 +53,7 @@ func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
 		}},
 	}
 	logs := &logSink{}
-	srv, err := serve.New(serve.Config{Batching: true, BatchDelay: 20 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(logs, nil))},
+	srv, err := serve.New(serve.Config{Batching: true, BatchDelay: 100 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(logs, nil))},
 		serve.Family{Spec: spec, Options: []client.Option{client.WithDevice("cpu")}})
 	if err != nil {
 		t.Fatal(err)
