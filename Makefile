@@ -38,9 +38,11 @@ demo: setup
 	$(GO) run ./cmd/wfgen generate -o generated manifests/
 	$(GO) run ./examples/demo
 
-## bench: benchmarks whose figures are in docs/benchmarks.md
+## bench: benchmarks whose figures are in docs/benchmarks.md, then the
+## serving load test (wfserve with and without batching vs a Python server)
 bench: setup
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKGS)
+	$(GO) run ./runtime/serve/internal/servebench
 
 ## golden: rewrite the golden cases from the current generator
 golden:

@@ -449,6 +449,9 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 	}
 	kws := make([]map[string]any, len(items))
 	for i, it := range items {
+		if err := checkEvery(ctx, i); err != nil {
+			return nil, fmt.Errorf("%s: stopped while preparing item %d of %d: %w", c.where(task.TaskID), i, len(items), err)
+		}
 		if kws[i], err = c.kwargs(task, it); err != nil {
 			return nil, fmt.Errorf("%s: item %d: %w", c.where(task.TaskID), i, err)
 		}

@@ -96,6 +96,9 @@ func RunBatch[P any, PP interface {
 	items := make([]map[string]any, len(ps))
 	var errs []error
 	for i := range ps {
+		if err := checkEvery(ctx, i); err != nil {
+			return nil, fmt.Errorf("%s: stopped while validating item %d of %d: %w", t.where(), i, len(ps), err)
+		}
 		p := PP(&ps[i])
 		if err := p.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
@@ -133,6 +136,21 @@ func RunStream(ctx context.Context, c Backend, t TaskRef, p Params, opts ...stre
 		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), err)
 	}
 	return c.Stream(ctx, t.Task, p.CallKwargs(), opts...)
+}
+
+// checkEvery is how often (in items) loops over a batch's items check their
+// context: often enough that a deadline is honoured within a fraction of a
+// batch's time, rarely enough to cost nothing measurable.
+const itemCheckInterval = 256
+
+// checkEvery returns ctx's error at every itemCheckInterval-th item i, nil
+// otherwise: preparing a large batch honours a deadline long before the
+// first forward call.
+func checkEvery(ctx context.Context, i int) error {
+	if i%itemCheckInterval != 0 {
+		return nil
+	}
+	return ctx.Err()
 }
 
 // isNil reports whether b is nil or a nil pointer (the runtime of a

@@ -170,6 +170,16 @@ func WithControls(c Controls) Option {
 	return func(s *Session) error { return s.SetControls(c) }
 }
 
+// WithControlsHook makes SetControls (and WithControls after it) call fn
+// with the new controls once they are checked and before they are
+// adopted: an error from fn leaves the controls as they were and is
+// returned. Calls of fn are serialised in the order of the SetControls
+// calls. A session whose steps run elsewhere (a remote stream) uses it to
+// send controls to the running session at once.
+func WithControlsHook(fn func(Controls) error) Option {
+	return func(s *Session) error { s.controlsHook = fn; return nil }
+}
+
 // latencyWindow is how many recent steady chunks the percentiles cover.
 const latencyWindow = 1024
 
@@ -180,6 +190,9 @@ type Session struct {
 	paced     bool
 	clock     Clock
 	maxChunks int
+
+	controlsMu   sync.Mutex // serialises SetControls with a hook
+	controlsHook func(Controls) error
 
 	mu        sync.Mutex
 	spec      runtime.RealtimeSpec
@@ -240,6 +253,27 @@ func (s *Session) Spec() runtime.RealtimeSpec {
 // name must be in the spec's control list and every value finite; on error
 // the controls stay as they were.
 func (s *Session) SetControls(c Controls) error {
+	s.controlsMu.Lock()
+	defer s.controlsMu.Unlock()
+	if err := s.checkControls(c); err != nil {
+		return err
+	}
+	if s.controlsHook != nil {
+		if err := s.controlsHook(maps.Clone(c)); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.controls = maps.Clone(c)
+	if s.controls == nil {
+		s.controls = Controls{}
+	}
+	return nil
+}
+
+// checkControls checks controls against the current spec.
+func (s *Session) checkControls(c Controls) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(c)) {
@@ -253,12 +287,14 @@ func (s *Session) SetControls(c Controls) error {
 			return fmt.Errorf("stream: control %q is %v, want a finite number", name, v)
 		}
 	}
-	s.controls = maps.Clone(c)
-	if s.controls == nil {
-		s.controls = Controls{}
-	}
 	return nil
 }
+
+// Paced reports whether chunks are released at their playback time.
+func (s *Session) Paced() bool { return s.paced }
+
+// MaxChunks returns the chunk limit (0: none).
+func (s *Session) MaxChunks() int { return s.maxChunks }
 
 // Controls returns a copy of the current controls.
 func (s *Session) Controls() Controls {

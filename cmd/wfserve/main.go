@@ -1,0 +1,169 @@
+// Command wfserve serves model families over the Open Inference Protocol
+// (KServe v2) REST API: it validates the manifests given as arguments,
+// loads every variant's checkpoint through libtorch and answers health,
+// metadata, readiness and infer requests, realtime streams as Server-Sent
+// Events, with optional cross-request batching and bearer-token auth. On
+// SIGTERM or SIGINT it stops being ready, refuses new work, drains the
+// requests in flight and exits. See docs/serving.md.
+//
+//	wfserve [flags] MANIFEST_OR_FOLDER...
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/worldfoundry/wfgen/gen/validate"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/logctx"
+	"github.com/worldfoundry/wfgen/runtime/serve"
+	_ "github.com/worldfoundry/wfgen/runtime/torch"
+)
+
+const usage = `usage: wfserve [flags] MANIFEST_OR_FOLDER...
+Serves the families of the manifests (folders are searched for *.yaml, *.yml,
+*.json) over the Open Inference Protocol REST API. Exit 0 after a clean
+shutdown, 1 when a manifest is invalid or a model fails to load, 2 on usage
+errors.`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("wfserve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usage)
+		fmt.Fprintln(fs.Output(), "\nflags:")
+		fs.PrintDefaults()
+	}
+	var cfg serve.Config
+	addr := fs.String("addr", ":8080", "listen `address`")
+	root := fs.String("checkpoint-root", "", "`folder` relative checkpoint URIs resolve against after the manifest's folder (default $WORLDFOUNDRY_CHECKPOINT_ROOT)")
+	device := fs.String("device", "", "`device` to run on: cpu, cuda, cuda:N (default cuda, else cpu)")
+	dtype := fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
+	tokenFile := fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
+	drain := fs.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", serve.DefaultMaxBodyBytes, "largest request body, in `bytes` (413 beyond)")
+	fs.Int64Var(&cfg.MaxTensorBytes, "max-tensor", serve.DefaultMaxTensorBytes, "largest input tensor, in `bytes` (400 beyond)")
+	fs.DurationVar(&cfg.Timeout, "timeout", serve.DefaultTimeout, "deadline of one infer request (504 past it; negative: none)")
+	fs.IntVar(&cfg.MaxQueue, "max-queue", serve.DefaultMaxQueue, "infer requests admitted at once, queued or running (429 beyond)")
+	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 1, "requests that run through the engine at once outside batching")
+	fs.BoolVar(&cfg.Batching, "batch", false, "merge concurrent requests to batchable tasks into batches (max_batch_size of the task)")
+	fs.DurationVar(&cfg.BatchDelay, "batch-delay", 0, "how long the oldest queued request waits for others to join its batch")
+	fs.IntVar(&cfg.MaxSessions, "max-sessions", serve.DefaultMaxSessions, "realtime streams open at once (429 beyond)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	if _, err := logctx.Configure(logctx.Options{Writer: stderr, Force: true}); err != nil {
+		fmt.Fprintf(stderr, "wfserve: %v\n", err)
+		return 2
+	}
+	log := logctx.Logger()
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "wfserve: %v\n", err)
+			return 2
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+		if cfg.Token == "" {
+			fmt.Fprintf(stderr, "wfserve: token file %s is empty\n", *tokenFile)
+			return 2
+		}
+	}
+
+	fams, diags, err := validate.Paths(fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "wfserve: %v\n", err)
+		return 2
+	}
+	if len(diags) > 0 {
+		validate.WriteDiagnostics(stderr, "text", diags)
+		fmt.Fprintf(stderr, "wfserve: %d problem(s) in the manifests\n", len(diags))
+		return 1
+	}
+	if len(fams) == 0 {
+		fmt.Fprintf(stderr, "wfserve: no manifests found in %s\n", strings.Join(fs.Args(), " "))
+		return 2
+	}
+	var families []serve.Family
+	for _, f := range fams {
+		opts := []client.Option{client.WithManifestDir(f.File.Dir), client.WithDevice(*device), client.WithDType(*dtype)}
+		if *root != "" {
+			opts = append(opts, client.WithCheckpointRoot(*root))
+		}
+		families = append(families, serve.Family{Spec: f.Spec, Options: opts})
+	}
+	srv, err := serve.New(cfg, families...)
+	if err != nil {
+		fmt.Fprintf(stderr, "wfserve: %v\n", err)
+		return 1
+	}
+	defer srv.Close()
+	start := time.Now()
+	if err := srv.Load(); err != nil {
+		fmt.Fprintf(stderr, "wfserve: %v\n", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "wfserve: %v\n", err)
+		return 2
+	}
+	names := make([]string, len(fams))
+	for i, f := range fams {
+		names[i] = f.Spec.ModelFamilyID
+	}
+	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.Any("models", names),
+		slog.Bool("batching", cfg.Batching), slog.Bool("auth", cfg.Token != ""),
+		slog.Float64("load_s", time.Since(start).Seconds()))
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err := <-served:
+		fmt.Fprintf(stderr, "wfserve: %v\n", err)
+		return 1
+	case s := <-sig:
+		log.Info("shutting down", slog.String("signal", s.String()), slog.Duration("drain_timeout", *drain))
+	}
+	signal.Stop(sig)
+	ctx, cancel := context.WithTimeout(context.Background(), *drain)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Shutdown(ctx) }()
+	code := 0
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Error("drain", slog.String("error", err.Error()))
+		code = 1
+	}
+	if err := <-errc; err != nil {
+		log.Error("http shutdown", slog.String("error", err.Error()))
+		code = 1
+	}
+	log.Info("stopped")
+	return code
+}

@@ -1,0 +1,108 @@
+package oip
+
+import (
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// Metadata returns the model metadata of the family: its name, versions
+// (variant ids), the default task's inputs and outputs, and in parameters
+// the default task ("default_task"), the default variant
+// ("default_version") and every task's inputs and outputs ("tasks", keyed
+// by task id, with "stream", "aliases" and, for a batchable task,
+// "max_batch_size").
+func (m *Model) Metadata() ModelMetadata {
+	s := m.Spec
+	md := ModelMetadata{Name: s.ModelFamilyID, Platform: Platform}
+	for _, v := range s.Variants {
+		md.Versions = append(md.Versions, v.VariantID)
+	}
+	tasks := Parameters{}
+	for i := range s.Tasks {
+		t := &s.Tasks[i]
+		in, out := TaskInputs(t), TaskOutputs(t)
+		tp := Parameters{"inputs": in, "outputs": out, "stream": t.Stream}
+		if len(t.Aliases) > 0 {
+			tp["aliases"] = t.Aliases
+		}
+		if t.Batching != nil {
+			tp["max_batch_size"] = t.Batching.MaxBatchSize
+		}
+		tasks[t.TaskID] = tp
+	}
+	md.Parameters = Parameters{"tasks": tasks}
+	if dv, err := s.Variant(""); err == nil {
+		md.Parameters["default_version"] = dv.VariantID
+	}
+	if dt, err := s.Task(""); err == nil {
+		md.Parameters["default_task"] = dt.TaskID
+		md.Inputs, md.Outputs = TaskInputs(dt), TaskOutputs(dt)
+	}
+	if md.Inputs == nil {
+		md.Inputs = []TensorMetadata{}
+	}
+	if md.Outputs == nil {
+		md.Outputs = []TensorMetadata{}
+	}
+	return md
+}
+
+// TaskInputs describes the task's inputs as the protocol names them. Scalar
+// kinds have shape [1], lists [-1]; tensor, image and video fields have
+// AnyDatatype and any rank (shape nil), as the manifest fixes neither; a
+// tensor_list field is described once, named FIELD.0. Parameters give the
+// field's kind, presence and default, and its target when it is
+// load_kwargs.
+func TaskInputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
+	out := make([]TensorMetadata, 0, len(t.Inputs))
+	for i := range t.Inputs {
+		f := &t.Inputs[i]
+		md := TensorMetadata{Name: f.FieldID, Parameters: Parameters{"kind": string(f.Kind), "presence": f.Presence().String()}}
+		switch {
+		case f.Kind.TensorLike():
+			md.Datatype = AnyDatatype
+			if f.Kind == runtime.KindTensorList {
+				md.Name = f.FieldID + ".0"
+			}
+		case f.Kind.IsList():
+			md.Datatype, md.Shape = scalarDatatypes[f.Kind.Elem()][0], []int64{-1}
+		default:
+			md.Datatype, md.Shape = scalarDatatypes[f.Kind][0], []int64{1}
+		}
+		if f.Default != nil {
+			if dv, err := kindValue(f.Kind, f.Default); err == nil {
+				md.Parameters["default"] = dv
+			}
+		}
+		if len(f.Choices) > 0 {
+			md.Parameters["choices"] = f.Choices
+		}
+		if f.Target == runtime.TargetLoadKwargs {
+			md.Parameters["target"] = f.Target
+		}
+		out = append(out, md)
+	}
+	return out
+}
+
+// TaskOutputs describes the task's artifacts as the protocol names them:
+// videos UINT8 [-1,-1,-1,-1] (T, H, W, C), images UINT8 [-1,-1,-1],
+// embeddings and tensors AnyDatatype of any rank, text and json BYTES [1].
+func TaskOutputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
+	out := make([]TensorMetadata, 0, len(t.Outputs))
+	for i := range t.Outputs {
+		a := &t.Outputs[i]
+		md := TensorMetadata{Name: a.ArtifactID, Parameters: Parameters{"kind": string(a.Kind), "required": a.Required}}
+		switch a.Kind {
+		case runtime.ArtifactVideo:
+			md.Datatype, md.Shape = Uint8, []int64{-1, -1, -1, -1}
+		case runtime.ArtifactImage:
+			md.Datatype, md.Shape = Uint8, []int64{-1, -1, -1}
+		case runtime.ArtifactText, runtime.ArtifactJSON:
+			md.Datatype, md.Shape = Bytes, []int64{1}
+		default:
+			md.Datatype = AnyDatatype
+		}
+		out = append(out, md)
+	}
+	return out
+}

@@ -1,0 +1,558 @@
+package oip
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/params"
+)
+
+// Model is one family served as an OIP model, with its tasks' field rules
+// compiled once. It is immutable and safe for concurrent use.
+type Model struct {
+	// Spec is the family's spec.
+	Spec  *runtime.ModelInferenceSpec
+	rules map[string]params.Rules // by task id
+}
+
+// NewModel returns the OIP model of a family.
+func NewModel(spec *runtime.ModelInferenceSpec) (*Model, error) {
+	if spec == nil {
+		return nil, errors.New("oip: nil spec")
+	}
+	m := &Model{Spec: spec, rules: make(map[string]params.Rules, len(spec.Tasks))}
+	for i := range spec.Tasks {
+		r, err := params.Compile(&spec.Tasks[i])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", spec.ModelFamilyID, err)
+		}
+		m.rules[spec.Tasks[i].TaskID] = r
+	}
+	return m, nil
+}
+
+// Task returns the task a request selects by its "task" parameter (id or
+// alias; absent selects the default task). An unknown task matches
+// ErrBadRequest.
+func (m *Model) Task(p Parameters) (*runtime.InferenceTaskProfile, error) {
+	id, _, err := p.StringParam("task")
+	if err != nil {
+		return nil, err
+	}
+	t, err := m.Spec.Task(id)
+	if err != nil {
+		return nil, &badRequest{msg: err.Error()}
+	}
+	return t, nil
+}
+
+// Variant returns the variant a request selects: the path's version when
+// given, else the "variant" parameter, else the default variant. Ids and
+// aliases are accepted; a version and a parameter that name different
+// variants, or an unknown id, match ErrBadRequest (the server answers an
+// unknown version in the path with 404 before asking).
+func (m *Model) Variant(version string, p Parameters) (*runtime.InferenceVariantSpec, error) {
+	param, _, err := p.StringParam("variant")
+	if err != nil {
+		return nil, err
+	}
+	id := version
+	if id == "" {
+		id = param
+	}
+	v, err := m.Spec.Variant(id)
+	if err != nil {
+		return nil, &badRequest{msg: err.Error()}
+	}
+	if version != "" && param != "" {
+		pv, err := m.Spec.Variant(param)
+		if err != nil || pv.VariantID != v.VariantID {
+			return nil, bad("the path's version %q and the parameter variant %q name different variants", version, param)
+		}
+	}
+	return v, nil
+}
+
+// Args maps a request's inputs onto the task's fields: call and load
+// kwargs in the engine's value form (see runtime.Module), split by the
+// fields' targets. Absent fields take their manifest default (optional
+// fields without one are left out); every value is checked with the
+// manifest's rules, as generated Validate does. Every problem matches
+// ErrBadRequest and names the input.
+func (m *Model) Args(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Limits) (call, load map[string]any, err error) {
+	rules, ok := m.rules[task.TaskID]
+	if !ok {
+		return nil, nil, fmt.Errorf("oip: task %q is not a task of %s", task.TaskID, m.Spec.ModelFamilyID)
+	}
+	values := make([]any, len(task.Inputs)) // the Go form the rules check
+	lists := map[int]map[int]*Tensor{}      // tensor_list items by field and index
+	for i := range inputs {
+		in := &inputs[i]
+		fi, item, ok := fieldOf(task, in.Name)
+		if !ok {
+			return nil, nil, bad("input %q is not a field of task %q (fields: %s)", in.Name, task.TaskID, fieldNames(task))
+		}
+		if item >= 0 {
+			if lists[fi] == nil {
+				lists[fi] = map[int]*Tensor{}
+			}
+			lists[fi][item] = in
+			continue
+		}
+		v, err := decodeField(&task.Inputs[fi], in, lim)
+		if err != nil {
+			return nil, nil, bad("input %q: %v", in.Name, err)
+		}
+		values[fi] = v
+	}
+	for fi, items := range lists {
+		ts := make([]*runtime.Tensor, len(items))
+		for j := range ts {
+			in, ok := items[j]
+			if !ok {
+				return nil, nil, bad("input %q: tensor_list items are named %s.0 to %s.%d, and %s.%d is missing",
+					task.Inputs[fi].FieldID, task.Inputs[fi].FieldID, task.Inputs[fi].FieldID, len(items)-1, task.Inputs[fi].FieldID, j)
+			}
+			t, err := decodeTensor(in, lim.MaxTensorBytes)
+			if err != nil {
+				return nil, nil, bad("input %q: %v", in.Name, err)
+			}
+			ts[j] = t
+		}
+		values[fi] = ts
+	}
+
+	c := rules.Check()
+	var missing []string
+	call, load = map[string]any{}, map[string]any{}
+	for i := range task.Inputs {
+		f := &task.Inputs[i]
+		v := values[i]
+		if v == nil {
+			switch f.Presence() {
+			case runtime.Required:
+				missing = append(missing, f.FieldID)
+			case runtime.Defaulted:
+				dv, err := kindValue(f.Kind, f.Default)
+				if err != nil {
+					return nil, nil, fmt.Errorf("field %q: default: %w", f.FieldID, err)
+				}
+				put(call, load, f, dv)
+			}
+			continue
+		}
+		switch x := v.(type) {
+		case string:
+			params.String(&c, i, x)
+		case int64:
+			params.Int(&c, i, x)
+		case float64:
+			params.Float(&c, i, x)
+		case bool:
+		case []string:
+			params.Strings(&c, i, x)
+		case []int64:
+			params.Ints(&c, i, x)
+		case []float64:
+			params.Floats(&c, i, x)
+		case []bool:
+			params.Bools(&c, i, x)
+		case *runtime.Tensor:
+			params.Tensor(&c, i, x)
+		case []*runtime.Tensor:
+			params.Tensors(&c, i, x)
+		}
+		put(call, load, f, engineList(v))
+	}
+	if len(missing) > 0 {
+		return nil, nil, bad("task %q: missing required input(s) %s", task.TaskID, strings.Join(missing, ", "))
+	}
+	if err := c.Err(); err != nil {
+		return nil, nil, bad("task %q: %s", task.TaskID, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return call, load, nil
+}
+
+func put(call, load map[string]any, f *runtime.InferenceFieldSpec, v any) {
+	if f.Target == runtime.TargetLoadKwargs {
+		load[f.FieldID] = v
+	} else {
+		call[f.FieldID] = v
+	}
+}
+
+// engineList converts a typed list to the engine's list form.
+func engineList(v any) any {
+	switch x := v.(type) {
+	case []string:
+		return params.List(x)
+	case []int64:
+		return params.List(x)
+	case []float64:
+		return params.List(x)
+	case []bool:
+		return params.List(x)
+	case []*runtime.Tensor:
+		return params.List(x)
+	}
+	return v
+}
+
+// fieldOf finds the field an input names: its index, and for a
+// tensor_list item ("FIELD.3") the item's index (else -1).
+func fieldOf(task *runtime.InferenceTaskProfile, name string) (field, item int, ok bool) {
+	for i := range task.Inputs {
+		if task.Inputs[i].FieldID == name {
+			return i, -1, task.Inputs[i].Kind != runtime.KindTensorList
+		}
+	}
+	base, idx, found := strings.Cut(name, ".")
+	if !found {
+		return 0, 0, false
+	}
+	n, err := strconv.Atoi(idx)
+	if err != nil || n < 0 || strconv.Itoa(n) != idx {
+		return 0, 0, false
+	}
+	for i := range task.Inputs {
+		if task.Inputs[i].FieldID == base && task.Inputs[i].Kind == runtime.KindTensorList {
+			return i, n, true
+		}
+	}
+	return 0, 0, false
+}
+
+func fieldNames(task *runtime.InferenceTaskProfile) string {
+	if len(task.Inputs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(task.Inputs))
+	for i, f := range task.Inputs {
+		names[i] = f.FieldID
+		if f.Kind == runtime.KindTensorList {
+			names[i] += ".0, " + f.FieldID + ".1, ..."
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// scalarDatatypes are the datatypes each scalar kind accepts; the first is
+// the one an encoder sends.
+var scalarDatatypes = map[runtime.Kind][]Datatype{
+	runtime.KindString: {Bytes},
+	runtime.KindInt:    {Int64, Int32, Int16, Int8, Uint64, Uint32, Uint16, Uint8},
+	runtime.KindFloat:  {FP64, FP32, FP16, BF16},
+	runtime.KindBool:   {Bool},
+}
+
+// decodeField decodes one input into the Go form of the field's kind:
+// string, int64, float64, bool, []string, []int64, []float64, []bool or
+// *runtime.Tensor.
+func decodeField(f *runtime.InferenceFieldSpec, in *Tensor, lim Limits) (any, error) {
+	if f.Kind.TensorLike() {
+		return decodeTensor(in, lim.MaxTensorBytes)
+	}
+	elem := f.Kind.Elem()
+	accepted := scalarDatatypes[elem]
+	if !slices.Contains(accepted, in.Datatype) {
+		return nil, fmt.Errorf("datatype %s, but field kind %s takes %s", in.Datatype, f.Kind, datatypeList(accepted))
+	}
+	n, err := elements(in.Shape)
+	if err != nil {
+		return nil, err
+	}
+	if f.Kind.IsList() {
+		if len(in.Shape) != 1 {
+			return nil, fmt.Errorf("shape %v, but a %s is a 1-D tensor [n]", in.Shape, f.Kind)
+		}
+		if lim.MaxTensorBytes > 0 && n*8 > lim.MaxTensorBytes {
+			return nil, fmt.Errorf("%d items, above the limit of %d bytes per tensor", n, lim.MaxTensorBytes)
+		}
+	} else if n != 1 || len(in.Shape) > 1 {
+		return nil, fmt.Errorf("shape %v, but a field of kind %s is one value: shape [1]", in.Shape, f.Kind)
+	}
+	if n > int64(len(in.Data)) {
+		return nil, fmt.Errorf("data has fewer elements than shape %v holds (%d)", in.Shape, n)
+	}
+	var parse func(tok []byte) (any, error)
+	switch elem {
+	case runtime.KindString:
+		parse = func(tok []byte) (any, error) { return parseString(tok) }
+	case runtime.KindInt:
+		parse = func(tok []byte) (any, error) { return parseInt(tok, in.Datatype) }
+	case runtime.KindFloat:
+		parse = func(tok []byte) (any, error) { return parseFloat(tok) }
+	default:
+		parse = func(tok []byte) (any, error) { return parseBool(tok) }
+	}
+	vals := make([]any, 0, n)
+	if err := walkData(in.Data, in.Shape, func(tok []byte) error {
+		v, err := parse(tok)
+		vals = append(vals, v)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if !f.Kind.IsList() {
+		return vals[0], nil
+	}
+	switch elem {
+	case runtime.KindString:
+		return typed[string](vals), nil
+	case runtime.KindInt:
+		return typed[int64](vals), nil
+	case runtime.KindFloat:
+		return typed[float64](vals), nil
+	}
+	return typed[bool](vals), nil
+}
+
+func typed[T any](vals []any) []T {
+	out := make([]T, len(vals))
+	for i, v := range vals {
+		out[i] = v.(T)
+	}
+	return out
+}
+
+// kindValue converts a value (a manifest default, a caller's kwarg) to the
+// engine form of kind k: numbers take the kind's type (an integral float
+// for an int kind becomes int64), lists become []any.
+func kindValue(k runtime.Kind, v any) (any, error) {
+	ev, err := client.EngineValue(v)
+	if err != nil || ev == nil {
+		return ev, err
+	}
+	if k.IsList() {
+		items, ok := ev.([]any)
+		if !ok {
+			return nil, fmt.Errorf("%s is not %s", describe(ev), k.Phrase())
+		}
+		out := make([]any, len(items))
+		for i, it := range items {
+			if out[i], err = scalarValue(k.Elem(), it); err != nil {
+				return nil, fmt.Errorf("item %d: %w", i, err)
+			}
+		}
+		return out, nil
+	}
+	return scalarValue(k, ev)
+}
+
+func scalarValue(k runtime.Kind, v any) (any, error) {
+	switch k {
+	case runtime.KindInt:
+		switch x := v.(type) {
+		case int64:
+			return x, nil
+		case float64:
+			if x == math.Trunc(x) && math.Abs(x) <= 1<<53 {
+				return int64(x), nil
+			}
+		}
+	case runtime.KindFloat:
+		switch x := v.(type) {
+		case float64:
+			return x, nil
+		case int64:
+			return float64(x), nil
+		}
+	case runtime.KindString:
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+	case runtime.KindBool:
+		if b, ok := v.(bool); ok {
+			return b, nil
+		}
+	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
+		if t, ok := v.(*runtime.Tensor); ok {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("%s is not %s", describe(v), k.Phrase())
+}
+
+// EncodeInputs returns the named inputs of a request running task with
+// the given call and load kwargs (a generated params' CallKwargs and
+// LoadKwargs). Keys that are not fields of the task, and values that do
+// not fit their field's kind, are errors naming the field.
+func EncodeInputs(task *runtime.InferenceTaskProfile, call, load map[string]any) ([]Tensor, error) {
+	for _, kw := range []map[string]any{call, load} {
+		for k := range kw {
+			if _, ok := task.Field(k); !ok {
+				return nil, fmt.Errorf("kwarg %q is not a field of task %q (fields: %s)", k, task.TaskID, fieldNames(task))
+			}
+		}
+	}
+	var out []Tensor
+	for i := range task.Inputs {
+		f := &task.Inputs[i]
+		raw, ok := call[f.FieldID]
+		if !ok {
+			raw, ok = load[f.FieldID]
+		}
+		if !ok || raw == nil {
+			continue
+		}
+		v, err := kindValue(f.Kind, raw)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", f.FieldID, err)
+		}
+		if v == nil {
+			continue
+		}
+		ts, err := encodeField(f, v)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", f.FieldID, err)
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+// encodeField encodes one field's value (in kindValue's form).
+func encodeField(f *runtime.InferenceFieldSpec, v any) ([]Tensor, error) {
+	switch f.Kind {
+	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
+		t, err := encodeTensor(f.FieldID, v.(*runtime.Tensor))
+		return []Tensor{t}, err
+	case runtime.KindTensorList:
+		items := v.([]any)
+		out := make([]Tensor, len(items))
+		for j, it := range items {
+			t, err := encodeTensor(f.FieldID+"."+strconv.Itoa(j), it.(*runtime.Tensor))
+			if err != nil {
+				return nil, fmt.Errorf("item %d: %w", j, err)
+			}
+			out[j] = t
+		}
+		return out, nil
+	}
+	dt := scalarDatatypes[f.Kind.Elem()][0]
+	if f.Kind.IsList() {
+		items := v.([]any)
+		data, err := encodeScalars(items, dt)
+		return []Tensor{{Name: f.FieldID, Datatype: dt, Shape: []int64{int64(len(items))}, Data: data}}, err
+	}
+	data, err := encodeScalars([]any{v}, dt)
+	return []Tensor{{Name: f.FieldID, Datatype: dt, Shape: []int64{1}, Data: data}}, err
+}
+
+// EncodeOutputs returns the response outputs of a task's outputs (keyed by
+// artifact id, as runtime/client returns them), in the task's artifact
+// order. want, when not empty, restricts them to the named artifacts; a
+// name that is not an artifact of the task matches ErrBadRequest.
+func EncodeOutputs(task *runtime.InferenceTaskProfile, out map[string]any, want []RequestOutput) ([]Tensor, error) {
+	var only map[string]bool
+	if len(want) > 0 {
+		only = make(map[string]bool, len(want))
+		for _, w := range want {
+			if _, ok := task.Artifact(w.Name); !ok {
+				return nil, bad("output %q is not an artifact of task %q (artifacts: %s)", w.Name, task.TaskID, artifactNames(task))
+			}
+			only[w.Name] = true
+		}
+	}
+	res := make([]Tensor, 0, len(task.Outputs))
+	for i := range task.Outputs {
+		a := &task.Outputs[i]
+		v, ok := out[a.ArtifactID]
+		if !ok || v == nil || (only != nil && !only[a.ArtifactID]) {
+			continue
+		}
+		t, err := encodeArtifact(a, v)
+		if err != nil {
+			return nil, fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
+		}
+		res = append(res, t)
+	}
+	return res, nil
+}
+
+// CheckOutputs checks that the requested outputs name artifacts of task
+// (so a request can fail before it runs).
+func CheckOutputs(task *runtime.InferenceTaskProfile, want []RequestOutput) error {
+	_, err := EncodeOutputs(task, nil, want)
+	return err
+}
+
+func artifactNames(task *runtime.InferenceTaskProfile) string {
+	names := make([]string, len(task.Outputs))
+	for i, a := range task.Outputs {
+		names[i] = a.ArtifactID
+	}
+	return strings.Join(names, ", ")
+}
+
+// encodeArtifact encodes one artifact value.
+func encodeArtifact(a *runtime.InferenceArtifactSpec, v any) (Tensor, error) {
+	switch a.Kind {
+	case runtime.ArtifactText:
+		s, err := runtime.AsText(v)
+		if err != nil {
+			return Tensor{}, err
+		}
+		data, err := encodeScalars([]any{s}, Bytes)
+		return Tensor{Name: a.ArtifactID, Datatype: Bytes, Shape: []int64{1}, Data: data}, err
+	case runtime.ArtifactJSON:
+		raw, err := runtime.AsJSON(v)
+		if err != nil {
+			return Tensor{}, err
+		}
+		data, err := encodeScalars([]any{string(raw)}, Bytes)
+		return Tensor{Name: a.ArtifactID, Datatype: Bytes, Shape: []int64{1}, Data: data}, err
+	}
+	t, err := runtime.AsTensor(v)
+	if err != nil {
+		return Tensor{}, err
+	}
+	return encodeTensor(a.ArtifactID, t)
+}
+
+// DecodeOutputs maps response outputs back onto the task's artifacts, in
+// the value form runtime/client returns: tensors as *runtime.Tensor, text
+// and json artifacts as string (JSON text for json). Outputs that are not
+// artifacts of the task are ignored (a server may return more); a missing
+// artifact is left out (the generated decoders report a required one).
+func DecodeOutputs(task *runtime.InferenceTaskProfile, outs []Tensor) (map[string]any, error) {
+	res := make(map[string]any, len(outs))
+	for i := range outs {
+		o := &outs[i]
+		a, ok := task.Artifact(o.Name)
+		if !ok {
+			continue
+		}
+		if _, dup := res[o.Name]; dup {
+			return nil, fmt.Errorf("output %q: given twice", o.Name)
+		}
+		switch a.Kind {
+		case runtime.ArtifactText, runtime.ArtifactJSON:
+			if o.Datatype != Bytes {
+				return nil, fmt.Errorf("output %q: datatype %s, but a %s artifact is BYTES", o.Name, o.Datatype, a.Kind)
+			}
+			n, err := elements(o.Shape)
+			if err != nil || n != 1 {
+				return nil, fmt.Errorf("output %q: shape %v, but a %s artifact is one string: shape [1]", o.Name, o.Shape, a.Kind)
+			}
+			var s string
+			if err := walkData(o.Data, o.Shape, func(tok []byte) (err error) { s, err = parseString(tok); return err }); err != nil {
+				return nil, fmt.Errorf("output %q: %w", o.Name, err)
+			}
+			res[o.Name] = s
+		default:
+			t, err := decodeTensor(o, 0)
+			if err != nil {
+				return nil, fmt.Errorf("output %q: %w", o.Name, err)
+			}
+			res[o.Name] = t
+		}
+	}
+	return res, nil
+}

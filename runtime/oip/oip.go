@@ -1,0 +1,511 @@
+// Package oip maps model families onto the Open Inference Protocol (OIP,
+// also called KServe v2) REST API: the protocol's JSON types, its tensor
+// data types, the mapping between a task's typed fields and artifacts and
+// the protocol's named input and output tensors, model metadata derived from
+// a spec, request decoding with clear protocol errors, and the OpenAPI 3.1
+// document of a set of families.
+//
+// The mapping (docs/serving.md has the full table):
+//
+//   - A model is a family: its name is the family id (aliases are accepted
+//     in paths); its versions are the variant ids (aliases accepted). A
+//     request without a version runs the default variant, or the variant
+//     named by the request parameter "variant".
+//   - The request parameter "task" picks the task (id or alias); without it
+//     the family's default task runs.
+//   - Each input field is one named input tensor, named by its field id:
+//     string → BYTES [1], int → INT64 [1] (any integer type is accepted),
+//     float → FP64 [1] (FP32, FP16 and BF16 are accepted), bool → BOOL [1];
+//     list kinds are 1-D tensors of their element's type, shape [n];
+//     tensor, image and video fields are tensors of their own datatype and
+//     shape; a tensor_list field is one input per item, named FIELD.0,
+//     FIELD.1, ... Absent fields take their manifest default.
+//   - Each artifact is one named output tensor, named by its artifact id:
+//     tensor-like artifacts are tensors; text is BYTES [1]; json is BYTES
+//     [1] holding the JSON text.
+//
+// Tensor data is JSON: flattened in row-major order or nested to match the
+// shape. JSON has no NaN or infinities; floating outputs carry them as the
+// strings "NaN", "Infinity" and "-Infinity", and the decoder accepts them.
+//
+// The package is pure Go (no cgo): the generator imports it for OpenAPI.
+package oip
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// Datatype is an OIP tensor data type ("FP32", "BYTES", ...).
+type Datatype string
+
+// The OIP tensor data types.
+const (
+	Bool   Datatype = "BOOL"
+	Uint8  Datatype = "UINT8"
+	Uint16 Datatype = "UINT16"
+	Uint32 Datatype = "UINT32"
+	Uint64 Datatype = "UINT64"
+	Int8   Datatype = "INT8"
+	Int16  Datatype = "INT16"
+	Int32  Datatype = "INT32"
+	Int64  Datatype = "INT64"
+	FP16   Datatype = "FP16"
+	FP32   Datatype = "FP32"
+	FP64   Datatype = "FP64"
+	BF16   Datatype = "BF16"
+	Bytes  Datatype = "BYTES"
+)
+
+// AnyDatatype is the datatype model metadata gives a tensor whose dtype the
+// manifest leaves open: any datatype with a runtime dtype (TensorDatatypes)
+// is accepted there.
+const AnyDatatype Datatype = "ANY"
+
+// Datatypes lists every OIP data type, in the protocol's order.
+var Datatypes = []Datatype{Bool, Uint8, Uint16, Uint32, Uint64, Int8, Int16, Int32, Int64, FP16, FP32, FP64, BF16, Bytes}
+
+// TensorDatatypes are the data types a tensor, image or video field
+// accepts: those with a runtime dtype.
+var TensorDatatypes = []Datatype{Bool, Uint8, Int32, Int64, FP16, FP32, BF16}
+
+// Valid reports whether d is one of the OIP data types.
+func (d Datatype) Valid() bool {
+	for _, x := range Datatypes {
+		if d == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Size returns the size in bytes of one element, or 0 for BYTES and
+// unknown types.
+func (d Datatype) Size() int {
+	switch d {
+	case Bool, Uint8, Int8:
+		return 1
+	case Uint16, Int16, FP16, BF16:
+		return 2
+	case Uint32, Int32, FP32:
+		return 4
+	case Uint64, Int64, FP64:
+		return 8
+	}
+	return 0
+}
+
+// Integer reports whether d is an integer type.
+func (d Datatype) Integer() bool {
+	switch d {
+	case Uint8, Uint16, Uint32, Uint64, Int8, Int16, Int32, Int64:
+		return true
+	}
+	return false
+}
+
+// Floating reports whether d is a floating-point type.
+func (d Datatype) Floating() bool { return d == FP16 || d == FP32 || d == FP64 || d == BF16 }
+
+// DType returns the runtime dtype of d, if it has one.
+func (d Datatype) DType() (runtime.DType, bool) {
+	switch d {
+	case Bool:
+		return runtime.Bool, true
+	case Uint8:
+		return runtime.Uint8, true
+	case Int32:
+		return runtime.Int32, true
+	case Int64:
+		return runtime.Int64, true
+	case FP16:
+		return runtime.Float16, true
+	case FP32:
+		return runtime.Float32, true
+	case BF16:
+		return runtime.BFloat16, true
+	}
+	return "", false
+}
+
+// DatatypeOf returns the OIP data type of a runtime dtype.
+func DatatypeOf(d runtime.DType) (Datatype, bool) {
+	switch d {
+	case runtime.Bool:
+		return Bool, true
+	case runtime.Uint8:
+		return Uint8, true
+	case runtime.Int32:
+		return Int32, true
+	case runtime.Int64:
+		return Int64, true
+	case runtime.Float16:
+		return FP16, true
+	case runtime.Float32:
+		return FP32, true
+	case runtime.BFloat16:
+		return BF16, true
+	}
+	return "", false
+}
+
+// Parameters are the protocol's free-form parameters of a request, a
+// response or a tensor. Decoded numbers are json.Number.
+type Parameters map[string]any
+
+// Tensor is a named tensor of a request ("request input") or a response
+// ("response output"): datatype, shape and the data as raw JSON.
+type Tensor struct {
+	// Name is the input's field id or the output's artifact id.
+	Name string `json:"name"`
+	// Shape is the size of each dimension.
+	Shape []int64 `json:"shape"`
+	// Datatype is the element type.
+	Datatype Datatype `json:"datatype"`
+	// Parameters are the tensor's parameters, if any.
+	Parameters Parameters `json:"parameters,omitempty"`
+	// Data holds the elements: a JSON array, flat in row-major order or
+	// nested to match Shape.
+	Data json.RawMessage `json:"data"`
+}
+
+// RequestOutput asks for one output by name.
+type RequestOutput struct {
+	// Name is the artifact id.
+	Name string `json:"name"`
+	// Parameters are the output's parameters, if any.
+	Parameters Parameters `json:"parameters,omitempty"`
+}
+
+// InferenceRequest is the body of POST .../infer.
+type InferenceRequest struct {
+	// ID is echoed in the response; it also serves as the correlation id of
+	// the server's logs when no X-Request-ID header is given.
+	ID string `json:"id,omitempty"`
+	// Parameters select the task ("task") and variant ("variant"), and
+	// configure streams (see docs/serving.md).
+	Parameters Parameters `json:"parameters,omitempty"`
+	// Inputs are the task's fields, one tensor each.
+	Inputs []Tensor `json:"inputs"`
+	// Outputs, when given, restrict the response to these artifacts.
+	Outputs []RequestOutput `json:"outputs,omitempty"`
+}
+
+// InferenceResponse is the body of a successful infer response, and of each
+// chunk event of a stream.
+type InferenceResponse struct {
+	// ModelName is the family id.
+	ModelName string `json:"model_name"`
+	// ModelVersion is the variant id that ran.
+	ModelVersion string `json:"model_version,omitempty"`
+	// ID is the request's id.
+	ID string `json:"id,omitempty"`
+	// Parameters carry the task that ran ("task") and, for chunks, the
+	// chunk's place in the stream.
+	Parameters Parameters `json:"parameters,omitempty"`
+	// Outputs are the artifacts, one tensor each.
+	Outputs []Tensor `json:"outputs"`
+}
+
+// ErrorResponse is the body of every error response.
+type ErrorResponse struct {
+	// Error says what went wrong.
+	Error string `json:"error"`
+}
+
+// ServerMetadata is the body of GET /v2.
+type ServerMetadata struct {
+	// Name is the server's name.
+	Name string `json:"name"`
+	// Version is the server's version.
+	Version string `json:"version"`
+	// Extensions are the protocol extensions the server supports.
+	Extensions []string `json:"extensions"`
+}
+
+// TensorMetadata describes one input or output in model metadata.
+type TensorMetadata struct {
+	// Name is the field or artifact id.
+	Name string `json:"name"`
+	// Datatype is the element type (AnyDatatype when the manifest leaves
+	// it open).
+	Datatype Datatype `json:"datatype"`
+	// Shape gives each dimension; -1 is a dimension of any size. nil means
+	// any rank.
+	Shape []int64 `json:"shape"`
+	// Parameters tell the field's kind, presence and default, or the
+	// artifact's kind.
+	Parameters Parameters `json:"parameters,omitempty"`
+}
+
+// ModelMetadata is the body of GET /v2/models/{name}[/versions/{version}].
+type ModelMetadata struct {
+	// Name is the family id.
+	Name string `json:"name"`
+	// Versions are the variant ids.
+	Versions []string `json:"versions,omitempty"`
+	// Platform is the serving platform.
+	Platform string `json:"platform"`
+	// Inputs are the default task's inputs.
+	Inputs []TensorMetadata `json:"inputs"`
+	// Outputs are the default task's outputs.
+	Outputs []TensorMetadata `json:"outputs"`
+	// Parameters hold the default task and variant and every task's
+	// inputs and outputs ("tasks").
+	Parameters Parameters `json:"parameters,omitempty"`
+}
+
+// Platform is the platform model metadata reports: TorchScript run by
+// libtorch.
+const Platform = "pytorch_libtorch"
+
+// Limits bound what a request may carry. Zero values mean no limit.
+type Limits struct {
+	// MaxTensorBytes bounds the size of one input tensor's elements.
+	MaxTensorBytes int64
+	// MaxInputs bounds the number of input tensors of a request.
+	MaxInputs int
+}
+
+// ErrBadRequest is matched (errors.Is) by every error that a malformed
+// request or an input that breaks the task's contract causes: the server
+// answers it with status 400.
+var ErrBadRequest = errors.New("bad request")
+
+// badRequest is an error caused by the request.
+type badRequest struct {
+	msg string
+	err error // the underlying error, if any
+}
+
+func (e *badRequest) Error() string        { return e.msg }
+func (e *badRequest) Is(target error) bool { return target == ErrBadRequest }
+func (e *badRequest) Unwrap() error        { return e.err }
+
+func bad(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf(format, args...)} }
+
+// DecodeRequest decodes an infer request body. Malformed JSON, a body that
+// is not one JSON object, an input without a name, with an unknown datatype,
+// a negative dimension or data that is not an array are errors matching
+// ErrBadRequest; it never panics.
+func DecodeRequest(r io.Reader, lim Limits) (*InferenceRequest, error) {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	var req InferenceRequest
+	if err := dec.Decode(&req); err != nil {
+		return nil, &badRequest{msg: "malformed request body: " + jsonMessage(err), err: err}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, bad("malformed request body: data after the JSON object")
+	}
+	if lim.MaxInputs > 0 && len(req.Inputs) > lim.MaxInputs {
+		return nil, bad("the request has %d inputs, at most %d are allowed", len(req.Inputs), lim.MaxInputs)
+	}
+	seen := make(map[string]bool, len(req.Inputs))
+	for i := range req.Inputs {
+		in := &req.Inputs[i]
+		if in.Name == "" {
+			return nil, bad("inputs[%d]: no name", i)
+		}
+		if seen[in.Name] {
+			return nil, bad("input %q: given twice", in.Name)
+		}
+		seen[in.Name] = true
+		if !in.Datatype.Valid() {
+			return nil, bad("input %q: datatype %q is not an OIP datatype (%s)", in.Name, in.Datatype, datatypeList(Datatypes))
+		}
+		if in.Shape == nil {
+			return nil, bad("input %q: no shape", in.Name)
+		}
+		if _, err := elements(in.Shape); err != nil {
+			return nil, bad("input %q: %v", in.Name, err)
+		}
+		if d := bytes.TrimSpace(in.Data); len(d) == 0 || d[0] != '[' {
+			return nil, bad("input %q: data must be a JSON array", in.Name)
+		}
+	}
+	for i, o := range req.Outputs {
+		if o.Name == "" {
+			return nil, bad("outputs[%d]: no name", i)
+		}
+	}
+	return &req, nil
+}
+
+// jsonMessage shortens encoding/json's errors to what a client needs.
+func jsonMessage(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		where := te.Field
+		if where == "" {
+			where = "the request"
+		}
+		return fmt.Sprintf("%s: JSON %s where %s was expected", where, te.Value, jsonKind(te.Type.Kind().String()))
+	}
+	if errors.Is(err, io.EOF) {
+		return "empty body (want a JSON object)"
+	}
+	return err.Error()
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	case "string":
+		return "a string"
+	case "int64", "int", "float64":
+		return "a number"
+	}
+	return k
+}
+
+// maxRank bounds the rank of a tensor.
+const maxRank = 16
+
+// elements returns the number of elements of shape, or an error for a
+// negative dimension, too many dimensions or an element count that
+// overflows.
+func elements(shape []int64) (int64, error) {
+	if len(shape) > maxRank {
+		return 0, fmt.Errorf("shape %v has %d dimensions, at most %d are supported", shape, len(shape), maxRank)
+	}
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("shape %v has a negative dimension", shape)
+		}
+		if d != 0 && n > (1<<53)/d {
+			return 0, fmt.Errorf("shape %v has too many elements", shape)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+func datatypeList(ds []Datatype) string {
+	var b []byte
+	for i, d := range ds {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, d...)
+	}
+	return string(b)
+}
+
+// StringParam returns parameter key as a string; absent is "", false. A
+// value that is not a string is an error matching ErrBadRequest.
+func (p Parameters) StringParam(key string) (string, bool, error) {
+	v, ok := p[key]
+	if !ok || v == nil {
+		return "", false, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", false, bad("parameter %q must be a string, got %s", key, jsonPhrase(v))
+	}
+	return s, true, nil
+}
+
+// BoolParam returns parameter key as a bool; absent is false, false.
+func (p Parameters) BoolParam(key string) (bool, bool, error) {
+	v, ok := p[key]
+	if !ok || v == nil {
+		return false, false, nil
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, false, bad("parameter %q must be a boolean, got %s", key, jsonPhrase(v))
+	}
+	return b, true, nil
+}
+
+// IntParam returns parameter key as an int64; absent is 0, false.
+func (p Parameters) IntParam(key string) (int64, bool, error) {
+	v, ok := p[key]
+	if !ok || v == nil {
+		return 0, false, nil
+	}
+	var n int64
+	var err error
+	switch x := v.(type) {
+	case json.Number:
+		n, err = strconv.ParseInt(string(x), 10, 64)
+	case int64:
+		n = x
+	case int:
+		n = int64(x)
+	default:
+		err = errors.New("not a number")
+	}
+	if err != nil {
+		return 0, false, bad("parameter %q must be an integer, got %s", key, jsonPhrase(v))
+	}
+	return n, true, nil
+}
+
+// FloatsParam returns parameter key as an object of numbers (controls);
+// absent is nil, false.
+func (p Parameters) FloatsParam(key string) (map[string]float64, bool, error) {
+	v, ok := p[key]
+	if !ok || v == nil {
+		return nil, false, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, false, bad("parameter %q must be an object of numbers, got %s", key, jsonPhrase(v))
+	}
+	out := make(map[string]float64, len(m))
+	for k, x := range m {
+		f, err := number(x)
+		if err != nil {
+			return nil, false, bad("parameter %q: %q must be a number, got %s", key, k, jsonPhrase(x))
+		}
+		out[k] = f
+	}
+	return out, true, nil
+}
+
+func number(v any) (float64, error) {
+	switch x := v.(type) {
+	case json.Number:
+		return x.Float64()
+	case float64:
+		return x, nil
+	case int64:
+		return float64(x), nil
+	case int:
+		return float64(x), nil
+	}
+	return 0, errors.New("not a number")
+}
+
+// jsonPhrase describes a decoded JSON value for messages.
+func jsonPhrase(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case bool:
+		return fmt.Sprintf("the boolean %v", x)
+	case json.Number:
+		return "the number " + string(x)
+	case float64, int64, int:
+		return fmt.Sprintf("the number %v", x)
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}

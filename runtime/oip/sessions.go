@@ -1,0 +1,56 @@
+package oip
+
+// wfserve's realtime sessions extension: an infer request to a streaming
+// task that asks for its stream (Accept: text/event-stream, or the
+// parameter "stream": true) is answered with Server-Sent Events, in order:
+// one EventSession, one EventChunk per chunk, then EventEnd when the
+// session ended by itself (its max_chunks) or EventError when it failed or
+// the server shut down. Controls are sent to the running session with POST
+// SessionInfo.ControlsURL and a ControlsRequest body. The stream's request
+// parameters are "paced" (default true), "max_chunks" (default 0: until the
+// client goes away) and "controls" (the initial controls).
+const (
+	// EventSession carries SessionInfo.
+	EventSession = "session"
+	// EventChunk carries an InferenceResponse with the chunk's frames as
+	// the task's video output and the Chunk* parameters.
+	EventChunk = "chunk"
+	// EventEnd says the session ended by itself; its data is {}.
+	EventEnd = "end"
+	// EventError carries an ErrorResponse; the stream ends.
+	EventError = "error"
+)
+
+// SessionsExtension is the extension name GET /v2 lists for sessions.
+const SessionsExtension = "sessions"
+
+// SessionInfo is the data of the session event.
+type SessionInfo struct {
+	// ID names the session; it is unguessable and only the stream's
+	// client learns it.
+	ID string `json:"id"`
+	// ControlsURL is the path to POST a ControlsRequest to.
+	ControlsURL string `json:"controls_url"`
+	// Realtime is the realtime spec in effect for the first chunk.
+	Realtime map[string]any `json:"realtime"`
+}
+
+// ControlsRequest is the body of POST /v2/models/{name}/sessions/{id},
+// and of its answer: the controls, by name, that apply from the next chunk
+// the session generates.
+type ControlsRequest struct {
+	// Controls replace the session's controls.
+	Controls map[string]float64 `json:"controls"`
+}
+
+// Parameters of a chunk event (InferenceResponse.Parameters).
+const (
+	// ChunkIndex is the chunk's position in the session, from 0.
+	ChunkIndex = "index"
+	// ChunkFirstFrame is the index of the chunk's first frame.
+	ChunkFirstFrame = "first_frame"
+	// ChunkLatencyMS is how long the chunk took to generate, in ms.
+	ChunkLatencyMS = "latency_ms"
+	// ChunkRealtime is the realtime spec in effect for the next chunk.
+	ChunkRealtime = "realtime"
+)

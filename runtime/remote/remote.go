@@ -1,0 +1,278 @@
+// Package remote runs a family's tasks on a server that speaks the Open
+// Inference Protocol (KServe v2) REST API, such as cmd/wfserve, and returns
+// their outputs in exactly the form the in-process runtime/client returns:
+// a Client implements client.Backend, so the typed entry points generated
+// methods call (client.Run, client.RunBatch, client.RunStream) work on it
+// unchanged, and a generated remote client differs from the in-process one
+// only in its constructor.
+//
+// The mapping of fields and artifacts onto named tensors is package oip's.
+// Any OIP server that serves a model with the family's inputs works for Run
+// and RunBatch; streams use wfserve's Server-Sent Events extension (see
+// docs/serving.md).
+package remote
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/oip"
+)
+
+// Option configures a Client.
+type Option func(*Client) error
+
+// WithVariant selects the variant (id or alias) the requests run; without
+// it the server runs the family's default variant.
+func WithVariant(id string) Option {
+	return func(c *Client) error { c.variant = id; return nil }
+}
+
+// WithToken sends the bearer token with every request.
+func WithToken(token string) Option {
+	return func(c *Client) error { c.token = token; return nil }
+}
+
+// WithHTTPClient sends requests with hc instead of http.DefaultClient.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) error {
+		if hc == nil {
+			return errors.New("remote: nil http client")
+		}
+		c.http = hc
+		return nil
+	}
+}
+
+// WithModelName names the model on the server, when it is not the family id.
+func WithModelName(name string) Option {
+	return func(c *Client) error {
+		if name == "" {
+			return errors.New("remote: empty model name")
+		}
+		c.model = name
+		return nil
+	}
+}
+
+// Client runs the tasks of one family on an OIP server. It is safe for
+// concurrent use.
+type Client struct {
+	spec    *runtime.ModelInferenceSpec
+	base    *url.URL
+	model   string
+	variant string
+	token   string
+	http    *http.Client
+}
+
+var _ client.Backend = (*Client)(nil)
+
+// New returns a client of the family spec served at baseURL (the server's
+// root: "http://host:8080"). Nothing is sent until the first call.
+func New(spec *runtime.ModelInferenceSpec, baseURL string, opts ...Option) (*Client, error) {
+	if spec == nil {
+		return nil, errors.New("remote: nil spec")
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("remote: base URL %q: %w", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("remote: base URL %q: want http:// or https:// and a host", baseURL)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	c := &Client{spec: spec, base: u, model: spec.ModelFamilyID, http: http.DefaultClient}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	if c.variant != "" {
+		v, err := spec.Variant(c.variant)
+		if err != nil {
+			return nil, err
+		}
+		c.variant = v.VariantID
+	}
+	return c, nil
+}
+
+// Spec returns the client's family spec.
+func (c *Client) Spec() *runtime.ModelInferenceSpec { return c.spec }
+
+// Variant returns the variant id requests name, or "" for the server's
+// default.
+func (c *Client) Variant() string { return c.variant }
+
+// StatusError is an error answer of the server: its HTTP status and the
+// protocol error body's message. errors.Is matches context.DeadlineExceeded
+// for 504 and runtime.ErrUnknownID for 404.
+type StatusError struct {
+	// Status is the HTTP status code.
+	Status int
+	// Message is the "error" member of the body (or the body's start).
+	Message string
+}
+
+// Error names the status and the message.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("server answered %d %s: %s", e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// Is matches the sentinel errors the status stands for.
+func (e *StatusError) Is(target error) bool {
+	switch e.Status {
+	case http.StatusGatewayTimeout:
+		return target == context.DeadlineExceeded
+	case http.StatusNotFound:
+		return target == runtime.ErrUnknownID
+	}
+	return false
+}
+
+// where prefixes errors like runtime/client does.
+func (c *Client) where(task string) string {
+	w := c.spec.ModelFamilyID
+	if c.variant != "" {
+		w += "/" + c.variant
+	}
+	if task != "" {
+		w += " " + task
+	}
+	return w + " (remote)"
+}
+
+// path returns the URL of a model endpoint ("infer", "ready", "").
+func (c *Client) path(endpoint string) string {
+	p := c.base.Path + "/v2/models/" + url.PathEscape(c.model)
+	if c.variant != "" {
+		p += "/versions/" + url.PathEscape(c.variant)
+	}
+	if endpoint != "" {
+		p += "/" + endpoint
+	}
+	u := *c.base
+	u.Path, u.RawPath = p, ""
+	return u.String()
+}
+
+// request builds the infer request of a task.
+func (c *Client) request(task *runtime.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
+	inputs, err := oip.EncodeInputs(task, call, load)
+	if err != nil {
+		return nil, err
+	}
+	req := &oip.InferenceRequest{Inputs: inputs, Parameters: oip.Parameters{"task": task.TaskID}}
+	if inputs == nil {
+		req.Inputs = []oip.Tensor{}
+	}
+	return req, nil
+}
+
+// do sends a JSON request and decodes a JSON answer into out; an error
+// status is a *StatusError.
+func (c *Client) do(ctx context.Context, method, u string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	c.authorize(hreq)
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return statusError(resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("malformed answer from %s: %w", u, err)
+	}
+	return nil
+}
+
+func (c *Client) authorize(r *http.Request) {
+	if c.token != "" {
+		r.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// statusError reads an error answer.
+func statusError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e oip.ErrorResponse
+	if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(b))
+		if len(e.Error) > 200 {
+			e.Error = e.Error[:200] + "..."
+		}
+	}
+	return &StatusError{Status: resp.StatusCode, Message: e.Error}
+}
+
+// Run runs one task on the server with call and load kwargs and returns
+// the outputs keyed by artifact id, as client.Client.Run does: tensors as
+// *runtime.Tensor, text and json artifacts as strings. Errors name the
+// family, variant and task; the server's answer is a *StatusError.
+func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any) (map[string]any, error) {
+	task, err := c.spec.Task(taskID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	out, err := c.run(ctx, task, call, load)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	return out, nil
+}
+
+func (c *Client) run(ctx context.Context, task *runtime.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
+	req, err := c.request(task, call, load)
+	if err != nil {
+		return nil, err
+	}
+	var resp oip.InferenceResponse
+	if err := c.do(ctx, http.MethodPost, c.path("infer"), req, &resp); err != nil {
+		return nil, err
+	}
+	return oip.DecodeOutputs(task, resp.Outputs)
+}
+
+// Metadata returns the server's metadata of the model.
+func (c *Client) Metadata(ctx context.Context) (*oip.ModelMetadata, error) {
+	var md oip.ModelMetadata
+	if err := c.do(ctx, http.MethodGet, c.path(""), nil, &md); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	return &md, nil
+}
+
+// Ready returns nil when the server reports the model (variant) ready.
+func (c *Client) Ready(ctx context.Context) error {
+	var v map[string]any
+	if err := c.do(ctx, http.MethodGet, c.path("ready"), nil, &v); err != nil {
+		return fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+package serve_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/gen/validate"
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/serve"
+	_ "github.com/worldfoundry/wfgen/runtime/torch"
+)
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// checkpoints builds the tiny checkpoints once for the package's tests.
+func checkpoints(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "wfgen-serve-test")
+		if buildErr == nil {
+			buildErr = tinymodels.Build(buildDir)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildDir
+}
+
+func loadSpec(t testing.TB, name string) *runtime.ModelInferenceSpec {
+	t.Helper()
+	f, diags, err := validate.File(filepath.Join("..", "..", "manifests", name+".yaml"))
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("manifest %s: %v %v", name, err, diags)
+	}
+	return f.Spec
+}
+
+// clientOptions are the options every test client (in-process or served)
+// is created with.
+func clientOptions(t testing.TB) []client.Option {
+	return []client.Option{client.WithCheckpointRoot(checkpoints(t)), client.WithDevice("cpu")}
+}
+
+// inProcess returns an in-process client of a family.
+func inProcess(t testing.TB, name string) *client.Client {
+	t.Helper()
+	c, err := client.New(loadSpec(t, name), clientOptions(t)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// logSink collects access log records.
+type logSink struct {
+	mu      sync.Mutex
+	records []map[string]any
+}
+
+func (l *logSink) Write(b []byte) (int, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err == nil {
+		l.mu.Lock()
+		l.records = append(l.records, m)
+		l.mu.Unlock()
+	}
+	return len(b), nil
+}
+
+func (l *logSink) all() []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]map[string]any(nil), l.records...)
+}
+
+// started is a server of the demo families on loopback.
+type started struct {
+	srv  *serve.Server
+	http *httptest.Server
+	logs *logSink
+	url  string
+}
+
+// start serves the demo families with cfg on a loopback port.
+func start(t testing.TB, cfg serve.Config) *started {
+	t.Helper()
+	logs := &logSink{}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	}
+	srv, err := serve.New(cfg,
+		serve.Family{Spec: loadSpec(t, "tiny-encoder"), Options: clientOptions(t)},
+		serve.Family{Spec: loadSpec(t, "tiny-world"), Options: clientOptions(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Load(); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		srv.Close()
+	})
+	return &started{srv: srv, http: hs, logs: logs, url: hs.URL}
+}
+
+// call sends a request and returns the status, the headers and the body.
+func call(t testing.TB, method, url, body string, header ...string) (int, http.Header, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, b
+}
+
+// errorBody decodes a protocol error body, failing when it is not one.
+func errorBody(t testing.TB, b []byte) string {
+	t.Helper()
+	var e map[string]any
+	if err := json.Unmarshal(b, &e); err != nil || len(e) != 1 {
+		t.Fatalf("not an error body {\"error\": ...}: %s", b)
+	}
+	s, ok := e["error"].(string)
+	if !ok || s == "" {
+		t.Fatalf("not an error body: %s", b)
+	}
+	return s
+}
+
+func tensorsEqual(a, b *runtime.Tensor) bool {
+	return a != nil && b != nil && a.DType == b.DType && slicesEqual(a.Shape, b.Shape) && bytes.Equal(a.Data, b.Data)
+}
+
+func slicesEqual(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// maxDiff returns the largest difference between two float32 tensors of
+// one shape.
+func maxDiff(t testing.TB, a, b *runtime.Tensor) float64 {
+	t.Helper()
+	av, err := a.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bv, err := b.Float32s()
+	if err != nil || !slicesEqual(a.Shape, b.Shape) {
+		t.Fatalf("tensors %v and %v: %v", a.Shape, b.Shape, err)
+	}
+	d := 0.0
+	for i := range av {
+		d = max(d, math.Abs(float64(av[i]-bv[i])))
+	}
+	return d
+}
+
+// tokens returns the i-th test token sequence, of length n.
+func tokens(i, n int) *runtime.Tensor {
+	v := make([]int64, n)
+	for j := range v {
+		v[j] = int64(i*7 + j*13)
+	}
+	return runtime.FromInt64(v, int64(n))
+}

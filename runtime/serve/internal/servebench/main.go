@@ -1,0 +1,306 @@
+// Command servebench is the serving load test of `make bench`: it starts
+// wfserve twice (without and with cross-request batching) and the Python
+// peer (pyserver.py: FastAPI + uvicorn + torch, the same TorchScript file,
+// the same thread settings) on loopback ports, and drives each with 1, 8
+// and 32 concurrent clients sending tiny-encoder infer requests over
+// keep-alive connections. Windows of the three servers are interleaved
+// round after round so that load from elsewhere on the machine falls on
+// all of them alike; it prints req/s and p50/p99 latency per server and
+// concurrency, and the ratios the goals are stated in.
+//
+// It is bounded: every window lasts -window, and it runs -rounds rounds.
+// Every server listens on 127.0.0.1 only, and every process it starts is
+// stopped before it exits.
+//
+//	go run ./runtime/serve/internal/servebench [-rounds 3] [-window 2s] [-threads 1] [-batch-delay 2ms]
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 3, "interleaved rounds")
+	window := flag.Duration("window", 2*time.Second, "length of one measurement window")
+	threads := flag.Int("threads", 1, "intra-op threads of libtorch and of Python's torch")
+	tokens := flag.Int("tokens", 16, "tokens per request")
+	delay := flag.Duration("batch-delay", 2*time.Millisecond, "wfserve -batch-delay of the batching server")
+	flag.Parse()
+	if err := run(*rounds, *window, *threads, *tokens, *delay); err != nil {
+		fmt.Fprintln(os.Stderr, "servebench:", err)
+		os.Exit(1)
+	}
+}
+
+// server is one server under test.
+type server struct {
+	name string
+	url  string
+	cmd  *exec.Cmd
+}
+
+func run(rounds int, window time.Duration, threads, ntok int, delay time.Duration) error {
+	dir, err := os.MkdirTemp("", "servebench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := tinymodels.Build(dir); err != nil {
+		return err
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(dir, "wfserve")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/wfserve")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building wfserve: %w", err)
+	}
+	manifest := filepath.Join(root, "manifests", "tiny-encoder.yaml")
+	env := append(os.Environ(), "WORLDFOUNDRY_TORCH_THREADS="+strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1", "WORLDFOUNDRY_LOG_LEVEL=warn")
+
+	var servers []*server
+	defer func() {
+		for _, s := range servers {
+			stop(s)
+		}
+	}()
+	for _, c := range []struct {
+		name  string
+		extra []string
+	}{{"wfserve", nil}, {"wfserve -batch", []string{"-batch", "-batch-delay", delay.String()}}} {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		args := append([]string{"-addr", "127.0.0.1:" + port, "-checkpoint-root", dir, "-device", "cpu"}, c.extra...)
+		cmd := exec.Command(bin, append(args, manifest)...)
+		cmd.Env, cmd.Stderr = env, os.Stderr
+		servers = append(servers, &server{name: c.name, url: "http://127.0.0.1:" + port, cmd: cmd})
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	py := exec.Command("/usr/bin/python3", filepath.Join(root, "runtime", "serve", "internal", "servebench", "pyserver.py"),
+		filepath.Join(dir, tinymodels.Files["tiny-encoder"]), port, strconv.Itoa(threads))
+	py.Stdout, py.Stderr = io.Discard, os.Stderr
+	servers = append(servers, &server{name: "python (fastapi+uvicorn)", url: "http://127.0.0.1:" + port, cmd: py})
+	for _, s := range servers {
+		if err := s.cmd.Start(); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	for _, s := range servers {
+		if err := waitReady(s.url, 60*time.Second); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+
+	bodies := make([][]byte, 64)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range bodies {
+		var b strings.Builder
+		fmt.Fprintf(&b, `{"id":"%d","inputs":[{"name":"tokens","datatype":"INT64","shape":[%d],"data":[`, i, ntok)
+		for j := range ntok {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(r.IntN(tinymodels.EncoderVocab)))
+		}
+		b.WriteString(`]}]}`)
+		bodies[i] = []byte(b.String())
+	}
+	levels := []int{1, 8, 32}
+	type key struct {
+		server string
+		conc   int
+	}
+	lat := map[key][]time.Duration{}
+	elapsed := map[key]time.Duration{}
+	errs := map[key]int{}
+	// Warm-up: a short window per server and level.
+	for _, s := range servers {
+		for _, c := range levels {
+			if _, _, n := load(s.url, bodies, c, window/4); n > 0 {
+				return fmt.Errorf("%s: %d failed requests while warming up", s.name, n)
+			}
+		}
+	}
+	for round := range rounds {
+		for _, c := range levels {
+			order := slices.Clone(servers)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, s := range order {
+				ls, took, nerr := load(s.url, bodies, c, window)
+				k := key{s.name, c}
+				lat[k] = append(lat[k], ls...)
+				elapsed[k] += took
+				errs[k] += nerr
+			}
+		}
+	}
+
+	fmt.Printf("serving load test: tiny encoder, %d tokens per request, %d rounds × %v windows, intra-op threads %d, GOMAXPROCS %d, %d CPUs\n",
+		ntok, rounds, window, threads, goruntime.GOMAXPROCS(0), goruntime.NumCPU())
+	fmt.Printf("%-26s %8s %10s %10s %10s %8s\n", "server", "clients", "req/s", "p50", "p99", "errors")
+	rps := map[key]float64{}
+	for _, c := range levels {
+		for _, s := range servers {
+			k := key{s.name, c}
+			ls := lat[k]
+			slices.Sort(ls)
+			rps[k] = float64(len(ls)) / elapsed[k].Seconds()
+			fmt.Printf("%-26s %8d %10.0f %10s %10s %8d\n", s.name, c, rps[k], pct(ls, 50), pct(ls, 99), errs[k])
+		}
+	}
+	py32 := rps[key{servers[2].name, 32}]
+	fmt.Printf("at 32 clients: wfserve ÷ python %.2f×, wfserve -batch ÷ python %.2f×, -batch ÷ unbatched %.2f×\n",
+		rps[key{servers[0].name, 32}]/py32, rps[key{servers[1].name, 32}]/py32, rps[key{servers[1].name, 32}]/rps[key{servers[0].name, 32}])
+	for k, n := range errs {
+		if n > 0 {
+			return fmt.Errorf("%s at %d clients: %d failed requests", k.server, k.conc, n)
+		}
+	}
+	return nil
+}
+
+// load runs conc clients against url for d and returns every request's
+// latency, the time taken and the number of failed requests.
+func load(url string, bodies [][]byte, conc int, d time.Duration) ([]time.Duration, time.Duration, int) {
+	tr := &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	target := url + "/v2/models/tiny-encoder/infer"
+	var mu sync.Mutex
+	var all []time.Duration
+	failed := 0
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for w := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([]time.Duration, 0, 4096)
+			bad := 0
+			for i := w; time.Now().Before(end); i += conc {
+				t0 := time.Now()
+				resp, err := hc.Post(target, "application/json", bytes.NewReader(bodies[i%len(bodies)]))
+				if err != nil {
+					bad++
+					continue
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"embedding"`)) {
+					bad++
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			failed += bad
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return all, time.Since(start), failed
+}
+
+// pct returns the nearest-rank percentile of sorted latencies.
+func pct(sorted []time.Duration, p int) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	i := (p*len(sorted)+99)/100 - 1
+	return sorted[max(i, 0)].Round(time.Microsecond).String()
+}
+
+func waitReady(url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v2/health/ready", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %v", timeout)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends a server process this program started: SIGTERM, then SIGKILL
+// after 10 s.
+func stop(s *server) {
+	if s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	return port, err
+}
+
+// moduleRoot finds the folder of go.mod from the working directory up.
+func moduleRoot() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		d = parent
+	}
+}

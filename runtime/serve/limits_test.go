@@ -1,0 +1,311 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/oip"
+	"github.com/worldfoundry/wfgen/runtime/serve"
+)
+
+// slowBody asks the tiny world for its largest clip: 33 frames of 128×128,
+// tens of milliseconds of work and 1.6 MB of frames.
+const slowBody = `{"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["slow"]},{"name":"num_frames","datatype":"INT64","shape":[1],"data":[33]},{"name":"height","datatype":"INT64","shape":[1],"data":[128]},{"name":"width","datatype":"INT64","shape":[1],"data":[128]}]}`
+
+// TestBodyAndTensorLimits sends a body over the size limit and a tensor
+// over the tensor limit: each is refused with its status and error body,
+// and the server goes on serving.
+func TestBodyAndTensorLimits(t *testing.T) {
+	s := start(t, serve.Config{MaxBodyBytes: 4096, MaxTensorBytes: 256})
+	big := `{"inputs":[{"name":"tokens","datatype":"INT64","shape":[3000],"data":[` + strings.Repeat("1,", 2999) + `1]}]}`
+	code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", big)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(errorBody(t, b), "request body larger than the limit of 4096 bytes") {
+		t.Errorf("body over the limit: %d %s", code, b)
+	}
+	tensor := `{"inputs":[{"name":"tokens","datatype":"INT64","shape":[40],"data":[` + strings.Repeat("1,", 39) + `1]}]}`
+	code, _, b = call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", tensor)
+	if code != http.StatusBadRequest || !strings.Contains(errorBody(t, b), "320 bytes, above the limit of 256 bytes per tensor") {
+		t.Errorf("tensor over the limit: %d %s", code, b)
+	}
+	if code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody); code != 200 {
+		t.Errorf("after the refusals: %d %s", code, b)
+	}
+}
+
+// TestDeadlines checks a request past the server's deadline (504 at the
+// deadline, not when the engine call ends), a client deadline through the
+// remote client (Run and RunBatch), and that the server serves on and
+// drains the abandoned work.
+func TestDeadlines(t *testing.T) {
+	s := start(t, serve.Config{Timeout: 25 * time.Millisecond})
+	t0 := time.Now()
+	code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
+	took := time.Since(t0)
+	if code != http.StatusGatewayTimeout || !strings.Contains(errorBody(t, b), "deadline (25ms) passed before it finished") {
+		t.Errorf("past the deadline: %d %s", code, b)
+	}
+	t.Logf("answered 504 after %v", took)
+	if took > 25*time.Millisecond+500*time.Millisecond {
+		t.Errorf("504 took %v, want about the 25 ms deadline", took)
+	}
+	// The abandoned call still holds the engine slot until it finishes;
+	// then requests run again.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody)
+		if code == 200 {
+			break
+		}
+		if code != http.StatusGatewayTimeout || time.Now().After(deadline) {
+			t.Fatalf("after a 504: %d %s", code, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The client's own deadline: the remote client gives up at it.
+	s2 := start(t, serve.Config{Batching: true})
+	world := remoteClient(t, s2, "tiny-world")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	t0 = time.Now()
+	_, err := world.Run(ctx, "generate", map[string]any{"prompt": "slow", "num_frames": int64(33), "height": int64(128), "width": int64(128)}, nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 500*time.Millisecond {
+		t.Errorf("client deadline: %v after %v", err, time.Since(t0))
+	}
+	enc := remoteClient(t, s2, "tiny-encoder")
+	items := make([]map[string]any, 5000)
+	for i := range items {
+		items[i] = map[string]any{"tokens": tokens(i, 8), "normalize": true}
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
+	t0 = time.Now()
+	outs, err := enc.RunBatch(ctx, "embed", items)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || outs != nil || time.Since(t0) > 500*time.Millisecond {
+		t.Errorf("RunBatch deadline: %d outputs, %v after %v", len(outs), err, time.Since(t0))
+	}
+	// Nothing is left queued or running: the server drains at once.
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := s2.srv.Shutdown(sctx); err != nil {
+		t.Errorf("drain after abandoned requests: %v", err)
+	}
+}
+
+// TestQueueLimit fills a one-request queue: the requests beyond it are
+// answered 429 with Retry-After at once, none hangs, and every other
+// request succeeds.
+func TestQueueLimit(t *testing.T) {
+	s := start(t, serve.Config{MaxQueue: 1})
+	const n = 12
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, h, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
+			codes[i] = code
+			if code == http.StatusTooManyRequests && (h.Get("Retry-After") == "" || !strings.Contains(errorBody(t, b), "too many requests queued")) {
+				t.Errorf("429 without Retry-After or error body: %v %s", h, b)
+			}
+		}()
+	}
+	wg.Wait()
+	ok, refused := 0, 0
+	for _, c := range codes {
+		switch c {
+		case 200:
+			ok++
+		case 429:
+			refused++
+		default:
+			t.Errorf("status %d", c)
+		}
+	}
+	if ok == 0 || refused == 0 {
+		t.Errorf("%d ok, %d refused: want both", ok, refused)
+	}
+}
+
+// TestCrossRequestBatching sends concurrent requests with the same shape
+// and others with different shapes and flags: requests are merged into
+// batches, each gets its own result (equal to running it alone), and
+// requests that cannot share a forward call are never merged.
+func TestCrossRequestBatching(t *testing.T) {
+	s := start(t, serve.Config{Batching: true, BatchDelay: 20 * time.Millisecond})
+	enc := inProcess(t, "tiny-encoder")
+	re := remoteClient(t, s, "tiny-encoder")
+	const n = 24
+	var wg sync.WaitGroup
+	// A long sequence first keeps the batcher busy while the others queue.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := re.Run(context.Background(), "embed", map[string]any{"tokens": tokens(0, 100_000), "normalize": true}, nil); err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(5 * time.Millisecond)
+	got := make([]map[string]any, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := re.Run(context.Background(), "embed", map[string]any{"tokens": tokens(i, 5+i%3), "normalize": i%4 != 0}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = out
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		want, err := enc.Run(context.Background(), "embed", map[string]any{"tokens": tokens(i, 5+i%3), "normalize": i%4 != 0}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i] == nil {
+			continue
+		}
+		if d := maxDiff(t, want["embedding"].(*runtime.Tensor), got[i]["embedding"].(*runtime.Tensor)); d > 1e-6 {
+			t.Errorf("request %d: differs from running it alone by %g", i, d)
+		}
+	}
+	st := s.srv.Stats()
+	t.Logf("%d requests in %d batches", st.BatchedRequests, st.Batches)
+	if st.BatchedRequests != n+1 || st.Batches >= n || st.Batches < 7 {
+		// 6 groups (3 lengths × normalize on/off) can never share a call,
+		// nor with the long sequence.
+		t.Errorf("stats %+v: want %d requests in fewer batches, and at least one per shape and flag", st, n)
+	}
+}
+
+// TestShutdownUnderLoad shuts a real http.Server down while clients keep
+// sending requests: every request the server ran was answered in full,
+// every client call ends (nothing hangs), and later ones are refused
+// cleanly.
+func TestShutdownUnderLoad(t *testing.T) {
+	for _, batching := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
+			logs := &logSinkCounter{}
+			srv, err := serve.New(serve.Config{Batching: batching, Logger: logs.logger()},
+				serve.Family{Spec: loadSpec(t, "tiny-encoder"), Options: clientOptions(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			if err := srv.Load(); err != nil {
+				t.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := &http.Server{Handler: srv}
+			go hs.Serve(ln)
+			url := "http://" + ln.Addr().String() + "/v2/models/tiny-encoder/infer"
+
+			var answered, refused, failed atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					hc := &http.Client{Timeout: 10 * time.Second}
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						resp, err := hc.Post(url, "application/json", strings.NewReader(embedBody))
+						if err != nil {
+							if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Timeout") {
+								t.Errorf("a request hung: %v", err)
+							}
+							failed.Add(1) // refused connection or closed keep-alive: never ran
+							return
+						}
+						b, rerr := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						switch {
+						case rerr != nil:
+							t.Errorf("a response was cut: %v", rerr)
+						case resp.StatusCode == 200:
+							var r oip.InferenceResponse
+							if json.Unmarshal(b, &r) != nil || len(r.Outputs) != 1 {
+								t.Errorf("incomplete answer: %.100s", b)
+							}
+							answered.Add(1)
+						case resp.StatusCode == http.StatusServiceUnavailable:
+							refused.Add(1)
+						default:
+							t.Errorf("status %d: %s", resp.StatusCode, b)
+						}
+					}
+				}()
+			}
+			time.Sleep(300 * time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Shutdown(ctx) }()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Error(err)
+			}
+			if err := <-errc; err != nil {
+				t.Error(err)
+			}
+			close(stop)
+			wg.Wait()
+			ran := logs.count(200)
+			t.Logf("answered %d, refused %d (503), failed to connect %d; server ran %d", answered.Load(), refused.Load(), failed.Load(), ran)
+			if answered.Load() == 0 || answered.Load() != ran {
+				t.Errorf("the server ran %d requests, the clients got %d answers", ran, answered.Load())
+			}
+		})
+	}
+}
+
+// logSinkCounter counts access log records by status.
+type logSinkCounter struct {
+	mu    sync.Mutex
+	codes map[int]int64
+}
+
+func (l *logSinkCounter) Write(b []byte) (int, error) {
+	var m struct {
+		Path   string `json:"path"`
+		Status int    `json:"status"`
+	}
+	if json.Unmarshal(b, &m) == nil && strings.HasSuffix(m.Path, "/infer") {
+		l.mu.Lock()
+		if l.codes == nil {
+			l.codes = map[int]int64{}
+		}
+		l.codes[m.Status]++
+		l.mu.Unlock()
+	}
+	return len(b), nil
+}
+
+func (l *logSinkCounter) count(code int) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.codes[code]
+}
+
+func (l *logSinkCounter) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(l, nil)) }

@@ -1,0 +1,285 @@
+package serve_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/serve"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+)
+
+func remoteClient(t testing.TB, s *started, name string, opts ...remote.Option) *remote.Client {
+	t.Helper()
+	rc, err := remote.New(loadSpec(t, name), s.url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// TestRemoteResultsEqualInProcess runs the same calls in-process and
+// through a server on loopback, with and without cross-request batching,
+// through the typed entry points the generated clients call: the results
+// are identical, tensor for tensor.
+func TestRemoteResultsEqualInProcess(t *testing.T) {
+	ctx := context.Background()
+	encIn := inProcess(t, "tiny-encoder")
+	worldIn := inProcess(t, "tiny-world")
+	for _, batching := range []bool{false, true} {
+		s := start(t, serve.Config{Batching: batching, BatchDelay: 2 * time.Millisecond})
+		encRe := remoteClient(t, s, "tiny-encoder", remote.WithVariant("default"))
+		worldRe := remoteClient(t, s, "tiny-world")
+		var backends = []client.Backend{encIn, encRe}
+
+		// Run, through client.Run with the generated decoding.
+		embed := client.TaskRef{Family: "tiny-encoder", Task: "embed"}
+		for i := range 5 {
+			p := &embedParams{tokens: tokens(i, 6+i), normalize: i%2 == 0}
+			var got [2]*runtime.Embedding
+			for j, b := range backends {
+				r, err := client.Run(ctx, b, embed, p, decodeEmbedding(encIn.Spec()))
+				if err != nil {
+					t.Fatalf("batching %v, backend %d: %v", batching, j, err)
+				}
+				got[j] = r
+			}
+			if !tensorsEqual(got[0].Vector, got[1].Vector) {
+				t.Errorf("batching %v item %d: in-process %v, remote %v", batching, i, got[0].Vector, got[1].Vector)
+			}
+		}
+
+		// RunBatch, 37 items (padding, several batches).
+		ps := make([]embedParams, 37)
+		for i := range ps {
+			ps[i] = embedParams{tokens: tokens(i, 6), normalize: true}
+		}
+		var res [2][]*runtime.Embedding
+		for j, b := range backends {
+			var stats []batch.Stats
+			r, err := client.RunBatch(ctx, b, embed, ps, decodeEmbedding(encIn.Spec()), batch.WithStats(func(s batch.Stats) { stats = append(stats, s) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := stats[len(stats)-1]; last.Done != 37 {
+				t.Errorf("backend %d: stats %+v", j, last)
+			}
+			res[j] = r
+		}
+		// Batches of other sizes round differently in the last bits (the
+		// in-process run stacks 8 items, the server as many as arrived):
+		// equal within float32 rounding.
+		for i := range ps {
+			if d := maxDiff(t, res[0][i].Vector, res[1][i].Vector); d > 1e-6 {
+				t.Errorf("batching %v batch item %d differs by %g", batching, i, d)
+			}
+		}
+
+		// A video task with defaults and an alias.
+		gen := client.TaskRef{Family: "tiny-world", Task: "text-to-video"}
+		wp := &worldParams{call: map[string]any{"prompt": "a lighthouse", "seed": int64(7), "num_frames": int64(13), "height": int64(16), "width": int64(48)}}
+		var vids [2]*runtime.Video
+		for j, b := range []client.Backend{worldIn, worldRe} {
+			v, err := client.Run(ctx, b, gen, wp, decodeVideo(worldIn.Spec()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vids[j] = v
+		}
+		if !tensorsEqual(vids[0].Frames, vids[1].Frames) || vids[0].FPS != vids[1].FPS || vids[1].Frames.Shape[0] != 13 {
+			t.Errorf("video: in-process %v %v, remote %v %v", vids[0].Frames.Shape, vids[0].FPS, vids[1].Frames.Shape, vids[1].FPS)
+		}
+
+		// A stream task run once answers its first chunk, as in-process.
+		out := [2]map[string]any{}
+		for j, b := range []client.Backend{worldIn, worldRe} {
+			o, err := b.Run(ctx, "step", map[string]any{"speed": 3.0}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[j] = o
+		}
+		if !tensorsEqual(out[0]["frames"].(*runtime.Tensor), out[1]["frames"].(*runtime.Tensor)) {
+			t.Error("first chunk of a stream task run once differs")
+		}
+
+		// Errors come back named and typed.
+		_, err := worldRe.Run(ctx, "generate", map[string]any{"prompt": "x", "num_frames": int64(10)}, nil)
+		var se *remote.StatusError
+		if !errors.As(err, &se) || se.Status != 400 || !strings.Contains(err.Error(), "num_frames: must be 4k+1") || !strings.Contains(err.Error(), "tiny-world generate (remote)") {
+			t.Errorf("invalid remote call: %v", err)
+		}
+		if _, err := remote.New(loadSpec(t, "tiny-world"), s.url, remote.WithVariant("nope")); !errors.Is(err, runtime.ErrUnknownID) {
+			t.Errorf("unknown variant: %v", err)
+		}
+		if err := worldRe.Ready(ctx); err != nil {
+			t.Error(err)
+		}
+		if md, err := encRe.Metadata(ctx); err != nil || md.Name != "tiny-encoder" {
+			t.Errorf("metadata %v %v", md, err)
+		}
+	}
+}
+
+// embedParams are the tiny encoder's params as a generated type gives them.
+type embedParams struct {
+	tokens    *runtime.Tensor
+	normalize bool
+}
+
+func (p *embedParams) Validate() error { return nil }
+func (p *embedParams) CallKwargs() map[string]any {
+	return map[string]any{"tokens": p.tokens, "normalize": p.normalize}
+}
+func (p *embedParams) LoadKwargs() map[string]any { return map[string]any{} }
+
+// worldParams are untyped call kwargs as params.
+type worldParams struct{ call map[string]any }
+
+func (p *worldParams) Validate() error            { return nil }
+func (p *worldParams) CallKwargs() map[string]any { return p.call }
+func (p *worldParams) LoadKwargs() map[string]any { return map[string]any{} }
+
+// decodeEmbedding and decodeVideo decode as generated results do.
+func decodeEmbedding(spec *runtime.ModelInferenceSpec) client.Decoder[runtime.Embedding] {
+	return func(r *runtime.Embedding, out map[string]any) error {
+		o := client.NewArtifacts(out, spec, 0)
+		var e *runtime.Embedding
+		client.Decode(&o, 0, &e)
+		if o.Err() == nil {
+			*r = *e
+		}
+		return o.Err()
+	}
+}
+
+func decodeVideo(spec *runtime.ModelInferenceSpec) client.Decoder[runtime.Video] {
+	return func(r *runtime.Video, out map[string]any) error {
+		o := client.NewArtifacts(out, spec, 0)
+		var v *runtime.Video
+		client.Decode(&o, 0, &v)
+		if o.Err() == nil {
+			*r = *v
+		}
+		return o.Err()
+	}
+}
+
+// streamFrames collects the frames of n chunks of a session, calling at(i)
+// after chunk i.
+func streamFrames(t *testing.T, s *stream.Session, ctx context.Context, at func(i int)) []*runtime.Tensor {
+	t.Helper()
+	var frames []*runtime.Tensor
+	for c, err := range s.Chunks(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, c.Video.Frames)
+		if at != nil {
+			at(c.Index)
+		}
+	}
+	return frames
+}
+
+// TestRemoteStreamAppliesControls streams the tiny world over HTTP: the
+// chunks equal an in-process session's, initial controls included, and
+// controls sent while the session runs change the chunks from the next
+// generated one, exactly as in-process. Two concurrent sessions with
+// different controls never see each other's state.
+func TestRemoteStreamAppliesControls(t *testing.T) {
+	ctx := context.Background()
+	s := start(t, serve.Config{})
+	worldIn := inProcess(t, "tiny-world")
+	worldRe := remoteClient(t, s, "tiny-world")
+	const n = 6
+	inproc := func(controls stream.Controls, switchAt int, then stream.Controls) []*runtime.Tensor {
+		sess, err := worldIn.Stream(ctx, "step", map[string]any{"speed": 3.0}, stream.WithPacing(false), stream.WithMaxChunks(n), stream.WithControls(controls))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return streamFrames(t, sess, ctx, func(i int) {
+			if i+1 == switchAt {
+				sess.SetControls(then)
+			}
+		})
+	}
+
+	// Two sessions at once, each with its own initial controls.
+	var wg sync.WaitGroup
+	results := make([][]*runtime.Tensor, 2)
+	for j, controls := range []stream.Controls{{"right": 1}, {"left": 1, "forward": 0.5}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sess, err := worldRe.Stream(ctx, "step", map[string]any{"speed": 3.0}, stream.WithPacing(false), stream.WithMaxChunks(n), stream.WithControls(controls))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			results[j] = streamFrames(t, sess, ctx, nil)
+		}()
+	}
+	wg.Wait()
+	for j, controls := range []stream.Controls{{"right": 1}, {"left": 1, "forward": 0.5}} {
+		want := inproc(controls, -1, nil)
+		if len(results[j]) != n {
+			t.Fatalf("session %d: %d chunks, want %d", j, len(results[j]), n)
+		}
+		for i := range want {
+			if !tensorsEqual(want[i], results[j][i]) {
+				t.Errorf("session %d chunk %d differs from in-process", j, i)
+			}
+		}
+	}
+
+	// Controls sent while a paced session plays (the tiny world plays 2
+	// frames at 8 fps: 250 ms per chunk) take effect from a chunk generated
+	// after they arrived; the stream matches the in-process stream that
+	// switched at that chunk, and differs from one that never switched.
+	sess, err := worldRe.Stream(ctx, "step", map[string]any{"speed": 3.0}, stream.WithMaxChunks(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := streamFrames(t, sess, ctx, func(i int) {
+		if i == 1 {
+			if err := sess.SetControls(stream.Controls{"forward": 1}); err != nil {
+				t.Error(err)
+			}
+		}
+		if i == 2 {
+			if err := sess.SetControls(stream.Controls{"jump": 1}); err == nil || !strings.Contains(err.Error(), `unknown control "jump"`) {
+				t.Errorf("bad control: %v", err)
+			}
+		}
+	})
+	if sess.Controls()["forward"] != 1 {
+		t.Errorf("controls after the session: %v", sess.Controls())
+	}
+	matched := -1
+	for switchAt := 2; switchAt <= 3; switchAt++ {
+		want := inproc(nil, switchAt, stream.Controls{"forward": 1})
+		same := true
+		for i := range want {
+			same = same && tensorsEqual(want[i], got[i])
+		}
+		if same {
+			matched = switchAt
+		}
+	}
+	if matched < 0 {
+		t.Fatal("the remote stream matches no in-process stream whose controls switched at chunk 2 or 3")
+	}
+	still := inproc(nil, -1, nil)
+	if tensorsEqual(still[n-1], got[n-1]) {
+		t.Error("the controls changed nothing")
+	}
+	t.Logf("controls sent after chunk 1 applied from chunk %d", matched)
+}
