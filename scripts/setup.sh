@@ -2,13 +2,16 @@
 # Installs what wfgen's build, tests and demo need when it is missing:
 # libtorch (Debian's libtorch-dev, CPU) for the cgo engine, and Debian's
 # python3-torch / python3-torchvision for parity fixtures, the torchrun test
-# and the side-by-side benchmarks. Idempotent: does nothing when all is there.
+# and the side-by-side benchmarks, and python3-sklearn for the handwritten
+# digits the demo's digits model is trained on (examples/digits).
+# Idempotent: does nothing when all is there.
 set -euo pipefail
 
 need=()
 [ -f /usr/include/torch/script.h ] || need+=(libtorch-dev)
 if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then need+=(python3-torch); fi
 if ! /usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1; then need+=(python3-torchvision); fi
+if ! /usr/bin/python3 -c 'import sklearn.datasets' >/dev/null 2>&1; then need+=(python3-sklearn); fi
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 
 if [ ${#need[@]} -eq 0 ]; then
