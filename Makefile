@@ -33,7 +33,9 @@ test: setup check
 	$(MAKE) --no-print-directory demo
 
 ## demo: the main job end to end (see README): bindings generated, tiny
-## checkpoints built from TorchScript source, batched embedding, realtime stream
+## checkpoints built from TorchScript source, batched embedding, the digits
+## CNN (trained with python3-torch on first run, cached in out/digits) read
+## batched with its accuracy printed, realtime stream
 demo: setup
 	$(GO) run ./cmd/wfgen generate -o generated manifests/
 	$(GO) run ./examples/demo

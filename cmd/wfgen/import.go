@@ -32,10 +32,15 @@ with libtorch installed (Debian: apt-get install libtorch-dev) and CGO_ENABLED=1
     go install -tags torch github.com/worldfoundry/wfgen/cmd/wfgen@latest
 `
 
-const importUsage = `usage: wfgen import [--method NAME]... [-o FILE] [--family ID] [--schema REF] CHECKPOINT.pt
+const importUsage = `usage: wfgen import [--method NAME]... [--example ARG=FILE.npy]... [--batched] [-o FILE] [--family ID] [--schema REF] CHECKPOINT.pt
 Writes a manifest skeleton for a TorchScript checkpoint: one task per method
 (default: forward), one field per argument, artifacts from the return type, the
-checkpoint with its sha256 and size, and TODO where the schema cannot tell.
+checkpoint with its sha256 and size, and TODO where the schema cannot tell —
+tensors' dtype and shape among them, which TorchScript schemas never give.
+--example gives a Tensor argument an example value: the field gets its dtype
+and shape, and a method whose required arguments all have examples is run once
+on the CPU so its tensor outputs get theirs. With --batched the examples'
+first dimension is the batch: it is named N and the task becomes batchable.
 Without -o the manifest goes to standard output. Exit 0 on success, 1 when the
 checkpoint cannot be imported, 2 on usage or I/O errors.`
 
@@ -47,6 +52,23 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		opts.Methods = append(opts.Methods, s)
 		return nil
 	})
+	var exampleErr error
+	fs.Func("example", "an example value of a Tensor argument, `ARG=FILE.npy` (repeatable): its dtype and shape go into the manifest", func(s string) error {
+		name, ex, err := importer.ReadExample(s)
+		if err != nil {
+			exampleErr = err
+			return nil // reported below, with exit status 2 but without the usage text
+		}
+		if _, dup := opts.Examples[name]; dup {
+			return fmt.Errorf("argument %s has two examples", name)
+		}
+		if opts.Examples == nil {
+			opts.Examples = map[string]importer.Example{}
+		}
+		opts.Examples[name] = ex
+		return nil
+	})
+	fs.BoolVar(&opts.Batched, "batched", false, "the examples' first dimension is the batch dimension: name it N and make their tasks batchable")
 	fs.StringVar(&opts.Output, "o", "", "write the manifest to `FILE` (atomically) instead of standard output")
 	fs.StringVar(&opts.FamilyID, "family", "", "model_family_id (default: from the checkpoint's file name)")
 	fs.StringVar(&opts.SchemaRef, "schema", "", "$schema of the yaml-language-server header (default "+importer.DefaultSchemaRef+")")
@@ -56,6 +78,14 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(paths) != 1 {
 		printUsage(stderr, fs, importUsage)
+		return 2
+	}
+	if exampleErr != nil {
+		fmt.Fprintf(stderr, "wfgen import: %v\n", exampleErr)
+		return 2
+	}
+	if opts.Batched && len(opts.Examples) == 0 {
+		fmt.Fprintln(stderr, "wfgen import: --batched says the examples are batches; give them with --example ARG=FILE.npy")
 		return 2
 	}
 	ckpt := paths[0]

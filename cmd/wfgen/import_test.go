@@ -5,8 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/artifactio"
 )
 
 func TestImportWithoutEngine(t *testing.T) {
@@ -25,6 +29,20 @@ func TestImportWithoutEngine(t *testing.T) {
 	for _, args := range [][]string{{"import"}, {"import", "a.pt", "b.pt"}, {"import", "--bogus", "a.pt"}} {
 		if code, _, _ := wfgenRun(args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	// Bad examples are usage errors, found before the engine is needed.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"import", "--batched", "a.pt"}, "--batched says the examples are batches; give them with --example ARG=FILE.npy"},
+		{[]string{"import", "--example", "x=missing.npy", "a.pt"}, "wfgen import: --example x: open missing.npy: no such file or directory"},
+		{[]string{"import", "--example", "x", "a.pt"}, `--example "x": want NAME=FILE.npy`},
+	} {
+		code, _, errs := wfgenRun(c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errs, c.want)
 		}
 	}
 }
@@ -123,6 +141,31 @@ torch.jit.script(Echo()).save(sys.argv[1])
 	_, out2, _ := wfgen("import", "--family", "echo", ckpt)
 	if out1 == "" || out1 != out2 || !strings.Contains(out1, "uri: "+filepath.ToSlash(ckpt)) {
 		t.Errorf("stdout import not deterministic or wrong uri:\n%s", out1)
+	}
+
+	// An example batch gives the field and the output dtype and shape, and
+	// makes the task batchable.
+	ex := filepath.Join(dir, "x.npy")
+	if err := artifactio.WriteNPY(ex, runtime.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	batched := filepath.Join(dir, "manifests", "echo-batched.yaml")
+	if code, out, errs := wfgen("import", "--family", "echo", "--example", "x="+ex, "--batched", "-o", batched, ckpt); code != 0 {
+		t.Fatalf("import --example --batched: exit %d\n%s%s", code, out, errs)
+	}
+	data, err = os.ReadFile(batched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := regexp.MustCompile(`(?m)^\s*(dtype|shape|dim|max_batch_size): .*$`).FindAllString(string(data), -1); len(got) != 6 ||
+		strings.Join(strings.Fields(strings.Join(got, " ")), " ") != "max_batch_size: 2 dim: N dtype: float32 shape: [N, 3] dtype: float32 shape: [N, 3]" {
+		t.Errorf("batched import: %q\n%s", got, data)
+	}
+	if code, vout, verrs := wfgenRun("validate", batched); code != 0 {
+		t.Errorf("validate: exit %d\n%s%s", code, vout, verrs)
+	}
+	if code, _, errs := wfgen("import", "--example", "k="+ex, ckpt); code != 1 || !strings.Contains(errs, "argument k of forward is int; examples are for Tensor arguments") {
+		t.Errorf("example for an int: exit %d %s", code, errs)
 	}
 
 	if code, _, errs := wfgen("import", "--method", "nope", ckpt); code != 1 || !strings.Contains(errs, "forward, label") {

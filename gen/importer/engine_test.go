@@ -12,8 +12,10 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/artifactio"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/torch"
 )
 
@@ -141,5 +143,100 @@ func TestImportUnknownMethodAndBadFile(t *testing.T) {
 	}
 	if _, err := Import(torch.Default(), bad, Options{}); err == nil || !strings.Contains(err.Error(), "bad.pt") {
 		t.Errorf("bad file: %v", err)
+	}
+}
+
+// encoderSource is a batched token encoder: int64 ids [N, L] in, a dict of
+// per-item float32 embeddings [N, 4] and the whole batch's float32 total
+// (not per item) out.
+const encoderSource = `
+def forward(self, tokens: Tensor, normalize: bool = True) -> Dict[str, Tensor]:
+    e = torch.embedding(self.table, tokens).mean(dim=1)
+    if normalize:
+        e = e / e.norm(2, [1], True).clamp_min(1e-6)
+    return {"embedding": e, "total": e.sum().reshape([1])}
+`
+
+// TestImportExamples imports a module with an example token batch read
+// from a .npy file: the field gets int64 [N, 5], the task batching with
+// dim N, and the outputs the dtype and shape the module returned on the
+// example — the per-item one with N, the other none and a warning. The
+// skeleton validates, and the runtime client runs it with the checks the
+// declared contract implies.
+func TestImportExamples(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "enc.pt")
+	table := make([]float32, 40)
+	for i := range table {
+		table[i] = float32(i%7) - 3
+	}
+	if err := torch.BuildModule(torch.ModuleSource{Source: encoderSource, Parameters: map[string]*runtime.Tensor{"table": runtime.FromFloat32(table, 10, 4)}}, ckpt); err != nil {
+		t.Fatal(err)
+	}
+	npy := filepath.Join(dir, "tokens.npy")
+	if err := artifactio.WriteNPY(npy, runtime.FromInt64([]int64{1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0, 9, 8, 7, 6}, 3, 5)); err != nil {
+		t.Fatal(err)
+	}
+	name, ex, err := ReadExample("tokens=" + npy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "enc.yaml")
+	res, err := Import(torch.Default(), ckpt, Options{Output: out, Examples: map[string]Example{name: ex}, Batched: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, diags := validate.Bytes(out, res.YAML)
+	if len(diags) > 0 {
+		t.Fatalf("validate: %v\n%s", diags, res.YAML)
+	}
+	task := &f.Spec.Tasks[0]
+	tok, _ := task.Field("tokens")
+	emb, _ := task.Artifact("embedding")
+	total, _ := task.Artifact("total")
+	if tok.DType != runtime.Int64 || tok.Shape.String() != "[N,5]" ||
+		emb.DType != runtime.Float32 || emb.Shape.String() != "[N,4]" ||
+		total.DType != runtime.Float32 || total.Shape != nil ||
+		task.Batching == nil || task.Batching.Dim != "N" || task.Batching.MaxBatchSize != 3 {
+		t.Fatalf("tokens %s%s, embedding %s%s, total %s%s, batching %+v\n%s", tok.DType, tok.Shape, emb.DType, emb.Shape, total.DType, total.Shape, task.Batching, res.YAML)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "artifact total: forward returned float32[1] for a batch of 3") {
+		t.Errorf("warnings: %v", res.Warnings)
+	}
+
+	// The runtime takes the skeleton: one item is int64 [5], and a float
+	// item is refused before libtorch sees it.
+	if err := WriteFile(out, res.YAML); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(f.Spec, client.WithManifestDir(dir), client.WithDevice("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	outs, err := c.Run(context.Background(), "forward", map[string]any{"tokens": runtime.FromInt64([]int64{1, 2, 3, 4, 5}, 5)}, nil)
+	if err != nil {
+		t.Fatalf("run the imported task: %v", err)
+	}
+	if e := outs["embedding"].(*runtime.Tensor); e.DType != runtime.Float32 || !slices.Equal(e.Shape, []int64{4}) {
+		t.Errorf("embedding %s%v, want float32[4] (one item)", e.DType, e.Shape)
+	}
+	check := params.MustCompile(task).Check()
+	params.Tensor(&check, 0, runtime.FromFloat32(make([]float32, 5), 5))
+	if err := check.Err(); err == nil || !strings.Contains(err.Error(), "tokens: want int64[5] (each item of [N,5]), got float32[5]") {
+		t.Errorf("a float item: %v", err)
+	}
+
+	// An example the module cannot run on leaves the outputs to TODOs.
+	bad := Example{File: "floats.npy", Tensor: runtime.FromFloat32(make([]float32, 10), 2, 5)}
+	res, err = Import(torch.Default(), ckpt, Options{Examples: map[string]Example{"tokens": bad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Warnings) == 0 || !strings.Contains(res.Warnings[0], "running forward on the examples failed, so its outputs have no dtype or shape") {
+		t.Errorf("warnings: %v", res.Warnings)
+	}
+	if !strings.Contains(string(res.YAML), "dtype: float32\n") || strings.Count(string(res.YAML), "Add the ones the model returns") != 2 {
+		t.Errorf("skeleton after a failed run:\n%s", res.YAML)
 	}
 }

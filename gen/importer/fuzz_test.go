@@ -53,3 +53,38 @@ func FuzzFieldKind(f *testing.F) {
 		returnOf([]string{typ})
 	})
 }
+
+// FuzzSkeletonExamples imports a method with one Tensor argument given an
+// example of any dtype and shape, batched or not, whose run returned a
+// tensor of any shape: the skeleton always validates (Skeleton checks it)
+// unless the examples are refused with a message about them.
+func FuzzSkeletonExamples(f *testing.F) {
+	f.Add("x", "Tensor", []byte{4, 3, 8}, []byte{4, 10}, true, true, uint8(0), "y")
+	f.Add("x", "Optional[Tensor]", []byte{}, []byte{1}, true, false, uint8(3), "output")
+	f.Fuzz(func(t *testing.T, arg, typ string, in, out []byte, batched, required bool, dt uint8, key string) {
+		shape := func(b []byte) []int64 {
+			s := make([]int64, min(len(b), 6))
+			for i := range s {
+				s[i] = int64(b[i] % 9)
+			}
+			return s
+		}
+		tensor := func(d runtime.DType, s []int64) *runtime.Tensor {
+			t := &runtime.Tensor{DType: d, Shape: s}
+			t.Data = make([]byte, t.NumElements()*int64(d.Size()))
+			return t
+		}
+		d := runtime.DTypes[int(dt)%len(runtime.DTypes)]
+		a := runtime.Argument{Name: arg, Type: typ, HasDefault: !required}
+		ck := Checkpoint{Path: "m.pt",
+			ReturnKeys: map[string][]contract.ReturnKey{"forward": {{Name: key, Always: true}}},
+			Outputs:    map[string]Output{"forward": {key: tensor(d, shape(out))}},
+		}
+		m := runtime.MethodSchema{Name: "forward", Arguments: []runtime.Argument{a}, Returns: []string{"Dict[str, Tensor]"}}
+		opts := Options{Examples: map[string]Example{arg: {File: "x.npy", Tensor: tensor(d, shape(in))}}, Batched: batched}
+		_, err := Skeleton(ck, []runtime.MethodSchema{m}, opts)
+		if err != nil && (!strings.HasPrefix(err.Error(), "--") || strings.Contains(err.Error(), "bug")) {
+			t.Fatalf("arg %+v example %v%v batched %v output %q %v: %v", a, d, shape(in), batched, key, shape(out), err)
+		}
+	})
+}

@@ -16,8 +16,19 @@
 //   - artifacts from a Dict[str, V] return whose keys the code shows (see
 //     contract.ReturnKeys), else one artifact "output"; the kind is tensor for
 //     Tensor, text for str, json for plain data;
-//   - "TODO" where the schema cannot tell: descriptions, constraints and
-//     artifact kinds more specific than tensor.
+//   - "TODO" where the schema cannot tell: descriptions, constraints,
+//     artifact kinds more specific than tensor, and the dtype and shape of
+//     tensors (a TODO comment beside each tensor field and artifact);
+//   - with example inputs (Options.Examples, wfgen import --example
+//     NAME=FILE.npy), the dtype and shape of those fields, and of the
+//     tensor outputs of each method Import can run on them; with
+//     Options.Batched the first dimension is the batch dimension N and the
+//     task is batchable.
+//
+// libtorch 1.13's schemas print every tensor as "Tensor", without dtype or
+// shape, and a saved module's code keeps none either (a traced module's
+// example shapes are not saved), so without examples the importer never
+// knows a dtype: it writes TODO comments the user completes.
 //
 // The skeleton is validated before it is returned, so it always passes
 // wfgen validate; built from the same module, it passes the contract check
@@ -60,6 +71,16 @@ type Options struct {
 	// SchemaRef is the $schema of the yaml-language-server header line;
 	// "" is DefaultSchemaRef.
 	SchemaRef string
+	// Examples are example values of Tensor arguments, by argument name
+	// (see Example and ReadExample): each gives its field a dtype and a
+	// shape, and Import runs every method whose required arguments all
+	// have one, to give its tensor outputs theirs.
+	Examples map[string]Example
+	// Batched says the first dimension of every example is the batch
+	// dimension: tasks that take examples become batchable (batching.dim
+	// N, max_batch_size the examples' batch size) and that dimension is
+	// named N in the shapes.
+	Batched bool
 }
 
 // Checkpoint is what Skeleton knows of the checkpoint file.
@@ -73,6 +94,9 @@ type Checkpoint struct {
 	// ReturnKeys are the keys of each method's returned dict, when its code
 	// shows them (see contract.ReturnKeys).
 	ReturnKeys map[string][]contract.ReturnKey
+	// Outputs are the tensors each method returned when Import ran it on
+	// the examples (Options.Examples), by method name.
+	Outputs map[string]Output
 }
 
 // Inspect reads a checkpoint file's facts: its size, sha256 and the return
@@ -140,11 +164,21 @@ func Import(e runtime.Engine, path string, opts Options) (*Result, error) {
 		}
 		schemas = append(schemas, s)
 	}
+	if _, err := checkExamples(schemas, opts); err != nil {
+		return nil, err
+	}
 	ck, err := Inspect(path)
 	if err != nil {
 		return nil, err
 	}
-	return Skeleton(ck, schemas, opts)
+	outs, warnings := runExamples(mod, schemas, opts)
+	ck.Outputs = outs
+	res, err := Skeleton(ck, schemas, opts)
+	if err != nil {
+		return nil, err
+	}
+	res.Warnings = append(warnings, res.Warnings...)
+	return res, nil
 }
 
 // familyIDPattern is validate's rule for a model_family_id.
@@ -199,7 +233,11 @@ func Skeleton(ck Checkpoint, methods []runtime.MethodSchema, opts Options) (*Res
 		}
 		seen[m.Name] = true
 	}
-	b := &builder{ck: ck, opts: opts, family: fam}
+	batch, err := checkExamples(methods, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := &builder{ck: ck, opts: opts, family: fam, batch: batch}
 	data, err := b.build(methods)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ type builder struct {
 	ck       Checkpoint
 	opts     Options
 	family   string
+	batch    map[string]int64 // batch size of the examples, by method (Options.Batched)
 	warnings []string
 }
 
@@ -104,7 +105,8 @@ func (b *builder) build(methods []runtime.MethodSchema) ([]byte, error) {
 	fmt.Fprintf(&buf, "#\n# Skeleton written by \"wfgen import\" from %s (methods: %s).\n", commentText(baseName(b.ck.Path)), strings.Join(names, ", "))
 	buf.WriteString("# Kinds, defaults and the checkpoint come from the checkpoint; review every\n" +
 		"# TODO: descriptions, constraints (minimum, maximum, multiple_of, choices,\n" +
-		"# ...) and artifact kinds more specific than tensor (video, image, embedding).\n")
+		"# ...), artifact kinds more specific than tensor (video, image, embedding)\n" +
+		"# and tensors' dtype and shape (--example FIELD=FILE.npy gives them).\n")
 	if err := encode(&buf, root); err != nil {
 		return nil, fmt.Errorf("import: encode: %w", err)
 	}
@@ -242,26 +244,79 @@ func (b *builder) task(id string, m runtime.MethodSchema) *yaml.Node {
 	sig := signature(m)
 	var inputs []*yaml.Node
 	var fieldNames naming.Scope
+	size, batched := b.batch[m.Name]
 	for _, a := range m.Arguments {
-		if f := b.field(task, a, &fieldNames); f != nil {
+		if f := b.field(task, a, &fieldNames, batched); f != nil {
 			inputs = append(inputs, f)
 		}
 	}
-	outputs := b.artifacts(task, m)
+	outputs := b.artifacts(task, m, size, batched)
 	appendPairs(task,
 		"task_id", str(id),
 		"label", str(label(m.Name)),
 		"description", str("TODO: what the task does. It runs "+sig+"."),
 		"method", str(m.Name),
+	)
+	if batched {
+		max := key("max_batch_size")
+		max.HeadComment = fmt.Sprintf("TODO: the most items one call may take (the examples hold %d); pad_to_batch_sizes gives static batch sizes", size)
+		bn := &yaml.Node{Kind: yaml.MappingNode}
+		bn.Content = append(bn.Content, max, integer(max64(size, 1)), key("dim"), str(BatchDim))
+		appendPairs(task, "batching", bn)
+	}
+	appendPairs(task,
 		"inputs", sequence(inputs...),
 		"outputs", sequence(outputs...),
 	)
 	return task
 }
 
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// tensorContract appends the dtype and shape of a tensor field or artifact
+// to n when an example (or an observed output) t gives them, with a TODO
+// comment on a shape with fixed sizes saying where they came from (from)
+// and that varying ones want names; without t it puts
+// the TODO comment todo on the description key instead. Then it appends
+// the description desc.
+func tensorContract(n *yaml.Node, t *runtime.Tensor, from string, batched bool, todo string, desc *yaml.Node) {
+	if t == nil {
+		n.Content = append(n.Content, commented(key("description"), todo), desc)
+		return
+	}
+	shape := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	sizes := false
+	for _, d := range exampleShape(t.Shape, batched) {
+		if sz, fixed := d.Size(); fixed {
+			shape.Content = append(shape.Content, integer(sz))
+			sizes = true
+		} else {
+			shape.Content = append(shape.Content, str(string(d)))
+		}
+	}
+	appendPairs(n, "dtype", str(string(t.DType)))
+	sk := key("shape")
+	if sizes {
+		commented(sk, "shape "+from+"; name the sizes that vary between calls (H, W) or use \"*\"")
+	}
+	n.Content = append(n.Content, sk, shape)
+	appendPairs(n, "description", desc)
+}
+
+// commented returns k with a head comment.
+func commented(k *yaml.Node, comment string) *yaml.Node {
+	k.HeadComment = "TODO: " + commentText(comment)
+	return k
+}
+
 // field builds the field of one argument, or nil (with a warning) when no
 // field kind passes its type.
-func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope) *yaml.Node {
+func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope, batched bool) *yaml.Node {
 	decl := a.Name + ": " + a.Type
 	if a.HasDefault {
 		decl += " = " + pyValue(a.Default)
@@ -310,7 +365,20 @@ func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope
 			b.warn(task, "the default of argument %s cannot be written as a %s field default; field %q has none, so calls that leave it out use the method's", decl, kind, a.Name)
 		}
 	}
-	appendPairs(f, "description", str("TODO: what it means. TorchScript argument: "+decl+"."))
+	desc := str("TODO: what it means. TorchScript argument: " + decl + ".")
+	switch kind {
+	case runtime.KindTensor:
+		var t *runtime.Tensor
+		from := ""
+		if ex, ok := b.opts.Examples[a.Name]; ok {
+			t, from = ex.Tensor, "from example "+baseName(ex.File)
+		}
+		tensorContract(f, t, from, batched, fmt.Sprintf("dtype and shape: the schema says only Tensor. Add the ones the model wants (dtype: float32, shape: [N, 3, H, W]), or import again with --example %s=FILE.npy", a.Name), desc)
+	case runtime.KindTensorList:
+		f.Content = append(f.Content, commented(key("description"), "dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants"), desc)
+	default:
+		appendPairs(f, "description", desc)
+	}
 	return f
 }
 
@@ -373,7 +441,7 @@ func defaultNode(kind runtime.Kind, v any) (*yaml.Node, bool) {
 // artifactID is what a dict key must look like to become an artifact id.
 var artifactID = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
-func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema) []*yaml.Node {
+func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema, size int64, batched bool) []*yaml.Node {
 	shape := returnOf(m.Returns)
 	kind := shape.kind
 	if kind == "" {
@@ -396,26 +464,52 @@ func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema) []*yaml.Nod
 				b.warn(task, "key %q of the dict %s returns has the same Go name as another key; it is left out", k.Name, m.Name)
 				continue
 			}
-			out = append(out, mapping(
+			a := mapping(
 				"artifact_id", str(k.Name),
 				"kind", str(string(kind)),
 				"required", boolean(k.Always && !shape.optional),
-				"description", str(fmt.Sprintf("TODO: what it holds. Key %q of the %s that %s returns.%s", k.Name, shape.text, m.Name, hint)),
-			))
+			)
+			out = append(out, b.artifactContract(task, a, m.Name, k.Name, kind, size, batched,
+				fmt.Sprintf("TODO: what it holds. Key %q of the %s that %s returns.%s", k.Name, shape.text, m.Name, hint)))
 		}
 		if len(out) == 0 {
 			b.warn(task, "method %s returns %s, but its code does not show the keys: rename artifact \"output\" to each key it returns", m.Name, shape.text)
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, mapping(
+		a := mapping(
 			"artifact_id", str("output"),
 			"kind", str(string(kind)),
 			"required", boolean(!shape.optional),
-			"description", str(fmt.Sprintf("TODO: what it holds. The %s that %s returns.%s", shape.text, m.Name, hint)),
-		))
+		)
+		id := "output"
+		if shape.dict {
+			id = "" // the dict's keys are unknown: nothing observed fits
+		}
+		out = append(out, b.artifactContract(task, a, m.Name, id, kind, size, batched,
+			fmt.Sprintf("TODO: what it holds. The %s that %s returns.%s", shape.text, m.Name, hint)))
 	}
 	return out
+}
+
+// artifactContract completes artifact a (id, kind and required set) with
+// the dtype and shape of the tensor the method returned under id when it
+// ran on the examples, or a TODO comment, and its description.
+func (b *builder) artifactContract(task, a *yaml.Node, method, id string, kind runtime.ArtifactKind, size int64, batched bool, desc string) *yaml.Node {
+	if kind != runtime.ArtifactTensor {
+		appendPairs(a, "description", str(desc))
+		return a
+	}
+	t := b.ck.Outputs[method][id]
+	if t != nil && batched && (len(t.Shape) == 0 || t.Shape[0] != size) {
+		b.warn(task, "artifact %s: %s returned %s%v for a batch of %d, not one row per item; it has no shape, and batching splits every output along its first dimension", id, method, t.DType, t.Shape, size)
+		appendPairs(a, "dtype", str(string(t.DType)))
+		t = nil
+	}
+	from := fmt.Sprintf("as %s returned it on the examples", method)
+	todo := "dtype and shape of the tensor: the schema says only Tensor. Add the ones the model returns, or import again with --example for its Tensor arguments"
+	tensorContract(a, t, from, batched, todo, str(desc))
+	return a
 }
 
 // YAML node helpers.

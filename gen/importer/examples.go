@@ -1,0 +1,185 @@
+package importer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/artifactio"
+)
+
+// BatchDim is the name import gives the batch dimension of batched examples
+// (Options.Batched).
+const BatchDim = "N"
+
+// Example is an example value of a Tensor argument (wfgen import
+// --example NAME=FILE.npy). Its dtype becomes the field's dtype and its
+// sizes the field's shape, with the first one named BatchDim when the
+// examples are batched.
+type Example struct {
+	// File names the example in the skeleton's comments.
+	File string
+	// Tensor is the value; Skeleton reads only its dtype and shape, Import
+	// also passes it to the method to learn the outputs' dtypes and shapes.
+	Tensor *runtime.Tensor
+}
+
+// ReadExample parses a --example argument, "NAME=FILE.npy", and reads the
+// NumPy file (float32, float16, int64, int32, uint8 or bool; see
+// artifactio.DecodeNPY).
+func ReadExample(arg string) (string, Example, error) {
+	name, file, ok := strings.Cut(arg, "=")
+	if !ok || name == "" || file == "" {
+		return "", Example{}, fmt.Errorf("--example %q: want NAME=FILE.npy (an argument name and a NumPy file)", arg)
+	}
+	if !isIdent(name) {
+		return "", Example{}, fmt.Errorf("--example %q: %q is not an argument name", arg, name)
+	}
+	t, err := artifactio.ReadNPY(file)
+	if err != nil {
+		return "", Example{}, fmt.Errorf("--example %s: %w", name, err)
+	}
+	return name, Example{File: file, Tensor: t}, nil
+}
+
+// checkExamples checks that every example names a Tensor argument of some
+// method, and, when batched, that each method's examples agree on a
+// leading batch size and include a required argument to batch along. It
+// returns the batch size per method that takes examples.
+func checkExamples(methods []runtime.MethodSchema, opts Options) (map[string]int64, error) {
+	batch := map[string]int64{}
+	names := make([]string, 0, len(opts.Examples))
+	for n := range opts.Examples {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		ex := opts.Examples[n]
+		if !isIdent(n) || reserved[n] {
+			return nil, fmt.Errorf("--example %s: %q cannot be a field id (a keyword-argument name)", n, n)
+		}
+		if ex.Tensor == nil {
+			return nil, fmt.Errorf("--example %s: no tensor", n)
+		}
+		if err := ex.Tensor.Check(); err != nil {
+			return nil, fmt.Errorf("--example %s: %w", n, err)
+		}
+		found := false
+		for _, m := range methods {
+			for _, a := range m.Arguments {
+				if a.Name != n {
+					continue
+				}
+				found = true
+				if kind, _, ok := FieldKind(a.Type); !ok || kind != runtime.KindTensor {
+					return nil, fmt.Errorf("--example %s: argument %s of %s is %s; examples are for Tensor arguments", n, n, m.Name, a.Type)
+				}
+				if !opts.Batched {
+					continue
+				}
+				if len(ex.Tensor.Shape) == 0 {
+					return nil, fmt.Errorf("--example %s: a scalar has no batch dimension (--batched: the first dimension of every example is the batch)", n)
+				}
+				size := ex.Tensor.Shape[0]
+				if prev, ok := batch[m.Name]; ok && prev != size {
+					return nil, fmt.Errorf("--batched: the examples of %s disagree on the batch size (first dimension): %d and %d (%s)", m.Name, prev, size, n)
+				}
+				batch[m.Name] = size
+			}
+		}
+		if !found {
+			var have []string
+			for _, m := range methods {
+				var args []string
+				for _, a := range m.Arguments {
+					args = append(args, a.Name)
+				}
+				have = append(have, fmt.Sprintf("%s(%s)", m.Name, strings.Join(args, ", ")))
+			}
+			return nil, fmt.Errorf("--example %s: no imported method has an argument %s (%s)", n, n, strings.Join(have, "; "))
+		}
+	}
+	for _, m := range methods {
+		if _, ok := batch[m.Name]; !ok {
+			continue
+		}
+		required := false
+		for _, a := range m.Arguments {
+			_, has := opts.Examples[a.Name]
+			required = required || has && !a.HasDefault
+		}
+		if !required {
+			return nil, fmt.Errorf("--batched: %s takes no required Tensor argument with an example, so its items would share one call; give an example for a required one", m.Name)
+		}
+	}
+	return batch, nil
+}
+
+// exampleShape is the declared shape of a field or artifact whose example
+// value (or observed output) has the given sizes: the sizes, the first
+// named BatchDim when the task is batched.
+func exampleShape(sizes []int64, batched bool) runtime.Shape {
+	s := make(runtime.Shape, len(sizes))
+	for i, n := range sizes {
+		s[i] = runtime.Dim(fmt.Sprint(n))
+	}
+	if batched && len(s) > 0 {
+		s[0] = BatchDim
+	}
+	return s
+}
+
+// Output is what a method returned when Import ran it on the examples: the
+// dtype and shape of each tensor it returned, keyed by artifact id (the
+// dict's key, or "output" for a single tensor).
+type Output map[string]*runtime.Tensor
+
+// runExamples calls each method whose required arguments all have
+// examples, once, with the examples, and returns the tensors each returned.
+// A method that fails is reported in warnings and left out.
+func runExamples(mod runtime.Module, methods []runtime.MethodSchema, opts Options) (map[string]Output, []string) {
+	if len(opts.Examples) == 0 {
+		return nil, nil
+	}
+	outs := map[string]Output{}
+	var warnings []string
+	for _, m := range methods {
+		kwargs := map[string]any{}
+		runnable := true
+		for _, a := range m.Arguments {
+			if ex, ok := opts.Examples[a.Name]; ok {
+				kwargs[a.Name] = ex.Tensor
+			} else if !a.HasDefault {
+				runnable = false
+			}
+		}
+		if !runnable || len(kwargs) == 0 {
+			continue
+		}
+		v, err := mod.Call(context.Background(), m.Name, kwargs, runtime.CallOptions{})
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("running %s on the examples failed, so its outputs have no dtype or shape: %s", m.Name, firstLine(err.Error())))
+			continue
+		}
+		out := Output{}
+		switch x := v.(type) {
+		case *runtime.Tensor:
+			out["output"] = x
+		case map[string]any:
+			for k, e := range x {
+				if t, ok := e.(*runtime.Tensor); ok {
+					out[k] = t
+				}
+			}
+		}
+		outs[m.Name] = out
+	}
+	return outs, warnings
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
