@@ -27,7 +27,6 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
-	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 	_ "github.com/worldfoundry/wfgen/runtime/torch" // the libtorch engine
 )
@@ -83,7 +82,6 @@ func classify(ctx context.Context, out string) error {
 	if err != nil {
 		return err
 	}
-	field := trainer.Field()
 	pics := make([]image.Image, len(items))
 	ps := make([]digits.ClassifyParams, len(items))
 	for i, it := range items {
@@ -91,8 +89,7 @@ func classify(ctx context.Context, out string) error {
 			return err
 		}
 		ps[i] = digits.DefaultClassifyParams()
-		// One line per picture until the generator emits SetPixelsFromImage.
-		if ps[i].Pixels, err = pixels.Tensor(pics[i], field); err != nil {
+		if err := ps[i].SetPixelsFromImage(pics[i]); err != nil {
 			return fmt.Errorf("%s: %w", it.Path, err)
 		}
 	}

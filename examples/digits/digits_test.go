@@ -14,7 +14,6 @@ import (
 
 	gen "github.com/worldfoundry/wfgen/generated/digits"
 	"github.com/worldfoundry/wfgen/runtime/client"
-	"github.com/worldfoundry/wfgen/runtime/pixels"
 	_ "github.com/worldfoundry/wfgen/runtime/torch" // the libtorch engine
 )
 
@@ -30,7 +29,7 @@ func requirePython(t *testing.T) {
 
 // TestGoAndPythonAgree trains the model, then reads the held-out PNGs twice:
 // in Python (PIL, torchvision's ToTensor and Normalize, the TorchScript
-// checkpoint, all at once) and in Go (png.Decode, pixels.Tensor, the
+// checkpoint, all at once) and in Go (png.Decode, SetPixelsFromImage, the
 // generated client in padded batches on libtorch). Both must read every
 // picture alike, with logits that agree to float32 rounding, and score at
 // least 95 %.
@@ -60,14 +59,13 @@ func TestGoAndPythonAgree(t *testing.T) {
 		t.Fatalf("%d items, training held out %d, Python predicted %d of %d", len(items), rep.Test, len(py.Predictions), py.Total)
 	}
 
-	field := Field()
 	ps := make([]gen.ClassifyParams, len(items))
 	for i, it := range items {
 		m, err := it.Load()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ps[i].Pixels, err = pixels.Tensor(m, field); err != nil {
+		if err := ps[i].SetPixelsFromImage(m); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -36,6 +36,52 @@ func (g *goFile) client() {
 			jen.Return(jen.Id("c").Dot("rt").Dot("Close").Call())))
 }
 
+// remoteClient emits RemoteClient, NewRemote and its fixed methods.
+func (g *goFile) remoteClient() {
+	c := jen.Id("c").Op("*").Id("RemoteClient")
+	g.add(docComment("RemoteClient runs the tasks of the family on a server that speaks the Open Inference Protocol (KServe v2): wfserve, or any server that serves a model with the manifest's inputs. Its methods are the Client's, with the same params, results and errors. It is safe for concurrent use."),
+		jen.Type().Id("RemoteClient").Struct(jen.Id("rt").Op("*").Qual(ir.RemotePath, "Client")))
+	g.add(docComment("NewRemote returns a client of the family's model at the server baseURL (such as \"http://host:8000\"). Options select the variant, a bearer token and the HTTP client; see package runtime/remote."),
+		jen.Func().Id("NewRemote").Params(jen.Id("baseURL").String(), jen.Id("opts").Op("...").Qual(ir.RemotePath, "Option")).Params(jen.Op("*").Id("RemoteClient"), jen.Error()).Block(
+			jen.List(jen.Id("rt"), jen.Err()).Op(":=").Qual(ir.RemotePath, "New").Call(jen.Id("Spec").Call(), jen.Id("baseURL"), jen.Id("opts").Op("...")),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+			jen.Return(jen.Op("&").Id("RemoteClient").Values(jen.Id("rt").Op(":").Id("rt")), jen.Nil())))
+	g.add(docComment("Remote returns the untyped remote client underneath (nil for a RemoteClient that NewRemote did not create)."),
+		jen.Func().Params(c.Clone()).Id("Remote").Params().Op("*").Qual(ir.RemotePath, "Client").Block(
+			jen.If(jen.Id("c").Op("==").Nil()).Block(jen.Return(jen.Nil())),
+			jen.Return(jen.Id("c").Dot("rt"))))
+	g.add(docComment("Variant returns the variant the client runs."),
+		jen.Func().Params(c.Clone()).Id("Variant").Params().Id("Variant").Add(
+			short(jen.Return(jen.Id("Variant").Call(jen.Id("c").Dot("rt").Dot("Variant").Call())))))
+	g.add(docComment("Close releases nothing the server holds (each call is a request); it is there so that RemoteClient is a Runner."),
+		jen.Func().Params(c.Clone()).Id("Close").Params().Error().Add(short(jen.Return(jen.Nil()))))
+}
+
+// runner emits the Runner interface both clients implement.
+func (g *goFile) runner() {
+	methods := []jen.Code{}
+	for _, t := range g.fam.Tasks {
+		ctx := jen.Id("ctx").Qual("context", "Context")
+		methods = append(methods, jen.Comment(t.Name+" runs task "+fmt.Sprintf("%q", t.Spec.TaskID)+".").Line().
+			Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params)).Params(jen.Op("*").Id(t.Result), jen.Error()))
+		if t.Batch != "" {
+			methods = append(methods, jen.Comment(t.Batch+" runs it over many items.").Line().
+				Id(t.Batch).Params(ctx.Clone(), jen.Id("ps").Index().Id(t.Params), jen.Id("opts").Op("...").Qual(ir.BatchPath, "Option")).Params(jen.Index().Op("*").Id(t.Result), jen.Error()))
+		}
+		if t.Stream != "" {
+			methods = append(methods, jen.Comment(t.Stream+" starts a realtime session of it.").Line().
+				Id(t.Stream).Params(ctx.Clone(), jen.Id("p").Id(t.Params), jen.Id("opts").Op("...").Qual(ir.StreamPath, "Option")).Params(jen.Op("*").Qual(ir.StreamPath, "Session"), jen.Error()))
+		}
+	}
+	methods = append(methods, jen.Comment("Close releases the client.").Line().Id("Close").Params().Error())
+	g.add(docComment("Runner is what both clients of the family do: code written against it runs the tasks in-process (Client, from New) or on a server (RemoteClient, from NewRemote), by changing the constructor."),
+		jen.Type().Id("Runner").Interface(methods...))
+	g.add("", jen.Var().Defs(
+		jen.Id("_").Id("Runner").Op("=").Parens(jen.Op("*").Id("Client")).Call(jen.Nil()),
+		jen.Id("_").Id("Runner").Op("=").Parens(jen.Op("*").Id("RemoteClient")).Call(jen.Nil()),
+	))
+}
+
 // taskRef is the client.TaskRef of a task.
 func taskRef(t *ir.Task) jen.Code {
 	return jen.Qual(ir.ClientPath, "TaskRef").Values(jen.Id("Family").Op(":").Id("FamilyID"), jen.Id("Task").Op(":").Lit(t.Spec.TaskID))
@@ -66,6 +112,7 @@ func (g *goFile) taskMethods(t *ir.Task) {
 		jen.Func().Params(c.Clone()).Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params)).Params(jen.Op("*").Id(t.Result), jen.Error()).Block(
 			jen.Return(jen.Qual(ir.ClientPath, "Run").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Op("&").Id("p"), decode.Clone()))))
 
+	g.remoteMethods(t)
 	if t.Batch != "" {
 		pads := ""
 		if len(ts.Batching.PadToBatchSizes) > 0 {
@@ -113,4 +160,28 @@ func (g *goFile) result(t *ir.Task) {
 	stmts = append(stmts, jen.Return(jen.Id("o").Dot("Err").Call()))
 	g.add(docComment("fromOutputs sets r from the runtime's outputs keyed by artifact id."),
 		jen.Func().Params(jen.Id("r").Op("*").Id(t.Result)).Id("fromOutputs").Params(jen.Id("out").Map(jen.String()).Any()).Error().Block(stmts...))
+}
+
+// remoteMethods emits the RemoteClient methods of one task: the Client's,
+// on the remote backend.
+func (g *goFile) remoteMethods(t *ir.Task) {
+	c := jen.Id("c").Op("*").Id("RemoteClient")
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	rt := jen.Id("c").Dot("Remote").Call()
+	decode := jen.Parens(jen.Op("*").Id(t.Result)).Dot("fromOutputs")
+	g.add(docComment(fmt.Sprintf("%s runs task %q on the server, as Client.%s does in-process.", t.Name, t.Spec.TaskID, t.Name)),
+		jen.Func().Params(c.Clone()).Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params)).Params(jen.Op("*").Id(t.Result), jen.Error()).Block(
+			jen.Return(jen.Qual(ir.ClientPath, "Run").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Op("&").Id("p"), decode.Clone()))))
+	if t.Batch != "" {
+		g.add(docComment(fmt.Sprintf("%s runs task %q over many items on the server (one request per item, several in flight, which a batching server merges), as Client.%s does in-process.", t.Batch, t.Spec.TaskID, t.Batch)),
+			jen.Func().Params(c.Clone()).Id(t.Batch).Params(ctx.Clone(), jen.Id("ps").Index().Id(t.Params), jen.Id("opts").Op("...").Qual(ir.BatchPath, "Option")).
+				Params(jen.Index().Op("*").Id(t.Result), jen.Error()).Block(
+				jen.Return(jen.Qual(ir.ClientPath, "RunBatch").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Id("ps"), decode.Clone(), jen.Id("opts").Op("...")))))
+	}
+	if t.Stream != "" {
+		g.add(docComment(fmt.Sprintf("%s starts a realtime session of task %q on the server, its chunks streamed as Server-Sent Events, as Client.%s does in-process.", t.Stream, t.Spec.TaskID, t.Stream)),
+			jen.Func().Params(c.Clone()).Id(t.Stream).Params(ctx.Clone(), jen.Id("p").Id(t.Params), jen.Id("opts").Op("...").Qual(ir.StreamPath, "Option")).
+				Params(jen.Op("*").Qual(ir.StreamPath, "Session"), jen.Error()).Block(
+				jen.Return(jen.Qual(ir.ClientPath, "RunStream").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Op("&").Id("p"), jen.Id("opts").Op("...")))))
+	}
 }

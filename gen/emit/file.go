@@ -19,6 +19,8 @@ var imports = map[string]string{
 	ir.StreamPath:  "stream",
 	ir.ParamsPath:  "params",
 	ir.EnumPath:    "enum",
+	ir.RemotePath:  "remote",
+	ir.PixelsPath:  "pixels",
 }
 
 // goFile emits the Go package of one family.
@@ -34,6 +36,10 @@ func GoSource(fam *ir.Family) ([]byte, error) {
 	for p, name := range imports {
 		g.f.ImportName(p, name)
 	}
+	// "image" is a name a package's own files are likely to use (a helper
+	// that makes a test picture): the generated file imports it under a
+	// name they are not.
+	g.f.ImportAlias("image", "stdimage")
 	g.f.HeaderComment(Header(fam.File.OriginPath()))
 	g.f.PackageComment(g.packageDoc())
 
@@ -44,6 +50,8 @@ func GoSource(fam *ir.Family) ([]byte, error) {
 		return nil, err
 	}
 	g.client()
+	g.remoteClient()
+	g.runner()
 	for _, t := range fam.Tasks {
 		if err := g.task(t); err != nil {
 			return nil, err

@@ -86,7 +86,8 @@ func exportImporter(t *testing.T, fset *token.FileSet) types.Importer {
 	t.Helper()
 	exportOnce.Do(func() {
 		cmd := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Export",
-			ir.RuntimePath, ir.ClientPath, ir.BatchPath, ir.StreamPath, ir.ParamsPath, ir.EnumPath, "context", "encoding/json", "fmt")
+			ir.RuntimePath, ir.ClientPath, ir.BatchPath, ir.StreamPath, ir.ParamsPath, ir.EnumPath, ir.RemotePath, ir.PixelsPath,
+			"context", "encoding/json", "fmt", "image")
 		out, err := cmd.Output()
 		if err != nil {
 			exportErr = err

@@ -22,6 +22,7 @@ func (g *goFile) task(t *ir.Task) error {
 	if err := g.params(t); err != nil {
 		return err
 	}
+	g.pictures(t)
 	g.validate(t)
 	g.kwargs(t, runtime.TargetCallKwargs, "CallKwargs")
 	g.kwargs(t, runtime.TargetLoadKwargs, "LoadKwargs")
@@ -268,4 +269,25 @@ func (g *goFile) unmarshal(t *ir.Task) {
 				jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s params: %w"), jen.Id("FamilyID"), jen.Id(t.Const), jen.Err()))),
 			jen.Op("*").Id("p").Op("=").Id(t.Params).Call(jen.Id("q")),
 			jen.Return(jen.Nil())))
+}
+
+// pictures emits the picture setters of a task's image and video fields.
+func (g *goFile) pictures(t *ir.Task) {
+	for _, f := range t.Fields {
+		if f.FromPicture == "" {
+			continue
+		}
+		field := jen.Op("&").Id("family").Dot("Tasks").Index(jen.Lit(t.Index)).Dot("Inputs").Index(jen.Lit(f.Index))
+		dst := jen.Op("&").Id("p").Dot(f.Name)
+		recv := jen.Id("p").Op("*").Id(t.Params)
+		if f.Kind == runtime.KindVideo {
+			g.add(docComment(fmt.Sprintf("%s sets %s to the tensor of frames, converted as field %q declares (layout, channels, range, normalisation, dtype and shape; see package runtime/pixels). %s is unchanged on an error.", f.FromPicture, f.Name, f.Spec.FieldID, f.Name)),
+				jen.Func().Params(recv).Id(f.FromPicture).Params(jen.Id("frames").Index().Qual("image", "Image")).Error().Add(
+					short(jen.Return(jen.Qual(ir.PixelsPath, "SetFrames").Call(dst, jen.Id("frames"), field)))))
+			continue
+		}
+		g.add(docComment(fmt.Sprintf("%s sets %s to the tensor of a picture (a decoded PNG or JPEG), converted as field %q declares (layout, channels, range, normalisation, dtype and shape; see package runtime/pixels). %s is unchanged on an error.", f.FromPicture, f.Name, f.Spec.FieldID, f.Name)),
+			jen.Func().Params(recv).Id(f.FromPicture).Params(jen.Id("img").Qual("image", "Image")).Error().Add(
+				short(jen.Return(jen.Qual(ir.PixelsPath, "SetImage").Call(dst, jen.Id("img"), field)))))
+	}
 }

@@ -391,6 +391,6 @@ var (
 		// Reserved for remote clients.
 		"Runner", "RemoteClient", "NewRemote",
 	}
-	clientMethods = []string{"Close", "Runtime", "Variant"}
+	clientMethods = []string{"Close", "Runtime", "Remote", "Variant"}
 	paramsMethods = []string{"Validate", "CallKwargs", "LoadKwargs", "UnmarshalJSON"}
 )

@@ -21,6 +21,12 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 	task := fmt.Sprintf("task %q", ts.TaskID)
 	f := &Field{Spec: fs, Index: j, Kind: fs.Kind, Presence: fs.Presence(), Name: b.goName(fs.FieldID, fs.GoName, fp)}
 	f.Type = fieldType(f)
+	switch fs.Kind {
+	case runtime.KindImage:
+		f.FromPicture = "Set" + f.Name + "FromImage"
+	case runtime.KindVideo:
+		f.FromPicture = "Set" + f.Name + "FromFrames"
+	}
 	if b.pruned(fp) {
 		return f
 	}

@@ -32,6 +32,8 @@ const (
 	StreamPath  = "github.com/worldfoundry/wfgen/runtime/stream"
 	ParamsPath  = "github.com/worldfoundry/wfgen/runtime/params"
 	EnumPath    = "github.com/worldfoundry/wfgen/runtime/enum"
+	RemotePath  = "github.com/worldfoundry/wfgen/runtime/remote"
+	PixelsPath  = "github.com/worldfoundry/wfgen/runtime/pixels"
 	JSONPath    = "encoding/json"
 )
 
@@ -109,6 +111,10 @@ type Field struct {
 	Type GoType
 	// Choice is the field's own string type when it has choices, else nil.
 	Choice *Enum
+	// FromPicture names the params method that sets an image field from an
+	// image.Image (Set<Name>FromImage) or a video field from frames
+	// (Set<Name>FromFrames); "" for other kinds.
+	FromPicture string
 }
 
 // Artifact is one resolved output artifact.

@@ -79,6 +79,12 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		t.Fields = append(t.Fields, b.field(t, &fieldNames, ids, j))
 	}
 
+	for _, f := range t.Fields {
+		if f.FromPicture != "" && f.Spec.FieldID != "" && ids[f.Spec.FieldID] == f.Index {
+			fieldNames.declare(b, f.FromPicture, fmt.Sprintf("%s field %q (picture setter)", name, f.Spec.FieldID), nameAt(ptr("tasks", i, "inputs", f.Index), "field_id", f.Spec.GoName))
+		}
+	}
+
 	var artNames scope
 	arts := map[string]int{}
 	for j := range ts.Outputs {

@@ -14,12 +14,15 @@ package depthanythingv2
 import (
 	"context"
 	"fmt"
+	stdimage "image"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/pixels"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 )
 
 // FamilyID is the id of the model family.
@@ -277,6 +280,58 @@ func (c *Client) Close() error {
 	return c.rt.Close()
 }
 
+// RemoteClient runs the tasks of the family on a server that speaks the Open
+// Inference Protocol (KServe v2): wfserve, or any server that serves a model
+// with the manifest's inputs. Its methods are the Client's, with the same
+// params, results and errors. It is safe for concurrent use.
+type RemoteClient struct {
+	rt *remote.Client
+}
+
+// NewRemote returns a client of the family's model at the server baseURL (such
+// as "http://host:8000"). Options select the variant, a bearer token and the
+// HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
+	rt, err := remote.New(Spec(), baseURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteClient{rt: rt}, nil
+}
+
+// Remote returns the untyped remote client underneath (nil for a RemoteClient
+// that NewRemote did not create).
+func (c *RemoteClient) Remote() *remote.Client {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
+// Variant returns the variant the client runs.
+func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that RemoteClient is a Runner.
+func (c *RemoteClient) Close() error { return nil }
+
+// Runner is what both clients of the family do: code written against it runs
+// the tasks in-process (Client, from New) or on a server (RemoteClient, from
+// NewRemote), by changing the constructor.
+type Runner interface {
+	// EstimateDepth runs task "estimate-depth".
+	EstimateDepth(ctx context.Context, p EstimateDepthParams) (*EstimateDepthResult, error)
+	// EstimateDepthBatch runs it over many items.
+	EstimateDepthBatch(ctx context.Context, ps []EstimateDepthParams, opts ...batch.Option) ([]*EstimateDepthResult, error)
+	// Close releases the client.
+	Close() error
+}
+
+var (
+	_ Runner = (*Client)(nil)
+	_ Runner = (*RemoteClient)(nil)
+)
+
 // EstimateDepthParams are the inputs of task "estimate-depth" (Estimate
 // depth). Start from DefaultEstimateDepthParams, which fills in every default;
 // optional fields without a default are nil when unset. The JSON form is keyed
@@ -302,6 +357,14 @@ func DefaultEstimateDepthParams() EstimateDepthParams {
 	return EstimateDepthParams{
 		InputSize: 518,
 	}
+}
+
+// SetImageFromImage sets Image to the tensor of a picture (a decoded PNG or
+// JPEG), converted as field "image" declares (layout, channels, range,
+// normalisation, dtype and shape; see package runtime/pixels). Image is
+// unchanged on an error.
+func (p *EstimateDepthParams) SetImageFromImage(img stdimage.Image) error {
+	return pixels.SetImage(&p.Image, img, &family.Tasks[0].Inputs[0])
 }
 
 // Validate checks every constraint of the manifest and reports all violations,
@@ -377,6 +440,19 @@ func (r *EstimateDepthResult) fromOutputs(out map[string]any) error {
 // runs many items.
 func (c *Client) EstimateDepth(ctx context.Context, p EstimateDepthParams) (*EstimateDepthResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, &p, (*EstimateDepthResult).fromOutputs)
+}
+
+// EstimateDepth runs task "estimate-depth" on the server, as
+// Client.EstimateDepth does in-process.
+func (c *RemoteClient) EstimateDepth(ctx context.Context, p EstimateDepthParams) (*EstimateDepthResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, &p, (*EstimateDepthResult).fromOutputs)
+}
+
+// EstimateDepthBatch runs task "estimate-depth" over many items on the server
+// (one request per item, several in flight, which a batching server merges),
+// as Client.EstimateDepthBatch does in-process.
+func (c *RemoteClient) EstimateDepthBatch(ctx context.Context, ps []EstimateDepthParams, opts ...batch.Option) ([]*EstimateDepthResult, error) {
+	return client.RunBatch(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, ps, (*EstimateDepthResult).fromOutputs, opts...)
 }
 
 // EstimateDepthBatch runs task "estimate-depth" over many items: per-item

@@ -13,12 +13,15 @@ package digits
 import (
 	"context"
 	"fmt"
+	stdimage "image"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/pixels"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 )
 
 // FamilyID is the id of the model family.
@@ -227,6 +230,58 @@ func (c *Client) Close() error {
 	return c.rt.Close()
 }
 
+// RemoteClient runs the tasks of the family on a server that speaks the Open
+// Inference Protocol (KServe v2): wfserve, or any server that serves a model
+// with the manifest's inputs. Its methods are the Client's, with the same
+// params, results and errors. It is safe for concurrent use.
+type RemoteClient struct {
+	rt *remote.Client
+}
+
+// NewRemote returns a client of the family's model at the server baseURL (such
+// as "http://host:8000"). Options select the variant, a bearer token and the
+// HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
+	rt, err := remote.New(Spec(), baseURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteClient{rt: rt}, nil
+}
+
+// Remote returns the untyped remote client underneath (nil for a RemoteClient
+// that NewRemote did not create).
+func (c *RemoteClient) Remote() *remote.Client {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
+// Variant returns the variant the client runs.
+func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that RemoteClient is a Runner.
+func (c *RemoteClient) Close() error { return nil }
+
+// Runner is what both clients of the family do: code written against it runs
+// the tasks in-process (Client, from New) or on a server (RemoteClient, from
+// NewRemote), by changing the constructor.
+type Runner interface {
+	// Classify runs task "classify".
+	Classify(ctx context.Context, p ClassifyParams) (*ClassifyResult, error)
+	// ClassifyBatch runs it over many items.
+	ClassifyBatch(ctx context.Context, ps []ClassifyParams, opts ...batch.Option) ([]*ClassifyResult, error)
+	// Close releases the client.
+	Close() error
+}
+
+var (
+	_ Runner = (*Client)(nil)
+	_ Runner = (*RemoteClient)(nil)
+)
+
 // ClassifyParams are the inputs of task "classify" (Read a digit). Start from
 // DefaultClassifyParams, which fills in every default; optional fields without
 // a default are nil when unset. The JSON form is keyed by field id.
@@ -245,6 +300,14 @@ type ClassifyParams struct {
 // default of the manifest filled in.
 func DefaultClassifyParams() ClassifyParams {
 	return ClassifyParams{}
+}
+
+// SetPixelsFromImage sets Pixels to the tensor of a picture (a decoded PNG or
+// JPEG), converted as field "pixels" declares (layout, channels, range,
+// normalisation, dtype and shape; see package runtime/pixels). Pixels is
+// unchanged on an error.
+func (p *ClassifyParams) SetPixelsFromImage(img stdimage.Image) error {
+	return pixels.SetImage(&p.Pixels, img, &family.Tasks[0].Inputs[0])
 }
 
 // Validate checks every constraint of the manifest and reports all violations,
@@ -318,6 +381,19 @@ func (r *ClassifyResult) fromOutputs(out map[string]any) error {
 // runs many items.
 func (c *Client) Classify(ctx context.Context, p ClassifyParams) (*ClassifyResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "classify"}, &p, (*ClassifyResult).fromOutputs)
+}
+
+// Classify runs task "classify" on the server, as Client.Classify does
+// in-process.
+func (c *RemoteClient) Classify(ctx context.Context, p ClassifyParams) (*ClassifyResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "classify"}, &p, (*ClassifyResult).fromOutputs)
+}
+
+// ClassifyBatch runs task "classify" over many items on the server (one
+// request per item, several in flight, which a batching server merges), as
+// Client.ClassifyBatch does in-process.
+func (c *RemoteClient) ClassifyBatch(ctx context.Context, ps []ClassifyParams, opts ...batch.Option) ([]*ClassifyResult, error) {
+	return client.RunBatch(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "classify"}, ps, (*ClassifyResult).fromOutputs, opts...)
 }
 
 // ClassifyBatch runs task "classify" over many items: per-item tensors are

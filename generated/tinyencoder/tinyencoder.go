@@ -19,6 +19,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 )
 
 // FamilyID is the id of the model family.
@@ -220,6 +221,58 @@ func (c *Client) Close() error {
 	return c.rt.Close()
 }
 
+// RemoteClient runs the tasks of the family on a server that speaks the Open
+// Inference Protocol (KServe v2): wfserve, or any server that serves a model
+// with the manifest's inputs. Its methods are the Client's, with the same
+// params, results and errors. It is safe for concurrent use.
+type RemoteClient struct {
+	rt *remote.Client
+}
+
+// NewRemote returns a client of the family's model at the server baseURL (such
+// as "http://host:8000"). Options select the variant, a bearer token and the
+// HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
+	rt, err := remote.New(Spec(), baseURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteClient{rt: rt}, nil
+}
+
+// Remote returns the untyped remote client underneath (nil for a RemoteClient
+// that NewRemote did not create).
+func (c *RemoteClient) Remote() *remote.Client {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
+// Variant returns the variant the client runs.
+func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that RemoteClient is a Runner.
+func (c *RemoteClient) Close() error { return nil }
+
+// Runner is what both clients of the family do: code written against it runs
+// the tasks in-process (Client, from New) or on a server (RemoteClient, from
+// NewRemote), by changing the constructor.
+type Runner interface {
+	// Embed runs task "embed".
+	Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error)
+	// EmbedBatch runs it over many items.
+	EmbedBatch(ctx context.Context, ps []EmbedParams, opts ...batch.Option) ([]*EmbedResult, error)
+	// Close releases the client.
+	Close() error
+}
+
+var (
+	_ Runner = (*Client)(nil)
+	_ Runner = (*RemoteClient)(nil)
+)
+
 // EmbedParams are the inputs of task "embed" (Embed tokens). Start from
 // DefaultEmbedParams, which fills in every default; optional fields without a
 // default are nil when unset. The JSON form is keyed by field id.
@@ -313,6 +366,18 @@ func (r *EmbedResult) fromOutputs(out map[string]any) error {
 // many items.
 func (c *Client) Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "embed"}, &p, (*EmbedResult).fromOutputs)
+}
+
+// Embed runs task "embed" on the server, as Client.Embed does in-process.
+func (c *RemoteClient) Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "embed"}, &p, (*EmbedResult).fromOutputs)
+}
+
+// EmbedBatch runs task "embed" over many items on the server (one request per
+// item, several in flight, which a batching server merges), as
+// Client.EmbedBatch does in-process.
+func (c *RemoteClient) EmbedBatch(ctx context.Context, ps []EmbedParams, opts ...batch.Option) ([]*EmbedResult, error) {
+	return client.RunBatch(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "embed"}, ps, (*EmbedResult).fromOutputs, opts...)
 }
 
 // EmbedBatch runs task "embed" over many items: per-item tensors are stacked

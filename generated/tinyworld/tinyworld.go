@@ -17,6 +17,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 )
 
@@ -279,6 +280,60 @@ func (c *Client) Close() error {
 	return c.rt.Close()
 }
 
+// RemoteClient runs the tasks of the family on a server that speaks the Open
+// Inference Protocol (KServe v2): wfserve, or any server that serves a model
+// with the manifest's inputs. Its methods are the Client's, with the same
+// params, results and errors. It is safe for concurrent use.
+type RemoteClient struct {
+	rt *remote.Client
+}
+
+// NewRemote returns a client of the family's model at the server baseURL (such
+// as "http://host:8000"). Options select the variant, a bearer token and the
+// HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
+	rt, err := remote.New(Spec(), baseURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteClient{rt: rt}, nil
+}
+
+// Remote returns the untyped remote client underneath (nil for a RemoteClient
+// that NewRemote did not create).
+func (c *RemoteClient) Remote() *remote.Client {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
+// Variant returns the variant the client runs.
+func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that RemoteClient is a Runner.
+func (c *RemoteClient) Close() error { return nil }
+
+// Runner is what both clients of the family do: code written against it runs
+// the tasks in-process (Client, from New) or on a server (RemoteClient, from
+// NewRemote), by changing the constructor.
+type Runner interface {
+	// Generate runs task "generate".
+	Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error)
+	// Step runs task "step".
+	Step(ctx context.Context, p StepParams) (*StepResult, error)
+	// StepStream starts a realtime session of it.
+	StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error)
+	// Close releases the client.
+	Close() error
+}
+
+var (
+	_ Runner = (*Client)(nil)
+	_ Runner = (*RemoteClient)(nil)
+)
+
 // GenerateParams are the inputs of task "generate" (Generate a clip). Start
 // from DefaultGenerateParams, which fills in every default; optional fields
 // without a default are nil when unset. The JSON form is keyed by field id.
@@ -387,6 +442,12 @@ func (c *Client) Generate(ctx context.Context, p GenerateParams) (*GenerateResul
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
 }
 
+// Generate runs task "generate" on the server, as Client.Generate does
+// in-process.
+func (c *RemoteClient) Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
+}
+
 // StepParams are the inputs of task "step" (Step the session). Start from
 // DefaultStepParams, which fills in every default; optional fields without a
 // default are nil when unset. The JSON form is keyed by field id.
@@ -466,6 +527,17 @@ func (r *StepResult) fromOutputs(out map[string]any) error {
 // whole session.
 func (c *Client) Step(ctx context.Context, p StepParams) (*StepResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs)
+}
+
+// Step runs task "step" on the server, as Client.Step does in-process.
+func (c *RemoteClient) Step(ctx context.Context, p StepParams) (*StepResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs)
+}
+
+// StepStream starts a realtime session of task "step" on the server, its
+// chunks streamed as Server-Sent Events, as Client.StepStream does in-process.
+func (c *RemoteClient) StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error) {
+	return client.RunStream(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, opts...)
 }
 
 // StepStream starts a realtime session of task "step": iterate the returned

@@ -9,6 +9,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 )
 
@@ -199,6 +200,15 @@ func Decode[T any](o *Artifacts, i int, dst *T) {
 		return
 	}
 	var err error
+	if t, ok := v.(*runtime.Tensor); ok && (a.Kind == runtime.ArtifactImage || a.Kind == runtime.ArtifactVideo) &&
+		(a.Image != nil || (a.DType != "" && a.DType != runtime.Uint8)) {
+		// A picture the manifest declares in another layout, range or
+		// dtype becomes uint8 [H,W,C] first.
+		if v, err = pixels.Artifact(t, a); err != nil {
+			o.err = fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
+			return
+		}
+	}
 	switch d := any(dst).(type) {
 	case **runtime.Video:
 		*d, err = runtime.AsVideo(v, float64(o.spec.VideoFPS(a)))

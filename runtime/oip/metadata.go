@@ -48,7 +48,9 @@ func (m *Model) Metadata() ModelMetadata {
 
 // TaskInputs describes the task's inputs as the protocol names them. Scalar
 // kinds have shape [1], lists [-1]; tensor, image and video fields have
-// AnyDatatype and any rank (shape nil), as the manifest fixes neither; a
+// the datatype and shape their contract declares (one request is one item:
+// a task's batch dimension is left out, named and "*" dimensions are -1),
+// else AnyDatatype and any rank (shape nil); a
 // tensor_list field is described once, named FIELD.0. Parameters give the
 // field's kind, presence and default, and its target when it is
 // load_kwargs.
@@ -59,7 +61,7 @@ func TaskInputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
 		md := TensorMetadata{Name: f.FieldID, Parameters: Parameters{"kind": string(f.Kind), "presence": f.Presence().String()}}
 		switch {
 		case f.Kind.TensorLike():
-			md.Datatype = AnyDatatype
+			md.Datatype, md.Shape = contractMetadata(f.Contract(), t.Batching != nil && t.Batching.Dim != "" && f.IsStacked())
 			if f.Kind == runtime.KindTensorList {
 				md.Name = f.FieldID + ".0"
 			}
@@ -100,9 +102,34 @@ func TaskOutputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
 		case runtime.ArtifactText, runtime.ArtifactJSON:
 			md.Datatype, md.Shape = Bytes, []int64{1}
 		default:
-			md.Datatype = AnyDatatype
+			md.Datatype, md.Shape = contractMetadata(a.Contract(), t.Batching != nil && t.Batching.Dim != "")
 		}
 		out = append(out, md)
 	}
 	return out
+}
+
+// contractMetadata is the datatype and shape of a declared tensor contract
+// for one item: batched drops the leading batch dimension.
+func contractMetadata(c runtime.TensorContract, batched bool) (Datatype, []int64) {
+	d := AnyDatatype
+	if dt, ok := DatatypeOf(c.DType); ok {
+		d = dt
+	}
+	if c.Shape == nil {
+		return d, nil
+	}
+	dims := c.Shape
+	if batched && len(dims) > 0 {
+		dims = dims[1:]
+	}
+	shape := make([]int64, len(dims))
+	for i, dim := range dims {
+		if n, ok := dim.Size(); ok {
+			shape[i] = n
+		} else {
+			shape[i] = -1
+		}
+	}
+	return d, shape
 }

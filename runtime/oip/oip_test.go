@@ -28,6 +28,28 @@ func loadModel(t testing.TB, name string) *oip.Model {
 	return m
 }
 
+// looseModel is loadModel with the tensor contracts (dtype, shape) of its
+// inputs removed, for tests of how tensors of any datatype and rank are
+// decoded.
+func looseModel(t testing.TB, name string) *oip.Model {
+	t.Helper()
+	f, diags, err := validate.File(filepath.Join("..", "..", "manifests", name+".yaml"))
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("manifest %s: %v %v", name, err, diags)
+	}
+	for i := range f.Spec.Tasks {
+		for j := range f.Spec.Tasks[i].Inputs {
+			in := &f.Spec.Tasks[i].Inputs[j]
+			in.DType, in.Shape = "", nil
+		}
+	}
+	m, err := oip.NewModel(f.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // roundTrip encodes call kwargs as a request body, decodes it as a server
 // does and maps it back onto the task's fields.
 func roundTrip(t *testing.T, m *oip.Model, task string, call map[string]any) (map[string]any, error) {
@@ -72,7 +94,7 @@ func TestInputsRoundTripWithDefaults(t *testing.T) {
 	}
 
 	enc := loadModel(t, "tiny-encoder")
-	tok := runtime.FromInt64([]int64{1, -2, 3, math.MaxInt64, math.MinInt64, 0}, 2, 3)
+	tok := runtime.FromInt64([]int64{1, -2, 3, math.MaxInt64, math.MinInt64, 0}, 6)
 	got, err = roundTrip(t, enc, "embed", map[string]any{"tokens": tok, "normalize": false})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +124,7 @@ func args(m *oip.Model, task, body string, lim oip.Limits) (map[string]any, erro
 }
 
 func TestNestedDataEqualsFlat(t *testing.T) {
-	enc := loadModel(t, "tiny-encoder")
+	enc := looseModel(t, "tiny-encoder")
 	flat, err := args(enc, "embed", request("tokens", oip.Int32, []int64{2, 3}, "[1,2,3,4,5,6]"), oip.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +315,10 @@ func TestMetadata(t *testing.T) {
 		t.Errorf("step %v", step)
 	}
 	enc := loadModel(t, "tiny-encoder").Metadata()
-	if enc.Inputs[0].Datatype != oip.AnyDatatype || enc.Parameters["tasks"].(oip.Parameters)["embed"].(oip.Parameters)["max_batch_size"] != 8 {
+	// The declared contracts, per item (the batch dimension N left out).
+	if enc.Inputs[0].Datatype != oip.Int64 || !reflect.DeepEqual(enc.Inputs[0].Shape, []int64{-1}) ||
+		enc.Outputs[0].Datatype != oip.FP32 || !reflect.DeepEqual(enc.Outputs[0].Shape, []int64{64}) ||
+		enc.Parameters["tasks"].(oip.Parameters)["embed"].(oip.Parameters)["max_batch_size"] != 8 {
 		t.Errorf("encoder %+v", enc)
 	}
 }

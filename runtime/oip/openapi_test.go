@@ -164,8 +164,10 @@ func TestOpenAPISchemasDescribeRealMessages(t *testing.T) {
 	embed, _ := enc.Spec.Task("embed")
 	in, _ = oip.EncodeInputs(embed, map[string]any{"tokens": runtime.FromInt64([]int64{1, 2}, 2), "normalize": false}, nil)
 	check("tiny-encoder.embed.InferRequest", oip.InferenceRequest{Inputs: in}, true)
-	out, _ := oip.EncodeOutputs(embed, map[string]any{"embedding": runtime.FromFloat32([]float32{0.5, 0.25}, 2)}, nil)
+	out, _ := oip.EncodeOutputs(embed, map[string]any{"embedding": runtime.FromFloat32(make([]float32, 64), 64)}, nil)
 	check("tiny-encoder.embed.InferResponse", oip.InferenceResponse{ModelName: "tiny-encoder", ModelVersion: "default", Outputs: out}, true)
+	out, _ = oip.EncodeOutputs(embed, map[string]any{"embedding": runtime.FromFloat32([]float32{0.5, 0.25}, 2)}, nil)
+	check("tiny-encoder.embed.InferResponse", oip.InferenceResponse{ModelName: "tiny-encoder", ModelVersion: "default", Outputs: out}, false) // not the declared [64]
 	video := runtime.FromUint8(make([]uint8, 2*2*2*3), 2, 2, 2, 3)
 	out, _ = oip.EncodeOutputs(gen, map[string]any{"video": video}, nil)
 	check("tiny-world.generate.InferResponse", oip.InferenceResponse{ModelName: "tiny-world", Outputs: out}, true)

@@ -131,3 +131,26 @@ func fit(declared runtime.Shape, shape []int64, names []string, p *plan) error {
 	}
 	return nil
 }
+
+// SetImage sets *dst to the tensor of img as field f declares it (Tensor):
+// the body of a generated params type's Set<Field>FromImage. *dst is left
+// as it was on an error.
+func SetImage(dst **runtime.Tensor, img image.Image, f *runtime.InferenceFieldSpec) error {
+	t, err := Tensor(img, f)
+	if err != nil {
+		return err
+	}
+	*dst = t
+	return nil
+}
+
+// SetFrames sets *dst to the tensor of frames as video field f declares it
+// (VideoTensor): the body of a generated Set<Field>FromFrames.
+func SetFrames(dst **runtime.Tensor, frames []image.Image, f *runtime.InferenceFieldSpec) error {
+	t, err := VideoTensor(frames, f)
+	if err != nil {
+		return err
+	}
+	*dst = t
+	return nil
+}

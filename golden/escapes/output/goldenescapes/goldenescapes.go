@@ -25,6 +25,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 )
 
 // FamilyID is the id of the model family.
@@ -210,6 +211,56 @@ func (c *Client) Close() error {
 	return c.rt.Close()
 }
 
+// RemoteClient runs the tasks of the family on a server that speaks the Open
+// Inference Protocol (KServe v2): wfserve, or any server that serves a model
+// with the manifest's inputs. Its methods are the Client's, with the same
+// params, results and errors. It is safe for concurrent use.
+type RemoteClient struct {
+	rt *remote.Client
+}
+
+// NewRemote returns a client of the family's model at the server baseURL (such
+// as "http://host:8000"). Options select the variant, a bearer token and the
+// HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
+	rt, err := remote.New(Spec(), baseURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteClient{rt: rt}, nil
+}
+
+// Remote returns the untyped remote client underneath (nil for a RemoteClient
+// that NewRemote did not create).
+func (c *RemoteClient) Remote() *remote.Client {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
+// Variant returns the variant the client runs.
+func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that RemoteClient is a Runner.
+func (c *RemoteClient) Close() error { return nil }
+
+// Runner is what both clients of the family do: code written against it runs
+// the tasks in-process (Client, from New) or on a server (RemoteClient, from
+// NewRemote), by changing the constructor.
+type Runner interface {
+	// Run runs task "run".
+	Run(ctx context.Context, p RunParams) (*RunResult, error)
+	// Close releases the client.
+	Close() error
+}
+
+var (
+	_ Runner = (*Client)(nil)
+	_ Runner = (*RemoteClient)(nil)
+)
+
 // RunMode holds the allowed values of field "mode" of task "run".
 type RunMode string
 
@@ -331,4 +382,9 @@ func (r *RunResult) fromOutputs(out map[string]any) error {
 // result.
 func (c *Client) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
+}
+
+// Run runs task "run" on the server, as Client.Run does in-process.
+func (c *RemoteClient) Run(ctx context.Context, p RunParams) (*RunResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
 }

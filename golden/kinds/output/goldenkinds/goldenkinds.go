@@ -13,11 +13,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	stdimage "image"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/pixels"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 )
 
 // FamilyID is the id of the model family.
@@ -395,6 +398,58 @@ func (c *Client) Close() error {
 	return c.rt.Close()
 }
 
+// RemoteClient runs the tasks of the family on a server that speaks the Open
+// Inference Protocol (KServe v2): wfserve, or any server that serves a model
+// with the manifest's inputs. Its methods are the Client's, with the same
+// params, results and errors. It is safe for concurrent use.
+type RemoteClient struct {
+	rt *remote.Client
+}
+
+// NewRemote returns a client of the family's model at the server baseURL (such
+// as "http://host:8000"). Options select the variant, a bearer token and the
+// HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
+	rt, err := remote.New(Spec(), baseURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteClient{rt: rt}, nil
+}
+
+// Remote returns the untyped remote client underneath (nil for a RemoteClient
+// that NewRemote did not create).
+func (c *RemoteClient) Remote() *remote.Client {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
+// Variant returns the variant the client runs.
+func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that RemoteClient is a Runner.
+func (c *RemoteClient) Close() error { return nil }
+
+// Runner is what both clients of the family do: code written against it runs
+// the tasks in-process (Client, from New) or on a server (RemoteClient, from
+// NewRemote), by changing the constructor.
+type Runner interface {
+	// Run runs task "run".
+	Run(ctx context.Context, p RunParams) (*RunResult, error)
+	// Noop runs task "noop".
+	Noop(ctx context.Context, p NoopParams) (*NoopResult, error)
+	// Close releases the client.
+	Close() error
+}
+
+var (
+	_ Runner = (*Client)(nil)
+	_ Runner = (*RemoteClient)(nil)
+)
+
 // RunParams are the inputs of task "run" (Run everything). Start from
 // DefaultRunParams, which fills in every default; optional fields without a
 // default are nil when unset. The JSON form is keyed by field id.
@@ -505,6 +560,21 @@ func DefaultRunParams() RunParams {
 		Mask:      []bool{true, false},
 		Threads:   1,
 	}
+}
+
+// SetImageFromImage sets Image to the tensor of a picture (a decoded PNG or
+// JPEG), converted as field "image" declares (layout, channels, range,
+// normalisation, dtype and shape; see package runtime/pixels). Image is
+// unchanged on an error.
+func (p *RunParams) SetImageFromImage(img stdimage.Image) error {
+	return pixels.SetImage(&p.Image, img, &family.Tasks[0].Inputs[13])
+}
+
+// SetClipFromFrames sets Clip to the tensor of frames, converted as field
+// "clip" declares (layout, channels, range, normalisation, dtype and shape;
+// see package runtime/pixels). Clip is unchanged on an error.
+func (p *RunParams) SetClipFromFrames(frames []stdimage.Image) error {
+	return pixels.SetFrames(&p.Clip, frames, &family.Tasks[0].Inputs[14])
 }
 
 // Validate checks every constraint of the manifest and reports all violations,
@@ -662,6 +732,11 @@ func (c *Client) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
 }
 
+// Run runs task "run" on the server, as Client.Run does in-process.
+func (c *RemoteClient) Run(ctx context.Context, p RunParams) (*RunResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
+}
+
 // NoopParams are the inputs of task "noop" (Nothing in). Start from
 // DefaultNoopParams, which fills in every default; optional fields without a
 // default are nil when unset. The JSON form is keyed by field id.
@@ -721,4 +796,9 @@ func (r *NoopResult) fromOutputs(out map[string]any) error {
 // result.
 func (c *Client) Noop(ctx context.Context, p NoopParams) (*NoopResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs)
+}
+
+// Noop runs task "noop" on the server, as Client.Noop does in-process.
+func (c *RemoteClient) Noop(ctx context.Context, p NoopParams) (*NoopResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 )
 
 // FamilyID is the id of the model family.
@@ -328,6 +329,62 @@ func (c *Client) Close() error {
 	return c.rt.Close()
 }
 
+// RemoteClient runs the tasks of the family on a server that speaks the Open
+// Inference Protocol (KServe v2): wfserve, or any server that serves a model
+// with the manifest's inputs. Its methods are the Client's, with the same
+// params, results and errors. It is safe for concurrent use.
+type RemoteClient struct {
+	rt *remote.Client
+}
+
+// NewRemote returns a client of the family's model at the server baseURL (such
+// as "http://host:8000"). Options select the variant, a bearer token and the
+// HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
+	rt, err := remote.New(Spec(), baseURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteClient{rt: rt}, nil
+}
+
+// Remote returns the untyped remote client underneath (nil for a RemoteClient
+// that NewRemote did not create).
+func (c *RemoteClient) Remote() *remote.Client {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
+// Variant returns the variant the client runs.
+func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that RemoteClient is a Runner.
+func (c *RemoteClient) Close() error { return nil }
+
+// Runner is what both clients of the family do: code written against it runs
+// the tasks in-process (Client, from New) or on a server (RemoteClient, from
+// NewRemote), by changing the constructor.
+type Runner interface {
+	// Type runs task "type".
+	Type(ctx context.Context, p TypeParams) (*TypeResult, error)
+	// T2V runs task "text-to-video".
+	T2V(ctx context.Context, p T2VParams) (*T2VResult, error)
+	// X名前 runs task "名前".
+	X名前(ctx context.Context, p X名前Params) (*X名前Result, error)
+	// X3D runs task "3d".
+	X3D(ctx context.Context, p X3DParams) (*X3DResult, error)
+	// Close releases the client.
+	Close() error
+}
+
+var (
+	_ Runner = (*Client)(nil)
+	_ Runner = (*RemoteClient)(nil)
+)
+
 // TypeParams are the inputs of task "type" (Go keyword as a task). Start from
 // DefaultTypeParams, which fills in every default; optional fields without a
 // default are nil when unset. The JSON form is keyed by field id.
@@ -486,6 +543,11 @@ func (c *Client) Type(ctx context.Context, p TypeParams) (*TypeResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs)
 }
 
+// Type runs task "type" on the server, as Client.Type does in-process.
+func (c *RemoteClient) Type(ctx context.Context, p TypeParams) (*TypeResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs)
+}
+
 // T2VParams are the inputs of task "text-to-video" (Initialisms in a task id).
 // Start from DefaultT2VParams, which fills in every default; optional fields
 // without a default are nil when unset. The JSON form is keyed by field id.
@@ -545,6 +607,11 @@ func (r *T2VResult) fromOutputs(out map[string]any) error {
 // error, never a partial result.
 func (c *Client) T2V(ctx context.Context, p T2VParams) (*T2VResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs)
+}
+
+// T2V runs task "text-to-video" on the server, as Client.T2V does in-process.
+func (c *RemoteClient) T2V(ctx context.Context, p T2VParams) (*T2VResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs)
 }
 
 // X名前Params are the inputs of task "名前" (Unicode letters without upper case).
@@ -608,6 +675,11 @@ func (c *Client) X名前(ctx context.Context, p X名前Params) (*X名前Result, 
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs)
 }
 
+// X名前 runs task "名前" on the server, as Client.X名前 does in-process.
+func (c *RemoteClient) X名前(ctx context.Context, p X名前Params) (*X名前Result, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs)
+}
+
 // X3DParams are the inputs of task "3d" (Leading digit). Start from
 // DefaultX3DParams, which fills in every default; optional fields without a
 // default are nil when unset. The JSON form is keyed by field id.
@@ -667,4 +739,9 @@ func (r *X3DResult) fromOutputs(out map[string]any) error {
 // result.
 func (c *Client) X3D(ctx context.Context, p X3DParams) (*X3DResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs)
+}
+
+// X3D runs task "3d" on the server, as Client.X3D does in-process.
+func (c *RemoteClient) X3D(ctx context.Context, p X3DParams) (*X3DResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs)
 }

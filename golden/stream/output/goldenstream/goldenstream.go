@@ -12,12 +12,15 @@ package goldenstream
 import (
 	"context"
 	"fmt"
+	stdimage "image"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/pixels"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 )
 
@@ -281,6 +284,64 @@ func (c *Client) Close() error {
 	return c.rt.Close()
 }
 
+// RemoteClient runs the tasks of the family on a server that speaks the Open
+// Inference Protocol (KServe v2): wfserve, or any server that serves a model
+// with the manifest's inputs. Its methods are the Client's, with the same
+// params, results and errors. It is safe for concurrent use.
+type RemoteClient struct {
+	rt *remote.Client
+}
+
+// NewRemote returns a client of the family's model at the server baseURL (such
+// as "http://host:8000"). Options select the variant, a bearer token and the
+// HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
+	rt, err := remote.New(Spec(), baseURL, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &RemoteClient{rt: rt}, nil
+}
+
+// Remote returns the untyped remote client underneath (nil for a RemoteClient
+// that NewRemote did not create).
+func (c *RemoteClient) Remote() *remote.Client {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
+
+// Variant returns the variant the client runs.
+func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that RemoteClient is a Runner.
+func (c *RemoteClient) Close() error { return nil }
+
+// Runner is what both clients of the family do: code written against it runs
+// the tasks in-process (Client, from New) or on a server (RemoteClient, from
+// NewRemote), by changing the constructor.
+type Runner interface {
+	// Play runs task "play".
+	Play(ctx context.Context, p PlayParams) (*PlayResult, error)
+	// PlayStream starts a realtime session of it.
+	PlayStream(ctx context.Context, p PlayParams, opts ...stream.Option) (*stream.Session, error)
+	// Encode runs task "encode".
+	Encode(ctx context.Context, p EncodeParams) (*EncodeResult, error)
+	// EncodeBatch runs it over many items.
+	EncodeBatch(ctx context.Context, ps []EncodeParams, opts ...batch.Option) ([]*EncodeResult, error)
+	// Render runs task "render".
+	Render(ctx context.Context, p RenderParams) (*RenderResult, error)
+	// Close releases the client.
+	Close() error
+}
+
+var (
+	_ Runner = (*Client)(nil)
+	_ Runner = (*RemoteClient)(nil)
+)
+
 // PlayAction holds the allowed values of field "action" of task "play".
 type PlayAction string
 
@@ -394,6 +455,17 @@ func (c *Client) Play(ctx context.Context, p PlayParams) (*PlayResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs)
 }
 
+// Play runs task "play" on the server, as Client.Play does in-process.
+func (c *RemoteClient) Play(ctx context.Context, p PlayParams) (*PlayResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs)
+}
+
+// PlayStream starts a realtime session of task "play" on the server, its
+// chunks streamed as Server-Sent Events, as Client.PlayStream does in-process.
+func (c *RemoteClient) PlayStream(ctx context.Context, p PlayParams, opts ...stream.Option) (*stream.Session, error) {
+	return client.RunStream(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, opts...)
+}
+
 // PlayStream starts a realtime session of task "play": iterate the returned
 // session's Chunks (or Channel) to generate chunk after chunk at the family's
 // realtime cadence, and change its controls with SetControls while it plays.
@@ -419,6 +491,14 @@ type EncodeParams struct {
 // of the manifest filled in.
 func DefaultEncodeParams() EncodeParams {
 	return EncodeParams{}
+}
+
+// SetFrameFromImage sets Frame to the tensor of a picture (a decoded PNG or
+// JPEG), converted as field "frame" declares (layout, channels, range,
+// normalisation, dtype and shape; see package runtime/pixels). Frame is
+// unchanged on an error.
+func (p *EncodeParams) SetFrameFromImage(img stdimage.Image) error {
+	return pixels.SetImage(&p.Frame, img, &family.Tasks[1].Inputs[0])
 }
 
 // Validate checks every constraint of the manifest and reports all violations,
@@ -483,6 +563,18 @@ func (r *EncodeResult) fromOutputs(out map[string]any) error {
 // many items.
 func (c *Client) Encode(ctx context.Context, p EncodeParams) (*EncodeResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs)
+}
+
+// Encode runs task "encode" on the server, as Client.Encode does in-process.
+func (c *RemoteClient) Encode(ctx context.Context, p EncodeParams) (*EncodeResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs)
+}
+
+// EncodeBatch runs task "encode" over many items on the server (one request
+// per item, several in flight, which a batching server merges), as
+// Client.EncodeBatch does in-process.
+func (c *RemoteClient) EncodeBatch(ctx context.Context, ps []EncodeParams, opts ...batch.Option) ([]*EncodeResult, error) {
+	return client.RunBatch(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "encode"}, ps, (*EncodeResult).fromOutputs, opts...)
 }
 
 // EncodeBatch runs task "encode" over many items: per-item tensors are stacked
@@ -563,4 +655,9 @@ func (r *RenderResult) fromOutputs(out map[string]any) error {
 // Deprecated: Use play.
 func (c *Client) Render(ctx context.Context, p RenderParams) (*RenderResult, error) {
 	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs)
+}
+
+// Render runs task "render" on the server, as Client.Render does in-process.
+func (c *RemoteClient) Render(ctx context.Context, p RenderParams) (*RenderResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs)
 }
