@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what wfgen's build, tests and demo need when it is missing:
-# libtorch (Debian's libtorch-dev, CPU) for the cgo engine, and Debian's
+# libtorch (Debian's libtorch-dev, CPU) for the cgo engine, Debian's
 # python3-torch / python3-torchvision for parity fixtures, the torchrun test
-# and the side-by-side benchmarks. Idempotent: does nothing when all is there.
+# and the side-by-side benchmarks, and pkg-config for the test of a build
+# against a relocated libtorch (e2e). Idempotent: does nothing when all is
+# there.
 set -euo pipefail
 
 need=()
@@ -10,6 +12,7 @@ need=()
 if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then need+=(python3-torch); fi
 if ! /usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1; then need+=(python3-torchvision); fi
 command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

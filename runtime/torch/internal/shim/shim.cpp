@@ -16,7 +16,7 @@
 // include below fails with a message that names some ATen header; say what
 // is missing and where the fix is instead.
 #if !__has_include(<torch/script.h>) || !__has_include(<torch/all.h>) || !__has_include(<torch/version.h>)
-#error "wfgen: libtorch headers not found (torch/script.h in libtorch's include directory, torch/all.h in include/torch/csrc/api/include). Install Debian's libtorch-dev, or point the build at your libtorch with -tags libtorch_custom and a libtorch.pc (scripts/libtorch-pc.sh) or CGO_CXXFLAGS/CGO_LDFLAGS: see docs/engine.md, \"Finding libtorch\"."
+#error "wfgen: libtorch headers not found (torch/script.h in libtorch's include directory, torch/all.h in include/torch/csrc/api/include). Install Debian's libtorch-dev, or build with -tags libtorch_custom and CGO_CXXFLAGS/CGO_LDFLAGS pointing at your libtorch (scripts/libtorch-pc.sh writes them as a libtorch.pc): see docs/engine.md, \"Finding libtorch\"."
 #endif
 
 #include <ATen/EmptyTensor.h>

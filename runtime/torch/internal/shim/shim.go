@@ -7,9 +7,8 @@
 // cgo call (plus one wf_free when a payload overflowed the caller's buffer).
 //
 // Where libtorch is comes from libtorch_debian.go (Debian's libtorch-dev, the
-// default) or, with the build tag libtorch_custom, from pkg-config
-// (libtorch_custom.go); CGO_CXXFLAGS and CGO_LDFLAGS add to either.
-// docs/engine.md, "Finding libtorch", has the details.
+// default) or, with the build tag libtorch_custom, from CGO_CXXFLAGS and
+// CGO_LDFLAGS alone; docs/engine.md, "Finding libtorch", has the details.
 package shim
 
 /*
