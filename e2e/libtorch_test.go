@@ -55,11 +55,20 @@ func relocatedLibtorch(t *testing.T) string {
 	return prefix
 }
 
+// libtorchPC runs scripts/libtorch-pc.sh on prefix. The script is read
+// here, not by bash, so that Go's test cache sees it change.
+func libtorchPC(t *testing.T, root, prefix string) *exec.Cmd {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(root, "scripts", "libtorch-pc.sh"))
+	must(t, err)
+	return exec.Command("bash", "-c", string(script), "libtorch-pc.sh", prefix)
+}
+
 // writePC writes scripts/libtorch-pc.sh's output for prefix into a new
 // directory and returns that directory (for PKG_CONFIG_PATH).
 func writePC(t *testing.T, root, prefix string) (dir, pc string) {
 	t.Helper()
-	out, err := exec.Command("bash", filepath.Join(root, "scripts", "libtorch-pc.sh"), prefix).Output()
+	out, err := libtorchPC(t, root, prefix).Output()
 	if err != nil {
 		t.Fatalf("scripts/libtorch-pc.sh %s: %v\n%s", prefix, err, errOutput(err))
 	}
@@ -208,7 +217,7 @@ func TestLibtorchPCVariants(t *testing.T) {
 		}
 	}
 
-	out, err := exec.Command("bash", filepath.Join(root, "scripts", "libtorch-pc.sh"), t.TempDir()).CombinedOutput()
+	out, err := libtorchPC(t, root, t.TempDir()).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "is not a libtorch directory") {
 		t.Errorf("libtorch-pc.sh on an empty directory: %v\n%s", err, out)
 	}

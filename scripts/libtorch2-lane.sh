@@ -171,7 +171,7 @@ run_tests() {
   (cd "$SRC" && go mod download)
   in_root "$ROOT" bash -c '
     set -e
-    echo "libtorch2-lane: $(go version), $(g++ --version | head -1), libtorch $(grep -o "TORCH_VERSION \"[^\"]*\"" /usr/include/torch/csrc/api/include/torch/version.h | cut -d\" -f2)"
+    echo "libtorch2-lane: $(go version), $(g++ --version | head -1), libtorch $(awk "/#define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ { v = v (v == \"\" ? \"\" : \".\") \$3 } END { print v }" /usr/include/torch/csrc/api/include/torch/version.h)"
     go test -timeout 20m -skip "$0" "$@"
     go test -count=1 -run "$0" ./runtime/torch/
   ' "$ALONE" "${TEST_PKGS[@]}"
