@@ -6,7 +6,11 @@ PKGS    ?= ./...
 BENCH   ?= .
 COUNT   ?= 5
 
-.PHONY: setup generate test demo bench golden check fuzz
+# The next supported Go release; the go command fetches it from the module
+# proxy (GOTOOLCHAIN).
+GO_NEXT ?= go1.27.3
+
+.PHONY: setup generate test quick test-go-next test-libtorch2 demo bench golden check fuzz
 
 ## setup: install libtorch and Debian's python torch when missing
 setup:
@@ -31,6 +35,21 @@ test: setup check
 	@# scheduler behaviour is measured without the race detector's threads
 	$(GO) test -count=1 -run 'TestBackToBackCallsKeepSchedulerQuiet' ./runtime/torch/
 	$(MAKE) --no-print-directory demo
+
+## quick: the quick suite — go vet and the tests without the race detector
+## (the scheduler measurement, which make test runs alone, is left out)
+quick:
+	$(GO) vet $(PKGS)
+	$(GO) test -timeout 20m -skip '^TestBackToBackCallsKeepSchedulerQuiet$$' $(PKGS)
+
+## test-go-next: the quick suite under Go $(GO_NEXT)
+test-go-next: setup
+	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) --no-print-directory quick
+
+## test-libtorch2: engine, client, e2e, importer and torchrun tests against
+## libtorch 2.6 in a Debian trixie chroot (cached; needs root, see docs/engine.md)
+test-libtorch2:
+	@bash scripts/libtorch2-lane.sh test
 
 ## demo: the main job end to end (see README): bindings generated, tiny
 ## checkpoints built from TorchScript source, batched embedding, the digits

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what wfgen's build, tests and demo need when it is missing:
-# libtorch (Debian's libtorch-dev, CPU) for the cgo engine, and Debian's
+# libtorch (Debian's libtorch-dev, CPU) for the cgo engine, Debian's
 # python3-torch / python3-torchvision for parity fixtures, the torchrun test
 # and the side-by-side benchmarks, python3-fastapi / python3-uvicorn for
 # the Python server the serving load test (make bench) compares wfserve with,
-# and python3-sklearn for the handwritten digits the demo's digits model is
-# trained on (examples/digits).
-# Idempotent: does nothing when all is there.
+# python3-sklearn for the handwritten digits the demo's digits model is
+# trained on (examples/digits), and pkg-config for the test of a build
+# against a relocated libtorch (e2e). Idempotent: does nothing when all is
+# there.
 set -euo pipefail
 
 need=()
@@ -17,6 +18,7 @@ if ! /usr/bin/python3 -c 'import fastapi' >/dev/null 2>&1; then need+=(python3-f
 if ! /usr/bin/python3 -c 'import uvicorn' >/dev/null 2>&1; then need+=(python3-uvicorn); fi
 if ! /usr/bin/python3 -c 'import sklearn.datasets' >/dev/null 2>&1; then need+=(python3-sklearn); fi
 command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

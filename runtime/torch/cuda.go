@@ -137,7 +137,8 @@ func (r *cudartCUDA) emptyCache() error {
 	case rc < 0:
 		return fmt.Errorf("torch: empty CUDA cache: %s", msg)
 	case rc == 0 && r.requireEmptyCache:
-		return fmt.Errorf("torch: empty CUDA cache: c10::cuda::CUDACachingAllocator::emptyCache not found")
+		return fmt.Errorf("torch: empty CUDA cache: not found: neither libtorch 1.x's c10::cuda::CUDACachingAllocator::emptyCache " +
+			"nor 2.x's CUDACachingAllocator::allocator with torch::cuda::CUDAPluggableAllocator's vtable")
 	}
 	return nil
 }

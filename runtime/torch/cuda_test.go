@@ -39,15 +39,34 @@ func TestCUDAOnCPUBuild(t *testing.T) {
 	}
 }
 
-// buildFakeCUDART compiles testdata/fakecudart.c into a shared library.
-func buildFakeCUDART(t *testing.T) string {
+// The emptyCache layouts the fake CUDA runtime can be built with.
+const (
+	fakeTorch1 = "torch1" // libtorch 1.x: an exported emptyCache function
+	fakeTorch2 = "torch2" // libtorch 2.x: the allocator object's virtual emptyCache
+	fakeNone   = "none"   // neither
+)
+
+// buildFakeCUDART compiles testdata/fakecudart.c (and for fakeTorch2
+// testdata/fakecudart_torch2.cpp) into a shared library.
+func buildFakeCUDART(t *testing.T, layout string) string {
 	t.Helper()
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler (cc) to build the fake CUDA runtime")
+	lib := filepath.Join(t.TempDir(), "libfakecudart-"+layout+".so")
+	src := filepath.Join("testdata", "fakecudart.c")
+	compiler, args := "cc", []string{"-shared", "-fPIC", "-o", lib}
+	switch layout {
+	case fakeTorch1:
+		args = append(args, src)
+	case fakeTorch2:
+		compiler = "c++"
+		args = append(args, "-DFAKE_TORCH2", "-x", "c", src, "-x", "c++", "-std=c++17", filepath.Join("testdata", "fakecudart_torch2.cpp"))
+	case fakeNone:
+		args = append(args, "-DFAKE_TORCH2", src)
 	}
-	lib := filepath.Join(t.TempDir(), "libfakecudart.so")
-	out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, filepath.Join("testdata", "fakecudart.c")).CombinedOutput()
+	cc, err := exec.LookPath(compiler)
+	if err != nil {
+		t.Skipf("no compiler (%s) to build the fake CUDA runtime", compiler)
+	}
+	out, err := exec.Command(cc, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("building the fake CUDA runtime: %v\n%s", err, out)
 	}
@@ -57,7 +76,7 @@ func buildFakeCUDART(t *testing.T) string {
 // The CUDA runtime is reached through dlsym; a fake libcudart exercises that
 // path and the engine's CUDA logic without a GPU.
 func TestCUDAThroughRuntimeLookup(t *testing.T) {
-	rt, err := openCUDART(buildFakeCUDART(t))
+	rt, err := openCUDART(buildFakeCUDART(t, fakeTorch1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +121,48 @@ func TestCUDAThroughRuntimeLookup(t *testing.T) {
 			t.Errorf("Synchronize(%q) succeeded", d)
 		}
 	}
+	checkEmptyCacheFrees(t, e)
+}
+
+// checkEmptyCacheFrees empties the cache and checks that the fake's free
+// memory grew by the 256 MiB its emptyCache releases.
+func checkEmptyCacheFrees(t *testing.T, e *Engine) {
+	t.Helper()
+	before, err := e.CUDADevice(1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := e.EmptyCache(); err != nil {
-		t.Errorf("EmptyCache() = %v (the fake defines the allocator symbol)", err)
+		t.Fatalf("EmptyCache() = %v", err)
+	}
+	after, err := e.CUDADevice(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.FreeBytes - before.FreeBytes; got != 256<<20 {
+		t.Errorf("EmptyCache() freed %d bytes, want the fake allocator's 256 MiB", got)
+	}
+}
+
+// libtorch 2.x has no emptyCache function to look up: the engine finds the
+// virtual emptyCache's slot through torch::cuda::CUDAPluggableAllocator's
+// exported vtable and calls it on the allocator object; with neither that
+// nor 1.x's function, EmptyCache fails instead of doing nothing.
+func TestCUDAEmptyCacheLayouts(t *testing.T) {
+	rt, err := openCUDART(buildFakeCUDART(t, fakeTorch2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.requireEmptyCache = true
+	checkEmptyCacheFrees(t, &Engine{cuda: rt})
+
+	rt, err = openCUDART(buildFakeCUDART(t, fakeNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.requireEmptyCache = true
+	if err := (&Engine{cuda: rt}).EmptyCache(); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("EmptyCache() without an allocator = %v, want an error", err)
 	}
 }
 

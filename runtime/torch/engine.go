@@ -33,6 +33,12 @@ const (
 	// EnvMaxCalls bounds how many calls run inside libtorch at once, across
 	// all modules (default GOMAXPROCS).
 	EnvMaxCalls = "WORLDFOUNDRY_TORCH_MAX_CALLS"
+	// EnvCPUFusion lets TorchScript fuse on the CPU when 1 (default 0: off,
+	// torch::jit::overrideCanFuseOnCPU(false)). Fusing needs a libtorch
+	// built with LLVM (not Debian's 1.13); Debian's 2.6 has it, and its
+	// fuser compile of relu(matmul + b) never returned, hanging the second
+	// call of such a module (docs/engine.md, "libtorch versions").
+	EnvCPUFusion = "WORLDFOUNDRY_TORCH_CPU_FUSION"
 )
 
 // singlePWarning is logged once when the engine starts with GOMAXPROCS=1.
@@ -108,6 +114,11 @@ func (e *Engine) init() error {
 			e.initErr = err
 			return
 		}
+		fusion, _, err := envInt(EnvCPUFusion, 0)
+		if err != nil || fusion > 1 {
+			e.initErr = fmt.Errorf("%s=%q: want 0 or 1", EnvCPUFusion, os.Getenv(EnvCPUFusion))
+			return
+		}
 		if !ok {
 			maxCalls = goruntime.GOMAXPROCS(0)
 		}
@@ -115,7 +126,7 @@ func (e *Engine) init() error {
 			slog.Warn(singlePWarning)
 		}
 		e.sem = make(chan struct{}, maxCalls)
-		res := shim.Init(threads, interop, make([]byte, 4096))
+		res := shim.Init(threads, interop, fusion == 1, make([]byte, 4096))
 		if res.Status != statusOK {
 			e.initErr = newError("init", "", "", res.Status, string(res.Payload))
 			return
@@ -130,6 +141,25 @@ func (e *Engine) Name() string { return "libtorch" }
 
 // Version returns the libtorch version the shim was built against.
 func (e *Engine) Version() string { return shim.Version() }
+
+// LibtorchVersion is a libtorch release number.
+type LibtorchVersion struct{ Major, Minor, Patch int }
+
+// String returns "MAJOR.MINOR.PATCH".
+func (v LibtorchVersion) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// AtLeast reports whether v is release major.minor or later.
+func (v LibtorchVersion) AtLeast(major, minor int) bool {
+	return v.Major > major || v.Major == major && v.Minor >= minor
+}
+
+// LibtorchVersion returns the version of the libtorch the engine was
+// compiled against, from torch/version.h (TORCH_VERSION_MAJOR, _MINOR,
+// _PATCH): what the shim's code paths were chosen for.
+func (e *Engine) LibtorchVersion() LibtorchVersion {
+	major, minor, patch := shim.VersionNumbers()
+	return LibtorchVersion{major, minor, patch}
+}
 
 // ParallelInfo returns libtorch's thread configuration (at::get_parallel_info),
 // or the configuration error.

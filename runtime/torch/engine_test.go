@@ -22,8 +22,8 @@ func TestRegisteredEngine(t *testing.T) {
 	if e != runtime.Engine(Default()) || e.Name() != "libtorch" {
 		t.Fatalf("registered engine = %v %q", e, e.Name())
 	}
-	if !strings.HasPrefix(e.Version(), "1.13") {
-		t.Errorf("Version() = %q, want the 1.13 headers' version", e.Version())
+	if v := Default().LibtorchVersion(); e.Version() != v.String() || !v.AtLeast(1, 13) {
+		t.Errorf("Version() = %q, LibtorchVersion() = %v: want the same release, 1.13 or later", e.Version(), v)
 	}
 	info, err := Default().ParallelInfo()
 	if err != nil || !strings.Contains(info, "at::get_num_threads()") {

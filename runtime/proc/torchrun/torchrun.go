@@ -12,6 +12,12 @@
 //
 // Flags are spelled with underscores (--nproc_per_node, --no_python): the
 // only spelling torch 1.x accepts, and one torch 2.x still accepts.
+//
+// The launcher is torch.distributed.run started through a short bootstrap
+// (Bootstrap) that makes the job use torch's classic TCPStore unless the
+// environment sets USE_LIBUV: torch 2.4+ defaults to its libuv store, which
+// some builds lack (Debian's 2.6: "use_libuv was requested but PyTorch was
+// build without libuv support"), and torchrun's rendezvous ignores USE_LIBUV.
 package torchrun
 
 import (
@@ -27,6 +33,30 @@ import (
 
 // DefaultPython is the interpreter used when Launch.Python is empty.
 const DefaultPython = "python3"
+
+// Bootstrap is the Python program (run with -c) that starts torch.distributed.run
+// with the launch's arguments. Unless USE_LIBUV is set, it sets USE_LIBUV=0
+// and, when torch's TCPStore has a use_libuv parameter (torch 2.x), makes
+// the launcher's stores default to use_libuv=False: torchrun's rendezvous
+// creates its stores without passing use_libuv, so on a torch built without
+// libuv (Debian's 2.6) every launch failed. It also sets
+// TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (torch 2.x), so that workers do not
+// connect to the launcher's store as clients that ignore USE_LIBUV too, but
+// rank 0 hosts their store (MASTER_ADDR:MASTER_PORT) as in torch 1.x.
+// USE_LIBUV=1 in the environment keeps torch's defaults.
+const Bootstrap = `import os, runpy, sys
+import torch.distributed as d
+if os.environ.setdefault("USE_LIBUV", "0") == "0":
+    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    if "use_libuv" in (d.TCPStore.__init__.__doc__ or ""):
+        class TCPStore(d.TCPStore):
+            def __init__(self, *args, **kwargs):
+                kwargs.setdefault("use_libuv", False)
+                super().__init__(*args, **kwargs)
+        d.TCPStore = TCPStore
+sys.argv[0] = "torchrun"
+runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+`
 
 // Launch describes one torchrun launch on this node.
 type Launch struct {
@@ -86,11 +116,12 @@ var stdSpec = regexp.MustCompile(`^([0-3]|(\d:[0-3],)*\d:[0-3])$`)
 
 var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
-// Command returns the argv of the launch without running it:
+// Command returns the argv of the launch without running it, where
+// BOOTSTRAP is Bootstrap, which runs torch.distributed.run:
 //
-//	PYTHON -m torch.distributed.run --standalone --nproc_per_node N -m MODULE ARGS...
-//	PYTHON -m torch.distributed.run --nnodes C --node_rank R --rdzv_backend c10d --rdzv_endpoint HOST:PORT [--rdzv_id ID] --nproc_per_node N -m MODULE ARGS...
-//	PYTHON -m torch.distributed.run --standalone --nproc_per_node N --no_python PROGRAM ARGS...
+//	PYTHON -c BOOTSTRAP --standalone --nproc_per_node N -m MODULE ARGS...
+//	PYTHON -c BOOTSTRAP --nnodes C --node_rank R --rdzv_backend c10d --rdzv_endpoint HOST:PORT [--rdzv_id ID] --nproc_per_node N -m MODULE ARGS...
+//	PYTHON -c BOOTSTRAP --standalone --nproc_per_node N --no_python PROGRAM ARGS...
 //
 // with --monitor_interval, --redirects, --tee and --log_dir after
 // --nproc_per_node when set.
@@ -111,7 +142,7 @@ func (l Launch) Command() ([]string, error) {
 	if python == "" {
 		python = DefaultPython
 	}
-	argv := []string{python, "-m", "torch.distributed.run"}
+	argv := []string{python, "-c", Bootstrap}
 	if n := l.Nodes; n != nil {
 		if n.Count < 1 {
 			return nil, fmt.Errorf("torchrun: Nodes.Count is %d; want at least 1", n.Count)

@@ -73,17 +73,17 @@ func TestCommand(t *testing.T) {
 		want string
 	}{
 		{"standalone module", Launch{Python: "/usr/bin/python3", NProcPerNode: 2, Module: "pkg.worker", Args: []string{"--steps", "3"}},
-			"/usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node 2 -m pkg.worker --steps 3"},
+			"/usr/bin/python3 -c BOOTSTRAP --standalone --nproc_per_node 2 -m pkg.worker --steps 3"},
 		{"default python", Launch{NProcPerNode: 1, Module: "w"},
-			"python3 -m torch.distributed.run --standalone --nproc_per_node 1 -m w"},
+			"python3 -c BOOTSTRAP --standalone --nproc_per_node 1 -m w"},
 		{"no python", Launch{NProcPerNode: 4, Program: "/opt/bin/worker", Args: []string{"-x"}},
-			"python3 -m torch.distributed.run --standalone --nproc_per_node 4 --no_python /opt/bin/worker -x"},
+			"python3 -c BOOTSTRAP --standalone --nproc_per_node 4 --no_python /opt/bin/worker -x"},
 		{"multi node", Launch{NProcPerNode: 8, Module: "w", Nodes: &Nodes{Count: 2, Rank: 1, Endpoint: "10.0.0.1:29400", ID: "job7"}},
-			"python3 -m torch.distributed.run --nnodes 2 --node_rank 1 --rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29400 --rdzv_id job7 --nproc_per_node 8 -m w"},
+			"python3 -c BOOTSTRAP --nnodes 2 --node_rank 1 --rdzv_backend c10d --rdzv_endpoint 10.0.0.1:29400 --rdzv_id job7 --nproc_per_node 8 -m w"},
 		{"launcher options", Launch{NProcPerNode: 2, Module: "w", MonitorInterval: 250 * time.Millisecond, Redirects: "2", Tee: "0:1,1:2", LogDir: "/tmp/l"},
-			"python3 -m torch.distributed.run --standalone --nproc_per_node 2 --monitor_interval 0.25 --redirects 2 --tee 0:1,1:2 --log_dir /tmp/l -m w"},
+			"python3 -c BOOTSTRAP --standalone --nproc_per_node 2 --monitor_interval 0.25 --redirects 2 --tee 0:1,1:2 --log_dir /tmp/l -m w"},
 		{"multi node go worker, ipv6", Launch{NProcPerNode: 1, Program: "w", Nodes: &Nodes{Count: 3, Rank: 0, Endpoint: "[::1]:5000"}},
-			"python3 -m torch.distributed.run --nnodes 3 --node_rank 0 --rdzv_backend c10d --rdzv_endpoint [::1]:5000 --nproc_per_node 1 --no_python w"},
+			"python3 -c BOOTSTRAP --nnodes 3 --node_rank 0 --rdzv_backend c10d --rdzv_endpoint [::1]:5000 --nproc_per_node 1 --no_python w"},
 	}
 	for _, c := range cases {
 		got, err := c.l.Command()
@@ -91,6 +91,11 @@ func TestCommand(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 			continue
 		}
+		if len(got) < 3 || got[1] != "-c" || got[2] != Bootstrap {
+			t.Errorf("%s: %q does not start with the interpreter, -c and Bootstrap", c.name, got)
+			continue
+		}
+		got[2] = "BOOTSTRAP"
 		if strings.Join(got, " ") != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, strings.Join(got, " "), c.want)
 		}

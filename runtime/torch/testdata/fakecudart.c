@@ -1,11 +1,15 @@
 /* A stand-in for the CUDA runtime (libcudart) used by cuda_test.go to check
  * the engine's dlsym path without a GPU: two devices, device 1 current,
- * per-device memory figures, and a synchronize that fails on device 0. */
+ * per-device memory figures, and a synchronize that fails on device 0.
+ * Emptying the caching allocator's cache frees 256 MiB on every device:
+ * through libtorch 1.x's exported emptyCache function here, or, built with
+ * -DFAKE_TORCH2, through libtorch 2.x's allocator object when
+ * fakecudart_torch2.cpp is linked in (neither without it). */
 #include <stddef.h>
 #include <string.h>
 
 static int current = 1;
-static int empty_cache_calls = 0;
+size_t fake_released_bytes = 0;
 
 int cudaGetDeviceCount(int* n) { *n = 2; return 0; }
 int cudaGetDevice(int* d) { *d = current; return 0; }
@@ -21,7 +25,7 @@ int cudaDeviceGetAttribute(int* v, int attr, int dev) {
   return 1;
 }
 int cudaMemGetInfo(size_t* free_b, size_t* total_b) {
-  *free_b = (size_t)(current + 1) << 30;
+  *free_b = ((size_t)(current + 1) << 30) + fake_released_bytes;
   *total_b = (size_t)(current + 1) << 32;
   return 0;
 }
@@ -36,5 +40,7 @@ const char* cudaGetErrorString(int code) {
   if (code == 101) return "invalid device ordinal";
   return "unknown error";
 }
+#ifndef FAKE_TORCH2
 void fake_empty_cache(void) __asm__("_ZN3c104cuda20CUDACachingAllocator10emptyCacheEv");
-void fake_empty_cache(void) { empty_cache_calls++; }
+void fake_empty_cache(void) { fake_released_bytes += (size_t)256 << 20; }
+#endif

@@ -11,6 +11,14 @@
 //   8 Dict u64 n, n x (u64 klen, key bytes, value)
 #include "shim.h"
 
+// libtorch's headers: <torch/script.h> is in libtorch's include directory,
+// <torch/all.h> in its include/torch/csrc/api/include. Without them every
+// include below fails with a message that names some ATen header; say what
+// is missing and where the fix is instead.
+#if !__has_include(<torch/script.h>) || !__has_include(<torch/all.h>) || !__has_include(<torch/version.h>)
+#error "wfgen: libtorch headers not found (torch/script.h in libtorch's include directory, torch/all.h in include/torch/csrc/api/include). Install Debian's libtorch-dev, or build with -tags libtorch_custom and CGO_CXXFLAGS/CGO_LDFLAGS pointing at your libtorch (scripts/libtorch-pc.sh writes them as a libtorch.pc): see docs/engine.md, \"Finding libtorch\"."
+#endif
+
 #include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
@@ -24,7 +32,25 @@
 #include <torch/script.h>
 #include <torch/version.h>
 
+// The TorchScript fuser switches (torch/csrc/jit/codegen/fuser/interface.h,
+// exported by libtorch_cpu since 1.x; Debian's libtorch-dev lacks the header).
+#if __has_include(<torch/csrc/jit/codegen/fuser/interface.h>)
+#include <torch/csrc/jit/codegen/fuser/interface.h>
+#else
+namespace torch {
+namespace jit {
+TORCH_API bool canFuseOnCPU();
+TORCH_API void overrideCanFuseOnCPU(bool value);
+}  // namespace jit
+}  // namespace torch
+#endif
+
 #include <dlfcn.h>
+#include <link.h>
+
+// True when the libtorch compiled against is at least major.minor.
+#define WF_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 #include <algorithm>
 #include <chrono>
@@ -579,6 +605,21 @@ const MethodEntry& find_method(const wf_module* h, const std::string& name) {
   return it->second;
 }
 
+// CUDA autocast state. libtorch 2.4 replaced the per-backend calls
+// (is_enabled, set_autocast_gpu_dtype, ...) with ones that take the device
+// type, and deprecated the old ones.
+#if WF_TORCH_AT_LEAST(2, 4)
+bool cuda_autocast_enabled() { return at::autocast::is_autocast_enabled(at::kCUDA); }
+void set_cuda_autocast_enabled(bool on) { at::autocast::set_autocast_enabled(at::kCUDA, on); }
+at::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_dtype(at::kCUDA); }
+void set_cuda_autocast_dtype(at::ScalarType st) { at::autocast::set_autocast_dtype(at::kCUDA, st); }
+#else
+bool cuda_autocast_enabled() { return at::autocast::is_enabled(); }
+void set_cuda_autocast_enabled(bool on) { at::autocast::set_enabled(on); }
+at::ScalarType cuda_autocast_dtype() { return at::autocast::get_autocast_gpu_dtype(); }
+void set_cuda_autocast_dtype(at::ScalarType st) { at::autocast::set_autocast_gpu_dtype(st); }
+#endif
+
 // Sets and restores CUDA autocast for one call (no-op when dtype == 0).
 struct AutocastScope {
   bool active = false;
@@ -587,18 +628,18 @@ struct AutocastScope {
   explicit AutocastScope(int32_t code) {
     at::ScalarType st;
     if (code == 0 || !dtype_from_code(code, &st)) return;
-    prev_enabled = at::autocast::is_enabled();
-    prev_dtype = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(st);
+    prev_enabled = cuda_autocast_enabled();
+    prev_dtype = cuda_autocast_dtype();
+    set_cuda_autocast_enabled(true);
+    set_cuda_autocast_dtype(st);
     at::autocast::increment_nesting();
     active = true;
   }
   ~AutocastScope() {
     if (!active) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_enabled(prev_enabled);
-    at::autocast::set_autocast_gpu_dtype(prev_dtype);
+    set_cuda_autocast_enabled(prev_enabled);
+    set_cuda_autocast_dtype(prev_dtype);
   }
 };
 
@@ -606,8 +647,10 @@ struct AutocastScope {
 
 extern "C" {
 
-void wf_init(int32_t threads, int32_t interop_threads, char* out, int64_t cap, wf_result* res) {
+void wf_init(int32_t threads, int32_t interop_threads, int32_t cpu_fusion, char* out, int64_t cap,
+             wf_result* res) {
   guarded(out, cap, res, [&] {
+    torch::jit::overrideCanFuseOnCPU(cpu_fusion != 0);
     if (interop_threads > 0) {
       try {
         at::set_num_interop_threads(interop_threads);
@@ -622,6 +665,21 @@ void wf_init(int32_t threads, int32_t interop_threads, char* out, int64_t cap, w
 }
 
 const char* wf_version(void) { return TORCH_VERSION; }
+int32_t wf_cpu_fusion(void) { return torch::jit::canFuseOnCPU() ? 1 : 0; }
+
+int32_t wf_version_major(void) { return TORCH_VERSION_MAJOR; }
+int32_t wf_version_minor(void) { return TORCH_VERSION_MINOR; }
+int32_t wf_version_patch(void) { return TORCH_VERSION_PATCH; }
+
+void wf_autocast_probe(int32_t dtype, int32_t state[4]) {
+  {
+    AutocastScope scope(dtype);
+    state[0] = cuda_autocast_enabled() ? 1 : 0;
+    state[1] = dtype_code(cuda_autocast_dtype());
+  }
+  state[2] = cuda_autocast_enabled() ? 1 : 0;
+  state[3] = dtype_code(cuda_autocast_dtype());
+}
 
 wf_module* wf_load(const char* path, int64_t path_len, const char* device, int64_t device_len, int32_t dtype,
                    char* out, int64_t cap, wf_result* res) {
@@ -912,7 +970,11 @@ struct wf_cudart {
   int (*getDeviceProperties)(void*, int) = nullptr;
   int (*deviceSynchronize)() = nullptr;
   const char* (*getErrorString)(int) = nullptr;
+  // libtorch < 2: the free function c10::cuda::CUDACachingAllocator::emptyCache.
   void (*emptyCache)() = nullptr;
+  // libtorch 2: the allocator object and the vtable slot of its emptyCache.
+  void* const* allocator = nullptr;
+  int64_t emptyCacheSlot = -1;
 };
 
 namespace {
@@ -930,6 +992,50 @@ void resolve(void* lib, const char* name, T* fn) {
   *fn = reinterpret_cast<T>(p);
 }
 
+// Looks name up in lib, then in the whole process.
+void* lookup(void* lib, const char* name) {
+  void* p = dlsym(lib, name);
+  return p ? p : dlsym(RTLD_DEFAULT, name);
+}
+
+// resolve_empty_cache finds how to empty the CUDA caching allocator's cache.
+// Up to libtorch 1.x, c10::cuda::CUDACachingAllocator::emptyCache() is an
+// exported function in libc10_cuda. In 2.x it is an inline call of the
+// virtual CUDAAllocator::emptyCache on the object that
+// c10::cuda::CUDACachingAllocator::allocator (an exported
+// std::atomic<CUDAAllocator*>) points to, and neither CUDAAllocator's nor the
+// built-in allocators' vtables are exported. The slot is found instead in
+// the exported vtable of torch::cuda::CUDAPluggableAllocator, a
+// CUDAAllocator (single inheritance, so the same slot numbers) whose
+// emptyCache override is exported too: the slot holding that function's
+// address is emptyCache's slot in every CUDAAllocator. Calling that slot on
+// the allocator object is the virtual call the inline function makes.
+void resolve_empty_cache(wf_cudart* c, void* lib) {
+  resolve(lib, "_ZN3c104cuda20CUDACachingAllocator10emptyCacheEv", &c->emptyCache);
+  if (!c->emptyCache) resolve(RTLD_DEFAULT, "_ZN3c104cuda20CUDACachingAllocator10emptyCacheEv", &c->emptyCache);
+  if (c->emptyCache) return;
+  void* alloc = lookup(lib, "_ZN3c104cuda20CUDACachingAllocator9allocatorE");
+  void* vtable = lookup(lib, "_ZTVN5torch4cuda22CUDAPluggableAllocator22CUDAPluggableAllocatorE");
+  void* impl = lookup(lib, "_ZN5torch4cuda22CUDAPluggableAllocator22CUDAPluggableAllocator10emptyCacheEv");
+  if (!alloc || !vtable || !impl) return;
+  Dl_info info;
+  void* extra = nullptr;
+  if (!dladdr1(vtable, &info, &extra, RTLD_DL_SYMENT) || !extra) return;
+  const auto* sym = static_cast<const ElfW(Sym)*>(extra);
+  if (sym->st_size == 0) return;
+  // A vtable symbol starts with the offset to top and the typeinfo pointer;
+  // the virtual function pointers follow.
+  auto entries = static_cast<void* const*>(vtable);
+  size_t n = sym->st_size / sizeof(void*);
+  for (size_t i = 2; i < n; i++) {
+    if (entries[i] == impl) {
+      c->allocator = static_cast<void* const*>(alloc);
+      c->emptyCacheSlot = static_cast<int64_t>(i - 2);
+      return;
+    }
+  }
+}
+
 bool resolve_all(wf_cudart* c, void* lib) {
   resolve(lib, "cudaGetDeviceCount", &c->getDeviceCount);
   resolve(lib, "cudaGetDevice", &c->getDevice);
@@ -939,9 +1045,7 @@ bool resolve_all(wf_cudart* c, void* lib) {
   resolve(lib, "cudaGetDeviceProperties", &c->getDeviceProperties);
   resolve(lib, "cudaDeviceSynchronize", &c->deviceSynchronize);
   resolve(lib, "cudaGetErrorString", &c->getErrorString);
-  // c10::cuda::CUDACachingAllocator::emptyCache() lives in libc10_cuda.
-  resolve(lib, "_ZN3c104cuda20CUDACachingAllocator10emptyCacheEv", &c->emptyCache);
-  if (!c->emptyCache) resolve(RTLD_DEFAULT, "_ZN3c104cuda20CUDACachingAllocator10emptyCacheEv", &c->emptyCache);
+  resolve_empty_cache(c, lib);
   return c->getDeviceCount && c->getDevice && c->setDevice && c->deviceGetAttribute && c->memGetInfo &&
          c->deviceSynchronize;
 }
@@ -1062,9 +1166,21 @@ int32_t wf_cudart_synchronize(wf_cudart* c, int32_t index, char* err, int64_t er
 }
 
 int32_t wf_cudart_empty_cache(wf_cudart* c, char* err, int64_t errcap) {
-  if (!c->emptyCache) return 0;
+  if (!c->emptyCache && c->emptyCacheSlot < 0) return 0;
   try {
-    c->emptyCache();
+    if (c->emptyCache) {
+      c->emptyCache();
+      return 1;
+    }
+    // std::atomic<CUDAAllocator*> is a plain pointer; an x86-64 or arm64
+    // aligned pointer load is atomic.
+    void* obj = __atomic_load_n(const_cast<void**>(c->allocator), __ATOMIC_ACQUIRE);
+    if (!obj) {
+      set_err(err, errcap, "c10::cuda::CUDACachingAllocator::allocator is not set");
+      return -1;
+    }
+    auto vptr = *static_cast<void* const* const*>(obj);
+    reinterpret_cast<void (*)(void*)>(vptr[c->emptyCacheSlot])(obj);
     return 1;
   } catch (const c10::Error& e) {
     set_err(err, errcap, e.what_without_backtrace());

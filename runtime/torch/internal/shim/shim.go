@@ -5,11 +5,15 @@
 // files change, so every policy decision lives in package runtime/torch and
 // this package only moves bytes across the boundary. Each function makes one
 // cgo call (plus one wf_free when a payload overflowed the caller's buffer).
+//
+// Where libtorch is comes from libtorch_debian.go (Debian's libtorch-dev, the
+// default) or, with the build tag libtorch_custom, from CGO_CXXFLAGS and
+// CGO_LDFLAGS alone; docs/engine.md, "Finding libtorch", has the details.
 package shim
 
 /*
-#cgo CXXFLAGS: -std=c++17 -O2 -I/usr/include/torch/csrc/api/include -Wno-deprecated-declarations -Wno-unused-parameter
-#cgo LDFLAGS: -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -Wl,--as-needed -ldl
+#cgo CXXFLAGS: -std=c++17 -O2 -Wno-unused-parameter
+#cgo LDFLAGS: -ldl
 #cgo noescape wf_call
 #cgo nocallback wf_call
 #include <stdlib.h>
@@ -78,15 +82,40 @@ func finish(res *C.wf_result, out []byte) Result {
 }
 
 // Init sets libtorch's intra-op and (when > 0) inter-op thread counts and
-// returns its parallel-configuration text.
-func Init(threads, interopThreads int, out []byte) Result {
+// whether TorchScript may fuse on the CPU, and returns libtorch's
+// parallel-configuration text.
+func Init(threads, interopThreads int, cpuFusion bool, out []byte) Result {
 	var res C.wf_result
-	C.wf_init(C.int32_t(threads), C.int32_t(interopThreads), ptr(out), C.int64_t(len(out)), &res)
+	C.wf_init(C.int32_t(threads), C.int32_t(interopThreads), b32(cpuFusion), ptr(out), C.int64_t(len(out)), &res)
 	return finish(&res, out)
 }
 
+// CPUFusion reports whether TorchScript fuses on the CPU: allowed and
+// possible (libtorch built with LLVM).
+func CPUFusion() bool { return C.wf_cpu_fusion() != 0 }
+
 // Version returns the libtorch version the shim was compiled against.
 func Version() string { return C.GoString(C.wf_version()) }
+
+// VersionNumbers returns the major, minor and patch numbers of the libtorch
+// the shim was compiled against (torch/version.h).
+func VersionNumbers() (major, minor, patch int) {
+	return int(C.wf_version_major()), int(C.wf_version_minor()), int(C.wf_version_patch())
+}
+
+// AutocastState is the CUDA autocast state: enabled and the dtype code.
+type AutocastState struct {
+	Enabled bool
+	DType   int
+}
+
+// AutocastProbe enters and leaves the CUDA autocast scope a call with
+// autocastDType makes and returns the state inside and after it.
+func AutocastProbe(autocastDType int) (inside, after AutocastState) {
+	var st [4]C.int32_t
+	C.wf_autocast_probe(C.int32_t(autocastDType), &st[0])
+	return AutocastState{st[0] != 0, int(st[1])}, AutocastState{st[2] != 0, int(st[3])}
+}
 
 // Load loads a TorchScript file onto device, casting floating parameters and
 // buffers to dtype (0 keeps them). The payload is the module-info blob.

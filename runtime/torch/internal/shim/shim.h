@@ -48,11 +48,25 @@ typedef struct {
 
 typedef struct wf_cudart wf_cudart;
 
-/* Sets intra-op (and, when > 0, inter-op) threads; payload is libtorch's
- * parallel info. */
-void wf_init(int32_t threads, int32_t interop_threads, char* out, int64_t cap, wf_result* res);
-/* The libtorch version the shim was compiled against, e.g. "1.13.0". */
+/* Sets intra-op (and, when > 0, inter-op) threads and whether TorchScript
+ * may fuse on the CPU (torch::jit::overrideCanFuseOnCPU); payload is
+ * libtorch's parallel info. */
+void wf_init(int32_t threads, int32_t interop_threads, int32_t cpu_fusion, char* out, int64_t cap,
+             wf_result* res);
+/* Whether TorchScript fuses on the CPU (torch::jit::canFuseOnCPU: the switch
+ * and a CPU fusion backend, i.e. libtorch built with LLVM). */
+int32_t wf_cpu_fusion(void);
+/* The libtorch version the shim was compiled against, e.g. "1.13.0", and its
+ * numbers (TORCH_VERSION_MAJOR, _MINOR, _PATCH of torch/version.h). */
 const char* wf_version(void);
+int32_t wf_version_major(void);
+int32_t wf_version_minor(void);
+int32_t wf_version_patch(void);
+/* Enters and leaves the CUDA autocast scope wf_call uses for a dtype code and
+ * reports the CUDA autocast state (enabled, dtype code) inside it in
+ * state[0..1] and after it in state[2..3]. Needs no device: autocast state is
+ * thread-local flags. */
+void wf_autocast_probe(int32_t dtype, int32_t state[4]);
 
 wf_module* wf_load(const char* path, int64_t path_len, const char* device, int64_t device_len,
                    int32_t dtype, char* out, int64_t cap, wf_result* res);
@@ -100,8 +114,9 @@ int32_t wf_cudart_device_count(wf_cudart* c, int32_t* count, char* err, int64_t 
 int32_t wf_cudart_current_device(wf_cudart* c, int32_t* index, char* err, int64_t errcap);
 int32_t wf_cudart_device(wf_cudart* c, int32_t index, wf_device_info* info, char* err, int64_t errcap);
 int32_t wf_cudart_synchronize(wf_cudart* c, int32_t index, char* err, int64_t errcap);
-/* Calls c10::cuda::CUDACachingAllocator::emptyCache when present: 1 called,
- * 0 absent, -1 threw (message in err). */
+/* Empties libtorch's CUDA caching allocator (the exported emptyCache function
+ * of libtorch 1.x, the allocator object's virtual emptyCache in 2.x): 1
+ * called, 0 neither found, -1 failed (message in err). */
 int32_t wf_cudart_empty_cache(wf_cudart* c, char* err, int64_t errcap);
 
 #ifdef __cplusplus
