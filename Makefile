@@ -25,6 +25,8 @@ generate:
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
+	@# the benchmark-only shim loops (-tags wfbench) keep compiling
+	$(GO) vet -tags wfbench ./runtime/torch/...
 	CGO_ENABLED=0 $(GO) build ./cmd/wfgen ./runtime
 	$(GO) run ./cmd/wfgen validate manifests/
 	$(GO) run ./cmd/wfgen generate --check -o generated manifests/
@@ -62,7 +64,7 @@ demo: setup
 ## bench: benchmarks whose figures are in docs/benchmarks.md, then the
 ## serving load test (wfserve with and without batching vs a Python server)
 bench: setup
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKGS)
+	$(GO) test -tags wfbench -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKGS)
 	$(GO) run ./runtime/serve/internal/servebench
 
 ## golden: rewrite the golden cases from the current generator

@@ -127,24 +127,62 @@ type DeviceInfo struct {
 	FreeBytes, TotalBytes uint64
 }
 
-// Engine is an execution backend, registered with RegisterEngine.
+// Engine is an execution backend, registered with RegisterEngine: a small
+// required core. What only some engines can do is an optional interface
+// that callers find by type assertion, as database/sql/driver does:
+// CUDAEngine (CUDA devices), CacheReleaser (returning cached accelerator
+// memory), Synchronizer (waiting for a device) and infra.FlagEngine (the
+// process-global flags). Helpers such as CUDADevices answer for any engine.
 type Engine interface {
 	// Name identifies the engine, e.g. "libtorch".
 	Name() string
 	// Version is the backend version, e.g. "1.13.1".
 	Version() string
+	// Load loads a checkpoint onto a device.
+	Load(path string, opts LoadOptions) (Module, error)
+}
+
+// CUDAEngine is an engine that can see CUDA devices.
+type CUDAEngine interface {
+	Engine
 	// CUDADeviceCount returns how many CUDA devices are visible (0 on CPU builds).
 	CUDADeviceCount() int
 	// CUDACurrentDevice returns the process's current CUDA device index.
 	CUDACurrentDevice() (int, error)
 	// CUDADevice returns capability and memory of one CUDA device.
 	CUDADevice(index int) (DeviceInfo, error)
-	// Load loads a TorchScript file.
-	Load(path string, opts LoadOptions) (Module, error)
+}
+
+// CacheReleaser is an engine that keeps freed accelerator memory cached.
+type CacheReleaser interface {
 	// EmptyCache returns unreferenced cached accelerator memory to the device.
 	EmptyCache() error
+}
+
+// Synchronizer is an engine that queues work on devices.
+type Synchronizer interface {
 	// Synchronize waits for all work queued on device to finish (no-op on CPU).
 	Synchronize(device string) error
+}
+
+// CUDADevices returns how many CUDA devices e sees: 0 for an engine that is
+// not a CUDAEngine.
+func CUDADevices(e Engine) int {
+	if c, ok := e.(CUDAEngine); ok {
+		return c.CUDADeviceCount()
+	}
+	return 0
+}
+
+// ErrNoCUDA means the engine has no CUDA support.
+var ErrNoCUDA = errors.New("the engine has no CUDA support")
+
+// AsCUDA returns e's CUDA queries, or ErrNoCUDA for an engine without them.
+func AsCUDA(e Engine) (CUDAEngine, error) {
+	if c, ok := e.(CUDAEngine); ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%s: %w", e.Name(), ErrNoCUDA)
 }
 
 var (

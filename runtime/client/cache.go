@@ -81,8 +81,10 @@ func release(key moduleKey) {
 func ReleaseCaches() (int, error) {
 	n, err := releaseUnused()
 	if e, eerr := runtime.DefaultEngine(); eerr == nil {
-		if cerr := e.EmptyCache(); cerr != nil {
-			err = errors.Join(err, cerr)
+		if r, ok := e.(runtime.CacheReleaser); ok {
+			if cerr := r.EmptyCache(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
 		}
 	}
 	return n, err

@@ -125,7 +125,7 @@ func ChooseBatchSize(eng runtime.Engine, device, scope string, def int) (BatchSi
 		if err != nil {
 			return BatchSize{}, fmt.Errorf("batch size: %w", err)
 		}
-		info, err := eng.CUDADevice(idx)
+		info, err := cudaDevice(eng, idx)
 		if err != nil {
 			return BatchSize{}, fmt.Errorf("batch size: cuda:%d: %w", idx, err)
 		}

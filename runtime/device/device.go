@@ -164,7 +164,11 @@ func CurrentCUDAIndex(eng runtime.Engine) (int, error) {
 				EnvLocalRank, r, plural(n, "CUDA device is", "CUDA devices are"), indexList(n), visibleNote())
 		}
 	}
-	idx, err := eng.CUDACurrentDevice()
+	c, err := runtime.AsCUDA(eng)
+	if err != nil {
+		return 0, fmt.Errorf("current CUDA device: %w", err)
+	}
+	idx, err := c.CUDACurrentDevice()
 	if err != nil {
 		return 0, fmt.Errorf("current CUDA device: %w", err)
 	}
@@ -206,7 +210,16 @@ func cudaCount(eng runtime.Engine) int {
 	if eng == nil {
 		return 0
 	}
-	return max(0, eng.CUDADeviceCount())
+	return max(0, runtime.CUDADevices(eng))
+}
+
+// cudaDevice returns the capability and memory of CUDA device idx.
+func cudaDevice(eng runtime.Engine, idx int) (runtime.DeviceInfo, error) {
+	c, err := runtime.AsCUDA(eng)
+	if err != nil {
+		return runtime.DeviceInfo{}, err
+	}
+	return c.CUDADevice(idx)
 }
 
 func describeCUDA(eng runtime.Engine) string {

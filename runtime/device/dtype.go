@@ -69,7 +69,7 @@ func ResolveDType(eng runtime.Engine, device, dtype string, strict bool) (runtim
 	if err != nil {
 		return "", err
 	}
-	info, err := eng.CUDADevice(idx)
+	info, err := cudaDevice(eng, idx)
 	if err != nil {
 		return "", fmt.Errorf("cuda:%d: %w", idx, err)
 	}

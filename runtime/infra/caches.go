@@ -30,20 +30,15 @@ func RegisterCacheDropper(name string, drop func()) (unregister func()) {
 	}
 }
 
-// EmptyCacher returns unreferenced cached accelerator memory (runtime.Engine
-// has it).
-type EmptyCacher interface {
-	EmptyCache() error
-}
 
 // DropCaches is the seed's drop-caches: it drops strong references first
 // (every registered dropper, in name order), collects garbage so that
 // unreachable modules' cleanups can run, then returns unreferenced cached
-// accelerator memory through the registered engine (nothing to do without
-// one, or on CPU). Modules still referenced keep their memory: Close them.
+// accelerator memory through the registered engine when it is a
+// runtime.CacheReleaser (nothing to do without one, or on CPU). Modules still referenced keep their memory: Close them.
 func DropCaches() error { return dropCaches(nil) }
 
-func dropCaches(ec EmptyCacher) error {
+func dropCaches(ec runtime.CacheReleaser) error {
 	droppersMu.Lock()
 	names := make([]string, 0, len(droppers))
 	for n := range droppers {
@@ -67,7 +62,11 @@ func dropCaches(ec EmptyCacher) error {
 		if err != nil {
 			return err
 		}
-		ec = e
+		r, ok := e.(runtime.CacheReleaser)
+		if !ok {
+			return nil // the engine keeps no cache
+		}
+		ec = r
 	}
 	if err := ec.EmptyCache(); err != nil {
 		return fmt.Errorf("drop caches: %w", err)

@@ -5,9 +5,10 @@
 //
 // It is pure Go (no cgo). An execution engine that can read and write
 // libtorch's process-global flags (at::globalContext()) implements
-// FlagEngine and registers it with RegisterFlagEngine; package runtime/torch
-// does so on import. Without an engine, Install resolves and records the
-// policy only (State.Applied is false).
+// FlagEngine; the process policy applies flags through the registered
+// runtime engine when it is one (runtime/torch's is). Without such an
+// engine, Install resolves and records the policy only (State.Applied is
+// false).
 //
 // docs/engine.md describes each variable and what it does on libtorch 1.13.
 package infra
@@ -15,6 +16,7 @@ package infra
 import (
 	"errors"
 	"fmt"
+	"github.com/worldfoundry/wfgen/runtime"
 	"log/slog"
 	"os"
 	"regexp"
@@ -215,8 +217,20 @@ type Policy struct {
 	warned sync.Map
 }
 
+// registeredFlags returns the registered runtime engine when it can read
+// and write flags (it implements FlagEngine), else nil.
+func registeredFlags() FlagEngine {
+	e, err := runtime.DefaultEngine()
+	if err != nil {
+		return nil
+	}
+	f, _ := e.(FlagEngine)
+	return f
+}
+
 // NewPolicy returns a policy that applies flags through engine (nil: record
-// only) and reads variables with getenv (nil: os.Getenv).
+// only; the process policy uses the registered runtime engine) and reads
+// variables with getenv (nil: os.Getenv).
 func NewPolicy(engine FlagEngine, getenv func(string) string) *Policy {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -397,6 +411,9 @@ func (p *Policy) installLocked(opts Options) (State, error) {
 	if !r.tf32 {
 		st.MatmulPrecision = PrecisionHighest
 	}
+	if p.engine == nil && p == process {
+		p.engine = registeredFlags()
+	}
 	if p.engine != nil {
 		before, err := p.engine.GlobalFlags()
 		if err != nil {
@@ -484,10 +501,6 @@ func (p *Policy) Disabled(fn func() error) (err error) {
 }
 
 var process = NewPolicy(nil, nil)
-
-// RegisterFlagEngine sets the engine the process policy applies flags
-// through. Engines call it from init.
-func RegisterFlagEngine(e FlagEngine) { process.SetEngine(e) }
 
 // Install installs the process policy (see Policy.Install).
 func Install(opts Options) (State, error) { return process.Install(opts) }

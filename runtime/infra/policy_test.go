@@ -301,7 +301,7 @@ func TestProcessPolicy(t *testing.T) {
 	process = NewPolicy(nil, nil)
 	defer func() { process = old }()
 	e := &fakeEngine{flags: torchDefaults()}
-	RegisterFlagEngine(e)
+	process.SetEngine(e)
 	st, err := Install(Options{})
 	if err != nil || !st.Installed || !st.Applied || CurrentState() != st || st.MatmulPrecision != "highest" {
 		t.Fatalf("Install() = %+v, %v", st, err)

@@ -13,10 +13,6 @@ import (
 // EnvSyncTimer is the default variable that switches SyncTimer on.
 const EnvSyncTimer = "SYNC_TIMER"
 
-// Synchronizer waits for the work queued on a device (runtime.Engine has it).
-type Synchronizer interface {
-	Synchronize(device string) error
-}
 
 // TimerOptions configure a SyncTimer.
 type TimerOptions struct {
@@ -35,7 +31,7 @@ type TimerOptions struct {
 	Log func(string)
 	// Sync waits for the device; nil uses the registered runtime engine
 	// (no waiting when none is registered).
-	Sync Synchronizer
+	Sync runtime.Synchronizer
 	// Getenv reads FlagEnv; nil is os.Getenv.
 	Getenv func(string) string
 }
@@ -58,7 +54,7 @@ type SyncTimer struct {
 	getenv  func(string) string
 	device  string
 	log     func(string)
-	sync    Synchronizer
+	sync    runtime.Synchronizer
 }
 
 // NewSyncTimer returns a timer. Whether it measures is decided by its
@@ -101,7 +97,11 @@ func (t *SyncTimer) synchronize() error {
 		if err != nil {
 			return nil // no engine: nothing queued anywhere
 		}
-		s = e
+		es, ok := e.(runtime.Synchronizer)
+		if !ok {
+			return nil // an engine without device queues
+		}
+		s = es
 	}
 	return s.Synchronize(t.device)
 }

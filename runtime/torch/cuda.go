@@ -88,9 +88,9 @@ type cudartCUDA struct {
 // openCUDART resolves the CUDA runtime from path ("" = the process, then
 // libcudart.so*).
 func openCUDART(path string) (*cudartCUDA, error) {
-	c, msg := shim.OpenCUDART(path)
-	if msg != "" {
-		return nil, fmt.Errorf("torch: CUDA runtime: %s", msg)
+	c, res := shim.OpenCUDART(path)
+	if res.Status != statusOK {
+		return nil, fmt.Errorf("torch: CUDA runtime: %s", res.Payload)
 	}
 	name := path
 	if name == "" {
@@ -100,43 +100,43 @@ func openCUDART(path string) (*cudartCUDA, error) {
 }
 
 func (r *cudartCUDA) deviceCount() int {
-	n, rc, _ := r.c.DeviceCount()
-	if rc != 0 {
+	n, res := r.c.DeviceCount()
+	if res.Status != statusOK {
 		return 0
 	}
 	return n
 }
 
 func (r *cudartCUDA) currentDevice() (int, error) {
-	i, rc, msg := r.c.CurrentDevice()
-	if rc != 0 {
-		return 0, fmt.Errorf("torch: %s: %s", r.lib, msg)
+	i, res := r.c.CurrentDevice()
+	if res.Status != statusOK {
+		return 0, newError("current device", r.lib, "", res.Status, string(res.Payload))
 	}
 	return i, nil
 }
 
 func (r *cudartCUDA) device(i int) (runtime.DeviceInfo, error) {
-	d, rc, msg := r.c.Device(i)
-	if rc != 0 {
-		return runtime.DeviceInfo{}, fmt.Errorf("torch: CUDA device %d: %s", i, msg)
+	d, res := r.c.Device(i)
+	if res.Status != statusOK {
+		return runtime.DeviceInfo{}, newError("device", fmt.Sprintf("cuda:%d", i), "", res.Status, string(res.Payload))
 	}
 	return runtime.DeviceInfo{Index: i, Name: d.Name, Major: d.Major, Minor: d.Minor,
 		FreeBytes: d.FreeBytes, TotalBytes: d.TotalBytes}, nil
 }
 
 func (r *cudartCUDA) synchronize(i int) error {
-	if rc, msg := r.c.Synchronize(i); rc != 0 {
-		return fmt.Errorf("torch: synchronize cuda:%d: %s", i, msg)
+	if res := r.c.Synchronize(i); res.Status != statusOK {
+		return newError("synchronize", fmt.Sprintf("cuda:%d", i), "", res.Status, string(res.Payload))
 	}
 	return nil
 }
 
 func (r *cudartCUDA) emptyCache() error {
-	rc, msg := r.c.EmptyCache()
+	called, res := r.c.EmptyCache()
 	switch {
-	case rc < 0:
-		return fmt.Errorf("torch: empty CUDA cache: %s", msg)
-	case rc == 0 && r.requireEmptyCache:
+	case res.Status != statusOK:
+		return newError("empty cache", r.lib, "", res.Status, string(res.Payload))
+	case !called && r.requireEmptyCache:
 		return fmt.Errorf("torch: empty CUDA cache: not found: neither libtorch 1.x's c10::cuda::CUDACachingAllocator::emptyCache " +
 			"nor 2.x's CUDACachingAllocator::allocator with torch::cuda::CUDAPluggableAllocator's vtable")
 	}

@@ -78,7 +78,6 @@ var defaultEngine = &Engine{}
 
 func init() {
 	runtime.RegisterEngine(defaultEngine)
-	infra.RegisterFlagEngine(defaultEngine)
 }
 
 // Default returns the engine this package registered.
@@ -347,9 +346,10 @@ var _ = [1]struct{}{}[levelOptimizeForInference-shim.OptimizeForInference]
 
 // The engine and its modules implement the runtime's and infra's interfaces.
 var (
-	_ runtime.Engine     = (*Engine)(nil)
-	_ runtime.Module     = (*Module)(nil)
-	_ infra.FlagEngine   = (*Engine)(nil)
-	_ infra.Synchronizer = (*Engine)(nil)
-	_ infra.EmptyCacher  = (*Engine)(nil)
+	_ runtime.Engine        = (*Engine)(nil)
+	_ runtime.CUDAEngine    = (*Engine)(nil)
+	_ runtime.CacheReleaser = (*Engine)(nil)
+	_ runtime.Synchronizer  = (*Engine)(nil)
+	_ runtime.Module        = (*Module)(nil)
+	_ infra.FlagEngine      = (*Engine)(nil)
 )

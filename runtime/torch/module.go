@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/worldfoundry/wfgen/runtime"
@@ -192,29 +191,6 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 
 func aliases(a, b []byte) bool {
 	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
-}
-
-// benchRaw runs method n times in a plain C++ loop (no Go, no value blobs on
-// the way out) for the benchmarks' "raw C++" baseline. Only tensor kwargs.
-func (m *Module) benchRaw(method string, kwargs map[string]any, n int, outBytes int) (time.Duration, error) {
-	enc, err := encodeKwargs(kwargs)
-	if err != nil {
-		return 0, err
-	}
-	defer enc.release()
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.closed {
-		return 0, runtime.ErrClosed
-	}
-	var pinner goruntime.Pinner
-	enc.pin(&pinner)
-	defer pinner.Unpin()
-	ns, res := shim.BenchRaw(m.h, method, enc.buf, enc.ptrs, n, make([]byte, outBytes))
-	if res.Status != statusOK {
-		return 0, newError("bench", m.path, method, res.Status, string(res.Payload))
-	}
-	return time.Duration(ns), nil
 }
 
 // save writes the module as a TorchScript archive.

@@ -732,6 +732,7 @@ void wf_call(wf_module* m, const char* method, int64_t method_len, const char* a
   });
 }
 
+#ifdef WF_BENCH
 int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
                      void* const* ptrs, int64_t nptrs, int64_t n, char* out, int64_t cap, wf_result* res) {
   int64_t elapsed = -1;
@@ -824,6 +825,7 @@ int64_t wf_bench_call(wf_module* m, const char* method, int64_t method_len, cons
   }
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
 }
+#endif  // WF_BENCH
 
 void wf_close(wf_module* m) {
   try {
@@ -979,13 +981,6 @@ struct wf_cudart {
 
 namespace {
 
-void set_err(char* err, int64_t errcap, const std::string& msg) {
-  if (errcap <= 0) return;
-  size_t k = std::min<size_t>(msg.size(), static_cast<size_t>(errcap - 1));
-  std::memcpy(err, msg.data(), k);
-  err[k] = 0;
-}
-
 template <typename T>
 void resolve(void* lib, const char* name, T* fn) {
   void* p = dlsym(lib, name);
@@ -1050,36 +1045,50 @@ bool resolve_all(wf_cudart* c, void* lib) {
          c->deviceSynchronize;
 }
 
-int32_t cuda_fail(wf_cudart* c, int code, const char* what, char* err, int64_t errcap) {
+// cudaErrorMemoryAllocation: the one CUDA error that is an out-of-memory.
+constexpr int kCudaOOM = 2;
+
+// cuda_fail sets res to the failure of a CUDA runtime call (WF_OOM for an
+// allocation failure, WF_ERROR otherwise) and returns the CUDA code.
+int32_t cuda_fail(wf_cudart* c, int code, const char* what, char* out, int64_t cap, wf_result* res) {
   std::string msg = std::string(what) + " failed with CUDA error " + std::to_string(code);
   if (c->getErrorString) {
     const char* s = c->getErrorString(code);
     if (s) msg += std::string(": ") + s;
   }
-  set_err(err, errcap, msg);
+  emit_message(out, cap, res, code == kCudaOOM ? WF_OOM : WF_ERROR, msg.c_str());
   return code;
+}
+
+// ok sets res to success without a payload.
+void ok(wf_result* res) {
+  res->status = WF_OK;
+  res->size = 0;
+  res->overflow = nullptr;
 }
 
 // Runs f with `index` as the current device and restores the previous one.
 template <typename F>
-int32_t on_device(wf_cudart* c, int32_t index, char* err, int64_t errcap, F f) {
+int32_t on_device(wf_cudart* c, int32_t index, char* out, int64_t cap, wf_result* res, F f) {
   int prev = 0;
   int rc = c->getDevice(&prev);
-  if (rc != 0) return cuda_fail(c, rc, "cudaGetDevice", err, errcap);
-  if (prev != index && (rc = c->setDevice(index)) != 0) return cuda_fail(c, rc, "cudaSetDevice", err, errcap);
-  int32_t out = f();
+  if (rc != 0) return cuda_fail(c, rc, "cudaGetDevice", out, cap, res);
+  if (prev != index && (rc = c->setDevice(index)) != 0) return cuda_fail(c, rc, "cudaSetDevice", out, cap, res);
+  int32_t r = f();
   if (prev != index) c->setDevice(prev);
-  return out;
+  return r;
 }
 
 }  // namespace
 
 extern "C" {
 
-wf_cudart* wf_cudart_open(const char* path, int64_t path_len, char* err, int64_t errcap) {
+wf_cudart* wf_cudart_open(const char* path, int64_t path_len, char* out, int64_t cap, wf_result* res) {
+  ok(res);
+  auto fail = [&](const std::string& msg) { emit_message(out, cap, res, WF_ERROR, msg.c_str()); };
   auto c = new (std::nothrow) wf_cudart();
   if (!c) {
-    set_err(err, errcap, "out of memory");
+    emit_message(out, cap, res, WF_OOM, "out of memory");
     return nullptr;
   }
   std::string p(path, path_len);
@@ -1088,13 +1097,13 @@ wf_cudart* wf_cudart_open(const char* path, int64_t path_len, char* err, int64_t
     void* lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       const char* e = dlerror();
-      set_err(err, errcap, std::string("dlopen ") + p + ": " + (e ? e : "failed"));
+      fail(std::string("dlopen ") + p + ": " + (e ? e : "failed"));
       delete c;
       return nullptr;
     }
     c->lib = lib;
     if (resolve_all(c, lib)) return c;
-    set_err(err, errcap, p + " lacks the CUDA runtime API (cudaGetDeviceCount, cudaMemGetInfo, ...)");
+    fail(p + " lacks the CUDA runtime API (cudaGetDeviceCount, cudaMemGetInfo, ...)");
     dlclose(lib);
     delete c;
     return nullptr;
@@ -1111,34 +1120,47 @@ wf_cudart* wf_cudart_open(const char* path, int64_t path_len, char* err, int64_t
     if (resolve_all(c, lib)) return c;
     dlclose(lib);
   }
-  set_err(err, errcap, "CUDA runtime not found in the process nor as " + tried);
+  fail("CUDA runtime not found in the process nor as " + tried);
   delete c;
   return nullptr;
 }
 
-int32_t wf_cudart_device_count(wf_cudart* c, int32_t* count, char* err, int64_t errcap) {
+void wf_cudart_device_count(wf_cudart* c, int32_t* count, char* out, int64_t cap, wf_result* res) {
+  ok(res);
   int n = 0;
   int rc = c->getDeviceCount(&n);
-  if (rc != 0) return cuda_fail(c, rc, "cudaGetDeviceCount", err, errcap);
+  if (rc != 0) {
+    cuda_fail(c, rc, "cudaGetDeviceCount", out, cap, res);
+    return;
+  }
   *count = n;
-  return 0;
 }
 
-int32_t wf_cudart_current_device(wf_cudart* c, int32_t* index, char* err, int64_t errcap) {
+void wf_cudart_current_device(wf_cudart* c, int32_t* index, char* out, int64_t cap, wf_result* res) {
+  ok(res);
   int i = 0;
   int rc = c->getDevice(&i);
-  if (rc != 0) return cuda_fail(c, rc, "cudaGetDevice", err, errcap);
+  if (rc != 0) {
+    cuda_fail(c, rc, "cudaGetDevice", out, cap, res);
+    return;
+  }
   *index = i;
-  return 0;
 }
 
-int32_t wf_cudart_device(wf_cudart* c, int32_t index, wf_device_info* info, char* err, int64_t errcap) {
+void wf_cudart_device(wf_cudart* c, int32_t index, wf_device_info* info, char* out, int64_t cap, wf_result* res) {
+  ok(res);
   std::memset(info, 0, sizeof(*info));
   // cudaDevAttrComputeCapabilityMajor = 75, Minor = 76.
   int rc = c->deviceGetAttribute(&info->major, 75, index);
-  if (rc != 0) return cuda_fail(c, rc, "cudaDeviceGetAttribute(major)", err, errcap);
+  if (rc != 0) {
+    cuda_fail(c, rc, "cudaDeviceGetAttribute(major)", out, cap, res);
+    return;
+  }
   rc = c->deviceGetAttribute(&info->minor, 76, index);
-  if (rc != 0) return cuda_fail(c, rc, "cudaDeviceGetAttribute(minor)", err, errcap);
+  if (rc != 0) {
+    cuda_fail(c, rc, "cudaDeviceGetAttribute(minor)", out, cap, res);
+    return;
+  }
   if (c->getDeviceProperties) {
     // cudaDeviceProp starts with `char name[256]` in every CUDA version; the
     // buffer is larger than any version's struct.
@@ -1147,49 +1169,42 @@ int32_t wf_cudart_device(wf_cudart* c, int32_t index, wf_device_info* info, char
       std::memcpy(info->name, props.data(), sizeof(info->name) - 1);
     }
   }
-  return on_device(c, index, err, errcap, [&]() -> int32_t {
+  on_device(c, index, out, cap, res, [&]() -> int32_t {
     size_t free_b = 0, total_b = 0;
     int r = c->memGetInfo(&free_b, &total_b);
-    if (r != 0) return cuda_fail(c, r, "cudaMemGetInfo", err, errcap);
+    if (r != 0) return cuda_fail(c, r, "cudaMemGetInfo", out, cap, res);
     info->free_bytes = free_b;
     info->total_bytes = total_b;
     return 0;
   });
 }
 
-int32_t wf_cudart_synchronize(wf_cudart* c, int32_t index, char* err, int64_t errcap) {
-  return on_device(c, index, err, errcap, [&]() -> int32_t {
+void wf_cudart_synchronize(wf_cudart* c, int32_t index, char* out, int64_t cap, wf_result* res) {
+  ok(res);
+  on_device(c, index, out, cap, res, [&]() -> int32_t {
     int r = c->deviceSynchronize();
-    if (r != 0) return cuda_fail(c, r, "cudaDeviceSynchronize", err, errcap);
+    if (r != 0) return cuda_fail(c, r, "cudaDeviceSynchronize", out, cap, res);
     return 0;
   });
 }
 
-int32_t wf_cudart_empty_cache(wf_cudart* c, char* err, int64_t errcap) {
-  if (!c->emptyCache && c->emptyCacheSlot < 0) return 0;
-  try {
+void wf_cudart_empty_cache(wf_cudart* c, int32_t* called, char* out, int64_t cap, wf_result* res) {
+  *called = 0;
+  guarded(out, cap, res, [&] {
     if (c->emptyCache) {
       c->emptyCache();
-      return 1;
+      *called = 1;
+      return;
     }
+    if (c->emptyCacheSlot < 0) return;
     // std::atomic<CUDAAllocator*> is a plain pointer; an x86-64 or arm64
     // aligned pointer load is atomic.
     void* obj = __atomic_load_n(const_cast<void**>(c->allocator), __ATOMIC_ACQUIRE);
-    if (!obj) {
-      set_err(err, errcap, "c10::cuda::CUDACachingAllocator::allocator is not set");
-      return -1;
-    }
+    if (!obj) throw std::runtime_error("c10::cuda::CUDACachingAllocator::allocator is not set");
     auto vptr = *static_cast<void* const* const*>(obj);
     reinterpret_cast<void (*)(void*)>(vptr[c->emptyCacheSlot])(obj);
-    return 1;
-  } catch (const c10::Error& e) {
-    set_err(err, errcap, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    set_err(err, errcap, e.what());
-  } catch (...) {
-    set_err(err, errcap, "unknown C++ exception");
-  }
-  return -1;
+    *called = 1;
+  });
 }
 
 }  // extern "C"

@@ -146,24 +146,6 @@ func Call(h Handle, method string, args []byte, ptrs []unsafe.Pointer, autocastD
 // NeedsPin reports whether Call needs the data behind ptrs pinned.
 func NeedsPin(ptrs []unsafe.Pointer) bool { return len(ptrs) > 1 }
 
-// BenchRaw runs a method n times in a plain C++ loop and returns the elapsed
-// nanoseconds (-1 on failure, with the message in the result).
-func BenchRaw(h Handle, method string, args []byte, ptrs []unsafe.Pointer, n int, out []byte) (int64, Result) {
-	var res C.wf_result
-	ns := C.wf_bench_raw(h.p, sptr(method), C.int64_t(len(method)), ptr(args),
-		C.int64_t(len(args)), pptr(ptrs), C.int64_t(len(ptrs)), C.int64_t(n), ptr(out), C.int64_t(len(out)), &res)
-	return int64(ns), finish(&res, out)
-}
-
-// BenchCall runs the shim's call path n times in a C++ loop and returns the
-// elapsed nanoseconds (-1 on failure, with the message in the result).
-func BenchCall(h Handle, method string, args []byte, ptrs []unsafe.Pointer, n int, out []byte) (int64, Result) {
-	var res C.wf_result
-	ns := C.wf_bench_call(h.p, sptr(method), C.int64_t(len(method)), ptr(args),
-		C.int64_t(len(args)), pptr(ptrs), C.int64_t(len(ptrs)), C.int64_t(n), ptr(out), C.int64_t(len(out)), &res)
-	return int64(ns), finish(&res, out)
-}
-
 // Close frees a module handle.
 func Close(h Handle) { C.wf_close(h.p) }
 
@@ -295,58 +277,65 @@ func errText(b []byte) string {
 	return string(b)
 }
 
+// cudartOut is the message buffer of the CUDA runtime calls.
+const cudartOut = 512
+
 // OpenCUDART resolves the CUDA runtime from path, or when path is empty from
 // the process (libtorch_cuda's libcudart) or libcudart.so*.
-func OpenCUDART(path string) (CUDART, string) {
-	var err [512]byte
-	c := C.wf_cudart_open(sptr(path), C.int64_t(len(path)), (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
-	if c == nil {
-		return CUDART{}, errText(err[:])
-	}
-	return CUDART{c}, ""
+func OpenCUDART(path string) (CUDART, Result) {
+	var res C.wf_result
+	out := make([]byte, cudartOut)
+	c := C.wf_cudart_open(sptr(path), C.int64_t(len(path)), ptr(out), C.int64_t(len(out)), &res)
+	return CUDART{c}, finish(&res, out)
 }
 
-// DeviceCount returns cudaGetDeviceCount, or a CUDA error code and message.
-func (c CUDART) DeviceCount() (int, int, string) {
-	var err [512]byte
+// DeviceCount returns cudaGetDeviceCount.
+func (c CUDART) DeviceCount() (int, Result) {
+	var res C.wf_result
 	var n C.int32_t
-	rc := C.wf_cudart_device_count(c.c, &n, (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
-	return int(n), int(rc), errText(err[:])
+	out := make([]byte, cudartOut)
+	C.wf_cudart_device_count(c.c, &n, ptr(out), C.int64_t(len(out)), &res)
+	return int(n), finish(&res, out)
 }
 
-// CurrentDevice returns cudaGetDevice, or a CUDA error code and message.
-func (c CUDART) CurrentDevice() (int, int, string) {
-	var err [512]byte
+// CurrentDevice returns cudaGetDevice.
+func (c CUDART) CurrentDevice() (int, Result) {
+	var res C.wf_result
 	var n C.int32_t
-	rc := C.wf_cudart_current_device(c.c, &n, (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
-	return int(n), int(rc), errText(err[:])
+	out := make([]byte, cudartOut)
+	C.wf_cudart_current_device(c.c, &n, ptr(out), C.int64_t(len(out)), &res)
+	return int(n), finish(&res, out)
 }
 
-// Device returns name, capability and memory of one device, or a CUDA error
-// code and message.
-func (c CUDART) Device(index int) (DeviceInfo, int, string) {
-	var err [512]byte
+// Device returns name, capability and memory of one device.
+func (c CUDART) Device(index int) (DeviceInfo, Result) {
+	var res C.wf_result
 	var info C.wf_device_info
-	rc := C.wf_cudart_device(c.c, C.int32_t(index), &info, (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
-	if rc != 0 {
-		return DeviceInfo{}, int(rc), errText(err[:])
+	out := make([]byte, cudartOut)
+	C.wf_cudart_device(c.c, C.int32_t(index), &info, ptr(out), C.int64_t(len(out)), &res)
+	r := finish(&res, out)
+	if r.Status != OK {
+		return DeviceInfo{}, r
 	}
 	name := C.GoString(&info.name[0])
 	return DeviceInfo{Name: name, Major: int(info.major), Minor: int(info.minor),
-		FreeBytes: uint64(info.free_bytes), TotalBytes: uint64(info.total_bytes)}, 0, ""
+		FreeBytes: uint64(info.free_bytes), TotalBytes: uint64(info.total_bytes)}, r
 }
 
 // Synchronize waits for all work on one device.
-func (c CUDART) Synchronize(index int) (int, string) {
-	var err [512]byte
-	rc := C.wf_cudart_synchronize(c.c, C.int32_t(index), (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
-	return int(rc), errText(err[:])
+func (c CUDART) Synchronize(index int) Result {
+	var res C.wf_result
+	out := make([]byte, cudartOut)
+	C.wf_cudart_synchronize(c.c, C.int32_t(index), ptr(out), C.int64_t(len(out)), &res)
+	return finish(&res, out)
 }
 
-// EmptyCache calls libtorch's CUDA caching allocator emptyCache when present:
-// 1 called, 0 absent, -1 failed with a message.
-func (c CUDART) EmptyCache() (int, string) {
-	var err [512]byte
-	rc := C.wf_cudart_empty_cache(c.c, (*C.char)(unsafe.Pointer(&err[0])), C.int64_t(len(err)))
-	return int(rc), errText(err[:])
+// EmptyCache calls libtorch's CUDA caching allocator emptyCache when present
+// and reports whether it found one.
+func (c CUDART) EmptyCache() (bool, Result) {
+	var res C.wf_result
+	var called C.int32_t
+	out := make([]byte, cudartOut)
+	C.wf_cudart_empty_cache(c.c, &called, ptr(out), C.int64_t(len(out)), &res)
+	return called != 0, finish(&res, out)
 }

@@ -76,6 +76,8 @@ wf_module* wf_load(const char* path, int64_t path_len, const char* device, int64
 void wf_call(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
              void* const* ptrs, int64_t nptrs, void* only_ptr, int32_t autocast_dtype, char* out,
              int64_t cap, wf_result* res);
+#ifdef WF_BENCH
+/* Benchmark loops, compiled only with -tags wfbench (WF_BENCH). */
 /* Runs a method n times in C++ the way a plain C++ program would (copy the
  * host inputs into tensors, call, copy tensor outputs to a host buffer) and
  * returns the elapsed nanoseconds, or -1 with res set on failure. */
@@ -86,6 +88,8 @@ int64_t wf_bench_raw(wf_module* m, const char* method, int64_t method_len, const
  * crossing into Go. Elapsed nanoseconds, or -1 with res set. */
 int64_t wf_bench_call(wf_module* m, const char* method, int64_t method_len, const char* args, int64_t args_len,
                       void* const* ptrs, int64_t nptrs, int64_t n, char* out, int64_t cap, wf_result* res);
+#endif
+
 void wf_close(wf_module* m);
 void wf_free(void* p);
 
@@ -108,16 +112,17 @@ int64_t wf_cuda_current_device(char* out, int64_t cap, wf_result* res);
 /* Resolves the CUDA runtime C API: from `path` when not empty, else from the
  * symbols already loaded in the process, else libcudart.so*. NULL plus a
  * message in err when not found. */
-wf_cudart* wf_cudart_open(const char* path, int64_t path_len, char* err, int64_t errcap);
-/* These return a CUDA error code (0 = success) and write its text to err. */
-int32_t wf_cudart_device_count(wf_cudart* c, int32_t* count, char* err, int64_t errcap);
-int32_t wf_cudart_current_device(wf_cudart* c, int32_t* index, char* err, int64_t errcap);
-int32_t wf_cudart_device(wf_cudart* c, int32_t index, wf_device_info* info, char* err, int64_t errcap);
-int32_t wf_cudart_synchronize(wf_cudart* c, int32_t index, char* err, int64_t errcap);
+wf_cudart* wf_cudart_open(const char* path, int64_t path_len, char* out, int64_t cap, wf_result* res);
+/* Like every shim entry point these report through res: WF_OK, WF_ERROR or
+ * WF_OOM (CUDA's cudaErrorMemoryAllocation) with the message as payload. */
+void wf_cudart_device_count(wf_cudart* c, int32_t* count, char* out, int64_t cap, wf_result* res);
+void wf_cudart_current_device(wf_cudart* c, int32_t* index, char* out, int64_t cap, wf_result* res);
+void wf_cudart_device(wf_cudart* c, int32_t index, wf_device_info* info, char* out, int64_t cap, wf_result* res);
+void wf_cudart_synchronize(wf_cudart* c, int32_t index, char* out, int64_t cap, wf_result* res);
 /* Empties libtorch's CUDA caching allocator (the exported emptyCache function
- * of libtorch 1.x, the allocator object's virtual emptyCache in 2.x): 1
- * called, 0 neither found, -1 failed (message in err). */
-int32_t wf_cudart_empty_cache(wf_cudart* c, char* err, int64_t errcap);
+ * of libtorch 1.x, the allocator object's virtual emptyCache in 2.x); called
+ * is 1 when it was found and called, 0 when neither is there. */
+void wf_cudart_empty_cache(wf_cudart* c, int32_t* called, char* out, int64_t cap, wf_result* res);
 
 #ifdef __cplusplus
 }
