@@ -30,7 +30,6 @@ func RegisterCacheDropper(name string, drop func()) (unregister func()) {
 	}
 }
 
-
 // DropCaches is the seed's drop-caches: it drops strong references first
 // (every registered dropper, in name order), collects garbage so that
 // unreachable modules' cleanups can run, then returns unreferenced cached

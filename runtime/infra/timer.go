@@ -13,7 +13,6 @@ import (
 // EnvSyncTimer is the default variable that switches SyncTimer on.
 const EnvSyncTimer = "SYNC_TIMER"
 
-
 // TimerOptions configure a SyncTimer.
 type TimerOptions struct {
 	// Name labels the measurement: with a name, each measurement logs

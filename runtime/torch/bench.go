@@ -32,4 +32,3 @@ func (m *Module) benchRaw(method string, kwargs map[string]any, n int, outBytes 
 	}
 	return time.Duration(ns), nil
 }
-

@@ -30,4 +30,3 @@ func BenchCall(h Handle, method string, args []byte, ptrs []unsafe.Pointer, n in
 		C.int64_t(len(args)), pptr(ptrs), C.int64_t(len(ptrs)), C.int64_t(n), ptr(out), C.int64_t(len(out)), &res)
 	return int64(ns), finish(&res, out)
 }
-
