@@ -165,6 +165,16 @@ type Synchronizer interface {
 	Synchronize(device string) error
 }
 
+// Compiler is an engine that can compile a loaded module for inference
+// (freeze and fuse, cached on disk): the seed's compile_module_if_enabled.
+type Compiler interface {
+	// Compile returns m compiled as c asks, m itself when compilation is
+	// off (c's fields fall back to the engine's environment variables,
+	// WORLDFOUNDRY_TORCH_COMPILE and friends), or an error. A module it
+	// returns other than m is the caller's, alongside m.
+	Compile(m Module, c CompileSpec) (Module, error)
+}
+
 // CUDADevices returns how many CUDA devices e sees: 0 for an engine that is
 // not a CUDAEngine.
 func CUDADevices(e Engine) int {

@@ -297,6 +297,10 @@ type InferenceVariantSpec struct {
 	// Notes are free-text remarks.
 	Notes []string `json:"notes"`
 
+	// Compile asks for the variant's module to be compiled when loaded
+	// (frozen and fused, cached on disk); without it the
+	// WORLDFOUNDRY_TORCH_COMPILE* variables decide.
+	Compile *CompileSpec `json:"compile,omitempty"`
 	// Deprecated, when non-empty, marks the variant deprecated with this message.
 	Deprecated string `json:"deprecated,omitempty"`
 	// GoName overrides the Go identifier wfgen derives from VariantID.
@@ -495,4 +499,21 @@ func emptyNotNull(v any) {
 			emptyNotNull(e)
 		}
 	}
+}
+
+// CompileSpec is how a variant's module is compiled when loaded: the
+// seed's compile_module_if_enabled arguments. An unset field falls back to
+// its WORLDFOUNDRY_TORCH_COMPILE* variable, then to the engine's default.
+type CompileSpec struct {
+	// Enabled turns compilation on or off.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Backend names how the module is compiled (for libtorch: inductor,
+	// optimize, optimize_for_inference, freeze, ...; see docs/engine.md).
+	Backend string `json:"backend,omitempty"`
+	// Mode is a torch.compile mode (default, reduce-overhead, max-autotune,
+	// max-autotune-no-cudagraphs).
+	Mode string `json:"mode,omitempty" jsonschema:"enum=default,enum=reduce-overhead,enum=max-autotune,enum=max-autotune-no-cudagraphs"`
+	// Strict makes a failed or unsupported compile an error instead of a
+	// warning and the uncompiled module.
+	Strict *bool `json:"strict,omitempty"`
 }

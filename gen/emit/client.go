@@ -63,7 +63,7 @@ func (g *goFile) runner() {
 	for _, t := range g.fam.Tasks {
 		ctx := jen.Id("ctx").Qual("context", "Context")
 		methods = append(methods, jen.Comment(t.Name+" runs task "+fmt.Sprintf("%q", t.Spec.TaskID)+".").Line().
-			Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params)).Params(jen.Op("*").Id(t.Result), jen.Error()))
+			Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params), callOpts()).Params(jen.Op("*").Id(t.Result), jen.Error()))
 		if t.Batch != "" {
 			methods = append(methods, jen.Comment(t.Batch+" runs it over many items.").Line().
 				Id(t.Batch).Params(ctx.Clone(), jen.Id("ps").Index().Id(t.Params), jen.Id("opts").Op("...").Qual(ir.BatchPath, "Option")).Params(jen.Index().Op("*").Id(t.Result), jen.Error()))
@@ -100,7 +100,7 @@ func (g *goFile) taskMethods(t *ir.Task) {
 	if l := ir.OneLine(ts.Label); l != "" {
 		first += " (" + l + ")"
 	}
-	first += " on the client's variant. It validates p first; an invalid p, a runtime failure (such as no linked engine) or an output that does not match the task's artifacts is an error, never a partial result."
+	first += " on the client's variant. It validates p first; an invalid p, a runtime failure (such as no linked engine) or an output that does not match the task's artifacts is an error, never a partial result. opts are per-call options such as client.WithOutputBuffer."
 	var notes []string
 	if t.Batch != "" {
 		notes = append(notes, fmt.Sprintf("The task is batchable (at most %d items per forward call). %s runs many items.", ts.Batching.MaxBatchSize, t.Batch))
@@ -109,8 +109,8 @@ func (g *goFile) taskMethods(t *ir.Task) {
 		notes = append(notes, "The task streams realtime chunks; this method runs one chunk, "+t.Stream+" a whole session.")
 	}
 	g.add(docComment(first, strings.Join(notes, " "), deprecated(ts.Deprecated)),
-		jen.Func().Params(c.Clone()).Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params)).Params(jen.Op("*").Id(t.Result), jen.Error()).Block(
-			jen.Return(jen.Qual(ir.ClientPath, "Run").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Op("&").Id("p"), decode.Clone()))))
+		jen.Func().Params(c.Clone()).Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params), callOpts()).Params(jen.Op("*").Id(t.Result), jen.Error()).Block(
+			jen.Return(jen.Qual(ir.ClientPath, "Run").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Op("&").Id("p"), decode.Clone(), jen.Id("opts").Op("...")))))
 
 	g.remoteMethods(t)
 	if t.Batch != "" {
@@ -170,8 +170,8 @@ func (g *goFile) remoteMethods(t *ir.Task) {
 	rt := jen.Id("c").Dot("Remote").Call()
 	decode := jen.Parens(jen.Op("*").Id(t.Result)).Dot("fromOutputs")
 	g.add(docComment(fmt.Sprintf("%s runs task %q on the server, as Client.%s does in-process.", t.Name, t.Spec.TaskID, t.Name)),
-		jen.Func().Params(c.Clone()).Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params)).Params(jen.Op("*").Id(t.Result), jen.Error()).Block(
-			jen.Return(jen.Qual(ir.ClientPath, "Run").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Op("&").Id("p"), decode.Clone()))))
+		jen.Func().Params(c.Clone()).Id(t.Name).Params(ctx.Clone(), jen.Id("p").Id(t.Params), callOpts()).Params(jen.Op("*").Id(t.Result), jen.Error()).Block(
+			jen.Return(jen.Qual(ir.ClientPath, "Run").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Op("&").Id("p"), decode.Clone(), jen.Id("opts").Op("...")))))
 	if t.Batch != "" {
 		g.add(docComment(fmt.Sprintf("%s runs task %q over many items on the server (one request per item, several in flight, which a batching server merges), as Client.%s does in-process.", t.Batch, t.Spec.TaskID, t.Batch)),
 			jen.Func().Params(c.Clone()).Id(t.Batch).Params(ctx.Clone(), jen.Id("ps").Index().Id(t.Params), jen.Id("opts").Op("...").Qual(ir.BatchPath, "Option")).
@@ -184,4 +184,9 @@ func (g *goFile) remoteMethods(t *ir.Task) {
 				Params(jen.Op("*").Qual(ir.StreamPath, "Session"), jen.Error()).Block(
 				jen.Return(jen.Qual(ir.ClientPath, "RunStream").Call(jen.Id("ctx"), rt.Clone(), taskRef(t), jen.Op("&").Id("p"), jen.Id("opts").Op("...")))))
 	}
+}
+
+// callOpts is the per-call options parameter of a task method.
+func callOpts() jen.Code {
+	return jen.Id("opts").Op("...").Qual(ir.ClientPath, "CallOption")
 }

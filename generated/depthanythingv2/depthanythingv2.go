@@ -320,7 +320,7 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// EstimateDepth runs task "estimate-depth".
-	EstimateDepth(ctx context.Context, p EstimateDepthParams) (*EstimateDepthResult, error)
+	EstimateDepth(ctx context.Context, p EstimateDepthParams, opts ...client.CallOption) (*EstimateDepthResult, error)
 	// EstimateDepthBatch runs it over many items.
 	EstimateDepthBatch(ctx context.Context, ps []EstimateDepthParams, opts ...batch.Option) ([]*EstimateDepthResult, error)
 	// Close releases the client.
@@ -434,18 +434,19 @@ func (r *EstimateDepthResult) fromOutputs(out map[string]any) error {
 // EstimateDepth runs task "estimate-depth" (Estimate depth) on the client's
 // variant. It validates p first; an invalid p, a runtime failure (such as no
 // linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result.
+// error, never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
 //
 // The task is batchable (at most 4 items per forward call). EstimateDepthBatch
 // runs many items.
-func (c *Client) EstimateDepth(ctx context.Context, p EstimateDepthParams) (*EstimateDepthResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, &p, (*EstimateDepthResult).fromOutputs)
+func (c *Client) EstimateDepth(ctx context.Context, p EstimateDepthParams, opts ...client.CallOption) (*EstimateDepthResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, &p, (*EstimateDepthResult).fromOutputs, opts...)
 }
 
 // EstimateDepth runs task "estimate-depth" on the server, as
 // Client.EstimateDepth does in-process.
-func (c *RemoteClient) EstimateDepth(ctx context.Context, p EstimateDepthParams) (*EstimateDepthResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, &p, (*EstimateDepthResult).fromOutputs)
+func (c *RemoteClient) EstimateDepth(ctx context.Context, p EstimateDepthParams, opts ...client.CallOption) (*EstimateDepthResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "estimate-depth"}, &p, (*EstimateDepthResult).fromOutputs, opts...)
 }
 
 // EstimateDepthBatch runs task "estimate-depth" over many items on the server

@@ -270,7 +270,7 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// Classify runs task "classify".
-	Classify(ctx context.Context, p ClassifyParams) (*ClassifyResult, error)
+	Classify(ctx context.Context, p ClassifyParams, opts ...client.CallOption) (*ClassifyResult, error)
 	// ClassifyBatch runs it over many items.
 	ClassifyBatch(ctx context.Context, ps []ClassifyParams, opts ...batch.Option) ([]*ClassifyResult, error)
 	// Close releases the client.
@@ -375,18 +375,19 @@ func (r *ClassifyResult) fromOutputs(out map[string]any) error {
 // Classify runs task "classify" (Read a digit) on the client's variant. It
 // validates p first; an invalid p, a runtime failure (such as no linked
 // engine) or an output that does not match the task's artifacts is an error,
-// never a partial result.
+// never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
 //
 // The task is batchable (at most 64 items per forward call). ClassifyBatch
 // runs many items.
-func (c *Client) Classify(ctx context.Context, p ClassifyParams) (*ClassifyResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "classify"}, &p, (*ClassifyResult).fromOutputs)
+func (c *Client) Classify(ctx context.Context, p ClassifyParams, opts ...client.CallOption) (*ClassifyResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "classify"}, &p, (*ClassifyResult).fromOutputs, opts...)
 }
 
 // Classify runs task "classify" on the server, as Client.Classify does
 // in-process.
-func (c *RemoteClient) Classify(ctx context.Context, p ClassifyParams) (*ClassifyResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "classify"}, &p, (*ClassifyResult).fromOutputs)
+func (c *RemoteClient) Classify(ctx context.Context, p ClassifyParams, opts ...client.CallOption) (*ClassifyResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "classify"}, &p, (*ClassifyResult).fromOutputs, opts...)
 }
 
 // ClassifyBatch runs task "classify" over many items on the server (one

@@ -323,9 +323,9 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// Generate runs task "generate".
-	Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error)
+	Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error)
 	// Step runs task "step".
-	Step(ctx context.Context, p StepParams) (*StepResult, error)
+	Step(ctx context.Context, p StepParams, opts ...client.CallOption) (*StepResult, error)
 	// StepStream starts a realtime session of it.
 	StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error)
 	// Close releases the client.
@@ -459,15 +459,16 @@ func (r *GenerateResult) fromOutputs(out map[string]any) error {
 // Generate runs task "generate" (Generate from actions) on the client's
 // variant. It validates p first; an invalid p, a runtime failure (such as no
 // linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result.
-func (c *Client) Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
+// error, never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
+func (c *Client) Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs, opts...)
 }
 
 // Generate runs task "generate" on the server, as Client.Generate does
 // in-process.
-func (c *RemoteClient) Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
+func (c *RemoteClient) Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs, opts...)
 }
 
 // StepAction holds the allowed values of field "action" of task "step".
@@ -592,16 +593,17 @@ func (r *StepResult) fromOutputs(out map[string]any) error {
 // Step runs task "step" (Play) on the client's variant. It validates p first;
 // an invalid p, a runtime failure (such as no linked engine) or an output that
 // does not match the task's artifacts is an error, never a partial result.
+// opts are per-call options such as client.WithOutputBuffer.
 //
 // The task streams realtime chunks; this method runs one chunk, StepStream a
 // whole session.
-func (c *Client) Step(ctx context.Context, p StepParams) (*StepResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs)
+func (c *Client) Step(ctx context.Context, p StepParams, opts ...client.CallOption) (*StepResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs, opts...)
 }
 
 // Step runs task "step" on the server, as Client.Step does in-process.
-func (c *RemoteClient) Step(ctx context.Context, p StepParams) (*StepResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs)
+func (c *RemoteClient) Step(ctx context.Context, p StepParams, opts ...client.CallOption) (*StepResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs, opts...)
 }
 
 // StepStream starts a realtime session of task "step" on the server, its

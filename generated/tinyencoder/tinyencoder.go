@@ -261,7 +261,7 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// Embed runs task "embed".
-	Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error)
+	Embed(ctx context.Context, p EmbedParams, opts ...client.CallOption) (*EmbedResult, error)
 	// EmbedBatch runs it over many items.
 	EmbedBatch(ctx context.Context, ps []EmbedParams, opts ...batch.Option) ([]*EmbedResult, error)
 	// Close releases the client.
@@ -360,17 +360,17 @@ func (r *EmbedResult) fromOutputs(out map[string]any) error {
 // Embed runs task "embed" (Embed tokens) on the client's variant. It validates
 // p first; an invalid p, a runtime failure (such as no linked engine) or an
 // output that does not match the task's artifacts is an error, never a partial
-// result.
+// result. opts are per-call options such as client.WithOutputBuffer.
 //
 // The task is batchable (at most 8 items per forward call). EmbedBatch runs
 // many items.
-func (c *Client) Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "embed"}, &p, (*EmbedResult).fromOutputs)
+func (c *Client) Embed(ctx context.Context, p EmbedParams, opts ...client.CallOption) (*EmbedResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "embed"}, &p, (*EmbedResult).fromOutputs, opts...)
 }
 
 // Embed runs task "embed" on the server, as Client.Embed does in-process.
-func (c *RemoteClient) Embed(ctx context.Context, p EmbedParams) (*EmbedResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "embed"}, &p, (*EmbedResult).fromOutputs)
+func (c *RemoteClient) Embed(ctx context.Context, p EmbedParams, opts ...client.CallOption) (*EmbedResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "embed"}, &p, (*EmbedResult).fromOutputs, opts...)
 }
 
 // EmbedBatch runs task "embed" over many items on the server (one request per

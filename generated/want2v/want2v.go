@@ -350,7 +350,7 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// TextToVideo runs task "text-to-video".
-	TextToVideo(ctx context.Context, p TextToVideoParams) (*TextToVideoResult, error)
+	TextToVideo(ctx context.Context, p TextToVideoParams, opts ...client.CallOption) (*TextToVideoResult, error)
 	// Close releases the client.
 	Close() error
 }
@@ -495,13 +495,14 @@ func (r *TextToVideoResult) fromOutputs(out map[string]any) error {
 // TextToVideo runs task "text-to-video" (Text to video) on the client's
 // variant. It validates p first; an invalid p, a runtime failure (such as no
 // linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result.
-func (c *Client) TextToVideo(ctx context.Context, p TextToVideoParams) (*TextToVideoResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*TextToVideoResult).fromOutputs)
+// error, never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
+func (c *Client) TextToVideo(ctx context.Context, p TextToVideoParams, opts ...client.CallOption) (*TextToVideoResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*TextToVideoResult).fromOutputs, opts...)
 }
 
 // TextToVideo runs task "text-to-video" on the server, as Client.TextToVideo
 // does in-process.
-func (c *RemoteClient) TextToVideo(ctx context.Context, p TextToVideoParams) (*TextToVideoResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*TextToVideoResult).fromOutputs)
+func (c *RemoteClient) TextToVideo(ctx context.Context, p TextToVideoParams, opts ...client.CallOption) (*TextToVideoResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*TextToVideoResult).fromOutputs, opts...)
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,13 +15,15 @@ import (
 )
 
 // moduleKey identifies one loaded module: the same file (by path, size and
-// modification time) on the same device with the same dtype.
+// modification time) on the same device with the same dtype, compiled the
+// same way.
 type moduleKey struct {
-	path   string
-	size   int64
-	mtime  time.Time
-	device string
-	dtype  runtime.DType
+	path    string
+	size    int64
+	mtime   time.Time
+	device  string
+	dtype   runtime.DType
+	compile string
 }
 
 type cacheEntry struct {
@@ -33,15 +38,18 @@ var cache = struct {
 	entries map[moduleKey]*cacheEntry
 }{entries: map[moduleKey]*cacheEntry{}}
 
-// acquire returns the cached module for path on device/dtype, loading it
-// through e on first use; concurrent first uses load once. Each successful
-// acquire must be paired with release.
-func acquire(e runtime.Engine, path, device string, dtype runtime.DType) (runtime.Module, moduleKey, error) {
+// acquire returns the cached module for path on device/dtype — compiled as
+// the variant's compile spec and the WORLDFOUNDRY_TORCH_COMPILE* variables
+// ask when the engine is a runtime.Compiler — loading (and compiling) it
+// through e on first use; concurrent first uses load once, and every client
+// of one checkpoint, device, dtype and compile setting shares one module.
+// Each successful acquire must be paired with release.
+func acquire(e runtime.Engine, path, device string, dtype runtime.DType, compile *runtime.CompileSpec) (runtime.Module, moduleKey, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, moduleKey{}, fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
 	}
-	key := moduleKey{path, st.Size(), st.ModTime(), device, dtype}
+	key := moduleKey{path, st.Size(), st.ModTime(), device, dtype, compileKey(compile)}
 	cache.Lock()
 	ent, ok := cache.entries[key]
 	if !ok {
@@ -52,7 +60,7 @@ func acquire(e runtime.Engine, path, device string, dtype runtime.DType) (runtim
 	cache.Unlock()
 
 	ent.once.Do(func() {
-		ent.mod, ent.err = e.Load(path, runtime.LoadOptions{Device: device, DType: dtype})
+		ent.mod, ent.err = load(e, path, runtime.LoadOptions{Device: device, DType: dtype}, compile)
 	})
 	if ent.err != nil {
 		cache.Lock()
@@ -113,4 +121,56 @@ func releaseUnused() (int, error) {
 		}
 	}
 	return len(drop), errors.Join(errs...)
+}
+
+// load loads path and, when the engine is a runtime.Compiler, compiles the
+// module (a no-op when compilation is off); the uncompiled module is closed
+// once a compiled one replaces it.
+func load(e runtime.Engine, path string, opts runtime.LoadOptions, compile *runtime.CompileSpec) (runtime.Module, error) {
+	m, err := e.Load(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := e.(runtime.Compiler)
+	if !ok {
+		return m, nil
+	}
+	var spec runtime.CompileSpec
+	if compile != nil {
+		spec = *compile
+	}
+	cm, err := c.Compile(m, spec)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("compile %s: %w", path, err)
+	}
+	if cm != m {
+		m.Close()
+	}
+	return cm, nil
+}
+
+// compileKey is what decides compilation, for the module cache's key: the
+// variant's spec and the compile variables.
+func compileKey(c *runtime.CompileSpec) string {
+	var b strings.Builder
+	if c != nil {
+		fmt.Fprintf(&b, "%v|%s|%s|%v|", ptrText(c.Enabled), c.Backend, c.Mode, ptrText(c.Strict))
+	}
+	env := os.Environ()
+	sort.Strings(env)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "WORLDFOUNDRY_TORCH_COMPILE") {
+			b.WriteString(kv)
+			b.WriteByte('|')
+		}
+	}
+	return b.String()
+}
+
+func ptrText(b *bool) string {
+	if b == nil {
+		return "unset"
+	}
+	return strconv.FormatBool(*b)
 }

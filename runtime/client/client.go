@@ -239,7 +239,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if _, err := infra.Install(infra.Options{}); err != nil {
 		return nil, fmt.Errorf("inference policy: %w", err)
 	}
-	mod, key, err := acquire(eng, path, dev, dtype)
+	mod, key, err := acquire(eng, path, dev, dtype, c.variant.Compile)
 	if err != nil {
 		return nil, err
 	}
@@ -334,13 +334,19 @@ func checkedTask(t *runtime.InferenceTaskProfile, schema runtime.MethodSchema) *
 // method always sees that dimension. Outputs whose dtype or shape break
 // the artifacts' declarations are an error wrapping
 // params.ErrOutputContract.
-func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any) (map[string]any, error) {
+//
+// opts set per-call options (WithOutputBuffer).
+func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any, opts ...CallOption) (map[string]any, error) {
 	task, err := c.spec.Task(taskID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err)
 	}
+	var co CallOptions
+	for _, o := range opts {
+		o(&co)
+	}
 	if b := task.Batching; b != nil && b.Dim != "" {
-		res, err := c.RunBatch(ctx, task.TaskID, []map[string]any{call})
+		res, err := c.runBatch(ctx, task, []map[string]any{call}, co)
 		if err != nil {
 			return nil, err
 		}
@@ -350,7 +356,7 @@ func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]a
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
-	out, err := c.call(ctx, l, task, call)
+	out, err := c.call(ctx, l, task, call, co)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
@@ -361,7 +367,7 @@ func (c *Client) kwargs(task *runtime.InferenceTaskProfile, call map[string]any)
 	return MergeKwargs(c.variant.CallKwargs, task.DefaultCallKwargs, call)
 }
 
-func (c *Client) call(ctx context.Context, l *loaded, task *runtime.InferenceTaskProfile, call map[string]any) (map[string]any, error) {
+func (c *Client) call(ctx context.Context, l *loaded, task *runtime.InferenceTaskProfile, call map[string]any, co CallOptions) (map[string]any, error) {
 	kw, err := c.kwargs(task, call)
 	if err != nil {
 		return nil, err
@@ -369,7 +375,7 @@ func (c *Client) call(ctx context.Context, l *loaded, task *runtime.InferenceTas
 	if task.Stream {
 		c.oneChunk(l, task, kw)
 	}
-	raw, err := l.mod.Call(ctx, task.MethodName(), kw, l.autocast)
+	raw, err := l.mod.Call(ctx, task.MethodName(), kw, co.engine(l.autocast))
 	if err != nil {
 		return nil, err
 	}
@@ -434,6 +440,11 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err)
 	}
+	return c.runBatch(ctx, task, items, CallOptions{}, opts...)
+}
+
+// runBatch is RunBatch with the per-call options of every forward call.
+func (c *Client) runBatch(ctx context.Context, task *runtime.InferenceTaskProfile, items []map[string]any, co CallOptions, opts ...batch.Option) ([]map[string]any, error) {
 	all, err := batch.TaskOptions(task)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
@@ -474,7 +485,7 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 		if err != nil {
 			return nil, err
 		}
-		raw, err := l.mod.Call(ctx, task.MethodName(), kw, l.autocast)
+		raw, err := l.mod.Call(ctx, task.MethodName(), kw, co.engine(l.autocast))
 		if err != nil {
 			return nil, err
 		}

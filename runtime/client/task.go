@@ -23,6 +23,33 @@ type Params interface {
 	LoadKwargs() map[string]any
 }
 
+// CallOptions are the per-call settings a generated task method takes.
+type CallOptions struct {
+	// Outputs, when set, is reused memory for the call's output tensors
+	// (runtime.OutputBuffer): the result's tensors share it until the next
+	// call given the same buffer, so a loop allocates no output memory.
+	// Engines that cannot use it, and remote backends, ignore it.
+	Outputs *runtime.OutputBuffer
+}
+
+// CallOption sets one per-call option.
+type CallOption func(*CallOptions)
+
+// WithOutputBuffer makes the call write its output tensors into b (see
+// runtime.OutputBuffer): the results of one call are valid until the next
+// call with the same buffer.
+func WithOutputBuffer(b *runtime.OutputBuffer) CallOption {
+	return func(o *CallOptions) { o.Outputs = b }
+}
+
+// engine returns the engine call options: base with these applied.
+func (o CallOptions) engine(base runtime.CallOptions) runtime.CallOptions {
+	if o.Outputs != nil {
+		base.Outputs = o.Outputs
+	}
+	return base
+}
+
 // Backend runs the tasks of one family variant with untyped kwargs and
 // outputs keyed by artifact id. *Client runs them in-process through the
 // engine; a remote client runs them on a server. The typed entry points
@@ -31,7 +58,7 @@ type Params interface {
 // method bodies.
 type Backend interface {
 	// Run runs one task (see Client.Run).
-	Run(ctx context.Context, task string, call, load map[string]any) (map[string]any, error)
+	Run(ctx context.Context, task string, call, load map[string]any, opts ...CallOption) (map[string]any, error)
 	// RunBatch runs a batchable task over many items (see Client.RunBatch).
 	RunBatch(ctx context.Context, task string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error)
 	// Stream starts a realtime session of a streaming task (see Client.Stream).
@@ -60,18 +87,18 @@ func (t TaskRef) where() string { return t.Family + " " + t.Task }
 // not create.
 func (t TaskRef) notNew() error { return fmt.Errorf("%s: client not created with New", t.where()) }
 
-// Run validates p, runs the task on c and decodes its outputs: the body of
-// every generated task method. An invalid p, a runtime failure or an output
+// Run validates p, runs the task on c with the per-call options and decodes
+// its outputs: the body of every generated task method. An invalid p, a runtime failure or an output
 // that does not match the task's artifacts is an error, never a partial
 // result.
-func Run[R any](ctx context.Context, c Backend, t TaskRef, p Params, decode Decoder[R]) (*R, error) {
+func Run[R any](ctx context.Context, c Backend, t TaskRef, p Params, decode Decoder[R], opts ...CallOption) (*R, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), err)
 	}
 	if isNil(c) {
 		return nil, t.notNew()
 	}
-	out, err := c.Run(ctx, t.Task, p.CallKwargs(), p.LoadKwargs())
+	out, err := c.Run(ctx, t.Task, p.CallKwargs(), p.LoadKwargs(), opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -235,7 +235,10 @@ func statusError(resp *http.Response) error {
 // the outputs keyed by artifact id, as client.Client.Run does: tensors as
 // *runtime.Tensor, text and json artifacts as strings. Errors name the
 // family, variant and task; the server's answer is a *StatusError.
-func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any) (map[string]any, error) {
+//
+// Per-call options are for in-process memory (client.WithOutputBuffer) and
+// have no effect on a request.
+func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any, _ ...client.CallOption) (map[string]any, error) {
 	task, err := c.spec.Task(taskID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err)

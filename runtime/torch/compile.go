@@ -18,6 +18,13 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
 )
 
+// Compile implements runtime.Compiler: CompileModule with the spec's fields
+// as its options (unset ones fall back to the WORLDFOUNDRY_TORCH_COMPILE*
+// variables).
+func (e *Engine) Compile(m runtime.Module, c runtime.CompileSpec) (runtime.Module, error) {
+	return CompileModule(m, CompileOptions{Enabled: c.Enabled, Backend: c.Backend, Mode: c.Mode, Strict: c.Strict})
+}
+
 // CompileModule is the seed's compile_module_if_enabled with its persistent
 // cache. When enabled (CompileOptions.Enabled, else WORLDFOUNDRY_TORCH_COMPILE)
 // it freezes m — parameters become graph constants, after the device/dtype

@@ -350,6 +350,7 @@ var (
 	_ runtime.CUDAEngine    = (*Engine)(nil)
 	_ runtime.CacheReleaser = (*Engine)(nil)
 	_ runtime.Synchronizer  = (*Engine)(nil)
+	_ runtime.Compiler      = (*Engine)(nil)
 	_ runtime.Module        = (*Module)(nil)
 	_ infra.FlagEngine      = (*Engine)(nil)
 )

@@ -320,9 +320,9 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// Generate runs task "generate".
-	Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error)
+	Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error)
 	// Edit runs task "edit".
-	Edit(ctx context.Context, p EditParams) (*EditResult, error)
+	Edit(ctx context.Context, p EditParams, opts ...client.CallOption) (*EditResult, error)
 	// Close releases the client.
 	Close() error
 }
@@ -586,15 +586,16 @@ func (r *GenerateResult) fromOutputs(out map[string]any) error {
 // Generate runs task "generate" (Generate) on the client's variant. It
 // validates p first; an invalid p, a runtime failure (such as no linked
 // engine) or an output that does not match the task's artifacts is an error,
-// never a partial result.
-func (c *Client) Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
+// never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
+func (c *Client) Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs, opts...)
 }
 
 // Generate runs task "generate" on the server, as Client.Generate does
 // in-process.
-func (c *RemoteClient) Generate(ctx context.Context, p GenerateParams) (*GenerateResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs)
+func (c *RemoteClient) Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs, opts...)
 }
 
 // EditMode holds the allowed values of field "mode" of task "edit".
@@ -693,11 +694,12 @@ func (r *EditResult) fromOutputs(out map[string]any) error {
 // Edit runs task "edit" (Edit) on the client's variant. It validates p first;
 // an invalid p, a runtime failure (such as no linked engine) or an output that
 // does not match the task's artifacts is an error, never a partial result.
-func (c *Client) Edit(ctx context.Context, p EditParams) (*EditResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "edit"}, &p, (*EditResult).fromOutputs)
+// opts are per-call options such as client.WithOutputBuffer.
+func (c *Client) Edit(ctx context.Context, p EditParams, opts ...client.CallOption) (*EditResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "edit"}, &p, (*EditResult).fromOutputs, opts...)
 }
 
 // Edit runs task "edit" on the server, as Client.Edit does in-process.
-func (c *RemoteClient) Edit(ctx context.Context, p EditParams) (*EditResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "edit"}, &p, (*EditResult).fromOutputs)
+func (c *RemoteClient) Edit(ctx context.Context, p EditParams, opts ...client.CallOption) (*EditResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "edit"}, &p, (*EditResult).fromOutputs, opts...)
 }

@@ -251,7 +251,7 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// Run runs task "run".
-	Run(ctx context.Context, p RunParams) (*RunResult, error)
+	Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error)
 	// Close releases the client.
 	Close() error
 }
@@ -379,12 +379,12 @@ func (r *RunResult) fromOutputs(out map[string]any) error {
 // Run runs task "run" (Run: DO NOT EDIT) on the client's variant. It validates
 // p first; an invalid p, a runtime failure (such as no linked engine) or an
 // output that does not match the task's artifacts is an error, never a partial
-// result.
-func (c *Client) Run(ctx context.Context, p RunParams) (*RunResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
+// result. opts are per-call options such as client.WithOutputBuffer.
+func (c *Client) Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs, opts...)
 }
 
 // Run runs task "run" on the server, as Client.Run does in-process.
-func (c *RemoteClient) Run(ctx context.Context, p RunParams) (*RunResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
+func (c *RemoteClient) Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs, opts...)
 }

@@ -438,9 +438,9 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// Run runs task "run".
-	Run(ctx context.Context, p RunParams) (*RunResult, error)
+	Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error)
 	// Noop runs task "noop".
-	Noop(ctx context.Context, p NoopParams) (*NoopResult, error)
+	Noop(ctx context.Context, p NoopParams, opts ...client.CallOption) (*NoopResult, error)
 	// Close releases the client.
 	Close() error
 }
@@ -727,14 +727,14 @@ func (r *RunResult) fromOutputs(out map[string]any) error {
 // Run runs task "run" (Run everything) on the client's variant. It validates p
 // first; an invalid p, a runtime failure (such as no linked engine) or an
 // output that does not match the task's artifacts is an error, never a partial
-// result.
-func (c *Client) Run(ctx context.Context, p RunParams) (*RunResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
+// result. opts are per-call options such as client.WithOutputBuffer.
+func (c *Client) Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs, opts...)
 }
 
 // Run runs task "run" on the server, as Client.Run does in-process.
-func (c *RemoteClient) Run(ctx context.Context, p RunParams) (*RunResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs)
+func (c *RemoteClient) Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs, opts...)
 }
 
 // NoopParams are the inputs of task "noop" (Nothing in). Start from
@@ -793,12 +793,12 @@ func (r *NoopResult) fromOutputs(out map[string]any) error {
 // Noop runs task "noop" (Nothing in) on the client's variant. It validates p
 // first; an invalid p, a runtime failure (such as no linked engine) or an
 // output that does not match the task's artifacts is an error, never a partial
-// result.
-func (c *Client) Noop(ctx context.Context, p NoopParams) (*NoopResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs)
+// result. opts are per-call options such as client.WithOutputBuffer.
+func (c *Client) Noop(ctx context.Context, p NoopParams, opts ...client.CallOption) (*NoopResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs, opts...)
 }
 
 // Noop runs task "noop" on the server, as Client.Noop does in-process.
-func (c *RemoteClient) Noop(ctx context.Context, p NoopParams) (*NoopResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs)
+func (c *RemoteClient) Noop(ctx context.Context, p NoopParams, opts ...client.CallOption) (*NoopResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs, opts...)
 }

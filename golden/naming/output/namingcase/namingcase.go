@@ -369,13 +369,13 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// Type runs task "type".
-	Type(ctx context.Context, p TypeParams) (*TypeResult, error)
+	Type(ctx context.Context, p TypeParams, opts ...client.CallOption) (*TypeResult, error)
 	// T2V runs task "text-to-video".
-	T2V(ctx context.Context, p T2VParams) (*T2VResult, error)
+	T2V(ctx context.Context, p T2VParams, opts ...client.CallOption) (*T2VResult, error)
 	// X名前 runs task "名前".
-	X名前(ctx context.Context, p X名前Params) (*X名前Result, error)
+	X名前(ctx context.Context, p X名前Params, opts ...client.CallOption) (*X名前Result, error)
 	// X3D runs task "3d".
-	X3D(ctx context.Context, p X3DParams) (*X3DResult, error)
+	X3D(ctx context.Context, p X3DParams, opts ...client.CallOption) (*X3DResult, error)
 	// Close releases the client.
 	Close() error
 }
@@ -538,14 +538,15 @@ func (r *TypeResult) fromOutputs(out map[string]any) error {
 // Type runs task "type" (Go keyword as a task) on the client's variant. It
 // validates p first; an invalid p, a runtime failure (such as no linked
 // engine) or an output that does not match the task's artifacts is an error,
-// never a partial result.
-func (c *Client) Type(ctx context.Context, p TypeParams) (*TypeResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs)
+// never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
+func (c *Client) Type(ctx context.Context, p TypeParams, opts ...client.CallOption) (*TypeResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs, opts...)
 }
 
 // Type runs task "type" on the server, as Client.Type does in-process.
-func (c *RemoteClient) Type(ctx context.Context, p TypeParams) (*TypeResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs)
+func (c *RemoteClient) Type(ctx context.Context, p TypeParams, opts ...client.CallOption) (*TypeResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs, opts...)
 }
 
 // T2VParams are the inputs of task "text-to-video" (Initialisms in a task id).
@@ -604,14 +605,15 @@ func (r *T2VResult) fromOutputs(out map[string]any) error {
 // T2V runs task "text-to-video" (Initialisms in a task id) on the client's
 // variant. It validates p first; an invalid p, a runtime failure (such as no
 // linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result.
-func (c *Client) T2V(ctx context.Context, p T2VParams) (*T2VResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs)
+// error, never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
+func (c *Client) T2V(ctx context.Context, p T2VParams, opts ...client.CallOption) (*T2VResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs, opts...)
 }
 
 // T2V runs task "text-to-video" on the server, as Client.T2V does in-process.
-func (c *RemoteClient) T2V(ctx context.Context, p T2VParams) (*T2VResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs)
+func (c *RemoteClient) T2V(ctx context.Context, p T2VParams, opts ...client.CallOption) (*T2VResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs, opts...)
 }
 
 // X名前Params are the inputs of task "名前" (Unicode letters without upper case).
@@ -670,14 +672,15 @@ func (r *X名前Result) fromOutputs(out map[string]any) error {
 // X名前 runs task "名前" (Unicode letters without upper case) on the client's
 // variant. It validates p first; an invalid p, a runtime failure (such as no
 // linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result.
-func (c *Client) X名前(ctx context.Context, p X名前Params) (*X名前Result, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs)
+// error, never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
+func (c *Client) X名前(ctx context.Context, p X名前Params, opts ...client.CallOption) (*X名前Result, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs, opts...)
 }
 
 // X名前 runs task "名前" on the server, as Client.X名前 does in-process.
-func (c *RemoteClient) X名前(ctx context.Context, p X名前Params) (*X名前Result, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs)
+func (c *RemoteClient) X名前(ctx context.Context, p X名前Params, opts ...client.CallOption) (*X名前Result, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs, opts...)
 }
 
 // X3DParams are the inputs of task "3d" (Leading digit). Start from
@@ -736,12 +739,12 @@ func (r *X3DResult) fromOutputs(out map[string]any) error {
 // X3D runs task "3d" (Leading digit) on the client's variant. It validates p
 // first; an invalid p, a runtime failure (such as no linked engine) or an
 // output that does not match the task's artifacts is an error, never a partial
-// result.
-func (c *Client) X3D(ctx context.Context, p X3DParams) (*X3DResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs)
+// result. opts are per-call options such as client.WithOutputBuffer.
+func (c *Client) X3D(ctx context.Context, p X3DParams, opts ...client.CallOption) (*X3DResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs, opts...)
 }
 
 // X3D runs task "3d" on the server, as Client.X3D does in-process.
-func (c *RemoteClient) X3D(ctx context.Context, p X3DParams) (*X3DResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs)
+func (c *RemoteClient) X3D(ctx context.Context, p X3DParams, opts ...client.CallOption) (*X3DResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs, opts...)
 }

@@ -324,15 +324,15 @@ func (c *RemoteClient) Close() error { return nil }
 // NewRemote), by changing the constructor.
 type Runner interface {
 	// Play runs task "play".
-	Play(ctx context.Context, p PlayParams) (*PlayResult, error)
+	Play(ctx context.Context, p PlayParams, opts ...client.CallOption) (*PlayResult, error)
 	// PlayStream starts a realtime session of it.
 	PlayStream(ctx context.Context, p PlayParams, opts ...stream.Option) (*stream.Session, error)
 	// Encode runs task "encode".
-	Encode(ctx context.Context, p EncodeParams) (*EncodeResult, error)
+	Encode(ctx context.Context, p EncodeParams, opts ...client.CallOption) (*EncodeResult, error)
 	// EncodeBatch runs it over many items.
 	EncodeBatch(ctx context.Context, ps []EncodeParams, opts ...batch.Option) ([]*EncodeResult, error)
 	// Render runs task "render".
-	Render(ctx context.Context, p RenderParams) (*RenderResult, error)
+	Render(ctx context.Context, p RenderParams, opts ...client.CallOption) (*RenderResult, error)
 	// Close releases the client.
 	Close() error
 }
@@ -448,16 +448,17 @@ func (r *PlayResult) fromOutputs(out map[string]any) error {
 // Play runs task "play" (Play) on the client's variant. It validates p first;
 // an invalid p, a runtime failure (such as no linked engine) or an output that
 // does not match the task's artifacts is an error, never a partial result.
+// opts are per-call options such as client.WithOutputBuffer.
 //
 // The task streams realtime chunks; this method runs one chunk, PlayStream a
 // whole session.
-func (c *Client) Play(ctx context.Context, p PlayParams) (*PlayResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs)
+func (c *Client) Play(ctx context.Context, p PlayParams, opts ...client.CallOption) (*PlayResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs, opts...)
 }
 
 // Play runs task "play" on the server, as Client.Play does in-process.
-func (c *RemoteClient) Play(ctx context.Context, p PlayParams) (*PlayResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs)
+func (c *RemoteClient) Play(ctx context.Context, p PlayParams, opts ...client.CallOption) (*PlayResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs, opts...)
 }
 
 // PlayStream starts a realtime session of task "play" on the server, its
@@ -557,17 +558,18 @@ func (r *EncodeResult) fromOutputs(out map[string]any) error {
 // Encode runs task "encode" (Encode frames) on the client's variant. It
 // validates p first; an invalid p, a runtime failure (such as no linked
 // engine) or an output that does not match the task's artifacts is an error,
-// never a partial result.
+// never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
 //
 // The task is batchable (at most 8 items per forward call). EncodeBatch runs
 // many items.
-func (c *Client) Encode(ctx context.Context, p EncodeParams) (*EncodeResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs)
+func (c *Client) Encode(ctx context.Context, p EncodeParams, opts ...client.CallOption) (*EncodeResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs, opts...)
 }
 
 // Encode runs task "encode" on the server, as Client.Encode does in-process.
-func (c *RemoteClient) Encode(ctx context.Context, p EncodeParams) (*EncodeResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs)
+func (c *RemoteClient) Encode(ctx context.Context, p EncodeParams, opts ...client.CallOption) (*EncodeResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs, opts...)
 }
 
 // EncodeBatch runs task "encode" over many items on the server (one request
@@ -650,14 +652,15 @@ func (r *RenderResult) fromOutputs(out map[string]any) error {
 // Render runs task "render" (Render (old)) on the client's variant. It
 // validates p first; an invalid p, a runtime failure (such as no linked
 // engine) or an output that does not match the task's artifacts is an error,
-// never a partial result.
+// never a partial result. opts are per-call options such as
+// client.WithOutputBuffer.
 //
 // Deprecated: Use play.
-func (c *Client) Render(ctx context.Context, p RenderParams) (*RenderResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs)
+func (c *Client) Render(ctx context.Context, p RenderParams, opts ...client.CallOption) (*RenderResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs, opts...)
 }
 
 // Render runs task "render" on the server, as Client.Render does in-process.
-func (c *RemoteClient) Render(ctx context.Context, p RenderParams) (*RenderResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs)
+func (c *RemoteClient) Render(ctx context.Context, p RenderParams, opts ...client.CallOption) (*RenderResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs, opts...)
 }
