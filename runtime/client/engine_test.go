@@ -27,7 +27,7 @@ var (
 )
 
 // checkpoints builds the tiny checkpoints once for the package's tests.
-func checkpoints(t *testing.T) string {
+func checkpoints(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "wfgen-client-test")

@@ -344,10 +344,7 @@ func (f *Field) checkTensor(c *Check, path string, t *runtime.Tensor) {
 	if f.tensor == nil {
 		return
 	}
-	if c.bound == nil {
-		c.bound = dims{}
-	}
-	if v := f.tensor.match(path, t, c.bound); v != nil {
+	if v := f.tensor.match(path, t, &c.bound); v != nil {
 		c.add(v)
 	}
 }

@@ -17,6 +17,32 @@ type contract struct {
 	shape    runtime.Shape // nil: any rank
 	declared runtime.Shape // as the manifest writes it, for messages
 	dims     map[string]runtime.DimSpec
+	compiled []dim // shape, parsed once
+}
+
+// dim is one compiled dimension: a fixed size (name ""), a name, or any
+// size (name "*").
+type dim struct {
+	size int64
+	name string
+	spec *runtime.DimSpec // the named dimension's constraints, or nil
+}
+
+// compile parses the shape's dimensions once, so that matching a tensor
+// allocates nothing.
+func (c *contract) compile() *contract {
+	c.compiled = make([]dim, len(c.shape))
+	for i, d := range c.shape {
+		if n, fixed := d.Size(); fixed {
+			c.compiled[i] = dim{size: n}
+			continue
+		}
+		c.compiled[i].name = string(d)
+		if spec, ok := c.dims[string(d)]; ok && d.Named() {
+			c.compiled[i].spec = &spec
+		}
+	}
+	return c
 }
 
 // any reports whether the contract accepts every tensor.
@@ -45,25 +71,59 @@ func compileContract(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldS
 			c.shape = f.Shape[1:]
 		}
 	}
-	return c
+	return c.compile()
 }
 
 // binding is the size a named dimension took in one check, and the field
 // that set it.
 type binding struct {
+	name string
 	size int64
 	by   string
 }
 
-// dims binds named dimensions across the tensors of one check.
-type dims map[string]binding
+// dims binds named dimensions across the tensors of one check. A check
+// binds a handful: the first four live in the value itself, so a check on
+// the stack allocates nothing.
+type dims struct {
+	inline [4]binding
+	more   []binding
+	n      int
+}
+
+// at returns binding i.
+func (b *dims) at(i int) binding {
+	if i < len(b.inline) {
+		return b.inline[i]
+	}
+	return b.more[i-len(b.inline)]
+}
+
+// find returns the binding of name among bindings [from, to), if any.
+func (b *dims) find(name string, from, to int) (binding, bool) {
+	for i := from; i < to; i++ {
+		if x := b.at(i); x.name == name {
+			return x, true
+		}
+	}
+	return binding{}, false
+}
+
+// add appends a binding.
+func (b *dims) add(x binding) {
+	if b.n < len(b.inline) {
+		b.inline[b.n] = x
+	} else {
+		b.more = append(b.more[:b.n-len(b.inline)], x)
+	}
+	b.n++
+}
 
 // match checks t against the contract and binds its named dimensions in
-// b; it returns a violation or nil.
-func (c *contract) match(path string, t *runtime.Tensor, b dims) *Violation {
-	got := fmt.Sprintf("%s%s", t.DType, sizes(t.Shape))
+// *b; it returns a violation or nil. It allocates only to report one.
+func (c *contract) match(path string, t *runtime.Tensor, b *dims) *Violation {
 	mismatch := func(extra string) *Violation {
-		return violation(path, "want %s, got %s%s", c.want(), got, extra)
+		return violation(path, "want %s, got %s%s%s", c.want(), t.DType, sizes(t.Shape), extra)
 	}
 	if c.dtype != "" && t.DType != c.dtype {
 		return mismatch("")
@@ -71,37 +131,37 @@ func (c *contract) match(path string, t *runtime.Tensor, b dims) *Violation {
 	if c.shape == nil {
 		return nil
 	}
-	if len(t.Shape) != len(c.shape) {
+	if len(t.Shape) != len(c.compiled) {
 		return mismatch("")
 	}
 	// Fixed sizes first, then names, so that one message says what is wrong.
-	for i, d := range c.shape {
-		if n, fixed := d.Size(); fixed && t.Shape[i] != n {
+	for i, d := range c.compiled {
+		if d.name == "" && t.Shape[i] != d.size {
 			return mismatch("")
 		}
 	}
-	local := map[string]int64{}
-	for i, d := range c.shape {
-		if !d.Named() {
+	first := b.n // bindings from index first on are this tensor's own
+	for i, d := range c.compiled {
+		if d.name == "" || d.name == string(runtime.Wildcard) {
 			continue
 		}
-		name, n := string(d), t.Shape[i]
-		if prev, ok := local[name]; ok && prev != n {
-			return mismatch(fmt.Sprintf(": %s is %d and %d", name, prev, n))
+		n := t.Shape[i]
+		if prev, ok := b.find(d.name, first, b.n); ok && prev.size != n {
+			b.n = first
+			return mismatch(fmt.Sprintf(": %s is %d and %d", d.name, prev.size, n))
 		}
-		local[name] = n
-		if prev, ok := b[name]; ok && prev.size != n {
-			return mismatch(fmt.Sprintf(": %s is %d here but %d in %s", name, n, prev.size, prev.by))
+		if prev, ok := b.find(d.name, 0, first); ok && prev.size != n {
+			b.n = first
+			return mismatch(fmt.Sprintf(": %s is %d here but %d in %s", d.name, n, prev.size, prev.by))
 		}
-		if spec, ok := c.dims[name]; ok {
-			if why := spec.Check(n); why != "" {
-				return violation(path, "dimension %s is %d, but it %s", name, n, why)
+		if d.spec != nil {
+			if why := d.spec.Check(n); why != "" {
+				b.n = first
+				return violation(path, "dimension %s is %d, but it %s", d.name, n, why)
 			}
 		}
-	}
-	for name, n := range local {
-		if _, ok := b[name]; !ok {
-			b[name] = binding{size: n, by: path}
+		if _, ok := b.find(d.name, 0, b.n); !ok {
+			b.add(binding{name: d.name, size: n, by: path})
 		}
 	}
 	return nil
@@ -123,8 +183,8 @@ type OutputRules struct {
 }
 
 type outputRule struct {
-	id string
-	c  *contract
+	id, quoted string
+	c          *contract
 }
 
 // CompileOutputs compiles the output contracts of t. Declared shapes are
@@ -137,7 +197,8 @@ func CompileOutputs(t *runtime.InferenceTaskProfile) OutputRules {
 		if !a.Kind.TensorLike() || (a.DType == "" && a.Shape == nil) {
 			continue
 		}
-		r.arts = append(r.arts, outputRule{id: a.ArtifactID, c: &contract{dtype: a.DType, shape: a.Shape, declared: a.Shape, dims: t.Dims}})
+		c := &contract{dtype: a.DType, shape: a.Shape, declared: a.Shape, dims: t.Dims}
+		r.arts = append(r.arts, outputRule{id: a.ArtifactID, quoted: strconv.Quote(a.ArtifactID), c: c.compile()})
 	}
 	return r
 }
@@ -151,14 +212,14 @@ func (r OutputRules) Check(out map[string]any) error {
 	if len(r.arts) == 0 {
 		return nil
 	}
-	b := dims{}
+	var b dims
 	var vs []string
 	for _, a := range r.arts {
 		t, ok := out[a.id].(*runtime.Tensor)
 		if !ok || t == nil {
 			continue
 		}
-		if v := a.c.match(strconv.Quote(a.id), t, b); v != nil {
+		if v := a.c.match(a.quoted, t, &b); v != nil {
 			vs = append(vs, "artifact "+v.Error())
 		}
 	}
