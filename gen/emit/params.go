@@ -26,6 +26,9 @@ func (g *goFile) task(t *ir.Task) error {
 	g.validate(t)
 	g.kwargs(t, runtime.TargetCallKwargs, "CallKwargs")
 	g.kwargs(t, runtime.TargetLoadKwargs, "LoadKwargs")
+	if t.Batch != "" {
+		g.batchItem(t)
+	}
 	g.unmarshal(t)
 	g.result(t)
 	g.taskMethods(t)
@@ -251,6 +254,44 @@ func (g *goFile) kwargs(t *ir.Task, target, method string) {
 	stmts := append([]jen.Code{jen.Id("kw").Op(":=").Make(jen.Map(jen.String()).Any(), jen.Lit(len(body)))}, body...)
 	stmts = append(stmts, jen.Return(jen.Id("kw")))
 	g.add(doc, fn.Block(stmts...))
+}
+
+// batchItem emits what client.BatchParams asks of a batchable task's
+// params: StackedInput and BatchDiff.
+func (g *goFile) batchItem(t *ir.Task) {
+	recv := jen.Id("p").Op("*").Id(t.Params)
+	var cases, diffs []jen.Code
+	var stacked []string
+	for _, f := range t.Fields {
+		if f.Spec.Target != runtime.TargetCallKwargs {
+			continue
+		}
+		if f.Spec.IsStacked() {
+			cases = append(cases, jen.Case(jen.Lit(len(stacked))).Block(jen.Return(jen.Id("p").Dot(f.Name))))
+			stacked = append(stacked, strconv.Quote(f.Spec.FieldID))
+			continue
+		}
+		a, b := jen.Id("p").Dot(f.Name), jen.Id("q").Dot(f.Name)
+		var differ jen.Code
+		switch {
+		case f.Kind == runtime.KindTensorList:
+			differ = jen.Op("!").Qual(ir.ClientPath, "SameTensors").Call(a, b)
+		case f.Type.Slice:
+			differ = jen.Op("!").Qual(ir.ClientPath, "SameList").Call(a, b)
+		case f.Type.Pointer:
+			differ = jen.Op("!").Qual(ir.ClientPath, "SameOptional").Call(a, b)
+		default:
+			differ = jen.Add(a).Op("!=").Add(b)
+		}
+		diffs = append(diffs, jen.If(differ).Block(jen.Return(jen.Lit(f.Spec.FieldID))))
+	}
+	g.add(docComment(fmt.Sprintf("StackedInput returns the j-th input that batching stacks (%s), nil when unset: client.RunBatch reads the items of a batch in place.", strings.Join(stacked, ", "))),
+		jen.Func().Params(recv.Clone()).Id("StackedInput").Params(jen.Id("j").Int()).Op("*").Qual(ir.RuntimePath, "Tensor").Block(
+			jen.Switch(jen.Id("j")).Block(cases...),
+			jen.Return(jen.Nil())))
+	diffs = append(diffs, jen.Return(jen.Lit("")))
+	g.add(docComment("BatchDiff returns the id of the first other call input whose value differs between p and q, \"\" when there is none: the items of one batch share those inputs."),
+		jen.Func().Params(recv).Id("BatchDiff").Params(jen.Id("q").Op("*").Id(t.Params)).String().Block(diffs...))
 }
 
 func (g *goFile) unmarshal(t *ir.Task) {

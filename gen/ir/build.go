@@ -392,5 +392,5 @@ var (
 		"Runner", "RemoteClient", "NewRemote",
 	}
 	clientMethods = []string{"Close", "Runtime", "Remote", "Variant"}
-	paramsMethods = []string{"Validate", "CallKwargs", "LoadKwargs", "UnmarshalJSON"}
+	paramsMethods = []string{"Validate", "CallKwargs", "LoadKwargs", "UnmarshalJSON", "StackedInput", "BatchDiff"}
 )

@@ -394,6 +394,26 @@ func (p *EstimateDepthParams) CallKwargs() map[string]any {
 // *runtime.Tensor, []any); unset optional fields are left out.
 func (p *EstimateDepthParams) LoadKwargs() map[string]any { return map[string]any{} }
 
+// StackedInput returns the j-th input that batching stacks ("image"), nil when
+// unset: client.RunBatch reads the items of a batch in place.
+func (p *EstimateDepthParams) StackedInput(j int) *runtime.Tensor {
+	switch j {
+	case 0:
+		return p.Image
+	}
+	return nil
+}
+
+// BatchDiff returns the id of the first other call input whose value differs
+// between p and q, "" when there is none: the items of one batch share those
+// inputs.
+func (p *EstimateDepthParams) BatchDiff(q *EstimateDepthParams) string {
+	if p.InputSize != q.InputSize {
+		return "input_size"
+	}
+	return ""
+}
+
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultEstimateDepthParams); unknown keys are an error, and so
 // is a missing required field.

@@ -335,6 +335,23 @@ func (p *ClassifyParams) CallKwargs() map[string]any {
 // *runtime.Tensor, []any); unset optional fields are left out.
 func (p *ClassifyParams) LoadKwargs() map[string]any { return map[string]any{} }
 
+// StackedInput returns the j-th input that batching stacks ("pixels"), nil
+// when unset: client.RunBatch reads the items of a batch in place.
+func (p *ClassifyParams) StackedInput(j int) *runtime.Tensor {
+	switch j {
+	case 0:
+		return p.Pixels
+	}
+	return nil
+}
+
+// BatchDiff returns the id of the first other call input whose value differs
+// between p and q, "" when there is none: the items of one batch share those
+// inputs.
+func (p *ClassifyParams) BatchDiff(q *ClassifyParams) string {
+	return ""
+}
+
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultClassifyParams); unknown keys are an error, and so is a
 // missing required field.

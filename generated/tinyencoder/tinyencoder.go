@@ -327,6 +327,26 @@ func (p *EmbedParams) CallKwargs() map[string]any {
 // *runtime.Tensor, []any); unset optional fields are left out.
 func (p *EmbedParams) LoadKwargs() map[string]any { return map[string]any{} }
 
+// StackedInput returns the j-th input that batching stacks ("tokens"), nil
+// when unset: client.RunBatch reads the items of a batch in place.
+func (p *EmbedParams) StackedInput(j int) *runtime.Tensor {
+	switch j {
+	case 0:
+		return p.Tokens
+	}
+	return nil
+}
+
+// BatchDiff returns the id of the first other call input whose value differs
+// between p and q, "" when there is none: the items of one batch share those
+// inputs.
+func (p *EmbedParams) BatchDiff(q *EmbedParams) string {
+	if p.Normalize != q.Normalize {
+		return "normalize"
+	}
+	return ""
+}
+
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultEmbedParams); unknown keys are an error, and so is a
 // missing required field.

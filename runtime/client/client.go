@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"iter"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime"
@@ -445,61 +444,18 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 
 // runBatch is RunBatch with the per-call options of every forward call.
 func (c *Client) runBatch(ctx context.Context, task *runtime.InferenceTaskProfile, items []map[string]any, co CallOptions, opts ...batch.Option) ([]map[string]any, error) {
-	all, err := batch.TaskOptions(task)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	outs, err := c.runStacked(ctx, task, mapItems(items), co, opts...)
+	if outs == nil {
+		return nil, err
 	}
-	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)))
-	all = append(all, opts...)
-	if _, err := batch.NewConfig(all...); err != nil { // before loading anything
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
-	}
-	l, err := c.load()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
-	}
-	kws := make([]map[string]any, len(items))
-	for i, it := range items {
-		if err := checkEvery(ctx, i); err != nil {
-			return nil, fmt.Errorf("%s: stopped while preparing item %d of %d: %w", c.where(task.TaskID), i, len(items), err)
-		}
-		if kws[i], err = c.kwargs(task, it); err != nil {
-			return nil, fmt.Errorf("%s: item %d: %w", c.where(task.TaskID), i, err)
-		}
-		for _, f := range task.Inputs {
-			t, ok := kws[i][f.FieldID].(*runtime.Tensor)
-			if f.Required && f.IsStacked() && !ok {
-				return nil, fmt.Errorf("%s: item %d: field %q is stacked by batching and required, but the item gives %s, not a tensor",
-					c.where(task.TaskID), i, f.FieldID, describe(kws[i][f.FieldID]))
-			}
-			// Every item must stack with the first: say so before anything runs.
-			if first, _ := kws[0][f.FieldID].(*runtime.Tensor); ok && first != nil && f.IsStacked() &&
-				(t.DType != first.DType || !slices.Equal(t.Shape, first.Shape)) {
-				return nil, fmt.Errorf("%s: item %d: field %q is %s%v, but item 0's is %s%v: the items of a batch must agree on dtype and shape",
-					c.where(task.TaskID), i, f.FieldID, t.DType, t.Shape, first.DType, first.Shape)
-			}
+	res := make([]map[string]any, len(outs))
+	for i, o := range outs {
+		if o.ran() {
+			res[i] = make(map[string]any, len(o.f.ids))
+			o.fill(res[i])
 		}
 	}
-	forward := func(ctx context.Context, b []map[string]any) ([]map[string]any, error) {
-		kw, err := stackKwargs(b)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := l.mod.Call(ctx, task.MethodName(), kw, co.engine(l.autocast))
-		if err != nil {
-			return nil, err
-		}
-		out, err := l.checkedOutputs(task, raw)
-		if err != nil {
-			return nil, err
-		}
-		return splitOutputs(out, len(b))
-	}
-	res, err := batch.Run(ctx, kws, forward, all...)
-	if err != nil {
-		return res, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
-	}
-	return res, nil
+	return res, err
 }
 
 // Stream runs a streaming task as a realtime session: chunk after chunk the

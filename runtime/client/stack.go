@@ -1,83 +1,314 @@
 package client
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
 )
 
-// stackKwargs turns per-item kwargs into one batched call: tensors are
-// stacked along a new leading dimension and every other value must be equal
-// across the items.
-func stackKwargs(items []map[string]any) (map[string]any, error) {
-	if len(items) == 0 {
-		return nil, fmt.Errorf("empty batch")
-	}
-	keys := make([]string, 0, len(items[0]))
-	for k := range items[0] {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make(map[string]any, len(keys))
-	stacked := false
-	for _, k := range keys {
-		first := items[0][k]
-		if _, ok := first.(*runtime.Tensor); ok {
-			ts := make([]*runtime.Tensor, len(items))
-			for i, it := range items {
-				t, ok := it[k].(*runtime.Tensor)
-				if !ok {
-					return nil, fmt.Errorf("field %q: item %d has no tensor", k, i)
-				}
-				ts[i] = t
-			}
-			st, err := runtime.Stack(ts)
-			if err != nil {
-				return nil, fmt.Errorf("field %q: %w", k, err)
-			}
-			out[k] = st
-			stacked = true
-			continue
-		}
-		for i, it := range items[1:] {
-			if !reflect.DeepEqual(it[k], first) {
-				return nil, fmt.Errorf("field %q: item %d has %v, item 0 has %v (non-tensor fields must be equal within a batch)", k, i+1, it[k], first)
-			}
-		}
-		out[k] = first
-	}
-	if !stacked {
-		return nil, fmt.Errorf("no tensor kwarg to stack: the items would share one call")
-	}
-	for i, it := range items[1:] {
-		if len(it) != len(items[0]) {
-			return nil, fmt.Errorf("item %d sets %d kwargs, item 0 sets %d", i+1, len(it), len(items[0]))
-		}
-	}
-	return out, nil
+// stackedItems is a batch as runStacked reads it: column by column, so that
+// neither the typed path (generated params) nor the map path needs a kwargs
+// map or a tensor per item.
+type stackedItems struct {
+	// n is the number of items.
+	n int
+	// call is item 0's call kwargs; its stacked entries are replaced by the
+	// stacked tensors of each forward call.
+	call map[string]any
+	// ids are the call kwargs that batching stacks.
+	ids []string
+	// tensor returns item i's value of ids[j] (nil when the item has none).
+	tensor func(i, j int) *runtime.Tensor
+	// differs returns the first call kwarg, other than ids, in which item i
+	// (> 0) differs from item 0, or "" when they agree.
+	differs func(i int) string
 }
 
-// splitOutputs splits each batched output tensor along its leading
-// dimension into per-item outputs.
-func splitOutputs(out map[string]any, n int) ([]map[string]any, error) {
-	res := make([]map[string]any, n)
-	for i := range res {
-		res[i] = make(map[string]any, len(out))
+// itemOutputs is one item's outputs: a row of the forward call that ran it.
+// The zero value is an item that did not run (batch.WithPerItemErrors).
+type itemOutputs struct {
+	f   *forwardOutputs
+	row int
+}
+
+// forwardOutputs are one forward call's outputs split by item: views[row*
+// len(ids)+a] is artifact ids[a] of the call's row-th item, sharing the
+// call's output memory.
+type forwardOutputs struct {
+	ids   []string
+	views []runtime.Tensor
+}
+
+// ran reports whether the item ran.
+func (o itemOutputs) ran() bool { return o.f != nil }
+
+// fill sets m (cleared first) to the item's outputs keyed by artifact id.
+func (o itemOutputs) fill(m map[string]any) {
+	clear(m)
+	k := o.row * len(o.f.ids)
+	for a, id := range o.f.ids {
+		m[id] = &o.f.views[k+a]
 	}
-	for k, v := range out {
-		t, ok := v.(*runtime.Tensor)
-		if !ok {
-			return nil, fmt.Errorf("artifact %q: a batched method must return tensors, got %s", k, describe(v))
+}
+
+// mapItems describes per-item kwargs maps as stackedItems: every tensor in
+// item 0's kwargs is stacked (sorted by name); every other value must be
+// equal across the items.
+func mapItems(items []map[string]any) stackedItems {
+	s := stackedItems{n: len(items)}
+	if len(items) == 0 {
+		return s
+	}
+	s.call = items[0]
+	for k, v := range items[0] {
+		if _, ok := v.(*runtime.Tensor); ok {
+			s.ids = append(s.ids, k)
 		}
-		parts, err := runtime.Unstack(t, n)
+	}
+	sort.Strings(s.ids)
+	s.tensor = func(i, j int) *runtime.Tensor {
+		t, _ := items[i][s.ids[j]].(*runtime.Tensor)
+		return t
+	}
+	s.differs = func(i int) string {
+		for k, v := range items[0] {
+			if _, stacked := v.(*runtime.Tensor); stacked {
+				continue
+			}
+			if w, ok := items[i][k]; !ok || !sameValue(v, w) {
+				return k
+			}
+		}
+		for k := range items[i] {
+			if _, ok := items[0][k]; !ok {
+				return k
+			}
+		}
+		return ""
+	}
+	return s
+}
+
+// runStacked runs a batchable task over items (see Client.RunBatch): each
+// forward call stacks the items' tensors straight into one reused input
+// buffer per stacked kwarg and splits the outputs into per-item views,
+// allocating per call, not per item.
+func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProfile, items stackedItems, co CallOptions, opts ...batch.Option) ([]itemOutputs, error) {
+	all, err := batch.TaskOptions(task)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)))
+	all = append(all, opts...)
+	cfg, err := batch.NewConfig(all...) // before loading anything
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	l, err := c.load()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
+	}
+	if items.n == 0 {
+		return []itemOutputs{}, nil
+	}
+	fail := func(i int, format string, args ...any) error {
+		return fmt.Errorf("%s: item %d: %s", c.where(task.TaskID), i, fmt.Sprintf(format, args...))
+	}
+	kw, err := c.kwargs(task, items.call)
+	if err != nil {
+		return nil, fail(0, "%v", err)
+	}
+	for _, f := range task.Inputs {
+		if f.Required && f.IsStacked() && !slices.Contains(items.ids, f.FieldID) {
+			return nil, fail(0, "field %q is stacked by batching and required, but the item gives %s, not a tensor", f.FieldID, describe(kw[f.FieldID]))
+		}
+	}
+	if len(items.ids) == 0 {
+		return nil, fail(0, "no tensor kwarg to stack: the items would share one call")
+	}
+	// Every item must stack with the first: say so before anything runs.
+	first := make([]*runtime.Tensor, len(items.ids))
+	for j := range items.ids {
+		first[j] = items.tensor(0, j)
+		if err := first[j].Check(); err != nil {
+			return nil, fail(0, "field %q: %v", items.ids[j], err)
+		}
+	}
+	for i := 1; i < items.n; i++ {
+		if err := checkEvery(ctx, i); err != nil {
+			return nil, fmt.Errorf("%s: stopped while preparing item %d of %d: %w", c.where(task.TaskID), i, items.n, err)
+		}
+		for j, id := range items.ids {
+			t := items.tensor(i, j)
+			if t == nil {
+				return nil, fail(i, "field %q is stacked by batching, but the item gives no tensor (item 0 does)", id)
+			}
+			if t.DType != first[j].DType || !slices.Equal(t.Shape, first[j].Shape) {
+				return nil, fail(i, "field %q is %s%v, but item 0's is %s%v: the items of a batch must agree on dtype and shape",
+					id, t.DType, t.Shape, first[j].DType, first[j].Shape)
+			}
+			if len(t.Data) != len(first[j].Data) {
+				return nil, fail(i, "field %q: %v", id, t.Check())
+			}
+		}
+		if k := items.differs(i); k != "" {
+			return nil, fail(i, "field %q differs from item 0's: the items of a batch share every input that batching does not stack", k)
+		}
+	}
+
+	// One input buffer and one tensor per stacked kwarg, reused by every
+	// forward call (the engine copies its inputs).
+	maxRows := max(cfg.MaxBatchSize, cfg.PaddedSize(cfg.MaxBatchSize))
+	call := maps.Clone(kw)
+	stacked := make([]runtime.Tensor, len(items.ids))
+	for j, id := range items.ids {
+		stacked[j] = runtime.Tensor{
+			DType: first[j].DType,
+			Shape: append([]int64{0}, first[j].Shape...),
+			Data:  make([]byte, 0, maxRows*len(first[j].Data)),
+		}
+		call[id] = &stacked[j]
+	}
+	forward := func(ctx context.Context, rows []int) ([]itemOutputs, error) {
+		for j := range stacked {
+			st := &stacked[j]
+			st.Shape[0] = int64(len(rows))
+			st.Data = st.Data[:0]
+			for _, i := range rows {
+				st.Data = append(st.Data, items.tensor(i, j).Data...)
+			}
+		}
+		raw, err := l.mod.Call(ctx, task.MethodName(), call, co.engine(l.autocast))
 		if err != nil {
-			return nil, fmt.Errorf("artifact %q: %w", k, err)
+			return nil, err
 		}
-		for i, p := range parts {
-			res[i][k] = p
+		out, err := l.checkedOutputs(task, raw)
+		if err != nil {
+			return nil, err
 		}
+		f, err := splitOutputs(out, len(rows))
+		if err != nil {
+			return nil, err
+		}
+		res := make([]itemOutputs, len(rows))
+		for r := range res {
+			res[r] = itemOutputs{f: f, row: r}
+		}
+		return res, nil
+	}
+	rows := make([]int, items.n)
+	for i := range rows {
+		rows[i] = i
+	}
+	res, err := batch.Run(ctx, rows, forward, all...)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	return res, nil
+}
+
+// splitOutputs splits each output tensor of a forward call of n items
+// along its leading dimension: one allocation for all the views.
+func splitOutputs(out map[string]any, n int) (*forwardOutputs, error) {
+	f := &forwardOutputs{ids: make([]string, 0, len(out))}
+	for k := range out {
+		f.ids = append(f.ids, k)
+	}
+	sort.Strings(f.ids)
+	f.views = make([]runtime.Tensor, n*len(f.ids))
+	for a, k := range f.ids {
+		t, ok := out[k].(*runtime.Tensor)
+		if !ok {
+			return nil, fmt.Errorf("artifact %q: a batched method must return tensors, got %s", k, describe(out[k]))
+		}
+		if err := t.Check(); err != nil {
+			return nil, fmt.Errorf("artifact %q: %w", k, err)
+		}
+		if len(t.Shape) == 0 || t.Shape[0] != int64(n) {
+			return nil, fmt.Errorf("artifact %q: tensor %s%v has no leading dimension of %d", k, t.DType, t.Shape, n)
+		}
+		shape := slices.Clip(slices.Clone(t.Shape[1:]))
+		step := len(t.Data) / max(n, 1)
+		for r := range n {
+			f.views[r*len(f.ids)+a] = runtime.Tensor{DType: t.DType, Shape: shape, Data: t.Data[r*step : (r+1)*step : (r+1)*step]}
+		}
+	}
+	return f, nil
+}
+
+// sameValue reports whether two engine values are equal: == where both are
+// comparable (no allocation), reflect.DeepEqual otherwise (lists).
+func sameValue(a, b any) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb {
+		return false
+	}
+	if ta == nil || ta.Comparable() {
+		return a == b
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// typedItems describes a batch of generated params as stackedItems: tensor
+// and differs are the params' StackedInput and BatchDiff (see BatchParams),
+// tensor indexed by the task's stacked inputs in declaration order. Stacked
+// inputs that item 0 leaves unset are not stacked, and every item must
+// leave them unset.
+func typedItems(task *runtime.InferenceTaskProfile, n int, call map[string]any, tensor func(i, j int) *runtime.Tensor, differs func(i int) string) stackedItems {
+	s := stackedItems{n: n, call: call}
+	var kept, unset []int
+	var unsetIDs []string
+	j := 0
+	for _, f := range task.Inputs {
+		if !f.IsStacked() {
+			continue
+		}
+		if n > 0 && tensor(0, j) != nil {
+			kept = append(kept, j)
+			s.ids = append(s.ids, f.FieldID)
+		} else {
+			unset = append(unset, j)
+			unsetIDs = append(unsetIDs, f.FieldID)
+		}
+		j++
+	}
+	s.tensor = func(i, j int) *runtime.Tensor { return tensor(i, kept[j]) }
+	s.differs = func(i int) string {
+		for k, j := range unset {
+			if tensor(i, j) != nil {
+				return unsetIDs[k]
+			}
+		}
+		return differs(i)
+	}
+	return s
+}
+
+// SameOptional reports whether two optional params fields give the same
+// call kwarg: both unset, or both set to equal values (generated BatchDiff
+// methods use it).
+func SameOptional[T comparable](a, b *T) bool {
+	return a == b || a != nil && b != nil && *a == *b
+}
+
+// SameList reports whether two list params fields give the same call
+// kwarg: both unset (nil), or both set with equal items.
+func SameList[T comparable](a, b []T) bool {
+	return (a == nil) == (b == nil) && slices.Equal(a, b)
+}
+
+// SameTensors reports whether two tensor-list params fields give the same
+// call kwarg: both unset (nil), or both set with tensors of equal dtype,
+// shape and contents.
+func SameTensors(a, b []*runtime.Tensor) bool {
+	return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y *runtime.Tensor) bool {
+		return x == y || x != nil && y != nil && x.DType == y.DType && slices.Equal(x.Shape, y.Shape) && bytes.Equal(x.Data, y.Data)
+	})
 }

@@ -109,47 +109,98 @@ func Run[R any](ctx context.Context, c Backend, t TaskRef, p Params, decode Deco
 	return r, nil
 }
 
+// BatchParams is what the generated params of a batchable task add to
+// Params, so that an in-process batch reads its items in place, without a
+// kwargs map per item.
+type BatchParams[P any] interface {
+	*P
+	Params
+	// StackedInput returns the j-th of the task's stacked inputs (call_kwargs
+	// inputs of kind tensor, image or video, in declaration order; see
+	// runtime.InferenceFieldSpec.IsStacked), nil when unset.
+	StackedInput(j int) *runtime.Tensor
+	// BatchDiff returns the id of the first other call_kwargs input whose
+	// value differs between the params and q, "" when there is none: the
+	// items of a batch share those inputs.
+	BatchDiff(q *P) string
+}
+
 // RunBatch validates every item (all violations are reported with their
 // item index), runs the task over the items in batches (see
 // Client.RunBatch) and decodes each item's outputs: the body of every
 // generated <Task>Batch method. With batch.WithPerItemErrors, items that
 // failed on their own are nil and the error lists them.
-func RunBatch[P any, PP interface {
-	*P
-	Params
-}, R any](ctx context.Context, c Backend, t TaskRef, ps []P, decode Decoder[R], opts ...batch.Option) ([]*R, error) {
+//
+// In-process, the items' tensors are copied straight into each forward
+// call's input buffer and every output is a view of the call's output:
+// nothing is allocated per item but what the results hold. Decoders must
+// not keep the map they are given.
+func RunBatch[P any, PP BatchParams[P], R any](ctx context.Context, c Backend, t TaskRef, ps []P, decode Decoder[R], opts ...batch.Option) ([]*R, error) {
 	if isNil(c) {
 		return nil, t.notNew()
 	}
-	items := make([]map[string]any, len(ps))
 	var errs []error
 	for i := range ps {
 		if err := checkEvery(ctx, i); err != nil {
 			return nil, fmt.Errorf("%s: stopped while validating item %d of %d: %w", t.where(), i, len(ps), err)
 		}
-		p := PP(&ps[i])
-		if err := p.Validate(); err != nil {
+		if err := PP(&ps[i]).Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
 		}
-		items[i] = p.CallKwargs()
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), errors.Join(errs...))
 	}
-	outs, err := c.RunBatch(ctx, t.Task, items, opts...)
+	local, ok := c.(*Client)
+	if !ok {
+		items := make([]map[string]any, len(ps))
+		for i := range ps {
+			items[i] = PP(&ps[i]).CallKwargs()
+		}
+		outs, err := c.RunBatch(ctx, t.Task, items, opts...)
+		if outs == nil {
+			return nil, err
+		}
+		res := make([]*R, len(outs))
+		for i, out := range outs {
+			if out == nil {
+				continue
+			}
+			r := new(R)
+			if derr := decode(r, out); derr != nil {
+				return nil, fmt.Errorf("%s: item %d: %w", t.where(), i, derr)
+			}
+			res[i] = r
+		}
+		return res, err
+	}
+	task, err := local.spec.Task(t.Task)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", local.where(""), err)
+	}
+	var call map[string]any
+	if len(ps) > 0 {
+		call = PP(&ps[0]).CallKwargs()
+	}
+	items := typedItems(task, len(ps), call,
+		func(i, j int) *runtime.Tensor { return PP(&ps[i]).StackedInput(j) },
+		func(i int) string { return PP(&ps[i]).BatchDiff(&ps[0]) })
+	outs, err := local.runStacked(ctx, task, items, CallOptions{}, opts...)
 	if outs == nil {
 		return nil, err
 	}
 	res := make([]*R, len(outs))
-	for i, out := range outs {
-		if out == nil {
+	rs := make([]R, len(outs))
+	m := make(map[string]any, len(task.Outputs))
+	for i, o := range outs {
+		if !o.ran() {
 			continue
 		}
-		r := new(R)
-		if derr := decode(r, out); derr != nil {
+		o.fill(m)
+		if derr := decode(&rs[i], m); derr != nil {
 			return nil, fmt.Errorf("%s: item %d: %w", t.where(), i, derr)
 		}
-		res[i] = r
+		res[i] = &rs[i]
 	}
 	return res, err
 }

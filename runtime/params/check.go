@@ -11,7 +11,7 @@ import (
 // the field's index in the task's inputs) and end it with Err.
 type Check struct {
 	rules Rules
-	errs  []error
+	errs  []*Violation
 	bound dims // named dimensions bound so far
 }
 
@@ -22,7 +22,16 @@ func (c *Check) add(v *Violation) { c.errs = append(c.errs, v) }
 
 // Err returns every violation found, joined with errors.Join (one per
 // line, in field order), or nil.
-func (c *Check) Err() error { return errors.Join(c.errs...) }
+func (c *Check) Err() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	errs := make([]error, len(c.errs))
+	for i, v := range c.errs {
+		errs[i] = v
+	}
+	return errors.Join(errs...)
+}
 
 // String checks a string field (or a field of a choice type).
 func String[T ~string](c *Check, i int, v T) {

@@ -172,14 +172,6 @@ func (v *Violation) Error() string { return v.Path + ": " + v.Message }
 // Unwrap returns the underlying error.
 func (v *Violation) Unwrap() error { return v.Err }
 
-// sink collects violations.
-type sink interface{ add(*Violation) }
-
-// list is a sink that keeps violations.
-type list []*Violation
-
-func (l *list) add(v *Violation) { *l = append(*l, v) }
-
 func violation(path, format string, args ...any) *Violation {
 	return &Violation{Path: path, Message: fmt.Sprintf(format, args...)}
 }
@@ -188,7 +180,7 @@ func violation(path, format string, args ...any) *Violation {
 func (f *Field) itemPath(i int) string { return f.path + "[" + strconv.Itoa(i) + "]" }
 
 // checkInt applies the bounds and multiple_of rules to n.
-func (f *Field) checkInt(s sink, path string, n int64) {
+func (f *Field) checkInt(s *Check, path string, n int64) {
 	if f.hasMinI && (f.noInt || n < f.minI) {
 		s.add(violation(path, "must be at least %s, got %d", f.minText, n))
 	}
@@ -263,7 +255,7 @@ func multipleText(m, rem int64, article bool) string {
 }
 
 // checkFloat applies the bounds to x; NaN fails every bound.
-func (f *Field) checkFloat(s sink, path string, x float64) {
+func (f *Field) checkFloat(s *Check, path string, x float64) {
 	if f.hasMin && !(x >= f.minF) {
 		s.add(violation(path, "must be at least %s, got %v", f.minText, x))
 	}
@@ -276,7 +268,7 @@ func (f *Field) checkFloat(s sink, path string, x float64) {
 const maxListedChoices = 12
 
 // checkString applies choices, length (whole values only) and pattern.
-func (f *Field) checkString(s sink, path string, v string, whole bool) {
+func (f *Field) checkString(s *Check, path string, v string, whole bool) {
 	if f.choices != nil && !f.choices[v] {
 		s.add(violation(path, "must be one of %s, got %q", f.choiceText(), v))
 	}
@@ -325,7 +317,7 @@ func count(n int, noun string) string {
 }
 
 // checkLen applies the length rules to a list of n items.
-func (f *Field) checkLen(s sink, n int) {
+func (f *Field) checkLen(s *Check, n int) {
 	if f.hasMinLen && n < f.minLen {
 		s.add(violation(f.path, "must have at least %s, has %d", count(f.minLen, "item"), n))
 	}
@@ -350,7 +342,7 @@ func (f *Field) checkTensor(c *Check, path string, t *runtime.Tensor) {
 }
 
 // required reports a required field that is missing.
-func (f *Field) required(s sink) {
+func (f *Field) required(s *Check) {
 	s.add(violation(f.path, "is required"))
 }
 
@@ -365,22 +357,22 @@ func (f *Field) CheckValue(v any) (any, []*Violation) {
 	if v == nil {
 		return nil, nil
 	}
-	var l list
+	var l Check
 	if f.Kind.TensorLike() {
 		l.add(&Violation{Path: f.path, Message: fmt.Sprintf("cannot be set: a field of kind %s has its value only at call time", f.Kind)})
-		return nil, l
+		return nil, l.errs
 	}
 	if !f.Kind.IsList() {
 		nv, ok := f.scalarValue(&l, f.path, v, true)
 		if !ok {
-			return nil, l
+			return nil, l.errs
 		}
-		return nv, l
+		return nv, l.errs
 	}
 	items, ok := v.([]any)
 	if !ok {
 		l.add(&Violation{Path: f.path, Message: fmt.Sprintf("is %s, but the field's kind is %s", phrase(v), f.Kind.Phrase())})
-		return nil, l
+		return nil, l.errs
 	}
 	f.checkLen(&l, len(items))
 	good := true
@@ -391,17 +383,17 @@ func (f *Field) CheckValue(v any) (any, []*Violation) {
 		out[i] = nv
 	}
 	if !good {
-		return nil, l
+		return nil, l.errs
 	}
 	switch f.Kind.Elem() {
 	case runtime.KindString:
-		return typed[string](out), l
+		return typed[string](out), l.errs
 	case runtime.KindInt:
-		return typed[int64](out), l
+		return typed[int64](out), l.errs
 	case runtime.KindFloat:
-		return typed[float64](out), l
+		return typed[float64](out), l.errs
 	}
-	return typed[bool](out), l
+	return typed[bool](out), l.errs
 }
 
 func typed[T any](items []any) []T {
@@ -413,12 +405,12 @@ func typed[T any](items []any) []T {
 }
 
 // scalarValue checks one scalar of the field's element kind.
-func (f *Field) scalarValue(s sink, path string, v any, whole bool) (any, bool) {
+func (f *Field) scalarValue(s *Check, path string, v any, whole bool) (any, bool) {
 	mismatch := func() (any, bool) {
 		s.add(&Violation{Path: path, Message: fmt.Sprintf("is %s, but the field's kind is %s", phrase(v), f.Kind.Phrase())})
 		return nil, false
 	}
-	var l list
+	var l Check
 	var out any
 	switch f.Kind.Elem() {
 	case runtime.KindString:
@@ -464,10 +456,10 @@ func (f *Field) scalarValue(s sink, path string, v any, whole bool) (any, bool) 
 	default:
 		return mismatch()
 	}
-	for _, v := range l {
+	for _, v := range l.errs {
 		s.add(v)
 	}
-	return out, len(l) == 0
+	return out, len(l.errs) == 0
 }
 
 // phrase describes a manifest value for messages: `the string "x"`.

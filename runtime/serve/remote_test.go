@@ -139,6 +139,18 @@ func (p *embedParams) CallKwargs() map[string]any {
 	return map[string]any{"tokens": p.tokens, "normalize": p.normalize}
 }
 func (p *embedParams) LoadKwargs() map[string]any { return map[string]any{} }
+func (p *embedParams) StackedInput(j int) *runtime.Tensor {
+	if j == 0 {
+		return p.tokens
+	}
+	return nil
+}
+func (p *embedParams) BatchDiff(q *embedParams) string {
+	if p.normalize != q.normalize {
+		return "normalize"
+	}
+	return ""
+}
 
 // worldParams are untyped call kwargs as params.
 type worldParams struct{ call map[string]any }

@@ -527,6 +527,23 @@ func (p *EncodeParams) CallKwargs() map[string]any {
 // *runtime.Tensor, []any); unset optional fields are left out.
 func (p *EncodeParams) LoadKwargs() map[string]any { return map[string]any{} }
 
+// StackedInput returns the j-th input that batching stacks ("frame"), nil when
+// unset: client.RunBatch reads the items of a batch in place.
+func (p *EncodeParams) StackedInput(j int) *runtime.Tensor {
+	switch j {
+	case 0:
+		return p.Frame
+	}
+	return nil
+}
+
+// BatchDiff returns the id of the first other call input whose value differs
+// between p and q, "" when there is none: the items of one batch share those
+// inputs.
+func (p *EncodeParams) BatchDiff(q *EncodeParams) string {
+	return ""
+}
+
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
 // defaults (see DefaultEncodeParams); unknown keys are an error, and so is a
 // missing required field.
