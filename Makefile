@@ -10,7 +10,7 @@ COUNT   ?= 5
 # proxy (GOTOOLCHAIN).
 GO_NEXT ?= go1.27.3
 
-.PHONY: setup generate test quick test-go-next test-libtorch2 demo bench golden check fuzz
+.PHONY: setup generate test quick test-go-next test-libtorch2 demo bench bench-compare golden check fuzz
 
 ## setup: install libtorch and Debian's python torch when missing
 setup:
@@ -66,6 +66,13 @@ demo: setup
 bench: setup
 	$(GO) test -tags wfbench -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKGS)
 	$(GO) run ./runtime/serve/internal/servebench
+
+## bench-compare: the comparisons with peers (C++ loop, Python, eager vs
+## compiled, FastAPI) in one run, printed as the table in docs/benchmarks.md
+## (ROUNDS=n rounds per interleaved benchmark)
+ROUNDS ?= 20
+bench-compare: setup
+	$(GO) run ./internal/benchcompare -rounds $(ROUNDS)
 
 ## golden: rewrite the golden cases from the current generator
 golden:
