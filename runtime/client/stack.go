@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/gob"
 	"fmt"
 	"maps"
 	"reflect"
@@ -311,4 +312,40 @@ func SameTensors(a, b []*runtime.Tensor) bool {
 	return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y *runtime.Tensor) bool {
 		return x == y || x != nil && y != nil && x.DType == y.DType && slices.Equal(x.Shape, y.Shape) && bytes.Equal(x.Data, y.Data)
 	})
+}
+
+// GobEncode encodes the item's outputs keyed by artifact id, so that a
+// sharded run (batch.WithSharding) can send them to other ranks.
+func (o itemOutputs) GobEncode() ([]byte, error) {
+	m := map[string]*runtime.Tensor{}
+	if o.ran() {
+		k := o.row * len(o.f.ids)
+		for a, id := range o.f.ids {
+			m[id] = &o.f.views[k+a]
+		}
+	}
+	var b bytes.Buffer
+	err := gob.NewEncoder(&b).Encode(m)
+	return b.Bytes(), err
+}
+
+// GobDecode decodes what GobEncode encoded into a one-row forwardOutputs.
+func (o *itemOutputs) GobDecode(data []byte) error {
+	var m map[string]*runtime.Tensor
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
+		return err
+	}
+	f := &forwardOutputs{ids: make([]string, 0, len(m)), views: make([]runtime.Tensor, 0, len(m))}
+	for id := range m {
+		f.ids = append(f.ids, id)
+	}
+	sort.Strings(f.ids)
+	for _, id := range f.ids {
+		if m[id] == nil {
+			return fmt.Errorf("artifact %q: no tensor", id)
+		}
+		f.views = append(f.views, *m[id])
+	}
+	*o = itemOutputs{f: f}
+	return nil
 }
