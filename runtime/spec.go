@@ -508,7 +508,7 @@ type CompileSpec struct {
 	// Enabled turns compilation on or off.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Backend names how the module is compiled (for libtorch: inductor,
-	// optimize, optimize_for_inference, freeze, ...; see docs/engine.md).
+	// optimize, freeze, ...; see docs/engine.md).
 	Backend string `json:"backend,omitempty"`
 	// Mode is a torch.compile mode (default, reduce-overhead, max-autotune,
 	// max-autotune-no-cudagraphs).

@@ -13,7 +13,7 @@ var goComments = map[string]string{
 	"github.com/worldfoundry/wfgen/runtime.BatchingSpec.MaxBatchSize":              "MaxBatchSize bounds the items sent to one forward call.",
 	"github.com/worldfoundry/wfgen/runtime.BatchingSpec.PadToBatchSizes":           "PadToBatchSizes are static batch sizes; a short batch is padded to the next one by repeating its final item, and the padded outputs are dropped.",
 	"github.com/worldfoundry/wfgen/runtime.CompileSpec":                            "CompileSpec is how a variant's module is compiled when loaded: the seed's compile_module_if_enabled arguments. An unset field falls back to its WORLDFOUNDRY_TORCH_COMPILE* variable, then to the engine's default.",
-	"github.com/worldfoundry/wfgen/runtime.CompileSpec.Backend":                    "Backend names how the module is compiled (for libtorch: inductor, optimize, optimize_for_inference, freeze, ...; see docs/engine.md).",
+	"github.com/worldfoundry/wfgen/runtime.CompileSpec.Backend":                    "Backend names how the module is compiled (for libtorch: inductor, optimize, freeze, ...; see docs/engine.md).",
 	"github.com/worldfoundry/wfgen/runtime.CompileSpec.Enabled":                    "Enabled turns compilation on or off.",
 	"github.com/worldfoundry/wfgen/runtime.CompileSpec.Mode":                       "Mode is a torch.compile mode (default, reduce-overhead, max-autotune, max-autotune-no-cudagraphs).",
 	"github.com/worldfoundry/wfgen/runtime.CompileSpec.Strict":                     "Strict makes a failed or unsupported compile an error instead of a warning and the uncompiled module.",

@@ -19,9 +19,7 @@ import (
 //   - eager: the module as loaded;
 //   - freeze: backend "freeze" (parameters become constants);
 //   - optimize: backend "inductor", the default (freeze, batch norms folded,
-//     conv-add-relu fusion, frozen linear transposes);
-//   - ofi: backend "optimize_for_inference" (libtorch's full pass, with its
-//     MKLDNN layout conversion).
+//     conv-add-relu fusion, frozen linear transposes).
 //
 // Modules: torchvision's mobilenet_v3_small (random weights, [2,3,224,224];
 // needs python3-torchvision, else skipped) and the two-layer MLPs of the
@@ -43,7 +41,7 @@ func BenchmarkCompileInterleaved(b *testing.B) {
 		in := readFloat32File(b, filepath.Join(f.dir, "input.bin"))
 		mods = append(mods, module{f.Model, filepath.Join(f.dir, "model.pt"), map[string]any{"x": runtime.FromFloat32(in, f.InputShape...)}})
 	}
-	columns := []struct{ name, backend string }{{"eager", ""}, {"freeze", "freeze"}, {"optimize", "inductor"}, {"ofi", "optimize_for_inference"}}
+	columns := []struct{ name, backend string }{{"eager", ""}, {"freeze", "freeze"}, {"optimize", "inductor"}}
 	for _, md := range mods {
 		b.Run(md.name, func(b *testing.B) {
 			ctx := context.Background()

@@ -18,6 +18,6 @@
 //
 // Besides the runtime.Engine, the package exports DefineModule (build
 // TorchScript modules from source, for tests and bundled demo checkpoints)
-// and CompileModule (freeze + optimize_for_inference with an on-disk cache).
+// and CompileModule (freeze and fusion, with an on-disk cache).
 // docs/engine.md describes the variables it reads.
 package torch

@@ -342,7 +342,6 @@ var errNoCUDA = errors.New("torch: CUDA is not available (libtorch is a CPU buil
 // The compile levels must match the shim's.
 var _ = [1]struct{}{}[levelFreeze-shim.Freeze]
 var _ = [1]struct{}{}[levelFreezeOptimize-shim.FreezeOptimize]
-var _ = [1]struct{}{}[levelOptimizeForInference-shim.OptimizeForInference]
 
 // The engine and its modules implement the runtime's and infra's interfaces.
 var (
