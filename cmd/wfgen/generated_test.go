@@ -1,0 +1,26 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGeneratedIsCurrent fails when generated/ (the aggregate package
+// generated/all included) is stale versus manifests/: it runs what "make
+// check" runs, "wfgen generate --check" with this repository's wfgen.yaml,
+// from the root and from generated/.
+func TestGeneratedIsCurrent(t *testing.T) {
+	t.Setenv("WFGEN_CACHE", "off")
+	for _, dir := range []string{repoRoot, filepath.Join(repoRoot, "generated")} {
+		t.Chdir(dir)
+		code, out, errs := wfgen("generate", "--check")
+		if code != 0 {
+			t.Errorf("in %s: generate --check: exit %d; run make generate\n%s%s", dir, code, out, errs)
+		}
+		// 7 families, generated/all and nothing else.
+		if !strings.Contains(errs, "8 file(s) current") {
+			t.Errorf("in %s: %q", dir, errs)
+		}
+	}
+}
