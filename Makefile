@@ -16,10 +16,11 @@ GO_NEXT ?= go1.27.3
 setup:
 	@bash scripts/setup.sh
 
-## generate: regenerate schema, generated/ and docs from manifests/
+## generate: regenerate the schema, and generated/ from manifests/ (the
+## inputs and output folder in wfgen.yaml)
 generate:
 	$(GO) run ./cmd/wfgen schema > schema/manifest.schema.json.tmp && mv schema/manifest.schema.json.tmp schema/manifest.schema.json
-	$(GO) run ./cmd/wfgen generate -o generated --clean manifests/
+	$(GO) run ./cmd/wfgen generate --clean
 
 ## check: the quick CI gate — formatting, vet, validation, generated code current
 check:
@@ -28,8 +29,8 @@ check:
 	@# the benchmark-only shim loops (-tags wfbench) keep compiling
 	$(GO) vet -tags wfbench ./runtime/torch/...
 	CGO_ENABLED=0 $(GO) build ./cmd/wfgen ./runtime
-	$(GO) run ./cmd/wfgen validate manifests/
-	$(GO) run ./cmd/wfgen generate --check -o generated manifests/
+	$(GO) run ./cmd/wfgen validate
+	$(GO) run ./cmd/wfgen generate --check
 
 ## test: everything — setup, check, all tests with the race detector, the demo
 test: setup check
@@ -58,7 +59,7 @@ test-libtorch2:
 ## CNN (trained with python3-torch on first run, cached in out/digits) read
 ## batched with its accuracy printed, realtime stream
 demo: setup
-	$(GO) run ./cmd/wfgen generate -o generated manifests/
+	$(GO) run ./cmd/wfgen generate
 	$(GO) run ./examples/demo
 
 ## bench: benchmarks whose figures are in docs/benchmarks.md, then the

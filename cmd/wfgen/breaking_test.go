@@ -74,6 +74,9 @@ func TestBreakingExitCodesAndOutput(t *testing.T) {
 
 func TestBreakingUsageErrors(t *testing.T) {
 	oldR, newR := breakingCase("removed")
+	oldR, _ = filepath.Abs(oldR)
+	newR, _ = filepath.Abs(newR)
+	t.Chdir(t.TempDir()) // no wfgen.yaml (this repository's would give the paths)
 	for _, args := range [][]string{
 		{"breaking", newR},                                            // no --against
 		{"breaking", "--against", oldR},                               // no path

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/breaking"
 	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/gen/naming"
 )
 
 // ConfigName is the name of wfgen's optional configuration file.
@@ -39,6 +41,12 @@ type config struct {
 	// GenerateOutput and DocsOutput are the output folders of generate
 	// and docs ("" when not set).
 	GenerateOutput, DocsOutput string
+	// Registry is the name of the aggregate package that generate writes
+	// into GenerateOutput when it generates Inputs there ("" when not
+	// set; see emit.Aggregate).
+	Registry string
+	// registryAt is where Registry is set, for errors about it.
+	registryAt *configError
 	// Allow are breaking-change allowances, as for --allow.
 	Allow []breaking.Allow
 }
@@ -118,6 +126,14 @@ func loadConfig(p, wd string) (*config, error) {
 	return c, nil
 }
 
+// registryError is an error about generate.registry, at its line and
+// column.
+func (c *config) registryError(format string, args ...any) error {
+	e := *c.registryAt
+	e.msg = "generate.registry: " + fmt.Sprintf(format, args...)
+	return &e
+}
+
 // decodeConfig decodes a configuration file's contents (shown names the
 // file in errors); paths stay relative to the file's folder.
 func decodeConfig(data []byte, shown string) (*config, error) {
@@ -137,6 +153,18 @@ func decodeConfig(data []byte, shown string) (*config, error) {
 		"generate": func(n *yaml.Node) {
 			d.mapping(n, "generate.", map[string]func(*yaml.Node){
 				"output": func(n *yaml.Node) { c.GenerateOutput = d.path(n, "generate.output") },
+				"registry": func(n *yaml.Node) {
+					if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+						d.errorf(n, "generate.registry must be a package name")
+						return
+					}
+					if err := naming.CheckPackage(n.Value); err != nil {
+						d.errorf(n, "generate.registry: %v", err)
+						return
+					}
+					c.Registry = n.Value
+					c.registryAt = &configError{file: shown, line: n.Line, col: n.Column}
+				},
 			})
 		},
 		"docs": func(n *yaml.Node) {
@@ -159,6 +187,9 @@ func decodeConfig(data []byte, shown string) (*config, error) {
 			})
 		},
 	})
+	if d.err == nil && c.Registry != "" && (len(c.Inputs) == 0 || c.GenerateOutput == "") {
+		d.err = c.registryError("needs inputs and generate.output: the package imports the families generated from the inputs into that folder")
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -268,6 +299,32 @@ func (d *configDecoder) globs(n *yaml.Node) []string {
 		}
 	}
 	return out
+}
+
+// describes reports whether a run that generates from paths into out is
+// the run the configuration describes: its inputs into configuredOut (the
+// output folder it sets for the command). Paths compare as absolute,
+// cleaned paths; the inputs' order and repeats do not matter. Only such a
+// run writes the aggregate package (Registry), and its record entry names
+// the configuration file as its source.
+func (c *config) describes(out string, paths []string, configuredOut string) bool {
+	if c.File == "" || configuredOut == "" || len(c.Inputs) == 0 {
+		return false
+	}
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return filepath.Clean(p)
+	}
+	set := func(ps []string) map[string]bool {
+		m := make(map[string]bool, len(ps))
+		for _, p := range ps {
+			m[abs(p)] = true
+		}
+		return m
+	}
+	return abs(out) == abs(configuredOut) && maps.Equal(set(paths), set(c.Inputs))
 }
 
 // excludes returns the function that tells whether a file found in a

@@ -100,16 +100,21 @@ func TestConfigIsStrict(t *testing.T) {
 	tmp := t.TempDir()
 	t.Chdir(tmp)
 	for src, want := range map[string]string{
-		"inputs: [m]\noutput: gen\n":        "wfgen.yaml:2:1: unknown key \"output\" (known keys: breaking, docs, exclude, generate, inputs)",
-		"generate:\n  outptu: gen\n":        "wfgen.yaml:2:3: unknown key \"generate.outptu\" (known keys: generate.output)",
-		"inputs: manifests\n":               "wfgen.yaml:1:9: inputs must be a list of strings",
-		"inputs: [m, 3]\n":                  "wfgen.yaml:1:13: inputs: each item must be a non-empty string",
-		"exclude: [\"[\"]\n":                "wfgen.yaml:1:11: exclude: bad pattern \"[\"",
-		"breaking:\n  allow: [renamed:x]\n": "wfgen.yaml:2:11: --allow \"renamed:x\": \"renamed\" matches no rule",
-		"inputs: [a]\ninputs: [b]\n":        "wfgen.yaml:2:1: key \"inputs\" given twice",
-		"- a\n":                             "wfgen.yaml:1:1: wfgen.yaml must be a mapping",
-		"inputs: [a\n":                      "wfgen.yaml: invalid YAML:",
-		"docs:\n  output: \"\"\n":           "wfgen.yaml:2:11: docs.output must be a non-empty path",
+		"inputs: [m]\noutput: gen\n":                              "wfgen.yaml:2:1: unknown key \"output\" (known keys: breaking, docs, exclude, generate, inputs)",
+		"generate:\n  outptu: gen\n":                              "wfgen.yaml:2:3: unknown key \"generate.outptu\" (known keys: generate.output, generate.registry)",
+		"inputs: [m]\ngenerate:\n  output: g\n  registry: All\n":  "wfgen.yaml:4:13: generate.registry: package name \"All\" must be lower-case ASCII letters and digits starting with a letter",
+		"inputs: [m]\ngenerate:\n  output: g\n  registry: main\n": "wfgen.yaml:4:13: generate.registry: package name \"main\" has a special meaning to the go command",
+		"inputs: [m]\ngenerate:\n  output: g\n  registry: [a]\n":  "wfgen.yaml:4:13: generate.registry must be a package name",
+		"inputs: [m]\ngenerate:\n  registry: all\n":               "wfgen.yaml:3:13: generate.registry: needs inputs and generate.output",
+		"generate:\n  output: g\n  registry: all\n":               "wfgen.yaml:3:13: generate.registry: needs inputs and generate.output",
+		"inputs: manifests\n":                                     "wfgen.yaml:1:9: inputs must be a list of strings",
+		"inputs: [m, 3]\n":                                        "wfgen.yaml:1:13: inputs: each item must be a non-empty string",
+		"exclude: [\"[\"]\n":                                      "wfgen.yaml:1:11: exclude: bad pattern \"[\"",
+		"breaking:\n  allow: [renamed:x]\n":                       "wfgen.yaml:2:11: --allow \"renamed:x\": \"renamed\" matches no rule",
+		"inputs: [a]\ninputs: [b]\n":                              "wfgen.yaml:2:1: key \"inputs\" given twice",
+		"- a\n":                                                   "wfgen.yaml:1:1: wfgen.yaml must be a mapping",
+		"inputs: [a\n":                                            "wfgen.yaml: invalid YAML:",
+		"docs:\n  output: \"\"\n":                                 "wfgen.yaml:2:11: docs.output must be a non-empty path",
 	} {
 		writeText(t, "wfgen.yaml", src)
 		for _, cmd := range []string{"validate", "generate", "docs", "breaking"} {
@@ -125,6 +130,7 @@ func TestConfigIsStrict(t *testing.T) {
 // names the file and, when it has one, a position inside it.
 func FuzzConfig(f *testing.F) {
 	f.Add([]byte("inputs: [m]\nexclude: [\"a/**\"]\ngenerate: {output: g}\ndocs: {output: d}\nbreaking: {allow: [field-removed]}\n"))
+	f.Add([]byte("inputs: [m]\ngenerate: {output: g, registry: all}\n"))
 	f.Add([]byte("a: &x [*x]\n"))
 	f.Add([]byte("inputs: *nope\n"))
 	f.Add([]byte("? [a]\n: b\n"))

@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/worldfoundry/wfgen/gen/docs"
+	"github.com/worldfoundry/wfgen/gen/emit"
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
@@ -27,7 +28,7 @@ only pages earlier runs wrote for the same manifests. Exit codes as for generate
 	defaultOut: "docs/models",
 	configured: func(c *config) string { return c.DocsOutput },
 	record:     ".wfgen-docs",
-	generate: func(opts validate.Options, paths []string, origin func(string) string, _ string, _ bool) (
+	generate: func(opts validate.Options, paths []string, origin func(string) string, _ string, _ bool, _ *emit.Aggregate) (
 		tree.Source, map[string]string, func() error, []validate.Diagnostic, error) {
 		fams, diags, err := opts.Paths(paths)
 		if err != nil || len(diags) > 0 {

@@ -5,9 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 
 	"github.com/worldfoundry/wfgen/gen/emit"
 	"github.com/worldfoundry/wfgen/gen/emit/cache"
@@ -36,10 +40,14 @@ type output struct {
 	// generate validates the manifests at paths and produces the files
 	// (rendered on demand: a tree.Source) and the manifest path of each;
 	// origin gives the path a header records for a manifest path; check is
-	// set for --check, which must never trust anything on disk. done
-	// releases what the files hold. Diagnostics mean no files.
-	generate func(opts validate.Options, paths []string, origin func(string) string, out string, check bool) (
+	// set for --check, which must never trust anything on disk; agg, when
+	// set, is the aggregate package to add (generate only). done releases
+	// what the files hold. Diagnostics mean no files.
+	generate func(opts validate.Options, paths []string, origin func(string) string, out string, check bool, agg *emit.Aggregate) (
 		files tree.Source, origins map[string]string, done func() error, diags []validate.Diagnostic, err error)
+	// aggregate is set when the command writes wfgen.yaml's
+	// generate.registry package.
+	aggregate bool
 	// options are the tree options (owned files, extension).
 	options func(clean bool) tree.Options
 }
@@ -50,14 +58,16 @@ var goOutput = output{
 Writes DIR/<package>/<package>.go for each model family. PATH is a manifest file
 or a folder (searched recursively for *.yaml, *.yml, *.json); without PATHs, the
 inputs of wfgen.yaml. DIR defaults to wfgen.yaml's generate.output, else generated.
-DIR/.wfgen-generate records what was written, so that --clean removes only files
-earlier runs wrote for the same manifests. Exit 0 on success (with --check: all
+When wfgen.yaml sets generate.registry to NAME, a run over its inputs into its
+generate.output also writes DIR/NAME/NAME.go, a package that imports every family
+package. DIR/.wfgen-generate records what was written, so that --clean removes
+only files earlier runs wrote for the same manifests. Exit 0 on success (with --check: all
 current), 1 when a manifest is invalid or --check finds a difference, 2 on usage
 or I/O errors.`,
 	defaultOut: "generated",
 	configured: func(c *config) string { return c.GenerateOutput },
 	record:     ".wfgen-generate",
-	generate: func(opts validate.Options, paths []string, origin func(string) string, out string, check bool) (
+	generate: func(opts validate.Options, paths []string, origin func(string) string, out string, check bool, agg *emit.Aggregate) (
 		tree.Source, map[string]string, func() error, []validate.Diagnostic, error) {
 		// Validation keeps only the valid manifests' paths and packages;
 		// each is read again when its file is rendered, so that a run over
@@ -90,9 +100,16 @@ or I/O errors.`,
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
+		if agg != nil {
+			if err := o.AddAggregate(*agg); err != nil {
+				o.Close()
+				return nil, nil, nil, nil, err
+			}
+		}
 		return o, o.Origins(), o.Close, nil, nil
 	},
-	options: emit.TreeOptions,
+	aggregate: true,
+	options:   emit.TreeOptions,
 }
 
 // outputFlags are what generate and docs were told.
@@ -163,7 +180,20 @@ func runOutput(o output, args []string, stdout, stderr io.Writer) int {
 	}
 	root := moduleRoot(outAbs)
 	origin := func(p string) string { return originPath(p, root) }
-	gen, origins, done, diags, err := o.generate(opts, f.paths, origin, f.out, f.check)
+	// The run wfgen.yaml describes writes its aggregate package, and the
+	// configuration is one of its sources (so that the package is stale
+	// once the setting changes).
+	described := cfg.describes(f.out, f.paths, o.configured(cfg))
+	var agg *emit.Aggregate
+	if described && o.aggregate && cfg.Registry != "" {
+		if agg, err = aggregate(cfg, f.out, outAbs, root); err != nil {
+			return fail(err)
+		}
+	}
+	gen, origins, done, diags, err := o.generate(opts, f.paths, origin, f.out, f.check, agg)
+	if conflict := (*emit.AggregateConflictError)(nil); errors.As(err, &conflict) {
+		err = cfg.registryError("%v", conflict)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -172,6 +202,10 @@ func runOutput(o output, args []string, stdout, stderr io.Writer) int {
 		covers, err := coverage(outAbs, f.paths, opts.Exclude)
 		if err != nil {
 			return fail(err)
+		}
+		if described {
+			cfgSource, inputs := recordedSource(outAbs, cfg.File), covers
+			covers = func(src string) bool { return src == cfgSource || inputs(src) }
 		}
 		topts := o.options(f.clean)
 		topts.Record = &tree.Record{Name: o.record, Tool: "wfgen " + o.name, Sources: map[string]string{}, Covers: covers}
@@ -185,6 +219,33 @@ func runOutput(o output, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "wfgen %s: %d problem(s); nothing written\n", o.name, len(diags))
 	return 1
+}
+
+// aggregate is the aggregate package wfgen.yaml's generate.registry asks
+// for in the output folder out (outAbs absolute), which is in the Go
+// module rooted at modRoot ("" when there is none): its family packages
+// are imported as the module path plus the folder's path in the module.
+func aggregate(cfg *config, out, outAbs, modRoot string) (*emit.Aggregate, error) {
+	if modRoot == "" {
+		return nil, cfg.registryError("no go.mod in %s or a folder above it, so the import path of the generated packages is unknown", out)
+	}
+	gomod := filepath.Join(modRoot, "go.mod")
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return nil, err
+	}
+	mod := modfile.ModulePath(data)
+	if mod == "" {
+		return nil, cfg.registryError("%s has no module line, so the import path of the generated packages is unknown", gomod)
+	}
+	imp := mod
+	if rel, _ := within(modRoot, outAbs); rel != "." {
+		imp += "/" + rel
+	}
+	if err := module.CheckImportPath(imp + "/" + cfg.Registry); err != nil {
+		return nil, cfg.registryError("the packages in %s cannot be imported: %v", out, err)
+	}
+	return &emit.Aggregate{Package: cfg.Registry, ImportPath: imp, Origin: originPath(cfg.File, modRoot), Source: cfg.File}, nil
 }
 
 // rerun is the command that brings the folder up to date: the same

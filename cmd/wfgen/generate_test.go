@@ -147,6 +147,7 @@ func TestGenerateInvalidWritesNothing(t *testing.T) {
 
 func TestGenerateUsage(t *testing.T) {
 	t.Setenv("WFGEN_CACHE", "off")
+	t.Chdir(t.TempDir()) // no wfgen.yaml (this repository's would give the paths)
 	for _, args := range [][]string{
 		{"generate"},
 		{"generate", "--format", "xml", "x"},

@@ -173,11 +173,14 @@ type Output struct {
 	slots   chan struct{}            // bounds concurrent renders
 }
 
-// source is where one output file comes from: the manifest's path and
-// its family, resolved when the file is rendered.
+// source is where one output file comes from: the manifest's path, its
+// package and its family, resolved when the file is rendered — or, for
+// the aggregate package, its path and its bytes.
 type source struct {
 	manifest string
+	pkg      string
 	family   func() (*ir.Family, error)
+	content  []byte // fixed contents (no family)
 }
 
 // rendered is one file's bytes or error.
@@ -191,7 +194,7 @@ type rendered struct {
 func NewOutput(fams []*ir.Family, outDir string, c *cache.Cache) (*Output, error) {
 	srcs := make(map[string]source, len(fams))
 	for _, fam := range fams {
-		srcs[GoPath(fam)] = source{manifest: fam.File.Path, family: func() (*ir.Family, error) { return fam, nil }}
+		srcs[GoPath(fam)] = source{manifest: fam.File.Path, pkg: fam.Package, family: func() (*ir.Family, error) { return fam, nil }}
 	}
 	return newOutput(srcs, outDir, c)
 }
@@ -203,7 +206,7 @@ func NewOutput(fams []*ir.Family, outDir string, c *cache.Cache) (*Output, error
 func NewScannedOutput(valid []validate.Scanned, load func(validate.Scanned) (*ir.Family, error), outDir string, c *cache.Cache) (*Output, error) {
 	srcs := make(map[string]source, len(valid))
 	for _, v := range valid {
-		srcs[path.Join(v.Package, v.Package+".go")] = source{manifest: v.Path, family: func() (*ir.Family, error) { return load(v) }}
+		srcs[path.Join(v.Package, v.Package+".go")] = source{manifest: v.Path, pkg: v.Package, family: func() (*ir.Family, error) { return load(v) }}
 	}
 	return newOutput(srcs, outDir, c)
 }
@@ -228,7 +231,8 @@ func newOutput(srcs map[string]source, outDir string, c *cache.Cache) (*Output, 
 // Paths lists the output paths.
 func (o *Output) Paths() []string { return slices.Clone(o.paths) }
 
-// Origins maps each output path to the path of the manifest it comes from.
+// Origins maps each output path to the path of the manifest it comes from
+// (for the aggregate package, its Aggregate.Source).
 func (o *Output) Origins() map[string]string {
 	m := make(map[string]string, len(o.byPath))
 	for p, s := range o.byPath {
@@ -266,6 +270,10 @@ func (o *Output) start(p string) {
 	ch := make(chan rendered, 1)
 	o.pending[p] = ch
 	src := o.byPath[p]
+	if src.family == nil {
+		ch <- rendered{src.content, nil}
+		return
+	}
 	go func() {
 		o.slots <- struct{}{}
 		defer func() { <-o.slots }()

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/emit"
-	"github.com/worldfoundry/wfgen/gen/emit/tree"
 )
 
 // repoRoot is the module root, two folders up from gen/emit.
@@ -24,30 +23,13 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// TestGeneratedIsCurrent fails when generated/ is stale versus manifests/:
-// it runs what "make generate" runs (wfgen generate -o generated manifests/)
-// in check mode.
-func TestGeneratedIsCurrent(t *testing.T) {
-	root := repoRoot(t)
-	if _, err := os.Stat(filepath.Join(root, "manifests")); err != nil {
-		t.Skip("no manifests/ folder")
-	}
-	t.Chdir(root)
-	files, diags, err := emit.Paths([]string{"manifests/"})
-	if err != nil || len(diags) > 0 {
-		t.Fatalf("manifests/ does not generate: %v %v", err, diags)
-	}
-	rep, err := tree.Check("generated", files, emit.TreeOptions(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Current() {
-		t.Errorf("generated/ is stale versus manifests/; run make generate.\nmissing: %v\nstale: %v\n%s", rep.Created, rep.Stale, rep.Diff)
-	}
-}
+// aggregateOrigin is what the header of generated/all (the package that
+// imports every family package; cmd/wfgen tests it) names: wfgen.yaml,
+// whose generate.registry asks for it.
+const aggregateOrigin = "wfgen.yaml"
 
-// generatedPackages returns, for each package folder under generated/, the
-// manifest path its header names.
+// generatedPackages returns, for each family package folder under
+// generated/, the manifest path its header names.
 func generatedPackages(t *testing.T, root string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -65,6 +47,9 @@ func generatedPackages(t *testing.T, root string) map[string]string {
 		}
 		line, _, _ := bytes.Cut(b, []byte("\n"))
 		manifest := strings.TrimSuffix(strings.TrimPrefix(string(line), emit.HeaderPrefix), emit.HeaderSuffix)
+		if manifest == aggregateOrigin {
+			continue
+		}
 		out[filepath.Base(filepath.Dir(m))] = manifest
 	}
 	return out
@@ -73,7 +58,8 @@ func generatedPackages(t *testing.T, root string) map[string]string {
 // TestGeneratedPackagesCompileVetAndMatchManifests builds and vets every
 // package under generated/, then compiles and runs a test program that
 // imports all of them and compares each Spec() (and the registered spec)
-// with the manifest it came from, using go-cmp.
+// with the manifest it came from, using go-cmp, and one that imports only
+// generated/all and finds every family in the registry.
 func TestGeneratedPackagesCompileVetAndMatchManifests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a test binary; skipped with -short")
@@ -130,6 +116,38 @@ func TestGeneratedPackagesCompileVetAndMatchManifests(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "specs_test.go"), []byte(src.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A second program imports only generated/all: the registry then holds
+	// exactly the families of the manifests.
+	var all strings.Builder
+	all.WriteString("package all\n\nimport (\n\t\"slices\"\n\t\"testing\"\n\n")
+	all.WriteString("\t\"github.com/worldfoundry/wfgen/gen/validate\"\n\t_ \"github.com/worldfoundry/wfgen/generated/all\"\n\t\"github.com/worldfoundry/wfgen/runtime\"\n)\n\n")
+	all.WriteString("func TestAllRegistersEveryFamily(t *testing.T) {\n\tvar want []string\n\tfor _, m := range []string{\n")
+	for _, n := range names {
+		fmt.Fprintf(&all, "\t\t%q,\n", filepath.Join(root, filepath.FromSlash(pkgs[n])))
+	}
+	all.WriteString(`	} {
+		f, diags, err := validate.File(m)
+		if err != nil || len(diags) > 0 {
+			t.Fatalf("%s: %v %v", m, err, diags)
+		}
+		want = append(want, f.Spec.ModelFamilyID)
+	}
+	slices.Sort(want)
+	var got []string
+	for _, s := range runtime.ListModelInferenceSpecs() {
+		got = append(got, s.ModelFamilyID)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("importing generated/all registers %v, want the manifests' families %v", got, want)
+	}
+}
+`)
+	if err := os.MkdirAll(filepath.Join(dir, "all"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "all", "all_test.go"), []byte(all.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rel, _ := filepath.Rel(root, dir)
 	run := func(args ...string) {
 		t.Helper()
@@ -140,5 +158,5 @@ func TestGeneratedPackagesCompileVetAndMatchManifests(t *testing.T) {
 		}
 	}
 	run("vet", "./generated/...")
-	run("test", "-count=1", "./"+filepath.ToSlash(rel))
+	run("test", "-count=1", "./"+filepath.ToSlash(rel)+"/...")
 }
