@@ -27,7 +27,7 @@ var ErrCheckpoint = errors.New("checkpoint")
 // file:// URI) is used as is; a relative one is tried against manifestDir,
 // then against root (or $WORLDFOUNDRY_CHECKPOINT_ROOT when root is ""). A
 // URI with another scheme (hf://, s3://, https://) is refused with an error
-// saying to download it and point the root at it: nothing is fetched at run
+// saying to download the file and pass its path: nothing is fetched at run
 // time.
 func ResolveCheckpoint(ref runtime.InferenceCheckpointRef, manifestDir, root string) (string, error) {
 	uri := ref.URI
@@ -35,7 +35,7 @@ func ResolveCheckpoint(ref runtime.InferenceCheckpointRef, manifestDir, root str
 		uri = rest
 	}
 	if i := strings.Index(uri, "://"); i > 0 {
-		return "", fmt.Errorf("%w %q: remote URI scheme %q is not fetched at run time; download it and set %s or pass a checkpoint path",
+		return "", fmt.Errorf("%w %q: remote URI scheme %q is not fetched at run time; download the file and pass its path (client.WithCheckpointPath), or give the manifest a relative uri that %s or client.WithCheckpointRoot resolves",
 			ErrCheckpoint, ref.URI, uri[:i], CheckpointRootEnv)
 	}
 	if uri == "" {

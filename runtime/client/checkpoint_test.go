@@ -48,7 +48,7 @@ func TestResolveCheckpointErrors(t *testing.T) {
 	for _, tc := range []struct {
 		uri, want string
 	}{
-		{"hf://org/model", `remote URI scheme "hf"`},
+		{"hf://org/model", `remote URI scheme "hf" is not fetched at run time; download the file and pass its path (client.WithCheckpointPath)`},
 		{"missing.pt", "not found (tried " + filepath.Join(dir, "missing.pt")},
 		{"/definitely/not/here.pt", "no such file"},
 	} {
