@@ -3,6 +3,7 @@ package emit_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"syscall"
@@ -186,4 +187,40 @@ func BenchmarkGoSourceKinds(b *testing.B) {
 		}
 	}
 	cpu.report(b)
+}
+
+// BenchmarkGenerateScale runs the wfgen command (built once) over 1,000 and
+// 10,000 manifests into an empty folder, each run a process of its own, and
+// reports its peak resident memory ("peak-MB", the kernel's maxrss) and
+// its CPU time per manifest ("cpu-ms/manifest"): flat memory and a flat
+// per-manifest time are the streaming generator's promise (target: ≤ 300 MB
+// at 10,000). Slow (about a minute of CPU at 10,000): run it by name.
+func BenchmarkGenerateScale(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "wfgen")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/wfgen")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building wfgen: %v\n%s", err, out)
+	}
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			in := benchManifests(b, n)
+			var peak int64
+			var cpu time.Duration
+			b.ResetTimer()
+			for range b.N {
+				out := filepath.Join(b.TempDir(), "out")
+				cmd := exec.Command(bin, "generate", "-o", out, in)
+				cmd.Dir = b.TempDir() // outside any wfgen.yaml
+				cmd.Env = append(os.Environ(), "WFGEN_CACHE=off")
+				if msg, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("wfgen generate: %v\n%s", err, msg)
+				}
+				ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+				peak = max(peak, ru.Maxrss)
+				cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			}
+			b.ReportMetric(float64(peak)/1024, "peak-MB")
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(n*b.N), "cpu-ms/manifest")
+		})
+	}
 }
