@@ -119,7 +119,9 @@ func effectiveTimeout(ctx context.Context, timeout time.Duration) (d time.Durati
 	return timeout, false
 }
 
-func milliseconds(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
+func milliseconds(d time.Duration) int64 {
+	return max(1, int64((d+time.Millisecond-1)/time.Millisecond))
+}
 
 // classify says why a group call failed: ctx's cancellation ended it, or it
 // ran out of time — ctx's deadline (context.DeadlineExceeded) or the
