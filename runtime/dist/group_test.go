@@ -1,11 +1,13 @@
 package dist_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/dist"
 	"github.com/worldfoundry/wfgen/runtime/proc/torchrun"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
@@ -278,4 +281,107 @@ func TestJoinTimesOutWithoutPeers(t *testing.T) {
 		t.Errorf("join took %v with a 3 s timeout", took)
 	}
 	t.Log(err)
+}
+
+// TestShardedBatchRun runs one batch job over three ranks of a real group:
+// outputs holding tensors come back on rank 0 (or every rank) in input
+// order, equal to the unsharded run's.
+func TestShardedBatchRun(t *testing.T) {
+	requireEngine(t)
+	items := make([]int, 29)
+	for i := range items {
+		items[i] = i
+	}
+	forward := func(_ context.Context, b []int) ([]map[string]any, error) {
+		out := make([]map[string]any, len(b))
+		for i, x := range b {
+			v := make([]float32, x%5+1)
+			for j := range v {
+				v[j] = float32(x) + float32(j)/8
+			}
+			out[i] = map[string]any{"v": runtime.FromFloat32(v, int64(len(v))), "n": int64(x), "tag": fmt.Sprint("item", x)}
+		}
+		return out, nil
+	}
+	opts := []batch.Option{batch.WithMaxBatchSize(4), batch.WithPadSizes(1, 2, 4)}
+	want, err := batch.Run(context.Background(), items, forward, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, every := range []bool{false, true} {
+		errs := world(t, 3, 20*time.Second, func(g *dist.Group) error {
+			var so []dist.ShardOption
+			if every {
+				so = append(so, dist.OnEveryRank())
+			}
+			got, err := batch.Run(context.Background(), items, forward, append(opts, dist.Sharded(g, so...))...)
+			if err != nil {
+				return err
+			}
+			if g.Rank() != 0 && !every {
+				if got != nil {
+					return fmt.Errorf("rank %d received outputs", g.Rank())
+				}
+				return nil
+			}
+			if len(got) != len(want) {
+				return fmt.Errorf("%d outputs, want %d", len(got), len(want))
+			}
+			for i := range want {
+				a, b := got[i]["v"].(*runtime.Tensor), want[i]["v"].(*runtime.Tensor)
+				if a == nil || a.DType != b.DType || !slices.Equal(a.Shape, b.Shape) || !bytes.Equal(a.Data, b.Data) ||
+					got[i]["n"] != want[i]["n"] || got[i]["tag"] != want[i]["tag"] {
+					return fmt.Errorf("item %d: %v, want %v", i, got[i], want[i])
+				}
+			}
+			return nil
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("every rank %v: rank %d: %v", every, r, err)
+			}
+		}
+	}
+	// Without a group the option changes nothing.
+	got, err := batch.Run(context.Background(), items, forward, append(opts, dist.Sharded(nil))...)
+	if err != nil || len(got) != len(items) {
+		t.Errorf("Sharded(nil): %d outputs, %v", len(got), err)
+	}
+}
+
+type plainEngine struct{}
+
+func (plainEngine) Name() string    { return "plain" }
+func (plainEngine) Version() string { return "0" }
+func (plainEngine) Load(string, runtime.LoadOptions) (runtime.Module, error) {
+	return nil, errors.New("no modules")
+}
+
+// TestJoinNeedsAJoiner: an engine without process groups, and no engine at
+// all (a build without cgo), are clear errors.
+func TestJoinNeedsAJoiner(t *testing.T) {
+	w := torchrun.Worker{Rank: 0, WorldSize: 1, LocalWorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: 1}
+	_, err := dist.Join(context.Background(), dist.WithEngine(plainEngine{}), dist.WithWorker(w))
+	if !errors.Is(err, dist.ErrUnsupported) || !strings.Contains(err.Error(), "engine plain") {
+		t.Errorf("plain engine: %v", err)
+	}
+	if _, derr := runtime.DefaultEngine(); derr != nil {
+		_, err = dist.Join(context.Background(), dist.WithWorker(w))
+		if !errors.Is(err, runtime.ErrNoEngine) {
+			t.Errorf("no engine: %v", err)
+		}
+	}
+	t.Setenv("RANK", "")
+	if _, err := dist.Join(context.Background(), dist.WithEngine(joinerOnly{})); err == nil || !strings.Contains(err.Error(), "not running as a torchrun worker") {
+		t.Errorf("outside torchrun: %v", err)
+	}
+}
+
+// joinerOnly is an engine that could join, to reach the check of
+// torchrun's environment.
+type joinerOnly struct{ plainEngine }
+
+func (joinerOnly) ProcessGroupBackends() []string { return []string{dist.Gloo} }
+func (joinerOnly) JoinProcessGroup(context.Context, dist.Config) (dist.Comm, error) {
+	return nil, errors.New("not reached")
 }
