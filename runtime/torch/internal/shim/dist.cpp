@@ -232,8 +232,10 @@ wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int3
     so.waitWorkers = true;
     so.timeout = timeout;
     so.multiTenant = true;
-#if WF_TORCH_AT_LEAST(2, 3)
-    // Debian's 2.6 is built without libuv, the 2.4+ default.
+#if WF_TORCH_AT_LEAST(2, 2)
+    // The option exists from 2.2 and is on by default from 2.4; Debian's 2.6
+    // is built without libuv. The classic store is what torchrun's
+    // bootstrap makes the launcher use too.
     so.useLibUV = false;
 #endif
     auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host, host_len), so);
