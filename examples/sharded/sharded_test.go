@@ -263,3 +263,53 @@ func TestStragglersSeesTaggedProcesses(t *testing.T) {
 	c.Wait()
 	checkNoStragglers(t, mark)
 }
+
+// BenchmarkShardedEmbedding runs the sharded embedding job (16,384 items
+// of 256 tokens) alone and under torchrun at world sizes 1, 2 and 4 on this
+// machine, one job per iteration, every worker with one intra-op thread.
+// Besides the job's wall time (ns/op, launcher start-up included) it
+// reports the job's own figures from rank 0: items/s over the sharded run,
+// the slowest rank's compute, and the gather's overhead (the rest of the
+// run's wall time: encoding, exchanging and decoding the shares, and
+// waiting for the slowest rank).
+func BenchmarkShardedEmbedding(b *testing.B) {
+	requireTorchrun(b)
+	dir := b.TempDir()
+	args := []string{"-items", "16384", "-tokens", "256", "-checkpoints", dir, "-timeout", "5m"}
+	for _, world := range []int{0, 1, 2, 4} {
+		name := "alone"
+		if world > 0 {
+			name = fmt.Sprintf("world=%d", world)
+		}
+		b.Run(name, func(b *testing.B) {
+			var ips, compute, gather, share float64
+			for range b.N {
+				mark := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+				var r report
+				if world == 0 {
+					r = single(b, args, mark)
+				} else {
+					results := nodes(b, 1, world, args, mark)
+					out, err := os.ReadFile(results[0].StdoutPath)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rs := reports(b, out)
+					if len(rs) != 1 || rs[0].WorldSize != world {
+						b.Fatalf("reports %+v", rs)
+					}
+					r = rs[0]
+				}
+				ips += r.ItemsPerSecond
+				compute += r.ComputeSeconds
+				gather += r.GatherSeconds
+				share += r.GatherSeconds / r.Seconds
+			}
+			n := float64(b.N)
+			b.ReportMetric(ips/n, "items/s")
+			b.ReportMetric(1000*compute/n, "compute-ms")
+			b.ReportMetric(1000*gather/n, "gather-ms")
+			b.ReportMetric(100*share/n, "gather-%")
+		})
+	}
+}

@@ -51,6 +51,12 @@ func requireEngine(t *testing.T) {
 // on each; it returns every rank's error.
 func world(t *testing.T, size int, timeout time.Duration, fn func(g *dist.Group) error) []error {
 	t.Helper()
+	return worldB(t, size, timeout, fn)
+}
+
+// worldB is world for tests and benchmarks.
+func worldB(t testing.TB, size int, timeout time.Duration, fn func(g *dist.Group) error) []error {
+	t.Helper()
 	port := freePort(t)
 	errs := make([]error, size)
 	var wg sync.WaitGroup
@@ -78,7 +84,7 @@ func world(t *testing.T, size int, timeout time.Duration, fn func(g *dist.Group)
 }
 
 // waitListening returns once something listens on the loopback port.
-func waitListening(t *testing.T, port int) {
+func waitListening(t testing.TB, port int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -384,4 +390,31 @@ type joinerOnly struct{ plainEngine }
 func (joinerOnly) ProcessGroupBackends() []string { return []string{dist.Gloo} }
 func (joinerOnly) JoinProcessGroup(context.Context, dist.Config) (dist.Comm, error) {
 	return nil, errors.New("not reached")
+}
+
+// TestNCCLOnThisBuild: the engine lists the backends its shim was built
+// with; asking for NCCL where it is missing is a clear error, both through
+// Join and from the shim itself.
+func TestNCCLOnThisBuild(t *testing.T) {
+	requireEngine(t)
+	e, _ := runtime.DefaultEngine()
+	j := e.(dist.Joiner)
+	backends := j.ProcessGroupBackends()
+	if !slices.Contains(backends, dist.Gloo) {
+		t.Fatalf("backends %v lack gloo", backends)
+	}
+	if slices.Contains(backends, dist.NCCL) {
+		t.Skip("this build has NCCL")
+	}
+	w := torchrun.Worker{Rank: 0, WorldSize: 1, LocalWorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: freePort(t)}
+	_, err := dist.Join(context.Background(), dist.WithWorker(w), dist.WithBackend(dist.NCCL), dist.WithTimeout(5*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "built without NCCL") {
+		t.Errorf("join with nccl: %v", err)
+	}
+	_, err = j.JoinProcessGroup(context.Background(), dist.Config{Rank: 0, Size: 1, MasterAddr: "127.0.0.1",
+		MasterPort: freePort(t), Backend: dist.NCCL, Device: "cuda:0", Timeout: 5 * time.Second, Prefix: "nccl/"})
+	if err == nil || !strings.Contains(err.Error(), "no NCCL") {
+		t.Errorf("shim join with nccl: %v", err)
+	}
+	t.Log(err)
 }
