@@ -102,6 +102,9 @@ func embed(ctx context.Context, stdout io.Writer, dir string, n, tokens int, tim
 	// the batch runs unsharded.
 	var g *dist.Group
 	w, werr := torchrun.WorkerFromEnv()
+	if _, set := os.LookupEnv("RANK"); set && werr != nil {
+		return werr // half a torchrun environment is a mistake, not a single process
+	}
 	if werr == nil {
 		var err error
 		if g, err = dist.Join(ctx, dist.WithTimeout(timeout)); err != nil {
