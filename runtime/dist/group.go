@@ -19,10 +19,12 @@ type Group struct {
 	comm Comm
 	cfg  Config
 
-	mu     sync.Mutex
-	seq    int64 // collectives started
-	failed error // the first failure, wrapping ErrGroupFailed
+	mu     sync.Mutex // held for a whole collective
+	seq    int64      // collectives started
 	closed bool
+
+	errMu  sync.Mutex // held briefly, so that Err does not wait for a collective
+	failed error      // the first failure, wrapping ErrGroupFailed
 }
 
 // Rank returns this worker's rank, 0 <= Rank() < Size().
@@ -43,8 +45,8 @@ func (g *Group) Timeout() time.Duration { return g.cfg.Timeout }
 // Err returns the failure that made the group unusable (matching
 // ErrGroupFailed), or nil.
 func (g *Group) Err() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.errMu.Lock()
+	defer g.errMu.Unlock()
 	return g.failed
 }
 
@@ -149,8 +151,8 @@ func (g *Group) begin(kind int64) error {
 	if g.closed {
 		return fmt.Errorf("dist: %s: %w", kindNames[kind], ErrClosed)
 	}
-	if g.failed != nil {
-		return fmt.Errorf("dist: %s: %w", kindNames[kind], g.failed)
+	if err := g.Err(); err != nil {
+		return fmt.Errorf("dist: %s: %w", kindNames[kind], err)
 	}
 	g.seq++
 	return nil
@@ -159,6 +161,8 @@ func (g *Group) begin(kind int64) error {
 // fail records the first failure of a data-moving call and returns it.
 func (g *Group) fail(what string, err error) error {
 	e := fmt.Errorf("dist: %s: %w: %w", what, ErrGroupFailed, err)
+	g.errMu.Lock()
+	defer g.errMu.Unlock()
 	if g.failed == nil {
 		g.failed = e
 	}
@@ -365,7 +369,7 @@ func (g *Group) Close() error {
 		return nil
 	}
 	g.closed = true
-	if g.failed != nil {
+	if g.Err() != nil {
 		go g.comm.Close()
 		return nil
 	}
