@@ -30,12 +30,13 @@ ROOT=${WFGEN_LANE_ROOT:-/var/cache/wfgen/trixie-root}
 # 4-5x slower matmul), pkgconf for the e2e build against a relocated
 # libtorch, python3-torch for parity fixtures and torchrun,
 # python3-setuptools and python3-dev for AOTInductor export (torch._inductor
-# compiles C++).
-PACKAGES=(libtorch-dev libopenblas0 python3-torch g++ pkgconf python3-setuptools python3-dev ca-certificates)
-# The lane's tests: engine, client, e2e, importer, torchrun. The scheduler
+# compiles C++), libgloo-dev for the engine's process groups (Gloo's headers).
+PACKAGES=(libtorch-dev libopenblas0 python3-torch g++ pkgconf python3-setuptools python3-dev ca-certificates libgloo-dev)
+# The lane's tests: engine, client, e2e, importer, torchrun, process groups
+# and the sharded example (two torchrun nodes). The scheduler
 # measurement runs alone afterwards, as in make test: other packages' tests
 # running beside it add context switches it would count.
-TEST_PKGS=(./runtime/torch/... ./runtime/client/... ./e2e/... ./gen/importer/... ./runtime/proc/torchrun/...)
+TEST_PKGS=(./runtime/torch/... ./runtime/client/... ./e2e/... ./gen/importer/... ./runtime/proc/torchrun/... ./runtime/dist/... ./examples/sharded/...)
 ALONE='^TestBackToBackCallsKeepSchedulerQuiet$'
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)

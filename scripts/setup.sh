@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what wfgen's build, tests and demo need when it is missing:
-# libtorch (Debian's libtorch-dev, CPU) for the cgo engine, Debian's
+# libtorch (Debian's libtorch-dev, CPU) for the cgo engine and Gloo's
+# headers (libgloo-dev) for its process groups (runtime/dist), Debian's
 # python3-torch / python3-torchvision for parity fixtures, the torchrun test
 # and the side-by-side benchmarks, python3-fastapi / python3-uvicorn for
 # the Python server the serving load test (make bench) compares wfserve with,
@@ -12,6 +13,7 @@ set -euo pipefail
 
 need=()
 [ -f /usr/include/torch/script.h ] || need+=(libtorch-dev)
+[ -f /usr/include/gloo/config.h ] || need+=(libgloo-dev)
 if ! /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then need+=(python3-torch); fi
 if ! /usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1; then need+=(python3-torchvision); fi
 if ! /usr/bin/python3 -c 'import fastapi' >/dev/null 2>&1; then need+=(python3-fastapi); fi

@@ -29,6 +29,9 @@ type Config struct {
 	PerItemErrors bool
 	// OnStats, when set, is called after every forward call.
 	OnStats func(Stats)
+	// Sharder, when set, spreads the run over the ranks of a distributed
+	// job (see WithSharding).
+	Sharder Sharder
 
 	maxSet bool
 }
@@ -76,6 +79,14 @@ func WithPerItemErrors() Option {
 // forward call with the running totals; use it for progress bars and logs.
 func WithStats(fn func(Stats)) Option {
 	return func(c *Config) { c.OnStats = fn }
+}
+
+// WithSharding makes Run run only this rank's share of the items, a
+// contiguous range that s chooses, and gather every rank's outputs (see
+// Sharder). Package runtime/dist gives the Sharder of a process group
+// (dist.Sharded). A nil s leaves the run unsharded.
+func WithSharding(s Sharder) Option {
+	return func(c *Config) { c.Sharder = s }
 }
 
 // TaskOptions returns the options a task's batching block asks for: the max

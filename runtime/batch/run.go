@@ -165,6 +165,9 @@ type span struct{ lo, hi int }
 //
 // On any error other than ItemErrors the outputs are nil: nothing
 // half-done is returned.
+//
+// With WithSharding, Run runs only this rank's share of the items and
+// gathers the outputs of every rank (see Sharder).
 func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out], opts ...Option) ([]Out, error) {
 	cfg, err := NewConfig(opts...)
 	if err != nil {
@@ -173,6 +176,16 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 	if forward == nil {
 		return nil, errors.New("batch: nil forward")
 	}
+	if cfg.Sharder != nil {
+		return runSharded(ctx, items, forward, cfg)
+	}
+	return run(ctx, items, 0, len(items), forward, cfg)
+}
+
+// run is Run without sharding over items, which start at index base of the
+// caller's total items: batch offsets, item errors and messages give
+// indexes into those.
+func run[In, Out any](ctx context.Context, items []In, base, total int, forward Forward[In, Out], cfg Config) ([]Out, error) {
 	out := make([]Out, len(items))
 	st := Stats{Items: len(items)}
 	report := func() {
@@ -222,7 +235,7 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 		}
 		cctx := &slab[0]
 		slab = slab[1:]
-		*cctx = callContext{ctx, Call{Offset: s.lo, Items: n, Size: size, PersistentKey: cfg.PersistentKey}}
+		*cctx = callContext{ctx, Call{Offset: base + s.lo, Items: n, Size: size, PersistentKey: cfg.PersistentKey}}
 		res, ferr := forward(cctx, in)
 		st.Calls++
 		st.Padded += size - n
@@ -230,7 +243,7 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 		if ferr == nil {
 			if len(res) != size {
 				report()
-				return nil, countError(s, n, size, len(res))
+				return nil, countError(span{base + s.lo, base + s.hi}, n, size, len(res))
 			}
 			copy(out[s.lo:s.hi], res[:n])
 			st.Batches++
@@ -249,12 +262,12 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 			pending = pushHalves(pending, s)
 		case ctx.Err() != nil || errors.Is(ferr, context.Canceled) || errors.Is(ferr, context.DeadlineExceeded):
 			report()
-			return nil, fmt.Errorf("batch: items [%d, %d) of %d: %w", s.lo, s.hi, st.Items, ferr)
+			return nil, fmt.Errorf("batch: items [%d, %d) of %d: %w", base+s.lo, base+s.hi, total, ferr)
 		case !cfg.PerItemErrors:
 			report()
-			return nil, fmt.Errorf("batch: items [%d, %d) of %d: %w", s.lo, s.hi, st.Items, ferr)
+			return nil, fmt.Errorf("batch: items [%d, %d) of %d: %w", base+s.lo, base+s.hi, total, ferr)
 		case n == 1:
-			itemErrs = append(itemErrs, ItemError{Index: s.lo, Err: ferr})
+			itemErrs = append(itemErrs, ItemError{Index: base + s.lo, Err: ferr})
 			st.Failed++
 		default:
 			st.Bisections++

@@ -235,32 +235,59 @@ func checkRun(t *testing.T, res *proc.Result, err error) {
 	}
 }
 
-// TestTorchrunPythonWorkers runs a real two-process standalone job: each
-// worker joins a gloo group on CPU and all-reduces rank+1.
+// TestTorchrunPythonWorkers runs real gloo workers on CPU that all-reduce
+// rank+1: two in one standalone job, and a true two-node job — two
+// launchers (node ranks 0 and 1) meeting at a c10d rendezvous on loopback,
+// two workers each. It is the reference for the Go workers' process groups
+// (examples/sharded has the Go two-node job).
 func TestTorchrunPythonWorkers(t *testing.T) {
 	requireTorch(t)
 	dir, err := filepath.Abs("testdata")
 	if err != nil {
 		t.Fatal(err)
 	}
-	logDir := t.TempDir()
-	l := Launch{Python: debianPython, NProcPerNode: 2, Module: "allreduce_worker"}
-	debianLaunch(&l, logDir)
-	res, err := Run(context.Background(), l, proc.Command{
-		Dir: dir, LogDir: logDir, Timeout: 3 * time.Minute, Grace: 5 * time.Second,
-		Env: loopbackEnv("PYTHONPATH=" + dir),
-	})
-	checkRun(t, res, err)
-	reps := reports(t, res)
-	if len(reps) != 2 {
-		t.Fatalf("got %d worker reports:\n%s", len(reps), res.StdoutTail)
+	for _, nodes := range []int{1, 2} {
+		t.Run(map[int]string{1: "standalone", 2: "two-node"}[nodes], func(t *testing.T) {
+			endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+			results := make([]*proc.Result, nodes)
+			errs := make([]error, nodes)
+			var wg sync.WaitGroup
+			for n := range nodes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					logDir := t.TempDir()
+					l := Launch{Python: debianPython, NProcPerNode: 2, Module: "allreduce_worker"}
+					if nodes > 1 {
+						l.Nodes = &Nodes{Count: nodes, Rank: n, Endpoint: endpoint, ID: "wfgen-python-two-node"}
+					}
+					debianLaunch(&l, logDir)
+					results[n], errs[n] = Run(context.Background(), l, proc.Command{
+						Dir: dir, LogDir: logDir, Timeout: 3 * time.Minute, Grace: 5 * time.Second,
+						Env: loopbackEnv("PYTHONPATH=" + dir),
+					})
+				}()
+			}
+			wg.Wait()
+			var reps []map[string]any
+			for n := range nodes {
+				checkRun(t, results[n], errs[n])
+				reps = append(reps, reports(t, results[n])...)
+			}
+			slices.SortFunc(reps, func(a, b map[string]any) int { return int(a["rank"].(float64) - b["rank"].(float64)) })
+			world := 2 * nodes
+			sum := float64(world * (world + 1) / 2)
+			if len(reps) != world {
+				t.Fatalf("got %d worker reports, want %d", len(reps), world)
+			}
+			for i, r := range reps {
+				if r["rank"] != float64(i) || r["world_size"] != float64(world) || r["local_rank"] != float64(i%2) || r["sum"] != sum {
+					t.Errorf("worker %d reported %v; want rank %d of %d and all_reduce sum %v", i, r, i, world, sum)
+				}
+			}
+			t.Logf("python workers: %v", reps)
+		})
 	}
-	for i, r := range reps {
-		if r["rank"] != float64(i) || r["world_size"] != 2.0 || r["local_rank"] != float64(i) || r["sum"] != 3.0 {
-			t.Errorf("worker %d reported %v; want rank %d of 2 and all_reduce sum 3", i, r, i)
-		}
-	}
-	t.Logf("python workers: %v", reps)
 }
 
 // TestTorchrunGoWorkers runs this test binary as two Go workers under

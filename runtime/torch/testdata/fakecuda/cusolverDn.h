@@ -1,0 +1,3 @@
+#pragma once
+#include "cusolver_common.h"
+typedef struct cusolverDnContext* cusolverDnHandle_t;
