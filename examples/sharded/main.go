@@ -13,10 +13,13 @@
 // shares are gathered on rank 0 (on every rank with -every-rank):
 //
 //	go build -o sharded ./examples/sharded
-//	torchrun --nproc_per_node 2 --no_python ./sharded -items 4096
+//	torchrun --nproc_per_node 2 --redirects 2 --tee 2 --no_python ./sharded -items 4096
 //
-// On N machines, start the same command on each with torchrun's
-// multi-node flags (docs/processes.md, "Process groups"). The program is
+// (--redirects and --tee work around torch 1.13's launcher on Python 3.11;
+// torch 2.4+ built without libuv, such as Debian's 2.6, needs the launcher
+// started through torchrun.Bootstrap: docs/processes.md, "torchrun".) On N
+// machines, start the same command on each with torchrun's multi-node
+// flags (docs/processes.md, "Process groups"). The program is
 // the generated EmbedBatch method with one extra option, dist.Sharded(g);
 // nothing else changes. Rank 0 prints one JSON line: the items, a sha256 of
 // all embeddings in order (equal to the single-process run's: shares start
