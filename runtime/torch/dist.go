@@ -66,8 +66,8 @@ func receiveSIGPIPE() {
 
 // JoinProcessGroup joins the group cfg describes (see dist.Joiner). Joining
 // is bounded by cfg.Timeout and ctx's deadline; ctx's cancellation is seen
-// while a rank waits for rank 0's store to listen, not during the
-// rendezvous that follows.
+// while a rank waits for the store to listen, not during the rendezvous
+// that follows.
 func (e *Engine) JoinProcessGroup(ctx context.Context, cfg dist.Config) (dist.Comm, error) {
 	if err := e.init(); err != nil {
 		return nil, err
@@ -98,7 +98,8 @@ func (e *Engine) JoinProcessGroup(ctx context.Context, cfg dist.Config) (dist.Co
 		return nil, fmt.Errorf("unknown backend %q", cfg.Backend)
 	}
 	receiveSIGPIPE()
-	if cfg.Rank != 0 {
+	host := cfg.Rank == 0 && !cfg.AgentStore
+	if !host {
 		if err := waitForStore(ctx, net.JoinHostPort(cfg.MasterAddr, strconv.Itoa(cfg.MasterPort)), start, timeout, byCtx); err != nil {
 			return nil, err
 		}
@@ -107,7 +108,7 @@ func (e *Engine) JoinProcessGroup(ctx context.Context, cfg dist.Config) (dist.Co
 	if left <= 0 {
 		return nil, timedOut(byCtx, timeout, errors.New("no time left after reaching the store"))
 	}
-	g, res := shim.DistJoin(code, cfg.MasterAddr, cfg.MasterPort, cfg.Prefix, cfg.Rank, cfg.Size,
+	g, res := shim.DistJoin(code, cfg.MasterAddr, cfg.MasterPort, host, cfg.Prefix, cfg.Rank, cfg.Size,
 		milliseconds(left), milliseconds(cfg.Timeout), cfg.Device, strings.Join(cfg.Interfaces, ","))
 	if res.Status != statusOK {
 		err := newError("join", "", "", res.Status, string(res.Payload))
@@ -116,7 +117,8 @@ func (e *Engine) JoinProcessGroup(ctx context.Context, cfg dist.Config) (dist.Co
 	return &comm{g: g, timeout: cfg.Timeout}, nil
 }
 
-// waitForStore waits until rank 0's store accepts connections. c10d's own
+// waitForStore waits until the store (rank 0's or the launcher's) accepts
+// connections. c10d's own
 // client gives up on a refused connection only after retrying for up to
 // the timeout once per second (1.x), or after the timeout, a back-off and
 // another timeout (2.x: about twice as long); dialing here first keeps
@@ -127,7 +129,7 @@ func waitForStore(ctx context.Context, addr string, start time.Time, timeout tim
 	for {
 		left := timeout - time.Since(start)
 		if left <= 0 {
-			return timedOut(byCtx, timeout, fmt.Errorf("rank 0's store at %s does not accept connections", addr))
+			return timedOut(byCtx, timeout, fmt.Errorf("the store at %s does not accept connections", addr))
 		}
 		actx, cancel := context.WithTimeout(ctx, min(left, time.Second))
 		c, err := d.DialContext(actx, "tcp", addr)
@@ -137,7 +139,7 @@ func waitForStore(ctx context.Context, addr string, start time.Time, timeout tim
 			return nil
 		}
 		if ctx.Err() == context.Canceled {
-			return fmt.Errorf("%w: waiting for rank 0's store at %s", context.Canceled, addr)
+			return fmt.Errorf("%w: waiting for the store at %s", context.Canceled, addr)
 		}
 		select {
 		case <-ctx.Done():

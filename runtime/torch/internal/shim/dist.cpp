@@ -210,11 +210,10 @@ int32_t wf_dist_backends(void) {
   return b;
 }
 
-wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int32_t port, const char* prefix,
-                       int64_t prefix_len, int32_t rank, int32_t size, int64_t join_timeout_ms, int64_t timeout_ms,
-                       const char* device,
-                       int64_t device_len, const char* ifaces, int64_t ifaces_len, char* out, int64_t cap,
-                       wf_result* res) {
+wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int32_t port, int32_t host_store,
+                       const char* prefix, int64_t prefix_len, int32_t rank, int32_t size, int64_t join_timeout_ms,
+                       int64_t timeout_ms, const char* device, int64_t device_len, const char* ifaces,
+                       int64_t ifaces_len, char* out, int64_t cap, wf_result* res) {
   wf_group* result = nullptr;
   guarded(out, cap, res, [&] {
     if (size < 1 || rank < 0 || rank >= size)
@@ -234,7 +233,7 @@ wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int3
 
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(port);
-    so.isServer = rank == 0;
+    so.isServer = host_store != 0;
     so.numWorkers = static_cast<size_t>(size);
     so.waitWorkers = true;
     so.timeout = std::chrono::milliseconds(join_timeout_ms);
