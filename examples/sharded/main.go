@@ -13,10 +13,13 @@
 // shares are gathered on rank 0 (on every rank with -every-rank):
 //
 //	go build -o sharded ./examples/sharded
-//	torchrun --nproc_per_node 2 --no_python ./sharded -items 4096
+//	torchrun --nproc_per_node 2 --redirects 2 --tee 2 --no_python ./sharded -items 4096
 //
-// On N machines, start the same command on each with torchrun's
-// multi-node flags (docs/processes.md, "Process groups"). The program is
+// (--redirects and --tee work around torch 1.13's launcher on Python 3.11;
+// torch 2.4+ built without libuv, such as Debian's 2.6, needs the launcher
+// started through torchrun.Bootstrap: docs/processes.md, "torchrun".) On N
+// machines, start the same command on each with torchrun's multi-node
+// flags (docs/processes.md, "Process groups"). The program is
 // the generated EmbedBatch method with one extra option, dist.Sharded(g);
 // nothing else changes. Rank 0 prints one JSON line: the items, a sha256 of
 // all embeddings in order (equal to the single-process run's: shares start
@@ -57,9 +60,12 @@ type report struct {
 	Rank      int    `json:"rank"`
 	WorldSize int    `json:"world_size"`
 	Backend   string `json:"backend,omitempty"`
-	Device    string `json:"device"`
-	Items     int    `json:"items"`
-	Tokens    int    `json:"tokens_per_item"`
+	// AgentStore says the group met at the launcher's store
+	// (TORCHELASTIC_USE_AGENT_STORE), not one that rank 0 hosted.
+	AgentStore bool   `json:"agent_store,omitempty"`
+	Device     string `json:"device"`
+	Items      int    `json:"items"`
+	Tokens     int    `json:"tokens_per_item"`
 	// SHA256 is the digest of every embedding's float32 bytes, in order.
 	SHA256 string `json:"sha256"`
 	// ItemsRun is the all_reduce sum of the items each rank ran: Items.
@@ -183,7 +189,7 @@ func embed(ctx context.Context, stdout io.Writer, dir string, n, tokens int, tim
 	r := report{WorldSize: 1, Device: dev, Items: n, Tokens: tokens, ItemsRun: int64(ran),
 		Seconds: wall.Seconds(), ComputeSeconds: compute.Seconds()}
 	if g != nil {
-		r.Rank, r.WorldSize, r.Backend = g.Rank(), g.Size(), g.Backend()
+		r.Rank, r.WorldSize, r.Backend, r.AgentStore = g.Rank(), g.Size(), g.Backend(), w.AgentStore
 		// Every rank all-reduces what it ran and how long it took.
 		count := runtime.FromInt64([]int64{int64(ran)}, 1)
 		if err := g.AllReduce(ctx, count, dist.Sum); err != nil {

@@ -247,6 +247,41 @@ func TestEveryRank(t *testing.T) {
 	checkNoStragglers(t, mark)
 }
 
+// TestStaticRendezvous runs torchrun's default rendezvous (static, no
+// --standalone): the launcher hosts the store at MASTER_PORT itself and
+// tells the workers to join it (TORCHELASTIC_USE_AGENT_STORE=True), so rank
+// 0 must not try to host one there.
+func TestStaticRendezvous(t *testing.T) {
+	requireTorchrun(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := fmt.Sprintf("static-%d", time.Now().UnixNano())
+	args := []string{"-items", "40", "-tokens", "8", "-checkpoints", t.TempDir(), "-timeout", "2m"}
+	want := single(t, args, mark)
+	logDir := t.TempDir()
+	argv := append([]string{debianPython, "-c", torchrun.Bootstrap, "--nnodes", "1", "--master_addr", "127.0.0.1",
+		"--master_port", strconv.Itoa(freePort(t)), "--nproc_per_node", "2", "--monitor_interval", "0.2",
+		"--redirects", "2", "--tee", "2", "--log_dir", filepath.Join(logDir, "workers"), "--no_python", exe}, args...)
+	res, err := proc.Run(context.Background(), proc.Command{
+		Path: argv[0], Args: argv[1:], LogDir: logDir, Name: "torchrun",
+		Timeout: 4 * time.Minute, Grace: 5 * time.Second, Env: programEnv(mark),
+	})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("torchrun: %v (exit %d)\nstdout:\n%s\nstderr:\n%s", err, res.ExitCode, res.StdoutTail, res.StderrTail)
+	}
+	out, err := os.ReadFile(res.StdoutPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := reports(t, out)
+	if len(rs) != 1 || !rs[0].AgentStore || rs[0].WorldSize != 2 || rs[0].SHA256 != want.SHA256 {
+		t.Fatalf("reports %+v; want rank 0 of 2 at the launcher's store, sha256 %s", rs, want.SHA256)
+	}
+	checkNoStragglers(t, mark)
+}
+
 // TestStragglersSeesTaggedProcesses checks the check: a tagged process is
 // found while it runs and not after it ended.
 func TestStragglersSeesTaggedProcesses(t *testing.T) {

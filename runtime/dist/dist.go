@@ -102,9 +102,12 @@ type Config struct {
 	// Rank and Size place this worker in the group: 0 <= Rank < Size.
 	Rank, Size int
 	// MasterAddr and MasterPort locate the group's TCP store, which rank 0
-	// hosts.
+	// hosts, unless AgentStore says it is the launcher's.
 	MasterAddr string
 	MasterPort int
+	// AgentStore says every rank, rank 0 included, connects to the
+	// launcher's store (torchrun.Worker.AgentStore).
+	AgentStore bool
 	// Backend is Gloo or NCCL.
 	Backend string
 	// Device is where collectives run: "cpu" for Gloo, "cuda:N" for NCCL.
@@ -190,12 +193,15 @@ var joins = struct {
 	n map[string]int
 }{n: map[string]int{}}
 
-func nextPrefix(addr string, port, rank int) string {
-	key := fmt.Sprintf("%s:%d/%d", addr, port, rank)
+// nextPrefix is the store key prefix of w's next group: the launcher's
+// restart count (a launcher's own store outlives the workers it restarts,
+// and with it their keys) and the number of groups joined at that store.
+func nextPrefix(w torchrun.Worker) string {
+	key := fmt.Sprintf("%s:%d/%d", w.MasterAddr, w.MasterPort, w.Rank)
 	joins.Lock()
 	defer joins.Unlock()
 	joins.n[key]++
-	return fmt.Sprintf("wfgen/%d/", joins.n[key])
+	return fmt.Sprintf("wfgen/attempt_%d/%d/", w.RestartCount, joins.n[key])
 }
 
 // Join joins the job's process group. Every rank of the job calls it; it
@@ -245,9 +251,9 @@ func Join(ctx context.Context, opts ...Option) (*Group, error) {
 		ifaces = splitList(os.Getenv(EnvSocketInterfaces))
 	}
 	cfg := Config{
-		Rank: w.Rank, Size: w.WorldSize, MasterAddr: w.MasterAddr, MasterPort: w.MasterPort,
+		Rank: w.Rank, Size: w.WorldSize, MasterAddr: w.MasterAddr, MasterPort: w.MasterPort, AgentStore: w.AgentStore,
 		Backend: backend, Device: device, Timeout: o.timeout, Interfaces: ifaces,
-		Prefix: nextPrefix(w.MasterAddr, w.MasterPort, w.Rank),
+		Prefix: nextPrefix(w),
 	}
 	comm, err := j.JoinProcessGroup(ctx, cfg)
 	if err != nil {

@@ -4,9 +4,12 @@ package torch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,9 +64,10 @@ func receiveSIGPIPE() {
 	sigpipeOnce.Do(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) })
 }
 
-// JoinProcessGroup joins the group cfg describes (see dist.Joiner). The
-// wait for the other ranks is bounded by cfg.Timeout and ctx's deadline; a
-// cancellation without a deadline is not seen until then.
+// JoinProcessGroup joins the group cfg describes (see dist.Joiner). Joining
+// is bounded by cfg.Timeout and ctx's deadline; ctx's cancellation is seen
+// while a rank waits for the store to listen, not during the rendezvous
+// that follows.
 func (e *Engine) JoinProcessGroup(ctx context.Context, cfg dist.Config) (dist.Comm, error) {
 	if err := e.init(); err != nil {
 		return nil, err
@@ -71,6 +75,10 @@ func (e *Engine) JoinProcessGroup(ctx context.Context, cfg dist.Config) (dist.Co
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if cfg.Timeout <= 0 {
+		return nil, fmt.Errorf("timeout %v is not positive", cfg.Timeout)
+	}
+	start := time.Now()
 	timeout, byCtx := effectiveTimeout(ctx, cfg.Timeout)
 	if timeout <= 0 {
 		return nil, context.DeadlineExceeded
@@ -90,14 +98,63 @@ func (e *Engine) JoinProcessGroup(ctx context.Context, cfg dist.Config) (dist.Co
 		return nil, fmt.Errorf("unknown backend %q", cfg.Backend)
 	}
 	receiveSIGPIPE()
-	start := time.Now()
-	g, res := shim.DistJoin(code, cfg.MasterAddr, cfg.MasterPort, cfg.Prefix, cfg.Rank, cfg.Size,
-		milliseconds(timeout), cfg.Device, strings.Join(cfg.Interfaces, ","))
+	host := cfg.Rank == 0 && !cfg.AgentStore
+	if !host {
+		if err := waitForStore(ctx, net.JoinHostPort(cfg.MasterAddr, strconv.Itoa(cfg.MasterPort)), start, timeout, byCtx); err != nil {
+			return nil, err
+		}
+	}
+	left := timeout - time.Since(start)
+	if left <= 0 {
+		return nil, timedOut(byCtx, timeout, errors.New("no time left after reaching the store"))
+	}
+	g, res := shim.DistJoin(code, cfg.MasterAddr, cfg.MasterPort, host, cfg.Prefix, cfg.Rank, cfg.Size,
+		milliseconds(left), milliseconds(cfg.Timeout), cfg.Device, strings.Join(cfg.Interfaces, ","))
 	if res.Status != statusOK {
 		err := newError("join", "", "", res.Status, string(res.Payload))
 		return nil, classify(ctx, err, start, timeout, byCtx)
 	}
 	return &comm{g: g, timeout: cfg.Timeout}, nil
+}
+
+// waitForStore waits until the store (rank 0's or the launcher's) accepts
+// connections. c10d's own
+// client gives up on a refused connection only after retrying for up to
+// the timeout once per second (1.x), or after the timeout, a back-off and
+// another timeout (2.x: about twice as long); dialing here first keeps
+// joining within the timeout and lets ctx's cancellation end the wait. The
+// store drops the probe connection, which never sends a request.
+func waitForStore(ctx context.Context, addr string, start time.Time, timeout time.Duration, byCtx bool) error {
+	var d net.Dialer
+	for {
+		left := timeout - time.Since(start)
+		if left <= 0 {
+			return timedOut(byCtx, timeout, fmt.Errorf("the store at %s does not accept connections", addr))
+		}
+		actx, cancel := context.WithTimeout(ctx, min(left, time.Second))
+		c, err := d.DialContext(actx, "tcp", addr)
+		cancel()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if ctx.Err() == context.Canceled {
+			return fmt.Errorf("%w: waiting for the store at %s", context.Canceled, addr)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(50*time.Millisecond, max(left, 0))):
+		}
+	}
+}
+
+// timedOut is the error of a join or collective that ran out of time:
+// ctx's deadline (byCtx) or the group's timeout.
+func timedOut(byCtx bool, timeout time.Duration, err error) error {
+	if byCtx {
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	return fmt.Errorf("%w (%v): %w", dist.ErrTimeout, timeout, err)
 }
 
 // comm is a joined group in C++ memory.
@@ -133,10 +190,7 @@ func classify(ctx context.Context, err *Error, start time.Time, timeout time.Dur
 	if time.Since(start) < timeout && !isTimeoutMessage(err.Message) {
 		return err
 	}
-	if byCtx {
-		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
-	}
-	return fmt.Errorf("%w (%v): %w", dist.ErrTimeout, timeout, err)
+	return timedOut(byCtx, timeout, err)
 }
 
 // timeoutMarkers are substrings of the messages of c10d and Gloo waits that

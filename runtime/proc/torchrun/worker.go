@@ -27,6 +27,12 @@ type Worker struct {
 	// RestartCount counts worker-group restarts
 	// (TORCHELASTIC_RESTART_COUNT; 0 when unset).
 	RestartCount int
+	// AgentStore says that the store at MASTER_ADDR:MASTER_PORT is the
+	// launcher's own, which every worker, rank 0 included, joins as a
+	// client (TORCHELASTIC_USE_AGENT_STORE=True: torchrun's static
+	// rendezvous, and torch 2.x's c10d rendezvous when it shares its
+	// store). Otherwise rank 0 hosts the workers' store there.
+	AgentStore bool
 }
 
 // WorkerFromEnv reads the Worker from the process environment. Outside a
@@ -35,7 +41,9 @@ func WorkerFromEnv() (Worker, error) { return WorkerFrom(os.LookupEnv) }
 
 // WorkerFrom reads the Worker through lookup (os.LookupEnv, or a map's
 // lookup in tests). RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-// MASTER_ADDR and MASTER_PORT are required and checked for consistency.
+// MASTER_ADDR and MASTER_PORT are required and checked for consistency;
+// GROUP_RANK, TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_USE_AGENT_STORE
+// are optional.
 func WorkerFrom(lookup func(string) (string, bool)) (Worker, error) {
 	var w Worker
 	var err error
@@ -72,6 +80,15 @@ func WorkerFrom(lookup func(string) (string, bool)) (Worker, error) {
 		return Worker{}, fmt.Errorf("torchrun: MASTER_ADDR is not set: not running as a torchrun worker")
 	}
 	w.MasterAddr = addr
+	if v, ok := lookup("TORCHELASTIC_USE_AGENT_STORE"); ok {
+		switch strings.TrimSpace(v) {
+		case "True":
+			w.AgentStore = true
+		case "False", "":
+		default:
+			return Worker{}, fmt.Errorf("torchrun: TORCHELASTIC_USE_AGENT_STORE=%q is neither True nor False", v)
+		}
+	}
 	switch {
 	case w.WorldSize < 1 || w.Rank >= w.WorldSize:
 		return Worker{}, fmt.Errorf("torchrun: RANK=%d is outside WORLD_SIZE=%d", w.Rank, w.WorldSize)

@@ -35,6 +35,7 @@ func TestWorkerFrom(t *testing.T) {
 		"local world big":   {"LOCAL_WORLD_SIZE", "8", "exceeds"},
 		"no master":         {"MASTER_ADDR", "", "MASTER_ADDR"},
 		"port out of range": {"MASTER_PORT", "70000", "not a port"},
+		"agent store":       {"TORCHELASTIC_USE_AGENT_STORE", "yes", "neither True nor False"},
 	}
 	for name, c := range bad {
 		env := goodEnv()
@@ -45,6 +46,13 @@ func TestWorkerFrom(t *testing.T) {
 		}
 		if _, err := WorkerFrom(lookupIn(env)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v; want one containing %q", name, err, c.want)
+		}
+	}
+	for v, want := range map[string]bool{"True": true, "False": false} {
+		env := goodEnv()
+		env["TORCHELASTIC_USE_AGENT_STORE"] = v
+		if w, err := WorkerFrom(lookupIn(env)); err != nil || w.AgentStore != want {
+			t.Errorf("TORCHELASTIC_USE_AGENT_STORE=%s: AgentStore %v, %v", v, w.AgentStore, err)
 		}
 	}
 	if _, err := WorkerFromEnv(); err == nil {

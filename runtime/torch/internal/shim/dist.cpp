@@ -210,16 +210,22 @@ int32_t wf_dist_backends(void) {
   return b;
 }
 
-wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int32_t port, const char* prefix,
-                       int64_t prefix_len, int32_t rank, int32_t size, int64_t timeout_ms, const char* device,
-                       int64_t device_len, const char* ifaces, int64_t ifaces_len, char* out, int64_t cap,
-                       wf_result* res) {
+wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int32_t port, int32_t host_store,
+                       const char* prefix, int64_t prefix_len, int32_t rank, int32_t size, int64_t join_timeout_ms,
+                       int64_t timeout_ms, const char* device, int64_t device_len, const char* ifaces,
+                       int64_t ifaces_len, char* out, int64_t cap, wf_result* res) {
   wf_group* result = nullptr;
   guarded(out, cap, res, [&] {
     if (size < 1 || rank < 0 || rank >= size)
       throw std::invalid_argument("rank " + std::to_string(rank) + " is outside a group of " + std::to_string(size));
     if (port < 1 || port > 65535) throw std::invalid_argument("port " + std::to_string(port) + " is not a port");
-    if (timeout_ms < 1) throw std::invalid_argument("timeout must be positive");
+    if (timeout_ms < 1 || join_timeout_ms < 1) throw std::invalid_argument("timeouts must be positive");
+    if (backend != WF_DIST_GLOO && backend != WF_DIST_NCCL)
+      throw std::invalid_argument("unknown backend code " + std::to_string(backend));
+#ifndef USE_C10D_NCCL
+    if (backend == WF_DIST_NCCL)
+      throw std::invalid_argument("this libtorch build has no NCCL (the shim was compiled without USE_C10D_NCCL)");
+#endif
     auto timeout = std::chrono::milliseconds(timeout_ms);
     auto g = std::make_unique<wf_group>();
     g->size = size;
@@ -227,10 +233,10 @@ wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int3
 
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(port);
-    so.isServer = rank == 0;
+    so.isServer = host_store != 0;
     so.numWorkers = static_cast<size_t>(size);
     so.waitWorkers = true;
-    so.timeout = timeout;
+    so.timeout = std::chrono::milliseconds(join_timeout_ms);
     so.multiTenant = true;
 #if WF_TORCH_AT_LEAST(2, 2)
     // The option exists from 2.2 and is on by default from 2.4; Debian's 2.6
@@ -249,18 +255,14 @@ wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int3
       for (const auto& name : names) opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
       if (names.empty()) opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
       g->backend = c10::make_intrusive<c10d::ProcessGroupGloo>(g->store, rank, size, opts);
-    } else if (backend == WF_DIST_NCCL) {
+    } else {
 #ifdef USE_C10D_NCCL
       if (!g->device.is_cuda()) throw std::invalid_argument("the nccl backend needs a cuda device, not " + g->device.str());
       c10::DeviceGuard guard(g->device);
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
       g->backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(g->store, rank, size, opts);
-#else
-      throw std::invalid_argument("this libtorch build has no NCCL (the shim was compiled without USE_C10D_NCCL)");
 #endif
-    } else {
-      throw std::invalid_argument("unknown backend code " + std::to_string(backend));
     }
     result = g.release();
   });

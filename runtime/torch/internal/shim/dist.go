@@ -43,11 +43,11 @@ func (g Group) Valid() bool { return g.p != nil }
 func DistBackends() int { return int(C.wf_dist_backends()) }
 
 // DistJoin joins a process group (see wf_dist_join).
-func DistJoin(backend int, host string, port int, prefix string, rank, size int, timeoutMS int64, device, ifaces string) (Group, Result) {
+func DistJoin(backend int, host string, port int, hostStore bool, prefix string, rank, size int, joinTimeoutMS, timeoutMS int64, device, ifaces string) (Group, Result) {
 	var res C.wf_result
 	out := make([]byte, distOut)
-	g := C.wf_dist_join(C.int32_t(backend), sptr(host), C.int64_t(len(host)), C.int32_t(port), sptr(prefix),
-		C.int64_t(len(prefix)), C.int32_t(rank), C.int32_t(size), C.int64_t(timeoutMS), sptr(device),
+	g := C.wf_dist_join(C.int32_t(backend), sptr(host), C.int64_t(len(host)), C.int32_t(port), b32(hostStore), sptr(prefix),
+		C.int64_t(len(prefix)), C.int32_t(rank), C.int32_t(size), C.int64_t(joinTimeoutMS), C.int64_t(timeoutMS), sptr(device),
 		C.int64_t(len(device)), sptr(ifaces), C.int64_t(len(ifaces)), ptr(out), C.int64_t(len(out)), &res)
 	return Group{g}, finish(&res, out)
 }

@@ -30,18 +30,20 @@ int32_t wf_dist_backends(void);
 /* Reduction operations of wf_dist_all_reduce. */
 enum { WF_DIST_SUM = 0, WF_DIST_PRODUCT = 1, WF_DIST_MIN = 2, WF_DIST_MAX = 3 };
 
-/* Joins a process group of `size` ranks as `rank`: rank 0 hosts a TCPStore
- * at host:port, every rank connects to it, and the backend (WF_DIST_GLOO or
- * WF_DIST_NCCL) rendezvouses through it under the key prefix. timeout_ms
- * bounds the store's connection and waits and is the backend's timeout.
+/* Joins a process group of `size` ranks as `rank`: the rank told to
+ * (host_store, rank 0 unless the launcher hosts it) hosts a TCPStore at
+ * host:port, every rank connects to it, and the backend (WF_DIST_GLOO or
+ * WF_DIST_NCCL) rendezvouses through it under the key prefix.
+ * join_timeout_ms bounds the store's connection and waits; timeout_ms is
+ * the backend's timeout, for every collective.
  * device is where collectives run ("cpu" for Gloo, "cuda:N" for NCCL).
  * ifaces is a comma-separated list of network interfaces for Gloo (empty:
  * the address this host's name resolves to, else loopback). NULL with res
  * set on failure. */
-wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int32_t port, const char* prefix,
-                       int64_t prefix_len, int32_t rank, int32_t size, int64_t timeout_ms, const char* device,
-                       int64_t device_len, const char* ifaces, int64_t ifaces_len, char* out, int64_t cap,
-                       wf_result* res);
+wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int32_t port, int32_t host_store,
+                       const char* prefix, int64_t prefix_len, int32_t rank, int32_t size, int64_t join_timeout_ms,
+                       int64_t timeout_ms, const char* device, int64_t device_len, const char* ifaces,
+                       int64_t ifaces_len, char* out, int64_t cap, wf_result* res);
 /* Leaves the group; waits for collectives libtorch still runs (at most the
  * group's timeout). */
 void wf_dist_close(wf_group* g);
