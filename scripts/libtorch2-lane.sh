@@ -30,8 +30,8 @@ ROOT=${WFGEN_LANE_ROOT:-/var/cache/wfgen/trixie-root}
 # 4-5x slower matmul), pkgconf for the e2e build against a relocated
 # libtorch, python3-torch for parity fixtures and torchrun,
 # python3-setuptools and python3-dev for AOTInductor export (torch._inductor
-# compiles C++).
-PACKAGES=(libtorch-dev libopenblas0 python3-torch g++ pkgconf python3-setuptools python3-dev ca-certificates)
+# compiles C++), python3-torchvision for the AOTInductor mobilenet fixture.
+PACKAGES=(libtorch-dev libopenblas0 python3-torch g++ pkgconf python3-setuptools python3-dev python3-torchvision ca-certificates)
 # The lane's tests: engine, client, e2e, importer, torchrun. The scheduler
 # measurement runs alone afterwards, as in make test: other packages' tests
 # running beside it add context switches it would count.
