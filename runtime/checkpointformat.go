@@ -50,7 +50,7 @@ func (c *InferenceCheckpointRef) FormatProblems() []Problem {
 	ext := strings.ToLower(path.Ext(strings.TrimRight(c.URI, "/")))
 	if named, ok := extensionFormats[ext]; ok && named != c.Format {
 		return []Problem{{Path: "format", Message: fmt.Sprintf(
-			"format %s, but the uri %q ends in %s, the name of a %s file; fix the format or the file name", c.Format, c.URI, ext, named)}}
+			"format %s, but the uri %q ends in %s, the extension of %s; fix the format or the file name", c.Format, c.URI, ext, named.Describe())}}
 	}
 	return nil
 }
