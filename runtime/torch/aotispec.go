@@ -274,6 +274,30 @@ func dtypeList() string {
 	return strings.Join(s, ", ")
 }
 
+// checkLoadDType refuses a load dtype other than the package's floating
+// dtype (the one its floating inputs, else outputs, have).
+func checkLoadDType(spec *runtime.CallSpec, want runtime.DType) error {
+	if want == "" {
+		return nil
+	}
+	var have runtime.DType
+	for _, in := range spec.Inputs {
+		if !in.Constant && in.DType.IsFloating() {
+			have = in.DType
+			break
+		}
+	}
+	for _, o := range spec.Outputs {
+		if have == "" && o.DType.IsFloating() {
+			have = o.DType
+		}
+	}
+	if have != "" && have != want {
+		return fmt.Errorf("dtype %s: the package was compiled for %s and cannot be cast; load it with %s or without a dtype", want, have, have)
+	}
+	return nil
+}
+
 // bindInputs checks a call's keyword arguments against the call spec and
 // returns the tensors the compiled call takes, in order: every tensor input
 // given as a tensor of its dtype and shape, the named dimensions agreeing
