@@ -66,7 +66,9 @@ func TestCheckCallSpec(t *testing.T) {
 		edit func(*runtime.InferenceTaskProfile, *runtime.CallSpec, *runtime.InferenceVariantSpec)
 		want []string
 	}{
-		{"method", func(t *runtime.InferenceTaskProfile, _ *runtime.CallSpec, _ *runtime.InferenceVariantSpec) { t.Method = "encode" },
+		{"method", func(t *runtime.InferenceTaskProfile, _ *runtime.CallSpec, _ *runtime.InferenceVariantSpec) {
+			t.Method = "encode"
+		},
 			[]string{`method: expected "forward", the one call a compiled package runs, found method "encode"`}},
 		{"baked field", func(t *runtime.InferenceTaskProfile, _ *runtime.CallSpec, _ *runtime.InferenceVariantSpec) {
 			t.Inputs = append(t.Inputs, runtime.InferenceFieldSpec{FieldID: "normalize", Kind: runtime.KindBool, Target: runtime.TargetCallKwargs, Default: true})
