@@ -21,6 +21,9 @@ import (
 //     every call). A field naming an argument the export baked in as a
 //     constant is a problem: no value of the field could change it.
 //   - Every tensor input of the package is a call_kwargs field.
+//   - A batchable task names its batch dimension (batching.dim): the
+//     package takes the batch on every call, so a single call runs as a
+//     batch of one.
 //   - A default_call_kwargs (or variant call_kwargs) key that is not a
 //     field names a baked-in constant and restates its value.
 //   - The package returns one tensor (a task with exactly one artifact) or a
@@ -48,6 +51,10 @@ func CheckCallSpec(task *runtime.InferenceTaskProfile, variant *runtime.Inferenc
 		return c.err()
 	}
 	s := &specChecker{checker: c, spec: &spec, bound: map[string]binding{}}
+	if b := task.Batching; b != nil && b.Dim == "" {
+		c.add("batching", "dim naming the batch dimension (a compiled package takes the batch in front of its inputs on every call, so a single call must run as a batch of one)",
+			"batching without dim")
+	}
 	supplied := map[string]bool{}
 	for _, f := range task.Inputs {
 		if f.Target != runtime.TargetCallKwargs {

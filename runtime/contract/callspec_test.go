@@ -57,6 +57,11 @@ func TestCheckCallSpec(t *testing.T) {
 	perItem.Inputs[0].Shape = runtime.Shape{"32"}
 	perItem.Outputs[0].Shape, perItem.Outputs[1].Shape = nil, nil
 	perItem.Dims = nil
+	err := CheckCallSpec(perItem, nil, encoderSpec())
+	if err == nil || !strings.Contains(err.Error(), "(1 problem):\n\tbatching: expected dim naming the batch dimension") {
+		t.Fatalf("batching without dim: %v", err)
+	}
+	perItem.Batching.Dim = "N" // the field's shape does not start with it: still each item's
 	if err := CheckCallSpec(perItem, nil, encoderSpec()); err != nil {
 		t.Fatalf("per-item shape: %v", err)
 	}
