@@ -12,11 +12,13 @@ import (
 )
 
 // moduleKey identifies one loaded module: the same file (by path, size and
-// modification time) on the same device with the same dtype.
+// modification time) in the same format on the same device with the same
+// dtype.
 type moduleKey struct {
 	path   string
 	size   int64
 	mtime  time.Time
+	format runtime.CheckpointFormat
 	device string
 	dtype  runtime.DType
 }
@@ -33,15 +35,15 @@ var cache = struct {
 	entries map[moduleKey]*cacheEntry
 }{entries: map[moduleKey]*cacheEntry{}}
 
-// acquire returns the cached module for path on device/dtype, loading it
-// through e on first use; concurrent first uses load once. Each successful
-// acquire must be paired with release.
-func acquire(e runtime.Engine, path, device string, dtype runtime.DType) (runtime.Module, moduleKey, error) {
+// acquire returns the cached module for path in format on device/dtype,
+// loading it through e on first use; concurrent first uses load once. Each
+// successful acquire must be paired with release.
+func acquire(e runtime.Engine, path string, format runtime.CheckpointFormat, device string, dtype runtime.DType) (runtime.Module, moduleKey, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, moduleKey{}, fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
 	}
-	key := moduleKey{path, st.Size(), st.ModTime(), device, dtype}
+	key := moduleKey{path, st.Size(), st.ModTime(), format, device, dtype}
 	cache.Lock()
 	ent, ok := cache.entries[key]
 	if !ok {
@@ -52,7 +54,7 @@ func acquire(e runtime.Engine, path, device string, dtype runtime.DType) (runtim
 	cache.Unlock()
 
 	ent.once.Do(func() {
-		ent.mod, ent.err = e.Load(path, runtime.LoadOptions{Device: device, DType: dtype})
+		ent.mod, ent.err = e.Load(path, runtime.LoadOptions{Device: device, DType: dtype, Format: format})
 	})
 	if ent.err != nil {
 		cache.Lock()
