@@ -32,10 +32,12 @@ ROOT=${WFGEN_LANE_ROOT:-/var/cache/wfgen/trixie-root}
 # python3-setuptools and python3-dev for AOTInductor export (torch._inductor
 # compiles C++), python3-torchvision for the AOTInductor mobilenet fixture.
 PACKAGES=(libtorch-dev libopenblas0 python3-torch g++ pkgconf python3-setuptools python3-dev python3-torchvision ca-certificates)
-# The lane's tests: engine, client, e2e, importer, torchrun. The scheduler
-# measurement runs alone afterwards, as in make test: other packages' tests
-# running beside it add context switches it would count.
-TEST_PKGS=(./runtime/torch/... ./runtime/client/... ./e2e/... ./gen/importer/... ./runtime/proc/torchrun/...)
+# The lane's tests: engine, client, e2e, importer (package and command),
+# torchrun; the AOTInductor tests among them export their packages with the
+# root's python3-torch (cached in the root's ~/.cache/wfgen/aoti). The
+# scheduler measurement runs alone afterwards, as in make test: other
+# packages' tests running beside it add context switches it would count.
+TEST_PKGS=(./runtime/torch/... ./runtime/client/... ./e2e/... ./gen/importer/... ./cmd/wfgen/... ./runtime/proc/torchrun/...)
 ALONE='^TestBackToBackCallsKeepSchedulerQuiet$'
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
