@@ -153,3 +153,29 @@ func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAOTILoad times Load and Close of each exported model as an
+// AOTInductor package (libtorch unpacks the zip into a temporary folder and
+// dlopens the compiled model) and as a TorchScript archive.
+func BenchmarkAOTILoad(b *testing.B) {
+	if v := Default().LibtorchVersion(); !v.AtLeast(2, 6) {
+		b.Skipf("AOTInductor packages need libtorch ≥ 2.6 (this engine: %s)", v)
+	}
+	for _, model := range []string{aoti.Encoder, aoti.MobileNet} {
+		f, err := aoti.Cached(context.Background(), model)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct{ name, path string }{{"aoti", f.Package}, {"torchscript", f.TorchScript}} {
+			b.Run(model+"/"+c.name, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					m, err := Default().Load(c.path, runtime.LoadOptions{Device: "cpu"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					m.Close()
+				}
+			})
+		}
+	}
+}
