@@ -57,8 +57,12 @@ type LoadOptions struct {
 	// Device is a resolved device string such as "cpu" or "cuda:1".
 	Device string
 	// DType, when set, casts floating parameters and buffers to it; integer
-	// buffers keep their dtype.
+	// buffers keep their dtype. A compiled (AOTInductor) checkpoint cannot
+	// be cast: a dtype other than its own is an error.
 	DType DType
+	// Format is the checkpoint's declared format; "" recognises it from the
+	// file (ResolveCheckpointFormat).
+	Format CheckpointFormat
 }
 
 // CallOptions apply to one method call.

@@ -45,6 +45,12 @@ type InferenceCheckpointRef struct {
 	SHA256 string `json:"sha256,omitempty" jsonschema:"pattern=^[0-9a-f]{64}$"`
 	// SizeBytes is the file size, checked before loading.
 	SizeBytes int64 `json:"size_bytes,omitempty" jsonschema:"minimum=0"`
+	// Format is how the file is run: "torchscript" (a TorchScript archive,
+	// torch.jit.save) or "aotinductor" (an AOTInductor package, .pt2, which
+	// needs an engine built against libtorch 2.6 or later). Without it the
+	// format is recognised from the file; when given, a file of the other
+	// format fails the load.
+	Format CheckpointFormat `json:"format,omitempty" jsonschema:"enum=torchscript,enum=aotinductor"`
 }
 
 // UnmarshalJSON decodes a checkpoint reference, applying the seed's defaults

@@ -39,6 +39,7 @@ var goComments = map[string]string{
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.Required":         "Required artifacts must be present in every result.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceArtifactSpec.Shape":            "Shape is the shape a tensor-like artifact must have (see the field's shape).",
 	"github.com/worldfoundry/wfgen/runtime.InferenceCheckpointRef":                 "InferenceCheckpointRef is a checkpoint reference used by a concrete inference variant.",
+	"github.com/worldfoundry/wfgen/runtime.InferenceCheckpointRef.Format":          "Format is how the file is run: \"torchscript\" (a TorchScript archive, torch.jit.save) or \"aotinductor\" (an AOTInductor package, .pt2, which needs an engine built against libtorch 2.6 or later). Without it the format is recognised from the file; when given, a file of the other format fails the load.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceCheckpointRef.Required":        "Required says whether the variant cannot run without this checkpoint.",
 	"github.com/worldfoundry/wfgen/runtime.InferenceCheckpointRef.Role":            "Role of the checkpoint; the TorchScript module a task runs has role \"model\".",
 	"github.com/worldfoundry/wfgen/runtime.InferenceCheckpointRef.SHA256":          "SHA256 is the lower-case hex digest of the file, checked before loading.",

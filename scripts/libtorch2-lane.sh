@@ -30,13 +30,20 @@ ROOT=${WFGEN_LANE_ROOT:-/var/cache/wfgen/trixie-root}
 # 4-5x slower matmul), pkgconf for the e2e build against a relocated
 # libtorch, python3-torch for parity fixtures and torchrun,
 # python3-setuptools and python3-dev for AOTInductor export (torch._inductor
-# compiles C++), libgloo-dev for the engine's process groups (Gloo's headers).
-PACKAGES=(libtorch-dev libopenblas0 python3-torch g++ pkgconf python3-setuptools python3-dev ca-certificates libgloo-dev)
+# compiles C++), python3-torchvision for the AOTInductor mobilenet fixture
+# (and the TorchScript parity test, which skips without it), libgloo-dev for
+# the engine's process groups (Gloo's headers).
+PACKAGES=(libtorch-dev libopenblas0 python3-torch g++ pkgconf python3-setuptools python3-dev python3-torchvision ca-certificates libgloo-dev)
 # The lane's tests: engine, client, e2e, importer, torchrun, process groups
-# and the sharded example (two torchrun nodes). The scheduler
-# measurement runs alone afterwards, as in make test: other packages' tests
-# running beside it add context switches it would count.
+# and the sharded example (two torchrun nodes), and the import command's
+# tests (IMPORT_RUN; the command's other tests need git, which the root
+# lacks, and no libtorch). The AOTInductor tests among them export their
+# packages with the root's python3-torch (cached in the root's
+# ~/.cache/wfgen/aoti). The scheduler measurement runs alone afterwards, as
+# in make test: other packages' tests running beside it add context
+# switches it would count.
 TEST_PKGS=(./runtime/torch/... ./runtime/client/... ./e2e/... ./gen/importer/... ./runtime/proc/torchrun/... ./runtime/dist/... ./examples/sharded/...)
+IMPORT_RUN='^TestImport'
 ALONE='^TestBackToBackCallsKeepSchedulerQuiet$'
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -173,9 +180,12 @@ run_tests() {
   in_root "$ROOT" bash -c '
     set -e
     echo "libtorch2-lane: $(go version), $(g++ --version | head -1), libtorch $(awk "/#define TORCH_VERSION_(MAJOR|MINOR|PATCH)/ { v = v (v == \"\" ? \"\" : \".\") \$3 } END { print v }" /usr/include/torch/csrc/api/include/torch/version.h)"
+    import_run=$1
+    shift
     go test -timeout 20m -skip "$0" "$@"
+    go test -timeout 20m -run "$import_run" ./cmd/wfgen/
     go test -count=1 -run "$0" ./runtime/torch/
-  ' "$ALONE" "${TEST_PKGS[@]}"
+  ' "$ALONE" "$IMPORT_RUN" "${TEST_PKGS[@]}"
 }
 
 case "${1:-}" in

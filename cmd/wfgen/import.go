@@ -12,7 +12,7 @@ import (
 
 func init() {
 	commands["import"] = command{
-		summary: "write a manifest skeleton from a TorchScript checkpoint (needs a -tags torch build)",
+		summary: "write a manifest skeleton from a TorchScript checkpoint or an AOTInductor package (needs a -tags torch build)",
 		run:     runImport,
 	}
 }
@@ -32,7 +32,7 @@ with libtorch installed (Debian: apt-get install libtorch-dev) and CGO_ENABLED=1
     go install -tags torch github.com/worldfoundry/wfgen/cmd/wfgen@latest
 `
 
-const importUsage = `usage: wfgen import [--method NAME]... [--example ARG=FILE.npy]... [--batched] [-o FILE] [--family ID] [--schema REF] CHECKPOINT.pt
+const importUsage = `usage: wfgen import [--method NAME]... [--example ARG=FILE.npy]... [--batched] [-o FILE] [--family ID] [--schema REF] CHECKPOINT.pt|PACKAGE.pt2
 Writes a manifest skeleton for a TorchScript checkpoint: one task per method
 (default: forward), one field per argument, artifacts from the return type, the
 checkpoint with its sha256 and size, and TODO where the schema cannot tell —
@@ -41,6 +41,10 @@ tensors' dtype and shape among them, which TorchScript schemas never give.
 and shape, and a method whose required arguments all have examples is run once
 on the CPU so its tensor outputs get theirs. With --batched the examples'
 first dimension is the batch: it is named N and the task becomes batchable.
+An AOTInductor package (.pt2, exported with examples/aoti/export.py; needs
+libtorch >= 2.6) is imported from the call spec it was exported for: one task
+forward, its tensor inputs with their dtypes and shapes, its outputs, and its
+dynamic batch dimension and range; no --example is needed.
 Without -o the manifest goes to standard output. Exit 0 on success, 1 when the
 checkpoint cannot be imported, 2 on usage or I/O errors.`
 

@@ -1,6 +1,8 @@
 // Package importer writes a manifest skeleton from a TorchScript
-// checkpoint, so that a new model family starts from its model's own
-// signature ("wfgen import").
+// checkpoint or an AOTInductor package, so that a new model family starts
+// from its model's own signature ("wfgen import"). A package's call spec
+// gives more than a TorchScript schema (dtypes, shapes, the batch range):
+// SkeletonFromCallSpec; the rest of this comment is about TorchScript.
 //
 // Import opens the checkpoint through a runtime.Engine and reads the schema
 // of each chosen method; Skeleton, which is pure Go, turns those schemas
@@ -136,9 +138,11 @@ type Result struct {
 	Warnings []string
 }
 
-// Import opens the TorchScript file at path with e (on the CPU), reads the
+// Import opens the checkpoint at path with e (on the CPU), reads the
 // schemas of opts.Methods and returns the skeleton. An unknown method is
-// an error naming the module's methods.
+// an error naming the module's methods. An AOTInductor package (a
+// runtime.CallSpecModule) is imported from its call spec instead
+// (SkeletonFromCallSpec).
 func Import(e runtime.Engine, path string, opts Options) (*Result, error) {
 	if e == nil {
 		return nil, runtime.ErrNoEngine
@@ -148,6 +152,17 @@ func Import(e runtime.Engine, path string, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	defer mod.Close()
+	if cs, ok := mod.(runtime.CallSpecModule); ok {
+		spec, err := cs.CallSpec(runtime.DefaultMethod)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		ck, err := Inspect(path)
+		if err != nil {
+			return nil, err
+		}
+		return SkeletonFromCallSpec(ck, spec, opts)
+	}
 	methods := opts.Methods
 	if len(methods) == 0 {
 		methods = []string{runtime.DefaultMethod}
@@ -242,7 +257,16 @@ func Skeleton(ck Checkpoint, methods []runtime.MethodSchema, opts Options) (*Res
 	if err != nil {
 		return nil, err
 	}
-	name := opts.Output
+	if err := validSkeleton(fam, opts.Output, data); err != nil {
+		return nil, err
+	}
+	return &Result{YAML: data, Warnings: b.warnings}, nil
+}
+
+// validSkeleton validates a skeleton of family fam to be written to output
+// ("" for standard output); a skeleton that does not validate is a bug.
+func validSkeleton(fam, output string, data []byte) error {
+	name := output
 	if name == "" || !strings.HasSuffix(strings.ToLower(name), ".yaml") && !strings.HasSuffix(strings.ToLower(name), ".yml") {
 		name = fam + ".yaml"
 	}
@@ -251,9 +275,9 @@ func Skeleton(ck Checkpoint, methods []runtime.MethodSchema, opts Options) (*Res
 		for _, d := range diags {
 			msgs = append(msgs, d.String())
 		}
-		return nil, fmt.Errorf("import: the skeleton does not validate (a wfgen bug):\n%s", strings.Join(msgs, "\n"))
+		return fmt.Errorf("import: the skeleton does not validate (a wfgen bug):\n%s", strings.Join(msgs, "\n"))
 	}
-	return &Result{YAML: data, Warnings: b.warnings}, nil
+	return nil
 }
 
 // checkpointURI is the uri the manifest gives the checkpoint.

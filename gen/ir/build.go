@@ -260,6 +260,8 @@ func (b *builder) variants() {
 		ids[i], aliases[i] = v.VariantID, v.Aliases
 		roles := map[string]int{}
 		for j, ck := range v.Checkpoints {
+			b.problems(ptr("variants", i, "checkpoints", j), fmt.Sprintf("variant %q checkpoint %q", v.VariantID, ck.Role),
+				v.Checkpoints[j].FormatProblems())
 			p := ptr("variants", i, "checkpoints", j, "role")
 			if ck.Role == "" || b.pruned(p) {
 				continue

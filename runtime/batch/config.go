@@ -32,8 +32,12 @@ type Config struct {
 	// Sharder, when set, spreads the run over the ranks of a distributed
 	// job (see WithSharding).
 	Sharder Sharder
+	// MinBatchSize is the smallest batch forward takes: a shorter batch is
+	// padded up to it (see WithBatchRange); 0 or 1 pads nothing.
+	MinBatchSize int
 
-	maxSet bool
+	maxSet   bool
+	rangeMax int // WithBatchRange's max (0: none)
 }
 
 // Option sets one part of a Config.
@@ -53,6 +57,16 @@ func WithMaxBatchSize(n int) Option {
 // largest size is the max batch size.
 func WithPadSizes(sizes ...int) Option {
 	return func(c *Config) { c.PadSizes = slices.Clone(sizes) }
+}
+
+// WithBatchRange says forward takes batches of min to max items (max 0: no
+// bound), as a compiled model exported with a dynamic batch dimension does
+// (runtime/contract.BatchRange). It narrows the other options: a max batch
+// size above max becomes max, pad sizes above it are dropped (and max ends
+// the list, so every batch still has a static size), and a batch shorter
+// than min is padded up to min by repeating its final item.
+func WithBatchRange(min, max int) Option {
+	return func(c *Config) { c.MinBatchSize, c.rangeMax = min, max }
 }
 
 // WithPersistentForward declares that the forward passed to Run is reused
@@ -131,6 +145,16 @@ func NewConfig(opts ...Option) (Config, error) {
 			c.MaxBatchSize = slices.Max(c.PadSizes)
 		}
 	}
+	if c.rangeMax > 0 && c.MaxBatchSize > c.rangeMax {
+		c.MaxBatchSize = c.rangeMax
+		if len(c.PadSizes) > 0 {
+			c.PadSizes = slices.DeleteFunc(slices.Clone(c.PadSizes), func(n int) bool { return n >= c.rangeMax })
+			c.PadSizes = append(c.PadSizes, c.rangeMax)
+		}
+	}
+	if c.MinBatchSize < 0 || c.rangeMax > 0 && c.MinBatchSize > c.rangeMax {
+		return Config{}, fmt.Errorf("batch: batch range [%d, %d]: want 0 ≤ min ≤ max", c.MinBatchSize, c.rangeMax)
+	}
 	if ps := runtime.BatchSizeProblems(c.MaxBatchSize, c.PadSizes); len(ps) > 0 {
 		msgs := make([]string, len(ps))
 		for i, p := range ps {
@@ -142,14 +166,17 @@ func NewConfig(opts ...Option) (Config, error) {
 }
 
 // PaddedSize returns the size a batch of n real items is sent at: the
-// smallest pad size ≥ n, or n when there are no pad sizes. Run never asks
+// smallest pad size ≥ n, or n when there are no pad sizes, and at least
+// the min batch size. Run never asks
 // for an n above the largest pad size (it is the max batch size); for such
 // an n PaddedSize returns n.
 func (c *Config) PaddedSize(n int) int {
+	size := n
 	for _, s := range c.PadSizes {
 		if s >= n {
-			return s
+			size = s
+			break
 		}
 	}
-	return n
+	return max(size, c.MinBatchSize)
 }

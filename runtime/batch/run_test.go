@@ -501,3 +501,43 @@ func TestStatsHookSeesEveryCall(t *testing.T) {
 		t.Errorf("final stats %+v, want %+v", got, want)
 	}
 }
+
+// A forward exported for batches of 2 to 12 items gets nothing else: the
+// max batch size and the pad sizes above 12 give way, and a last batch of
+// one item is padded to 2.
+func TestBatchRangeSplitsAndPads(t *testing.T) {
+	cases := []struct {
+		n     int
+		opts  []Option
+		calls []string
+	}{
+		{100, []Option{WithMaxBatchSize(32), WithPadSizes(8, 16, 32), WithBatchRange(2, 12)},
+			[]string{"[0,12)", "[12,24)", "[24,36)", "[36,48)", "[48,60)", "[60,72)", "[72,84)", "[84,96)", "[96,100)+4"}},
+		{25, []Option{WithMaxBatchSize(16), WithBatchRange(2, 12)}, []string{"[0,12)", "[12,24)", "[24,25)+1"}},
+		{5, []Option{WithMaxBatchSize(4), WithBatchRange(3, 0)}, []string{"[0,4)", "[4,5)+2"}},
+		{3, []Option{WithPadSizes(1, 2, 4), WithBatchRange(1, 2)}, []string{"[0,2)", "[2,3)"}},
+	}
+	for _, c := range cases {
+		r := &recorder{}
+		items := ints(c.n)
+		out, err := Run(context.Background(), items, r.forward, c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(out, wantOutputs(items)) || !slices.Equal(r.calls, c.calls) {
+			t.Errorf("%d items: calls %v, want %v", c.n, r.calls, c.calls)
+		}
+		for _, b := range r.seen {
+			if len(b) > 12 || len(b) < 1 {
+				t.Errorf("%d items: a batch of %d", c.n, len(b))
+			}
+		}
+	}
+	if _, err := NewConfig(WithBatchRange(4, 2)); err == nil || !strings.Contains(err.Error(), "batch range [4, 2]: want 0 ≤ min ≤ max") {
+		t.Fatalf("min above max: %v", err)
+	}
+	cfg, err := NewConfig(WithMaxBatchSize(32), WithPadSizes(8, 16, 32), WithBatchRange(2, 16))
+	if err != nil || cfg.MaxBatchSize != 16 || !slices.Equal(cfg.PadSizes, []int{8, 16}) || cfg.MinBatchSize != 2 {
+		t.Fatalf("config %+v, %v", cfg, err)
+	}
+}

@@ -15,12 +15,13 @@ import (
 )
 
 // moduleKey identifies one loaded module: the same file (by path, size and
-// modification time) on the same device with the same dtype, compiled the
-// same way.
+// modification time) in the same format on the same device with the same
+// dtype, compiled the same way.
 type moduleKey struct {
 	path    string
 	size    int64
 	mtime   time.Time
+	format  runtime.CheckpointFormat
 	device  string
 	dtype   runtime.DType
 	compile string
@@ -38,18 +39,18 @@ var cache = struct {
 	entries map[moduleKey]*cacheEntry
 }{entries: map[moduleKey]*cacheEntry{}}
 
-// acquire returns the cached module for path on device/dtype — compiled as
-// the variant's compile spec and the WORLDFOUNDRY_TORCH_COMPILE* variables
-// ask when the engine is a runtime.Compiler — loading (and compiling) it
-// through e on first use; concurrent first uses load once, and every client
-// of one checkpoint, device, dtype and compile setting shares one module.
-// Each successful acquire must be paired with release.
-func acquire(e runtime.Engine, path, device string, dtype runtime.DType, compile *runtime.CompileSpec) (runtime.Module, moduleKey, error) {
+// acquire returns the cached module for path in format on device/dtype —
+// compiled as the variant's compile spec and the WORLDFOUNDRY_TORCH_COMPILE*
+// variables ask when the engine is a runtime.Compiler — loading (and
+// compiling) it through e on first use; concurrent first uses load once, and
+// every client of one checkpoint, format, device, dtype and compile setting
+// shares one module. Each successful acquire must be paired with release.
+func acquire(e runtime.Engine, path string, format runtime.CheckpointFormat, device string, dtype runtime.DType, compile *runtime.CompileSpec) (runtime.Module, moduleKey, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, moduleKey{}, fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
 	}
-	key := moduleKey{path, st.Size(), st.ModTime(), device, dtype, compileKey(compile)}
+	key := moduleKey{path, st.Size(), st.ModTime(), format, device, dtype, compileKey(compile)}
 	cache.Lock()
 	ent, ok := cache.entries[key]
 	if !ok {
@@ -60,7 +61,7 @@ func acquire(e runtime.Engine, path, device string, dtype runtime.DType, compile
 	cache.Unlock()
 
 	ent.once.Do(func() {
-		ent.mod, ent.err = load(e, path, runtime.LoadOptions{Device: device, DType: dtype}, compile)
+		ent.mod, ent.err = load(e, path, runtime.LoadOptions{Device: device, DType: dtype, Format: format}, compile)
 	})
 	if ent.err != nil {
 		cache.Lock()

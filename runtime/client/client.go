@@ -12,8 +12,11 @@
 // releases unused ones) on the resolved device and dtype, and checks every
 // task of the family against the module (package contract: the method
 // schemas, and the keys of returned dicts where the TorchScript code shows
-// them), so a manifest that disagrees with its checkpoint fails at load,
-// not in the middle of a request, wherever the module tells.
+// them; for an AOTInductor package, the call spec it was exported for), so
+// a manifest that disagrees with its checkpoint fails at load, not in the
+// middle of a request, wherever the module tells. The checkpoint's format
+// is the one its manifest entry declares, else the one recognised from the
+// file.
 //
 // Each call validates nothing itself (generated params validate before they
 // reach it), merges keyword arguments — variant call_kwargs, then the task's
@@ -123,6 +126,7 @@ type loaded struct {
 	autocast runtime.CallOptions
 	schemas  map[string]runtime.MethodSchema // by method name
 	outputs  map[string]params.OutputRules   // by task id: declared output dtypes and shapes
+	callSpec *runtime.CallSpec               // a compiled package's call spec; nil for TorchScript
 }
 
 // New returns a client for spec. It resolves the variant and checks the
@@ -224,9 +228,16 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	format, err := runtime.ResolveCheckpointFormat(path, ref.Format)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
 	dtype, err := device.ResolveDType(eng, dev, c.opts.DType, true)
 	if err != nil {
 		return nil, err
+	}
+	if p, _ := device.ParseDType(c.opts.DType); format == runtime.FormatAOTInductor && p == device.Auto {
+		dtype = "" // a compiled package keeps the dtype it was exported with
 	}
 	ac, err := device.Autocast(eng, dev, string(dtype), true)
 	if err != nil {
@@ -238,7 +249,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if _, err := infra.Install(infra.Options{}); err != nil {
 		return nil, fmt.Errorf("inference policy: %w", err)
 	}
-	mod, key, err := acquire(eng, path, dev, dtype, c.variant.Compile)
+	mod, key, err := acquire(eng, path, format, dev, dtype, c.variant.Compile)
 	if err != nil {
 		return nil, err
 	}
@@ -249,14 +260,29 @@ func (c *Client) loadLocked() (*loaded, error) {
 	}
 	var errs []error
 	methods := mod.Methods()
-	returns := readReturns(path)
+	var returns map[string]contract.MethodReturns
+	if cs, ok := mod.(runtime.CallSpecModule); ok {
+		spec, err := cs.CallSpec(runtime.DefaultMethod)
+		if err != nil {
+			release(key)
+			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+		}
+		l.callSpec = &spec
+	} else {
+		returns = readReturns(path)
+	}
 	for i := range c.spec.Tasks {
 		t := &c.spec.Tasks[i]
 		schema, err := mod.Schema(t.MethodName())
 		if err == nil {
 			l.schemas[t.MethodName()] = schema
 		}
-		if err := contract.CheckLoaded(checkedTask(t, schema), c.variant, methods, schema, returns); err != nil {
+		if l.callSpec != nil {
+			err = contract.CheckCallSpec(checkedTask(t, schema), c.variant, *l.callSpec)
+		} else {
+			err = contract.CheckLoaded(checkedTask(t, schema), c.variant, methods, schema, returns)
+		}
+		if err != nil {
 			errs = append(errs, err) // names the task
 		}
 	}
@@ -427,7 +453,10 @@ func (c *Client) oneChunk(l *loaded, task *runtime.InferenceTaskProfile, kw map[
 // package batch), and each output tensor is split back per item. Non-tensor
 // kwargs must be equal across the items of a call (an error names the
 // field otherwise). opts are passed to batch.Run after the manifest's and
-// are checked with the same rules (batch.NewConfig).
+// are checked with the same rules (batch.NewConfig). An AOTInductor
+// package takes only the batch sizes it was exported for
+// (contract.BatchRange): larger batches are split, shorter ones padded up
+// to its minimum (batch.WithBatchRange).
 //
 // A task is batched only when runtime.InferenceTaskProfile.BatchingProblems
 // finds nothing, whether the spec comes from a validated manifest or was

@@ -12,6 +12,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/contract"
 )
 
 // stackedItems is a batch as runStacked reads it: column by column, so that
@@ -115,6 +116,15 @@ func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProf
 	l, err := c.load()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
+	}
+	if l.callSpec != nil {
+		// A compiled package takes the batch sizes it was exported for.
+		if r, ok := contract.BatchRange(task, *l.callSpec); ok {
+			all = append(all, batch.WithBatchRange(int(r.Min), int(r.Max)))
+			if cfg, err = batch.NewConfig(all...); err != nil {
+				return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+			}
+		}
 	}
 	if items.n == 0 {
 		return []itemOutputs{}, nil

@@ -42,6 +42,10 @@
 //     builds the dict, a key is computed) nothing is concluded at load:
 //     runtime/client checks the returned keys on every call.
 //
+// A compiled checkpoint (an AOTInductor package) has no TorchScript
+// schema: CheckCallSpec checks a task against the call spec it was
+// exported for instead, and BatchRange reads the batch sizes it takes.
+//
 // A mismatch is a *MismatchError listing every problem with the field,
 // what was expected and what was found; it matches ErrMismatch.
 package contract

@@ -34,6 +34,9 @@ func (e *Engine) Compile(m runtime.Module, c runtime.CompileSpec) (runtime.Modul
 // models on libtorch 1.13 (backend "optimize_for_inference" runs it anyway;
 // CompileOptions.Backend lists the backends).
 //
+// An AOTInductor package (*AOTIModule) is returned as it is: it was
+// compiled ahead of time.
+//
 // It returns m itself when compilation is disabled — whatever m is, even a
 // module of another engine, and without reading the other options, as the
 // seed's compile_module_if_enabled(enabled=False) — when m is already
@@ -53,6 +56,9 @@ func CompileModule(m runtime.Module, opts CompileOptions) (runtime.Module, error
 			return nil, fmt.Errorf("torch: compile: %w", err)
 		}
 		return m, nil
+	}
+	if _, ok := m.(*AOTIModule); ok {
+		return m, nil // compiled ahead of time
 	}
 	tm, ok := m.(*Module)
 	if !ok {

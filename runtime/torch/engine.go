@@ -177,14 +177,24 @@ func (e *Engine) MaxConcurrentCalls() int {
 	return cap(e.sem)
 }
 
-// Load loads a TorchScript file onto opts.Device (default "cpu"), casting
-// floating parameters and buffers to opts.DType when set; integer and bool
-// buffers keep their dtype. The module is put in eval mode. The archive's
-// structure and metadata checksums are verified first (libtorch trusts
-// them). Load installs
-// the process policy (infra.Install) first, as the seed's inference context
-// does.
+// Load loads a checkpoint onto opts.Device (default "cpu"), in the format
+// opts.Format declares or, without one, the format recognised from the
+// file (runtime.ResolveCheckpointFormat). A TorchScript file becomes a
+// *Module: floating parameters and buffers are cast to opts.DType when set
+// (integer and bool buffers keep their dtype), the module is put in eval
+// mode, and the archive's structure and metadata checksums are verified
+// first (libtorch trusts them). An AOTInductor package becomes an
+// *AOTIModule (see loadAOTI); an engine built against libtorch older than
+// 2.6 refuses one with ErrAOTIUnavailable. Load installs the process
+// policy (infra.Install) first, as the seed's inference context does.
 func (e *Engine) Load(path string, opts runtime.LoadOptions) (runtime.Module, error) {
+	format, err := runtime.ResolveCheckpointFormat(path, opts.Format)
+	if err != nil {
+		return nil, fmt.Errorf("torch: load: %w", err)
+	}
+	if format == runtime.FormatAOTInductor {
+		return e.loadAOTI(path, opts)
+	}
 	return e.load(path, opts)
 }
 

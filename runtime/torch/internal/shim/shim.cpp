@@ -32,6 +32,8 @@
 #include <torch/script.h>
 #include <torch/version.h>
 
+#include "aoti.h"
+
 // The TorchScript fuser switches (torch/csrc/jit/codegen/fuser/interface.h,
 // exported by libtorch_cpu since 1.x; Debian's libtorch-dev lacks the header).
 #if __has_include(<torch/csrc/jit/codegen/fuser/interface.h>)
@@ -1208,3 +1210,27 @@ void wf_cudart_empty_cache(wf_cudart* c, int32_t* called, char* out, int64_t cap
 }
 
 }  // extern "C"
+
+// ---------------------------------------------------------------- for the shim's other C++ files (aoti.h)
+
+namespace wf_shim {
+
+void guarded(char* out, int64_t cap, wf_result* res, const std::function<void()>& body) noexcept {
+  ::guarded(out, cap, res, body);
+}
+
+std::vector<at::Tensor> read_tensor_list(const char* args, int64_t args_len, const char* name, void* const* ptrs,
+                                         int64_t nptrs, c10::Device device) {
+  Reader r{args, static_cast<size_t>(args_len)};
+  Inputs in{ptrs, nptrs, device, c10::nullopt};
+  if (r.get<uint64_t>() != 1 || r.str() != name) throw BadInput(std::string("malformed call: want one argument, ") + name);
+  c10::IValue v = read_value(r, c10::ListType::ofTensors(), in, 0);
+  if (r.off != r.n) throw BadInput("malformed value blob: trailing bytes");
+  return v.toTensorVector();
+}
+
+void emit_value(char* out, int64_t cap, wf_result* res, const c10::IValue& v) {
+  emit(out, cap, res, WF_OK, [&](Writer& w) { write_value(w, v, 0); });
+}
+
+}  // namespace wf_shim

@@ -1,0 +1,131 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+)
+
+// CallSpec is the call a compiled checkpoint (an AOTInductor package) was
+// exported for: its flattened inputs and outputs in order, with the dtypes
+// and shapes fixed at export and the range of each dynamic dimension. It is
+// the contract such a checkpoint is checked against (runtime/contract),
+// where a TorchScript module has its MethodSchema.
+type CallSpec struct {
+	// Inputs are the call's flattened arguments in the package's order:
+	// positional ones first, then keyword ones.
+	Inputs []CallInput `json:"inputs"`
+	// Outputs are the flattened return values in order.
+	Outputs []CallOutput `json:"outputs"`
+	// Returns is how the outputs come back from Module.Call: ReturnsTensor
+	// (one tensor), ReturnsTuple ([]any) or ReturnsDict (map[string]any
+	// keyed by output name).
+	Returns string `json:"returns"`
+	// Dims are the named dynamic dimensions of the shapes and the sizes the
+	// export allows them.
+	Dims map[string]DimRange `json:"dims,omitempty"`
+}
+
+// How a CallSpec's outputs are returned.
+const (
+	ReturnsTensor = "tensor"
+	ReturnsTuple  = "tuple"
+	ReturnsDict   = "dict"
+)
+
+// CallInput is one flattened argument of a CallSpec.
+type CallInput struct {
+	// Name is the argument name: the keyword, or the parameter's name for a
+	// positional argument.
+	Name string `json:"name"`
+	// Keyword says the export passed the argument by keyword.
+	Keyword bool `json:"keyword,omitempty"`
+	// Constant says the export baked the argument in as Value: a non-tensor
+	// argument the compiled code no longer takes, so a call cannot change it.
+	Constant bool `json:"constant,omitempty"`
+	// Value is the baked-in value of a constant argument.
+	Value any `json:"value,omitempty"`
+	// DType is a tensor argument's element type.
+	DType DType `json:"dtype,omitempty"`
+	// Shape is a tensor argument's shape: fixed sizes and names of Dims.
+	Shape Shape `json:"shape,omitempty"`
+}
+
+// CallOutput is one flattened return value of a CallSpec.
+type CallOutput struct {
+	// Name is the key of a returned dict, or "output<i>".
+	Name string `json:"name"`
+	// DType is the tensor's element type.
+	DType DType `json:"dtype,omitempty"`
+	// Shape is the tensor's shape: fixed sizes and names of Dims.
+	Shape Shape `json:"shape,omitempty"`
+}
+
+// DimRange is the range of sizes a dynamic dimension was exported for.
+type DimRange struct {
+	// Min is the smallest size.
+	Min int64 `json:"min"`
+	// Max is the largest size; 0 means no bound.
+	Max int64 `json:"max,omitempty"`
+}
+
+// Contains reports whether size n is in the range.
+func (r DimRange) Contains(n int64) bool { return n >= r.Min && (r.Max == 0 || n <= r.Max) }
+
+// String writes the range as [min, max] ("[2, ∞)" without a bound).
+func (r DimRange) String() string {
+	if r.Max == 0 {
+		return fmt.Sprintf("[%d, ∞)", r.Min)
+	}
+	return fmt.Sprintf("[%d, %d]", r.Min, r.Max)
+}
+
+// Tensors returns the inputs the compiled call takes (the non-constant
+// ones), in order.
+func (s *CallSpec) Tensors() []CallInput {
+	var out []CallInput
+	for _, in := range s.Inputs {
+		if !in.Constant {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// Input returns the input with the given name.
+func (s *CallSpec) Input(name string) (CallInput, bool) {
+	for _, in := range s.Inputs {
+		if in.Name == name {
+			return in, true
+		}
+	}
+	return CallInput{}, false
+}
+
+// String writes an input as in messages: "x: float32[batch,32]",
+// "scale = 2 (constant)".
+func (in CallInput) String() string {
+	if in.Constant {
+		return fmt.Sprintf("%s = %v (constant)", in.Name, in.Value)
+	}
+	return in.Name + ": " + TensorContract{DType: in.DType, Shape: in.Shape}.String()
+}
+
+// InputList writes the inputs as in messages.
+func (s *CallSpec) InputList() string {
+	if len(s.Inputs) == 0 {
+		return "no inputs"
+	}
+	parts := make([]string, len(s.Inputs))
+	for i, in := range s.Inputs {
+		parts[i] = in.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CallSpecModule is a Module compiled for one call (an AOTInductor
+// package): its one method runs the call its CallSpec describes.
+type CallSpecModule interface {
+	Module
+	// CallSpec returns the call spec of method (the module's one method).
+	CallSpec(method string) (CallSpec, error)
+}

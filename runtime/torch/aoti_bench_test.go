@@ -1,0 +1,181 @@
+//go:build cgo
+
+package torch
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/worldfoundry/wfgen/examples/aoti"
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// peer is a testdata/bench_server.py process timing n calls of a model in
+// Python on request.
+type peer struct {
+	in  func(n int) error
+	out *bufio.Scanner
+}
+
+func startPeer(b *testing.B, model string, threads int, shape []int64) *peer {
+	b.Helper()
+	args := []string{filepath.Join("testdata", "bench_server.py"), model, strconv.Itoa(threads), "x"}
+	for _, d := range shape {
+		args = append(args, strconv.FormatInt(d, 10))
+	}
+	cmd := exec.Command(debianPython, args...)
+	in, _ := cmd.StdinPipe()
+	outPipe, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close(); cmd.Wait() })
+	p := &peer{out: bufio.NewScanner(outPipe), in: func(n int) error { _, err := fmt.Fprintln(in, n); return err }}
+	for p.out.Scan() {
+		if p.out.Text() == "ready" {
+			return p
+		}
+	}
+	b.Fatalf("bench_server.py %s did not start: %v", model, p.out.Err())
+	return nil
+}
+
+func (p *peer) run(b *testing.B, n int) time.Duration {
+	if err := p.in(n); err != nil {
+		b.Fatal(err)
+	}
+	if !p.out.Scan() {
+		b.Fatalf("bench_server.py: %v", p.out.Err())
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(p.out.Text()), 10, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ns)
+}
+
+// BenchmarkAOTIMobileNetInterleaved times one call of torchvision's
+// mobilenet_v3_small (examples/aoti), batch 1 and 8, four ways, in
+// rotating order inside each round so that machine noise hits all alike:
+//
+//   - go-aoti: the AOTInductor package through AOTIModule.Call;
+//   - py-aoti: the same package from Python (torch._inductor.aoti_load_package,
+//     m(x) under inference_mode);
+//   - go-ts: the same model as a TorchScript archive through Module.Call;
+//   - py-ts: that archive from Python (torch.jit.load).
+//
+// b.N counts rounds of about runLength per column. Metrics: the median
+// over rounds of µs per call of each, and of the ratios go-aoti/py-aoti,
+// go-aoti/go-ts and py-aoti/py-ts. Needs libtorch ≥ 2.6 (the 2.x lane).
+func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
+	if v := Default().LibtorchVersion(); !v.AtLeast(2, 6) {
+		b.Skipf("AOTInductor packages need libtorch ≥ 2.6 (this engine: %s); run it in the lane (scripts/libtorch2-lane.sh run go test -bench ...)", v)
+	}
+	f, err := aoti.Cached(context.Background(), aoti.MobileNet)
+	if err != nil {
+		b.Fatal(err)
+	}
+	threads := 1
+	if info, err := Default().ParallelInfo(); err == nil {
+		if m := regexp.MustCompile(`at::get_num_threads\(\) : (\d+)`).FindStringSubmatch(info); m != nil {
+			threads, _ = strconv.Atoi(m[1])
+		}
+	}
+	for _, n := range []int64{1, 8} {
+		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
+			shape := []int64{n, 3, 224, 224}
+			vals := make([]float32, n*3*224*224)
+			for i := range vals {
+				vals[i] = 0.001 * float32(i)
+			}
+			x := runtime.FromFloat32(vals, shape...)
+			kw := map[string]any{"x": x}
+			am, err := Default().Load(f.Package, runtime.LoadOptions{Device: "cpu"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer am.Close()
+			tm, err := Default().Load(f.TorchScript, runtime.LoadOptions{Device: "cpu"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tm.Close()
+			ctx := context.Background()
+			call := func(m runtime.Module) {
+				if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			chunk := callsPerRun(func() { call(am) })
+			goRun := func(m runtime.Module) func() time.Duration {
+				call(m) // warm
+				return func() time.Duration {
+					start := time.Now()
+					for range chunk {
+						call(m)
+					}
+					return time.Since(start)
+				}
+			}
+			pyA := startPeer(b, f.Package, threads, shape)
+			pyT := startPeer(b, f.TorchScript, threads, shape)
+			names := []string{"go-aoti", "py-aoti", "go-ts", "py-ts"}
+			runs := []func() time.Duration{goRun(am), func() time.Duration { return pyA.run(b, chunk) }, goRun(tm), func() time.Duration { return pyT.run(b, chunk) }}
+			perCall := make([][]float64, len(runs))
+			ratios := map[string][]float64{}
+			b.ResetTimer()
+			for r := 0; r < b.N; r++ {
+				var us [4]float64
+				for k := range runs {
+					i := (k + r) % len(runs)
+					us[i] = float64(runs[i]().Nanoseconds()) / float64(chunk) / 1e3
+					perCall[i] = append(perCall[i], us[i])
+				}
+				ratios["go-aoti/py-aoti"] = append(ratios["go-aoti/py-aoti"], us[0]/us[1])
+				ratios["go-aoti/go-ts"] = append(ratios["go-aoti/go-ts"], us[0]/us[2])
+				ratios["py-aoti/py-ts"] = append(ratios["py-aoti/py-ts"], us[1]/us[3])
+			}
+			for i, name := range names {
+				b.ReportMetric(median(perCall[i]), name+"-µs/call")
+			}
+			for name, v := range ratios {
+				b.ReportMetric(median(v), name)
+			}
+			b.ReportMetric(float64(chunk), "calls/run")
+		})
+	}
+}
+
+// BenchmarkAOTILoad times Load and Close of each exported model as an
+// AOTInductor package (libtorch unpacks the zip into a temporary folder and
+// dlopens the compiled model) and as a TorchScript archive.
+func BenchmarkAOTILoad(b *testing.B) {
+	if v := Default().LibtorchVersion(); !v.AtLeast(2, 6) {
+		b.Skipf("AOTInductor packages need libtorch ≥ 2.6 (this engine: %s)", v)
+	}
+	for _, model := range []string{aoti.Encoder, aoti.MobileNet} {
+		f, err := aoti.Cached(context.Background(), model)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct{ name, path string }{{"aoti", f.Package}, {"torchscript", f.TorchScript}} {
+			b.Run(model+"/"+c.name, func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					m, err := Default().Load(c.path, runtime.LoadOptions{Device: "cpu"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					m.Close()
+				}
+			})
+		}
+	}
+}

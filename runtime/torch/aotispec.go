@@ -1,0 +1,430 @@
+package torch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// CallSpecKey is the metadata key under which examples/aoti/export.py
+// records the call spec (runtime.CallSpec's JSON form plus "version") in an
+// AOTInductor package.
+const CallSpecKey = "wfgen.call_spec"
+
+// callSpecVersion is the version of the recorded call spec this engine reads.
+const callSpecVersion = 1
+
+// errNoCallSpec is the load error of a package exported without the call
+// spec: a compiled model does not check its inputs, so the engine must.
+var errNoCallSpec = errors.New("the package has no wfgen call spec in its metadata (key " + CallSpecKey + "): " +
+	"a compiled model does not check the dtypes and shapes of its inputs, so wfgen needs them from the export; " +
+	"export it with examples/aoti/export.py (docs/aoti.md)")
+
+// treeSpec is one node of a torch.utils._pytree treespec as
+// treespec_dumps writes it: a leaf has no type.
+type treeSpec struct {
+	Type     *string    `json:"type"`
+	Context  string     `json:"context"`
+	Children []treeSpec `json:"children_spec"`
+}
+
+func (t *treeSpec) leaf() bool { return t.Type == nil }
+
+func (t *treeSpec) typeName() string {
+	if t.Type == nil {
+		return "leaf"
+	}
+	return *t.Type
+}
+
+// kind is "tuple", "dict" or "" for another node type.
+func (t *treeSpec) kind() string {
+	switch t.typeName() {
+	case "builtins.tuple", "builtins.list", "torch.fx.immutable_collections.immutable_list":
+		return "tuple"
+	case "builtins.dict", "collections.OrderedDict", "torch.fx.immutable_collections.immutable_dict":
+		return "dict"
+	}
+	return ""
+}
+
+// keys returns a dict node's keys (its context, a JSON list of strings).
+func (t *treeSpec) keys() ([]string, error) {
+	var keys []any
+	if err := json.Unmarshal([]byte(t.Context), &keys); err != nil {
+		return nil, fmt.Errorf("dict context %q: %w", t.Context, err)
+	}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		s, ok := k.(string)
+		if !ok {
+			return nil, fmt.Errorf("dict key %v is not a string", k)
+		}
+		out[i] = s
+	}
+	if len(out) != len(t.Children) {
+		return nil, fmt.Errorf("dict has %d keys for %d values", len(out), len(t.Children))
+	}
+	return out, nil
+}
+
+// parseTreeSpec reads a treespec_dumps JSON document ([version, node]).
+func parseTreeSpec(s string) (treeSpec, error) {
+	var doc []json.RawMessage
+	if err := json.Unmarshal([]byte(s), &doc); err != nil || len(doc) != 2 {
+		return treeSpec{}, fmt.Errorf("not a pytree treespec ([version, node]): %.80q", s)
+	}
+	var version int
+	if err := json.Unmarshal(doc[0], &version); err != nil || version != 1 {
+		return treeSpec{}, fmt.Errorf("pytree treespec version %s, want 1", doc[0])
+	}
+	var root treeSpec
+	if err := json.Unmarshal(doc[1], &root); err != nil {
+		return treeSpec{}, fmt.Errorf("pytree treespec: %w", err)
+	}
+	return root, nil
+}
+
+// flatLeaves checks that every child of a tuple or dict node is a leaf;
+// what names the children in messages ("positional argument", "output").
+func flatLeaves(t *treeSpec, what string, names []string) error {
+	for i := range t.Children {
+		c := &t.Children[i]
+		if c.leaf() {
+			continue
+		}
+		name := strconv.Itoa(i)
+		if i < len(names) {
+			name = strconv.Quote(names[i])
+		}
+		return fmt.Errorf("%s %s is a nested %s: wfgen passes one tensor per argument and returns one tensor per output (flatten it in forward before exporting)",
+			what, name, c.typeName())
+	}
+	return nil
+}
+
+// aotiPackage is what an AOTInductor package says about itself at load.
+type aotiPackage struct {
+	spec   runtime.CallSpec
+	device string // the device it was compiled for: "cpu" or "cuda"
+}
+
+// packageInfo reads the info dict wf_aoti_load returns: the pytree call
+// spec, the number of compiled inputs and the metadata with the recorded
+// call spec, and checks that they agree.
+func packageInfo(info map[string]any) (aotiPackage, error) {
+	str := func(k string) string { s, _ := info[k].(string); return s }
+	p := aotiPackage{device: str("metadata.AOTI_DEVICE_KEY")}
+	recorded := str("metadata." + CallSpecKey)
+	if recorded == "" {
+		return p, errNoCallSpec
+	}
+	var doc struct {
+		Version int `json:"version"`
+		runtime.CallSpec
+	}
+	if err := json.Unmarshal([]byte(recorded), &doc); err != nil {
+		return p, fmt.Errorf("the package's %s metadata: %w", CallSpecKey, err)
+	}
+	if doc.Version != callSpecVersion {
+		return p, fmt.Errorf("the package's %s metadata has version %d; this engine reads version %d (re-export with this wfgen's examples/aoti/export.py)",
+			CallSpecKey, doc.Version, callSpecVersion)
+	}
+	p.spec = doc.CallSpec
+	in, err := parseTreeSpec(str("in_spec"))
+	if err != nil {
+		return p, fmt.Errorf("the package's input spec: %w", err)
+	}
+	out, err := parseTreeSpec(str("out_spec"))
+	if err != nil {
+		return p, fmt.Errorf("the package's output spec: %w", err)
+	}
+	if err := checkInputs(&p.spec, &in); err != nil {
+		return p, err
+	}
+	if n, err := strconv.Atoi(str("num_inputs")); err != nil || n != len(p.spec.Tensors()) {
+		return p, fmt.Errorf("the compiled model takes %s tensor inputs, but the recorded call spec has %d (%s)",
+			str("num_inputs"), len(p.spec.Tensors()), p.spec.InputList())
+	}
+	if err := checkOutputs(&p.spec, &out); err != nil {
+		return p, err
+	}
+	return p, checkShapes(&p.spec)
+}
+
+// checkInputs checks the recorded inputs against the pytree input spec:
+// (args, kwargs) of leaves, the positional ones first, the keywords in order.
+func checkInputs(spec *runtime.CallSpec, in *treeSpec) error {
+	if in.kind() != "tuple" || len(in.Children) != 2 || in.Children[0].kind() != "tuple" || in.Children[1].kind() != "dict" {
+		return fmt.Errorf("the package's input spec is a %s, want a tuple (args, kwargs)", in.typeName())
+	}
+	args, kwargs := &in.Children[0], &in.Children[1]
+	keys, err := kwargs.keys()
+	if err != nil {
+		return fmt.Errorf("the package's keyword arguments: %w", err)
+	}
+	var posNames, kwNames []string
+	seen := map[string]bool{}
+	ordered := true
+	for _, x := range spec.Inputs {
+		if x.Name == "" || seen[x.Name] {
+			return fmt.Errorf("the recorded call spec has an input named %q twice or without a name", x.Name)
+		}
+		seen[x.Name] = true
+		if x.Keyword {
+			kwNames = append(kwNames, x.Name)
+		} else {
+			posNames = append(posNames, x.Name)
+			ordered = ordered && len(kwNames) == 0
+		}
+	}
+	if !ordered || len(posNames) != len(args.Children) || !slices.Equal(kwNames, keys) {
+		return fmt.Errorf("the recorded call spec (%s) does not match the package's inputs: %d positional, keywords %q",
+			spec.InputList(), len(args.Children), keys)
+	}
+	if err := flatLeaves(args, "positional argument", posNames); err != nil {
+		return err
+	}
+	return flatLeaves(kwargs, "keyword argument", keys)
+}
+
+// checkOutputs checks the recorded outputs against the pytree output spec.
+func checkOutputs(spec *runtime.CallSpec, out *treeSpec) error {
+	names := make([]string, len(spec.Outputs))
+	for i, o := range spec.Outputs {
+		names[i] = o.Name
+	}
+	mismatch := func(what string) error {
+		return fmt.Errorf("the recorded call spec returns %s %q, but the package returns %s", spec.Returns, names, what)
+	}
+	switch {
+	case out.leaf():
+		if spec.Returns != runtime.ReturnsTensor || len(names) != 1 {
+			return mismatch("one tensor")
+		}
+	case out.kind() == "tuple":
+		if spec.Returns != runtime.ReturnsTuple || len(names) != len(out.Children) {
+			return mismatch(fmt.Sprintf("a tuple of %d", len(out.Children)))
+		}
+		return flatLeaves(out, "output", names)
+	case out.kind() == "dict":
+		keys, err := out.keys()
+		if err != nil {
+			return fmt.Errorf("the package's outputs: %w", err)
+		}
+		if spec.Returns != runtime.ReturnsDict || !slices.Equal(keys, names) {
+			return mismatch(fmt.Sprintf("a dict with keys %q", keys))
+		}
+		return flatLeaves(out, "output", names)
+	default:
+		return fmt.Errorf("the package returns a %s: wfgen takes a tensor, a tuple or a dict of tensors", out.typeName())
+	}
+	return nil
+}
+
+// checkShapes checks the recorded dtypes, shapes and dimension ranges.
+func checkShapes(spec *runtime.CallSpec) error {
+	check := func(what string, d runtime.DType, s runtime.Shape) error {
+		if !d.Valid() {
+			return fmt.Errorf("%s: dtype %q is not one the engine passes (%s)", what, d, dtypeList())
+		}
+		for _, dim := range s {
+			if !dim.Valid() {
+				return fmt.Errorf("%s: shape %s: %q is not a size, a name or *", what, s, dim)
+			}
+			if dim.Named() {
+				if _, ok := spec.Dims[string(dim)]; !ok {
+					return fmt.Errorf("%s: shape %s: dimension %s has no range in the call spec's dims", what, s, dim)
+				}
+			}
+		}
+		return nil
+	}
+	for _, in := range spec.Inputs {
+		if in.Constant {
+			continue
+		}
+		if err := check("input "+strconv.Quote(in.Name), in.DType, in.Shape); err != nil {
+			return err
+		}
+	}
+	for _, o := range spec.Outputs {
+		if err := check("output "+strconv.Quote(o.Name), o.DType, o.Shape); err != nil {
+			return err
+		}
+	}
+	for name, r := range spec.Dims {
+		if !runtime.Dim(name).Named() || r.Min < 0 || (r.Max != 0 && r.Max < r.Min) {
+			return fmt.Errorf("dimension %s: range %s is not a named range of sizes", name, r)
+		}
+	}
+	return nil
+}
+
+func dtypeList() string {
+	s := make([]string, len(runtime.DTypes))
+	for i, d := range runtime.DTypes {
+		s[i] = string(d)
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkLoadDType refuses a load dtype other than the package's floating
+// dtype (the one its floating inputs, else outputs, have).
+func checkLoadDType(spec *runtime.CallSpec, want runtime.DType) error {
+	if want == "" {
+		return nil
+	}
+	var have runtime.DType
+	for _, in := range spec.Inputs {
+		if !in.Constant && in.DType.IsFloating() {
+			have = in.DType
+			break
+		}
+	}
+	for _, o := range spec.Outputs {
+		if have == "" && o.DType.IsFloating() {
+			have = o.DType
+		}
+	}
+	if have != "" && have != want {
+		return fmt.Errorf("dtype %s: the package was compiled for %s and cannot be cast; load it with %s or without a dtype", want, have, have)
+	}
+	return nil
+}
+
+// bindInputs checks a call's keyword arguments against the call spec and
+// returns the tensors the compiled call takes, in order: every tensor input
+// given as a tensor of its dtype and shape, the named dimensions agreeing
+// across inputs and within their exported range. A baked-in constant may
+// be given only with its value (a default call kwarg restating it); any
+// other argument is an error naming the inputs.
+func bindInputs(spec *runtime.CallSpec, kwargs map[string]any) ([]*runtime.Tensor, error) {
+	for k, v := range kwargs {
+		in, ok := spec.Input(k)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("unexpected argument %q (inputs: %s)", k, spec.InputList())
+		case in.Constant && !sameValue(in.Value, v):
+			return nil, fmt.Errorf("argument %q was baked into the package at export as %v; it cannot be %v (re-export to change it)",
+				k, in.Value, describe(v))
+		}
+	}
+	dims := map[string]int64{}
+	by := map[string]string{}
+	var out []*runtime.Tensor
+	for _, in := range spec.Inputs {
+		if in.Constant {
+			continue
+		}
+		v, ok := kwargs[in.Name]
+		if !ok {
+			return nil, fmt.Errorf("missing input %q (%s)", in.Name, in)
+		}
+		t, ok := v.(*runtime.Tensor)
+		if !ok || t == nil {
+			return nil, fmt.Errorf("input %q must be a tensor (%s), not %s", in.Name, in, describe(v))
+		}
+		got := fmt.Sprintf("%s%v", t.DType, t.Shape)
+		if t.DType != in.DType || len(t.Shape) != len(in.Shape) {
+			return nil, fmt.Errorf("input %q: want %s, got %s", in.Name, in, got)
+		}
+		for i, d := range in.Shape {
+			n := t.Shape[i]
+			if size, fixed := d.Size(); fixed {
+				if n != size {
+					return nil, fmt.Errorf("input %q: want %s, got %s (dimension %d)", in.Name, in, got, i)
+				}
+				continue
+			}
+			if !d.Named() {
+				continue
+			}
+			name := string(d)
+			if r := spec.Dims[name]; !r.Contains(n) {
+				return nil, fmt.Errorf("input %q: dimension %s is %d, outside the range %s the package was exported for", in.Name, name, n, r)
+			}
+			if prev, ok := dims[name]; ok && prev != n {
+				return nil, fmt.Errorf("input %q: dimension %s is %d, but input %q has %d", in.Name, name, n, by[name], prev)
+			}
+			dims[name], by[name] = n, in.Name
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// sameValue reports whether a call's value restates a baked-in constant
+// (the JSON-decoded constant: numbers are float64).
+func sameValue(constant, v any) bool {
+	num := func(x any) (float64, bool) {
+		switch n := x.(type) {
+		case float64:
+			return n, true
+		case float32:
+			return float64(n), true
+		case int:
+			return float64(n), true
+		case int32:
+			return float64(n), true
+		case int64:
+			return float64(n), true
+		}
+		return 0, false
+	}
+	if a, ok := num(constant); ok {
+		b, ok := num(v)
+		return ok && a == b
+	}
+	switch c := constant.(type) {
+	case nil:
+		return v == nil
+	case bool:
+		b, ok := v.(bool)
+		return ok && b == c
+	case string:
+		s, ok := v.(string)
+		return ok && s == c
+	}
+	return false
+}
+
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "None"
+	case *runtime.Tensor:
+		if x == nil {
+			return "a nil tensor"
+		}
+		return fmt.Sprintf("a %s%v tensor", x.DType, x.Shape)
+	case string:
+		return strconv.Quote(x)
+	}
+	return fmt.Sprintf("%v (%T)", v, v)
+}
+
+// assembleOutputs puts the compiled call's output tensors back into the
+// structure the package returns: one tensor, a tuple ([]any) or a dict.
+func assembleOutputs(spec *runtime.CallSpec, v any) (any, error) {
+	list, ok := v.([]any)
+	if !ok || len(list) != len(spec.Outputs) {
+		return nil, fmt.Errorf("the package returned %T with %d values, want %d tensors", v, len(list), len(spec.Outputs))
+	}
+	switch spec.Returns {
+	case runtime.ReturnsTensor:
+		return list[0], nil
+	case runtime.ReturnsDict:
+		m := make(map[string]any, len(list))
+		for i, o := range spec.Outputs {
+			m[o.Name] = list[i]
+		}
+		return m, nil
+	}
+	return list, nil
+}
