@@ -31,8 +31,9 @@ func (e *Engine) Compile(m runtime.Module, c runtime.CompileSpec) (runtime.Modul
 // move done at load, and batch norms fold into convolutions — and, for the
 // default backend, fuses as libtorch's optimize_for_inference does but
 // without its MKLDNN layout conversion, which gives wrong results for some
-// models on libtorch 1.13 (backend "optimize_for_inference" runs it anyway;
-// CompileOptions.Backend lists the backends).
+// models on libtorch 1.13 and crashes on 2.6 (backends "optimize_for_inference"
+// and "mkldnn", which would run it, are refused; CompileOptions.Backend lists
+// the backends).
 //
 // An AOTInductor package (*AOTIModule) is returned as it is: it was
 // compiled ahead of time.

@@ -862,8 +862,6 @@ wf_module* wf_compile(wf_module* m, int32_t level, char* out, int64_t cap, wf_re
         torch::jit::FuseFrozenConvAddRelu(graph);
         torch::jit::FrozenLinearTranspose(graph);
       }
-    } else if (level == 2) {
-      h->module = torch::jit::optimize_for_inference(h->module, others);
     }
     if (!h->module.hasattr(kCompiledAttr)) h->module.register_attribute(kCompiledAttr, c10::BoolType::get(), true);
     index_methods(h.get());

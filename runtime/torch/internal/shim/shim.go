@@ -156,8 +156,6 @@ const (
 	// FreezeOptimize freezes and fuses (optimize_for_inference without the
 	// MKLDNN layout conversion).
 	FreezeOptimize = 1
-	// OptimizeForInference freezes and runs libtorch's optimize_for_inference.
-	OptimizeForInference = 2
 )
 
 // Compile freezes a module at a compile level into a new handle; the payload

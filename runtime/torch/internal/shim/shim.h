@@ -94,8 +94,8 @@ void wf_close(wf_module* m);
 void wf_free(void* p);
 
 /* level 0: freeze; 1: freeze + conv-add-relu fusion + frozen linear
- * transpose; 2: freeze + libtorch's optimize_for_inference (adds the MKLDNN
- * layout conversion). */
+ * transpose (libtorch's optimize_for_inference without its MKLDNN layout
+ * conversion, which wfgen refuses). */
 wf_module* wf_compile(wf_module* m, int32_t level, char* out, int64_t cap, wf_result* res);
 void wf_save(wf_module* m, const char* path, int64_t path_len, char* out, int64_t cap, wf_result* res);
 void wf_define(const char* source, int64_t source_len, const char* tensors, int64_t tensors_len,
