@@ -50,6 +50,43 @@ type CallInput struct {
 	Shape Shape `json:"shape,omitempty"`
 }
 
+// Restates reports whether v, a manifest or call value, is the value a
+// constant input was baked in with: numbers compare by value whatever their
+// Go type (the recorded value is JSON-decoded, so a float64), booleans,
+// strings and None exactly.
+func (in CallInput) Restates(v any) bool {
+	num := func(x any) (float64, bool) {
+		switch n := x.(type) {
+		case float64:
+			return n, true
+		case float32:
+			return float64(n), true
+		case int:
+			return float64(n), true
+		case int32:
+			return float64(n), true
+		case int64:
+			return float64(n), true
+		}
+		return 0, false
+	}
+	if a, ok := num(in.Value); ok {
+		b, ok := num(v)
+		return ok && a == b
+	}
+	switch c := in.Value.(type) {
+	case nil:
+		return v == nil
+	case bool:
+		b, ok := v.(bool)
+		return ok && b == c
+	case string:
+		s, ok := v.(string)
+		return ok && s == c
+	}
+	return false
+}
+
 // CallOutput is one flattened return value of a CallSpec.
 type CallOutput struct {
 	// Name is the key of a returned dict, or "output<i>".

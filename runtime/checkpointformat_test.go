@@ -114,3 +114,32 @@ func TestCallSpecHelpers(t *testing.T) {
 		t.Errorf("ranges %s %s", b, tr)
 	}
 }
+
+// TestCallInputRestates checks the one rule by which manifest values and
+// call values restate a baked-in constant: numbers by value, whatever their
+// Go type; booleans, strings and None exactly.
+func TestCallInputRestates(t *testing.T) {
+	cases := []struct {
+		constant, v any
+		want        bool
+	}{
+		{float64(2), int64(2), true},
+		{float64(2), 2, true},
+		{float64(0.5), float32(0.5), true},
+		{float64(2), int32(3), false},
+		{float64(1), true, false},
+		{true, true, true},
+		{true, false, false},
+		{true, 1.0, false},
+		{"mean", "mean", true},
+		{"mean", "sum", false},
+		{nil, nil, true},
+		{nil, 0.0, false},
+		{[]any{1.0}, []any{1.0}, false}, // never recorded: not a constant the export keeps
+	}
+	for _, c := range cases {
+		if got := (CallInput{Constant: true, Value: c.constant}).Restates(c.v); got != c.want {
+			t.Errorf("constant %#v, value %#v: Restates = %v, want %v", c.constant, c.v, got, c.want)
+		}
+	}
+}

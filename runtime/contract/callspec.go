@@ -185,31 +185,10 @@ func (s *specChecker) kwargs(label string, m map[string]any) {
 			s.add(name, "an input of the package", "no such input (inputs: "+s.spec.InputList()+")")
 		case !in.Constant:
 			s.add(name, fmt.Sprintf("a field for input %s (a manifest value is no tensor)", in), describeValue(m[k]))
-		case !sameConstant(in.Value, m[k]):
+		case !in.Restates(m[k]):
 			s.add(name, fmt.Sprintf("%v, the value the export baked in (the package cannot take another)", describeValue(in.Value)), describeValue(m[k]))
 		}
 	}
-}
-
-// sameConstant reports whether a manifest value restates a baked-in
-// constant (JSON-decoded: numbers are float64).
-func sameConstant(constant, v any) bool {
-	num := func(x any) (float64, bool) {
-		switch n := x.(type) {
-		case float64:
-			return n, true
-		case int64:
-			return float64(n), true
-		case int:
-			return float64(n), true
-		}
-		return 0, false
-	}
-	if a, ok := num(constant); ok {
-		b, ok := num(v)
-		return ok && a == b
-	}
-	return fmt.Sprintf("%T %v", constant, constant) == fmt.Sprintf("%T %v", v, v)
 }
 
 func (s *specChecker) outputs() {

@@ -188,15 +188,9 @@ func (m *AOTIModule) Call(ctx context.Context, method string, kwargs map[string]
 	if err != nil {
 		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, err)
 	}
-	if done := ctx.Done(); done == nil {
-		m.eng.sem <- struct{}{}
-	} else {
-		select {
-		case m.eng.sem <- struct{}{}:
-		case <-done:
-			enc.release()
-			return nil, ctx.Err()
-		}
+	if err := m.eng.takeSlot(ctx); err != nil {
+		enc.release()
+		return nil, err
 	}
 	m.mu.RLock()
 	release := func() {

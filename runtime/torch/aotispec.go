@@ -310,7 +310,7 @@ func bindInputs(spec *runtime.CallSpec, kwargs map[string]any) ([]*runtime.Tenso
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("unexpected argument %q (inputs: %s)", k, spec.InputList())
-		case in.Constant && !sameValue(in.Value, v):
+		case in.Constant && !in.Restates(v):
 			return nil, fmt.Errorf("argument %q was baked into the package at export as %v; it cannot be %v (re-export to change it)",
 				k, in.Value, describe(v))
 		}
@@ -357,41 +357,6 @@ func bindInputs(spec *runtime.CallSpec, kwargs map[string]any) ([]*runtime.Tenso
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-// sameValue reports whether a call's value restates a baked-in constant
-// (the JSON-decoded constant: numbers are float64).
-func sameValue(constant, v any) bool {
-	num := func(x any) (float64, bool) {
-		switch n := x.(type) {
-		case float64:
-			return n, true
-		case float32:
-			return float64(n), true
-		case int:
-			return float64(n), true
-		case int32:
-			return float64(n), true
-		case int64:
-			return float64(n), true
-		}
-		return 0, false
-	}
-	if a, ok := num(constant); ok {
-		b, ok := num(v)
-		return ok && a == b
-	}
-	switch c := constant.(type) {
-	case nil:
-		return v == nil
-	case bool:
-		b, ok := v.(bool)
-		return ok && b == c
-	case string:
-		s, ok := v.(string)
-		return ok && s == c
-	}
-	return false
 }
 
 func describe(v any) string {

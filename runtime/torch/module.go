@@ -127,15 +127,9 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	if err != nil {
 		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, err)
 	}
-	if done := ctx.Done(); done == nil {
-		m.eng.sem <- struct{}{}
-	} else {
-		select {
-		case m.eng.sem <- struct{}{}:
-		case <-done:
-			enc.release()
-			return nil, ctx.Err()
-		}
+	if err := m.eng.takeSlot(ctx); err != nil {
+		enc.release()
+		return nil, err
 	}
 	m.mu.RLock()
 	if m.closed {
@@ -220,4 +214,21 @@ func (m *Module) Close() error {
 	shim.Close(m.h)
 	m.h = shim.Handle{}
 	return nil
+}
+
+// takeSlot takes one of the engine's call slots (MaxConcurrentCalls), or
+// returns ctx's error when it ends first; the caller gives the slot back
+// with <-e.sem.
+func (e *Engine) takeSlot(ctx context.Context) error {
+	done := ctx.Done()
+	if done == nil {
+		e.sem <- struct{}{}
+		return nil
+	}
+	select {
+	case e.sem <- struct{}{}:
+		return nil
+	case <-done:
+		return ctx.Err()
+	}
 }
