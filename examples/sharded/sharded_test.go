@@ -291,7 +291,16 @@ func TestStragglersSeesTaggedProcesses(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if left := stragglers(mark); len(left) != 1 || !strings.Contains(left[0], "sleep 30") {
+	// Start returns once the exec began; the new program's environment is
+	// readable in /proc a moment later (the kernel sets it up after the
+	// close-on-exec pipe that Start waits for is closed).
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if left = stragglers(mark); len(left) > 0 {
+			break
+		}
+	}
+	if len(left) != 1 || !strings.Contains(left[0], "sleep 30") {
 		t.Errorf("running tagged process: stragglers = %q", left)
 	}
 	c.Process.Kill()
