@@ -115,7 +115,8 @@ func run(rounds int, serve bool, stdout, log io.Writer) error {
 		m := r.metrics
 		rows = append(rows,
 			row{"tiny encoder, 10,000 items in batches of 8: generated EmbedBatch ÷ Python slicing a pre-stacked tensor (throughput)", items(m["go-items/s"]), items(m["py-slice-items/s"]), x(m["go/py-slice-x"]), "≥ 1.2"},
-			row{"the same ÷ Python stacking per batch (throughput)", items(m["go-items/s"]), items(m["py-stack-items/s"]), x(m["go/py-stack-x"]), "—"})
+			row{"the same with two lanes (batch.WithLanes(2)) ÷ Python slicing (throughput)", items(m["go-2lanes-items/s"]), items(m["py-slice-items/s"]), x(m["go-2lanes/py-slice-x"]), "≥ 1.2"},
+			row{"the generated EmbedBatch, one lane, ÷ Python stacking per batch (throughput)", items(m["go-items/s"]), items(m["py-stack-items/s"]), x(m["go/py-stack-x"]), "—"})
 	}
 	compile, err := bench(log, "test", "-run", "^$", "-bench", "^BenchmarkCompileInterleaved$", "-benchtime", fmt.Sprintf("%dx", max(3, rounds/4)), "./runtime/torch/")
 	if err != nil {

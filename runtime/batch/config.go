@@ -35,6 +35,9 @@ type Config struct {
 	// MinBatchSize is the smallest batch forward takes: a shorter batch is
 	// padded up to it (see WithBatchRange); 0 or 1 pads nothing.
 	MinBatchSize int
+	// Lanes is how many forward calls may run at once (see WithLanes); 1
+	// runs them one after another.
+	Lanes int
 
 	maxSet   bool
 	rangeMax int // WithBatchRange's max (0: none)
@@ -95,6 +98,21 @@ func WithStats(fn func(Stats)) Option {
 	return func(c *Config) { c.OnStats = fn }
 }
 
+// WithLanes lets Run make up to n forward calls at once, each lane
+// running a contiguous part of the items (whole batches of the max size) in
+// its own goroutine: the batches are the ones a single lane makes, so
+// padding and outputs do not change, and forward must be safe for
+// concurrent use (Call.Lane tells the lanes apart). On a CPU whose cores a
+// single forward call leaves partly idle — small models, whose operations
+// libtorch runs on one thread — two lanes nearly double throughput; a model
+// whose calls already use every core gains nothing and holds n batches in
+// memory at once. Out-of-memory halving, per-item errors, cancellation and
+// sharding work per lane as they do for one; the first lane to fail for
+// another reason stops the others. n ≤ 1 means one lane (the default).
+func WithLanes(n int) Option {
+	return func(c *Config) { c.Lanes = n }
+}
+
 // WithSharding makes Run run only this rank's share of the items, a
 // contiguous range that s chooses, and gather every rank's outputs (see
 // Sharder). Package runtime/dist gives the Sharder of a process group
@@ -152,6 +170,7 @@ func NewConfig(opts ...Option) (Config, error) {
 			c.PadSizes = append(c.PadSizes, c.rangeMax)
 		}
 	}
+	c.Lanes = max(c.Lanes, 1)
 	if c.MinBatchSize < 0 || c.rangeMax > 0 && c.MinBatchSize > c.rangeMax {
 		return Config{}, fmt.Errorf("batch: batch range [%d, %d]: want 0 ≤ min ≤ max", c.MinBatchSize, c.rangeMax)
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime"
 )
@@ -55,6 +56,9 @@ type Call struct {
 	Size int
 	// PersistentKey is the WithPersistentForward key, or "".
 	PersistentKey string
+	// Lane is the lane making the call, 0 ≤ Lane < Config.Lanes: calls of
+	// one lane never overlap, so forward may keep a buffer per lane.
+	Lane int
 }
 
 // Persistent reports whether the forward was declared persistent.
@@ -179,13 +183,95 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 	if cfg.Sharder != nil {
 		return runSharded(ctx, items, forward, cfg)
 	}
-	return run(ctx, items, 0, len(items), forward, cfg)
+	return runLanes(ctx, items, 0, len(items), forward, cfg)
+}
+
+// runLanes is run over cfg.Lanes contiguous parts of items at once, each a
+// whole number of max-size batches (the last part ends with the short
+// batch, if any), with the outputs, item errors and stats put together as
+// one run's.
+func runLanes[In, Out any](ctx context.Context, items []In, base, total int, forward Forward[In, Out], cfg Config) ([]Out, error) {
+	chunks := (len(items) + cfg.MaxBatchSize - 1) / cfg.MaxBatchSize
+	k := min(cfg.Lanes, chunks)
+	if k <= 1 {
+		return run(ctx, items, base, total, forward, cfg, 0)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	out := make([]Out, len(items))
+	errs := make([]error, k)
+	var mu sync.Mutex
+	stats := make([]Stats, k)
+	var wg sync.WaitGroup
+	for lane := range k {
+		lo := min(lane*chunks/k*cfg.MaxBatchSize, len(items))
+		hi := min((lane+1)*chunks/k*cfg.MaxBatchSize, len(items))
+		stats[lane].Items = hi - lo
+		lcfg := cfg
+		if cfg.OnStats != nil {
+			lcfg.OnStats = func(s Stats) {
+				mu.Lock()
+				defer mu.Unlock()
+				stats[lane] = s
+				cfg.OnStats(sumStats(stats))
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := run(lctx, items[lo:hi:hi], base+lo, total, forward, lcfg, lane)
+			copy(out[lo:hi], res)
+			var itemErrs ItemErrors
+			if err != nil && !errors.As(err, &itemErrs) {
+				stop() // the run has failed: the other lanes stop too
+			}
+			errs[lane] = err
+		}()
+	}
+	wg.Wait()
+	var itemErrs ItemErrors
+	var failed error
+	for _, err := range errs {
+		var ie ItemErrors
+		switch {
+		case err == nil:
+		case errors.As(err, &ie):
+			itemErrs = append(itemErrs, ie...)
+		case failed == nil, ctx.Err() == nil && errors.Is(failed, context.Canceled) && !errors.Is(err, context.Canceled):
+			// The first failure, unless it is a lane that another lane's
+			// failure stopped.
+			failed = err
+		}
+	}
+	if failed != nil {
+		return nil, failed
+	}
+	if len(itemErrs) > 0 {
+		return out, itemErrs
+	}
+	return out, nil
+}
+
+// sumStats adds up the stats of the lanes.
+func sumStats(lanes []Stats) Stats {
+	var t Stats
+	for _, s := range lanes {
+		t.Items += s.Items
+		t.Done += s.Done
+		t.Failed += s.Failed
+		t.Calls += s.Calls
+		t.Batches += s.Batches
+		t.Retries += s.Retries
+		t.Bisections += s.Bisections
+		t.Padded += s.Padded
+	}
+	return t
 }
 
 // run is Run without sharding over items, which start at index base of the
 // caller's total items: batch offsets, item errors and messages give
 // indexes into those.
-func run[In, Out any](ctx context.Context, items []In, base, total int, forward Forward[In, Out], cfg Config) ([]Out, error) {
+func run[In, Out any](ctx context.Context, items []In, base, total int, forward Forward[In, Out], cfg Config, lane int) ([]Out, error) {
 	out := make([]Out, len(items))
 	st := Stats{Items: len(items)}
 	report := func() {
@@ -235,7 +321,7 @@ func run[In, Out any](ctx context.Context, items []In, base, total int, forward 
 		}
 		cctx := &slab[0]
 		slab = slab[1:]
-		*cctx = callContext{ctx, Call{Offset: base + s.lo, Items: n, Size: size, PersistentKey: cfg.PersistentKey}}
+		*cctx = callContext{ctx, Call{Offset: base + s.lo, Items: n, Size: size, PersistentKey: cfg.PersistentKey, Lane: lane}}
 		res, ferr := forward(cctx, in)
 		st.Calls++
 		st.Padded += size - n

@@ -174,28 +174,39 @@ func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProf
 		}
 	}
 
-	// One input buffer and one tensor per stacked kwarg, reused by every
-	// forward call (the engine copies its inputs).
+	// One input buffer and one tensor per stacked kwarg and lane, reused by
+	// every forward call of the lane (the engine copies its inputs).
 	maxRows := max(cfg.MaxBatchSize, cfg.PaddedSize(cfg.MaxBatchSize))
-	call := maps.Clone(kw)
-	stacked := make([]runtime.Tensor, len(items.ids))
-	for j, id := range items.ids {
-		stacked[j] = runtime.Tensor{
-			DType: first[j].DType,
-			Shape: append([]int64{0}, first[j].Shape...),
-			Data:  make([]byte, 0, maxRows*len(first[j].Data)),
+	type laneInputs struct {
+		call    map[string]any
+		stacked []runtime.Tensor
+	}
+	lanes := make([]laneInputs, cfg.Lanes)
+	for k := range lanes {
+		ln := &lanes[k]
+		ln.call = maps.Clone(kw)
+		ln.stacked = make([]runtime.Tensor, len(items.ids))
+		for j, id := range items.ids {
+			ln.stacked[j] = runtime.Tensor{
+				DType: first[j].DType,
+				Shape: append([]int64{0}, first[j].Shape...),
+				Data:  make([]byte, 0, maxRows*len(first[j].Data)),
+			}
+			ln.call[id] = &ln.stacked[j]
 		}
-		call[id] = &stacked[j]
 	}
 	forward := func(ctx context.Context, rows []int) ([]itemOutputs, error) {
-		for j := range stacked {
-			st := &stacked[j]
+		bc, _ := batch.CallFrom(ctx)
+		ln := &lanes[bc.Lane]
+		for j := range ln.stacked {
+			st := &ln.stacked[j]
 			st.Shape[0] = int64(len(rows))
 			st.Data = st.Data[:0]
 			for _, i := range rows {
 				st.Data = append(st.Data, items.tensor(i, j).Data...)
 			}
 		}
+		call := ln.call
 		raw, err := l.mod.Call(ctx, task.MethodName(), call, co.engine(l.autocast))
 		if err != nil {
 			return nil, err

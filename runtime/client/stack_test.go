@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -60,6 +61,44 @@ func TestEmbedBatchMatchesEmbed(t *testing.T) {
 			if s := got[i].Embedding.Vector.Shape; len(s) != 1 || s[0] != 64 {
 				t.Fatalf("item %d: shape %v, want [64]", i, s)
 			}
+		}
+	}
+}
+
+// With lanes, the generated EmbedBatch makes the same batches at once and
+// returns the same bytes, item by item, through both the typed and the map
+// path: each lane stacks into buffers of its own.
+func TestEmbedBatchLanesMatchOneLane(t *testing.T) {
+	c := newTinyEncoder(t)
+	ctx := context.Background()
+	ps := embedParams(203, true)
+	want, err := c.EmbedBatch(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st batch.Stats
+	got, err := c.EmbedBatch(ctx, ps, batch.WithLanes(3), batch.WithStats(func(s batch.Stats) { st = s }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Items != 203 || st.Done != 203 || st.Calls != 26 {
+		t.Errorf("stats %+v; want 203 items done in 26 calls", st)
+	}
+	items := make([]map[string]any, len(ps))
+	for i := range ps {
+		items[i] = ps[i].CallKwargs()
+	}
+	maps, err := c.Runtime().RunBatch(ctx, "embed", items, batch.WithLanes(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ps {
+		w := want[i].Embedding.Vector
+		if g := got[i].Embedding.Vector; !bytes.Equal(g.Data, w.Data) {
+			t.Fatalf("item %d: three lanes differ from one", i)
+		}
+		if g, _ := maps[i]["embedding"].(*runtime.Tensor); g == nil || !bytes.Equal(g.Data, w.Data) {
+			t.Fatalf("item %d: the map path with two lanes differs from one lane", i)
 		}
 	}
 }
