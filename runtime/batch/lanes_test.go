@@ -201,3 +201,23 @@ func TestLanesOutOfMemoryHalvesPerLane(t *testing.T) {
 		t.Errorf("batches %v; want [32, 40) retried as two halves", b)
 	}
 }
+
+// TestLanesStatsCountEveryItemFromTheStart: the stats hook sees the whole
+// run's item count from the first call on, however early a lane reports.
+func TestLanesStatsCountEveryItemFromTheStart(t *testing.T) {
+	for range 20 {
+		var bad atomic.Int32
+		hook := func(s Stats) {
+			if s.Items != 256 {
+				bad.Store(int32(s.Items))
+			}
+		}
+		forward := func(ctx context.Context, b []int) ([]int, error) { return b, nil }
+		if _, err := Run(context.Background(), ints(256), forward, WithMaxBatchSize(8), WithLanes(16), WithStats(hook)); err != nil {
+			t.Fatal(err)
+		}
+		if n := bad.Load(); n != 0 {
+			t.Fatalf("a stats report counted %d items of 256", n)
+		}
+	}
+}

@@ -201,12 +201,16 @@ func runLanes[In, Out any](ctx context.Context, items []In, base, total int, for
 	out := make([]Out, len(items))
 	errs := make([]error, k)
 	var mu sync.Mutex
+	// Lane l runs items [bound(l), bound(l+1)). Every lane's item count is
+	// in stats before any lane starts: the stats hook sums them all.
+	bound := func(l int) int { return min(l*chunks/k*cfg.MaxBatchSize, len(items)) }
 	stats := make([]Stats, k)
+	for lane := range k {
+		stats[lane].Items = bound(lane+1) - bound(lane)
+	}
 	var wg sync.WaitGroup
 	for lane := range k {
-		lo := min(lane*chunks/k*cfg.MaxBatchSize, len(items))
-		hi := min((lane+1)*chunks/k*cfg.MaxBatchSize, len(items))
-		stats[lane].Items = hi - lo
+		lo, hi := bound(lane), bound(lane+1)
 		lcfg := cfg
 		if cfg.OnStats != nil {
 			lcfg.OnStats = func(s Stats) {
