@@ -170,6 +170,9 @@ type span struct{ lo, hi int }
 // On any error other than ItemErrors the outputs are nil: nothing
 // half-done is returned.
 //
+// With WithLanes(n), up to n of these loops run at once over contiguous
+// parts of the items (see WithLanes): the same batches, the same outputs.
+//
 // With WithSharding, Run runs only this rank's share of the items and
 // gathers the outputs of every rank (see Sharder).
 func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out], opts ...Option) ([]Out, error) {

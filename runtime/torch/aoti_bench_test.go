@@ -72,7 +72,9 @@ func (p *peer) run(b *testing.B, n int) time.Duration {
 //   - go-ts: the same model as a TorchScript archive through Module.Call;
 //   - py-ts: that archive from Python (torch.jit.load).
 //
-// b.N counts rounds of about runLength per column. Metrics: the median
+// b.N counts rounds of about runLength per column, each column run once
+// untimed before its timed run (a column otherwise pays for the state the
+// previous one left: caches, idle threads). Metrics: the median
 // over rounds of µs per call of each, and of the ratios go-aoti/py-aoti,
 // go-aoti/go-ts and py-aoti/py-ts. Needs libtorch ≥ 2.6 (the 2.x lane).
 func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
@@ -136,6 +138,7 @@ func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
 				var us [4]float64
 				for k := range runs {
 					i := (k + r) % len(runs)
+					runs[i]() // untimed: pays for what the previous column left behind
 					us[i] = float64(runs[i]().Nanoseconds()) / float64(chunk) / 1e3
 					perCall[i] = append(perCall[i], us[i])
 				}
