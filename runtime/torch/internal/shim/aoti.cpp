@@ -5,14 +5,11 @@
 // with the version it was built against. Value blobs and the error
 // convention are shim.cpp's (wf_shim in aoti.h).
 #include "aoti.h"
+#include "hook.h"
 
 #include <torch/version.h>
 
 #include <stdexcept>
-
-// True when the libtorch compiled against is at least major.minor (as in shim.cpp).
-#define WF_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 #if WF_TORCH_AT_LEAST(2, 6) && __has_include(<torch/csrc/inductor/aoti_package/model_package_loader.h>)
 #define WF_AOTI 1

@@ -41,25 +41,6 @@ void wf_aoti_close(wf_aoti* m);
 
 #ifdef __cplusplus
 }
-
-#include <ATen/core/ivalue.h>
-
-#include <functional>
-#include <vector>
-
-/* shim.cpp's value conversion and error convention, for the shim's other C++
- * files. */
-namespace wf_shim {
-/* Runs body and turns every exception into a status and message in res
- * (WF_OOM for allocation failures), as every shim entry point does. */
-void guarded(char* out, int64_t cap, wf_result* res, const std::function<void()>& body) noexcept;
-/* Reads the argument named name, a list of tensors, from a kwargs blob and
- * copies the tensors onto device. */
-std::vector<at::Tensor> read_tensor_list(const char* args, int64_t args_len, const char* name, void* const* ptrs,
-                                         int64_t nptrs, c10::Device device);
-/* Writes v as the payload (a value blob) with status WF_OK. */
-void emit_value(char* out, int64_t cap, wf_result* res, const c10::IValue& v);
-}  // namespace wf_shim
 #endif
 
 #endif

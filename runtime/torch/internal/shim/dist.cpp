@@ -9,6 +9,7 @@
 // USE_C10D_NCCL (a CUDA libtorch with NCCL, built with -tags libtorch_custom
 // and the define in CGO_CPPFLAGS).
 #include "dist.h"
+#include "hook.h"
 
 // shim.cpp's check, which go build may reach after this file's: without
 // libtorch's headers say what is missing rather than name some c10d header.
@@ -41,13 +42,6 @@
 #include <string>
 #include <vector>
 
-// True when the libtorch compiled against is at least major.minor (the same
-// test as shim.cpp's macro of that name).
-#ifndef WF_TORCH_AT_LEAST
-#define WF_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
-#endif
-
 namespace {
 
 // The backend interface: 2.x's process groups hold backends
@@ -57,65 +51,6 @@ using Backend = c10d::Backend;
 #else
 using Backend = c10d::ProcessGroup;
 #endif
-
-// The dtype codes of shim.h's value blobs (shim.cpp's dtype_from_code).
-bool scalar_type(int32_t code, at::ScalarType* st) {
-  switch (code) {
-    case 1: *st = at::kFloat; return true;
-    case 2: *st = at::kHalf; return true;
-    case 3: *st = at::kBFloat16; return true;
-    case 4: *st = at::kLong; return true;
-    case 5: *st = at::kInt; return true;
-    case 6: *st = at::kByte; return true;
-    case 7: *st = at::kBool; return true;
-  }
-  return false;
-}
-
-// The error convention of shim.cpp (emit_message and guarded there): the
-// message goes to the caller's buffer, or a malloc'd block when it does not
-// fit, and every exception becomes a status.
-void message(char* out, int64_t cap, wf_result* res, int32_t status, const std::string& msg) noexcept {
-  res->status = status;
-  res->overflow = nullptr;
-  size_t len = msg.size();
-  if (static_cast<int64_t>(len) <= cap) {
-    if (len) std::memcpy(out, msg.data(), len);
-    res->size = static_cast<int64_t>(len);
-    return;
-  }
-  void* p = std::malloc(len);
-  if (p) {
-    std::memcpy(p, msg.data(), len);
-    res->overflow = p;
-    res->size = static_cast<int64_t>(len);
-    return;
-  }
-  size_t k = cap > 0 ? static_cast<size_t>(cap) : 0;
-  if (k) std::memcpy(out, msg.data(), k);
-  res->size = static_cast<int64_t>(k);
-}
-
-template <typename F>
-void guarded(char* out, int64_t cap, wf_result* res, F body) noexcept {
-  res->status = WF_OK;
-  res->size = 0;
-  res->overflow = nullptr;
-  try {
-    body();
-    return;
-  } catch (const c10::OutOfMemoryError& e) {
-    message(out, cap, res, WF_OOM, e.what_without_backtrace());
-  } catch (const c10::Error& e) {
-    message(out, cap, res, WF_ERROR, e.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    message(out, cap, res, WF_OOM, "std::bad_alloc: host memory allocation failed");
-  } catch (const std::exception& e) {
-    message(out, cap, res, WF_ERROR, e.what());
-  } catch (...) {
-    message(out, cap, res, WF_ERROR, "unknown C++ exception");
-  }
-}
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> parts;
@@ -215,7 +150,7 @@ wf_group* wf_dist_join(int32_t backend, const char* host, int64_t host_len, int3
                        int64_t timeout_ms, const char* device, int64_t device_len, const char* ifaces,
                        int64_t ifaces_len, char* out, int64_t cap, wf_result* res) {
   wf_group* result = nullptr;
-  guarded(out, cap, res, [&] {
+  wf_shim::guarded(out, cap, res, [&] {
     if (size < 1 || rank < 0 || rank >= size)
       throw std::invalid_argument("rank " + std::to_string(rank) + " is outside a group of " + std::to_string(size));
     if (port < 1 || port > 65535) throw std::invalid_argument("port " + std::to_string(port) + " is not a port");
@@ -280,9 +215,9 @@ void wf_dist_cancel(wf_group* g, int64_t op_id) { g->cancel.store(op_id); }
 
 void wf_dist_all_reduce(wf_group* g, int64_t op_id, void* data, int32_t dtype, int64_t numel, int32_t op,
                         int64_t timeout_ms, char* out, int64_t cap, wf_result* res) {
-  guarded(out, cap, res, [&] {
+  wf_shim::guarded(out, cap, res, [&] {
     at::ScalarType st;
-    if (!scalar_type(dtype, &st)) throw std::invalid_argument("unknown dtype code " + std::to_string(dtype));
+    if (!wf_shim::dtype_from_code(dtype, &st)) throw std::invalid_argument("unknown dtype code " + std::to_string(dtype));
     if (numel < 0) throw std::invalid_argument("negative element count");
     c10d::AllreduceOptions opts;
     switch (op) {
@@ -307,7 +242,7 @@ void wf_dist_all_reduce(wf_group* g, int64_t op_id, void* data, int32_t dtype, i
 
 void wf_dist_broadcast(wf_group* g, int64_t op_id, void* data, int64_t nbytes, int32_t root, int64_t timeout_ms,
                        char* out, int64_t cap, wf_result* res) {
-  guarded(out, cap, res, [&] {
+  wf_shim::guarded(out, cap, res, [&] {
     check_root(g, root);
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
@@ -323,7 +258,7 @@ void wf_dist_broadcast(wf_group* g, int64_t op_id, void* data, int64_t nbytes, i
 
 void wf_dist_all_gather(wf_group* g, int64_t op_id, const void* in, int64_t nbytes, void* all, int64_t timeout_ms,
                         char* out, int64_t cap, wf_result* res) {
-  guarded(out, cap, res, [&] {
+  wf_shim::guarded(out, cap, res, [&] {
     c10d::AllgatherOptions opts;
     opts.timeout = std::chrono::milliseconds(timeout_ms);
     c10::OptionalDeviceGuard guard;
@@ -340,7 +275,7 @@ void wf_dist_all_gather(wf_group* g, int64_t op_id, const void* in, int64_t nbyt
 
 void wf_dist_gather(wf_group* g, int64_t op_id, const void* in, int64_t nbytes, void* all, int32_t root,
                     int64_t timeout_ms, char* out, int64_t cap, wf_result* res) {
-  guarded(out, cap, res, [&] {
+  wf_shim::guarded(out, cap, res, [&] {
     check_root(g, root);
     c10d::GatherOptions opts;
     opts.rootRank = root;

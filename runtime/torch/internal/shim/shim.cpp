@@ -33,6 +33,7 @@
 #include <torch/version.h>
 
 #include "aoti.h"
+#include "hook.h"
 
 // The TorchScript fuser switches (torch/csrc/jit/codegen/fuser/interface.h,
 // exported by libtorch_cpu since 1.x; Debian's libtorch-dev lacks the header).
@@ -49,10 +50,6 @@ TORCH_API void overrideCanFuseOnCPU(bool value);
 
 #include <dlfcn.h>
 #include <link.h>
-
-// True when the libtorch compiled against is at least major.minor.
-#define WF_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 #include <algorithm>
 #include <chrono>
@@ -1209,7 +1206,7 @@ void wf_cudart_empty_cache(wf_cudart* c, int32_t* called, char* out, int64_t cap
 
 }  // extern "C"
 
-// ---------------------------------------------------------------- for the shim's other C++ files (aoti.h)
+// ---------------------------------------------------------------- for the shim's other C++ files (hook.h)
 
 namespace wf_shim {
 
@@ -1230,5 +1227,7 @@ std::vector<at::Tensor> read_tensor_list(const char* args, int64_t args_len, con
 void emit_value(char* out, int64_t cap, wf_result* res, const c10::IValue& v) {
   emit(out, cap, res, WF_OK, [&](Writer& w) { write_value(w, v, 0); });
 }
+
+bool dtype_from_code(int32_t code, at::ScalarType* st) { return ::dtype_from_code(code, st); }
 
 }  // namespace wf_shim
