@@ -3,64 +3,14 @@
 package torch
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/worldfoundry/wfgen/examples/aoti"
 	"github.com/worldfoundry/wfgen/runtime"
 )
-
-// peer is a testdata/bench_server.py process timing n calls of a model in
-// Python on request.
-type peer struct {
-	in  func(n int) error
-	out *bufio.Scanner
-}
-
-func startPeer(b *testing.B, model string, threads int, shape []int64) *peer {
-	b.Helper()
-	args := []string{filepath.Join("testdata", "bench_server.py"), model, strconv.Itoa(threads), "x"}
-	for _, d := range shape {
-		args = append(args, strconv.FormatInt(d, 10))
-	}
-	cmd := exec.Command(debianPython, args...)
-	in, _ := cmd.StdinPipe()
-	outPipe, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { in.Close(); cmd.Wait() })
-	p := &peer{out: bufio.NewScanner(outPipe), in: func(n int) error { _, err := fmt.Fprintln(in, n); return err }}
-	for p.out.Scan() {
-		if p.out.Text() == "ready" {
-			return p
-		}
-	}
-	b.Fatalf("bench_server.py %s did not start: %v", model, p.out.Err())
-	return nil
-}
-
-func (p *peer) run(b *testing.B, n int) time.Duration {
-	if err := p.in(n); err != nil {
-		b.Fatal(err)
-	}
-	if !p.out.Scan() {
-		b.Fatalf("bench_server.py: %v", p.out.Err())
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(p.out.Text()), 10, 64)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ns)
-}
 
 // BenchmarkAOTIMobileNetInterleaved times one call of torchvision's
 // mobilenet_v3_small (examples/aoti), batch 1 and 8, four ways, in
@@ -84,12 +34,6 @@ func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
 	f, err := aoti.Cached(context.Background(), aoti.MobileNet)
 	if err != nil {
 		b.Fatal(err)
-	}
-	threads := 1
-	if info, err := Default().ParallelInfo(); err == nil {
-		if m := regexp.MustCompile(`at::get_num_threads\(\) : (\d+)`).FindStringSubmatch(info); m != nil {
-			threads, _ = strconv.Atoi(m[1])
-		}
 	}
 	for _, n := range []int64{1, 8} {
 		b.Run(fmt.Sprintf("batch-%d", n), func(b *testing.B) {
@@ -127,10 +71,18 @@ func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
 					return time.Since(start)
 				}
 			}
-			pyA := startPeer(b, f.Package, threads, shape)
-			pyT := startPeer(b, f.TorchScript, threads, shape)
+			pyRun := func(p *pythonPeer) func() time.Duration {
+				return func() time.Duration {
+					d, err := p.run(chunk)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return d
+				}
+			}
+			pyA, pyT := pyRun(startPython(b, f.Package, shape)), pyRun(startPython(b, f.TorchScript, shape))
 			names := []string{"go-aoti", "py-aoti", "go-ts", "py-ts"}
-			runs := []func() time.Duration{goRun(am), func() time.Duration { return pyA.run(b, chunk) }, goRun(tm), func() time.Duration { return pyT.run(b, chunk) }}
+			runs := []func() time.Duration{goRun(am), pyA, goRun(tm), pyT}
 			perCall := make([][]float64, len(runs))
 			ratios := map[string][]float64{}
 			b.ResetTimer()

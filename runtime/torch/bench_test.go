@@ -6,15 +6,7 @@
 package torch
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -64,52 +56,6 @@ func BenchmarkCallRawCpp(b *testing.B) {
 	}
 }
 
-// pythonPeer is a bench_server.py process.
-type pythonPeer struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
-
-func startPython(b *testing.B, model string, c benchCase) *pythonPeer {
-	b.Helper()
-	if err := exec.Command(debianPython, "-c", "import torch").Run(); err != nil {
-		b.Skipf("%s cannot import torch: install python3-torch for the Python column", debianPython)
-	}
-	threads := 1
-	if info, err := Default().ParallelInfo(); err == nil {
-		if m := regexp.MustCompile(`at::get_num_threads\(\) : (\d+)`).FindStringSubmatch(info); m != nil {
-			threads, _ = strconv.Atoi(m[1])
-		}
-	}
-	args := []string{filepath.Join("testdata", "bench_server.py"), model, strconv.Itoa(threads), "x",
-		strconv.FormatInt(c.batch, 10), strconv.FormatInt(c.width, 10)}
-	cmd := exec.Command(debianPython, args...)
-	in, _ := cmd.StdinPipe()
-	outPipe, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &pythonPeer{cmd: cmd, in: in, out: bufio.NewScanner(outPipe)}
-	b.Cleanup(func() { in.Close(); cmd.Wait() })
-	if !p.out.Scan() || p.out.Text() != "ready" {
-		b.Fatalf("bench_server.py did not start: %q %v", p.out.Text(), p.out.Err())
-	}
-	return p
-}
-
-// run times n calls in Python.
-func (p *pythonPeer) run(n int) (time.Duration, error) {
-	if _, err := fmt.Fprintln(p.in, n); err != nil {
-		return 0, err
-	}
-	if !p.out.Scan() {
-		return 0, fmt.Errorf("bench_server.py: %v", p.out.Err())
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(p.out.Text()), 10, 64)
-	return time.Duration(ns), err
-}
-
 // BenchmarkInterleaved runs, on the same module and input, in rotating
 // order within each round, a run of about runLength of back-to-back calls of
 // each of these, so that machine noise hits all alike:
@@ -135,7 +81,7 @@ func BenchmarkInterleaved(b *testing.B) {
 	for _, c := range benchCases() {
 		b.Run(c.name, func(b *testing.B) {
 			m, path := c.load(b)
-			py := startPython(b, path, c)
+			py := startPython(b, path, []int64{c.batch, c.width})
 			ctx, kw := context.Background(), c.kwargs()
 			chunk := callsPerRun(func() {
 				if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
