@@ -1,6 +1,8 @@
 package shim
 
 /*
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <malloc.h>
 
 // wf_malloc_retain sets glibc malloc's mmap and trim thresholds (mallopt);
@@ -13,6 +15,17 @@ static int wf_malloc_retain(int mmap_threshold, int trim_threshold) {
 	return 0;
 #endif
 }
+
+// wf_blas_threads sets OpenBLAS's thread count when n > 0 and returns it,
+// or -1 when the process has no OpenBLAS (looked up by symbol: libtorch
+// reaches its BLAS through libblas.so.3, whichever one it is).
+static int wf_blas_threads(int n) {
+	void (*set)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+	int (*get)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
+	if (set == NULL || get == NULL) return -1;
+	if (n > 0) set(n);
+	return get();
+}
 */
 import "C"
 
@@ -22,3 +35,7 @@ import "C"
 func MallocRetain(mmapThreshold, trimThreshold int) bool {
 	return C.wf_malloc_retain(C.int(mmapThreshold), C.int(trimThreshold)) == 1
 }
+
+// BLASThreads sets OpenBLAS's own thread count to n when n > 0 and returns
+// its thread count, or -1 when the process has no OpenBLAS.
+func BLASThreads(n int) int { return int(C.wf_blas_threads(C.int(n))) }
