@@ -82,7 +82,7 @@ func Build(dir string) error {
 // BuildEncoder writes the tiny-encoder checkpoint to path.
 func BuildEncoder(path string) error {
 	r := rand.New(rand.NewPCG(1, 2))
-	return build(path, torch.ModuleSource{
+	return BuildSource(path, torch.ModuleSource{
 		Source: EncoderSource,
 		Parameters: map[string]*runtime.Tensor{
 			"table": randn(r, EncoderVocab, EncoderDim),
@@ -93,13 +93,16 @@ func BuildEncoder(path string) error {
 
 // BuildWorld writes the tiny-world checkpoint to path.
 func BuildWorld(path string) error {
-	return build(path, torch.ModuleSource{
+	return BuildSource(path, torch.ModuleSource{
 		Source:     WorldSource,
 		Parameters: map[string]*runtime.Tensor{"freq": runtime.FromFloat32([]float32{0.21, 0.17, 0.5}, 3)},
 	})
 }
 
-func build(path string, src torch.ModuleSource) error {
+// BuildSource compiles src and writes the TorchScript checkpoint to path,
+// creating its folder; an existing file is replaced atomically, and a
+// failed build leaves nothing behind.
+func BuildSource(path string, src torch.ModuleSource) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

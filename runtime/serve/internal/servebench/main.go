@@ -1,26 +1,32 @@
 // Command servebench is the serving load test of `make bench`: it starts
 // wfserve twice (without and with cross-request batching) and the Python
-// peer (pyserver.py: FastAPI + uvicorn + torch, the same TorchScript file,
-// the same thread settings) on loopback ports, and drives each with 1, 8
-// and 32 concurrent clients sending tiny-encoder infer requests over
-// keep-alive connections. Windows of the three servers are interleaved
-// round after round so that load from elsewhere on the machine falls on
-// all of them alike; it prints req/s and p50/p99 latency per server and
+// peer (pyserver.py: FastAPI + uvicorn + torch, the same TorchScript files,
+// the same thread settings) on loopback ports, each serving two encoders —
+// the demo's tiny encoder (manifests/tiny-encoder.yaml, a lookup and one
+// 64×64 projection) and a BERT-tiny-shaped text encoder (text-encoder.yaml,
+// textencoder.go) — and drives each model on each server with 1, 8 and 32
+// concurrent clients sending infer requests over keep-alive connections.
+// Before measuring, it checks that the three servers answer the same
+// embeddings. Windows of the three servers are interleaved round after
+// round so that load from elsewhere on the machine falls on all of them
+// alike; it prints req/s and p50/p99 latency per model, server and
 // concurrency, and the ratios the goals are stated in.
 //
 // It is bounded: every window lasts -window, and it runs -rounds rounds.
 // Every server listens on 127.0.0.1 only, and every process it starts is
 // stopped before it exits.
 //
-//	go run ./runtime/serve/internal/servebench [-rounds 3] [-window 2s] [-threads 1] [-batch-delay 2ms]
+//	go run ./runtime/serve/internal/servebench [-models tiny-encoder,text-encoder] [-rounds 3] [-window 2s] [-threads 1] [-tokens 16] [-batch-delay 2ms]
 package main
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -39,13 +45,14 @@ import (
 )
 
 func main() {
+	models := flag.String("models", "tiny-encoder,text-encoder", "comma-separated models to measure: tiny-encoder, text-encoder")
 	rounds := flag.Int("rounds", 3, "interleaved rounds")
 	window := flag.Duration("window", 2*time.Second, "length of one measurement window")
 	threads := flag.Int("threads", 1, "intra-op threads of libtorch and of Python's torch")
 	tokens := flag.Int("tokens", 16, "tokens per request")
 	delay := flag.Duration("batch-delay", 2*time.Millisecond, "wfserve -batch-delay of the batching server")
 	flag.Parse()
-	if err := run(*rounds, *window, *threads, *tokens, *delay); err != nil {
+	if err := run(strings.Split(*models, ","), *rounds, *window, *threads, *tokens, *delay); err != nil {
 		fmt.Fprintln(os.Stderr, "servebench:", err)
 		os.Exit(1)
 	}
@@ -58,13 +65,40 @@ type server struct {
 	cmd  *exec.Cmd
 }
 
-func run(rounds int, window time.Duration, threads, ntok int, delay time.Duration) error {
+// model is one model the servers serve.
+type model struct {
+	name       string
+	manifest   string // relative to the module root
+	checkpoint string // relative to the checkpoint root
+	vocab      int
+	about      string
+}
+
+var allModels = []model{
+	{"tiny-encoder", "manifests/tiny-encoder.yaml", tinymodels.Files["tiny-encoder"], tinymodels.EncoderVocab,
+		"tiny encoder (lookup + 64×64 projection, max_batch_size 8)"},
+	{"text-encoder", "runtime/serve/internal/servebench/text-encoder.yaml", "checkpoints/text-encoder.pt", textVocab,
+		"text encoder (BERT-tiny shape: 2 layers, hidden 128, max_batch_size 16)"},
+}
+
+func run(names []string, rounds int, window time.Duration, threads, ntok int, delay time.Duration) error {
+	var models []model
+	for _, n := range names {
+		i := slices.IndexFunc(allModels, func(m model) bool { return m.name == n })
+		if i < 0 {
+			return fmt.Errorf("-models: no model %q (have tiny-encoder, text-encoder)", n)
+		}
+		models = append(models, allModels[i])
+	}
 	dir, err := os.MkdirTemp("", "servebench")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	if err := tinymodels.Build(dir); err != nil {
+		return err
+	}
+	if err := buildTextEncoder(filepath.Join(dir, "checkpoints", "text-encoder.pt")); err != nil {
 		return err
 	}
 	root, err := moduleRoot()
@@ -77,7 +111,11 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building wfserve: %w", err)
 	}
-	manifest := filepath.Join(root, "manifests", "tiny-encoder.yaml")
+	var manifests, pyModels []string
+	for _, m := range models {
+		manifests = append(manifests, filepath.Join(root, m.manifest))
+		pyModels = append(pyModels, m.name+"="+filepath.Join(dir, m.checkpoint))
+	}
 	env := append(os.Environ(), "WORLDFOUNDRY_TORCH_THREADS="+strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1", "WORLDFOUNDRY_LOG_LEVEL=warn")
 
 	var servers []*server
@@ -95,7 +133,7 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 			return err
 		}
 		args := append([]string{"-addr", "127.0.0.1:" + port, "-checkpoint-root", dir, "-device", "cpu"}, c.extra...)
-		cmd := exec.Command(bin, append(args, manifest)...)
+		cmd := exec.Command(bin, append(args, manifests...)...)
 		cmd.Env, cmd.Stderr = env, os.Stderr
 		servers = append(servers, &server{name: c.name, url: "http://127.0.0.1:" + port, cmd: cmd})
 	}
@@ -103,8 +141,14 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 	if err != nil {
 		return err
 	}
-	py := exec.Command("/usr/bin/python3", filepath.Join(root, "runtime", "serve", "internal", "servebench", "pyserver.py"),
-		filepath.Join(dir, tinymodels.Files["tiny-encoder"]), port, strconv.Itoa(threads))
+	py := exec.Command("/usr/bin/python3", append([]string{filepath.Join(root, "runtime", "serve", "internal", "servebench", "pyserver.py"),
+		port, strconv.Itoa(threads)}, pyModels...)...)
+	// What wfserve's engine does itself, the peer gets from its
+	// environment: torch.set_num_threads does not reach OpenBLAS's own
+	// pool, and glibc malloc's thresholds are the engine's
+	// (docs/engine.md, "Engine").
+	py.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS="+strconv.Itoa(threads),
+		"GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864")
 	py.Stdout, py.Stderr = io.Discard, os.Stderr
 	servers = append(servers, &server{name: "python (fastapi+uvicorn)", url: "http://127.0.0.1:" + port, cmd: py})
 	for _, s := range servers {
@@ -117,7 +161,19 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
+	fmt.Printf("serving load test: %d tokens per request, %d rounds × %v windows, intra-op threads %d, GOMAXPROCS %d, %d CPUs\n",
+		ntok, rounds, window, threads, goruntime.GOMAXPROCS(0), goruntime.NumCPU())
+	for _, m := range models {
+		if err := measure(m, servers, rounds, window, ntok); err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+	}
+	return nil
+}
 
+// measure checks that the servers agree on m's embeddings, then runs the
+// interleaved load windows and prints m's table.
+func measure(m model, servers []*server, rounds int, window time.Duration, ntok int) error {
 	bodies := make([][]byte, 64)
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range bodies {
@@ -127,10 +183,13 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 			if j > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(strconv.Itoa(r.IntN(tinymodels.EncoderVocab)))
+			b.WriteString(strconv.Itoa(r.IntN(m.vocab)))
 		}
 		b.WriteString(`]}]}`)
 		bodies[i] = []byte(b.String())
+	}
+	if err := agree(m.name, servers, bodies[:4]); err != nil {
+		return err
 	}
 	levels := []int{1, 8, 32}
 	type key struct {
@@ -140,10 +199,11 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 	lat := map[key][]time.Duration{}
 	elapsed := map[key]time.Duration{}
 	errs := map[key]int{}
+	srvCPU, loadCPU := map[key]time.Duration{}, map[key]time.Duration{}
 	// Warm-up: a short window per server and level.
 	for _, s := range servers {
 		for _, c := range levels {
-			if _, _, n := load(s.url, bodies, c, window/4); n > 0 {
+			if _, _, n := load(s.url, m.name, bodies, c, window/4); n > 0 {
 				return fmt.Errorf("%s: %d failed requests while warming up", s.name, n)
 			}
 		}
@@ -155,18 +215,20 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 				slices.Reverse(order)
 			}
 			for _, s := range order {
-				ls, took, nerr := load(s.url, bodies, c, window)
+				srv0, self0 := cpuTime(s.cmd.Process.Pid), selfCPU()
+				ls, took, nerr := load(s.url, m.name, bodies, c, window)
 				k := key{s.name, c}
 				lat[k] = append(lat[k], ls...)
 				elapsed[k] += took
 				errs[k] += nerr
+				srvCPU[k] += cpuTime(s.cmd.Process.Pid) - srv0
+				loadCPU[k] += selfCPU() - self0
 			}
 		}
 	}
 
-	fmt.Printf("serving load test: tiny encoder, %d tokens per request, %d rounds × %v windows, intra-op threads %d, GOMAXPROCS %d, %d CPUs\n",
-		ntok, rounds, window, threads, goruntime.GOMAXPROCS(0), goruntime.NumCPU())
-	fmt.Printf("%-26s %8s %10s %10s %10s %8s\n", "server", "clients", "req/s", "p50", "p99", "errors")
+	fmt.Printf("\n%s\n", m.about)
+	fmt.Printf("%-26s %8s %10s %10s %10s %8s %12s %12s\n", "server", "clients", "req/s", "p50", "p99", "errors", "server CPU", "load CPU")
 	rps := map[key]float64{}
 	for _, c := range levels {
 		for _, s := range servers {
@@ -174,7 +236,13 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 			ls := lat[k]
 			slices.Sort(ls)
 			rps[k] = float64(len(ls)) / elapsed[k].Seconds()
-			fmt.Printf("%-26s %8d %10.0f %10s %10s %8d\n", s.name, c, rps[k], pct(ls, 50), pct(ls, 99), errs[k])
+			perReq := func(d time.Duration) string {
+				if len(ls) == 0 {
+					return "-"
+				}
+				return (d / time.Duration(len(ls))).Round(time.Microsecond).String()
+			}
+			fmt.Printf("%-26s %8d %10.0f %10s %10s %8d %12s %12s\n", s.name, c, rps[k], pct(ls, 50), pct(ls, 99), errs[k], perReq(srvCPU[k]), perReq(loadCPU[k]))
 		}
 	}
 	py32 := rps[key{servers[2].name, 32}]
@@ -188,13 +256,52 @@ func run(rounds int, window time.Duration, threads, ntok int, delay time.Duratio
 	return nil
 }
 
-// load runs conc clients against url for d and returns every request's
+// agree sends each body to every server and checks that they answer the
+// same embedding (within 1e-5) as the first server.
+func agree(name string, servers []*server, bodies [][]byte) error {
+	for i, body := range bodies {
+		var first []float64
+		for _, s := range servers {
+			resp, err := http.Post(s.url+"/v2/models/"+name+"/infer", "application/json", bytes.NewReader(body))
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			var out struct {
+				Outputs []struct {
+					Name string    `json:"name"`
+					Data []float64 `json:"data"`
+				} `json:"outputs"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || len(out.Outputs) != 1 || out.Outputs[0].Name != "embedding" {
+				return fmt.Errorf("%s: request %d: status %d, %d outputs, %v", s.name, i, resp.StatusCode, len(out.Outputs), err)
+			}
+			got := out.Outputs[0].Data
+			if first == nil {
+				first = got
+				continue
+			}
+			if len(got) != len(first) {
+				return fmt.Errorf("%s: request %d: %d floats, %s answered %d", s.name, i, len(got), servers[0].name, len(first))
+			}
+			for j := range got {
+				if math.Abs(got[j]-first[j]) > 1e-5 {
+					return fmt.Errorf("%s: request %d: embedding[%d] = %g, %s answered %g", s.name, i, j, got[j], servers[0].name, first[j])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// load runs conc clients against model on url for d and returns every request's
 // latency, the time taken and the number of failed requests.
-func load(url string, bodies [][]byte, conc int, d time.Duration) ([]time.Duration, time.Duration, int) {
+func load(url, model string, bodies [][]byte, conc int, d time.Duration) ([]time.Duration, time.Duration, int) {
 	tr := &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	target := url + "/v2/models/tiny-encoder/infer"
+	target := url + "/v2/models/" + model + "/infer"
 	var mu sync.Mutex
 	var all []time.Duration
 	failed := 0
@@ -230,6 +337,32 @@ func load(url string, bodies [][]byte, conc int, d time.Duration) ([]time.Durati
 	}
 	wg.Wait()
 	return all, time.Since(start), failed
+}
+
+// cpuTime returns the user and system CPU time process pid has used
+// (/proc/PID/stat, in clock ticks of 10 ms), or 0 when it cannot be read.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// selfCPU returns the user and system CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // pct returns the nearest-rank percentile of sorted latencies.

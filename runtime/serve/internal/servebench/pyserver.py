@@ -1,14 +1,15 @@
 """The Python peer of wfserve in the serving load test (servebench).
 
 A FastAPI app served by uvicorn that answers the Open Inference Protocol's
-infer request for the tiny encoder exactly as wfserve does: it decodes the
-JSON body, builds the int64 token tensor from the "tokens" input, runs the
-same TorchScript file's forward under inference mode and answers the
-float32 embedding as the "embedding" output. The endpoint is async and runs
-the model inline (no thread pool hop), the fastest plain FastAPI form for a
-model this small; the body is parsed with json.loads, not pydantic.
+infer request for each model it is given exactly as wfserve does: it
+decodes the JSON body, builds the int64 token tensor from the "tokens"
+input (any other input is passed to forward as a keyword argument, its
+first datum), runs the model's TorchScript file under inference mode and
+answers the float32 result as the "embedding" output. The endpoint is
+async and runs the model inline (no thread pool hop), the fastest plain
+FastAPI form; the body is parsed with json.loads, not pydantic.
 
-usage: /usr/bin/python3 pyserver.py MODEL.pt PORT THREADS
+usage: /usr/bin/python3 pyserver.py PORT THREADS NAME=MODEL.pt [NAME=MODEL.pt ...]
 Prints "ready" once warmed up and serving.
 """
 import json
@@ -21,13 +22,16 @@ from fastapi.responses import JSONResponse, Response
 
 
 def main():
-    path, port, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    port, threads = int(sys.argv[1]), int(sys.argv[2])
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(1)
-    module = torch.jit.load(path, map_location="cpu").eval()
-    with torch.inference_mode():
-        for _ in range(5):  # warm up the profiling executor
-            module(torch.arange(16), True)
+    modules = {}
+    for arg in sys.argv[3:]:
+        name, path = arg.split("=", 1)
+        modules[name] = torch.jit.load(path, map_location="cpu").eval()
+        with torch.inference_mode():
+            for _ in range(5):  # warm up the profiling executor
+                modules[name](torch.arange(16))
 
     app = FastAPI()
 
@@ -35,25 +39,28 @@ def main():
     async def ready():
         return {"ready": True}
 
-    @app.post("/v2/models/tiny-encoder/infer")
-    async def infer(request: Request):
+    @app.post("/v2/models/{name}/infer")
+    async def infer(name: str, request: Request):
+        module = modules.get(name)
+        if module is None:
+            return JSONResponse({"error": f"no model {name}"}, status_code=404)
         try:
             req = json.loads(await request.body())
-            normalize = True
             tokens = None
+            kwargs = {}
             for inp in req["inputs"]:
                 if inp["name"] == "tokens":
                     tokens = torch.tensor(inp["data"], dtype=torch.int64).reshape(inp["shape"])
-                elif inp["name"] == "normalize":
-                    normalize = bool(inp["data"][0])
+                else:
+                    kwargs[inp["name"]] = inp["data"][0]
             if tokens is None:
                 return JSONResponse({"error": "missing required input(s) tokens"}, status_code=400)
             with torch.inference_mode():
-                emb = module(tokens, normalize)
+                emb = module(tokens, **kwargs)
         except Exception as e:  # the protocol's error body
             return JSONResponse({"error": str(e)}, status_code=400)
         body = {
-            "model_name": "tiny-encoder",
+            "model_name": name,
             "model_version": "default",
             "id": req.get("id", ""),
             "parameters": {"task": "embed"},
