@@ -20,9 +20,13 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
 
-// slowBody asks the tiny world for its largest clip: 33 frames of 128×128,
-// tens of milliseconds of work and 1.6 MB of frames.
-const slowBody = `{"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["slow"]},{"name":"num_frames","datatype":"INT64","shape":[1],"data":[33]},{"name":"height","datatype":"INT64","shape":[1],"data":[128]},{"name":"width","datatype":"INT64","shape":[1],"data":[128]}]}`
+// slowPrompt makes the tiny world's generate slow however warm the engine
+// is: its TorchScript hashes the prompt one character at a time, about
+// 0.5 µs each here, so 200,000 characters take about 100 ms.
+var slowPrompt = strings.Repeat("slow ", 40000)
+
+// slowBody asks the tiny world for one small frame seeded by slowPrompt.
+var slowBody = `{"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["` + slowPrompt + `"]},{"name":"num_frames","datatype":"INT64","shape":[1],"data":[1]},{"name":"height","datatype":"INT64","shape":[1],"data":[16]},{"name":"width","datatype":"INT64","shape":[1],"data":[16]}]}`
 
 // TestBodyAndTensorLimits sends a body over the size limit and a tensor
 // over the tensor limit: each is refused with its status and error body,
@@ -49,16 +53,19 @@ func TestBodyAndTensorLimits(t *testing.T) {
 // remote client (Run and RunBatch), and that the server serves on and
 // drains the abandoned work.
 func TestDeadlines(t *testing.T) {
-	s := start(t, serve.Config{Timeout: 25 * time.Millisecond})
+	// The call is in the engine when the deadline passes: slowBody takes
+	// five times as long.
+	const timeout = 20 * time.Millisecond
+	s := start(t, serve.Config{Timeout: timeout})
 	t0 := time.Now()
 	code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
 	took := time.Since(t0)
-	if code != http.StatusGatewayTimeout || !strings.Contains(errorBody(t, b), "deadline (25ms) passed before it finished") {
-		t.Errorf("past the deadline: %d %s", code, b)
+	if code != http.StatusGatewayTimeout || !strings.Contains(errorBody(t, b), fmt.Sprintf("deadline (%v) passed before it finished", timeout)) {
+		t.Errorf("past the deadline: %d %.200s", code, b)
 	}
 	t.Logf("answered 504 after %v", took)
-	if took > 25*time.Millisecond+500*time.Millisecond {
-		t.Errorf("504 took %v, want about the 25 ms deadline", took)
+	if took > timeout+500*time.Millisecond {
+		t.Errorf("504 took %v, want about the %v deadline", took, timeout)
 	}
 	// The abandoned call still holds the engine slot until it finishes;
 	// then requests run again.
@@ -78,7 +85,7 @@ func TestDeadlines(t *testing.T) {
 	world := remoteClient(t, s2, "tiny-world")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	t0 = time.Now()
-	_, err := world.Run(ctx, "generate", map[string]any{"prompt": "slow", "num_frames": int64(33), "height": int64(128), "width": int64(128)}, nil)
+	_, err := world.Run(ctx, "generate", map[string]any{"prompt": slowPrompt, "num_frames": int64(1), "height": int64(16), "width": int64(16)}, nil)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 500*time.Millisecond {
 		t.Errorf("client deadline: %v after %v", err, time.Since(t0))
