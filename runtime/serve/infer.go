@@ -101,7 +101,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, m *model, version
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, oip.InferenceResponse{
+	writeJSON(w, http.StatusOK, &oip.InferenceResponse{
 		ModelName:    m.oip.Spec.ModelFamilyID,
 		ModelVersion: v.id,
 		ID:           req.ID,

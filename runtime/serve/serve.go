@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -412,13 +413,25 @@ func status(err error) int {
 
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(`{"error":"cannot encode the response"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
-	w.Write(append(b, '\n'))
+	w.Write(b)
+}
+
+// marshal encodes a response body: an inference response through its
+// AppendJSON, anything else through json.Marshal.
+func marshal(v any) ([]byte, error) {
+	if r, ok := v.(*oip.InferenceResponse); ok {
+		return r.AppendJSON(nil)
+	}
+	return json.Marshal(v)
 }
 
 // writeError writes the protocol's error body.

@@ -69,7 +69,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *var
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	send := func(event string, data any) error {
-		b, err := json.Marshal(data)
+		b, err := marshal(data)
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *var
 				oip.ChunkRealtime:   sess.Spec().ToPayload(),
 			},
 		}
-		if send(oip.EventChunk, resp) != nil {
+		if send(oip.EventChunk, &resp) != nil {
 			return // the client went away; ctx ends with the request
 		}
 	}
