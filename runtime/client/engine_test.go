@@ -26,6 +26,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the checkpoints the package's tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
 // checkpoints builds the tiny checkpoints once for the package's tests.
 func checkpoints(t testing.TB) string {
 	t.Helper()
