@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -318,3 +319,26 @@ func (l *logSinkCounter) count(code int) int64 {
 }
 
 func (l *logSinkCounter) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(l, nil)) }
+
+// TestFailedNewLeavesNothingRunning checks that New, failing partway (here
+// on a second family of the same name), stops the batchers and workers it
+// started: a failed New used to leave its batchers' goroutines running.
+func TestFailedNewLeavesNothingRunning(t *testing.T) {
+	spec := loadSpec(t, "tiny-encoder")
+	before := goruntime.NumGoroutine()
+	for range 20 {
+		_, err := serve.New(serve.Config{Batching: true, MaxConcurrent: 4},
+			serve.Family{Spec: spec, Options: clientOptions(t)},
+			serve.Family{Spec: spec, Options: clientOptions(t)})
+		if err == nil || !strings.Contains(err.Error(), "two families are named") {
+			t.Fatalf("New with one family twice: %v, want the duplicate name", err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for goruntime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := goruntime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after 20 failed New calls, %d before", n, before)
+	}
+}

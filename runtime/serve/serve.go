@@ -192,11 +192,16 @@ func (s *Server) Stats() Stats {
 
 // New returns a server for families. Every family id and alias names one
 // family; each variant gets a client (loaded by Load or on first use).
-func New(cfg Config, families ...Family) (*Server, error) {
+func New(cfg Config, families ...Family) (_ *Server, err error) {
 	cfg.defaults()
 	s := &Server{cfg: cfg, models: map[string]*model{}, slots: make(chan struct{}, cfg.MaxConcurrent),
 		lim: oip.Limits{MaxTensorBytes: cfg.MaxTensorBytes, MaxInputs: 1024}}
 	s.streamCtx, s.cancelStream = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			s.Close() // the batchers and clients made so far
+		}
+	}()
 	var specs []*runtime.ModelInferenceSpec
 	for _, f := range families {
 		om, err := oip.NewModel(f.Spec)
@@ -204,6 +209,7 @@ func New(cfg Config, families ...Family) (*Server, error) {
 			return nil, err
 		}
 		m := &model{oip: om, variants: map[string]*variant{}}
+		s.order = append(s.order, m)
 		for _, name := range append([]string{f.Spec.ModelFamilyID}, f.Spec.Aliases...) {
 			if _, dup := s.models[name]; dup {
 				return nil, fmt.Errorf("serve: two families are named %q", name)
@@ -233,7 +239,6 @@ func New(cfg Config, families ...Family) (*Server, error) {
 			return nil, err
 		}
 		m.openapi = doc
-		s.order = append(s.order, m)
 		specs = append(specs, f.Spec)
 	}
 	doc, err := oip.OpenAPI(specs...)
