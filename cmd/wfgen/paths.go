@@ -5,9 +5,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
+	"golang.org/x/mod/modfile"
+
+	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -165,28 +169,63 @@ func wantedInFolder(sub string) bool {
 }
 
 // selfCommand is how a printed command should invoke wfgen again: as it
-// was invoked, or, when it runs from a go run / go tool build (an
-// executable in a temporary or cache folder), through go run, which works
-// in this module and in every module that requires it.
+// was invoked when it is an installed or built binary; when it runs from a
+// go run, go tool or go test build (an executable the go command made in a
+// temporary or cache folder), as "go tool wfgen" in a module whose go.mod
+// has wfgen as a tool, else through go run, which works in this module and
+// in every module that requires it.
 func selfCommand() string {
 	exe, err := os.Executable()
-	if err != nil || transientBuild(exe) {
-		return "go run " + modulePath + "/cmd/wfgen"
+	if err == nil && !transientBuild(exe) {
+		return shellQuote(os.Args[0])
 	}
-	return shellQuote(os.Args[0])
+	if wd, err := os.Getwd(); err == nil && hasTool(moduleRoot(wd)) {
+		return "go tool wfgen"
+	}
+	return "go run " + modulePath + "/cmd/wfgen"
 }
 
+// hasTool reports whether the go.mod in modRoot has wfgen as a tool
+// ("tool github.com/worldfoundry/wfgen/cmd/wfgen").
+func hasTool(modRoot string) bool {
+	if modRoot == "" {
+		return false
+	}
+	data, err := manifest.ReadFile(filepath.Join(modRoot, "go.mod"))
+	if err != nil {
+		return false
+	}
+	f, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		return false
+	}
+	for _, t := range f.Tool {
+		if t.Path == modulePath+"/cmd/wfgen" {
+			return true
+		}
+	}
+	return false
+}
+
+// goBuildExe matches the folder of an executable that go run or go test
+// built in the temporary folder: .../go-build123/b001/exe.
+var goBuildExe = regexp.MustCompile(`(^|/)go-build[0-9]+/b[0-9]+(/exe)?$`)
+
 // transientBuild reports whether exe was built by go run, go tool or go
-// test: it lives under the temporary folder or the Go build cache.
+// test: it lives in a go-build folder of the temporary folder or in the Go
+// build cache (a binary someone built into /tmp is not transient).
 func transientBuild(exe string) bool {
-	dirs := []string{os.TempDir(), os.Getenv("GOCACHE")}
+	if goBuildExe.MatchString(filepath.ToSlash(filepath.Dir(exe))) {
+		return true
+	}
+	var dirs []string
+	if c := os.Getenv("GOCACHE"); c != "" {
+		dirs = append(dirs, c)
+	}
 	if c, err := os.UserCacheDir(); err == nil {
 		dirs = append(dirs, filepath.Join(c, "go-build"))
 	}
 	for _, d := range dirs {
-		if d == "" {
-			continue
-		}
 		if _, ok := within(d, exe); ok {
 			return true
 		}

@@ -17,6 +17,12 @@ type Options struct {
 	Allow []Allow
 	// Files says how files are found in folders, on both sides.
 	Files validate.Options
+	// SkipInvalidOld compares without the old manifests that do not load
+	// (their families compare as added) instead of failing. It is for
+	// the first run against a side whose manifests an older wfgen wrote
+	// or that holds none yet; otherwise a manifest that stopped loading
+	// (a leftover merge marker) would hide every change to its family.
+	SkipInvalidOld bool
 }
 
 // Result is what Check found.
@@ -27,9 +33,13 @@ type Result struct {
 	// nothing is compared: a compatibility verdict on an invalid manifest
 	// would mean nothing.
 	Invalid []validate.Diagnostic
-	// OldInvalid are the problems of old manifests; their families are left
-	// out of the comparison (they compare as added).
+	// OldInvalid are the problems of old manifests, their messages saying
+	// which side they are on. Unless Options.SkipInvalidOld is set, the
+	// check fails and nothing is compared; with it, their families are
+	// left out of the comparison (they compare as added).
 	OldInvalid []validate.Diagnostic
+	// OldSkipped says that OldInvalid were skipped (Options.SkipInvalidOld).
+	OldSkipped bool
 	// Unused are the allow rules that covered no change.
 	Unused []Allow
 }
@@ -37,9 +47,12 @@ type Result struct {
 // Summary counts the result's changes.
 func (r *Result) Summary() Summary { return Summarize(r.Changes) }
 
-// Failing reports whether the check fails: the new manifests are invalid
-// or a breaking change is not allowed.
-func (r *Result) Failing() bool { return len(r.Invalid) > 0 || r.Summary().Failing() }
+// Failing reports whether the check fails: the new manifests are invalid,
+// an old one does not load (unless skipped) or a breaking change is not
+// allowed.
+func (r *Result) Failing() bool {
+	return len(r.Invalid) > 0 || (len(r.OldInvalid) > 0 && !r.OldSkipped) || r.Summary().Failing()
+}
 
 // Check loads the new manifests at opts.Paths and the old ones at
 // opts.Against (see LoadRef), compares them and applies the allow rules.
@@ -57,10 +70,16 @@ func Check(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i := range oldInvalid {
+		oldInvalid[i].Message = "the old side (--against " + opts.Against + ") does not load: " + oldInvalid[i].Message
+	}
+	if len(oldInvalid) > 0 && !opts.SkipInvalidOld {
+		return &Result{OldInvalid: oldInvalid}, nil
+	}
 	changes, err := Compare(oldFiles, newFiles)
 	if err != nil {
 		return nil, err
 	}
 	unused := Apply(changes, opts.Allow)
-	return &Result{Changes: changes, OldInvalid: oldInvalid, Unused: unused}, nil
+	return &Result{Changes: changes, OldInvalid: oldInvalid, OldSkipped: len(oldInvalid) > 0, Unused: unused}, nil
 }

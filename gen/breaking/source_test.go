@@ -232,13 +232,24 @@ func TestCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The old side has a manifest that does not load: the check fails
+	// closed, comparing nothing.
 	res, err := Check(ctx, Options{Against: "HEAD", Paths: []string{m}, Allow: []Allow{allow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Failing() || len(res.Changes) != 0 || len(res.OldInvalid) == 0 || res.OldSkipped ||
+		!strings.HasPrefix(res.OldInvalid[0].Message, "the old side (--against HEAD) does not load: ") {
+		t.Errorf("Check with an old manifest that does not load: %+v", res)
+	}
+	// Skipped on request, its family compares as added.
+	res, err = Check(ctx, Options{Against: "HEAD", Paths: []string{m}, Allow: []Allow{allow}, SkipInvalidOld: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Only the removal of family "other" is left failing.
 	s := res.Summary()
-	if !res.Failing() || s.Breaking != 6 || s.Allowed != 5 || len(res.OldInvalid) == 0 || len(res.Unused) != 0 {
+	if !res.Failing() || s.Breaking != 6 || s.Allowed != 5 || len(res.OldInvalid) == 0 || !res.OldSkipped || len(res.Unused) != 0 {
 		t.Errorf("Check: %s, old invalid %v, unused %v", s, res.OldInvalid, res.Unused)
 	}
 	// An invalid new manifest stops the comparison.
@@ -268,7 +279,9 @@ func TestRefKinds(t *testing.T) {
 		writeFile(t, filepath.Join(repo, "origin", "main", name), readFile(t, filepath.Join(repo, "m", name)))
 	}
 
-	res, err := Check(ctx, Options{Against: "git:origin/main", Paths: []string{"m"}})
+	// (The repository's old broken.yaml is skipped: this test is about
+	// which side is read.)
+	res, err := Check(ctx, Options{Against: "git:origin/main", Paths: []string{"m"}, SkipInvalidOld: true})
 	if err != nil || !res.Failing() || res.Summary().Breaking == 0 {
 		t.Fatalf("git:origin/main: %+v, %v; want the breaking changes against the revision", res, err)
 	}

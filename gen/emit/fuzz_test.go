@@ -16,10 +16,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/worldfoundry/wfgen/gen/docs"
 	"github.com/worldfoundry/wfgen/gen/emit"
 	"github.com/worldfoundry/wfgen/gen/ir"
+	"github.com/worldfoundry/wfgen/gen/naming"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
 
@@ -31,7 +33,8 @@ import (
 // (testdata/fuzz/FuzzValidateGenerate).
 func FuzzValidateGenerate(f *testing.F) {
 	inputs, _ := filepath.Glob(filepath.Join(goldenRoot, "*", "input", "*.yaml"))
-	for _, p := range inputs {
+	trust, _ := filepath.Glob(filepath.Join("testdata", "trust", "*.yaml"))
+	for _, p := range append(inputs, trust...) {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)
 		}
@@ -64,14 +67,58 @@ func checkRenders(t *testing.T, fam *ir.Family) {
 	if fmtd, err := format.Source(src); err != nil || !bytes.Equal(fmtd, src) {
 		t.Fatalf("%s is not gofmt'd", p)
 	}
-	conf := types.Config{Importer: exportImporter(t, fset)}
-	if _, err := conf.Check(fam.Package, fset, []*ast.File{file}, nil); err != nil {
+	imp := exportImporter(t, fset)
+	conf := types.Config{Importer: imp}
+	pkg, err := conf.Check(fam.Package, fset, []*ast.File{file}, nil)
+	if err != nil {
 		t.Fatalf("validate accepted a manifest whose generated code does not compile: %v", err)
+	}
+	checkImportable(t, fset, pkg, imp)
+	if i := strings.IndexFunc(string(src), func(r rune) bool { return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) }); i >= 0 {
+		t.Fatalf("%s holds an invisible character (bidi control, zero-width or separator) at byte %d; text copied into Go is escaped", p, i)
 	}
 	if _, err := docs.Render(fam); err != nil {
 		t.Fatalf("docs failure on a valid manifest: %v", err)
 	}
 }
+
+// checkImportable type-checks a second package that imports pkg by its
+// own name and uses it, as a user's program would: a generated package
+// must not only compile but be importable (a package named init compiles
+// and vets, and no program can import it).
+func checkImportable(t *testing.T, fset *token.FileSet, pkg *types.Package, imp types.Importer) {
+	t.Helper()
+	use := "var _ = "
+	for _, n := range pkg.Scope().Names() {
+		if token.IsExported(n) {
+			if _, isType := pkg.Scope().Lookup(n).(*types.TypeName); isType {
+				use = "var _ *"
+			}
+			use += pkg.Name() + "." + n
+			break
+		}
+	}
+	const path = "example.com/generated/fam"
+	src := "package user\n\nimport \"" + path + "\"\n\n" + use + "\n"
+	f, err := parser.ParseFile(fset, "user.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := types.Config{Importer: importerFunc(func(p string) (*types.Package, error) {
+		if p == path {
+			return pkg, nil
+		}
+		return imp.Import(p)
+	})}
+	if _, err := conf.Check("example.com/user", fset, []*ast.File{f}, nil); err != nil {
+		t.Fatalf("validate accepted a manifest whose generated package cannot be imported: %v\n%s", err, src)
+	}
+}
+
+// importerFunc is a types.Importer made of a function.
+type importerFunc func(path string) (*types.Package, error)
+
+func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
 
 var (
 	exportOnce  sync.Once
@@ -127,9 +174,14 @@ func TestTrustCases(t *testing.T) {
 		"bad-task-versions.yaml":  `task "1.3b" and task "x1.3b" both become the Go name X1_3B`,
 		"bad-long-id.yaml":        "is 255 characters long, more than 128",
 		"bad-long-package.yaml":   "is 255 characters long, more than 128",
+		// issue 32: names fold to ASCII, so look-alike ids collide.
+		"bad-confusable-choices.yaml": `choice "file" and task "run" field "style" choice "ﬁle" both become the Go name RunStyleFile`,
+		"bad-confusable-accents.yaml": `both become the Go name RunStyleEte`,
+		"bad-shape-float.yaml":        `shape[0] is 1e+30, which is not a dimension`,
+		"bad-nan-choice.yaml":         `number .nan is not a finite number`,
 	}
 	paths, _ := filepath.Glob(filepath.Join("testdata", "trust", "*.yaml"))
-	if len(paths) < 10 {
+	if len(paths) < 16 {
 		t.Fatalf("want the trust cases, found %v", paths)
 	}
 	for _, p := range paths {
@@ -150,5 +202,38 @@ func TestTrustCases(t *testing.T) {
 			}
 			checkRenders(t, fam)
 		})
+	}
+}
+
+// Every package generated code imports has a name that naming reserves,
+// so that no family package takes it (issue 32: a family named like an
+// import of its own code could not be imported beside it).
+func TestReservedNamesCoverGeneratedImports(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "generated", "*", "*.go"))
+	golden, _ := filepath.Glob(filepath.Join(goldenRoot, "*", "output", "*", "*.go"))
+	files = append(files, golden...)
+	if len(files) < 5 {
+		t.Fatalf("found only %v", files)
+	}
+	seen := map[string]bool{}
+	for _, p := range files {
+		if strings.HasSuffix(p, "_test.go") {
+			continue // the goldens' own tests, not generated
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			name := path[strings.LastIndexByte(path, '/')+1:]
+			if seen[name] || strings.HasPrefix(path, "github.com/worldfoundry/wfgen/generated/") {
+				continue
+			}
+			seen[name] = true
+			if err := naming.CheckPackage(name); err == nil {
+				t.Errorf("%s imports %s, whose name %s a family package may take", p, path, name)
+			}
+		}
 	}
 }

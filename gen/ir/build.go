@@ -1,7 +1,6 @@
 package ir
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -260,7 +259,7 @@ func (b *builder) variants() {
 		ids[i], aliases[i] = v.VariantID, v.Aliases
 		roles := map[string]int{}
 		for j, ck := range v.Checkpoints {
-			b.problems(ptr("variants", i, "checkpoints", j), fmt.Sprintf("variant %q checkpoint %q", v.VariantID, ck.Role),
+			b.problems(ptr("variants", i, "checkpoints", j), manifest.Sprintf("variant %q checkpoint %q", v.VariantID, ck.Role),
 				v.Checkpoints[j].FormatProblems())
 			p := ptr("variants", i, "checkpoints", j, "role")
 			if ck.Role == "" || b.pruned(p) {
@@ -281,7 +280,7 @@ func (b *builder) variants() {
 		b.goName(v.VariantID, v.GoName, item) // reports an illegal override
 		rv := &Variant{Spec: v, Const: constName("Variant", v.VariantID, v.GoName)}
 		if v.VariantID != "" && owner[v.VariantID] == item+"/variant_id" {
-			b.pkg.declare(b, rv.Const, fmt.Sprintf("variant %q", v.VariantID), nameAt(item, "variant_id", v.GoName))
+			b.pkg.declare(b, rv.Const, manifest.Sprintf("variant %q", v.VariantID), nameAt(item, "variant_id", v.GoName))
 		}
 		b.fam.Variants = append(b.fam.Variants, rv)
 	}

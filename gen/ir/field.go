@@ -1,12 +1,12 @@
 package ir
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/naming"
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/params"
@@ -18,7 +18,7 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 	ts := t.Spec
 	fs := &ts.Inputs[j]
 	fp := ptr("tasks", t.Index, "inputs", j)
-	task := fmt.Sprintf("task %q", ts.TaskID)
+	task := manifest.Sprintf("task %q", ts.TaskID)
 	f := &Field{Spec: fs, Index: j, Kind: fs.Kind, Presence: fs.Presence(), Name: b.goName(fs.FieldID, fs.GoName, fp)}
 	f.Type = fieldType(f)
 	switch fs.Kind {
@@ -35,7 +35,7 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 			b.report(fp+"/field_id", false, "%s: duplicate field id %q (first defined at line %d)", task, fs.FieldID, b.f.Line(ptr("tasks", t.Index, "inputs", first, "field_id")))
 		} else {
 			ids[fs.FieldID] = j
-			names.declare(b, f.Name, fmt.Sprintf("%s field %q", task, fs.FieldID), nameAt(fp, "field_id", fs.GoName))
+			names.declare(b, f.Name, manifest.Sprintf("%s field %q", task, fs.FieldID), nameAt(fp, "field_id", fs.GoName))
 		}
 		switch {
 		case !identifier.MatchString(fs.FieldID):
@@ -44,7 +44,7 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 			b.report(fp+"/field_id", false, "%s: field id %q is a reserved word in TorchScript and cannot be a keyword argument; rename it", task, fs.FieldID)
 		}
 	}
-	name := fmt.Sprintf("%s field %q", task, fs.FieldID)
+	name := manifest.Sprintf("%s field %q", task, fs.FieldID)
 	kindOK := !b.pruned(fp+"/kind") && fs.Kind.Valid()
 	if kindOK {
 		for _, c := range runtime.Constraints {
@@ -105,7 +105,7 @@ func (b *builder) choices(t *Task, f *Field, fp, name string, re *regexp.Regexp)
 	seen := map[string]int{}
 	good := true
 	for j, ch := range fs.Choices {
-		p := fmt.Sprintf("%s/choices/%d", fp, j)
+		p := manifest.Sprintf("%s/choices/%d", fp, j)
 		if b.pruned(p) {
 			good = false
 			continue
@@ -116,7 +116,7 @@ func (b *builder) choices(t *Task, f *Field, fp, name string, re *regexp.Regexp)
 			continue
 		}
 		if first, dup := seen[ch]; dup {
-			b.report(p, false, "%s: duplicate choice %q (first at line %d)", name, ch, b.f.Line(fmt.Sprintf("%s/choices/%d", fp, first)))
+			b.report(p, false, "%s: duplicate choice %q (first at line %d)", name, ch, b.f.Line(manifest.Sprintf("%s/choices/%d", fp, first)))
 			good = false
 			continue
 		}
@@ -140,7 +140,7 @@ func (b *builder) choices(t *Task, f *Field, fp, name string, re *regexp.Regexp)
 		v := EnumValue{Value: ch}
 		if e.Consts {
 			v.Const = naming.Value(e.Type, ch)
-			b.pkg.declare(b, v.Const, fmt.Sprintf("%s choice %q", name, ch), fmt.Sprintf("%s/choices/%d", fp, j))
+			b.pkg.declare(b, v.Const, manifest.Sprintf("%s choice %q", name, ch), manifest.Sprintf("%s/choices/%d", fp, j))
 		}
 		e.Values = append(e.Values, v)
 	}
@@ -155,7 +155,7 @@ func (b *builder) fieldValue(task string, f *runtime.InferenceFieldSpec, v any, 
 	if v == nil {
 		return nil, true
 	}
-	name := fmt.Sprintf("%s field %q", task, f.FieldID)
+	name := manifest.Sprintf("%s field %q", task, f.FieldID)
 	if f.Kind.TensorLike() {
 		b.report(p, false, "%s: a field of kind %s cannot have a %s; its value is only known at call time", name, f.Kind, what)
 		return nil, false
@@ -169,10 +169,10 @@ func (b *builder) fieldValue(task string, f *runtime.InferenceFieldSpec, v any, 
 		at, item := p, strings.TrimPrefix(x.Path, f.FieldID)
 		if i, ok := strings.CutPrefix(item, "["); ok {
 			if n, err := strconv.Atoi(strings.TrimSuffix(i, "]")); err == nil {
-				at = fmt.Sprintf("%s/%d", p, n)
+				at = manifest.Sprintf("%s/%d", p, n)
 			}
 		}
-		msg := fmt.Sprintf("%s: %s%s %s", name, what, item, x.Message)
+		msg := manifest.Sprintf("%s: %s%s %s", name, what, item, x.Message)
 		if x.Hint != "" {
 			msg += " (" + x.Hint + ")"
 		}

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 
@@ -30,7 +31,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 	s := b.fam.Spec
 	ts := &s.Tasks[i]
 	tp := ptr("tasks", i)
-	name := fmt.Sprintf("task %q", ts.TaskID)
+	name := manifest.Sprintf("task %q", ts.TaskID)
 	if ts.Method != "" && !b.pruned(tp+"/method") && !identifier.MatchString(ts.Method) {
 		b.report(tp+"/method", false, "%s: method %q is not a TorchScript method name (letters, digits and '_', not starting with a digit)", name, ts.Method)
 	}
@@ -81,7 +82,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 
 	for _, f := range t.Fields {
 		if f.FromPicture != "" && f.Spec.FieldID != "" && ids[f.Spec.FieldID] == f.Index {
-			fieldNames.declare(b, f.FromPicture, fmt.Sprintf("%s field %q (picture setter)", name, f.Spec.FieldID), nameAt(ptr("tasks", i, "inputs", f.Index), "field_id", f.Spec.GoName))
+			fieldNames.declare(b, f.FromPicture, manifest.Sprintf("%s field %q (picture setter)", name, f.Spec.FieldID), nameAt(ptr("tasks", i, "inputs", f.Index), "field_id", f.Spec.GoName))
 		}
 	}
 
@@ -100,11 +101,11 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 			continue
 		}
 		arts[a.ArtifactID] = j
-		artNames.declare(b, ra.Name, fmt.Sprintf("%s artifact %q", name, a.ArtifactID), nameAt(ap, "artifact_id", a.GoName))
+		artNames.declare(b, ra.Name, manifest.Sprintf("%s artifact %q", name, a.ArtifactID), nameAt(ap, "artifact_id", a.GoName))
 		if !a.Kind.Valid() && !b.pruned(ap+"/kind") {
 			b.report(ap+"/kind", false, "artifact kind %q is not one of %s", a.Kind, runtime.ArtifactKindList())
 		}
-		aname := fmt.Sprintf("%s artifact %q", name, a.ArtifactID)
+		aname := manifest.Sprintf("%s artifact %q", name, a.ArtifactID)
 		b.problems(ap, aname, a.FPSProblems())
 		b.artifactContract(ap, aname, a, ts.Batching != nil && ts.Batching.Dim != "")
 	}
@@ -202,6 +203,12 @@ func (b *builder) dims(ts *runtime.InferenceTaskProfile, tp, name string) {
 	}
 	check := func(at, what string, shape runtime.Shape, leads bool) {
 		for i, d := range shape {
+			if !d.Valid() {
+				// The schema takes 1e30 and 3.0 as integers (JSON Schema
+				// counts any number without a fraction as one).
+				b.report(fmt.Sprintf("%s/%d", at, i), false, "%s: %s: shape[%d] is %s, which is not a dimension: a size is a whole number written with digits only (0 to %d), a name is letters, digits and '_', and * is any size", name, what, i, d, int64(math.MaxInt64))
+				continue
+			}
 			used[string(d)] = true
 			if batch != "" && string(d) == batch && (i > 0 || !leads) {
 				b.report(at, false, "%s: %s: the batch dimension %s may only lead the shape of a stacked input or an output", name, what, batch)
@@ -215,14 +222,14 @@ func (b *builder) dims(ts *runtime.InferenceTaskProfile, tp, name string) {
 		f := &ts.Inputs[j]
 		at := ptr("tasks", b.taskIndex(ts), "inputs", j, "shape")
 		if f.Shape != nil && !b.pruned(at) {
-			check(at, fmt.Sprintf("field %q", f.FieldID), f.Shape, f.IsStacked())
+			check(at, manifest.Sprintf("field %q", f.FieldID), f.Shape, f.IsStacked())
 		}
 	}
 	for j := range ts.Outputs {
 		a := &ts.Outputs[j]
 		at := ptr("tasks", b.taskIndex(ts), "outputs", j, "shape")
 		if a.Shape != nil && a.Kind.TensorLike() && !b.pruned(at) {
-			check(at, fmt.Sprintf("artifact %q", a.ArtifactID), a.Shape, true)
+			check(at, manifest.Sprintf("artifact %q", a.ArtifactID), a.Shape, true)
 		}
 	}
 	names := make([]string, 0, len(ts.Dims))

@@ -9,30 +9,47 @@ import (
 )
 
 // CleanText makes free text from a manifest safe to place in a Go line
-// comment or a one-line context: line endings become '\n', invalid UTF-8,
-// control characters (other than '\n' and '\t') and byte order marks
-// become U+FFFD, and trailing spaces are dropped from every line. Because
-// generated comments are always "//" line comments, no text can end a
-// comment early ("*/"), and because every line gets its own "// " prefix,
-// no text can form a directive (//go:...) or a second header.
+// comment, a Markdown page or a one-line context: line endings become
+// '\n'; invalid UTF-8 becomes U+FFFD; control characters (other than '\n'
+// and '\t') and invisible ones — format characters such as the bidi
+// controls that reorder how a line displays (U+202E, the "Trojan Source"
+// class), zero-width spaces and byte order marks, and the line and
+// paragraph separators — are written as Go escapes ("\u202e"), so a
+// reviewer sees them; trailing spaces are dropped from every line.
+// Because generated comments are always "//" line comments, no text can
+// end a comment early ("*/"), and because every line gets its own "// "
+// prefix, no text can form a directive (//go:...) or a second header.
 func CleanText(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
-	s = strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
+	if strings.IndexFunc(s, invisible) >= 0 {
+		var b strings.Builder
+		for _, r := range s {
+			if invisible(r) {
+				fmt.Fprintf(&b, `\u%04x`, r)
+				continue
+			}
+			b.WriteRune(r)
 		}
-		if unicode.IsControl(r) || r == '\uFEFF' {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
+		s = b.String()
+	}
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(l, " \t")
 	}
 	return strings.Trim(strings.Join(lines, "\n"), "\n")
+}
+
+// invisible reports whether r is a character CleanText escapes: a control
+// other than '\n' and '\t', a format character (Cf: bidi controls,
+// zero-width characters, byte order marks), or a line or paragraph
+// separator.
+func invisible(r rune) bool {
+	if r == '\n' || r == '\t' {
+		return false
+	}
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // OneLine is CleanText with newlines and tabs folded into single spaces.

@@ -37,7 +37,9 @@ func SortDiagnostics(ds []Diagnostic) []Diagnostic {
 }
 
 // Diagnose returns a diagnostic for the value at pointer ptr; key selects
-// the position of the mapping key that names it instead of the value.
+// the position of the mapping key that names it instead of the value. The
+// message is Sprintf's (strings printed with %q are excerpts), and the
+// path stops before a segment too long or odd to quote (safePointer).
 func (f *File) Diagnose(ptr string, key bool, format string, args ...any) Diagnostic {
 	var line, col int
 	if key {
@@ -45,7 +47,7 @@ func (f *File) Diagnose(ptr string, key bool, format string, args ...any) Diagno
 	} else {
 		line, col = f.Position(ptr)
 	}
-	return Diagnostic{File: f.Path, Line: line, Column: col, Path: ptr, Message: fmt.Sprintf(format, args...)}
+	return Diagnostic{File: f.Path, Line: line, Column: col, Path: safePointer(ptr), Message: Sprintf(format, args...)}
 }
 
 // Line returns the line of the value at ptr, for messages such as "first

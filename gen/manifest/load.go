@@ -98,23 +98,36 @@ type keyPos struct {
 }
 
 // ReadFile reads a manifest file, refusing files larger than MaxFileSize
-// without reading them whole, and anything that is not a regular file (a
+// without reading them whole, anything that is not a regular file (a
 // folder, a named pipe, a device, a socket, or a symbolic link to one)
-// without blocking on it: a pipe is never opened for a blocking read.
+// without blocking on it — a pipe is never opened for a blocking read —
+// and a path that leads outside its root (see RootOf) with an
+// *OutsideError, without opening what it leads to.
 func ReadFile(path string) ([]byte, error) {
+	realRoot, name, err := Resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	// Open the resolved name through its root, so that a link swapped in
+	// after the check still cannot lead out of it.
+	root, err := os.OpenRoot(realRoot)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	// Stat first, so that a device is not even opened; open without
 	// blocking and check again, so that a file swapped for a pipe in
 	// between cannot block either.
-	st, err := os.Stat(path)
+	st, err := root.Stat(name)
 	if err != nil {
-		return nil, err
+		return nil, pathError(path, err)
 	}
 	if err := regular(path, st); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, pathError(path, err)
 	}
 	defer f.Close()
 	if st, err = f.Stat(); err != nil {
@@ -217,6 +230,9 @@ func Parse(path string, data []byte) (*File, []Error) {
 	c := converter{}
 	f.Value, f.pos = c.value(root, 0)
 	errs = append(errs, c.errs...)
+	for _, p := range c.unreadable {
+		f.Prune(p)
+	}
 	if c.stop {
 		return nil, errs
 	}
@@ -389,10 +405,12 @@ type converter struct {
 	stop      bool     // a limit was hit; the value is incomplete
 	path      []string // JSON pointer segments of the current node
 	expanding map[*yaml.Node]bool
+	// unreadable are the pointers of scalars that could not be read.
+	unreadable []string
 }
 
 func (c *converter) errorf(n *yaml.Node, format string, args ...any) {
-	c.errs = append(c.errs, Error{Line: n.Line, Column: n.Column, Path: JoinPointer(c.path...), Message: fmt.Sprintf(format, args...)})
+	c.errs = append(c.errs, Error{Line: n.Line, Column: n.Column, Path: JoinPointer(c.path...), Message: Sprintf(format, args...)})
 }
 
 // value converts node n and returns its value and positions.
@@ -480,6 +498,9 @@ func (c *converter) value(n *yaml.Node, depth int) (any, posNode) {
 		v, err := scalar(n)
 		if err != "" {
 			c.errorf(n, "%s", err)
+			// The value is null now; the message above is the only one
+			// about it (see File.Pruned).
+			c.unreadable = append(c.unreadable, JoinPointer(c.path...))
 		}
 		return v, pos
 	case yaml.DocumentNode:
@@ -540,7 +561,7 @@ func scalar(n *yaml.Node) (any, string) {
 		case "false":
 			return false, ""
 		}
-		return nil, fmt.Sprintf("cannot read %q as a boolean (write true or false)", n.Value)
+		return nil, Sprintf("cannot read %q as a boolean (write true or false)", n.Value)
 	case "!!int":
 		plain := strings.ReplaceAll(n.Value, "_", "")
 		i, err := strconv.ParseInt(plain, 0, 64)
@@ -548,7 +569,7 @@ func scalar(n *yaml.Node) (any, string) {
 			if errors.Is(err, strconv.ErrRange) {
 				return nil, fmt.Sprintf("integer %s is out of range (64-bit signed)", n.Value)
 			}
-			return nil, fmt.Sprintf("cannot read %q as an integer", n.Value)
+			return nil, Sprintf("cannot read %q as an integer", n.Value)
 		}
 		return json.Number(strconv.FormatInt(i, 10)), ""
 	case "!!float":
@@ -558,11 +579,11 @@ func scalar(n *yaml.Node) (any, string) {
 		}
 		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			return nil, fmt.Sprintf("number %s is not a finite number (JSON has no inf or nan)", n.Value)
+			return nil, Sprintf("number %s is not a finite number (JSON has no inf or nan); if you mean the text, quote it: %q", n.Value, n.Value)
 		}
 		return json.Number(formatFloat(f)), ""
 	default:
-		return nil, fmt.Sprintf("unsupported YAML tag %s on %q; manifests hold strings, numbers, booleans, null, lists and mappings", tag, n.Value)
+		return nil, Sprintf("unsupported YAML tag %s on %q; manifests hold strings, numbers, booleans, null, lists and mappings", tag, n.Value)
 	}
 }
 

@@ -6,8 +6,14 @@
 // # Exported identifiers
 //
 // Exported(id) builds an exported Go identifier from a manifest id
-// (num_frames → NumFrames, text-to-video → TextToVideo):
+// (num_frames → NumFrames, text-to-video → TextToVideo). Generated
+// identifiers are ASCII, so that two names that look alike are one name:
 //
+//  0. The id is folded (Fold): its Unicode compatibility decomposition
+//     (NFKD) without combining marks, so "ﬁle" is "file" and "É", written
+//     precomposed or decomposed, is "E". A letter or digit that still is
+//     not ASCII is a word of its own, U and its upper-case hexadecimal code
+//     point (名前 → U540D U524D; ß → U00DF).
 //  1. The id is split into words at every rune that is neither a Unicode
 //     letter nor a Unicode decimal digit ('_', '-', '.', ' ', '/', ...; such
 //     runes never appear in the result), at a lower-to-upper case change
@@ -22,9 +28,8 @@
 //     in a row keep an underscore between them so that version numbers stay
 //     readable and distinct (wan2.1 → Wan2_1, 1.3b → X1_3B).
 //  4. When the result does not start with an upper-case letter — it starts
-//     with a digit (3d → X3D) or with a letter that has no upper case
-//     (名前 → X名前), or the id holds no letter or digit at all ("" → X) —
-//     the prefix "X" is added.
+//     with a digit (3d → X3D), or the id holds no letter or digit at all
+//     ("" → X) — the prefix "X" is added.
 //
 // An exported identifier can never be a Go keyword (keywords are lower
 // case), so no further escaping is needed.
@@ -32,12 +37,17 @@
 // # Package names
 //
 // Package(id) builds a package (and directory) name from a family id: the
-// ASCII letters and digits of the id, lower-cased, in order
-// (my-world-model → myworldmodel). Everything else is dropped, so the name
-// can never contain a path separator, a dot or "..". A name that starts with
-// a digit gets the prefix "x"; an empty name becomes "x". A name that is a Go
-// keyword or has special meaning to the go command (main, internal, vendor,
-// testdata) gets the suffix "pkg" (type → typepkg, main → mainpkg).
+// ASCII letters and digits of the folded id (rule 0), lower-cased, in order
+// (my-world-model → myworldmodel, größe → groe). Everything else is dropped,
+// so the name can never contain a path separator, a dot or "..". A name
+// that starts with a digit gets the prefix "x"; an empty name becomes "x".
+// A reserved name gets the suffix "pkg" (type → typepkg, main → mainpkg,
+// init → initpkg, json → jsonpkg): a Go keyword; a name the go command
+// treats specially (main, internal, vendor, testdata); init, which Go
+// cannot import; a predeclared identifier (len, string, error, ...), which
+// the import would shadow in every file that imports the package; and the
+// name of a package that generated code or its documented examples import
+// (see ImportedByGenerated), so a program can import both without an alias.
 //
 // # Collisions
 //
@@ -49,10 +59,14 @@ package naming
 import (
 	"fmt"
 	"go/token"
+	"go/types"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // initialisms are written in upper case when they form a whole word.
@@ -83,17 +97,46 @@ func Initialisms() []string {
 	return out
 }
 
-// Words splits id into the words Exported joins (rule 1 of the package
-// documentation). Runes that are neither letters nor digits separate words
-// and are dropped.
+// Words splits id into the words Exported joins (rules 0 and 1 of the
+// package documentation). Runes that are neither letters nor digits
+// separate words and are dropped.
 func Words(id string) []string {
 	var words []string
-	for _, part := range strings.FieldsFunc(id, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}) {
-		words = append(words, splitPart(part)...)
+	var part []rune
+	flush := func() {
+		if len(part) > 0 {
+			words = append(words, splitPart(string(part))...)
+			part = part[:0]
+		}
 	}
+	for _, r := range Fold(id) {
+		switch {
+		case r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			part = append(part, r)
+		case r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			// A letter or digit with no ASCII form is a word of its own,
+			// named by its code point.
+			flush()
+			words = append(words, fmt.Sprintf("U%04X", r))
+		default:
+			flush()
+		}
+	}
+	flush()
 	return words
+}
+
+// Fold returns id in the form names are derived from (rule 0): Unicode
+// compatibility decomposition (NFKD: "ﬁ" → "fi", "É" → "E" plus an accent,
+// "①" → "1"), with the combining marks it leaves dropped. Ids that fold
+// alike derive the same names, so they collide.
+func Fold(id string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Mn, r) {
+			return -1
+		}
+		return r
+	}, norm.NFKD.String(id))
 }
 
 // splitPart splits a run of letters and digits at case and letter/digit
@@ -179,8 +222,35 @@ func Append(prefix, id string) string {
 	return prefix + s
 }
 
-// reservedPackages are package names the go command treats specially.
-var reservedPackages = map[string]bool{"main": true, "internal": true, "vendor": true, "testdata": true}
+// specialPackages are package names the go command treats specially.
+var specialPackages = map[string]bool{"main": true, "internal": true, "vendor": true, "testdata": true}
+
+// ImportedByGenerated are the names of the packages that generated code
+// and the examples in its documentation import (gen/emit's test checks
+// that every import of generated code is here). A family package of one
+// of these names could not be imported beside them without an alias.
+var ImportedByGenerated = []string{
+	"batch", "client", "context", "enum", "fmt", "image", "json", "params",
+	"pixels", "remote", "runtime", "stream", "time",
+}
+
+// reservedPackage says why name cannot be a generated package's name, or
+// "" when it can.
+func reservedPackage(name string) string {
+	switch {
+	case token.IsKeyword(name):
+		return "is a Go keyword"
+	case specialPackages[name]:
+		return "has a special meaning to the go command"
+	case name == "init":
+		return "cannot be imported (Go: cannot import package as init - init must be a func)"
+	case types.Universe.Lookup(name) != nil:
+		return "is a predeclared Go identifier, which importing the package would shadow"
+	case slices.Contains(ImportedByGenerated, name):
+		return "is the name of a package generated code imports (" + name + "), so both could not be imported without an alias"
+	}
+	return ""
+}
 
 // Package returns the Go package name for a family id, following the rules in
 // the package documentation. The result is a legal package name, never a Go
@@ -188,7 +258,7 @@ var reservedPackages = map[string]bool{"main": true, "internal": true, "vendor":
 // safe single directory name.
 func Package(familyID string) string {
 	var b strings.Builder
-	for _, r := range familyID {
+	for _, r := range Fold(familyID) {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 			b.WriteRune(r)
@@ -200,7 +270,7 @@ func Package(familyID string) string {
 	if s == "" || (s[0] >= '0' && s[0] <= '9') {
 		s = "x" + s
 	}
-	if token.IsKeyword(s) || reservedPackages[s] {
+	if reservedPackage(s) != "" {
 		s += "pkg"
 	}
 	return s
@@ -208,8 +278,8 @@ func Package(familyID string) string {
 
 // CheckPackage reports whether name is usable as a generated package name
 // and directory: lower-case ASCII letters and digits starting with a letter,
-// not a Go keyword, and not a name the go command treats specially. It is
-// the check applied to go_package overrides.
+// and not reserved (see Package). It is the check applied to go_package
+// overrides.
 func CheckPackage(name string) error {
 	if name == "" {
 		return fmt.Errorf("package name is empty")
@@ -220,18 +290,18 @@ func CheckPackage(name string) error {
 			return fmt.Errorf("package name %q must be lower-case ASCII letters and digits starting with a letter", name)
 		}
 	}
-	if token.IsKeyword(name) {
-		return fmt.Errorf("package name %q is a Go keyword", name)
-	}
-	if reservedPackages[name] {
-		return fmt.Errorf("package name %q has a special meaning to the go command", name)
+	if why := reservedPackage(name); why != "" {
+		return fmt.Errorf("package name %q %s", name, why)
 	}
 	return nil
 }
 
 // CheckExported reports whether name is usable as a go_name override: a
-// legal, exported Go identifier.
+// legal, exported Go identifier made of ASCII letters and digits.
 func CheckExported(name string) error {
+	if strings.IndexFunc(name, func(r rune) bool { return r >= utf8.RuneSelf }) >= 0 {
+		return fmt.Errorf("go name %q is not ASCII (generated identifiers are ASCII letters and digits)", name)
+	}
 	if !token.IsIdentifier(name) {
 		return fmt.Errorf("go name %q is not a Go identifier", name)
 	}

@@ -64,14 +64,18 @@ func TestExported(t *testing.T) {
 		{"range", "Range"},
 		{"go", "Go"},
 		// Unicode.
-		{"größe", "Größe"},
-		{"naïve_mode", "NaïveMode"},
-		{"élan", "Élan"},
-		{"αβ", "Αβ"},
-		{"名前", "X名前"},
-		{"ßig", "Xßig"},
-		{"prompt_名前", "Prompt名前"},
-		{"frame٣", "Frame٣"},
+		{"größe", "GroU00DFE"},
+		{"naïve_mode", "NaiveMode"},
+		{"élan", "Elan"},
+		{"E\u0301lan", "Elan"},     // decomposed: folds alike
+		{"embed_ﬁle", "EmbedFile"}, // a ligature
+		{"a\u202eb", "AB"},         // a bidi control separates words
+		{"①", "X1"},
+		{"αβ", "U03B1U03B2"},
+		{"名前", "U540DU524D"},
+		{"ßig", "U00DFIg"},
+		{"prompt_名前", "PromptU540DU524D"},
+		{"frame٣", "FrameU0663"},
 		// Nothing usable.
 		{"", "X"},
 		{"---", "X"},
@@ -93,7 +97,7 @@ func TestAppend(t *testing.T) {
 		{"Variant", "default", "VariantDefault"},
 		{"Task", "text-to-video", "TaskTextToVideo"},
 		{"Scheduler", "ddim", "SchedulerDdim"},
-		{"Variant", "名前", "Variant名前"},
+		{"Variant", "名前", "VariantU540DU524D"},
 		{"Variant", "---", "Variant"},
 		{"Wan2", "1", "Wan2_1"},
 		{"Variant", "s", "VariantS"},
@@ -107,7 +111,7 @@ func TestAppend(t *testing.T) {
 
 func TestWords(t *testing.T) {
 	got := Words("myHTTPServer_v2.1-名前")
-	want := []string{"my", "HTTP", "Server", "v", "2", "1", "名前"}
+	want := []string{"my", "HTTP", "Server", "v", "2", "1", "U540D", "U524D"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Words mismatch (-want +got):\n%s", d)
 	}
@@ -121,7 +125,7 @@ func TestPackage(t *testing.T) {
 		{"3d-world", "x3dworld"},
 		{"", "x"},
 		{"名前", "x"},
-		{"größe", "gre"},
+		{"größe", "groe"},
 		{"../../etc/passwd", "etcpasswd"},
 		{"..", "x"},
 		{"/abs/path", "abspath"},
@@ -133,7 +137,11 @@ func TestPackage(t *testing.T) {
 		{"internal", "internalpkg"},
 		{"vendor", "vendorpkg"},
 		{"test-data", "testdatapkg"},
-		{"runtime", "runtime"},
+		{"runtime", "runtimepkg"},
+		{"init", "initpkg"},
+		{"len", "lenpkg"},
+		{"json", "jsonpkg"},
+		{"ﬁle", "file"},
 	}
 	for _, c := range cases {
 		got := Package(c.id)
@@ -147,7 +155,7 @@ func TestPackage(t *testing.T) {
 }
 
 func TestCheckPackage(t *testing.T) {
-	for _, ok := range []string{"a", "myworldmodel", "wan21", "runtime"} {
+	for _, ok := range []string{"a", "myworldmodel", "wan21", "runtimes"} {
 		if err := CheckPackage(ok); err != nil {
 			t.Errorf("CheckPackage(%q) = %v, want nil", ok, err)
 		}
@@ -167,6 +175,9 @@ func TestCheckPackage(t *testing.T) {
 		"internal":  "special meaning",
 		"vendor":    "special meaning",
 		"defaultpk": "",
+		"init":      "cannot be imported",
+		"string":    "predeclared",
+		"client":    "generated code imports",
 	}
 	for name, want := range bad {
 		err := CheckPackage(name)
@@ -183,12 +194,12 @@ func TestCheckPackage(t *testing.T) {
 }
 
 func TestCheckExported(t *testing.T) {
-	for _, ok := range []string{"Seed", "NumFrames", "X1", "Größe"} {
+	for _, ok := range []string{"Seed", "NumFrames", "X1"} {
 		if err := CheckExported(ok); err != nil {
 			t.Errorf("CheckExported(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "seed", "1X", "Num-Frames", "名前", "_X"} {
+	for _, bad := range []string{"", "seed", "1X", "Num-Frames", "名前", "_X", "Größe"} {
 		if err := CheckExported(bad); err == nil {
 			t.Errorf("CheckExported(%q) = nil, want an error", bad)
 		}

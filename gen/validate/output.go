@@ -46,6 +46,17 @@ func WriteDiagnostics(w io.Writer, format string, diags []Diagnostic) error {
 	return err
 }
 
+// WriteWarnings writes diags as GitHub workflow warnings (the annotations
+// of problems that did not fail the command).
+func WriteWarnings(w io.Writer, diags []Diagnostic) error {
+	var b strings.Builder
+	for _, d := range diags {
+		fmt.Fprintf(&b, "::warning file=%s,line=%d,col=%d::%s\n", githubProperty(d.File), d.Line, d.Column, githubData(d.Message))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // githubData escapes a workflow command's message.
 func githubData(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)

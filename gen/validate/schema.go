@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 
 	jsv "github.com/santhosh-tekuri/jsonschema/v5"
 
@@ -202,6 +203,9 @@ func (c *checker) schemaCheck() {
 // schemaError turns one leaf validation error into diagnostics.
 func (c *checker) schemaError(e *jsv.ValidationError, doc map[string]any) {
 	ptr := e.InstanceLocation
+	if c.file.Pruned(ptr) {
+		return // already reported: a scalar the loader could not read
+	}
 	keyword := e.KeywordLocation[strings.LastIndexByte(e.KeywordLocation, '/')+1:]
 	where := humanPath(ptr)
 	switch keyword {
@@ -216,7 +220,7 @@ func (c *checker) schemaError(e *jsv.ValidationError, doc map[string]any) {
 		}
 		sort.Strings(unknown)
 		for _, k := range unknown {
-			msg := fmt.Sprintf("unknown key %q in %s", k, where)
+			msg := manifest.Sprintf("unknown key %q in %s", k, where)
 			if s := suggest(k, props); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			} else {
@@ -285,16 +289,26 @@ func humanPath(ptr string) string {
 		if b.Len() > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(s)
+		if safePointerSegment(s) {
+			b.WriteString(s)
+		} else {
+			b.WriteString(manifest.Quote(s))
+		}
 	}
 	return b.String()
+}
+
+// safePointerSegment reports whether a key can be written in a path as it
+// is: short, printable, without quotes.
+func safePointerSegment(s string) bool {
+	return len(s) <= manifest.ExcerptRunes && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || r == '"' }) < 0
 }
 
 // show quotes a document value for a message.
 func show(v any) string {
 	switch x := v.(type) {
 	case string:
-		return strconv.Quote(x)
+		return manifest.Quote(x)
 	case nil:
 		return "null"
 	case json.Number:

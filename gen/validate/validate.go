@@ -244,6 +244,10 @@ func (o Options) expand(paths []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		if manifest.Inside(p) != nil {
+			add(p) // File reports it, reading nothing
+			continue
+		}
 		if !st.IsDir() {
 			if !st.Mode().IsRegular() {
 				return nil, &manifest.NotRegularError{Path: p, Mode: st.Mode()}
@@ -271,8 +275,15 @@ func (o Options) expand(paths []string) ([]string, error) {
 			if !slices.Contains(Extensions, strings.ToLower(filepath.Ext(q))) {
 				return nil
 			}
+			if o.Exclude != nil && o.Exclude(q) {
+				return nil
+			}
 			mode := d.Type()
 			if mode&fs.ModeSymlink != 0 {
+				if manifest.Inside(q) != nil {
+					found = append(found, q) // File reports it, reading nothing
+					return nil
+				}
 				st, err := os.Stat(q) // what the link points to
 				if err != nil {
 					return err
@@ -283,9 +294,6 @@ func (o Options) expand(paths []string) ([]string, error) {
 				if o.Skipped != nil {
 					o.Skipped(q, &manifest.NotRegularError{Path: q, Mode: mode})
 				}
-				return nil
-			}
-			if o.Exclude != nil && o.Exclude(q) {
 				return nil
 			}
 			found = append(found, q)
@@ -310,6 +318,10 @@ func File(path string) (*ir.Family, []Diagnostic, error) {
 		var le *manifest.LimitError
 		if errors.As(err, &le) {
 			return nil, []Diagnostic{{File: path, Line: 1, Column: 1, Message: le.Error()}}, nil
+		}
+		var oe *manifest.OutsideError
+		if errors.As(err, &oe) {
+			return nil, []Diagnostic{{File: path, Line: 1, Column: 1, Message: oe.Error()}}, nil
 		}
 		return nil, nil, err
 	}

@@ -317,15 +317,26 @@ func TestPaths(t *testing.T) {
 	if _, _, err := Paths(nil); err == nil {
 		t.Error("no paths is not an error")
 	}
-	// A folder given through a symbolic link is searched, and a file named
-	// twice in different spellings is validated once.
-	link := filepath.Join(t.TempDir(), "link")
+	// A folder given through a symbolic link that stays inside its root is
+	// searched, and a file named twice in different spellings is
+	// validated once.
+	link := filepath.Join(dir, "link")
 	if err := os.Symlink(filepath.Join(dir, "sub"), link); err != nil {
 		t.Fatal(err)
 	}
 	files, _, err = Paths([]string{link, link + "/./a.yml"})
 	if err != nil || len(files) != 1 || files[0].File.Path != filepath.Join(link, "a.yml") {
 		t.Errorf("Paths(symlinked folder) = %v, %v", files, err)
+	}
+	// One that leads out of its root (here the folder that holds it) is
+	// refused, with a diagnostic at the link.
+	outside := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Join(dir, "sub"), outside); err != nil {
+		t.Fatal(err)
+	}
+	files, diags, err = Paths([]string{outside})
+	if err != nil || len(files) != 0 || len(diags) != 1 || diags[0].File != outside || !strings.Contains(diags[0].Message, "leads outside") {
+		t.Errorf("Paths(link out of its root) = %v, %v, %v", files, diags, err)
 	}
 	// A file given explicitly is validated whatever its extension.
 	txt := write("m.txt", good)

@@ -37,7 +37,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime"
 )
@@ -346,12 +348,27 @@ func jsonMessage(err error) string {
 		if where == "" {
 			where = "the request"
 		}
+		if strings.HasPrefix(te.Value, "number") && isInt(te.Type.Kind()) {
+			// A number where an integer goes: 1e30, 2.5, or one beyond
+			// the type's range.
+			return fmt.Sprintf("%s: %s is not a whole number that fits %s (write it with digits only)", where, te.Value, te.Type.Kind())
+		}
 		return fmt.Sprintf("%s: JSON %s where %s was expected", where, te.Value, jsonKind(te.Type.Kind().String()))
 	}
 	if errors.Is(err, io.EOF) {
 		return "empty body (want a JSON object)"
 	}
 	return err.Error()
+}
+
+// isInt reports whether k is an integer kind.
+func isInt(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
 }
 
 func jsonKind(k string) string {

@@ -168,6 +168,7 @@ func TestRequestErrors(t *testing.T) {
 		{"unnamed input", world, "generate", request("", oip.Bytes, []int64{1}, `["x"]`), oip.Limits{}, "inputs[0]: no name"},
 		{"unknown datatype", world, "generate", request("prompt", "STRING", []int64{1}, `["x"]`), oip.Limits{}, `datatype "STRING" is not an OIP datatype`},
 		{"negative dim", world, "generate", request("prompt", oip.Bytes, []int64{-1}, `["x"]`), oip.Limits{}, "negative dimension"},
+		{"float dim", world, "generate", `{"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1e30],"data":["x"]}]}`, oip.Limits{}, "inputs.shape: number 1e30 is not a whole number that fits int64 (write it with digits only)"},
 		{"no shape", world, "generate", `{"inputs":[{"name":"prompt","datatype":"BYTES","data":["x"]}]}`, oip.Limits{}, "no shape"},
 		{"data not array", world, "generate", request("prompt", oip.Bytes, []int64{1}, `"x"`), oip.Limits{}, "data must be a JSON array"},
 		{"duplicate input", world, "generate", `{"inputs":[{"name":"a","datatype":"BOOL","shape":[1],"data":[true]},{"name":"a","datatype":"BOOL","shape":[1],"data":[true]}]}`, oip.Limits{}, `input "a": given twice`},

@@ -270,7 +270,7 @@ const maxListedChoices = 12
 // checkString applies choices, length (whole values only) and pattern.
 func (f *Field) checkString(s *Check, path string, v string, whole bool) {
 	if f.choices != nil && !f.choices[v] {
-		s.add(violation(path, "must be one of %s, got %q", f.choiceText(), v))
+		s.add(violation(path, "must be one of %s, got %s", f.choiceText(), Quote(v)))
 	}
 	if whole && f.Kind == runtime.KindString {
 		n := runeCount(v)
@@ -282,7 +282,7 @@ func (f *Field) checkString(s *Check, path string, v string, whole bool) {
 		}
 	}
 	if f.re != nil && !f.re.MatchString(v) {
-		s.add(violation(path, "must match the pattern %s, got %q", f.Spec.Pattern, v))
+		s.add(violation(path, "must match the pattern %s, got %s", f.Spec.Pattern, Quote(v)))
 	}
 }
 
@@ -466,7 +466,7 @@ func (f *Field) scalarValue(s *Check, path string, v any, whole bool) (any, bool
 func phrase(v any) string {
 	switch x := v.(type) {
 	case string:
-		return fmt.Sprintf("the string %q", x)
+		return "the string " + Quote(x)
 	case int64:
 		return fmt.Sprintf("the integer %d", x)
 	case float64:

@@ -299,7 +299,8 @@ func (v *RunMode) UnmarshalText(b []byte) error { return valuesRunMode.Unmarshal
 //
 //	Indented line.
 type RunParams struct {
-	// Text is field "text" (Text */ with a bell �, a NUL � and a BOM �).
+	// Text is field "text" (Text */ with a bell \u0007, a NUL \u0000 and a BOM
+	// \ufeff).
 	//
 	// A description with `backticks`, */, /* and
 	// newlines.

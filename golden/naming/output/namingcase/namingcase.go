@@ -32,8 +32,8 @@ const (
 	Variant3D Variant = "3d"
 	// Variant1_3B is variant "1.3b" (1.3B), status "unknown".
 	Variant1_3B Variant = "1.3b"
-	// VariantGröße is variant "größe" (Unicode), status "unknown".
-	VariantGröße Variant = "größe"
+	// VariantGroU00DFE is variant "größe" (Unicode), status "unknown".
+	VariantGroU00DFE Variant = "größe"
 )
 
 // DefaultVariant is the variant used when none is named.
@@ -71,8 +71,8 @@ const (
 	TaskType Task = "type"
 	// TaskT2V is task "text-to-video" (Initialisms in a task id).
 	TaskT2V Task = "text-to-video"
-	// Task名前 is task "名前" (Unicode letters without upper case).
-	Task名前 Task = "名前"
+	// TaskU540DU524D is task "名前" (Unicode letters without upper case).
+	TaskU540DU524D Task = "名前"
 	// Task3D is task "3d" (Leading digit).
 	Task3D Task = "3d"
 )
@@ -275,13 +275,13 @@ func Spec() *runtime.ModelInferenceSpec {
 // The family's spec, and the enum tables and field rules built from it that
 // the methods below apply.
 var (
-	family     = Spec()
-	variantSet = enum.Variants[Variant](family)
-	taskSet    = enum.Tasks[Task](family)
-	rulesType  = params.MustCompile(&family.Tasks[0])
-	rulesT2V   = params.MustCompile(&family.Tasks[1])
-	rulesX名前   = params.MustCompile(&family.Tasks[2])
-	rulesX3D   = params.MustCompile(&family.Tasks[3])
+	family          = Spec()
+	variantSet      = enum.Variants[Variant](family)
+	taskSet         = enum.Tasks[Task](family)
+	rulesType       = params.MustCompile(&family.Tasks[0])
+	rulesT2V        = params.MustCompile(&family.Tasks[1])
+	rulesU540DU524D = params.MustCompile(&family.Tasks[2])
+	rulesX3D        = params.MustCompile(&family.Tasks[3])
 )
 
 func init() {
@@ -372,8 +372,8 @@ type Runner interface {
 	Type(ctx context.Context, p TypeParams, opts ...client.CallOption) (*TypeResult, error)
 	// T2V runs task "text-to-video".
 	T2V(ctx context.Context, p T2VParams, opts ...client.CallOption) (*T2VResult, error)
-	// X名前 runs task "名前".
-	X名前(ctx context.Context, p X名前Params, opts ...client.CallOption) (*X名前Result, error)
+	// U540DU524D runs task "名前".
+	U540DU524D(ctx context.Context, p U540DU524DParams, opts ...client.CallOption) (*U540DU524DResult, error)
 	// X3D runs task "3d".
 	X3D(ctx context.Context, p X3DParams, opts ...client.CallOption) (*X3DResult, error)
 	// Close releases the client.
@@ -520,10 +520,10 @@ type TypeResult struct {
 	//
 	// Nil when the model returned none.
 	OutputLink *string
-	// Größe is artifact "größe" (json).
+	// GroU00DFE is artifact "größe" (json).
 	//
 	// Nil when the model returned none.
-	Größe json.RawMessage
+	GroU00DFE json.RawMessage
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
@@ -531,7 +531,7 @@ func (r *TypeResult) fromOutputs(out map[string]any) error {
 	o := client.NewArtifacts(out, family, 0)
 	client.Decode(&o, 0, &r.RGB)
 	client.Decode(&o, 1, &r.OutputLink)
-	client.Decode(&o, 2, &r.Größe)
+	client.Decode(&o, 2, &r.GroU00DFE)
 	return o.Err()
 }
 
@@ -616,71 +616,73 @@ func (c *RemoteClient) T2V(ctx context.Context, p T2VParams, opts ...client.Call
 	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs, opts...)
 }
 
-// X名前Params are the inputs of task "名前" (Unicode letters without upper case).
-// Start from DefaultX名前Params, which fills in every default; optional fields
-// without a default are nil when unset. The JSON form is keyed by field id.
-type X名前Params struct{}
+// U540DU524DParams are the inputs of task "名前" (Unicode letters without upper
+// case). Start from DefaultU540DU524DParams, which fills in every default;
+// optional fields without a default are nil when unset. The JSON form is keyed
+// by field id.
+type U540DU524DParams struct{}
 
-// DefaultX名前Params returns the params of task "名前" with every default of the
-// manifest filled in.
-func DefaultX名前Params() X名前Params {
-	return X名前Params{}
+// DefaultU540DU524DParams returns the params of task "名前" with every default
+// of the manifest filled in.
+func DefaultU540DU524DParams() U540DU524DParams {
+	return U540DU524DParams{}
 }
 
 // Validate checks every constraint of the manifest and reports all violations,
 // each prefixed with its field path (the field id, and [i] for list items),
 // joined with errors.Join.
-func (p *X名前Params) Validate() error { return nil }
+func (p *U540DU524DParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *X名前Params) CallKwargs() map[string]any { return map[string]any{} }
+func (p *U540DU524DParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
 // *runtime.Tensor, []any); unset optional fields are left out.
-func (p *X名前Params) LoadKwargs() map[string]any { return map[string]any{} }
+func (p *U540DU524DParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultX名前Params); unknown keys are an error.
-func (p *X名前Params) UnmarshalJSON(b []byte) error {
-	type plain X名前Params
-	q := plain(DefaultX名前Params())
-	if err := rulesX名前.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, Task名前, err)
+// defaults (see DefaultU540DU524DParams); unknown keys are an error.
+func (p *U540DU524DParams) UnmarshalJSON(b []byte) error {
+	type plain U540DU524DParams
+	q := plain(DefaultU540DU524DParams())
+	if err := rulesU540DU524D.DecodeJSON(b, &q); err != nil {
+		return fmt.Errorf("%s %s params: %w", FamilyID, TaskU540DU524D, err)
 	}
-	*p = X名前Params(q)
+	*p = U540DU524DParams(q)
 	return nil
 }
 
-// X名前Result holds the outputs of task "名前".
-type X名前Result struct {
-	// X名前 is artifact "名前" (text).
+// U540DU524DResult holds the outputs of task "名前".
+type U540DU524DResult struct {
+	// U540DU524D is artifact "名前" (text).
 	//
 	// Always set.
-	X名前 string
+	U540DU524D string
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *X名前Result) fromOutputs(out map[string]any) error {
+func (r *U540DU524DResult) fromOutputs(out map[string]any) error {
 	o := client.NewArtifacts(out, family, 2)
-	client.Decode(&o, 0, &r.X名前)
+	client.Decode(&o, 0, &r.U540DU524D)
 	return o.Err()
 }
 
-// X名前 runs task "名前" (Unicode letters without upper case) on the client's
-// variant. It validates p first; an invalid p, a runtime failure (such as no
-// linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result. opts are per-call options such as
-// client.WithOutputBuffer.
-func (c *Client) X名前(ctx context.Context, p X名前Params, opts ...client.CallOption) (*X名前Result, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs, opts...)
+// U540DU524D runs task "名前" (Unicode letters without upper case) on the
+// client's variant. It validates p first; an invalid p, a runtime failure
+// (such as no linked engine) or an output that does not match the task's
+// artifacts is an error, never a partial result. opts are per-call options
+// such as client.WithOutputBuffer.
+func (c *Client) U540DU524D(ctx context.Context, p U540DU524DParams, opts ...client.CallOption) (*U540DU524DResult, error) {
+	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*U540DU524DResult).fromOutputs, opts...)
 }
 
-// X名前 runs task "名前" on the server, as Client.X名前 does in-process.
-func (c *RemoteClient) X名前(ctx context.Context, p X名前Params, opts ...client.CallOption) (*X名前Result, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*X名前Result).fromOutputs, opts...)
+// U540DU524D runs task "名前" on the server, as Client.U540DU524D does
+// in-process.
+func (c *RemoteClient) U540DU524D(ctx context.Context, p U540DU524DParams, opts ...client.CallOption) (*U540DU524DResult, error) {
+	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*U540DU524DResult).fromOutputs, opts...)
 }
 
 // X3DParams are the inputs of task "3d" (Leading digit). Start from
