@@ -161,8 +161,16 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	fmt.Printf("serving load test: %d tokens per request, %d rounds × %v windows, intra-op threads %d, GOMAXPROCS %d, %d CPUs\n",
-		ntok, rounds, window, threads, goruntime.GOMAXPROCS(0), goruntime.NumCPU())
+	// OpenBLAS picks its kernels (AVX2, AVX-512) for the CPU unless
+	// OPENBLAS_CORETYPE, which every server inherits, names them; on this
+	// text encoder that alone moves the figures by a third
+	// (docs/benchmarks.md, "Serving").
+	kernels := "OpenBLAS's own choice"
+	if v := os.Getenv("OPENBLAS_CORETYPE"); v != "" {
+		kernels = "OPENBLAS_CORETYPE=" + v
+	}
+	fmt.Printf("serving load test: %d tokens per request, %d rounds × %v windows, intra-op threads %d, GOMAXPROCS %d, %d CPUs, BLAS kernels: %s\n",
+		ntok, rounds, window, threads, goruntime.GOMAXPROCS(0), goruntime.NumCPU(), kernels)
 	for _, m := range models {
 		if err := measure(m, servers, rounds, window, ntok); err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
