@@ -1,9 +1,101 @@
 package runtime
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 )
+
+// CallSpecKey is the metadata key under which examples/aoti/export.py
+// records the call spec (CallSpec's JSON form plus "version") in an
+// AOTInductor package.
+const CallSpecKey = "wfgen.call_spec"
+
+// CallSpecVersion is the version of the recorded call spec this wfgen reads.
+const CallSpecVersion = 1
+
+// ErrNoCallSpec is the error for a package exported without the call spec:
+// a compiled model does not check its inputs, so wfgen needs them from the
+// export.
+var ErrNoCallSpec = errors.New("the package has no wfgen call spec in its metadata (key " + CallSpecKey + "): " +
+	"a compiled model does not check the dtypes and shapes of its inputs, so wfgen needs them from the export; " +
+	"export it with examples/aoti/export.py (docs/aoti.md)")
+
+// DecodeCallSpec decodes the call spec recorded in a package's metadata
+// under CallSpecKey: its JSON form with "version" CallSpecVersion. It does
+// not check the spec's dtypes and shapes (CallSpec.Check does).
+func DecodeCallSpec(recorded string) (CallSpec, error) {
+	if recorded == "" {
+		return CallSpec{}, ErrNoCallSpec
+	}
+	var doc struct {
+		Version int `json:"version"`
+		CallSpec
+	}
+	if err := json.Unmarshal([]byte(recorded), &doc); err != nil {
+		return CallSpec{}, fmt.Errorf("the package's %s metadata: %w", CallSpecKey, err)
+	}
+	if doc.Version != CallSpecVersion {
+		return CallSpec{}, fmt.Errorf("the package's %s metadata has version %d; this wfgen reads version %d (re-export with this wfgen's examples/aoti/export.py)",
+			CallSpecKey, doc.Version, CallSpecVersion)
+	}
+	return doc.CallSpec, nil
+}
+
+// Check checks the spec's dtypes, shapes and dimension ranges: every
+// tensor input and output has a dtype the engine passes and a shape of
+// sizes, names and "*", every named dimension has a range in Dims, and
+// every range is a named range of sizes.
+func (s *CallSpec) Check() error {
+	check := func(what string, d DType, sh Shape) error {
+		if !d.Valid() {
+			return fmt.Errorf("%s: dtype %q is not one the engine passes (%s)", what, d, dtypeNames())
+		}
+		for _, dim := range sh {
+			if !dim.Valid() {
+				return fmt.Errorf("%s: shape %s: %q is not a size, a name or *", what, sh, dim)
+			}
+			if dim.Named() {
+				if _, ok := s.Dims[string(dim)]; !ok {
+					return fmt.Errorf("%s: shape %s: dimension %s has no range in the call spec's dims", what, sh, dim)
+				}
+			}
+		}
+		return nil
+	}
+	for _, in := range s.Inputs {
+		if in.Constant {
+			continue
+		}
+		if err := check("input "+strconv.Quote(in.Name), in.DType, in.Shape); err != nil {
+			return err
+		}
+	}
+	for _, o := range s.Outputs {
+		if err := check("output "+strconv.Quote(o.Name), o.DType, o.Shape); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Dims)) {
+		r := s.Dims[name]
+		if !Dim(name).Named() || r.Min < 0 || (r.Max != 0 && r.Max < r.Min) {
+			return fmt.Errorf("dimension %s: range %s is not a named range of sizes", name, r)
+		}
+	}
+	return nil
+}
+
+func dtypeNames() string {
+	s := make([]string, len(DTypes))
+	for i, d := range DTypes {
+		s[i] = string(d)
+	}
+	return strings.Join(s, ", ")
+}
 
 // CallSpec is the call a compiled checkpoint (an AOTInductor package) was
 // exported for: its flattened inputs and outputs in order, with the dtypes

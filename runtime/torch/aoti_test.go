@@ -287,7 +287,7 @@ func TestAOTIPackageWithoutOrWithWrongCallSpec(t *testing.T) {
 		}, `the recorded call spec returns dict ["embedding" "norms"], but the package returns a dict with keys ["embedding" "norm"]`},
 		{"version", func(m map[string]any) {
 			m[CallSpecKey] = strings.Replace(m[CallSpecKey].(string), `"version": 1`, `"version": 9`, 1)
-		}, "has version 9; this engine reads version 1"},
+		}, "has version 9; this wfgen reads version 1"},
 	}
 	for _, c := range cases {
 		p := filepath.Join(dir, c.name+".pt2")

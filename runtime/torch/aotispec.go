@@ -2,28 +2,20 @@ package torch
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime"
 )
 
 // CallSpecKey is the metadata key under which examples/aoti/export.py
-// records the call spec (runtime.CallSpec's JSON form plus "version") in an
-// AOTInductor package.
-const CallSpecKey = "wfgen.call_spec"
-
-// callSpecVersion is the version of the recorded call spec this engine reads.
-const callSpecVersion = 1
+// records the call spec in an AOTInductor package (runtime.CallSpecKey).
+const CallSpecKey = runtime.CallSpecKey
 
 // errNoCallSpec is the load error of a package exported without the call
 // spec: a compiled model does not check its inputs, so the engine must.
-var errNoCallSpec = errors.New("the package has no wfgen call spec in its metadata (key " + CallSpecKey + "): " +
-	"a compiled model does not check the dtypes and shapes of its inputs, so wfgen needs them from the export; " +
-	"export it with examples/aoti/export.py (docs/aoti.md)")
+var errNoCallSpec = runtime.ErrNoCallSpec
 
 // treeSpec is one node of a torch.utils._pytree treespec as
 // treespec_dumps writes it: a leaf has no type.
@@ -120,22 +112,11 @@ type aotiPackage struct {
 func packageInfo(info map[string]any) (aotiPackage, error) {
 	str := func(k string) string { s, _ := info[k].(string); return s }
 	p := aotiPackage{device: str("metadata.AOTI_DEVICE_KEY")}
-	recorded := str("metadata." + CallSpecKey)
-	if recorded == "" {
-		return p, errNoCallSpec
+	spec, err := runtime.DecodeCallSpec(str("metadata." + CallSpecKey))
+	if err != nil {
+		return p, err
 	}
-	var doc struct {
-		Version int `json:"version"`
-		runtime.CallSpec
-	}
-	if err := json.Unmarshal([]byte(recorded), &doc); err != nil {
-		return p, fmt.Errorf("the package's %s metadata: %w", CallSpecKey, err)
-	}
-	if doc.Version != callSpecVersion {
-		return p, fmt.Errorf("the package's %s metadata has version %d; this engine reads version %d (re-export with this wfgen's examples/aoti/export.py)",
-			CallSpecKey, doc.Version, callSpecVersion)
-	}
-	p.spec = doc.CallSpec
+	p.spec = spec
 	in, err := parseTreeSpec(str("in_spec"))
 	if err != nil {
 		return p, fmt.Errorf("the package's input spec: %w", err)
@@ -154,7 +135,7 @@ func packageInfo(info map[string]any) (aotiPackage, error) {
 	if err := checkOutputs(&p.spec, &out); err != nil {
 		return p, err
 	}
-	return p, checkShapes(&p.spec)
+	return p, p.spec.Check()
 }
 
 // checkInputs checks the recorded inputs against the pytree input spec:
@@ -225,53 +206,6 @@ func checkOutputs(spec *runtime.CallSpec, out *treeSpec) error {
 		return fmt.Errorf("the package returns a %s: wfgen takes a tensor, a tuple or a dict of tensors", out.typeName())
 	}
 	return nil
-}
-
-// checkShapes checks the recorded dtypes, shapes and dimension ranges.
-func checkShapes(spec *runtime.CallSpec) error {
-	check := func(what string, d runtime.DType, s runtime.Shape) error {
-		if !d.Valid() {
-			return fmt.Errorf("%s: dtype %q is not one the engine passes (%s)", what, d, dtypeList())
-		}
-		for _, dim := range s {
-			if !dim.Valid() {
-				return fmt.Errorf("%s: shape %s: %q is not a size, a name or *", what, s, dim)
-			}
-			if dim.Named() {
-				if _, ok := spec.Dims[string(dim)]; !ok {
-					return fmt.Errorf("%s: shape %s: dimension %s has no range in the call spec's dims", what, s, dim)
-				}
-			}
-		}
-		return nil
-	}
-	for _, in := range spec.Inputs {
-		if in.Constant {
-			continue
-		}
-		if err := check("input "+strconv.Quote(in.Name), in.DType, in.Shape); err != nil {
-			return err
-		}
-	}
-	for _, o := range spec.Outputs {
-		if err := check("output "+strconv.Quote(o.Name), o.DType, o.Shape); err != nil {
-			return err
-		}
-	}
-	for name, r := range spec.Dims {
-		if !runtime.Dim(name).Named() || r.Min < 0 || (r.Max != 0 && r.Max < r.Min) {
-			return fmt.Errorf("dimension %s: range %s is not a named range of sizes", name, r)
-		}
-	}
-	return nil
-}
-
-func dtypeList() string {
-	s := make([]string, len(runtime.DTypes))
-	for i, d := range runtime.DTypes {
-		s[i] = string(d)
-	}
-	return strings.Join(s, ", ")
 }
 
 // checkLoadDType refuses a load dtype other than the package's floating
