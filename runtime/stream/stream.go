@@ -180,6 +180,20 @@ func WithControlsHook(fn func(Controls) error) Option {
 	return func(s *Session) error { s.controlsHook = fn; return nil }
 }
 
+// Gate is called before each step of a session with the index of the chunk
+// about to be generated; the step runs once it returns, and release (when
+// not nil) is called when the step has returned. An error ends the stream
+// as a step error would. A server uses it to bound how many steps run on
+// its engine at once, and to hold chunk i until the remote consumer has
+// taken chunk i-1 (so controls it sets in between apply to chunk i, as
+// they do in-process).
+type Gate func(ctx context.Context, index int) (release func(), err error)
+
+// WithGate makes every step wait for g first (see Gate).
+func WithGate(g Gate) Option {
+	return func(s *Session) error { s.gate = g; return nil }
+}
+
 // latencyWindow is how many recent steady chunks the percentiles cover.
 const latencyWindow = 1024
 
@@ -193,6 +207,7 @@ type Session struct {
 
 	controlsMu   sync.Mutex // serialises SetControls with a hook
 	controlsHook func(Controls) error
+	gate         Gate
 
 	mu        sync.Mutex
 	spec      runtime.RealtimeSpec
@@ -380,9 +395,27 @@ func (s *Session) run(ctx context.Context, yield func(Chunk, error) bool) {
 			yield(Chunk{}, fmt.Errorf("stream: stopped before chunk %d: %w", req.Index, err))
 			return
 		}
+		var release func()
+		if s.gate != nil {
+			var err error
+			if release, err = s.gate(ctx, req.Index); err != nil {
+				yield(Chunk{}, fmt.Errorf("stream: chunk %d: %w", req.Index, err))
+				return
+			}
+			// The controls may have changed while the gate held the step.
+			if req, ok = s.request(); !ok {
+				if release != nil {
+					release()
+				}
+				return
+			}
+		}
 		t0 := s.clock.Now()
 		res, err := s.step(ctx, req)
 		ready := s.clock.Now()
+		if release != nil {
+			release()
+		}
 		if err != nil {
 			if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 				err = fmt.Errorf("%w (%w)", ctx.Err(), err)
