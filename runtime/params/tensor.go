@@ -154,6 +154,13 @@ func (c *contract) match(path string, t *runtime.Tensor, b *dims) *Violation {
 			b.n = first
 			return mismatch(fmt.Sprintf(": %s is %d here but %d in %s", d.name, n, prev.size, prev.by))
 		}
+		if n == 0 && (d.spec == nil || d.spec.Minimum == nil || *d.spec.Minimum > 0) {
+			// An empty sequence or picture is rarely what a model takes
+			// (a mean over 0 tokens is NaN): only a manifest that says so
+			// allows it.
+			b.n = first
+			return violation(path, "dimension %s is 0; a named dimension is at least 1 unless the task's dims give it minimum: 0", d.name)
+		}
 		if d.spec != nil {
 			if why := d.spec.Check(n); why != "" {
 				b.n = first
