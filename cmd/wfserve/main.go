@@ -17,7 +17,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -57,10 +56,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", serve.DefaultMaxBodyBytes, "largest request body, in `bytes` (413 beyond)")
-	fs.Int64Var(&cfg.MaxTensorBytes, "max-tensor", serve.DefaultMaxTensorBytes, "largest input tensor, in `bytes` (400 beyond)")
-	fs.DurationVar(&cfg.Timeout, "timeout", serve.DefaultTimeout, "deadline of one infer request (504 past it; negative: none)")
+	fs.Int64Var(&cfg.MaxTensorBytes, "max-tensor", serve.DefaultMaxTensorBytes, "largest decoded input tensor, in `bytes` (400 beyond)")
+	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", 0, "`bytes` the requests in flight may hold, bodies and decoded tensors (429 beyond; default 4 × -max-body)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", serve.DefaultIdleTimeout, "close a keep-alive connection idle this long")
+	fs.DurationVar(&cfg.Timeout, "timeout", serve.DefaultTimeout, "deadline of one infer request from its arrival, body included (408 for a body still arriving, 504 for an answer; negative: none)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", serve.DefaultMaxQueue, "infer requests admitted at once, queued or running (429 beyond)")
-	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 1, "requests that run through the engine at once outside batching")
+	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 1, "engine calls at once per model variant: requests, batches and stream chunks")
 	fs.BoolVar(&cfg.Batching, "batch", false, "merge concurrent requests to batchable tasks into batches (max_batch_size of the task)")
 	fs.DurationVar(&cfg.BatchDelay, "batch-delay", 0, "how long the oldest queued request waits for others to join its batch")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", serve.DefaultMaxSessions, "realtime streams open at once (429 beyond)")
@@ -140,7 +141,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := srv.HTTPServer()
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -153,14 +154,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	signal.Stop(sig)
 	ctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Shutdown(ctx) }()
+	// Drain first, with the listener open: requests in flight finish,
+	// new ones get 503 with Connection: close, and every keep-alive
+	// connection closes after an answer. Only then stop accepting and
+	// close what is left idle.
 	code := 0
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Error("drain", slog.String("error", err.Error()))
 		code = 1
 	}
-	if err := <-errc; err != nil {
+	if err := hs.Shutdown(ctx); err != nil {
 		log.Error("http shutdown", slog.String("error", err.Error()))
 		code = 1
 	}

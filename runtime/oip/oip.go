@@ -470,16 +470,28 @@ func (p Parameters) IntParam(key string) (int64, bool, error) {
 	return n, true, nil
 }
 
-// FloatsParam returns parameter key as an object of numbers (controls);
-// absent is nil, false.
+// FloatsParam returns parameter key as an object of numbers (controls),
+// given as a string holding its JSON text (the protocol's parameters are
+// scalars) or as an object; absent is nil, false.
 func (p Parameters) FloatsParam(key string) (map[string]float64, bool, error) {
 	v, ok := p[key]
 	if !ok || v == nil {
 		return nil, false, nil
 	}
+	if text, isText := v.(string); isText {
+		// The protocol's parameters are scalars: structured values travel
+		// as JSON text.
+		var obj map[string]any
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.UseNumber()
+		if err := dec.Decode(&obj); err != nil || dec.More() {
+			return nil, false, bad("parameter %q must be a JSON object of numbers written as a string, got %s", key, jsonPhrase(v))
+		}
+		v = obj
+	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, false, bad("parameter %q must be an object of numbers, got %s", key, jsonPhrase(v))
+		return nil, false, bad("parameter %q must be an object of numbers (or that object as JSON text), got %s", key, jsonPhrase(v))
 	}
 	out := make(map[string]float64, len(m))
 	for k, x := range m {

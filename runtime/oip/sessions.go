@@ -39,8 +39,14 @@ type SessionInfo struct {
 // and of its answer: the controls, by name, that apply from the next chunk
 // the session generates.
 type ControlsRequest struct {
-	// Controls replace the session's controls.
+	// Controls replace the session's controls (absent: unchanged).
 	Controls map[string]float64 `json:"controls"`
+	// Ack, in a lockstep session (request parameter "lockstep": true), is
+	// the index of the last chunk the client has taken: the server
+	// generates chunk Ack+1 only once it has it, with the controls in
+	// effect then — so controls sent before the ack apply to that chunk,
+	// as they do in-process between two iterations of a session.
+	Ack *int64 `json:"ack,omitempty"`
 }
 
 // Parameters of a chunk event (InferenceResponse.Parameters).

@@ -21,22 +21,28 @@ import (
 // concurrent requests are queued, and a single goroutine merges the queued
 // requests that can share a forward call into batches of up to the task's
 // max_batch_size, run through client.RunBatch (so padding, out-of-memory
-// splitting and per-item errors are the batch executor's), and hands each
-// request its own output or error.
+// splitting and per-item errors are the batch executor's) on one of the
+// variant's engine slots, and hands each request its own output or error.
+// A request whose context ends leaves the queue at once. The queue needs
+// no bound of its own: every request in it was admitted (Config.MaxQueue).
 type batcher struct {
 	client *client.Client
 	task   *runtime.InferenceTaskProfile
+	slots  slots
 	max    int
 	delay  time.Duration
-	queue  chan *pending
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
 	stats  *counters
 	// admitted returns the infer requests the server has admitted: when
 	// every one of them is already waiting here, no other can join soon,
 	// and the batch runs without waiting out the delay.
 	admitted func() int64
+
+	mu      sync.Mutex
+	waiting []*pending    // FIFO of queued requests
+	wake    chan struct{} // a request arrived (buffered, one)
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
 }
 
 // pending is one queued request.
@@ -53,9 +59,9 @@ type result struct {
 	err error
 }
 
-func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, queue int, delay time.Duration, stats *counters, admitted func() int64) *batcher {
-	b := &batcher{client: c, task: task, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, admitted: admitted,
-		queue: make(chan *pending, queue), stop: make(chan struct{}), done: make(chan struct{})}
+func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, admitted func() int64) *batcher {
+	b := &batcher{client: c, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, admitted: admitted,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
 }
@@ -67,25 +73,48 @@ func (b *batcher) close() {
 	<-b.done
 }
 
-// submit queues one request and waits for its output. A full queue is
-// errQueueFull at once; ctx ending returns its error at once (the batch the
-// request joined still runs for the others).
+// submit queues one request and waits for its output. ctx ending returns
+// its error at once and takes the request out of the queue (a batch it
+// already joined still runs for the others).
 func (b *batcher) submit(ctx context.Context, call map[string]any) (map[string]any, error) {
 	key, err := batchKey(call)
 	if err != nil {
 		return nil, err
 	}
 	p := &pending{ctx: ctx, call: call, key: key, arrived: time.Now(), result: make(chan result, 1)}
+	b.mu.Lock()
 	select {
-	case b.queue <- p:
+	case <-b.stop:
+		b.mu.Unlock()
+		return nil, errDraining
 	default:
-		return nil, errQueueFull
 	}
+	b.waiting = append(b.waiting, p)
+	b.mu.Unlock()
+	b.signal()
 	select {
 	case r := <-p.result:
 		return r.out, r.err
 	case <-ctx.Done():
+		b.remove(p)
 		return nil, ctx.Err()
+	}
+}
+
+// signal wakes the loop.
+func (b *batcher) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// remove takes p out of the queue if it is still there.
+func (b *batcher) remove(p *pending) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i := slices.Index(b.waiting, p); i >= 0 {
+		b.waiting = slices.Delete(b.waiting, i, i+1)
 	}
 }
 
@@ -119,99 +148,75 @@ func batchKey(call map[string]any) (string, error) {
 // loop forms and runs batches until stopped.
 func (b *batcher) loop() {
 	defer close(b.done)
-	var waiting []*pending // FIFO of requests not yet run
 	for {
-		if len(waiting) == 0 {
-			select {
-			case p := <-b.queue:
-				waiting = append(waiting, p)
-			case <-b.stop:
-				b.drain(waiting)
-				return
-			}
+		run, stopped := b.next()
+		if stopped {
+			b.drain()
+			return
 		}
-		waiting = b.gather(waiting)
-		if waiting == nil {
-			return // stopped
-		}
-		var run []*pending
-		run, waiting = b.take(waiting)
-		if len(run) > 0 {
-			b.run(run)
-		}
+		b.run(run)
 	}
 }
 
-// gather adds queued requests to waiting until the oldest request's group
-// is full, its delay has passed, or every request the server has admitted
-// is waiting here (no other can join). It returns nil once stopped (having
-// answered every request).
-func (b *batcher) gather(waiting []*pending) []*pending {
+// next waits for the next batch: up to max queued requests sharing the
+// oldest one's key, once that group is full, its delay has passed, or
+// every request the server has admitted is queued here (no other can join).
+func (b *batcher) next() (run []*pending, stopped bool) {
 	for {
-		// Take everything already queued without waiting.
-		for more := true; more; {
-			select {
-			case p := <-b.queue:
-				waiting = append(waiting, p)
-			default:
-				more = false
+		var wait time.Duration
+		b.mu.Lock()
+		if len(b.waiting) > 0 {
+			group := b.group()
+			oldest := b.waiting[0]
+			wait = time.Until(oldest.arrived.Add(b.delay))
+			if len(group) >= b.max || int64(len(b.waiting)) >= b.admitted() || wait <= 0 {
+				b.take(group)
+				b.mu.Unlock()
+				return group, false
 			}
 		}
-		if b.groupSize(waiting) >= b.max || int64(len(waiting)) >= b.admitted() {
-			return waiting
+		b.mu.Unlock()
+		var timer *time.Timer
+		var fired <-chan time.Time
+		if wait > 0 {
+			timer = time.NewTimer(wait)
+			fired = timer.C
 		}
-		wait := time.Until(waiting[0].arrived.Add(b.delay))
-		if wait <= 0 {
-			return waiting
-		}
-		t := time.NewTimer(wait)
 		select {
-		case p := <-b.queue:
-			t.Stop()
-			waiting = append(waiting, p)
-		case <-t.C:
-			return waiting
+		case <-b.wake:
+		case <-fired:
 		case <-b.stop:
-			t.Stop()
-			b.drain(waiting)
-			return nil
+			return nil, true
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 }
 
-// groupSize counts the live requests that share the oldest one's key.
-func (b *batcher) groupSize(waiting []*pending) int {
-	n := 0
-	for _, p := range waiting {
-		if p.key == waiting[0].key {
-			n++
+// group returns up to max queued requests with the oldest one's key; b.mu
+// is held.
+func (b *batcher) group() []*pending {
+	var g []*pending
+	for _, p := range b.waiting {
+		if p.key == b.waiting[0].key {
+			g = append(g, p)
+			if len(g) == b.max {
+				break
+			}
 		}
 	}
-	return n
+	return g
 }
 
-// take removes from waiting up to max live requests with the oldest live
-// request's key; requests whose context has ended are dropped.
-func (b *batcher) take(waiting []*pending) (run, rest []*pending) {
-	key := ""
-	for _, p := range waiting {
-		if p.ctx.Err() != nil {
-			continue // its submit has returned already
-		}
-		if len(run) == 0 {
-			key = p.key
-		}
-		if p.key == key && len(run) < b.max {
-			run = append(run, p)
-			continue
-		}
-		rest = append(rest, p)
-	}
-	return run, rest
+// take removes group from the queue; b.mu is held.
+func (b *batcher) take(group []*pending) {
+	b.waiting = slices.DeleteFunc(b.waiting, func(p *pending) bool { return slices.Contains(group, p) })
 }
 
-// run runs one batch and answers its requests. The batch's context ends
-// when every request's context has ended.
+// run runs one batch on one of the variant's engine slots and answers its
+// requests. The batch's context ends when every request's context has
+// ended.
 func (b *batcher) run(run []*pending) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -225,6 +230,19 @@ func (b *batcher) run(run []*pending) {
 			}
 		})
 	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	release, err := b.slots.acquire(ctx)
+	if err != nil {
+		for _, p := range run {
+			p.result <- result{err: err}
+		}
+		return
+	}
+	defer release()
 	items := make([]map[string]any, len(run))
 	for i, p := range run {
 		items[i] = p.call
@@ -232,9 +250,6 @@ func (b *batcher) run(run []*pending) {
 	b.stats.batches.Add(1)
 	b.stats.batched.Add(int64(len(run)))
 	outs, err := b.client.RunBatch(ctx, b.task.TaskID, items, batch.WithPerItemErrors())
-	for _, stop := range stops {
-		stop()
-	}
 	var itemErrs batch.ItemErrors
 	errors.As(err, &itemErrs)
 	for i, p := range run {
@@ -257,17 +272,12 @@ func itemError(errs batch.ItemErrors, i int, all error) error {
 	return all
 }
 
-// drain answers every waiting and queued request: the server is closing.
-func (b *batcher) drain(waiting []*pending) {
-	for {
-		select {
-		case p := <-b.queue:
-			waiting = append(waiting, p)
-			continue
-		default:
-		}
-		break
-	}
+// drain answers every queued request: the server is closing.
+func (b *batcher) drain() {
+	b.mu.Lock()
+	waiting := b.waiting
+	b.waiting = nil
+	b.mu.Unlock()
 	for _, p := range waiting {
 		p.result <- result{err: errDraining}
 	}

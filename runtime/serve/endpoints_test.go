@@ -60,8 +60,16 @@ func TestEndpoints(t *testing.T) {
 		{"POST", "/v2/models/tiny-encoder/infer", strings.Replace(embedBody, `"id"`, `"outputs":[{"name":"logits"}],"id"`, 1), 400, `output \"logits\" is not an artifact`},
 		{"POST", "/v2/models/tiny-world/sessions/0123", `{"controls":{}}`, 404, "no open session"},
 		{"GET", "/v2/models/tiny-world/sessions/0123", ``, 405, "use POST"},
-		// A streaming task with stream=true but not a streaming task: runs once.
-		{"POST", "/v2/models/tiny-world/infer", `{"parameters":{"task":"generate","stream":true},"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["x"]}]}`, 200, `"name":"video"`},
+		// Stream parameters are never ignored: stream=true on a task that
+		// does not stream, stream settings without a stream, a stream
+		// flag that is not a boolean.
+		{"POST", "/v2/models/tiny-world/infer", `{"parameters":{"task":"generate","stream":true},"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["x"]}]}`, 400, `task \"generate\" is not a streaming task`},
+		{"POST", "/v2/models/tiny-world/infer", `{"parameters":{"task":"generate","controls":{"right":1}},"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["x"]}]}`, 400, `parameter \"controls\" configures a stream`},
+		{"POST", "/v2/models/tiny-world/infer", `{"parameters":{"task":"step","stream":"yes"},"inputs":[]}`, 400, `parameter \"stream\" must be a boolean`},
+		// An unknown initial control is the client's error.
+		{"POST", "/v2/models/tiny-world/infer", `{"parameters":{"task":"step","stream":true,"controls":{"up":1}},"inputs":[]}`, 400, `unknown control \"up\"`},
+		// An empty token sequence is refused, not embedded into NaNs.
+		{"POST", "/v2/models/tiny-encoder/infer", `{"inputs":[{"name":"tokens","datatype":"INT64","shape":[0],"data":[]}]}`, 400, "dimension L is 0"},
 		{"POST", "/v2/models/tiny-world/infer", `{"parameters":{"task":"step","stream":true,"max_chunks":-1},"inputs":[]}`, 400, `max_chunks`},
 	} {
 		code, h, body := call(t, c.method, u+c.path, c.body)
@@ -197,14 +205,17 @@ func TestBearerToken(t *testing.T) {
 		{"GET", "/v2", ""}, {"GET", "/v2/models/tiny-world", ""}, {"GET", "/openapi.json", ""},
 		{"POST", "/v2/models/tiny-encoder/infer", embedBody}, {"POST", "/v2/models/tiny-world/sessions/x", "{}"},
 	} {
-		for _, auth := range []string{"", "Bearer wrong", "s3cret", "Basic s3cret"} {
+		for _, auth := range []string{"", "Bearer wrong", "s3cret", "Basic s3cret", "Bearer", "Bearers3cret"} {
 			code, h, b := call(t, c.method, s.url+c.path, c.body, "Authorization", auth)
 			if code != 401 || h.Get("WWW-Authenticate") == "" || !strings.Contains(errorBody(t, b), "bearer token") {
 				t.Errorf("%s %s with %q: %d %s", c.method, c.path, auth, code, b)
 			}
 		}
-		if code, _, b := call(t, c.method, s.url+c.path, c.body, "Authorization", "Bearer s3cret"); code == 401 {
-			t.Errorf("%s %s with the token: %d %s", c.method, c.path, code, b)
+		// The scheme's name is case-insensitive (RFC 7235).
+		for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "BEARER  s3cret"} {
+			if code, _, b := call(t, c.method, s.url+c.path, c.body, "Authorization", auth); code == 401 {
+				t.Errorf("%s %s with %q: %d %s", c.method, c.path, auth, code, b)
+			}
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"net/http/httptest"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,7 +104,7 @@ func (l *logSink) all() []map[string]any {
 // started is a server of the demo families on loopback.
 type started struct {
 	srv  *serve.Server
-	http *httptest.Server
+	http *http.Server
 	logs *logSink
 	url  string
 }
@@ -125,12 +125,17 @@ func start(t testing.TB, cfg serve.Config) *started {
 	if err := srv.Load(); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer()
+	go hs.Serve(ln)
 	t.Cleanup(func() {
 		hs.Close()
 		srv.Close()
 	})
-	return &started{srv: srv, http: hs, logs: logs, url: hs.URL}
+	return &started{srv: srv, http: hs, logs: logs, url: "http://" + ln.Addr().String()}
 }
 
 // call sends a request and returns the status, the headers and the body.

@@ -1,57 +1,61 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 )
 
-// errQueueFull answers a request that finds the queue full.
-var errQueueFull = &statusError{status: http.StatusTooManyRequests, err: errors.New("too many requests queued; retry later")}
+// writeGrace is how long after a request's deadline its answer may take to
+// reach a slow client before the connection is closed.
+const writeGrace = 10 * time.Second
 
-// errDraining answers a request that arrives while the server shuts down.
-var errDraining = &statusError{status: http.StatusServiceUnavailable, err: errors.New("the server is shutting down")}
-
-// admit counts an infer request in, or refuses it: 503 while draining, 429
-// when MaxQueue requests are already admitted. release must be called when
-// it has been answered.
-func (s *Server) admit() (release func(), err error) {
-	if s.draining.Load() {
-		return nil, errDraining
+// infer answers POST /v2/models/{model}[/versions/{version}]/infer. From
+// the request's arrival: its body must arrive by the deadline (408 if not),
+// with its bytes counted against the in-flight budget as they are read
+// (429 when the budget is spent); then it is decoded, admitted (429 beyond
+// MaxQueue), run on one of its variant's engine slots or through its task's
+// batcher, and answered by the deadline (504 if not).
+func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
+	if !s.inflight.enter(false) {
+		refuse(w, r, errDraining)
+		return
 	}
-	if s.admitted.Add(1) > int64(s.cfg.MaxQueue) {
-		s.admitted.Add(-1)
-		return nil, errQueueFull
+	defer s.inflight.leave()
+	m := modelOf(r)
+	ctx := r.Context()
+	var deadline time.Time
+	if s.cfg.Timeout > 0 {
+		deadline = arrival(r).Add(s.cfg.Timeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
-	if !s.inflight.enter(false) { // Shutdown began in between
-		s.admitted.Add(-1)
-		return nil, errDraining
-	}
-	return func() { s.admitted.Add(-1); s.inflight.leave() }, nil
-}
-
-// infer answers POST .../infer.
-func (s *Server) infer(w http.ResponseWriter, r *http.Request, m *model, version string) {
-	release, err := s.admit()
+	rc := http.NewResponseController(w)
+	hold := &holding{a: &s.adm}
+	defer hold.done()
+	body, err := s.readBody(w, r, rc, hold)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	req, err := oip.DecodeRequest(body, s.lim)
+	req, err := oip.DecodeRequest(bytes.NewReader(body), s.lim)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	version := ""
+	if pv := pathVariant(r); pv != nil {
+		version = pv.id
 	}
 	vs, err := m.oip.Variant(version, req.Parameters)
 	if err != nil {
@@ -69,21 +73,32 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, m *model, version
 		writeError(w, err)
 		return
 	}
+	if err := hold.add(tensorBytes(call) + tensorBytes(load)); err != nil {
+		writeError(w, err)
+		return
+	}
 	if err := oip.CheckOutputs(task, req.Outputs); err != nil {
 		writeError(w, err)
 		return
 	}
-	if task.Stream && wantsStream(r, req) {
-		release() // a stream counts against MaxSessions, not the queue
-		release = nil
-		s.stream(w, r, m, v, task, call, req)
+	streaming, err := wantsStream(r, req, task)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	ctx := r.Context()
-	if s.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.Timeout)
-		defer cancel()
+	if streaming {
+		hold.done() // the session holds its inputs; it counts against MaxSessions
+		s.stream(w, r, rc, m, v, task, call, req)
+		return
+	}
+	release, err := s.adm.admit()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	if !deadline.IsZero() {
+		rc.SetWriteDeadline(deadline.Add(writeGrace))
 	}
 	out, err := s.run(ctx, v, task, call, load)
 	if err != nil {
@@ -91,7 +106,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, m *model, version
 		case r.Context().Err() != nil:
 			return // the client went away: nobody to answer
 		case ctx.Err() != nil:
-			err = &statusError{status: http.StatusGatewayTimeout, err: fmt.Errorf("the request's deadline (%v) passed before it finished: %w", s.cfg.Timeout, ctx.Err())}
+			err = &statusError{status: http.StatusGatewayTimeout, err: fmt.Errorf("the request's deadline (%v from its arrival) passed before it finished: %w", s.cfg.Timeout, ctx.Err())}
 		}
 		writeError(w, err)
 		return
@@ -110,35 +125,144 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request, m *model, version
 	})
 }
 
-// wantsStream reports whether a request to a streaming task asks for the
-// stream (Accept: text/event-stream, or the parameter "stream": true);
-// otherwise the task runs once and answers its first chunk.
-func wantsStream(r *http.Request, req *oip.InferenceRequest) bool {
-	if b, ok, _ := req.Parameters.BoolParam("stream"); ok {
-		return b
+// bodyStep is how many bytes of a body of unknown length are reserved at a
+// time while it is read.
+const bodyStep = 64 << 10
+
+// readBody reads a request body, reserving its bytes in hold before they
+// are read: the declared Content-Length at once (refused 413 beyond
+// MaxBodyBytes and 429 beyond the in-flight budget, the body unread), a
+// chunked body as its buffer grows. A body that has not arrived within the
+// read limit from the request's arrival is 408.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, hold *holding) ([]byte, error) {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		w.Header().Set("Connection", "close")
+		return nil, withStatus(http.StatusRequestEntityTooLarge, "request body larger than the limit of %d bytes (Content-Length %d)", s.cfg.MaxBodyBytes, r.ContentLength)
 	}
-	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	reserve := r.ContentLength
+	if reserve < 0 {
+		reserve = min(bodyStep, s.cfg.MaxBodyBytes)
+	}
+	if err := hold.add(reserve); err != nil {
+		w.Header().Set("Connection", "close")
+		return nil, err
+	}
+	// observe set the read deadline (the read limit from arrival). The
+	// rest of the request (a stream, the wait for the engine) is
+	// bounded by its context; the connection's background read must not
+	// time out under it.
+	defer rc.SetReadDeadline(time.Time{})
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	readErr := func(err error) error {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return err
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return withStatus(http.StatusRequestTimeout, "the request body did not arrive within the request's deadline (%v from its arrival)", s.readLimit())
+		}
+		w.Header().Set("Connection", "close")
+		return withStatus(http.StatusBadRequest, "reading the request body: %v", err)
+	}
+	if r.ContentLength >= 0 {
+		// net/http ends the body after Content-Length bytes.
+		buf := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, readErr(err)
+		}
+		return buf, nil
+	}
+	// A chunked body: the buffer doubles as it fills, each growth reserved
+	// before it is made.
+	buf := make([]byte, 0, reserve)
+	for {
+		if len(buf) == cap(buf) {
+			grow := min(int64(cap(buf)), s.cfg.MaxBodyBytes+1-int64(cap(buf)))
+			if grow <= 0 {
+				grow = 1 // one byte past the limit makes the reader say so
+			}
+			if err := hold.add(grow); err != nil {
+				w.Header().Set("Connection", "close")
+				return nil, err
+			}
+			next := make([]byte, len(buf), int64(cap(buf))+grow)
+			copy(next, buf)
+			buf = next
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, readErr(err)
+		}
+	}
+}
+
+// tensorBytes returns the bytes of the tensors among kwargs.
+func tensorBytes(kwargs map[string]any) int64 {
+	var n int64
+	for _, v := range kwargs {
+		switch x := v.(type) {
+		case *runtime.Tensor:
+			n += int64(len(x.Data))
+		case []*runtime.Tensor:
+			for _, t := range x {
+				n += int64(len(t.Data))
+			}
+		}
+	}
+	return n
+}
+
+// streamParameters are the request parameters that configure a stream.
+var streamParameters = []string{"paced", "max_chunks", "controls", "lockstep"}
+
+// wantsStream reports whether a request asks for a stream: the parameter
+// "stream" (a boolean), else an Accept header that takes
+// text/event-stream from a streaming task. stream: true on a task that
+// does not stream, and stream parameters on a request that does not ask
+// for one, are refused (400), never ignored.
+func wantsStream(r *http.Request, req *oip.InferenceRequest, task *runtime.InferenceTaskProfile) (bool, error) {
+	want, given, err := req.Parameters.BoolParam("stream")
+	if err != nil {
+		return false, err
+	}
+	if !given {
+		want = task.Stream && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	}
+	if want && !task.Stream {
+		return false, withStatus(http.StatusBadRequest, "parameter \"stream\" is true, but task %q is not a streaming task", task.TaskID)
+	}
+	if !want {
+		for _, k := range streamParameters {
+			if _, ok := req.Parameters[k]; ok {
+				return false, withStatus(http.StatusBadRequest, "parameter %q configures a stream, and this request asks for none (send \"stream\": true to a streaming task)", k)
+			}
+		}
+	}
+	return want, nil
 }
 
 // run runs one request: through the task's batcher when it has one, else
-// directly on one of the engine slots.
+// directly on one of its variant's engine slots.
 func (s *Server) run(ctx context.Context, v *variant, task *runtime.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
 	if b := v.batchers[task.TaskID]; b != nil {
 		return b.submit(ctx, call)
 	}
-	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	release, err := v.slots.acquire(ctx)
+	if err != nil {
+		return nil, err
 	}
-	// A call that has entered the engine runs to completion; the request
-	// is answered at its deadline all the same, and Shutdown waits for the
-	// call.
+	// A call that has entered the engine runs to completion and holds its
+	// slot until then; the request is answered at its deadline all the
+	// same, and Shutdown waits for the call.
 	res := make(chan result, 1)
 	s.inflight.enter(true)
 	go func() {
 		defer s.inflight.leave()
-		defer func() { <-s.slots }()
+		defer release()
 		out, err := v.client.Run(ctx, task.TaskID, call, load)
 		res <- result{out, err}
 	}()

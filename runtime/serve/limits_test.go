@@ -49,47 +49,41 @@ func TestBodyAndTensorLimits(t *testing.T) {
 	}
 }
 
-// TestDeadlines checks a request past the server's deadline (504 at the
-// deadline, not when the engine call ends), a client deadline through the
-// remote client (Run and RunBatch), and that the server serves on and
-// drains the abandoned work.
+// TestDeadlines checks a request past the server's deadline (504, its
+// message counting from arrival), that the call it abandoned in the engine
+// holds only its own model's slot (another model answers at once), a
+// client deadline through the remote client (Run and RunBatch), and that
+// the server drains the abandoned work.
 func TestDeadlines(t *testing.T) {
 	// The call is in the engine when the deadline passes: slowBody takes
 	// five times as long.
 	const timeout = 20 * time.Millisecond
 	s := start(t, serve.Config{Timeout: timeout})
-	t0 := time.Now()
 	code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
-	took := time.Since(t0)
-	if code != http.StatusGatewayTimeout || !strings.Contains(errorBody(t, b), fmt.Sprintf("deadline (%v) passed before it finished", timeout)) {
+	if code != http.StatusGatewayTimeout || !strings.Contains(errorBody(t, b), fmt.Sprintf("deadline (%v from its arrival) passed before it finished", timeout)) {
 		t.Errorf("past the deadline: %d %.200s", code, b)
 	}
-	t.Logf("answered 504 after %v", took)
-	if took > timeout+500*time.Millisecond {
-		t.Errorf("504 took %v, want about the %v deadline", took, timeout)
-	}
-	// The abandoned call still holds the engine slot until it finishes;
-	// then requests run again.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody)
-		if code == 200 {
+	// The abandoned call still holds the tiny world's engine slot; the
+	// encoder has slots of its own. (Its deadline is short, so a retry
+	// covers a machine too loaded to answer within it.)
+	for range 20 {
+		code, _, b = call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody)
+		if code != http.StatusGatewayTimeout {
 			break
 		}
-		if code != http.StatusGatewayTimeout || time.Now().After(deadline) {
-			t.Fatalf("after a 504: %d %s", code, b)
-		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	if code != 200 {
+		t.Fatalf("another model after a 504: %d %s", code, b)
 	}
 
 	// The client's own deadline: the remote client gives up at it.
 	s2 := start(t, serve.Config{Batching: true})
 	world := remoteClient(t, s2, "tiny-world")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	t0 = time.Now()
 	_, err := world.Run(ctx, "generate", map[string]any{"prompt": slowPrompt, "num_frames": int64(1), "height": int64(16), "width": int64(16)}, nil)
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(t0) > 500*time.Millisecond {
-		t.Errorf("client deadline: %v after %v", err, time.Since(t0))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("client deadline: %v", err)
 	}
 	enc := remoteClient(t, s2, "tiny-encoder")
 	items := make([]map[string]any, 5000)
@@ -97,11 +91,10 @@ func TestDeadlines(t *testing.T) {
 		items[i] = map[string]any{"tokens": tokens(i, 8), "normalize": true}
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
-	t0 = time.Now()
 	outs, err := enc.RunBatch(ctx, "embed", items)
 	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) || outs != nil || time.Since(t0) > 500*time.Millisecond {
-		t.Errorf("RunBatch deadline: %d outputs, %v after %v", len(outs), err, time.Since(t0))
+	if !errors.Is(err, context.DeadlineExceeded) || outs != nil {
+		t.Errorf("RunBatch deadline: %d outputs, %v", len(outs), err)
 	}
 	// Nothing is left queued or running: the server drains at once.
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -8,21 +8,23 @@
 // client per family variant, so they run exactly as in-process calls do.
 // The mapping between tasks and the protocol is package oip's; the
 // endpoints, limits and error statuses are documented in docs/serving.md.
+//
+// The package is laid out by concern: routes.go maps the endpoints
+// (http.ServeMux patterns) to handlers; middleware.go holds what wraps every
+// request (request id, access log, drain, auth); admission.go bounds the
+// work in flight (requests, bytes, engine slots per model) and tracks it
+// for drain; infer.go and stream.go answer infer requests and realtime
+// streams; batcher.go merges requests across clients; errors.go maps errors
+// to statuses and the protocol's error body.
 package serve
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +36,8 @@ import (
 )
 
 // Config configures a Server. Zero values take the defaults named below.
+// Every byte and second a client can make the server spend is bounded by
+// one of these and counted from the request's arrival.
 type Config struct {
 	// Name and Version are what GET /v2 reports (default "wfserve" and the
 	// module's version).
@@ -41,19 +45,32 @@ type Config struct {
 	// MaxBodyBytes bounds a request body (default 64 MiB); a larger one is
 	// answered 413.
 	MaxBodyBytes int64
-	// MaxTensorBytes bounds one input tensor's elements (default 16 MiB); a
-	// larger one is answered 400.
+	// MaxTensorBytes bounds the bytes of one decoded input tensor (default
+	// 16 MiB: 4 Mi float32 or 2 Mi int64 elements); a larger one is
+	// answered 400.
 	MaxTensorBytes int64
+	// MaxInflightBytes bounds the bytes of the requests in flight: their
+	// bodies as read plus their decoded input tensors, held until each is
+	// answered (default 4 × MaxBodyBytes; at least MaxBodyBytes). A request
+	// that would go beyond it is answered 429 before its body is read.
+	MaxInflightBytes int64
 	// Timeout is the deadline of one infer request, from its arrival
-	// (default 60 s; negative means none). Past it the request is answered
-	// 504 and its work is cancelled.
+	// (default 60 s; negative means none): its body must be read and its
+	// answer ready by then. A body still arriving at the deadline is
+	// answered 408; a request still running, 504, and its work is
+	// cancelled.
 	Timeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sends no request for
+	// this long (default 30 s); see HTTPServer.
+	IdleTimeout time.Duration
 	// MaxQueue bounds the infer requests admitted at once, queued or
 	// running (default 256); beyond it requests are answered 429.
 	MaxQueue int
-	// MaxConcurrent bounds the requests that run through the engine at once
-	// outside cross-request batching (default 1: libtorch already spreads
-	// one call over its intra-op threads).
+	// MaxConcurrent bounds the engine calls that run at once for each
+	// served variant — requests, cross-request batches and stream chunks
+	// alike (default 1: libtorch already spreads one call over its
+	// intra-op threads). Each variant has slots of its own, so a slow
+	// model never holds another's.
 	MaxConcurrent int
 	// Batching merges concurrent infer requests to a batchable task into
 	// one batch of up to the task's max_batch_size.
@@ -64,11 +81,12 @@ type Config struct {
 	// request the server has admitted is already queued there.
 	BatchDelay time.Duration
 	// MaxSessions bounds the realtime streams open at once (default 16);
-	// beyond it a stream is answered 429.
+	// beyond it a stream is answered 429. Their chunks take the variant's
+	// engine slots like requests do.
 	MaxSessions int
 	// Token, when set, is the bearer token every request but the health
 	// probes must carry (Authorization: Bearer TOKEN); others are answered
-	// 401.
+	// 401 without their body being read.
 	Token string
 	// Logger receives one access log record per request (default
 	// logctx.Logger()); its handler is wrapped in logctx.NewHandler, so
@@ -82,11 +100,12 @@ const (
 	DefaultMaxBodyBytes   = 64 << 20
 	DefaultMaxTensorBytes = 16 << 20
 	DefaultTimeout        = 60 * time.Second
+	DefaultIdleTimeout    = 30 * time.Second
 	DefaultMaxQueue       = 256
 	DefaultMaxSessions    = 16
 )
 
-func (c *Config) defaults() {
+func (c *Config) defaults() error {
 	if c.Name == "" {
 		c.Name = "wfserve"
 	}
@@ -99,8 +118,17 @@ func (c *Config) defaults() {
 	if c.MaxTensorBytes <= 0 {
 		c.MaxTensorBytes = DefaultMaxTensorBytes
 	}
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = 4 * c.MaxBodyBytes
+	}
+	if c.MaxInflightBytes < c.MaxBodyBytes {
+		return fmt.Errorf("serve: max in-flight bytes %d is below the max body size %d, so a body of the largest size could never be read", c.MaxInflightBytes, c.MaxBodyBytes)
+	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.MaxQueue <= 0 {
 		c.MaxQueue = DefaultMaxQueue
@@ -116,6 +144,7 @@ func (c *Config) defaults() {
 	}
 	// Records carry the request's correlation fields whatever the handler.
 	c.Logger = slog.New(logctx.NewHandler(c.Logger.Handler()))
+	return nil
 }
 
 func moduleVersion() string {
@@ -142,28 +171,32 @@ type model struct {
 	openapi  []byte
 }
 
-// variant is one served variant: its client, load state and batchers.
+// variant is one served variant: its client, load state, engine slots and
+// batchers.
 type variant struct {
 	id       string
 	client   *client.Client
 	loaded   atomic.Bool
 	loadErr  atomic.Pointer[error]
+	slots    slots               // engine calls at once (Config.MaxConcurrent)
 	batchers map[string]*batcher // by task id, batchable tasks only
 }
 
 // Server serves families over OIP; it is an http.Handler. Create it with
-// New, load the models with Load, and stop it with Shutdown then Close.
+// New, load the models with Load, serve it (HTTPServer gives an http.Server
+// with the timeouts it needs), and stop it with Shutdown then Close.
 type Server struct {
 	cfg     Config
 	models  map[string]*model // by family id and alias
 	order   []*model
 	openapi []byte
 	lim     oip.Limits
+	handler http.Handler // the routes inside the middleware
 
-	admitted atomic.Int64  // infer requests queued or running
-	slots    chan struct{} // MaxConcurrent engine slots (unbatched runs)
+	adm      admission
 	draining atomic.Bool
 	inflight tracker // admitted infer requests, their engine calls, open streams
+	lastSeen atomic.Int64 // unix nanoseconds of the last request's arrival
 
 	streamCtx    context.Context // cancelled by Shutdown: ends open streams
 	cancelStream context.CancelFunc
@@ -183,19 +216,28 @@ type Stats struct {
 	Batches int64
 	// BatchedRequests is the number of requests those batches held.
 	BatchedRequests int64
+	// InflightBytes is the bytes of the requests in flight now (bodies and
+	// decoded tensors; see Config.MaxInflightBytes).
+	InflightBytes int64
+	// Admitted is the infer requests admitted now, queued or running.
+	Admitted int64
 }
 
 // Stats returns the server's running totals.
 func (s *Server) Stats() Stats {
-	return Stats{Batches: s.counters.batches.Load(), BatchedRequests: s.counters.batched.Load()}
+	return Stats{Batches: s.counters.batches.Load(), BatchedRequests: s.counters.batched.Load(),
+		InflightBytes: s.adm.bytesInUse(), Admitted: s.adm.requests.Load()}
 }
 
 // New returns a server for families. Every family id and alias names one
 // family; each variant gets a client (loaded by Load or on first use).
 func New(cfg Config, families ...Family) (_ *Server, err error) {
-	cfg.defaults()
-	s := &Server{cfg: cfg, models: map[string]*model{}, slots: make(chan struct{}, cfg.MaxConcurrent),
-		lim: oip.Limits{MaxTensorBytes: cfg.MaxTensorBytes, MaxInputs: 1024}}
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, models: map[string]*model{},
+		lim: oip.Limits{MaxTensorBytes: cfg.MaxTensorBytes, MaxInputs: 1024},
+		adm: admission{maxRequests: int64(cfg.MaxQueue), maxBytes: cfg.MaxInflightBytes}}
 	s.streamCtx, s.cancelStream = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -223,12 +265,12 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 			if err != nil {
 				return nil, err
 			}
-			v := &variant{id: vid, client: c, batchers: map[string]*batcher{}}
+			v := &variant{id: vid, client: c, slots: newSlots(cfg.MaxConcurrent), batchers: map[string]*batcher{}}
 			if cfg.Batching {
 				for j := range f.Spec.Tasks {
 					t := &f.Spec.Tasks[j]
 					if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-						v.batchers[t.TaskID] = newBatcher(c, t, cfg.MaxQueue, cfg.BatchDelay, &s.counters, s.admitted.Load)
+						v.batchers[t.TaskID] = newBatcher(c, t, v.slots, cfg.BatchDelay, &s.counters, s.adm.requests.Load)
 					}
 				}
 			}
@@ -246,7 +288,23 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		return nil, err
 	}
 	s.openapi = doc
+	s.handler = s.observe(s.drainGuard(s.auth(s.routes())))
 	return s, nil
+}
+
+// HTTPServer returns an http.Server that serves s with the connection
+// timeouts the server's bounds need: request headers within 10 s, a
+// keep-alive connection closed after Config.IdleTimeout without a request,
+// headers of at most 64 KiB. Bodies, answers and streams get per-request
+// deadlines from the handlers (Config.Timeout from arrival).
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // Load loads every variant of every family now and returns the joined
@@ -301,20 +359,39 @@ func (v *variant) ready(m *model) error {
 	return fmt.Errorf("%s/%s is not loaded yet", m.oip.Spec.ModelFamilyID, v.id)
 }
 
-// Shutdown drains the server: from now on it is not ready, new infer
-// requests and streams are answered 503, open streams end (with an error
-// event), and it waits until every admitted infer request has been
-// answered, or ctx is done. Call http.Server.Shutdown as well to stop
-// accepting connections; Close afterwards.
+// LingerQuiet is how long Shutdown waits, once the work in flight is done,
+// for a moment without new requests before it returns. Clients still
+// sending on their keep-alive connections get a 503 with Connection: close
+// meanwhile, instead of a connection closed under a request they are
+// sending (a reset).
+const LingerQuiet = 250 * time.Millisecond
+
+// Shutdown drains the server: from now on it is not ready, new requests
+// are answered 503 with Connection: close (and every response closes its
+// connection), open streams end (with an error event), and it waits until
+// every admitted request has been answered and no request has arrived for
+// LingerQuiet, or ctx is done. Then call http.Server.Shutdown to stop
+// accepting connections and close the idle ones; Close afterwards.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.cancelStream()
-	done := s.inflight.drain()
 	select {
-	case <-done:
-		return nil
+	case <-s.inflight.drain():
 	case <-ctx.Done():
-		return fmt.Errorf("serve: shutdown: %d request(s) still running: %w", s.admitted.Load(), ctx.Err())
+		return fmt.Errorf("serve: shutdown: %d request(s) still running: %w", s.adm.requests.Load(), ctx.Err())
+	}
+	for {
+		quiet := time.Since(time.Unix(0, s.lastSeen.Load()))
+		if quiet >= LingerQuiet {
+			return nil
+		}
+		t := time.NewTimer(LingerQuiet - quiet)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil // the work is done; only the linger was cut short
+		}
 	}
 }
 
@@ -334,316 +411,5 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// tracker counts work in progress and tells when it is all done once
-// draining began. (A sync.WaitGroup cannot take new work while another
-// goroutine waits on it.)
-type tracker struct {
-	mu       sync.Mutex
-	n        int
-	draining bool
-	idle     chan struct{} // closed when n drops to 0 while draining
-}
-
-// enter counts one piece of work in; it refuses new work once draining
-// began, unless force (work that belongs to work already counted in).
-func (t *tracker) enter(force bool) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.draining && !force {
-		return false
-	}
-	t.n++
-	return true
-}
-
-// leave counts one piece of work out.
-func (t *tracker) leave() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.n--
-	if t.n == 0 && t.idle != nil {
-		close(t.idle)
-		t.idle = nil
-	}
-}
-
-// drain refuses new work from now on and returns a channel closed once
-// the work in progress is done.
-func (t *tracker) drain() <-chan struct{} {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.draining = true
-	ch := make(chan struct{})
-	if t.n == 0 {
-		close(ch)
-	} else if t.idle != nil {
-		ch = t.idle
-	} else {
-		t.idle = ch
-	}
-	return ch
-}
-
-// statusError is an error with the HTTP status it is answered with.
-type statusError struct {
-	status int
-	err    error
-}
-
-func (e *statusError) Error() string { return e.err.Error() }
-func (e *statusError) Unwrap() error { return e.err }
-
-func withStatus(status int, format string, args ...any) error {
-	return &statusError{status: status, err: fmt.Errorf(format, args...)}
-}
-
-// status returns the HTTP status an error is answered with.
-func status(err error) int {
-	var se *statusError
-	var mbe *http.MaxBytesError
-	switch {
-	case errors.As(err, &se):
-		return se.status
-	case errors.As(err, &mbe):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, oip.ErrBadRequest):
-		return http.StatusBadRequest
-	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout
-	case errors.Is(err, runtime.ErrUnknownID):
-		return http.StatusNotFound
-	}
-	return http.StatusInternalServerError
-}
-
-// writeJSON writes v with status.
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"error":"cannot encode the response"}`)
-	}
-	b = append(b, '\n')
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(code)
-	w.Write(b)
-}
-
-// marshal encodes a response body: an inference response through its
-// AppendJSON, anything else through json.Marshal.
-func marshal(v any) ([]byte, error) {
-	if r, ok := v.(*oip.InferenceResponse); ok {
-		return r.AppendJSON(nil)
-	}
-	return json.Marshal(v)
-}
-
-// writeError writes the protocol's error body.
-func writeError(w http.ResponseWriter, err error) {
-	code := status(err)
-	msg := err.Error()
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		msg = fmt.Sprintf("request body larger than the limit of %d bytes", mbe.Limit)
-	}
-	switch code {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", "1")
-	case http.StatusRequestEntityTooLarge:
-		w.Header().Set("Connection", "close")
-	}
-	writeJSON(w, code, oip.ErrorResponse{Error: msg})
-}
-
-// ServeHTTP routes a request (see docs/serving.md for the endpoints).
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	id := r.Header.Get("X-Request-ID")
-	if id == "" || len(id) > 128 {
-		id = newID(8)
-	}
-	ctx := logctx.With(r.Context(), logctx.Fields{"request_id": id})
-	r = r.WithContext(ctx)
-	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-	rec.Header().Set("X-Request-ID", id)
-	s.route(rec, r)
-	if !rec.wroteHeader && r.Context().Err() != nil {
-		rec.status = statusClientGone
-	}
-	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "http request",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
-		slog.Int64("bytes", rec.bytes), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-		slog.String("remote", r.RemoteAddr))
-}
-
-// statusClientGone is the status access logs give a request whose client
-// went away before it was answered (nginx's convention).
-const statusClientGone = 499
-
-// route dispatches on the path.
-func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	path := strings.TrimSuffix(r.URL.Path, "/")
-	if path == "/openapi.json" {
-		if s.authorized(w, r) && method(w, r, http.MethodGet) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(s.openapi)
-		}
-		return
-	}
-	seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	if seg[0] != "v2" {
-		writeError(w, withStatus(http.StatusNotFound, "no endpoint %s (the protocol's endpoints are under /v2)", r.URL.Path))
-		return
-	}
-	seg = seg[1:]
-	if len(seg) == 2 && seg[0] == "health" && (seg[1] == "live" || seg[1] == "ready") {
-		if !method(w, r, http.MethodGet) {
-			return
-		}
-		if seg[1] == "live" {
-			writeJSON(w, http.StatusOK, map[string]bool{"live": true})
-		} else if err := s.ready(); err != nil {
-			writeError(w, &statusError{status: http.StatusServiceUnavailable, err: err})
-		} else {
-			writeJSON(w, http.StatusOK, map[string]bool{"ready": true})
-		}
-		return
-	}
-	if !s.authorized(w, r) {
-		return
-	}
-	if len(seg) == 0 {
-		if method(w, r, http.MethodGet) {
-			writeJSON(w, http.StatusOK, oip.ServerMetadata{Name: s.cfg.Name, Version: s.cfg.Version, Extensions: []string{oip.SessionsExtension}})
-		}
-		return
-	}
-	if seg[0] != "models" || len(seg) < 2 {
-		writeError(w, withStatus(http.StatusNotFound, "no endpoint %s", r.URL.Path))
-		return
-	}
-	m, ok := s.models[seg[1]]
-	if !ok {
-		writeError(w, withStatus(http.StatusNotFound, "no model %q (served: %s)", seg[1], s.modelNames()))
-		return
-	}
-	rest := seg[2:]
-	if len(rest) == 2 && rest[0] == "sessions" {
-		s.control(w, r, m, rest[1])
-		return
-	}
-	var v *variant
-	version := ""
-	if len(rest) >= 2 && rest[0] == "versions" {
-		version = rest[1]
-		vs, err := m.oip.Spec.Variant(version)
-		if err != nil {
-			writeError(w, &statusError{status: http.StatusNotFound, err: err})
-			return
-		}
-		v = m.variants[vs.VariantID]
-		rest = rest[2:]
-	}
-	switch {
-	case len(rest) == 0:
-		if method(w, r, http.MethodGet) {
-			writeJSON(w, http.StatusOK, m.oip.Metadata())
-		}
-	case len(rest) == 1 && rest[0] == "ready":
-		if !method(w, r, http.MethodGet) {
-			return
-		}
-		if v == nil {
-			dv, _ := m.oip.Spec.Variant("")
-			v = m.variants[dv.VariantID]
-		}
-		if err := v.ready(m); err != nil {
-			writeError(w, &statusError{status: http.StatusServiceUnavailable, err: err})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"name": m.oip.Spec.ModelFamilyID, "version": v.id, "ready": true})
-	case len(rest) == 1 && rest[0] == "infer":
-		if method(w, r, http.MethodPost) {
-			s.infer(w, r, m, version)
-		}
-	case len(rest) == 1 && rest[0] == "openapi.json":
-		if method(w, r, http.MethodGet) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(m.openapi)
-		}
-	default:
-		writeError(w, withStatus(http.StatusNotFound, "no endpoint %s", r.URL.Path))
-	}
-}
-
-func (s *Server) modelNames() string {
-	names := make([]string, len(s.order))
-	for i, m := range s.order {
-		names[i] = m.oip.Spec.ModelFamilyID
-	}
-	return strings.Join(names, ", ")
-}
-
-// method answers 405 unless r uses want.
-func method(w http.ResponseWriter, r *http.Request, want string) bool {
-	if r.Method == want || (want == http.MethodGet && r.Method == http.MethodHead) {
-		return true
-	}
-	w.Header().Set("Allow", want)
-	writeError(w, withStatus(http.StatusMethodNotAllowed, "%s %s: use %s", r.Method, r.URL.Path, want))
-	return false
-}
-
-// authorized checks the bearer token, answering 401 when it is wrong.
-func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if s.cfg.Token == "" {
-		return true
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1 {
-		return true
-	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="wfserve"`)
-	writeError(w, withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)"))
-	return false
-}
-
-// newID returns n random bytes in hex.
-func newID(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// recorder records the status and size of a response for the access log.
-type recorder struct {
-	http.ResponseWriter
-	status      int
-	bytes       int64
-	wroteHeader bool
-}
-
-func (r *recorder) WriteHeader(code int) {
-	if !r.wroteHeader {
-		r.status, r.wroteHeader = code, true
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.wroteHeader = true
-	n, err := r.ResponseWriter.Write(b)
-	r.bytes += int64(n)
-	return n, err
-}
-
-// Flush sends buffered data to the client (streams need it).
-func (r *recorder) Flush() {
-	if f, ok := r.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap returns the wrapped writer (for http.ResponseController).
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+// ServeHTTP answers a request (see docs/serving.md for the endpoints).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

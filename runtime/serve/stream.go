@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
@@ -16,14 +18,50 @@ import (
 type session struct {
 	model *model
 	s     *stream.Session
+
+	mu    sync.Mutex
+	acked int64         // last chunk the client took (lockstep), -1 before any
+	acks  chan struct{} // closed and replaced at each ack
+}
+
+// ack records that the client took chunk i.
+func (se *session) ack(i int64) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if i > se.acked {
+		se.acked = i
+		close(se.acks)
+		se.acks = make(chan struct{})
+	}
+}
+
+// waitAck waits until the client took chunk i, or ctx ends.
+func (se *session) waitAck(ctx context.Context, i int64) error {
+	for {
+		se.mu.Lock()
+		if se.acked >= i {
+			se.mu.Unlock()
+			return nil
+		}
+		ch := se.acks
+		se.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // stream answers an infer request to a streaming task with a realtime
 // session streamed as Server-Sent Events. Request parameters: "paced"
 // (default true), "max_chunks" (default 0: until the client goes away),
-// "controls" (initial controls).
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *variant, task *runtime.InferenceTaskProfile, call map[string]any, req *oip.InferenceRequest) {
-	opts, err := streamOptions(req.Parameters)
+// "controls" (initial controls, as JSON text or an object) and "lockstep"
+// (default false: each chunk after the first waits for the client's ack of
+// the one before, see oip.ControlsRequest.Ack). Every chunk runs on one of
+// the variant's engine slots, like a request.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, m *model, v *variant, task *runtime.InferenceTaskProfile, call map[string]any, req *oip.InferenceRequest) {
+	opts, lockstep, err := streamOptions(req.Parameters)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -34,11 +72,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *var
 		return
 	}
 	defer s.nsessions.Add(-1)
-	if !s.inflight.enter(false) {
-		writeError(w, errDraining)
-		return
-	}
-	defer s.inflight.leave()
 
 	// The session ends when the client goes away or the server shuts down.
 	ctx, cancel := context.WithCancel(r.Context())
@@ -46,11 +79,22 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *var
 	stopOnShutdown := context.AfterFunc(s.streamCtx, cancel)
 	defer stopOnShutdown()
 
+	se := &session{model: m, acked: -1, acks: make(chan struct{})}
+	gate := func(ctx context.Context, i int) (func(), error) {
+		if lockstep && i > 0 {
+			if err := se.waitAck(ctx, int64(i-1)); err != nil {
+				return nil, err
+			}
+		}
+		return v.slots.acquire(ctx)
+	}
+	opts = append(opts, stream.WithGate(gate))
 	sess, err := v.client.Stream(ctx, task.TaskID, call, opts...)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	se.s = sess
 	var video string
 	for _, a := range task.Outputs {
 		if a.Kind == runtime.ArtifactVideo {
@@ -59,15 +103,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *var
 		}
 	}
 	id := newID(16)
-	s.sessions.Store(id, &session{model: m, s: sess})
+	s.sessions.Store(id, se)
 	defer s.sessions.Delete(id)
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	rc.SetWriteDeadline(time.Time{}) // a stream lasts as long as its client wants
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
 	send := func(event string, data any) error {
 		b, err := marshal(data)
 		if err != nil {
@@ -116,42 +160,44 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, m *model, v *var
 }
 
 // streamOptions reads the stream parameters of a request.
-func streamOptions(p oip.Parameters) ([]stream.Option, error) {
-	var opts []stream.Option
+func streamOptions(p oip.Parameters) (opts []stream.Option, lockstep bool, err error) {
 	if paced, ok, err := p.BoolParam("paced"); err != nil {
-		return nil, err
+		return nil, false, err
 	} else if ok {
 		opts = append(opts, stream.WithPacing(paced))
 	}
 	if n, ok, err := p.IntParam("max_chunks"); err != nil {
-		return nil, err
+		return nil, false, err
 	} else if ok {
 		if n < 0 || n > 1<<31 {
-			return nil, withStatus(http.StatusBadRequest, "parameter \"max_chunks\" is %d, want 0 (no limit) or more", n)
+			return nil, false, withStatus(http.StatusBadRequest, "parameter \"max_chunks\" is %d, want 0 (no limit) or more", n)
 		}
 		opts = append(opts, stream.WithMaxChunks(int(n)))
 	}
 	if c, ok, err := p.FloatsParam("controls"); err != nil {
-		return nil, err
+		return nil, false, err
 	} else if ok {
 		opts = append(opts, stream.WithControls(c))
 	}
-	return opts, nil
+	lockstep, _, err = p.BoolParam("lockstep")
+	if err != nil {
+		return nil, false, err
+	}
+	return opts, lockstep, nil
 }
 
-// control answers POST /v2/models/{name}/sessions/{id}: it sets the
-// controls of an open session of the model, from its next chunk. The
-// session ends when its stream's client goes away.
-func (s *Server) control(w http.ResponseWriter, r *http.Request, m *model, id string) {
-	if !method(w, r, http.MethodPost) {
-		return
-	}
+// control answers POST /v2/models/{model}/sessions/{session}: it sets the
+// controls of an open session of the model, from its next chunk, and
+// records the client's ack of a chunk (lockstep sessions). The session
+// ends when its stream's client goes away.
+func (s *Server) control(w http.ResponseWriter, r *http.Request) {
+	m, id := modelOf(r), r.PathValue("session")
 	v, ok := s.sessions.Load(id)
 	if !ok || v.(*session).model != m {
-		writeError(w, withStatus(http.StatusNotFound, "no open session %q of model %q", id, m.oip.Spec.ModelFamilyID))
+		refuse(w, r, withStatus(http.StatusNotFound, "no open session %q of model %q", id, m.oip.Spec.ModelFamilyID))
 		return
 	}
-	sess := v.(*session).s
+	se := v.(*session)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err != nil {
 		writeError(w, err)
@@ -159,16 +205,21 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, m *model, id st
 	}
 	var req oip.ControlsRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, withStatus(http.StatusBadRequest, "malformed controls body: %v (want {\"controls\": {\"NAME\": NUMBER, ...}})", err))
+		writeError(w, withStatus(http.StatusBadRequest, "malformed controls body: %v (want {\"controls\": {\"NAME\": NUMBER, ...}} and/or {\"ack\": CHUNK})", err))
 		return
 	}
-	if req.Controls == nil {
-		writeError(w, withStatus(http.StatusBadRequest, "the body has no \"controls\" object"))
+	if req.Controls == nil && req.Ack == nil {
+		writeError(w, withStatus(http.StatusBadRequest, "the body has neither a \"controls\" object nor an \"ack\""))
 		return
 	}
-	if err := sess.SetControls(req.Controls); err != nil {
-		writeError(w, &statusError{status: http.StatusBadRequest, err: err})
-		return
+	if req.Controls != nil {
+		if err := se.s.SetControls(req.Controls); err != nil {
+			writeError(w, &statusError{status: http.StatusBadRequest, err: err})
+			return
+		}
 	}
-	writeJSON(w, http.StatusOK, oip.ControlsRequest{Controls: sess.Controls()})
+	if req.Ack != nil {
+		se.ack(*req.Ack)
+	}
+	writeJSON(w, http.StatusOK, oip.ControlsRequest{Controls: se.s.Controls()})
 }

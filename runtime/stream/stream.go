@@ -36,6 +36,19 @@ import (
 // ErrBusy means a session was asked to stream while it already streams.
 var ErrBusy = errors.New("stream: the session is already streaming")
 
+// ErrBadOption is matched (errors.Is) by the error New returns when an
+// option is refused (an unknown control, a negative chunk limit): the
+// caller's input, not a failure of the stream.
+var ErrBadOption = errors.New("stream: bad option")
+
+// badOption is an option's error; it matches ErrBadOption and reads as
+// the option's own message.
+type badOption struct{ err error }
+
+func (e badOption) Error() string        { return e.err.Error() }
+func (e badOption) Unwrap() error        { return e.err }
+func (e badOption) Is(target error) bool { return target == ErrBadOption }
+
 // Controls are the control values of a step, keyed by control name from the
 // realtime spec's control list. A value is the control's strength: 0 off,
 // 1 fully on (a pressed key); any finite number is accepted.
@@ -238,7 +251,7 @@ func New(spec *runtime.RealtimeSpec, step StepFunc, opts ...Option) (*Session, e
 	s := &Session{step: step, paced: true, clock: SystemClock{}, spec: sp, controls: Controls{}}
 	for _, o := range opts {
 		if err := o(s); err != nil {
-			return nil, err
+			return nil, badOption{err}
 		}
 	}
 	return s, nil

@@ -1,0 +1,164 @@
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime/logctx"
+)
+
+// arrivalKey is the context key of a request's arrival time.
+type arrivalKey struct{}
+
+// arrival returns when the request arrived (observe stamps it).
+func arrival(r *http.Request) time.Time {
+	if t, ok := r.Context().Value(arrivalKey{}).(time.Time); ok {
+		return t
+	}
+	return time.Now()
+}
+
+// observe is the outermost middleware: it stamps the request's arrival,
+// gives it a correlation id (the X-Request-ID header, or a fresh one
+// echoed in that header) that every log record of the request carries,
+// and writes one access log record when it is answered, with the error's
+// text for a refusal.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		s.lastSeen.Store(start.UnixNano())
+		id := r.Header.Get("X-Request-ID")
+		if id == "" || len(id) > 128 {
+			id = newID(8)
+		}
+		ctx := logctx.With(r.Context(), logctx.Fields{"request_id": id})
+		ctx = context.WithValue(ctx, arrivalKey{}, start)
+		r = r.WithContext(ctx)
+		// Whatever the endpoint, the request (its body included) must
+		// arrive within the read limit; handlers that read a body clear
+		// the deadline once they have it.
+		http.NewResponseController(w).SetReadDeadline(start.Add(s.readLimit()))
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		rec.Header().Set("X-Request-ID", id)
+		next.ServeHTTP(rec, r)
+		if !rec.wroteHeader && r.Context().Err() != nil {
+			rec.status = statusClientGone
+		}
+		attrs := []slog.Attr{
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
+			slog.Int64("bytes", rec.bytes), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.String("remote", r.RemoteAddr),
+		}
+		if rec.err != "" {
+			attrs = append(attrs, slog.String("error", rec.err))
+		}
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "http request", attrs...)
+	})
+}
+
+// readLimit is how long a request may take to arrive, body included:
+// Config.Timeout, or DefaultTimeout when requests have no deadline.
+func (s *Server) readLimit() time.Duration {
+	if s.cfg.Timeout > 0 {
+		return s.cfg.Timeout
+	}
+	return DefaultTimeout
+}
+
+// statusClientGone is the status access logs give a request whose client
+// went away before it was answered (nginx's convention).
+const statusClientGone = 499
+
+// drainGuard answers every request but the liveness probe 503 once the
+// server drains, and makes every response close its connection then, so
+// that keep-alive connections end after their answer rather than under a
+// request the client is sending.
+func (s *Server) drainGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.draining.Load() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		if r.URL.Path == "/v2/health/live" || r.URL.Path == "/v2/health/ready" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		refuse(w, r, errDraining)
+	})
+}
+
+// auth checks the bearer token of every request but the health probes
+// before anything reads its body: a request without the token is answered
+// 401 at once, and its connection closed.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v2/health/") || bearer(r.Header.Get("Authorization"), s.cfg.Token) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="wfserve"`)
+		refuse(w, r, withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)"))
+	})
+}
+
+// bearer reports whether an Authorization header value carries token with
+// the Bearer scheme (its name in any case, RFC 7235).
+func bearer(header, token string) bool {
+	scheme, got, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got = strings.TrimSpace(got)
+	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// newID returns n random bytes in hex.
+func newID(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// recorder records the status, size and error of a response for the
+// access log.
+type recorder struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+	err         string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wroteHeader = true
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Flush sends buffered data to the client (streams need it).
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the wrapped writer (for http.ResponseController).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
