@@ -195,7 +195,7 @@ type Server struct {
 
 	adm      admission
 	draining atomic.Bool
-	inflight tracker // admitted infer requests, their engine calls, open streams
+	inflight tracker      // admitted infer requests, their engine calls, open streams
 	lastSeen atomic.Int64 // unix nanoseconds of the last request's arrival
 
 	streamCtx    context.Context // cancelled by Shutdown: ends open streams
