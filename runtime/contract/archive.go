@@ -3,16 +3,19 @@ package contract
 import (
 	"archive/zip"
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"path"
 	"slices"
 	"strings"
 )
 
-// Limits on what ReadReturns reads from an archive; past them it reports
-// nothing rather than reading on.
+// Limits on what ReadReturns, ReadSignatures and ReadCallSpec read from an
+// archive; past them ReadReturns reports nothing, the others an error.
 const (
-	// MaxCodeBytes is the largest code or data.pkl entry read.
+	// MaxCodeBytes is the largest archive entry read: code, constants.pkl,
+	// a package's metadata.
 	MaxCodeBytes = 8 << 20
 	// MaxReturnKeys is the most keys kept for one method.
 	MaxReturnKeys = 64
@@ -54,33 +57,11 @@ type MethodReturns struct {
 // code, an unknown layout, entries beyond MaxCodeBytes) yields nothing,
 // never an error.
 func ReadReturns(r io.ReaderAt, size int64) map[string]MethodReturns {
-	zr, err := zip.NewReader(r, size)
+	a, err := openArchive(r, size)
 	if err != nil {
 		return nil
 	}
-	var root string
-	for _, f := range zr.File {
-		if dir, name := path.Split(f.Name); name == "data.pkl" && strings.Count(dir, "/") == 1 {
-			root = dir
-			break
-		}
-	}
-	if root == "" {
-		return nil
-	}
-	pkl, ok := readEntry(zr, root+"data.pkl")
-	if !ok {
-		return nil
-	}
-	module, class, ok := rootClass(pkl)
-	if !ok {
-		return nil
-	}
-	code, ok := readEntry(zr, root+"code/"+strings.ReplaceAll(module, ".", "/")+".py")
-	if !ok {
-		return nil
-	}
-	return classReturns(string(code), class)
+	return classReturns(a.code, a.class)
 }
 
 // ReturnKeys is ReadReturns without the completeness: for each method with
@@ -99,27 +80,118 @@ func ReturnKeys(r io.ReaderAt, size int64) map[string][]ReturnKey {
 	return out
 }
 
-// readEntry reads one zip entry of at most MaxCodeBytes.
-func readEntry(zr *zip.Reader, name string) ([]byte, bool) {
-	for _, f := range zr.File {
-		if f.Name != name {
-			continue
-		}
-		if f.UncompressedSize64 > MaxCodeBytes {
-			return nil, false
-		}
-		rc, err := f.Open()
-		if err != nil {
-			return nil, false
-		}
-		defer rc.Close()
-		data, err := io.ReadAll(io.LimitReader(rc, MaxCodeBytes+1))
-		if err != nil || len(data) > MaxCodeBytes {
-			return nil, false
-		}
-		return data, true
+// scriptArchive is a TorchScript archive opened for reading its root module's
+// code.
+type scriptArchive struct {
+	zr *zip.Reader
+	// dir is the archive's folder, with a trailing slash ("m/").
+	dir string
+	// module and class name the root module's class: "__torch__.pkg" and
+	// "Net" for __torch__.pkg.Net.
+	module, class string
+	// code is the text of the file that defines the class
+	// (<folder>/code/__torch__/pkg.py for __torch__.pkg.Net).
+	code string
+}
+
+// openArchive opens a TorchScript archive: the <folder>/data.pkl entry, the
+// root object's class from its first opcode, and the code file that
+// defines the class (<folder>/code/__torch__/pkg.py for __torch__.pkg.Net,
+// <folder>/code/__torch__.py for __torch__.Net), read up to MaxCodeBytes.
+func openArchive(r io.ReaderAt, size int64) (*scriptArchive, error) {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("not a TorchScript archive (a zip file): %w", err)
 	}
-	return nil, false
+	a := &scriptArchive{zr: zr}
+	for _, f := range zr.File {
+		if dir, name := path.Split(f.Name); name == "data.pkl" && strings.Count(dir, "/") == 1 {
+			a.dir = dir
+			break
+		}
+	}
+	if a.dir == "" {
+		return nil, errors.New("not a TorchScript archive: no <folder>/data.pkl entry")
+	}
+	// The root object's class is the first opcode's operand.
+	pkl, err := a.readPrefix("data.pkl", 4096)
+	if err != nil {
+		return nil, err
+	}
+	module, class, ok := rootClass(pkl)
+	if !ok {
+		return nil, fmt.Errorf("%sdata.pkl does not start with a TorchScript module class (__torch__...): not an archive torch.jit.save or Module::save wrote", a.dir)
+	}
+	a.module, a.class = module, class
+	code, err := a.read("code/" + strings.ReplaceAll(module, ".", "/") + ".py")
+	if err != nil {
+		return nil, fmt.Errorf("the code of class %s.%s: %w", module, class, err)
+	}
+	a.code = string(code)
+	return a, nil
+}
+
+// entry returns the archive's entry name (relative to its folder).
+func (a *scriptArchive) entry(name string) (*zip.File, error) {
+	full := a.dir + name
+	for _, f := range a.zr.File {
+		if f.Name == full {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("no entry %s", full)
+}
+
+// read reads the archive's entry name (relative to its folder) whole
+// (readEntry).
+func (a *scriptArchive) read(name string) ([]byte, error) {
+	f, err := a.entry(name)
+	if err != nil {
+		return nil, err
+	}
+	return readEntry(f)
+}
+
+// readEntry reads one zip entry whole; one beyond MaxCodeBytes is an
+// error, whatever its header claims.
+func readEntry(f *zip.File) ([]byte, error) {
+	if f.UncompressedSize64 > MaxCodeBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than the %d this reader reads", f.Name, f.UncompressedSize64, MaxCodeBytes)
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, MaxCodeBytes+1))
+	if errors.Is(err, zip.ErrFormat) {
+		// archive/zip stops reading past the size the header gives.
+		return nil, fmt.Errorf("%s: corrupt, or holds more than the %d bytes its header says: %w", f.Name, f.UncompressedSize64, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	if len(data) > MaxCodeBytes {
+		return nil, fmt.Errorf("%s: more than the %d bytes this reader reads", f.Name, MaxCodeBytes)
+	}
+	return data, nil
+}
+
+// readPrefix reads up to n bytes from the start of the entry name.
+func (a *scriptArchive) readPrefix(name string, n int64) ([]byte, error) {
+	f, err := a.entry(name)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, n))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	return data, nil
 }
 
 // rootClass reads the class of the pickled root object from the start of
@@ -170,10 +242,23 @@ func isIdentifier(s string) bool {
 	return true
 }
 
-// classReturns finds "class CLASS(" in serialized TorchScript code and
-// what the code of each method defined directly in its body tells about
-// its returned dict.
-func classReturns(code, class string) map[string]MethodReturns {
+// classMethod is one method defined directly in a class's body.
+type classMethod struct {
+	name string
+	// line is the 0-based line of its "def", col the 0-based column of the
+	// "d".
+	line, col int
+	// text is the method's code, from "def" to the end of its body (its
+	// first line without the indentation).
+	text string
+}
+
+// classMethods finds "class CLASS(" in serialized TorchScript code and
+// returns the methods defined directly in its body, in order, and the
+// names of the body's hook functions (__forward_pre_hooks__ and
+// __forward_hooks__ list them; they are defined like methods but are not
+// methods of the module). found is false when no line starts the class.
+func classMethods(code, class string) (methods []classMethod, hooks map[string]bool, found bool) {
 	lines := strings.Split(code, "\n")
 	start := -1
 	for i, l := range lines {
@@ -183,7 +268,7 @@ func classReturns(code, class string) map[string]MethodReturns {
 		}
 	}
 	if start < 0 {
-		return nil
+		return nil, nil, false
 	}
 	// The class body: the following lines indented deeper than "class".
 	end := len(lines)
@@ -193,10 +278,20 @@ func classReturns(code, class string) map[string]MethodReturns {
 			break
 		}
 	}
-	out := map[string]MethodReturns{}
 	for i := start + 1; i < end; i++ {
 		l := lines[i]
 		trimmed := strings.TrimLeft(l, " ")
+		if strings.HasPrefix(trimmed, "__forward_pre_hooks__ ") || strings.HasPrefix(trimmed, "__forward_hooks__ ") {
+			for _, t := range lex(trimmed, false) {
+				if t.kind == 's' {
+					if hooks == nil {
+						hooks = map[string]bool{}
+					}
+					hooks[t.text] = true
+				}
+			}
+			continue
+		}
 		if !strings.HasPrefix(trimmed, "def ") {
 			continue
 		}
@@ -209,10 +304,22 @@ func classReturns(code, class string) map[string]MethodReturns {
 		for j < end && (strings.TrimSpace(lines[j]) == "" || indent(lines[j]) > ind) {
 			j++
 		}
-		if ret := methodReturns(strings.Join(lines[i:j], "\n")); len(ret.Keys) > 0 || ret.Complete {
-			out[name] = ret
-		}
+		methods = append(methods, classMethod{name: name, line: i, col: ind, text: strings.Join(append([]string{trimmed}, lines[i+1:j]...), "\n")})
 		i = j - 1
+	}
+	return methods, hooks, true
+}
+
+// classReturns returns what the code of each method of class tells about
+// its returned dict (see classMethods), for the methods whose code shows
+// something.
+func classReturns(code, class string) map[string]MethodReturns {
+	methods, _, _ := classMethods(code, class)
+	out := map[string]MethodReturns{}
+	for _, m := range methods {
+		if ret := methodReturns(m.text); len(ret.Keys) > 0 || ret.Complete {
+			out[m.name] = ret
+		}
 	}
 	if len(out) == 0 {
 		return nil
@@ -239,28 +346,13 @@ func lex(code string, lines bool) []token {
 		c := code[i]
 		switch {
 		case c == '"' || c == '\'':
-			var b strings.Builder
-			j := i + 1
-			for j < len(code) && code[j] != c && code[j] != '\n' {
-				if code[j] == '\\' && j+1 < len(code) {
-					j++
-					switch code[j] {
-					case 'n':
-						b.WriteByte('\n')
-					case 't':
-						b.WriteByte('\t')
-					case 'r':
-						b.WriteByte('\r')
-					default:
-						b.WriteByte(code[j])
-					}
-				} else {
-					b.WriteByte(code[j])
-				}
-				j++
+			v, end, msg := scanString(code, i)
+			if msg != "" {
+				toks = append(toks, token{'o', ""}) // not a literal the printer writes
+			} else {
+				toks = append(toks, token{'s', v})
 			}
-			toks = append(toks, token{'s', b.String()})
-			i = j + 1
+			i = max(end, i+1)
 		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
 			j := i + 1
 			for j < len(code) && (code[j] == '_' || code[j] == '.' || code[j] >= 'a' && code[j] <= 'z' || code[j] >= 'A' && code[j] <= 'Z' || code[j] >= '0' && code[j] <= '9') {
