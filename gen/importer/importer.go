@@ -4,8 +4,11 @@
 // gives more than a TorchScript schema (dtypes, shapes, the batch range):
 // SkeletonFromCallSpec; the rest of this comment is about TorchScript.
 //
-// Import opens the checkpoint through a runtime.Engine and reads the schema
-// of each chosen method; Skeleton, which is pure Go, turns those schemas
+// ImportFile reads the schema of each chosen method from the code a
+// TorchScript archive carries (contract.ReadSignatures), in pure Go, with
+// no libtorch; Import opens the checkpoint through a runtime.Engine
+// instead, which examples need (they run the model), and gives the same
+// schemas. Skeleton, which is pure Go too, turns those schemas
 // and the file's facts (sha256, size, the keys its methods' returned dicts
 // hold) into manifest YAML:
 //
@@ -163,21 +166,9 @@ func Import(e runtime.Engine, path string, opts Options) (*Result, error) {
 		}
 		return SkeletonFromCallSpec(ck, spec, opts)
 	}
-	methods := opts.Methods
-	if len(methods) == 0 {
-		methods = []string{runtime.DefaultMethod}
-	}
-	have := mod.Methods()
-	var schemas []runtime.MethodSchema
-	for _, m := range methods {
-		if !slices.Contains(have, m) {
-			return nil, fmt.Errorf("%s has no method %q (its methods: %s); choose with --method", path, m, strings.Join(have, ", "))
-		}
-		s, err := mod.Schema(m)
-		if err != nil {
-			return nil, fmt.Errorf("%s: schema of %s: %w", path, m, err)
-		}
-		schemas = append(schemas, s)
+	schemas, err := methodSchemas(path, mod, opts.Methods)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := checkExamples(schemas, opts); err != nil {
 		return nil, err
@@ -194,6 +185,93 @@ func Import(e runtime.Engine, path string, opts Options) (*Result, error) {
 	}
 	res.Warnings = append(warnings, res.Warnings...)
 	return res, nil
+}
+
+// ErrNeedsEngine is ImportFile's error for examples of a TorchScript
+// checkpoint: giving its outputs a dtype and shape runs the model, which
+// needs the libtorch engine (Import).
+var ErrNeedsEngine = errors.New("--example runs the model on the examples to learn its outputs' dtypes and shapes, which needs the libtorch engine")
+
+// ImportFile returns the skeleton Import returns, without an engine: it
+// reads a TorchScript archive's method signatures and return keys from the
+// code the archive carries (contract.ReadSignatures) and an AOTInductor
+// package's call spec from its metadata (contract.ReadCallSpec), so it
+// needs neither libtorch nor cgo. Only examples (Options.Examples) of a
+// TorchScript checkpoint need the model run, and are ErrNeedsEngine.
+func ImportFile(path string, opts Options) (*Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if runtime.DetectCheckpointFormat(f, st.Size()) == runtime.FormatAOTInductor {
+		spec, err := contract.ReadCallSpec(f, st.Size())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		ck, err := Inspect(path)
+		if err != nil {
+			return nil, err
+		}
+		return SkeletonFromCallSpec(ck, spec, opts)
+	}
+	if len(opts.Examples) > 0 {
+		return nil, ErrNeedsEngine
+	}
+	sigs, err := contract.ReadSignatures(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	schemas, err := methodSchemas(path, sigs, opts.Methods)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := checkExamples(schemas, opts); err != nil {
+		return nil, err
+	}
+	ck, err := Inspect(path)
+	if err != nil {
+		return nil, err
+	}
+	return Skeleton(ck, schemas, opts)
+}
+
+// schemaSource is where methods' schemas come from: a module the engine
+// loaded, or an archive's code (contract.Signatures).
+type schemaSource interface {
+	Methods() []string
+	Schema(method string) (runtime.MethodSchema, error)
+}
+
+// methodSchemas returns the schemas of methods (none: forward) from src,
+// an unknown method an error naming the methods there are.
+func methodSchemas(path string, src schemaSource, methods []string) ([]runtime.MethodSchema, error) {
+	if len(methods) == 0 {
+		methods = []string{runtime.DefaultMethod}
+	}
+	have := src.Methods()
+	var schemas []runtime.MethodSchema
+	for _, m := range methods {
+		if !slices.Contains(have, m) {
+			return nil, fmt.Errorf("%s has no method %q (its methods: %s); choose with --method", path, m, strings.Join(have, ", "))
+		}
+		s, err := src.Schema(m)
+		var located *contract.CodeError
+		if errors.As(err, &located) {
+			return nil, fmt.Errorf("%s: %w", path, err) // names the method and where
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: schema of %s: %w", path, m, err)
+		}
+		schemas = append(schemas, s)
+	}
+	return schemas, nil
 }
 
 // familyIDPattern is validate's rule for a model_family_id.

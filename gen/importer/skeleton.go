@@ -17,6 +17,7 @@ import (
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/naming"
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/contract"
 )
 
 // builder builds the skeleton's YAML node tree.
@@ -218,6 +219,8 @@ func pyValue(v any) string {
 		return "{" + strings.Join(parts, ", ") + "}"
 	case *runtime.Tensor:
 		return "<tensor>"
+	case contract.Opaque:
+		return x.String() // "<tensor>" for a tensor, as above
 	}
 	return fmt.Sprintf("%v", v)
 }
