@@ -12,39 +12,64 @@ import (
 
 func init() {
 	commands["import"] = command{
-		summary: "write a manifest skeleton from a TorchScript checkpoint or an AOTInductor package (needs a -tags torch build)",
+		summary: "write a manifest skeleton from a TorchScript checkpoint or an AOTInductor package",
 		run:     runImport,
 	}
 }
 
-// importEngine returns the engine wfgen import opens checkpoints with. It is
-// nil unless wfgen is built with -tags torch (import_torch.go), so that a
-// default build never links libtorch.
+// importEngine returns the engine wfgen import runs examples with
+// (--example). It is nil unless wfgen is built with -tags torch
+// (import_torch.go), so that a default build never links libtorch: it
+// reads signatures and call specs from the checkpoint file itself.
 var importEngine func() (runtime.Engine, error)
 
-// noEngineHelp says exactly how to get a wfgen that can import.
-const noEngineHelp = `wfgen import: this wfgen was built without the libtorch engine, which import needs
-to read a checkpoint's method schemas (validate, generate and breaking never need it,
-so the default build links no libtorch and runs in any CI). Build one that has it,
-with libtorch installed (Debian: apt-get install libtorch-dev) and CGO_ENABLED=1:
+// exampleNeedsEngine says why --example needs another wfgen and how to
+// build one: go build in the user's module honours its replace directives
+// (go install ...@latest does not), and names the binary so that it does
+// not shadow the default one.
+func exampleNeedsEngine(w io.Writer, args []string, opts importer.Options, ckpt string) {
+	without := []string{"import"}
+	for _, m := range opts.Methods {
+		without = append(without, "--method", m)
+	}
+	for _, f := range [][2]string{{"-o", opts.Output}, {"--family", opts.FamilyID}, {"--schema", opts.SchemaRef}} {
+		if f[1] != "" {
+			without = append(without, f[0], f[1])
+		}
+	}
+	without = append(without, "--", ckpt)
+	fmt.Fprintf(w, `wfgen import: --example runs the model on the examples to learn its outputs' dtypes and
+shapes, which needs the libtorch engine, and this wfgen was built without it (the default
+build links no libtorch: validate, generate, breaking and import without examples never
+need it). Without --example this wfgen imports the checkpoint from its signatures, tensors'
+dtypes and shapes left as TODOs:
 
-    go build -tags torch ./cmd/wfgen          # in a checkout of github.com/worldfoundry/wfgen
-    go install -tags torch github.com/worldfoundry/wfgen/cmd/wfgen@latest
-`
+    %s %s
+
+For --example, build a wfgen with the engine in your module (go build honours its
+replace directives), with cgo (CGO_ENABLED=1 and a C++ compiler) and libtorch
+(Debian: apt-get install libtorch-dev), then run it with the same arguments:
+
+    go build -tags torch -o wfgen-torch github.com/worldfoundry/wfgen/cmd/wfgen
+    %s
+`, selfCommand(), commandLine(without...), commandLine(append([]string{"./wfgen-torch", "import"}, args...)...))
+}
 
 const importUsage = `usage: wfgen import [--method NAME]... [--example ARG=FILE.npy]... [--batched] [-o FILE] [--family ID] [--schema REF] CHECKPOINT.pt|PACKAGE.pt2
-Writes a manifest skeleton for a TorchScript checkpoint: one task per method
-(default: forward), one field per argument, artifacts from the return type, the
-checkpoint with its sha256 and size, and TODO where the schema cannot tell —
-tensors' dtype and shape among them, which TorchScript schemas never give.
+Writes a manifest skeleton for a TorchScript checkpoint from the method
+signatures its code declares: one task per method (default: forward), one
+field per argument, artifacts from the return type, the checkpoint with its
+sha256 and size, and TODO where the signature cannot tell — tensors' dtype and
+shape among them, which TorchScript signatures never give.
 --example gives a Tensor argument an example value: the field gets its dtype
 and shape, and a method whose required arguments all have examples is run once
-on the CPU so its tensor outputs get theirs. With --batched the examples'
-first dimension is the batch: it is named N and the task becomes batchable.
-An AOTInductor package (.pt2, exported with examples/aoti/export.py; needs
-libtorch >= 2.6) is imported from the call spec it was exported for: one task
-forward, its tensor inputs with their dtypes and shapes, its outputs, and its
-dynamic batch dimension and range; no --example is needed.
+on the CPU so its tensor outputs get theirs; running needs a wfgen built with
+-tags torch (cgo and libtorch). With --batched the examples' first dimension
+is the batch: it is named N and the task becomes batchable.
+An AOTInductor package (.pt2, exported with examples/aoti/export.py) is
+imported from the call spec it was exported for: one task forward, its tensor
+inputs with their dtypes and shapes, its outputs, and its dynamic batch
+dimension and range; no --example is needed.
 Without -o the manifest goes to standard output. Exit 0 on success, 1 when the
 checkpoint cannot be imported, 2 on usage or I/O errors.`
 
@@ -93,18 +118,6 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	ckpt := paths[0]
-	if importEngine == nil {
-		io.WriteString(stderr, noEngineHelp)
-		return 2
-	}
-	e, err := importEngine()
-	if err != nil {
-		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
-		if errors.Is(err, runtime.ErrNoEngine) {
-			io.WriteString(stderr, "wfgen was built with -tags torch but without cgo; rebuild with CGO_ENABLED=1.\n")
-		}
-		return 2
-	}
 	if st, err := os.Stat(ckpt); err != nil {
 		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
 		return 2
@@ -112,8 +125,29 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wfgen import: %s is not a file\n", ckpt)
 		return 2
 	}
-	res, err := importer.Import(e, ckpt, opts)
-	if err != nil {
+	var res *importer.Result
+	var err error
+	if format, _ := runtime.CheckpointFormatOf(ckpt); len(opts.Examples) > 0 && format != runtime.FormatAOTInductor {
+		// Examples run the model: the engine. (A package takes no
+		// examples; ImportFile says so.)
+		if importEngine == nil {
+			exampleNeedsEngine(stderr, args, opts, ckpt)
+			return 2
+		}
+		e, err := importEngine()
+		if err != nil {
+			fmt.Fprintf(stderr, "wfgen import: %v\n", err)
+			if errors.Is(err, runtime.ErrNoEngine) {
+				io.WriteString(stderr, "wfgen was built with -tags torch but without cgo; rebuild with CGO_ENABLED=1.\n")
+			}
+			return 2
+		}
+		res, err = importer.Import(e, ckpt, opts)
+		if err != nil {
+			fmt.Fprintf(stderr, "wfgen import: %v\n", err)
+			return 1
+		}
+	} else if res, err = importer.ImportFile(ckpt, opts); err != nil {
 		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
 		return 1
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/zip"
 	"bytes"
 	"os"
 	"os/exec"
@@ -13,20 +14,88 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
 )
 
+// echoArchive writes, as a zip at path, what torch.jit.save (1.13) writes
+// for TestImportTorchBuild's Echo module.
+func echoArchive(t *testing.T, path string) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for name, data := range map[string]string{
+		"echo/data.pkl": "\x80\x02c__torch__\nEcho\nq\x00)\x81}",
+		"echo/code/__torch__.py": `class Echo(Module):
+  __parameters__ = []
+  __buffers__ = []
+  training : bool
+  def forward(self: __torch__.Echo,
+    x: Tensor,
+    k: int=2) -> Tensor:
+    return torch.mul(x, k)
+  def label(self: __torch__.Echo,
+    names: List[str],
+    sep: str=",") -> str:
+    return torch.join(sep, names)
+`} {
+		w, _ := zw.Create(name)
+		w.Write([]byte(data))
+	}
+	zw.Close()
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestImportWithoutEngine checks the default build: it imports from the
+// checkpoint's code, and only --example asks for a build with the engine,
+// saying how to make one in the user's module and how to import without.
 func TestImportWithoutEngine(t *testing.T) {
 	if importEngine != nil {
 		t.Skip("built with -tags torch")
 	}
-	code, out, errs := wfgenRun("import", "model.pt")
-	if code != 2 || out != "" {
-		t.Errorf("exit %d, stdout %q", code, out)
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "echo.pt")
+	echoArchive(t, ckpt)
+	manifest := filepath.Join(dir, "echo.yaml")
+	code, out, errs := wfgenRun("import", "--method", "forward", "--method", "label", "-o", manifest, ckpt)
+	if code != 0 || out != "" || !strings.Contains(errs, "wrote "+manifest+"; fill in its TODOs, then run: ") {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errs)
 	}
-	for _, want := range []string{"go build -tags torch ./cmd/wfgen", "apt-get install libtorch-dev", "CGO_ENABLED=1"} {
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"uri: echo.pt", "task_id: label", "kind: text", "kind: string_list", "default: ','"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("manifest lacks %q:\n%s", want, data)
+		}
+	}
+	if code, vout, verrs := wfgenRun("validate", manifest); code != 0 {
+		t.Errorf("validate: exit %d\n%s%s", code, vout, verrs)
+	}
+
+	ex := filepath.Join(dir, "x.npy")
+	if err := artifactio.WriteNPY(ex, runtime.FromFloat32([]float32{1, 2}, 2)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = wfgenRun("import", "--family", "echo", "--example", "x="+ex, "--batched", ckpt)
+	if code != 2 || out != "" {
+		t.Errorf("--example: exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{
+		"--example runs the model on the examples to learn its outputs' dtypes and\nshapes, which needs the libtorch engine",
+		"\n    " + selfCommand() + " import --family echo -- " + ckpt + "\n",
+		"go build honours its\nreplace directives",
+		"\n    go build -tags torch -o wfgen-torch github.com/worldfoundry/wfgen/cmd/wfgen\n",
+		"\n    ./wfgen-torch import --family echo --example x=" + ex + " --batched " + ckpt + "\n",
+		"apt-get install libtorch-dev", "CGO_ENABLED=1",
+	} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("message lacks %q:\n%s", want, errs)
 		}
 	}
-	for _, args := range [][]string{{"import"}, {"import", "a.pt", "b.pt"}, {"import", "--bogus", "a.pt"}} {
+	if strings.Contains(errs, "@latest") {
+		t.Errorf("advice that ignores replace directives:\n%s", errs)
+	}
+	for _, args := range [][]string{{"import"}, {"import", "a.pt", "b.pt"}, {"import", "--bogus", "a.pt"}, {"import", "missing.pt"}} {
 		if code, _, _ := wfgenRun(args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
@@ -44,6 +113,9 @@ func TestImportWithoutEngine(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, %q; want 2 and %q", c.args, code, errs, c.want)
 		}
+	}
+	if code, _, errs := wfgenRun("import", "--method", "nope", ckpt); code != 1 || !strings.Contains(errs, "(its methods: forward, label)") {
+		t.Errorf("unknown method: exit %d %s", code, errs)
 	}
 }
 
@@ -70,7 +142,8 @@ func TestDefaultBuildLinksNoTorch(t *testing.T) {
 }
 
 // TestImportTorchBuild builds wfgen with -tags torch, imports a module
-// scripted with Debian's python3-torch and validates the result.
+// scripted with Debian's python3-torch and validates the result; with
+// --example the engine runs it.
 func TestImportTorchBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds wfgen with libtorch")
