@@ -221,6 +221,14 @@ type BatchingSpec struct {
 	// item's tensors have the rest of the shape, and a single call of the
 	// task runs as a batch of one.
 	Dim string `json:"dim,omitempty" jsonschema:"pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
+	// Invariant makes every forward call run at one batch size, the
+	// largest (max_batch_size): a short batch is padded all the way up, so
+	// an item's output never depends on how many items it was batched
+	// with. libtorch on the CPU gives an item the same bits at one batch
+	// size whatever its neighbours, but other sizes may take other kernels
+	// (a batch of one often does); see docs/batching.md for what
+	// it costs.
+	Invariant bool `json:"invariant,omitempty"`
 }
 
 // InferenceTaskProfile is a runnable inference task profile for a model
@@ -249,6 +257,11 @@ type InferenceTaskProfile struct {
 	Dims map[string]DimSpec `json:"dims,omitempty"`
 	// Stream marks a task that produces a realtime stream of chunks.
 	Stream bool `json:"stream,omitempty"`
+	// Warmup, when set, asks for the task to be run on made-up inputs as
+	// soon as the model is loaded (runtime/client's Warmup), once per batch
+	// size the batch executor sends, so that no request pays for a first
+	// call. `warmup: {}` takes every default.
+	Warmup *WarmupSpec `json:"warmup,omitempty"`
 	// Deprecated, when non-empty, marks the task deprecated with this message.
 	Deprecated string `json:"deprecated,omitempty"`
 	// GoName overrides the Go identifier wfgen derives from TaskID.

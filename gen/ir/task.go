@@ -126,7 +126,31 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 			ts.DefaultCallKwargs[k] = nv
 		}
 	}
+	b.warmup(ts, tp, name)
 	return t
+}
+
+// warmup checks a task's warmup block: that runtime/client can build its
+// inputs (runtime.InferenceTaskProfile.WarmupValues, whose rules refuse the
+// same block at run time), and that each warm-up input fits its field,
+// normalising it in place as defaults are.
+func (b *builder) warmup(ts *runtime.InferenceTaskProfile, tp, name string) {
+	w := ts.Warmup
+	if w == nil || b.pruned(tp+"/warmup") {
+		return
+	}
+	_, ps := ts.WarmupValues()
+	b.problems(tp, name, ps)
+	for k, v := range w.Inputs {
+		f, ok := ts.Field(k)
+		p := tp + "/warmup/inputs" + manifest.JoinPointer(k)
+		if !ok || f.Kind.TensorLike() || b.pruned(p) {
+			continue // a problem above
+		}
+		if nv, ok := b.fieldValue(name, f, v, p, "warm-up input"); ok {
+			w.Inputs[k] = nv
+		}
+	}
 }
 
 // batching checks a task's batching block with the runtime's rules

@@ -158,6 +158,11 @@ func Spec() *runtime.ModelInferenceSpec {
 					PadToBatchSizes: []int{1, 2, 4, 8},
 					Dim:             "N",
 				},
+				Warmup: &runtime.WarmupSpec{
+					Dims: map[string]int64{
+						"L": 16,
+					},
+				},
 			},
 		},
 		DefaultVariantID: "default",

@@ -38,6 +38,8 @@ type Config struct {
 	// Lanes is how many forward calls may run at once (see WithLanes); 1
 	// runs them one after another.
 	Lanes int
+	// Invariant sends every batch at MaxBatchSize (see WithInvariant).
+	Invariant bool
 
 	maxSet   bool
 	rangeMax int // WithBatchRange's max (0: none)
@@ -113,6 +115,24 @@ func WithLanes(n int) Option {
 	return func(c *Config) { c.Lanes = n }
 }
 
+// WithInvariant makes every forward call run at one batch size, the max
+// batch size (which is also the largest pad size): a shorter batch is
+// padded all the way up by repeating its final item. An item's output then
+// never depends on how many items it was batched with, nor on where the
+// batch was cut: libtorch on the CPU gives an item bit-identical outputs at
+// one batch size whatever its neighbours and its position, but batches of
+// other sizes may run other kernels (a batch of one usually does; on
+// mobilenet_v3_small sizes 2–15 agree with each other and not with 16).
+// The cost is the padding: a lone item costs a full batch
+// (docs/batching.md has figures). Out-of-memory halving cannot help when
+// every call has the same size, so an out-of-memory error is returned as
+// is, at once; per-item errors (WithPerItemErrors) still bisect, each half
+// padded to the full size. A task's batching block asks for it with
+// invariant: true.
+func WithInvariant() Option {
+	return func(c *Config) { c.Invariant = true }
+}
+
 // WithSharding makes Run run only this rank's share of the items, a
 // contiguous range that s chooses, and gather every rank's outputs (see
 // Sharder). Package runtime/dist gives the Sharder of a process group
@@ -122,7 +142,7 @@ func WithSharding(s Sharder) Option {
 }
 
 // TaskOptions returns the options a task's batching block asks for: the max
-// batch size and the static pad sizes. A task without a batching block, or
+// batch size, the static pad sizes and invariance (WithInvariant). A task without a batching block, or
 // one that breaks a rule of runtime.InferenceTaskProfile.BatchingProblems
 // (no required tensor-like input to stack, a stream task, pad sizes that do
 // not fit the max), is an error listing every problem: such a task is never
@@ -140,6 +160,9 @@ func TaskOptions(task *runtime.InferenceTaskProfile) ([]Option, error) {
 	opts := []Option{WithMaxBatchSize(task.Batching.MaxBatchSize)}
 	if len(task.Batching.PadToBatchSizes) > 0 {
 		opts = append(opts, WithPadSizes(task.Batching.PadToBatchSizes...))
+	}
+	if task.Batching.Invariant {
+		opts = append(opts, WithInvariant())
 	}
 	return opts, nil
 }
@@ -186,10 +209,13 @@ func NewConfig(opts ...Option) (Config, error) {
 
 // PaddedSize returns the size a batch of n real items is sent at: the
 // smallest pad size ≥ n, or n when there are no pad sizes, and at least
-// the min batch size. Run never asks
-// for an n above the largest pad size (it is the max batch size); for such
-// an n PaddedSize returns n.
+// the min batch size; with WithInvariant, the max batch size. Run never
+// asks for an n above the largest pad size (it is the max batch size); for
+// such an n PaddedSize returns n.
 func (c *Config) PaddedSize(n int) int {
+	if c.Invariant {
+		return max(n, c.MaxBatchSize)
+	}
 	size := n
 	for _, s := range c.PadSizes {
 		if s >= n {
@@ -198,4 +224,30 @@ func (c *Config) PaddedSize(n int) int {
 		}
 	}
 	return max(size, c.MinBatchSize)
+}
+
+// WarmupSizes returns the batch sizes a warm-up should run forward at,
+// ascending: the sizes Run sends batches at. With WithInvariant that is the
+// max batch size alone; with pad sizes, each pad size (raised to the min
+// batch size); without pad sizes, where a batch is sent at its own size,
+// each power of two below the max batch size and the max itself (sizes in
+// between take the same kernels as their neighbours on most models, and a
+// warm-up of every size would cost max calls).
+func (c *Config) WarmupSizes() []int {
+	if c.Invariant {
+		return []int{c.MaxBatchSize}
+	}
+	var sizes []int
+	if len(c.PadSizes) > 0 {
+		sizes = slices.Clone(c.PadSizes)
+	} else {
+		for n := 1; n < c.MaxBatchSize; n *= 2 {
+			sizes = append(sizes, n)
+		}
+		sizes = append(sizes, c.MaxBatchSize)
+	}
+	for i, n := range sizes {
+		sizes[i] = c.PaddedSize(n)
+	}
+	return slices.Compact(sizes)
 }

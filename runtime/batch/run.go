@@ -149,11 +149,13 @@ type span struct{ lo, hi int }
 //     that slice is retried, split in two halves (the first half gets the
 //     extra item of an odd slice), depth first; slices that succeeded are
 //     never run again, and later batches start again at the max size. An
-//     out-of-memory failure of a single real item is returned as is: the
+//     out-of-memory failure of a single real item, or of any batch under
+//     WithInvariant (every call has the same size), is returned as is: the
 //     error value forward returned, not wrapped.
 //   - With pad sizes, a batch is padded to the next size by repeating its
 //     final real item (also for the halves of a retried slice), and the
-//     padding's outputs are dropped.
+//     padding's outputs are dropped. With WithInvariant every batch is
+//     padded to the max batch size.
 //   - forward must return exactly one output per item it was given (padding
 //     included); any other count is an error naming both counts.
 //   - ctx is checked before every forward call; once it is done Run returns
@@ -347,7 +349,9 @@ func run[In, Out any](ctx context.Context, items []In, base, total int, forward 
 
 		switch {
 		case errors.Is(ferr, runtime.ErrOutOfMemory):
-			if n == 1 {
+			if n == 1 || cfg.Invariant {
+				// Alone, or at the one size every call has: halving
+				// cannot help.
 				report()
 				return nil, ferr
 			}

@@ -65,6 +65,10 @@ type Options struct {
 	SkipCheckpointVerification bool
 	// Engine overrides the registered engine (tests use fakes).
 	Engine runtime.Engine
+	// BatchInvariant runs every batched forward call at the task's max
+	// batch size (batch.WithInvariant), single calls of a task whose
+	// batching names its dimension included.
+	BatchInvariant bool
 }
 
 // Option sets one client option.
@@ -103,6 +107,18 @@ func WithoutCheckpointVerification() Option {
 
 // WithEngine uses e instead of the registered engine.
 func WithEngine(e runtime.Engine) Option { return func(o *Options) { o.Engine = e } }
+
+// WithBatchInvariant makes every batched forward call of the client run at
+// the task's max batch size, as if every batchable task's manifest said
+// invariant: true (see batch.WithInvariant): RunBatch, the generated
+// <Task>Batch methods, and Run of a task whose batching names its
+// dimension (which runs as a batch of one) then give an item the same bits
+// however many items it came with. A server that batches requests across
+// clients uses it so that an answer does not depend on how requests were
+// grouped, and equals what an in-process client with the same option
+// gives. Run of a batchable task without a batch dimension calls the
+// method unbatched, which no padding can make equal to a batched call.
+func WithBatchInvariant() Option { return func(o *Options) { o.BatchInvariant = true } }
 
 // Client runs the tasks of one model family variant. It is safe for
 // concurrent use.

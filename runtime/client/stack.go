@@ -103,28 +103,16 @@ func mapItems(items []map[string]any) stackedItems {
 // buffer per stacked kwarg and splits the outputs into per-item views,
 // allocating per call, not per item.
 func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProfile, items stackedItems, co CallOptions, opts ...batch.Option) ([]itemOutputs, error) {
-	all, err := batch.TaskOptions(task)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
-	}
-	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)))
-	all = append(all, opts...)
-	cfg, err := batch.NewConfig(all...) // before loading anything
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	if _, _, err := c.batchConfig(task, nil, opts); err != nil { // before loading anything
+		return nil, err
 	}
 	l, err := c.load()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
-	if l.callSpec != nil {
-		// A compiled package takes the batch sizes it was exported for.
-		if r, ok := contract.BatchRange(task, *l.callSpec); ok {
-			all = append(all, batch.WithBatchRange(int(r.Min), int(r.Max)))
-			if cfg, err = batch.NewConfig(all...); err != nil {
-				return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
-			}
-		}
+	all, cfg, err := c.batchConfig(task, l, opts)
+	if err != nil {
+		return nil, err
 	}
 	if items.n == 0 {
 		return []itemOutputs{}, nil
@@ -234,6 +222,34 @@ func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProf
 		return res, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	return res, nil
+}
+
+// batchConfig returns the options of a batched run of task, in the order
+// they apply — the task's batching block, the persistent key, the client's
+// invariance (WithBatchInvariant), opts, and, once the module is loaded
+// (l not nil), the batch range a compiled package was exported for — and
+// the config they make. Errors name the task.
+func (c *Client) batchConfig(task *runtime.InferenceTaskProfile, l *loaded, opts []batch.Option) ([]batch.Option, batch.Config, error) {
+	all, err := batch.TaskOptions(task)
+	if err != nil {
+		return nil, batch.Config{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)))
+	if c.opts.BatchInvariant {
+		all = append(all, batch.WithInvariant())
+	}
+	all = append(all, opts...)
+	if l != nil && l.callSpec != nil {
+		// A compiled package takes the batch sizes it was exported for.
+		if r, ok := contract.BatchRange(task, *l.callSpec); ok {
+			all = append(all, batch.WithBatchRange(int(r.Min), int(r.Max)))
+		}
+	}
+	cfg, err := batch.NewConfig(all...)
+	if err != nil {
+		return nil, batch.Config{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	return all, cfg, nil
 }
 
 // splitOutputs splits each output tensor of a forward call of n items

@@ -1,0 +1,144 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/runtime"
+)
+
+// With WithInvariant every forward call has the max batch size, whatever
+// the pad sizes, the number of items and where the last batch is cut; the
+// padding repeats the final real item and its outputs are dropped.
+func TestInvariantPadsEveryCallToTheMax(t *testing.T) {
+	for _, tc := range []struct {
+		opts []Option
+		max  int
+	}{
+		{[]Option{WithPadSizes(1, 2, 4, 8)}, 8},
+		{[]Option{WithMaxBatchSize(5)}, 5},
+		{nil, DefaultMaxBatchSize},
+		{[]Option{WithMaxBatchSize(16), WithBatchRange(1, 6)}, 6},
+	} {
+		for _, n := range []int{1, 3, 8, 11, 17} {
+			t.Run(fmt.Sprintf("max%d/items%d", tc.max, n), func(t *testing.T) {
+				r := &recorder{}
+				var st Stats
+				opts := append(slices.Clone(tc.opts), WithInvariant(), WithStats(func(s Stats) { st = s }))
+				got, err := Run(context.Background(), ints(n), r.forward, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, wantOutputs(ints(n))) {
+					t.Errorf("outputs %v", got)
+				}
+				calls := (n + tc.max - 1) / tc.max
+				if len(r.seen) != calls {
+					t.Fatalf("%d calls %v, want %d", len(r.seen), r.calls, calls)
+				}
+				for k, b := range r.seen {
+					if len(b) != tc.max {
+						t.Errorf("call %d sent %d items, want %d (calls %v)", k, len(b), tc.max, r.calls)
+					}
+					last := min((k+1)*tc.max, n) - 1
+					for _, x := range b[min(tc.max, n-k*tc.max):] {
+						if x != last {
+							t.Errorf("call %d: padding %v, want copies of item %d", k, b, last)
+						}
+					}
+				}
+				if st.Padded != calls*tc.max-n {
+					t.Errorf("stats %+v, want %d padding items", st, calls*tc.max-n)
+				}
+			})
+		}
+	}
+}
+
+// Halving cannot help when every call has one size: an out-of-memory error
+// is returned as is after one call; per-item errors still bisect, every
+// half padded to the full size.
+func TestInvariantOutOfMemoryAndPerItemErrors(t *testing.T) {
+	r := &recorder{fail: func([]int, Call) error { return oom }}
+	var st Stats
+	got, err := Run(context.Background(), ints(6), r.forward, WithMaxBatchSize(8), WithInvariant(), WithStats(func(s Stats) { st = s }))
+	if err != oom || got != nil {
+		t.Fatalf("outputs %v, err %v; want the forward's error value itself", got, err)
+	}
+	if st.Calls != 1 || st.Retries != 0 || !slices.Equal(r.calls, []string{"[0,6)+2"}) {
+		t.Errorf("calls %v, stats %+v; want one call", r.calls, st)
+	}
+
+	r = &recorder{fail: func(b []int, c Call) error {
+		if slices.Contains(b, 2) {
+			return fmt.Errorf("item 2: %w", errBadItem)
+		}
+		return nil
+	}}
+	got, err = Run(context.Background(), ints(4), r.forward, WithPadSizes(1, 2, 4), WithInvariant(), WithPerItemErrors())
+	var ie ItemErrors
+	if !errors.As(err, &ie) || !slices.Equal(ie.Indexes(), []int{2}) {
+		t.Fatalf("err = %v, want item 2 alone to fail", err)
+	}
+	want := wantOutputs(ints(4))
+	want[2] = 0
+	if !slices.Equal(got, want) {
+		t.Errorf("outputs %v, want %v", got, want)
+	}
+	for k, b := range r.seen {
+		if len(b) != 4 {
+			t.Errorf("call %s sent %d items, want 4", r.calls[k], len(b))
+		}
+	}
+	if !slices.Equal(r.calls, []string{"[0,4)", "[0,2)+2", "[2,4)+2", "[2,3)+3", "[3,4)+3"}) {
+		t.Errorf("calls %v", r.calls)
+	}
+}
+
+// A task's batching block asks for invariance with invariant: true.
+func TestInvariantFromTheTask(t *testing.T) {
+	task := &runtime.InferenceTaskProfile{
+		TaskID:   "embed",
+		Inputs:   []runtime.InferenceFieldSpec{{FieldID: "x", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, Required: true}},
+		Batching: &runtime.BatchingSpec{MaxBatchSize: 8, PadToBatchSizes: []int{1, 2, 4, 8}},
+	}
+	for _, on := range []bool{false, true} {
+		task.Batching.Invariant = on
+		opts, err := TaskOptions(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := NewConfig(opts...)
+		if err != nil || c.Invariant != on || c.PaddedSize(3) != map[bool]int{false: 4, true: 8}[on] {
+			t.Errorf("invariant: %v: config %+v, %v", on, c, err)
+		}
+	}
+}
+
+func TestWarmupSizes(t *testing.T) {
+	for _, tc := range []struct {
+		opts []Option
+		want []int
+	}{
+		{[]Option{WithPadSizes(1, 2, 4, 8)}, []int{1, 2, 4, 8}},
+		{[]Option{WithPadSizes(1, 8, 64)}, []int{1, 8, 64}},
+		{[]Option{WithPadSizes(1, 2, 4, 8), WithInvariant()}, []int{8}},
+		{[]Option{WithMaxBatchSize(16)}, []int{1, 2, 4, 8, 16}},
+		{[]Option{WithMaxBatchSize(12)}, []int{1, 2, 4, 8, 12}},
+		{[]Option{WithMaxBatchSize(1)}, []int{1}},
+		{[]Option{WithMaxBatchSize(12), WithInvariant()}, []int{12}},
+		{[]Option{WithPadSizes(1, 2, 4, 8), WithBatchRange(2, 6)}, []int{2, 4, 6}},
+		{[]Option{WithMaxBatchSize(16), WithBatchRange(3, 0)}, []int{3, 4, 8, 16}},
+	} {
+		c, err := NewConfig(tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.WarmupSizes(); !slices.Equal(got, tc.want) {
+			t.Errorf("config %+v: warm-up sizes %v, want %v", c, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/torch"
+)
+
+// attentionSource is a one-layer attention-pooling text encoder (token
+// embeddings, two heads of self-attention, mean pooling, L2 norm): the
+// smallest model built here whose batch of one takes another kernel path
+// than larger batches (the attention's batched matmul), as the
+// BERT-tiny-shaped encoder of the serving benchmark does.
+const attentionSource = `
+def forward(self, tokens: Tensor) -> Tensor:
+    n = tokens.size(0)
+    l = tokens.size(1)
+    x = torch.embedding(self.table, tokens.remainder(self.table.size(0)))
+    q = x.view(n, l, 2, 64).transpose(1, 2)
+    a = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.125, -1)
+    c = torch.matmul(a, q).transpose(1, 2).reshape(n, l, 128)
+    v = c.mean(dim=1)
+    return v / v.norm(2, [-1], True).clamp_min(1e-6)
+`
+
+func buildAttention(path string) error {
+	r := rand.New(rand.NewPCG(5, 6))
+	v := make([]float32, 1000*128)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return tinymodels.BuildSource(path, torch.ModuleSource{Source: attentionSource,
+		Parameters: map[string]*runtime.Tensor{"table": runtime.FromFloat32(v, 1000, 128)}})
+}
+
+var mobileNetOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// mobileNet returns torchvision's mobilenet_v3_small as TorchScript
+// (testdata/mobilenet.py, random weights), built once per test binary, or
+// skips when Debian's python3-torchvision is missing.
+func mobileNet(t testing.TB) string {
+	t.Helper()
+	if err := exec.Command(debianPython, "-c", "import torch, torchvision").Run(); err != nil {
+		t.Skipf("%s cannot import torch and torchvision: install python3-torchvision (scripts/setup.sh)", debianPython)
+	}
+	dir := checkpoints(t)
+	mobileNetOnce.Do(func() {
+		mobileNetOnce.path = filepath.Join(dir, "mobilenet.pt")
+		if out, err := exec.Command(debianPython, filepath.Join("testdata", "mobilenet.py"), mobileNetOnce.path).CombinedOutput(); err != nil {
+			mobileNetOnce.err = fmt.Errorf("mobilenet.py: %v\n%s", err, out)
+		}
+	})
+	if mobileNetOnce.err != nil {
+		t.Fatal(mobileNetOnce.err)
+	}
+	return mobileNetOnce.path
+}
+
+// invModel is a model of the invariance tests: where its checkpoint is, the
+// name of its tensor argument, and item i's input.
+type invModel struct {
+	name string
+	path func(t testing.TB) string
+	arg  string
+	item func(i int) *runtime.Tensor
+}
+
+func tokenItem(i int) *runtime.Tensor {
+	r := rand.New(rand.NewPCG(uint64(i), 11))
+	v := make([]int64, 32)
+	for j := range v {
+		v[j] = r.Int64N(1000)
+	}
+	return runtime.FromInt64(v, 32)
+}
+
+func imageItem(i int) *runtime.Tensor {
+	r := rand.New(rand.NewPCG(uint64(i), 12))
+	v := make([]float32, 3*224*224)
+	for j := range v {
+		v[j] = float32(r.NormFloat64())
+	}
+	return runtime.FromFloat32(v, 3, 224, 224)
+}
+
+func built(name string, build func(string) error) func(testing.TB) string {
+	var once sync.Once
+	var path string
+	var err error
+	return func(t testing.TB) string {
+		t.Helper()
+		dir := checkpoints(t)
+		once.Do(func() {
+			path = filepath.Join(dir, name+".pt")
+			err = build(path)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+}
+
+var invModels = []invModel{
+	{"tiny-encoder", built("inv-tiny-encoder", tinymodels.BuildEncoder), "tokens", tokenItem},
+	{"attention", built("inv-attention", buildAttention), "tokens", tokenItem},
+	{"mobilenet_v3_small", mobileNet, "x", imageItem},
+}
+
+// rowsOf runs one forward call on the items stacked and returns each item's
+// output bytes.
+func rowsOf(t *testing.T, m runtime.Module, arg string, items []*runtime.Tensor) [][]byte {
+	t.Helper()
+	var data []byte
+	for _, x := range items {
+		data = append(data, x.Data...)
+	}
+	in := &runtime.Tensor{DType: items[0].DType, Shape: append([]int64{int64(len(items))}, items[0].Shape...), Data: data}
+	out, err := m.Call(context.Background(), "forward", map[string]any{arg: in}, runtime.CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := out.(*runtime.Tensor)
+	step := len(y.Data) / len(items)
+	rows := make([][]byte, len(items))
+	for i := range rows {
+		rows[i] = bytes.Clone(y.Data[i*step : (i+1)*step])
+	}
+	return rows
+}
+
+// relDiff is max|a-b| / max|b| over float32 rows.
+func relDiff(t *testing.T, a, b []byte) float64 {
+	t.Helper()
+	fa := floatsOf(t, a)
+	fb := floatsOf(t, b)
+	var num, den float64
+	for i := range fa {
+		num = math.Max(num, math.Abs(float64(fa[i])-float64(fb[i])))
+		den = math.Max(den, math.Abs(float64(fb[i])))
+	}
+	return num / den
+}
+
+func floatsOf(t *testing.T, b []byte) []float32 {
+	t.Helper()
+	v, err := (&runtime.Tensor{DType: runtime.Float32, Shape: []int64{int64(len(b) / 4)}, Data: b}).Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// What libtorch 1.13 on the CPU does with one item in different batches
+// (measured for docs/batching.md, and asserted so that a change shows):
+//
+//   - at one batch size, the item's output is bit for bit the same whatever
+//     its neighbours and its position in the batch — for every model and
+//     size tried (1, 2, 3, 4, 8, 16);
+//   - across sizes it depends on the model: the tiny encoder (an embedding
+//     mean, a 64×64 projection) gives the same bits at every size; the
+//     attention encoder gives one set of bits for a batch of one and
+//     another for every size from 2 on (its batched matmul); mobilenet_v3_small
+//     one for 1, one for 2 to 15, another from 16 on (its convolutions);
+//   - where sizes differ, they differ in the last bits (relative ≤ 2e-6).
+//
+// So padding every call to one size makes an item's output independent of
+// how it was batched; nothing less does for every model.
+func TestBatchCompositionBitIdentity(t *testing.T) {
+	// classes lists, per model, the batch sizes whose outputs agree.
+	classes := map[string][][]int{
+		"tiny-encoder":       {{1, 2, 3, 4, 8, 16}},
+		"attention":          {{1}, {2, 3, 4, 8, 16}},
+		"mobilenet_v3_small": {{1}, {2, 3, 4, 8}, {16}},
+	}
+	for _, md := range invModels {
+		t.Run(md.name, func(t *testing.T) {
+			m, err := torch.Default().Load(md.path(t), runtime.LoadOptions{Device: "cpu"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			x := md.item(0)
+			others := make([]*runtime.Tensor, 24)
+			for i := range others {
+				others[i] = md.item(i + 1)
+			}
+			bySize := map[int][]byte{}
+			for _, size := range []int{1, 2, 3, 4, 8, 16} {
+				// x first, in the middle and last, among two sets of
+				// neighbours.
+				for set := range 2 {
+					for _, pos := range []int{0, size / 2, size - 1} {
+						items := make([]*runtime.Tensor, size)
+						for k := range items {
+							items[k] = others[(k+set*7)%len(others)]
+						}
+						items[pos] = x
+						got := rowsOf(t, m, md.arg, items)[pos]
+						if ref, ok := bySize[size]; !ok {
+							bySize[size] = got
+						} else if !bytes.Equal(ref, got) {
+							t.Errorf("batch of %d: the item at position %d among neighbour set %d differs from its first run (relative %.2g)", size, pos, set, relDiff(t, got, ref))
+						}
+					}
+				}
+			}
+			for ci, class := range classes[md.name] {
+				for _, size := range class {
+					if !bytes.Equal(bySize[size], bySize[class[0]]) {
+						t.Errorf("batch of %d differs from batch of %d (relative %.2g): the sizes that agree are no longer %v",
+							size, class[0], relDiff(t, bySize[size], bySize[class[0]]), classes[md.name])
+					}
+				}
+				if ci == 0 {
+					continue
+				}
+				prev := classes[md.name][ci-1][0]
+				d := relDiff(t, bySize[class[0]], bySize[prev])
+				switch {
+				case d == 0:
+					t.Errorf("batch of %d now gives the bits of batch of %d: the sizes that agree are no longer %v", class[0], prev, classes[md.name])
+				case d > 2e-6:
+					t.Errorf("batch of %d and batch of %d differ by %.2g relative, more than the last bits", class[0], prev, d)
+				default:
+					t.Logf("batch of %d vs %d: relative difference %.2g", class[0], prev, d)
+				}
+			}
+		})
+	}
+}
+
+// invariantSpec is a family whose task batches the model's one tensor
+// argument in batches of up to 8, padded to 1, 2, 4 or 8.
+func invariantSpec(md invModel, invariant bool) *runtime.ModelInferenceSpec {
+	x := md.item(0)
+	shape := runtime.Shape{"N"}
+	for _, d := range x.Shape {
+		shape = append(shape, runtime.Dim(fmt.Sprint(d)))
+	}
+	return &runtime.ModelInferenceSpec{
+		ModelFamilyID: "inv", DefaultVariantID: "default", DefaultTaskID: "embed",
+		Variants: []runtime.InferenceVariantSpec{{VariantID: "default"}},
+		Tasks: []runtime.InferenceTaskProfile{{
+			TaskID: "embed",
+			Inputs: []runtime.InferenceFieldSpec{{FieldID: md.arg, Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs,
+				Required: true, DType: x.DType, Shape: shape}},
+			Outputs:  []runtime.InferenceArtifactSpec{{ArtifactID: "out", Kind: runtime.ArtifactTensor, Required: true}},
+			Batching: &runtime.BatchingSpec{MaxBatchSize: 8, PadToBatchSizes: []int{1, 2, 4, 8}, Dim: "N", Invariant: invariant},
+		}},
+	}
+}
+
+// In batch-invariant mode an item's output is bit for bit the same whether
+// it runs alone (Run, or RunBatch of one), in a batch of 3 or of 8, at any
+// position — whichever way the mode is asked for: the manifest's
+// batching.invariant, the client option, or a batch option. Without it, on
+// the models whose batch of one takes another kernel path, the item's
+// answer alone differs from its answer in a batch.
+func TestRunBatchInvariant(t *testing.T) {
+	ctx := context.Background()
+	for _, md := range invModels[1:] {
+		t.Run(md.name, func(t *testing.T) {
+			path := md.path(t)
+			newClient := func(invariant bool, opts ...client.Option) *client.Client {
+				c, err := client.New(invariantSpec(md, invariant), append([]client.Option{client.WithCheckpointPath(path), client.WithDevice("cpu")}, opts...)...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return c
+			}
+			x := md.item(0)
+			item := func(t *runtime.Tensor) map[string]any { return map[string]any{md.arg: t} }
+			out := func(res map[string]any) []byte { return bytes.Clone(res["out"].(*runtime.Tensor).Data) }
+
+			// Without the mode: alone (padded to 1) vs in a batch of 3
+			// (padded to 4).
+			plain := newClient(false)
+			alone, err := plain.Run(ctx, "embed", item(x), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grouped, err := plain.RunBatch(ctx, "embed", []map[string]any{item(md.item(1)), item(x), item(md.item(2))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(out(alone), out(grouped[1])) {
+				t.Errorf("without invariant mode the item's output alone equals its output in a batch of 3: the test no longer shows what the mode is for")
+			}
+
+			ways := []struct {
+				name string
+				c    *client.Client
+				opts []batch.Option
+			}{
+				{"manifest invariant: true", newClient(true), nil},
+				{"client.WithBatchInvariant", newClient(false, client.WithBatchInvariant()), nil},
+				{"batch.WithInvariant", plain, []batch.Option{batch.WithInvariant()}},
+			}
+			var want []byte
+			for _, w := range ways {
+				check := func(what string, got []byte) {
+					t.Helper()
+					if want == nil {
+						want = got
+					} else if !bytes.Equal(got, want) {
+						t.Errorf("%s: %s differs (relative %.2g)", w.name, what, relDiff(t, got, want))
+					}
+				}
+				if w.opts == nil {
+					res, err := w.c.Run(ctx, "embed", item(x), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					check("Run alone", out(res))
+				}
+				for _, n := range []int{1, 3, 8} {
+					for pos := range n {
+						items := make([]map[string]any, n)
+						for k := range items {
+							items[k] = item(md.item(k + 3))
+						}
+						items[pos] = item(x)
+						var st batch.Stats
+						res, err := w.c.RunBatch(ctx, "embed", items, append(w.opts, batch.WithStats(func(s batch.Stats) { st = s }))...)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if st.Calls != 1 || st.Padded != 8-n {
+							t.Errorf("%s: batch of %d: stats %+v, want one call padded to 8", w.name, n, st)
+						}
+						check(fmt.Sprintf("batch of %d, position %d", n, pos), out(res[pos]))
+					}
+				}
+			}
+			if !bytes.Equal(want, out(grouped[1])) && relDiff(t, want, out(grouped[1])) > 2e-6 {
+				t.Errorf("the invariant answer is more than the last bits away from the padded batch's")
+			}
+		})
+	}
+}

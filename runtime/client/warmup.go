@@ -1,0 +1,261 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/params"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+)
+
+// How a warm-up call ran (WarmupCall.Path).
+const (
+	// WarmupRun is one Client.Run of a task that is not batched.
+	WarmupRun = "run"
+	// WarmupBatch is one Client.RunBatch of WarmupCall.Size items: one
+	// forward call at that batch size.
+	WarmupBatch = "batch"
+	// WarmupStream is one chunk of a Client.Stream session.
+	WarmupStream = "stream"
+)
+
+// WarmupStreamChunks is how many chunks the warm-up of a streaming task
+// makes: the first chunk (first_chunk_frames frames, no state) and one
+// steady chunk (chunk_frames frames, with the first chunk's state), the
+// two shapes a session's calls have.
+const WarmupStreamChunks = 2
+
+// WarmupCall is one call a warm-up made.
+type WarmupCall struct {
+	// Task is the task's id.
+	Task string
+	// Path is how the call ran: WarmupRun, WarmupBatch or WarmupStream.
+	Path string
+	// Size is the batch size of the forward call (WarmupBatch), 0 otherwise.
+	Size int
+	// Chunk is the chunk's index in its session (WarmupStream), 0 otherwise.
+	Chunk int
+	// Run counts the repetitions of the call (warmup.runs), from 0.
+	Run int
+	// Duration is how long the call took, as a caller would see it.
+	Duration time.Duration
+}
+
+// WarmupReport is what a warm-up did.
+type WarmupReport struct {
+	// Load is how long loading the model took, when the warm-up loaded it
+	// (0 when it was loaded before).
+	Load time.Duration
+	// Calls are the warm-up calls in the order they ran.
+	Calls []WarmupCall
+}
+
+// Total returns the time of the load and the calls.
+func (r WarmupReport) Total() time.Duration {
+	d := r.Load
+	for _, c := range r.Calls {
+		d += c.Duration
+	}
+	return d
+}
+
+// Warmup loads the model, when it is not loaded yet, and runs the warm-up
+// calls of every task whose manifest asks for one (warmup:), in the order
+// of the tasks; see WarmupTask for the calls. opts are the batch options
+// the batched calls of the client will be given (batch.WithInvariant, pad
+// sizes), so that the warm-up runs the batch sizes they will. A server
+// calls it before it reports ready. The first failure stops it: the error
+// names the task and the call, and the report lists the calls that ran.
+func (c *Client) Warmup(ctx context.Context, opts ...batch.Option) (WarmupReport, error) {
+	var rep WarmupReport
+	if err := c.warmLoad(&rep); err != nil {
+		return rep, err
+	}
+	for i := range c.spec.Tasks {
+		if c.spec.Tasks[i].Warmup == nil {
+			continue
+		}
+		if err := c.warmTask(ctx, &c.spec.Tasks[i], &rep, opts); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// WarmupTask loads the model, when it is not loaded yet, and warms up one
+// task with its manifest's warmup block, or with the defaults (warmup: {})
+// when it has none. Each call runs through the path requests take, on the
+// inputs runtime.InferenceTaskProfile.WarmupValues makes (an error when
+// they cannot be made), warmup.runs times (default once):
+//
+//   - a batchable task: RunBatch of n copies of the item at each size n of
+//     batch.Config.WarmupSizes — each pad size, or the max batch size alone
+//     when batching is invariant — so each is one forward call at that
+//     size; a batchable task without a batch dimension (batching.dim) also
+//     gets one Run, which calls its method unbatched;
+//   - a streaming task: one unpaced Stream session of WarmupStreamChunks
+//     chunks with every control off;
+//   - any other task: one Run.
+func (c *Client) WarmupTask(ctx context.Context, taskID string, opts ...batch.Option) (WarmupReport, error) {
+	var rep WarmupReport
+	task, err := c.spec.Task(taskID)
+	if err != nil {
+		return rep, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	if err := c.warmLoad(&rep); err != nil {
+		return rep, err
+	}
+	return rep, c.warmTask(ctx, task, &rep, opts)
+}
+
+// warmLoad loads the model and records the time when it was not loaded.
+func (c *Client) warmLoad(rep *WarmupReport) error {
+	c.mu.Lock()
+	loaded := c.loaded != nil
+	c.mu.Unlock()
+	t0 := time.Now()
+	if _, err := c.load(); err != nil {
+		return fmt.Errorf("%s: warm-up: %w", c.where(""), err)
+	}
+	if !loaded {
+		rep.Load = time.Since(t0)
+	}
+	return nil
+}
+
+// warmTask runs the warm-up calls of task (see WarmupTask).
+func (c *Client) warmTask(ctx context.Context, task *runtime.InferenceTaskProfile, rep *WarmupReport, opts []batch.Option) error {
+	fail := func(what string, err error) error {
+		return fmt.Errorf("%s: warm-up%s: %w", c.where(task.TaskID), what, err)
+	}
+	call, load, err := warmupKwargs(task)
+	if err != nil {
+		return fail("", err)
+	}
+	record := func(wc WarmupCall, run func() error) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		err := run()
+		wc.Task, wc.Duration = task.TaskID, time.Since(t0)
+		if err == nil {
+			rep.Calls = append(rep.Calls, wc)
+		}
+		return err
+	}
+	var sizes []int
+	if task.Batching != nil {
+		l, err := c.load()
+		if err != nil {
+			return fail("", err)
+		}
+		_, cfg, err := c.batchConfig(task, l, opts)
+		if err != nil {
+			return fail("", err)
+		}
+		sizes = cfg.WarmupSizes()
+	}
+	for r := range task.Warmup.WarmupRuns() {
+		switch {
+		case task.Stream:
+			if err := c.warmStream(ctx, task, call, r, record); err != nil {
+				return fail(fmt.Sprintf(" (stream, run %d)", r), err)
+			}
+			continue
+		case task.Batching != nil:
+			for _, n := range sizes {
+				items := make([]map[string]any, n)
+				for i := range items {
+					items[i] = call
+				}
+				if err := record(WarmupCall{Path: WarmupBatch, Size: n, Run: r}, func() error {
+					_, err := c.RunBatch(ctx, task.TaskID, items, opts...)
+					return err
+				}); err != nil {
+					return fail(fmt.Sprintf(" (batch of %d, run %d)", n, r), err)
+				}
+			}
+			if task.Batching.Dim != "" {
+				continue // Run is a batch of one, at the smallest size above
+			}
+		}
+		if err := record(WarmupCall{Path: WarmupRun, Run: r}, func() error {
+			_, err := c.Run(ctx, task.TaskID, call, load)
+			return err
+		}); err != nil {
+			return fail(fmt.Sprintf(" (run %d)", r), err)
+		}
+	}
+	return nil
+}
+
+// warmStream runs one warm-up session of a streaming task, recording each
+// chunk as it arrives.
+func (c *Client) warmStream(ctx context.Context, task *runtime.InferenceTaskProfile, call map[string]any, run int, record func(WarmupCall, func() error) error) error {
+	s, err := c.Stream(ctx, task.TaskID, call, stream.WithPacing(false), stream.WithMaxChunks(WarmupStreamChunks))
+	if err != nil {
+		return err
+	}
+	next, stop := iter.Pull2(s.Chunks(ctx))
+	defer stop()
+	for k := range WarmupStreamChunks {
+		if err := record(WarmupCall{Path: WarmupStream, Chunk: k, Run: run}, func() error {
+			_, err, ok := next()
+			if !ok {
+				return errors.New("the session ended before its chunk")
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("chunk %d: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// warmupKwargs returns the call and load kwargs of one warm-up call of task
+// (of one item when it is batched): runtime.InferenceTaskProfile.
+// WarmupValues, each value checked against its field and in the form the
+// generated params give it.
+func warmupKwargs(task *runtime.InferenceTaskProfile) (call, load map[string]any, err error) {
+	values, ps := task.WarmupValues()
+	if len(ps) > 0 {
+		return nil, nil, errors.New(runtime.JoinProblems(ps))
+	}
+	call, load = map[string]any{}, map[string]any{}
+	for i := range task.Inputs {
+		f := &task.Inputs[i]
+		v, ok := values[f.FieldID]
+		if !ok {
+			continue
+		}
+		if !f.Kind.TensorLike() {
+			rules, err := params.CompileField(f)
+			if err != nil {
+				return nil, nil, fmt.Errorf("field %q: %w", f.FieldID, err)
+			}
+			nv, vs := rules.CheckValue(v)
+			if len(vs) > 0 {
+				errs := make([]error, len(vs))
+				for j, x := range vs {
+					errs[j] = x
+				}
+				return nil, nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, errors.Join(errs...))
+			}
+			if v, err = EngineValue(nv); err != nil {
+				return nil, nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, err)
+			}
+		}
+		if f.Target == runtime.TargetLoadKwargs {
+			load[f.FieldID] = v
+		} else {
+			call[f.FieldID] = v
+		}
+	}
+	return call, load, nil
+}

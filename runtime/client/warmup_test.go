@@ -1,0 +1,222 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/torch"
+)
+
+// recordingEngine is libtorch with a hook: every module call it loads is
+// recorded (method and kwargs, tensors by dtype and shape) before it runs.
+type recordingEngine struct {
+	runtime.Engine
+	mu    sync.Mutex
+	calls []string
+}
+
+func (e *recordingEngine) Load(path string, o runtime.LoadOptions) (runtime.Module, error) {
+	m, err := e.Engine.Load(path, o)
+	if err != nil {
+		return nil, err
+	}
+	return &recordingModule{Module: m, e: e}, nil
+}
+
+// take returns the calls recorded since the last take.
+func (e *recordingEngine) take() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.calls
+	e.calls = nil
+	return c
+}
+
+type recordingModule struct {
+	runtime.Module
+	e *recordingEngine
+}
+
+func (m *recordingModule) Call(ctx context.Context, method string, kw map[string]any, o runtime.CallOptions) (any, error) {
+	keys := make([]string, 0, len(kw))
+	for k := range kw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := []string{method}
+	for _, k := range keys {
+		switch v := kw[k].(type) {
+		case *runtime.Tensor:
+			parts = append(parts, fmt.Sprintf("%s=%s%v", k, v.DType, v.Shape))
+		default:
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	m.e.mu.Lock()
+	m.e.calls = append(m.e.calls, strings.Join(parts, " "))
+	m.e.mu.Unlock()
+	return m.Module.Call(ctx, method, kw, o)
+}
+
+// recordedClient returns a client of spec on a fresh copy of the checkpoint
+// that build writes (so that no module cached by another test is reused),
+// through a recording engine.
+func recordedClient(t *testing.T, spec *runtime.ModelInferenceSpec, build func(string) error, opts ...client.Option) (*client.Client, *recordingEngine) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model.pt")
+	if err := build(path); err != nil {
+		t.Fatal(err)
+	}
+	eng := &recordingEngine{Engine: torch.Default()}
+	c, err := client.New(spec, append([]client.Option{client.WithEngine(eng), client.WithCheckpointPath(path), client.WithDevice("cpu")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, eng
+}
+
+type warmed struct {
+	path       string
+	size, run  int
+	chunk      int
+	positiveNs bool
+}
+
+func reported(r client.WarmupReport, task string) []warmed {
+	var out []warmed
+	for _, c := range r.Calls {
+		if c.Task == task {
+			out = append(out, warmed{c.Path, c.Size, c.Run, c.Chunk, c.Duration > 0})
+		}
+	}
+	return out
+}
+
+// The tiny encoder's manifest asks for a warm-up: one forward call at each
+// pad size (1, 2, 4, 8) on sequences of 16 zero tokens (warmup.dims), with
+// the field's default; invariant batching warms up the max size alone.
+func TestWarmupRunsEachPadSize(t *testing.T) {
+	ctx := context.Background()
+	spec := loadSpec(t, "tiny-encoder")
+	c, eng := recordedClient(t, spec, tinymodels.BuildEncoder)
+	rep, err := c.Warmup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"forward normalize=true tokens=int64[1 16]",
+		"forward normalize=true tokens=int64[2 16]",
+		"forward normalize=true tokens=int64[4 16]",
+		"forward normalize=true tokens=int64[8 16]",
+	}
+	if got := eng.take(); !slices.Equal(got, want) {
+		t.Errorf("engine calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	wantRep := []warmed{{"batch", 1, 0, 0, true}, {"batch", 2, 0, 0, true}, {"batch", 4, 0, 0, true}, {"batch", 8, 0, 0, true}}
+	if got := reported(rep, "embed"); !slices.Equal(got, wantRep) {
+		t.Errorf("report %+v, want %+v", got, wantRep)
+	}
+	if rep.Load <= 0 || rep.Total() <= rep.Load {
+		t.Errorf("report: load %v, total %v; want the load and the calls timed", rep.Load, rep.Total())
+	}
+
+	// Loaded now: a second warm-up times no load. The batch options are
+	// the ones the client's batched calls will get.
+	rep, err = c.WarmupTask(ctx, "embed", batch.WithInvariant())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eng.take(); !slices.Equal(got, want[3:]) || rep.Load != 0 || len(rep.Calls) != 1 || rep.Calls[0].Size != 8 {
+		t.Errorf("invariant warm-up: engine calls %q, report %+v", got, rep)
+	}
+	rep, err = c.WarmupTask(ctx, "embed", batch.WithPadSizes(1, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eng.take(); !slices.Equal(got, []string{want[0], want[3]}) {
+		t.Errorf("pad sizes 1, 8: engine calls %q, report %+v", got, rep)
+	}
+
+	// A client made invariant warms up the max size; runs repeats each call.
+	spec.Tasks[0].Warmup = &runtime.WarmupSpec{Runs: 2}
+	c2, eng2 := recordedClient(t, spec, tinymodels.BuildEncoder, client.WithBatchInvariant())
+	rep, err = c2.Warmup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := "forward normalize=true tokens=int64[8 1]"
+	if got := eng2.take(); !slices.Equal(got, []string{w, w}) {
+		t.Errorf("invariant client, runs 2: engine calls %q", got)
+	}
+	if got := reported(rep, "embed"); !slices.Equal(got, []warmed{{"batch", 8, 0, 0, true}, {"batch", 8, 1, 0, true}}) {
+		t.Errorf("report %+v", got)
+	}
+}
+
+// A plain task warms up with one Run on its defaults and warm-up inputs; a
+// streaming task with an unpaced two-chunk session (the first chunk, then a
+// steady one carrying the state); tasks without a warmup block are left
+// alone by Warmup.
+func TestWarmupPlainAndStreamingTasks(t *testing.T) {
+	ctx := context.Background()
+	spec := loadSpec(t, "tiny-world")
+	c, eng := recordedClient(t, spec, tinymodels.BuildWorld)
+	rep, err := c.Warmup(ctx)
+	if err != nil || len(rep.Calls) != 0 || len(eng.take()) != 0 || rep.Load <= 0 {
+		t.Fatalf("no task asks for a warm-up: report %+v, %v", rep, err)
+	}
+
+	spec.Tasks[0].Warmup = &runtime.WarmupSpec{Inputs: map[string]any{"prompt": "warm", "seed": int64(7)}}
+	spec.Tasks[1].Warmup = &runtime.WarmupSpec{}
+	c, eng = recordedClient(t, spec, tinymodels.BuildWorld)
+	rep, err = c.Warmup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"forward height=32 num_frames=9 prompt=warm seed=7 width=32",
+		"step controls=[0 0 0 0] num_frames=4 speed=2",
+		"step controls=[0 0 0 0] num_frames=2 speed=2 state=float32[3]",
+	}
+	if got := eng.take(); !slices.Equal(got, want) {
+		t.Errorf("engine calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := reported(rep, "generate"); !slices.Equal(got, []warmed{{"run", 0, 0, 0, true}}) {
+		t.Errorf("generate: report %+v", got)
+	}
+	if got := reported(rep, "step"); !slices.Equal(got, []warmed{{"stream", 0, 0, 0, true}, {"stream", 0, 0, 1, true}}) {
+		t.Errorf("step: report %+v", got)
+	}
+}
+
+// A warm-up that cannot be built fails before anything runs, naming the
+// task and what is missing; so does one whose input breaks its field.
+func TestWarmupRefusesWhatCannotBeBuilt(t *testing.T) {
+	ctx := context.Background()
+	spec := loadSpec(t, "tiny-world")
+	c, eng := recordedClient(t, spec, tinymodels.BuildWorld)
+	_, err := c.WarmupTask(ctx, "generate")
+	want := `tiny-world/default generate: warm-up: warmup: cannot build the warm-up inputs: field "prompt" is required and has no default; give it a value under warmup.inputs (or a default)`
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+	spec.Tasks[0].Warmup = &runtime.WarmupSpec{Inputs: map[string]any{"prompt": "x", "num_frames": int64(1000)}}
+	_, err = c.WarmupTask(ctx, "generate")
+	if err == nil || !strings.Contains(err.Error(), `warm-up value of field "num_frames"`) {
+		t.Errorf("err = %v, want the num_frames value refused", err)
+	}
+	if got := eng.take(); len(got) != 0 {
+		t.Errorf("engine calls %q, want none", got)
+	}
+}
