@@ -6,6 +6,17 @@
 #   scripts/libtorch2-lane.sh root         make (or check) the cached root
 #   scripts/libtorch2-lane.sh test         root, then the lane's tests in it
 #   scripts/libtorch2-lane.sh run CMD...   root, then CMD in it (in /src)
+#   scripts/libtorch2-lane.sh run --mount DIR CMD...
+#                                          root, then CMD in it, in DIR (a
+#                                          downstream module, say)
+#
+# With --mount, DIR is bind-mounted writable at its own path in the root,
+# and this checkout read only at its own path as well as at /src, so that a
+# go.mod's replace directive pointing at the checkout (absolute, or relative
+# to DIR) holds inside the root as outside; CMD runs in DIR. Before entering,
+# "go mod download" runs in DIR on this machine (the root has no network for
+# Go: GOPROXY=off), so DIR's go.mod and go.sum must be complete. What CMD
+# writes in DIR stays there, owned by root.
 #
 # The root lives in $WFGEN_LANE_ROOT (default /var/cache/wfgen/trixie-root).
 # A root is reused when its marker file says it holds the suite and packages
@@ -79,18 +90,24 @@ remove_ours() {
 
 # in_root DIR CMD...: runs CMD chrooted in DIR with /proc, /sys, /dev, the
 # Go toolchain, the module cache (read only) and the source tree (at /src)
-# mounted, in a private mount namespace.
+# mounted, in a private mount namespace; in /src, or, when MOUNT is set, in
+# MOUNT, mounted writable at its own path beside the source tree (read only,
+# also at its own path).
+MOUNT=
 in_root() {
   local dir=$1
   shift
   mkdir -p "$dir/usr/local/go" "$dir/root/go/pkg/mod" "$dir/src" "$dir/proc" "$dir/sys" "$dir/dev"
+  if [ -n "$MOUNT" ]; then
+    mkdir -p "$dir$SRC" "$dir$MOUNT"
+  fi
   cp /etc/resolv.conf "$dir/etc/resolv.conf"
   cp /etc/hosts "$dir/etc/hosts"
   unshare -m --propagation private bash -euo pipefail -c '
-    dir=$1 goroot=$2 modcache=$3 src=$4
-    shift 4
+    dir=$1 goroot=$2 modcache=$3 src=$4 extra=$5
+    shift 5
     cleanup() {
-      for m in "$dir/src" "$dir/root/go/pkg/mod" "$dir/usr/local/go" "$dir/dev" "$dir/sys" "$dir/proc"; do
+      for m in ${extra:+"$dir$extra"} ${extra:+"$dir$src"} "$dir/src" "$dir/root/go/pkg/mod" "$dir/usr/local/go" "$dir/dev" "$dir/sys" "$dir/proc"; do
         umount -R "$m" 2>/dev/null || true
       done
     }
@@ -104,15 +121,24 @@ in_root() {
     mount -o remount,bind,ro "$dir/root/go/pkg/mod"
     mount --bind "$src" "$dir/src"
     mount -o remount,bind,ro "$dir/src"
+    workdir=/src
+    if [ -n "$extra" ]; then
+      if [ "$src" != /src ]; then
+        mount --bind "$src" "$dir$src"
+        mount -o remount,bind,ro "$dir$src"
+      fi
+      mount --bind "$extra" "$dir$extra"
+      workdir=$extra
+    fi
     status=0
     chroot "$dir" /usr/bin/env -i \
       HOME=/root PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       LANG=C.UTF-8 TMPDIR=/tmp DEBIAN_FRONTEND=noninteractive \
       GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GOPROXY=off GOMODCACHE=/root/go/pkg/mod \
       GOCACHE=/root/.cache/go-build \
-      bash -c "cd /src && exec \"\$@\"" bash "$@" || status=$?
+      bash -c "cd \"\$1\" && shift && exec \"\$@\"" bash "$workdir" "$@" || status=$?
     exit $status
-  ' bash "$dir" "$GOROOT_HOST" "$GOMODCACHE_HOST" "$SRC" "$@"
+  ' bash "$dir" "$GOROOT_HOST" "$GOMODCACHE_HOST" "$SRC" "$MOUNT" "$@"
 }
 
 # root_ok DIR: the marker matches and the packages are installed.
@@ -188,9 +214,32 @@ run_tests() {
   ' "$ALONE" "$IMPORT_RUN" "${TEST_PKGS[@]}"
 }
 
+# run_in [--mount DIR] CMD...: the run command.
+run_in() {
+  if [ "${1:-}" = --mount ]; then
+    [ $# -ge 2 ] || die "run --mount: give a folder"
+    [ -d "$2" ] || die "run --mount $2: not a folder"
+    MOUNT=$(realpath "$2")
+    case "$MOUNT" in
+      /) die "run --mount /: give the downstream module's folder, not /" ;;
+      "$ROOT" | "$ROOT"/*) die "run --mount $MOUNT: a folder inside the lane's root" ;;
+      /proc | /proc/* | /sys | /sys/* | /dev | /dev/* | /src | /src/* | /usr/local/go | /usr/local/go/* | /root/go/pkg/mod | /root/go/pkg/mod/*)
+        die "run --mount $MOUNT: the root mounts something there already; move the module elsewhere" ;;
+    esac
+    shift 2
+  fi
+  [ $# -gt 0 ] || die "run: give a command"
+  ensure_root
+  if [ -n "$MOUNT" ] && [ -f "$MOUNT/go.mod" ]; then
+    # The root has no module proxy: fetch what the module needs here.
+    (cd "$MOUNT" && go mod download) || die "run --mount $MOUNT: go mod download failed (is go.sum complete? run go mod tidy)"
+  fi
+  in_root "$ROOT" "$@"
+}
+
 case "${1:-}" in
   root) ensure_root ;;
   test) ensure_root; run_tests ;;
-  run) shift; [ $# -gt 0 ] || die "run: give a command"; ensure_root; in_root "$ROOT" "$@" ;;
-  *) die "usage: $0 root | test | run CMD..." ;;
+  run) shift; run_in "$@" ;;
+  *) die "usage: $0 root | test | run [--mount DIR] CMD..." ;;
 esac
