@@ -172,6 +172,8 @@ func checkpoints(t *testing.T, dir string) map[string]string {
 	}
 	if testing.Short() {
 		t.Log("-short: not training the digits model")
+	} else if msg, err := exec.Command(digits.Python, "-c", "import torch, torchvision, sklearn.datasets").CombinedOutput(); err != nil {
+		t.Logf("not training the digits model: %s cannot import torchvision and sklearn: %v\n%s", digits.Python, err, msg)
 	} else {
 		root := filepath.Join(dir, "digits")
 		if _, err := digits.Ensure(context.Background(), root); err != nil {
