@@ -163,8 +163,11 @@ func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProf
 	}
 
 	// One input buffer and one tensor per stacked kwarg and lane, reused by
-	// every forward call of the lane (the engine copies its inputs).
-	maxRows := max(cfg.MaxBatchSize, cfg.PaddedSize(cfg.MaxBatchSize))
+	// every forward call of the lane (the engine copies its inputs), sized
+	// for the largest call these items make: a single item is one row (or
+	// its pad size), not max_batch_size rows.
+	rowsAtMost := min(items.n, cfg.MaxBatchSize)
+	maxRows := max(rowsAtMost, cfg.PaddedSize(rowsAtMost))
 	type laneInputs struct {
 		call    map[string]any
 		stacked []runtime.Tensor
