@@ -1,7 +1,6 @@
 package oip_test
 
 import (
-	"bytes"
 	"errors"
 	"testing"
 
@@ -29,7 +28,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	lim := oip.Limits{MaxTensorBytes: 1 << 16, MaxInputs: 64}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := oip.DecodeRequest(bytes.NewReader(body), lim)
+		req, err := oip.DecodeRequest(body, lim)
 		if err != nil {
 			if !errors.Is(err, oip.ErrBadRequest) {
 				t.Fatalf("decode error %v is not a protocol error", err)

@@ -295,16 +295,20 @@ func bad(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf
 // DecodeRequest decodes an infer request body. Malformed JSON, a body that
 // is not one JSON object, an input without a name, with an unknown datatype,
 // a negative dimension or data that is not an array are errors matching
-// ErrBadRequest; it never panics.
-func DecodeRequest(r io.Reader, lim Limits) (*InferenceRequest, error) {
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
+// ErrBadRequest; it never panics. The body is decoded in place (no buffer
+// of the decoder's own): a server reads it whole first, with its size
+// bounded and counted.
+func DecodeRequest(body []byte, lim Limits) (*InferenceRequest, error) {
 	var req InferenceRequest
-	if err := dec.Decode(&req); err != nil {
-		return nil, &badRequest{msg: "malformed request body: " + jsonMessage(err), err: err}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, bad("empty body (want a JSON object)")
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, bad("malformed request body: data after the JSON object")
+	if err := json.Unmarshal(body, &req); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) && strings.Contains(se.Error(), "after top-level value") {
+			return nil, bad("malformed request body: data after the JSON object")
+		}
+		return nil, &badRequest{msg: "malformed request body: " + jsonMessage(err), err: err}
 	}
 	if lim.MaxInputs > 0 && len(req.Inputs) > lim.MaxInputs {
 		return nil, bad("the request has %d inputs, at most %d are allowed", len(req.Inputs), lim.MaxInputs)

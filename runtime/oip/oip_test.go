@@ -66,7 +66,7 @@ func roundTrip(t *testing.T, m *oip.Model, task string, call map[string]any) (ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := oip.DecodeRequest(bytes.NewReader(body), oip.Limits{})
+	req, err := oip.DecodeRequest(body, oip.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func request(name string, dt oip.Datatype, shape []int64, data string) string {
 }
 
 func args(m *oip.Model, task, body string, lim oip.Limits) (map[string]any, error) {
-	req, err := oip.DecodeRequest(strings.NewReader(body), lim)
+	req, err := oip.DecodeRequest([]byte(body), lim)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,7 +47,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req, err := oip.DecodeRequest(bytes.NewReader(body), s.lim)
+	req, err := oip.DecodeRequest(body, s.lim)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -125,6 +124,10 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// bodyCost is how many bytes of the in-flight budget one byte of a body
+// takes while its request is in flight.
+const bodyCost = 2
+
 // bodyStep is how many bytes of a body of unknown length are reserved at a
 // time while it is read.
 const bodyStep = 64 << 10
@@ -143,7 +146,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *http.Respo
 	if reserve < 0 {
 		reserve = min(bodyStep, s.cfg.MaxBodyBytes)
 	}
-	if err := hold.add(reserve); err != nil {
+	// Twice the body: as read, and its tensors' data as decoding keeps it
+	// (oip.Tensor.Data) until they are parsed.
+	if err := hold.add(bodyCost * reserve); err != nil {
 		w.Header().Set("Connection", "close")
 		return nil, err
 	}
@@ -181,7 +186,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *http.Respo
 			if grow <= 0 {
 				grow = 1 // one byte past the limit makes the reader say so
 			}
-			if err := hold.add(grow); err != nil {
+			if err := hold.add(bodyCost * grow); err != nil {
 				w.Header().Set("Connection", "close")
 				return nil, err
 			}

@@ -49,10 +49,12 @@ type Config struct {
 	// 16 MiB: 4 Mi float32 or 2 Mi int64 elements); a larger one is
 	// answered 400.
 	MaxTensorBytes int64
-	// MaxInflightBytes bounds the bytes of the requests in flight: their
-	// bodies as read plus their decoded input tensors, held until each is
-	// answered (default 4 × MaxBodyBytes; at least MaxBodyBytes). A request
-	// that would go beyond it is answered 429 before its body is read.
+	// MaxInflightBytes bounds the bytes of the requests in flight: twice
+	// their bodies (as read, and their tensors' data as decoding holds it)
+	// plus their decoded input tensors, each request's held until it is
+	// answered (default 4 × MaxBodyBytes; at least 2 × MaxBodyBytes). A
+	// request that would go beyond it is answered 429 — before its body is
+	// read when it declares its length.
 	MaxInflightBytes int64
 	// Timeout is the deadline of one infer request, from its arrival
 	// (default 60 s; negative means none): its body must be read and its
@@ -121,8 +123,8 @@ func (c *Config) defaults() error {
 	if c.MaxInflightBytes <= 0 {
 		c.MaxInflightBytes = 4 * c.MaxBodyBytes
 	}
-	if c.MaxInflightBytes < c.MaxBodyBytes {
-		return fmt.Errorf("serve: max in-flight bytes %d is below the max body size %d, so a body of the largest size could never be read", c.MaxInflightBytes, c.MaxBodyBytes)
+	if c.MaxInflightBytes < bodyCost*c.MaxBodyBytes {
+		return fmt.Errorf("serve: max in-flight bytes %d is below twice the max body size %d, so a body of the largest size could never be read", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout

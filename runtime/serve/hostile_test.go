@@ -1,0 +1,227 @@
+package serve_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime/serve"
+)
+
+// The hostile suite of issue 31: what a client can make the server spend
+// is bounded and counted from arrival. Waits are on events (a status, the
+// server's counters, a closed connection), each under a generous bound
+// that only a hang reaches; nothing asserts how long something took.
+
+// rawRequest opens a connection and sends a request's head; the body, if
+// any, is the caller's to send.
+func rawRequest(t *testing.T, url, head string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// readResponse reads one response from conn, failing the test when none
+// comes within a minute (a hang).
+func readResponse(t *testing.T, conn net.Conn) *http.Response {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no response: %v", err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+// waitFor polls cond until it holds, failing after a minute (a hang).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after a minute", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+const chunkedInfer = "POST /v2/models/tiny-encoder/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+// Bodies trickling a byte at a time hold their connections only until the
+// request's deadline (408), never lock out the requests of others (which
+// are admitted once their bodies are read), and never hold up a shutdown
+// beyond that deadline.
+func TestSlowBodiesDoNotLockOthersOut(t *testing.T) {
+	s := start(t, serve.Config{Timeout: 3 * time.Second, MaxQueue: 4})
+	const tricklers = 16
+	conns := make([]net.Conn, tricklers)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range conns {
+		conns[i] = rawRequest(t, s.url, chunkedInfer)
+		wg.Add(1)
+		go func(c net.Conn) {
+			defer wg.Done()
+			for {
+				if _, err := io.WriteString(c, "1\r\n \r\n"); err != nil {
+					return
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}(conns[i])
+	}
+	defer func() { close(stop); wg.Wait() }()
+	// Every trickler's first bytes are reserved: they are all being read.
+	waitFor(t, "the trickling bodies to be read", func() bool { return s.srv.Stats().InflightBytes >= tricklers*64<<10 })
+	for i := range 8 {
+		if code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody); code != 200 {
+			t.Fatalf("request %d while %d bodies trickle: %d %s", i, tricklers, code, b)
+		}
+	}
+	for i, c := range conns {
+		resp := readResponse(t, c)
+		if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+			t.Errorf("trickler %d: %d %v, want 408 and the connection closed", i, resp.StatusCode, resp.Header)
+		}
+	}
+	waitFor(t, "the in-flight bytes to return", func() bool { return s.srv.Stats().InflightBytes == 0 })
+}
+
+// A request without the token is answered 401 before its body is read:
+// a client that never sends the body it announced gets its answer anyway.
+func TestUnauthenticatedBodyIsNotRead(t *testing.T) {
+	s := start(t, serve.Config{Token: "s3cret"})
+	for _, head := range []string{
+		chunkedInfer,
+		"POST /v2/models/tiny-encoder/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n",
+	} {
+		resp := readResponse(t, rawRequest(t, s.url, head))
+		if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+			t.Errorf("%q: %d %v", head, resp.StatusCode, resp.Header)
+		}
+	}
+}
+
+// A keep-alive connection that sends nothing is closed after the idle
+// timeout, so idle connections cannot be hoarded.
+func TestIdleConnectionsClose(t *testing.T) {
+	s := start(t, serve.Config{IdleTimeout: 100 * time.Millisecond})
+	conn := rawRequest(t, s.url, "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+	rd := bufio.NewReader(conn)
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if _, err := rd.ReadByte(); err != io.EOF {
+		t.Errorf("after the idle timeout: %v, want the server to close the connection (EOF)", err)
+	}
+}
+
+// A slow model's calls hold its own engine slot, never another model's:
+// with more tiny-world work queued than fits in the deadline, the encoder
+// still answers every request.
+func TestSlowModelDoesNotBlockAnother(t *testing.T) {
+	s := start(t, serve.Config{Timeout: 2 * time.Second})
+	const slow = 40 // at ≥ 0.1 s each, more than the deadline's worth
+	var wg sync.WaitGroup
+	for range slow {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
+			if code != 200 && code != http.StatusGatewayTimeout {
+				t.Errorf("slow request: %d %.200s", code, b)
+			}
+		}()
+	}
+	waitFor(t, "the slow requests to be admitted", func() bool { return s.srv.Stats().Admitted >= slow/2 })
+	for i := range 10 {
+		if code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody); code != 200 {
+			t.Errorf("encoder request %d behind %d slow tiny-world ones: %d %s", i, slow, code, b)
+		}
+	}
+	wg.Wait()
+}
+
+// Requests whose deadline passes while they wait in a batcher's queue
+// leave it at once: later requests are never refused for the room they
+// took.
+func TestExpiredRequestsLeaveTheBatchQueue(t *testing.T) {
+	// The batch delay is longer than the test: a batch runs only when
+	// every admitted request waits in the batcher, which the tiny-world
+	// requests looping alongside prevent, so the encoder requests wait in
+	// the queue until their deadline.
+	s := start(t, serve.Config{Batching: true, BatchDelay: time.Hour, Timeout: 300 * time.Millisecond, MaxQueue: 8})
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	for range 2 {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
+			}
+		}()
+	}
+	for wave := range 4 {
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body := fmt.Sprintf(`{"inputs":[{"name":"tokens","datatype":"INT64","shape":[%d],"data":[%s1]}]}`, 3+i, strings.Repeat("1,", 2+i))
+				code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", body)
+				if code == http.StatusTooManyRequests {
+					t.Errorf("wave %d: 429 although the queue holds only expired requests: %s", wave, b)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	close(stop)
+	bg.Wait()
+	waitFor(t, "the admitted requests to be answered", func() bool { return s.srv.Stats().Admitted == 0 })
+}
+
+// Every refusal is logged with its error's text.
+func TestAccessLogCarriesTheError(t *testing.T) {
+	s := start(t, serve.Config{})
+	call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", `{"inputs":[]}`, "X-Request-ID", "bad-1")
+	waitFor(t, "the access log record", func() bool {
+		for _, r := range s.logs.all() {
+			if r["request_id"] == "bad-1" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, r := range s.logs.all() {
+		if r["request_id"] == "bad-1" && (r["status"] != 400.0 || !strings.Contains(fmt.Sprint(r["error"]), "missing required input(s) tokens")) {
+			t.Errorf("access log record %v: want status 400 and the error", r)
+		}
+	}
+}
