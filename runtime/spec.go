@@ -258,7 +258,7 @@ type InferenceTaskProfile struct {
 	// Stream marks a task that produces a realtime stream of chunks.
 	Stream bool `json:"stream,omitempty"`
 	// Warmup, when set, asks for the task to be run on made-up inputs as
-	// soon as the model is loaded (runtime/client's Warmup), once per batch
+	// soon as the model is loaded (runtime/client's Warmup), at each batch
 	// size the batch executor sends, so that no request pays for a first
 	// call. `warmup: {}` takes every default.
 	Warmup *WarmupSpec `json:"warmup,omitempty"`

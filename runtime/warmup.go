@@ -8,7 +8,7 @@ import (
 )
 
 // WarmupSpec asks for a task to be warmed up: run on made-up inputs as soon
-// as its model is loaded, before any request, once per batch size the batch
+// as its model is loaded, before any request, at each batch size the batch
 // executor sends (every pad size of a batchable task), so that the first
 // request at each size does not pay for libtorch's first calls (the
 // TorchScript profiling runs, the kernels and memory a new shape needs).
@@ -26,16 +26,13 @@ type WarmupSpec struct {
 	// and at least 1. The batch dimension is not listed: its sizes are the
 	// batch sizes.
 	Dims map[string]int64 `json:"dims,omitempty"`
-	// Runs is how many times each warm-up call is made (default 1).
-	Runs int `json:"runs,omitempty" jsonschema:"minimum=1,default=1"`
-}
-
-// WarmupRuns returns how many times each warm-up call is made: Runs, or 1.
-func (w *WarmupSpec) WarmupRuns() int {
-	if w == nil || w.Runs < 1 {
-		return 1
-	}
-	return w.Runs
+	// Runs is how many rounds of warm-up calls are made: each round makes
+	// every call once. By default, as many rounds as make at least three
+	// calls (one round of four pad sizes, three rounds of a plain task):
+	// TorchScript's profiling executor profiles a module's first call and
+	// optimises its graph on the second, and both are many times slower
+	// than the calls after them.
+	Runs int `json:"runs,omitempty" jsonschema:"minimum=1"`
 }
 
 // pointerKey escapes a map key as one JSON Pointer segment.

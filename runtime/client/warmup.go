@@ -24,6 +24,14 @@ const (
 	WarmupStream = "stream"
 )
 
+// MinWarmupCalls is how many calls a warm-up makes at least when the
+// task's warmup block does not set runs: its round of calls is repeated
+// until it has made that many. TorchScript's profiling executor profiles a
+// module's first call (tens of ms for a small model) and optimises its
+// graph on the second (about 20 times a steady call); the third is within
+// about twice a steady call.
+const MinWarmupCalls = 3
+
 // WarmupStreamChunks is how many chunks the warm-up of a streaming task
 // makes: the first chunk (first_chunk_frames frames, no state) and one
 // steady chunk (chunk_frames frames, with the first chunk's state), the
@@ -40,7 +48,7 @@ type WarmupCall struct {
 	Size int
 	// Chunk is the chunk's index in its session (WarmupStream), 0 otherwise.
 	Chunk int
-	// Run counts the repetitions of the call (warmup.runs), from 0.
+	// Run is the round the call belongs to (see WarmupTask), from 0.
 	Run int
 	// Duration is how long the call took, as a caller would see it.
 	Duration time.Duration
@@ -91,7 +99,8 @@ func (c *Client) Warmup(ctx context.Context, opts ...batch.Option) (WarmupReport
 // task with its manifest's warmup block, or with the defaults (warmup: {})
 // when it has none. Each call runs through the path requests take, on the
 // inputs runtime.InferenceTaskProfile.WarmupValues makes (an error when
-// they cannot be made), warmup.runs times (default once):
+// they cannot be made), in rounds of one call each — warmup.runs rounds,
+// by default as many as make MinWarmupCalls calls:
 //
 //   - a batchable task: RunBatch of n copies of the item at each size n of
 //     batch.Config.WarmupSizes — each pad size, or the max batch size alone
@@ -161,7 +170,7 @@ func (c *Client) warmTask(ctx context.Context, task *runtime.InferenceTaskProfil
 		}
 		sizes = cfg.WarmupSizes()
 	}
-	for r := range task.Warmup.WarmupRuns() {
+	for r := range warmupRounds(task, len(sizes)) {
 		switch {
 		case task.Stream:
 			if err := c.warmStream(ctx, task, call, r, record); err != nil {
@@ -193,6 +202,26 @@ func (c *Client) warmTask(ctx context.Context, task *runtime.InferenceTaskProfil
 		}
 	}
 	return nil
+}
+
+// warmupRounds returns how many rounds of calls the warm-up of task makes:
+// warmup.runs, else enough for MinWarmupCalls calls when a round makes
+// calls (sizes: the number of batch sizes of a batchable task).
+func warmupRounds(task *runtime.InferenceTaskProfile, sizes int) int {
+	if w := task.Warmup; w != nil && w.Runs > 0 {
+		return w.Runs
+	}
+	perRound := 1 // Run
+	switch {
+	case task.Stream:
+		perRound = WarmupStreamChunks
+	case task.Batching != nil && task.Batching.Dim != "":
+		perRound = sizes
+	case task.Batching != nil:
+		perRound = sizes + 1
+	}
+	perRound = max(perRound, 1)
+	return (MinWarmupCalls + perRound - 1) / perRound
 }
 
 // warmStream runs one warm-up session of a streaming task, recording each

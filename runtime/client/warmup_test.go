@@ -132,23 +132,27 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 	}
 
 	// Loaded now: a second warm-up times no load. The batch options are
-	// the ones the client's batched calls will get.
+	// the ones the client's batched calls will get; a warm-up that runs
+	// fewer than three calls a round is repeated until it has made three.
 	rep, err = c.WarmupTask(ctx, "embed", batch.WithInvariant())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eng.take(); !slices.Equal(got, want[3:]) || rep.Load != 0 || len(rep.Calls) != 1 || rep.Calls[0].Size != 8 {
+	if got := eng.take(); !slices.Equal(got, []string{want[3], want[3], want[3]}) || rep.Load != 0 {
 		t.Errorf("invariant warm-up: engine calls %q, report %+v", got, rep)
+	}
+	if got := reported(rep, "embed"); !slices.Equal(got, []warmed{{"batch", 8, 0, 0, true}, {"batch", 8, 1, 0, true}, {"batch", 8, 2, 0, true}}) {
+		t.Errorf("invariant warm-up: report %+v", got)
 	}
 	rep, err = c.WarmupTask(ctx, "embed", batch.WithPadSizes(1, 8))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eng.take(); !slices.Equal(got, []string{want[0], want[3]}) {
+	if got := eng.take(); !slices.Equal(got, []string{want[0], want[3], want[0], want[3]}) {
 		t.Errorf("pad sizes 1, 8: engine calls %q, report %+v", got, rep)
 	}
 
-	// A client made invariant warms up the max size; runs repeats each call.
+	// A client made invariant warms up the max size; runs sets the rounds.
 	spec.Tasks[0].Warmup = &runtime.WarmupSpec{Runs: 2}
 	c2, eng2 := recordedClient(t, spec, tinymodels.BuildEncoder, client.WithBatchInvariant())
 	rep, err = c2.Warmup(ctx)
@@ -164,10 +168,10 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 	}
 }
 
-// A plain task warms up with one Run on its defaults and warm-up inputs; a
-// streaming task with an unpaced two-chunk session (the first chunk, then a
-// steady one carrying the state); tasks without a warmup block are left
-// alone by Warmup.
+// A plain task warms up with Run on its defaults and warm-up inputs, three
+// times by default; a streaming task with unpaced two-chunk sessions (the
+// first chunk, then a steady one carrying the state), two by default;
+// tasks without a warmup block are left alone by Warmup.
 func TestWarmupPlainAndStreamingTasks(t *testing.T) {
 	ctx := context.Background()
 	spec := loadSpec(t, "tiny-world")
@@ -184,19 +188,28 @@ func TestWarmupPlainAndStreamingTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{
-		"forward height=32 num_frames=9 prompt=warm seed=7 width=32",
-		"step controls=[0 0 0 0] num_frames=4 speed=2",
-		"step controls=[0 0 0 0] num_frames=2 speed=2 state=float32[3]",
-	}
+	gen := "forward height=32 num_frames=9 prompt=warm seed=7 width=32"
+	first := "step controls=[0 0 0 0] num_frames=4 speed=2"
+	steady := "step controls=[0 0 0 0] num_frames=2 speed=2 state=float32[3]"
+	want := []string{gen, gen, gen, first, steady, first, steady}
 	if got := eng.take(); !slices.Equal(got, want) {
 		t.Errorf("engine calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if got := reported(rep, "generate"); !slices.Equal(got, []warmed{{"run", 0, 0, 0, true}}) {
+	if got := reported(rep, "generate"); !slices.Equal(got, []warmed{{"run", 0, 0, 0, true}, {"run", 0, 1, 0, true}, {"run", 0, 2, 0, true}}) {
 		t.Errorf("generate: report %+v", got)
 	}
-	if got := reported(rep, "step"); !slices.Equal(got, []warmed{{"stream", 0, 0, 0, true}, {"stream", 0, 0, 1, true}}) {
+	if got := reported(rep, "step"); !slices.Equal(got, []warmed{{"stream", 0, 0, 0, true}, {"stream", 0, 0, 1, true}, {"stream", 0, 1, 0, true}, {"stream", 0, 1, 1, true}}) {
 		t.Errorf("step: report %+v", got)
+	}
+
+	// runs: 1 makes one round.
+	spec.Tasks[0].Warmup.Runs, spec.Tasks[1].Warmup.Runs = 1, 1
+	c, eng = recordedClient(t, spec, tinymodels.BuildWorld)
+	if _, err := c.Warmup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := eng.take(); !slices.Equal(got, []string{gen, first, steady}) {
+		t.Errorf("runs 1: engine calls %q", got)
 	}
 }
 
