@@ -65,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Batching, "batch", false, "merge concurrent requests to batchable tasks into batches (max_batch_size of the task)")
 	fs.DurationVar(&cfg.BatchDelay, "batch-delay", 0, "how long the oldest queued request waits for others to join its batch")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", serve.DefaultMaxSessions, "realtime streams open at once (429 beyond)")
+	metrics := fs.Bool("metrics", true, "serve Prometheus metrics at GET /metrics (with the bearer token when -token-file is set)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -80,6 +81,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := logctx.Logger()
+	cfg.DisableMetrics = !*metrics
+	tp, stopTracing, otlpEndpoint, err := tracing(context.Background(), log) // tracing.go: the OTEL_* variables
+	if err != nil {
+		fmt.Fprintf(stderr, "wfserve: %v\n", err)
+		return 2
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stopTracing(ctx) // flushes the spans not yet exported
+	}()
+	if tp != nil {
+		cfg.TracerProvider = tp
+	}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
 		if err != nil {
@@ -137,6 +152,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.Any("models", names),
 		slog.Bool("batching", cfg.Batching), slog.Bool("auth", cfg.Token != ""),
+		slog.Bool("metrics", *metrics), slog.String("otlp_traces", otlpEndpoint),
 		slog.Float64("load_s", time.Since(start).Seconds()))
 
 	sig := make(chan os.Signal, 1)

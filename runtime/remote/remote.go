@@ -23,6 +23,8 @@ import (
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
@@ -73,6 +75,7 @@ type Client struct {
 	variant string
 	token   string
 	http    *http.Client
+	tracer  trace.Tracer // WithTracerProvider; nil: the global provider
 }
 
 var _ client.Backend = (*Client)(nil)
@@ -181,7 +184,9 @@ func (c *Client) request(task *runtime.InferenceTaskProfile, call, load map[stri
 
 // do sends a JSON request and decodes a JSON answer into out; an error
 // status is a *StatusError.
-func (c *Client) do(ctx context.Context, method, u string, body any, out any) error {
+func (c *Client) do(ctx context.Context, method, u string, body any, out any) (err error) {
+	ctx, span := c.startSpan(ctx, method, u)
+	defer func() { endSpan(span, err) }()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -213,6 +218,7 @@ func (c *Client) do(ctx context.Context, method, u string, body any, out any) er
 }
 
 func (c *Client) authorize(r *http.Request) {
+	injectTrace(r) // the caller's span continues on the server
 	if c.token != "" {
 		r.Header.Set("Authorization", "Bearer "+c.token)
 	}

@@ -249,7 +249,9 @@ func (b *batcher) run(run []*pending) {
 	}
 	b.stats.batches.Add(1)
 	b.stats.batched.Add(int64(len(run)))
-	outs, err := b.client.RunBatch(ctx, b.task.TaskID, items, batch.WithPerItemErrors())
+	bctx, ran := batchStarted(ctx, run) // batch size, queue waits, spans (tracing.go)
+	outs, err := b.client.RunBatch(bctx, b.task.TaskID, items, batch.WithPerItemErrors())
+	ran(err)
 	var itemErrs batch.ItemErrors
 	errors.As(err, &itemErrs)
 	for i, p := range run {

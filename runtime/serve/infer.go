@@ -67,6 +67,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	setObs(ctx, s.tel.obs(m, task.TaskID))
 	call, load, err := m.oip.Args(task, req.Inputs, s.lim)
 	if err != nil {
 		writeError(w, err)
@@ -87,6 +88,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	}
 	if streaming {
 		hold.done() // the session holds its inputs; it counts against MaxSessions
+		markStream(ctx)
 		s.stream(w, r, rc, m, v, task, call, req)
 		return
 	}
@@ -256,10 +258,12 @@ func (s *Server) run(ctx context.Context, v *variant, task *runtime.InferenceTas
 	if b := v.batchers[task.TaskID]; b != nil {
 		return b.submit(ctx, call)
 	}
+	admitted := time.Now()
 	release, err := v.slots.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	ectx, called := slotted(ctx, admitted) // queue wait, engine call (metrics.go)
 	// A call that has entered the engine runs to completion and holds its
 	// slot until then; the request is answered at its deadline all the
 	// same, and Shutdown waits for the call.
@@ -268,7 +272,8 @@ func (s *Server) run(ctx context.Context, v *variant, task *runtime.InferenceTas
 	go func() {
 		defer s.inflight.leave()
 		defer release()
-		out, err := v.client.Run(ctx, task.TaskID, call, load)
+		out, err := v.client.Run(ectx, task.TaskID, call, load)
+		called(err)
 		res <- result{out, err}
 	}()
 	select {

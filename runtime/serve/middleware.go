@@ -13,13 +13,10 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/logctx"
 )
 
-// arrivalKey is the context key of a request's arrival time.
-type arrivalKey struct{}
-
 // arrival returns when the request arrived (observe stamps it).
 func arrival(r *http.Request) time.Time {
-	if t, ok := r.Context().Value(arrivalKey{}).(time.Time); ok {
-		return t
+	if ri := requestInfo(r.Context()); ri != nil {
+		return ri.arrived
 	}
 	return time.Now()
 }
@@ -27,8 +24,9 @@ func arrival(r *http.Request) time.Time {
 // observe is the outermost middleware: it stamps the request's arrival,
 // gives it a correlation id (the X-Request-ID header, or a fresh one
 // echoed in that header) that every log record of the request carries,
-// and writes one access log record when it is answered, with the error's
-// text for a refusal.
+// starts its span (tracing.go), and when it is answered writes one access
+// log record, with the error's text for a refusal, and records its
+// metrics (metrics.go).
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -37,8 +35,11 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if id == "" || len(id) > 128 {
 			id = newID(8)
 		}
-		ctx := logctx.With(r.Context(), logctx.Fields{"request_id": id})
-		ctx = context.WithValue(ctx, arrivalKey{}, start)
+		ri := &reqInfo{arrived: start}
+		ctx := context.WithValue(r.Context(), infoKey{}, ri)
+		fields := logctx.Fields{"request_id": id}
+		ctx = s.tel.startSpan(ctx, r, ri, id, fields)
+		ctx = logctx.With(ctx, fields)
 		r = r.WithContext(ctx)
 		// Whatever the endpoint, the request (its body included) must
 		// arrive within the read limit; handlers that read a body clear
@@ -50,9 +51,11 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if !rec.wroteHeader && r.Context().Err() != nil {
 			rec.status = statusClientGone
 		}
+		end := time.Now()
+		s.tel.finish(s, r, ri, rec, end)
 		attrs := []slog.Attr{
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
-			slog.Int64("bytes", rec.bytes), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			slog.Int64("bytes", rec.bytes), slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
 			slog.String("remote", r.RemoteAddr),
 		}
 		if rec.err != "" {
@@ -75,8 +78,8 @@ func (s *Server) readLimit() time.Duration {
 // went away before it was answered (nginx's convention).
 const statusClientGone = 499
 
-// drainGuard answers every request but the liveness probe 503 once the
-// server drains, and makes every response close its connection then, so
+// drainGuard answers every request but the health probes and the metrics
+// 503 once the server drains, and makes every response close its connection then, so
 // that keep-alive connections end after their answer rather than under a
 // request the client is sending.
 func (s *Server) drainGuard(next http.Handler) http.Handler {
@@ -86,7 +89,7 @@ func (s *Server) drainGuard(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Connection", "close")
-		if r.URL.Path == "/v2/health/live" || r.URL.Path == "/v2/health/ready" {
+		if r.URL.Path == "/v2/health/live" || r.URL.Path == "/v2/health/ready" || r.URL.Path == "/metrics" {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -39,6 +39,9 @@ func (s *Server) routes() http.Handler {
 		writeDocument(w, modelOf(r).openapi)
 	})))
 	mux.HandleFunc("/v2/models/{model}/sessions/{session}", s.withModel(post(s.control)))
+	if m := s.tel.m; m != nil {
+		mux.Handle("/metrics", get(m.handler.ServeHTTP))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v2" && !strings.HasPrefix(r.URL.Path, "/v2/") {
 			refuse(w, r, withStatus(http.StatusNotFound, "no endpoint %s (the protocol's endpoints are under /v2)", r.URL.Path))
@@ -46,6 +49,7 @@ func (s *Server) routes() http.Handler {
 		}
 		refuse(w, r, withStatus(http.StatusNotFound, "no endpoint %s", r.URL.Path))
 	})
+	s.mux = mux
 	return mux
 }
 
@@ -77,6 +81,13 @@ func (s *Server) withModel(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("model")
 		m, ok := s.models[name]
+		if strings.HasSuffix(r.Pattern, "/infer") { // counted per model and task (metrics.go)
+			if ok {
+				setObs(r.Context(), s.tel.obs(m, ""))
+			} else {
+				setObs(r.Context(), s.tel.unknownModel)
+			}
+		}
 		if !ok {
 			refuse(w, r, withStatus(http.StatusNotFound, "no model %q (served: %s)", name, s.modelNames()))
 			return

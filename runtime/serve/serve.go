@@ -15,7 +15,8 @@
 // work in flight (requests, bytes, engine slots per model) and tracks it
 // for drain; infer.go and stream.go answer infer requests and realtime
 // streams; batcher.go merges requests across clients; errors.go maps errors
-// to statuses and the protocol's error body.
+// to statuses and the protocol's error body; metrics.go and tracing.go
+// record Prometheus metrics (GET /metrics) and OpenTelemetry spans.
 package serve
 
 import (
@@ -28,6 +29,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
@@ -95,6 +99,18 @@ type Config struct {
 	// records carry the request's correlation id ("request_id": the
 	// X-Request-ID header, or a fresh id echoed in that header).
 	Logger *slog.Logger
+	// DisableMetrics turns off the Prometheus metrics and GET /metrics
+	// (docs/serving.md lists them). The endpoint, like every one but the
+	// health probes, needs the bearer token when Token is set.
+	DisableMetrics bool
+	// TracerProvider, when set, traces every request with OpenTelemetry: a
+	// server span (a child of the W3C traceparent the request carries),
+	// and spans of an infer request's queue wait and engine call and of
+	// cross-request batch runs (tracing.go). Nil: no tracing, at no cost.
+	TracerProvider trace.TracerProvider
+	// Propagator extracts the caller's trace context from request headers
+	// (default: W3C Trace Context, the traceparent header).
+	Propagator propagation.TextMapPropagator
 }
 
 // Defaults of Config.
@@ -205,6 +221,9 @@ type Server struct {
 	sessions     sync.Map // session id → *session
 	nsessions    atomic.Int64
 	counters     counters
+
+	tel *telemetry     // metrics and tracing
+	mux *http.ServeMux // the routes (routes.go)
 }
 
 // counters are the Server's running totals.
@@ -290,6 +309,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		return nil, err
 	}
 	s.openapi = doc
+	s.tel = newTelemetry(s)
 	s.handler = s.observe(s.drainGuard(s.auth(s.routes())))
 	return s, nil
 }
