@@ -6,9 +6,12 @@
 # and the side-by-side benchmarks, python3-fastapi / python3-uvicorn for
 # the Python server the serving load test (make bench) compares wfserve with,
 # python3-sklearn for the handwritten digits the demo's digits model is
-# trained on (examples/digits), and pkg-config for the test of a build
-# against a relocated libtorch (e2e). Idempotent: does nothing when all is
-# there.
+# trained on (examples/digits), pkg-config for the test of a build
+# against a relocated libtorch (e2e), and prometheus, the server the
+# serving tests start on loopback to scrape wfserve's /metrics (its
+# package's own service is not started where policy-rc.d forbids it, as in
+# containers; the tests run their own). Idempotent: does nothing when all
+# is there.
 set -euo pipefail
 
 need=()
@@ -21,6 +24,7 @@ if ! /usr/bin/python3 -c 'import uvicorn' >/dev/null 2>&1; then need+=(python3-u
 if ! /usr/bin/python3 -c 'import sklearn.datasets' >/dev/null 2>&1; then need+=(python3-sklearn); fi
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
+[ -x /usr/bin/prometheus ] || need+=(prometheus)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
