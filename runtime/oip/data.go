@@ -280,6 +280,9 @@ func decodeTensor(t *Tensor, maxBytes int64) (*runtime.Tensor, error) {
 	if maxBytes > 0 && size > maxBytes {
 		return nil, fmt.Errorf("%s%v is %d bytes, above the limit of %d bytes per tensor", t.Datatype, t.Shape, size, maxBytes)
 	}
+	if t.IsBinary() {
+		return rawTensor(t, dtype, size)
+	}
 	if n > int64(len(t.Data)) { // every element takes at least one byte of JSON
 		return nil, fmt.Errorf("data has fewer elements than shape %v holds (%d)", t.Shape, n)
 	}

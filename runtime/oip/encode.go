@@ -76,10 +76,8 @@ func (t *Tensor) appendJSON(b []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	b = append(b, `,"data":`...)
-	if t.Data == nil {
-		b = append(b, "null"...)
-	} else {
+	if len(t.Data) > 0 { // omitempty: absent when the tensor travels binary
+		b = append(b, `,"data":`...)
 		b = append(b, t.Data...)
 	}
 	return append(b, '}'), nil

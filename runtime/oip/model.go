@@ -277,6 +277,13 @@ func decodeField(f *runtime.InferenceFieldSpec, in *Tensor, lim Limits) (any, er
 	} else if n != 1 || len(in.Shape) > 1 {
 		return nil, fmt.Errorf("shape %v, but a field of kind %s is one value: shape [1]", in.Shape, f.Kind)
 	}
+	if in.IsBinary() {
+		vals, err := rawValues(in, n)
+		if err != nil {
+			return nil, err
+		}
+		return fieldValue(f.Kind, vals), nil
+	}
 	if n > int64(len(in.Data)) {
 		return nil, fmt.Errorf("data has fewer elements than shape %v holds (%d)", in.Shape, n)
 	}
@@ -299,18 +306,24 @@ func decodeField(f *runtime.InferenceFieldSpec, in *Tensor, lim Limits) (any, er
 	}); err != nil {
 		return nil, err
 	}
-	if !f.Kind.IsList() {
-		return vals[0], nil
+	return fieldValue(f.Kind, vals), nil
+}
+
+// fieldValue returns a field's decoded elements in the Go form of its
+// kind: the one value, or a typed list.
+func fieldValue(k runtime.Kind, vals []any) any {
+	if !k.IsList() {
+		return vals[0]
 	}
-	switch elem {
+	switch k.Elem() {
 	case runtime.KindString:
-		return typed[string](vals), nil
+		return typed[string](vals)
 	case runtime.KindInt:
-		return typed[int64](vals), nil
+		return typed[int64](vals)
 	case runtime.KindFloat:
-		return typed[float64](vals), nil
+		return typed[float64](vals)
 	}
-	return typed[bool](vals), nil
+	return typed[bool](vals)
 }
 
 func typed[T any](vals []any) []T {
@@ -384,6 +397,11 @@ func scalarValue(k runtime.Kind, v any) (any, error) {
 // LoadKwargs). Keys that are not fields of the task, and values that do
 // not fit their field's kind, are errors naming the field.
 func EncodeInputs(task *runtime.InferenceTaskProfile, call, load map[string]any) ([]Tensor, error) {
+	return encodeInputs(task, call, load, encodeTensor)
+}
+
+// encodeInputs is EncodeInputs with enc encoding each tensor.
+func encodeInputs(task *runtime.InferenceTaskProfile, call, load map[string]any, enc func(string, *runtime.Tensor) (Tensor, error)) ([]Tensor, error) {
 	for _, kw := range []map[string]any{call, load} {
 		for k := range kw {
 			if _, ok := task.Field(k); !ok {
@@ -408,7 +426,7 @@ func EncodeInputs(task *runtime.InferenceTaskProfile, call, load map[string]any)
 		if v == nil {
 			continue
 		}
-		ts, err := encodeField(f, v)
+		ts, err := encodeField(f, v, enc)
 		if err != nil {
 			return nil, fmt.Errorf("field %q: %w", f.FieldID, err)
 		}
@@ -418,16 +436,16 @@ func EncodeInputs(task *runtime.InferenceTaskProfile, call, load map[string]any)
 }
 
 // encodeField encodes one field's value (in kindValue's form).
-func encodeField(f *runtime.InferenceFieldSpec, v any) ([]Tensor, error) {
+func encodeField(f *runtime.InferenceFieldSpec, v any, enc func(string, *runtime.Tensor) (Tensor, error)) ([]Tensor, error) {
 	switch f.Kind {
 	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
-		t, err := encodeTensor(f.FieldID, v.(*runtime.Tensor))
+		t, err := enc(f.FieldID, v.(*runtime.Tensor))
 		return []Tensor{t}, err
 	case runtime.KindTensorList:
 		items := v.([]any)
 		out := make([]Tensor, len(items))
 		for j, it := range items {
-			t, err := encodeTensor(f.FieldID+"."+strconv.Itoa(j), it.(*runtime.Tensor))
+			t, err := enc(f.FieldID+"."+strconv.Itoa(j), it.(*runtime.Tensor))
 			if err != nil {
 				return nil, fmt.Errorf("item %d: %w", j, err)
 			}
@@ -450,6 +468,12 @@ func encodeField(f *runtime.InferenceFieldSpec, v any) ([]Tensor, error) {
 // order. want, when not empty, restricts them to the named artifacts; a
 // name that is not an artifact of the task matches ErrBadRequest.
 func EncodeOutputs(task *runtime.InferenceTaskProfile, out map[string]any, want []RequestOutput) ([]Tensor, error) {
+	return EncodeOutputsBinary(task, out, want, nil)
+}
+
+// EncodeOutputsBinary is EncodeOutputs with the outputs binary says
+// (BinaryOutputs; nil: none) in the binary tensor data extension's form.
+func EncodeOutputsBinary(task *runtime.InferenceTaskProfile, out map[string]any, want []RequestOutput, binary func(name string) bool) ([]Tensor, error) {
 	var only map[string]bool
 	if len(want) > 0 {
 		only = make(map[string]bool, len(want))
@@ -467,7 +491,13 @@ func EncodeOutputs(task *runtime.InferenceTaskProfile, out map[string]any, want 
 		if !ok || v == nil || (only != nil && !only[a.ArtifactID]) {
 			continue
 		}
-		t, err := encodeArtifact(a, v)
+		var t Tensor
+		var err error
+		if binary != nil && binary(a.ArtifactID) {
+			t, err = rawArtifact(a, v)
+		} else {
+			t, err = encodeArtifact(a, v)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
 		}
@@ -542,7 +572,11 @@ func DecodeOutputs(task *runtime.InferenceTaskProfile, outs []Tensor) (map[strin
 				return nil, fmt.Errorf("output %q: shape %v, but a %s artifact is one string: shape [1]", o.Name, o.Shape, a.Kind)
 			}
 			var s string
-			if err := walkData(o.Data, o.Shape, func(tok []byte) (err error) { s, err = parseString(tok); return err }); err != nil {
+			if o.IsBinary() {
+				if s, err = rawString(o); err != nil {
+					return nil, fmt.Errorf("output %q: %w", o.Name, err)
+				}
+			} else if err := walkData(o.Data, o.Shape, func(tok []byte) (err error) { s, err = parseString(tok); return err }); err != nil {
 				return nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}
 			res[o.Name] = s

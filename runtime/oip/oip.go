@@ -173,8 +173,12 @@ type Tensor struct {
 	// Parameters are the tensor's parameters, if any.
 	Parameters Parameters `json:"parameters,omitempty"`
 	// Data holds the elements: a JSON array, flat in row-major order or
-	// nested to match Shape.
-	Data json.RawMessage `json:"data"`
+	// nested to match Shape. It is absent when the tensor travels binary.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Raw holds the elements of a tensor that travels binary (the binary
+	// tensor data extension: its parameters give binary_data_size; see
+	// binary.go), in the extension's form.
+	Raw []byte `json:"-"`
 }
 
 // RequestOutput asks for one output by name.
@@ -299,6 +303,12 @@ func bad(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf
 // of the decoder's own): a server reads it whole first, with its size
 // bounded and counted.
 func DecodeRequest(body []byte, lim Limits) (*InferenceRequest, error) {
+	return decodeRequest(body, lim, false)
+}
+
+// decodeRequest decodes a request's JSON; binary: its inputs may carry
+// their data in the binary part of the body (DecodeBinaryRequest).
+func decodeRequest(body []byte, lim Limits, binary bool) (*InferenceRequest, error) {
 	var req InferenceRequest
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, bad("empty body (want a JSON object)")
@@ -332,8 +342,8 @@ func DecodeRequest(body []byte, lim Limits) (*InferenceRequest, error) {
 		if _, err := elements(in.Shape); err != nil {
 			return nil, bad("input %q: %v", in.Name, err)
 		}
-		if d := bytes.TrimSpace(in.Data); len(d) == 0 || d[0] != '[' {
-			return nil, bad("input %q: data must be a JSON array", in.Name)
+		if err := checkData(in, binary); err != nil {
+			return nil, err
 		}
 	}
 	for i, o := range req.Outputs {

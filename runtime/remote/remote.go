@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
@@ -66,6 +67,15 @@ func WithModelName(name string) Option {
 	}
 }
 
+// WithJSONTensors sends tensor inputs and asks for outputs as JSON
+// numbers, for a server without the binary tensor data extension
+// (oip.BinaryExtension). By default tensor, image and video inputs travel
+// as binary data, and every output is asked for binary: the results are
+// the same bit for bit, the bodies several times smaller.
+func WithJSONTensors() Option {
+	return func(c *Client) error { c.asJSON = true; return nil }
+}
+
 // Client runs the tasks of one family on an OIP server. It is safe for
 // concurrent use.
 type Client struct {
@@ -76,6 +86,7 @@ type Client struct {
 	token   string
 	http    *http.Client
 	tracer  trace.Tracer // WithTracerProvider; nil: the global provider
+	asJSON  bool         // WithJSONTensors
 }
 
 var _ client.Backend = (*Client)(nil)
@@ -183,12 +194,22 @@ func (c *Client) request(task *runtime.InferenceTaskProfile, call, load map[stri
 }
 
 // do sends a JSON request and decodes a JSON answer into out; an error
-// status is a *StatusError.
+// status is a *StatusError. An *oip.InferenceRequest body whose inputs
+// travel binary is sent with the binary tensor data extension, and an
+// answer that has binary outputs is decoded into an *oip.InferenceResponse
+// out (binaryBody, decodeBinary).
 func (c *Client) do(ctx context.Context, method, u string, body any, out any) (err error) {
 	ctx, span := c.startSpan(ctx, method, u)
 	defer func() { endSpan(span, err) }()
 	var rd io.Reader
-	if body != nil {
+	var binaryHeader int
+	if req, ok := body.(*oip.InferenceRequest); ok {
+		r, n, err := binaryBody(req)
+		if err != nil {
+			return err
+		}
+		rd, binaryHeader = r, n
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err
@@ -199,7 +220,11 @@ func (c *Client) do(ctx context.Context, method, u string, body any, out any) (e
 	if err != nil {
 		return err
 	}
-	if body != nil {
+	switch {
+	case binaryHeader > 0:
+		hreq.Header.Set("Content-Type", oip.BinaryContentType)
+		hreq.Header.Set(oip.HeaderContentLength, strconv.Itoa(binaryHeader))
+	case body != nil:
 		hreq.Header.Set("Content-Type", "application/json")
 	}
 	c.authorize(hreq)
@@ -210,6 +235,12 @@ func (c *Client) do(ctx context.Context, method, u string, body any, out any) (e
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return statusError(resp)
+	}
+	if h := resp.Header.Get(oip.HeaderContentLength); h != "" {
+		if err := decodeBinary(resp, h, out); err != nil {
+			return fmt.Errorf("malformed answer from %s: %w", u, err)
+		}
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("malformed answer from %s: %w", u, err)
@@ -257,7 +288,7 @@ func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]a
 }
 
 func (c *Client) run(ctx context.Context, task *runtime.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
-	req, err := c.request(task, call, load)
+	req, err := c.inferRequest(task, call, load)
 	if err != nil {
 		return nil, err
 	}

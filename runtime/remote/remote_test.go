@@ -59,8 +59,9 @@ func TestNewRejectsBadArguments(t *testing.T) {
 }
 
 // TestRunAgainstAnotherOIPServer runs against a minimal OIP server that is
-// not wfserve: it names the model otherwise, answers nested data and an
-// extra output, and sees exactly the protocol's request.
+// not wfserve and has no binary tensor data extension (so the client sends
+// JSON tensors, WithJSONTensors): it names the model otherwise, answers
+// nested data and an extra output, and sees exactly the protocol's request.
 func TestRunAgainstAnotherOIPServer(t *testing.T) {
 	var got oip.InferenceRequest
 	var path, auth string
@@ -81,7 +82,7 @@ func TestRunAgainstAnotherOIPServer(t *testing.T) {
 			{"name":"debug","datatype":"INT64","shape":[1],"data":[7]}]}`)
 	}))
 	defer hs.Close()
-	rc, err := remote.New(encoderSpec(), hs.URL+"/prefix", remote.WithModelName("encoder"), remote.WithVariant("v1"), remote.WithToken("t0k"))
+	rc, err := remote.New(encoderSpec(), hs.URL+"/prefix", remote.WithModelName("encoder"), remote.WithVariant("v1"), remote.WithToken("t0k"), remote.WithJSONTensors())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestEndpoints(t *testing.T) {
 	}{
 		{"GET", "/v2/health/live", "", 200, `{"live":true}`},
 		{"GET", "/v2/health/ready", "", 200, `{"ready":true}`},
-		{"GET", "/v2", "", 200, `"extensions":["sessions"]`},
+		{"GET", "/v2", "", 200, `"extensions":["sessions","binary_tensor_data"]`},
 		{"GET", "/v2/", "", 200, `"name":"wfserve"`},
 		{"GET", "/v2/models/tiny-encoder", "", 200, `"versions":["default"]`},
 		{"GET", "/v2/models/tiny-world/versions/default", "", 200, `"default_task":"generate"`},

@@ -47,7 +47,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req, err := oip.DecodeRequest(body, s.lim)
+	req, binary, err := decodeBody(r, body, s.lim)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -86,6 +86,10 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if streaming && binary != nil {
+		writeError(w, errBinaryStream)
+		return
+	}
 	if streaming {
 		hold.done() // the session holds its inputs; it counts against MaxSessions
 		markStream(ctx)
@@ -112,12 +116,12 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	outs, err := oip.EncodeOutputs(task, out, req.Outputs)
+	outs, err := oip.EncodeOutputsBinary(task, out, req.Outputs, binary)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, &oip.InferenceResponse{
+	writeInfer(w, &oip.InferenceResponse{
 		ModelName:    m.oip.Spec.ModelFamilyID,
 		ModelVersion: v.id,
 		ID:           req.ID,

@@ -123,7 +123,7 @@ func (s *Server) modelNames() string {
 
 // serverMetadata answers GET /v2.
 func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, oip.ServerMetadata{Name: s.cfg.Name, Version: s.cfg.Version, Extensions: []string{oip.SessionsExtension}})
+	writeJSON(w, http.StatusOK, oip.ServerMetadata{Name: s.cfg.Name, Version: s.cfg.Version, Extensions: []string{oip.SessionsExtension, oip.BinaryExtension}})
 }
 
 // modelMetadata answers GET /v2/models/{model}[/versions/{version}].
