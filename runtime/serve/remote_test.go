@@ -28,15 +28,21 @@ func remoteClient(t testing.TB, s *started, name string, opts ...remote.Option) 
 // TestRemoteResultsEqualInProcess runs the same calls in-process and
 // through a server on loopback, with and without cross-request batching,
 // through the typed entry points the generated clients call: the results
-// are identical, tensor for tensor.
+// are identical, tensor for tensor — with tensors sent binary (the remote
+// client's default) and as JSON numbers (remote.WithJSONTensors).
 func TestRemoteResultsEqualInProcess(t *testing.T) {
+	t.Run("binary", func(t *testing.T) { remoteResultsEqualInProcess(t) })
+	t.Run("json", func(t *testing.T) { remoteResultsEqualInProcess(t, remote.WithJSONTensors()) })
+}
+
+func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 	ctx := context.Background()
 	encIn := inProcess(t, "tiny-encoder")
 	worldIn := inProcess(t, "tiny-world")
 	for _, batching := range []bool{false, true} {
 		s := start(t, serve.Config{Batching: batching, BatchDelay: 2 * time.Millisecond})
-		encRe := remoteClient(t, s, "tiny-encoder", remote.WithVariant("default"))
-		worldRe := remoteClient(t, s, "tiny-world")
+		encRe := remoteClient(t, s, "tiny-encoder", append([]remote.Option{remote.WithVariant("default")}, opts...)...)
+		worldRe := remoteClient(t, s, "tiny-world", opts...)
 		var backends = []client.Backend{encIn, encRe}
 
 		// Run, through client.Run with the generated decoding.
