@@ -10,8 +10,11 @@
 # against a relocated libtorch (e2e), and prometheus, the server the
 # serving tests start on loopback to scrape wfserve's /metrics (its
 # package's own service is not started where policy-rc.d forbids it, as in
-# containers; the tests run their own). Idempotent: does nothing when all
-# is there.
+# containers; the tests run their own), and python3-numpy /
+# python3-rapidjson / python3-geventhttpclient, the dependencies of Triton's
+# Python HTTP client, the third-party OIP client the binary tensor test
+# drives (its source is not installed here: docs/serving.md). Idempotent:
+# does nothing when all is there.
 set -euo pipefail
 
 need=()
@@ -25,6 +28,9 @@ if ! /usr/bin/python3 -c 'import sklearn.datasets' >/dev/null 2>&1; then need+=(
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 [ -x /usr/bin/prometheus ] || need+=(prometheus)
+if ! /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1; then need+=(python3-numpy); fi
+if ! /usr/bin/python3 -c 'import rapidjson' >/dev/null 2>&1; then need+=(python3-rapidjson); fi
+if ! /usr/bin/python3 -c 'import geventhttpclient' >/dev/null 2>&1; then need+=(python3-geventhttpclient); fi
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
