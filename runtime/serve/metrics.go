@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +54,7 @@ type metrics struct {
 
 	requests  *prometheus.CounterVec   // model, task, code
 	http      *prometheus.CounterVec   // handler, code
+	httpByKey sync.Map                 // httpKey → prometheus.Counter, looked up without hashing labels
 	duration  *prometheus.HistogramVec // model, task
 	queue     *prometheus.HistogramVec // model, task
 	compute   *prometheus.HistogramVec // model, task
@@ -223,6 +225,24 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// httpKey is a series of wfserve_http_requests_total.
+type httpKey struct {
+	pattern string
+	code    int
+}
+
+// httpCounter returns the series of a route pattern and status (patterns
+// and statuses are few: the map stays small).
+func (m *metrics) httpCounter(pattern string, code int) prometheus.Counter {
+	k := httpKey{pattern, code}
+	if c, ok := m.httpByKey.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.http.WithLabelValues(pattern, codeLabel(code))
+	m.httpByKey.Store(k, c)
+	return c
+}
+
 // taskObs observes the infer requests of one model's task: its metrics,
 // resolved once, and the labels its spans carry.
 type taskObs struct {
@@ -345,7 +365,7 @@ func (t *telemetry) finish(s *Server, r *http.Request, ri *reqInfo, rec *recorde
 		if pattern == "" {
 			pattern = "none"
 		}
-		t.m.http.WithLabelValues(pattern, codeLabel(rec.status)).Inc()
+		t.m.httpCounter(pattern, rec.status).Inc()
 		if o := ri.obs; o != nil {
 			if rec.status == http.StatusOK {
 				o.ok.Inc()
