@@ -64,9 +64,11 @@ demo: setup
 
 ## bench: benchmarks whose figures are in docs/benchmarks.md, then the
 ## serving load test (wfserve with and without batching vs a Python server)
+## and JSON vs binary tensors (an image in, a video out)
 bench: setup
 	$(GO) test -tags wfbench -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKGS)
 	$(GO) run ./runtime/serve/internal/servebench
+	$(GO) run ./runtime/serve/internal/binbench
 
 ## bench-compare: the comparisons with peers (C++ loop, Python, eager vs
 ## compiled, FastAPI) in one run, printed as the table in docs/benchmarks.md
