@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -304,4 +306,39 @@ func TestMetricsDuringDrain(t *testing.T) {
 	waitMetrics(t, s.url, "", check(
 		want{"wfserve_http_requests_total", map[string]string{"handler": "/v2/models/{model}/infer", "code": "503"}, 1},
 	))
+}
+
+// TestDocsNameEveryMetric: the metrics table of docs/serving.md names every
+// wfserve_* metric a server exports, and only those (the engine's device
+// memory is exported where the engine has CUDA devices).
+func TestDocsNameEveryMetric(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "serving.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "| `wfserve_") {
+			continue
+		}
+		first := strings.Split(line, "|")[1]
+		for _, name := range strings.Split(first, ",") {
+			documented[strings.Trim(strings.TrimSpace(name), "`")] = true
+		}
+	}
+	s := start(t, serve.Config{Batching: true})
+	if code, _, body := call(t, http.MethodPost, s.url+"/v2/models/tiny-encoder/infer", tokensBody(3)); code != http.StatusOK {
+		t.Fatalf("infer: %d %s", code, body)
+	}
+	fams := waitMetrics(t, s.url, "", check(want{"wfserve_batch_size", mt("tiny-encoder", "embed"), 1}))
+	for name := range fams {
+		if strings.HasPrefix(name, "wfserve_") && !documented[name] {
+			t.Errorf("%s is exported but not in docs/serving.md's metrics table", name)
+		}
+	}
+	for name := range documented {
+		if fams[name] == nil && !strings.HasPrefix(name, "wfserve_engine_memory_") {
+			t.Errorf("docs/serving.md lists %s, which the server does not export", name)
+		}
+	}
 }

@@ -195,3 +195,51 @@ scrape_configs:
 		}
 	}
 }
+
+// servingDoc returns docs/serving.md.
+func servingDoc(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "serving.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// yamlBlock returns the docs' ```yaml block that starts with prefix.
+func yamlBlock(t *testing.T, doc, prefix string) string {
+	t.Helper()
+	for _, part := range strings.Split(doc, "```yaml\n")[1:] {
+		block, _, _ := strings.Cut(part, "```")
+		if strings.HasPrefix(block, prefix) {
+			return block
+		}
+	}
+	t.Fatalf("docs/serving.md has no yaml block starting %q", prefix)
+	return ""
+}
+
+// TestDocsPrometheusExamples checks docs/serving.md's scrape config and
+// alert rules with promtool (Debian's prometheus package).
+func TestDocsPrometheusExamples(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not installed (Debian's prometheus package; scripts/setup.sh installs it)")
+	}
+	doc := servingDoc(t)
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("t\n"), 0o600)
+	// The example's token file, where this test can have one.
+	config := strings.ReplaceAll(yamlBlock(t, doc, "scrape_configs:"), "/etc/prometheus/wfserve-token", token)
+	rules := yamlBlock(t, doc, "groups:")
+	for _, c := range []struct{ name, text, check string }{{"scrape.yml", config, "config"}, {"rules.yml", rules, "rules"}} {
+		f := filepath.Join(dir, c.name)
+		if err := os.WriteFile(f, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(promtool, "check", c.check, f).CombinedOutput(); err != nil {
+			t.Errorf("promtool check %s of the docs' example: %v\n%s\n%s", c.check, err, out, c.text)
+		}
+	}
+}
