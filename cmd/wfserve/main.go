@@ -64,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 1, "engine calls at once per model variant: requests, batches and stream chunks")
 	fs.BoolVar(&cfg.Batching, "batch", false, "merge concurrent requests to batchable tasks into batches (max_batch_size of the task)")
 	fs.DurationVar(&cfg.BatchDelay, "batch-delay", 0, "how long the oldest queued request waits for others to join its batch")
+	fs.BoolVar(&cfg.BatchInvariant, "batch-invariant", true, "with -batch, pad every batched forward call to the task's max batch size, so an answer never depends on how requests were grouped")
+	noWarmup := fs.Bool("no-warmup", false, "skip the warm-up of tasks whose manifest has a warmup block (ready sooner, first requests slower)")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", serve.DefaultMaxSessions, "realtime streams open at once (429 beyond)")
 	metrics := fs.Bool("metrics", true, "serve Prometheus metrics at GET /metrics (with the bearer token when -token-file is set)")
 	if err := fs.Parse(args); err != nil {
@@ -122,6 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wfserve: no manifests found in %s\n", strings.Join(fs.Args(), " "))
 		return 2
 	}
+	cfg.NoWarmup = *noWarmup
 	var families []serve.Family
 	for _, f := range fams {
 		opts := []client.Option{client.WithManifestDir(f.File.Dir), client.WithDevice(*device), client.WithDType(*dtype)}

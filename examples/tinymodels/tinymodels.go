@@ -63,6 +63,37 @@ def step(self, num_frames: int, controls: List[float], speed: float = 2.0, state
     return {"frames": frames, "state": s}
 `
 
+// AttentionSource is a one-layer attention-pooling text encoder (token
+// embeddings, two heads of self-attention, mean pooling, L2 norm): tokens
+// int64 [N, L] to float32 [N, 128]. It is the smallest model here whose
+// batch of one takes another kernel path than larger batches (the
+// attention's batched matmul), as a BERT-sized encoder does, so its
+// answers differ in the last bits with the batch size — what tests of
+// batch invariance need (the tiny encoder gives the same bits at every
+// size).
+const AttentionSource = `
+def forward(self, tokens: Tensor) -> Tensor:
+    n = tokens.size(0)
+    l = tokens.size(1)
+    x = torch.embedding(self.table, tokens.remainder(self.table.size(0)))
+    q = x.view(n, l, 2, 64).transpose(1, 2)
+    a = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.125, -1)
+    c = torch.matmul(a, q).transpose(1, 2).reshape(n, l, 128)
+    v = c.mean(dim=1)
+    return v / v.norm(2, [-1], True).clamp_min(1e-6)
+`
+
+// BuildAttention writes the attention encoder's checkpoint to path.
+func BuildAttention(path string) error {
+	r := rand.New(rand.NewPCG(5, 6))
+	v := make([]float32, 1000*128)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return BuildSource(path, torch.ModuleSource{Source: AttentionSource,
+		Parameters: map[string]*runtime.Tensor{"table": runtime.FromFloat32(v, 1000, 128)}})
+}
+
 // Files are the checkpoint file names Build writes, relative to its folder,
 // as the manifests' checkpoint URIs give them.
 var Files = map[string]string{

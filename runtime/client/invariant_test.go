@@ -18,33 +18,6 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/torch"
 )
 
-// attentionSource is a one-layer attention-pooling text encoder (token
-// embeddings, two heads of self-attention, mean pooling, L2 norm): the
-// smallest model built here whose batch of one takes another kernel path
-// than larger batches (the attention's batched matmul), as the
-// BERT-tiny-shaped encoder of the serving benchmark does.
-const attentionSource = `
-def forward(self, tokens: Tensor) -> Tensor:
-    n = tokens.size(0)
-    l = tokens.size(1)
-    x = torch.embedding(self.table, tokens.remainder(self.table.size(0)))
-    q = x.view(n, l, 2, 64).transpose(1, 2)
-    a = torch.softmax(torch.matmul(q, q.transpose(-1, -2)) * 0.125, -1)
-    c = torch.matmul(a, q).transpose(1, 2).reshape(n, l, 128)
-    v = c.mean(dim=1)
-    return v / v.norm(2, [-1], True).clamp_min(1e-6)
-`
-
-func buildAttention(path string) error {
-	r := rand.New(rand.NewPCG(5, 6))
-	v := make([]float32, 1000*128)
-	for i := range v {
-		v[i] = float32(r.NormFloat64())
-	}
-	return tinymodels.BuildSource(path, torch.ModuleSource{Source: attentionSource,
-		Parameters: map[string]*runtime.Tensor{"table": runtime.FromFloat32(v, 1000, 128)}})
-}
-
 var mobileNetOnce struct {
 	sync.Once
 	path string
@@ -119,7 +92,7 @@ func built(name string, build func(string) error) func(testing.TB) string {
 
 var invModels = []invModel{
 	{"tiny-encoder", built("inv-tiny-encoder", tinymodels.BuildEncoder), "tokens", tokenItem},
-	{"attention", built("inv-attention", buildAttention), "tokens", tokenItem},
+	{"attention", built("inv-attention", tinymodels.BuildAttention), "tokens", tokenItem},
 	{"mobilenet_v3_small", mobileNet, "x", imageItem},
 }
 

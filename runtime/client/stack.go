@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/gob"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -388,4 +389,31 @@ func (o *itemOutputs) GobDecode(data []byte) error {
 	}
 	*o = itemOutputs{f: f}
 	return nil
+}
+
+// BatchKey identifies what an item (its call kwargs) must share with others
+// to run in one forward call with them: the dtype and shape of each tensor,
+// and every other value with its type. Items with equal keys stack; the
+// server's cross-request batcher groups requests by it and the remote
+// client checks a batch's items with it before sending them.
+func BatchKey(call map[string]any) (string, error) {
+	keys := slices.Sorted(maps.Keys(call))
+	var sb bytes.Buffer
+	for _, k := range keys {
+		sb.WriteString(k)
+		sb.WriteByte('=')
+		switch v := call[k].(type) {
+		case *runtime.Tensor:
+			fmt.Fprintf(&sb, "tensor %s%v", v.DType, v.Shape)
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return "", fmt.Errorf("kwarg %q: %w", k, err)
+			}
+			fmt.Fprintf(&sb, "%T ", v)
+			sb.Write(b)
+		}
+		sb.WriteByte(';')
+	}
+	return sb.String(), nil
 }

@@ -1,15 +1,18 @@
 package oip
 
 import (
+	"encoding/json"
+
 	"github.com/worldfoundry/wfgen/runtime"
 )
 
 // Metadata returns the model metadata of the family: its name, versions
 // (variant ids), the default task's inputs and outputs, and in parameters
 // the default task ("default_task"), the default variant
-// ("default_version") and every task's inputs and outputs ("tasks", keyed
-// by task id, with "stream", "aliases" and, for a batchable task,
-// "max_batch_size").
+// ("default_version") and every task's inputs and outputs ("tasks": a
+// JSON object as text, keyed by task id, with "stream", "aliases" and,
+// for a batchable task, "max_batch_size"). Parameter values are scalars,
+// as the protocol requires: structured values are JSON text.
 func (m *Model) Metadata() ModelMetadata {
 	s := m.Spec
 	md := ModelMetadata{Name: s.ModelFamilyID, Platform: Platform}
@@ -29,7 +32,7 @@ func (m *Model) Metadata() ModelMetadata {
 		}
 		tasks[t.TaskID] = tp
 	}
-	md.Parameters = Parameters{"tasks": tasks}
+	md.Parameters = Parameters{"tasks": jsonText(tasks)}
 	if dv, err := s.Variant(""); err == nil {
 		md.Parameters["default_version"] = dv.VariantID
 	}
@@ -44,6 +47,16 @@ func (m *Model) Metadata() ModelMetadata {
 		md.Outputs = []TensorMetadata{}
 	}
 	return md
+}
+
+// jsonText returns v as JSON text, for a parameter whose value is
+// structured (the protocol's parameters are scalars).
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // TaskInputs describes the task's inputs as the protocol names them. Scalar
@@ -72,11 +85,14 @@ func TaskInputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
 		}
 		if f.Default != nil {
 			if dv, err := kindValue(f.Kind, f.Default); err == nil {
+				if f.Kind.IsList() {
+					dv = jsonText(dv)
+				}
 				md.Parameters["default"] = dv
 			}
 		}
 		if len(f.Choices) > 0 {
-			md.Parameters["choices"] = f.Choices
+			md.Parameters["choices"] = jsonText(f.Choices)
 		}
 		if f.Target == runtime.TargetLoadKwargs {
 			md.Parameters["target"] = f.Target

@@ -86,9 +86,18 @@ func (m *Model) Variant(version string, p Parameters) (*runtime.InferenceVariant
 // manifest's rules, as generated Validate does. Every problem matches
 // ErrBadRequest and names the input.
 func (m *Model) Args(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Limits) (call, load map[string]any, err error) {
-	rules, ok := m.rules[task.TaskID]
-	if !ok {
-		return nil, nil, fmt.Errorf("oip: task %q is not a task of %s", task.TaskID, m.Spec.ModelFamilyID)
+	values, err := m.decodeInputs(task, inputs, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m.check(task, values)
+}
+
+// decodeInputs decodes a request's inputs into the Go form of their
+// fields' kinds (see decodeField), by field index; an absent field is nil.
+func (m *Model) decodeInputs(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Limits) ([]any, error) {
+	if _, ok := m.rules[task.TaskID]; !ok {
+		return nil, fmt.Errorf("oip: task %q is not a task of %s", task.TaskID, m.Spec.ModelFamilyID)
 	}
 	values := make([]any, len(task.Inputs)) // the Go form the rules check
 	lists := map[int]map[int]*Tensor{}      // tensor_list items by field and index
@@ -96,7 +105,7 @@ func (m *Model) Args(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Li
 		in := &inputs[i]
 		fi, item, ok := fieldOf(task, in.Name)
 		if !ok {
-			return nil, nil, bad("input %q is not a field of task %q (fields: %s)", in.Name, task.TaskID, fieldNames(task))
+			return nil, bad("input %q is not a field of task %q (fields: %s)", in.Name, task.TaskID, fieldNames(task))
 		}
 		if item >= 0 {
 			if lists[fi] == nil {
@@ -107,7 +116,7 @@ func (m *Model) Args(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Li
 		}
 		v, err := decodeField(&task.Inputs[fi], in, lim)
 		if err != nil {
-			return nil, nil, bad("input %q: %v", in.Name, err)
+			return nil, bad("input %q: %v", in.Name, err)
 		}
 		values[fi] = v
 	}
@@ -116,18 +125,25 @@ func (m *Model) Args(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Li
 		for j := range ts {
 			in, ok := items[j]
 			if !ok {
-				return nil, nil, bad("input %q: tensor_list items are named %s.0 to %s.%d, and %s.%d is missing",
+				return nil, bad("input %q: tensor_list items are named %s.0 to %s.%d, and %s.%d is missing",
 					task.Inputs[fi].FieldID, task.Inputs[fi].FieldID, task.Inputs[fi].FieldID, len(items)-1, task.Inputs[fi].FieldID, j)
 			}
 			t, err := decodeTensor(in, lim.MaxTensorBytes)
 			if err != nil {
-				return nil, nil, bad("input %q: %v", in.Name, err)
+				return nil, bad("input %q: %v", in.Name, err)
 			}
 			ts[j] = t
 		}
 		values[fi] = ts
 	}
 
+	return values, nil
+}
+
+// check checks decoded values (by field index) with the task's rules and
+// returns them as call and load kwargs, defaults filled in.
+func (m *Model) check(task *runtime.InferenceTaskProfile, values []any) (call, load map[string]any, err error) {
+	rules := m.rules[task.TaskID]
 	c := rules.Check()
 	var missing []string
 	call, load = map[string]any{}, map[string]any{}
@@ -276,6 +292,13 @@ func decodeField(f *runtime.InferenceFieldSpec, in *Tensor, lim Limits) (any, er
 		}
 	} else if n != 1 || len(in.Shape) > 1 {
 		return nil, fmt.Errorf("shape %v, but a field of kind %s is one value: shape [1]", in.Shape, f.Kind)
+	}
+	if in.IsBinary() {
+		vals, err := rawValues(in, n)
+		if err != nil {
+			return nil, err
+		}
+		return fieldValue(f.Kind, vals), nil
 	}
 	if in.IsBinary() {
 		vals, err := rawValues(in, n)

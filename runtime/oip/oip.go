@@ -161,6 +161,19 @@ func DatatypeOf(d runtime.DType) (Datatype, bool) {
 // response or a tensor. Decoded numbers are json.Number.
 type Parameters map[string]any
 
+// UnmarshalJSON decodes parameters with their numbers as json.Number, so
+// that an integer stays exact and is told from a float.
+func (p *Parameters) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return err
+	}
+	*p = m
+	return nil
+}
+
 // Tensor is a named tensor of a request ("request input") or a response
 // ("response output"): datatype, shape and the data as raw JSON.
 type Tensor struct {

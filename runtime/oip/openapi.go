@@ -240,7 +240,16 @@ func requestSchema(s *runtime.ModelInferenceSpec, t *runtime.InferenceTaskProfil
 		paramProps["stream"] = obj{"type": "boolean", "description": "Stream the session as Server-Sent Events (as Accept: text/event-stream does)."}
 		paramProps["paced"] = obj{"type": "boolean", "description": "Release chunks at playback time (default true)."}
 		paramProps["max_chunks"] = obj{"type": "integer", "minimum": 0, "description": "End the session after this many chunks (0: no limit)."}
-		paramProps["controls"] = obj{"type": "object", "additionalProperties": obj{"type": "number"}, "description": "Initial controls."}
+		paramProps["controls"] = obj{"oneOf": []any{
+			obj{"type": "string", "description": "The initial controls as JSON text (parameters are scalars): an object of numbers by control name."},
+			obj{"type": "object", "additionalProperties": obj{"type": "number"}, "description": "The initial controls as an object (accepted too)."},
+		}}
+		paramProps["lockstep"] = obj{"type": "boolean", "description": "Make each chunk after the first only once the client acks the one before (POST {\"ack\": k} to the controls URL)."}
+	}
+	batchable := t.Batching != nil && len(t.BatchingProblems()) == 0
+	if batchable {
+		paramProps[BatchParameter] = obj{"type": "boolean", "description": "The request is a batch: each stacked input carries the items along a leading dimension, and so does each output."}
+		paramProps[ItemErrorsParameter] = obj{"type": "boolean", "description": "With batch: an item that fails on its own leaves the others' answers (the response parameter item_errors lists it)."}
 	}
 	params := obj{"type": "object", "properties": paramProps, "additionalProperties": true}
 	reqRequired := []any{"inputs"}
@@ -248,11 +257,12 @@ func requestSchema(s *runtime.ModelInferenceSpec, t *runtime.InferenceTaskProfil
 		params["required"] = []any{"task"}
 		reqRequired = append(reqRequired, "parameters")
 	}
-	var items []any
+	var items, batchItems []any
 	var required []any
 	for i := range t.Inputs {
 		f := &t.Inputs[i]
-		items = append(items, inputSchema(f))
+		items = append(items, inputSchema(t, f, false))
+		batchItems = append(batchItems, inputSchema(t, f, batchable))
 		if f.Presence() == runtime.Required {
 			required = append(required, obj{"contains": obj{"type": "object", "properties": obj{"name": obj{"const": inputName(f)}}, "required": []any{"name"}}})
 		}
@@ -275,8 +285,18 @@ func requestSchema(s *runtime.ModelInferenceSpec, t *runtime.InferenceTaskProfil
 		"outputs": obj{"type": "array", "items": obj{"type": "object", "required": []any{"name"}, "properties": obj{
 			"name": obj{"type": "string", "enum": outs}, "parameters": ref("Parameters")}}},
 	}
-	return obj{"type": "object", "title": s.ModelFamilyID + " " + t.TaskID, "description": describeTask(t),
-		"required": reqRequired, "properties": reqProps}, nil
+	schema := obj{"type": "object", "title": s.ModelFamilyID + " " + t.TaskID, "description": describeTask(t),
+		"required": reqRequired, "properties": reqProps}
+	if batchable && len(batchItems) > 0 {
+		// A batch request's stacked inputs have one more dimension, the
+		// items.
+		batched := obj{"required": []any{"parameters"}, "properties": obj{"parameters": obj{"required": []any{BatchParameter}, "properties": obj{BatchParameter: obj{"const": true}}}}}
+		schema["if"] = batched
+		schema["then"] = obj{"properties": obj{"inputs": obj{"items": compose("oneOf", batchItems)}}}
+		schema["else"] = obj{"properties": obj{"inputs": obj{"items": inputs["items"]}}}
+		delete(inputs, "items")
+	}
+	return schema, nil
 }
 
 // compose is {keyword: schemas}, or the one schema when there is one.
@@ -313,8 +333,11 @@ func describeTask(t *runtime.InferenceTaskProfile) string {
 	return d
 }
 
-// inputSchema is the schema of one field's input tensor.
-func inputSchema(f *runtime.InferenceFieldSpec) obj {
+// inputSchema is the schema of one field's input tensor, exactly as the
+// server takes it: a tensor field's declared datatype and shape (per item;
+// with batch, a stacked field has the items' dimension first), a scalar
+// field's datatypes, shape and constraints.
+func inputSchema(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec, batch bool) obj {
 	name := obj{"const": f.FieldID}
 	if f.Kind == runtime.KindTensorList {
 		name = obj{"type": "string", "pattern": "^" + f.FieldID + `\.(0|[1-9][0-9]*)$`}
@@ -326,8 +349,12 @@ func inputSchema(f *runtime.InferenceFieldSpec) obj {
 	props := obj{"name": name, "parameters": ref("Parameters")}
 	switch {
 	case f.Kind.TensorLike():
-		props["datatype"] = obj{"type": "string", "enum": datatypeEnum(TensorDatatypes)}
-		props["shape"] = obj{"type": "array", "items": obj{"type": "integer", "minimum": 0}, "maxItems": maxRank}
+		if d, ok := DatatypeOf(f.DType); ok {
+			props["datatype"] = obj{"const": string(d)}
+		} else {
+			props["datatype"] = obj{"type": "string", "enum": datatypeEnum(TensorDatatypes)}
+		}
+		props["shape"] = shapeSchema(t, f, batch)
 		props["data"] = obj{"type": "array", "description": "The elements, flat in row-major order or nested to match the shape."}
 	default:
 		accepted := scalarDatatypes[f.Kind.Elem()]
@@ -349,6 +376,49 @@ func inputSchema(f *runtime.InferenceFieldSpec) obj {
 		}
 	}
 	return obj{"type": "object", "description": desc, "required": []any{"name", "datatype", "shape", "data"}, "properties": props}
+}
+
+// shapeSchema is the shape a tensor field's input takes: its declared
+// dimensions (the batch dimension left out: one request is one item; with
+// batch, the items' count first) — a fixed size exactly, a named size
+// within its dims constraints and at least 1 unless they allow 0, "*" any
+// size — or any rank when the manifest declares none.
+func shapeSchema(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec, batch bool) obj {
+	if f.Shape == nil {
+		return obj{"type": "array", "items": obj{"type": "integer", "minimum": 0}, "maxItems": maxRank}
+	}
+	dims := f.Shape
+	stacked := t.Batching != nil && t.Batching.Dim != "" && f.IsStacked() && len(dims) > 0 && string(dims[0]) == t.Batching.Dim
+	if stacked {
+		dims = dims[1:]
+	}
+	var prefix []any
+	if batch && f.IsStacked() {
+		prefix = append(prefix, obj{"type": "integer", "minimum": 1, "description": "The number of items."})
+	}
+	for _, d := range dims {
+		switch n, fixed := d.Size(); {
+		case fixed:
+			prefix = append(prefix, obj{"const": n})
+		case d == runtime.Wildcard:
+			prefix = append(prefix, obj{"type": "integer", "minimum": 0})
+		default:
+			ds := t.Dims[string(d)]
+			min := int64(1)
+			if ds.Minimum != nil {
+				min = *ds.Minimum
+			}
+			item := obj{"type": "integer", "minimum": min, "description": "Dimension " + string(d) + "."}
+			if ds.Maximum != nil {
+				item["maximum"] = *ds.Maximum
+			}
+			if ds.MultipleOf != nil {
+				item["multipleOf"] = *ds.MultipleOf
+			}
+			prefix = append(prefix, item)
+		}
+	}
+	return obj{"type": "array", "prefixItems": prefix, "items": false, "minItems": len(prefix)}
 }
 
 // scalarSchema is the schema of one element of a scalar or list field,

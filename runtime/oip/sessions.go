@@ -57,6 +57,7 @@ const (
 	ChunkFirstFrame = "first_frame"
 	// ChunkLatencyMS is how long the chunk took to generate, in ms.
 	ChunkLatencyMS = "latency_ms"
-	// ChunkRealtime is the realtime spec in effect for the next chunk.
+	// ChunkRealtime is the realtime spec in effect for the next chunk, as
+	// JSON text (parameters are scalars).
 	ChunkRealtime = "realtime"
 )

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,7 +140,8 @@ func sseServer(t *testing.T, events string, controls *[]string) *httptest.Server
 		}
 		var req oip.InferenceRequest
 		json.NewDecoder(r.Body).Decode(&req)
-		if req.Parameters["stream"] != true || req.Parameters["paced"] != false || req.Parameters["max_chunks"] != 3.0 {
+		if req.Parameters["stream"] != true || req.Parameters["paced"] != false || req.Parameters["max_chunks"] != json.Number("3") ||
+			req.Parameters["controls"] != "{}" || req.Parameters["lockstep"] != true {
 			t.Errorf("stream parameters %v", req.Parameters)
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -178,8 +180,10 @@ func TestStreamEvents(t *testing.T) {
 		}
 		n++
 	}
-	if n != 3 || len(controls) != 1 || controls[0] != `{"controls":{"left":1}}` {
-		t.Errorf("%d chunks, controls sent %v", n, controls)
+	// The controls go when they are set; each chunk after the first is
+	// asked for by acking the one before (lockstep).
+	if want := []string{`{"controls":{"left":1}}`, `{"controls":null,"ack":0}`, `{"controls":null,"ack":1}`}; n != 3 || !slices.Equal(controls, want) {
+		t.Errorf("%d chunks, controls sent %v, want %v", n, controls, want)
 	}
 
 	// A server that fails, or closes the stream without ending it.

@@ -96,7 +96,16 @@ type remoteSession struct {
 // open starts the server session with the controls the first step has.
 func (r *remoteSession) open(controls stream.Controls) error {
 	req := *r.req
-	req.Parameters = oip.Parameters{"task": r.task.TaskID, "stream": true, "paced": r.paced, "max_chunks": r.maxChunks, "controls": map[string]float64(controls)}
+	ctl, err := json.Marshal(map[string]float64(controls))
+	if err != nil {
+		return err
+	}
+	// Parameters are scalars (the protocol's rule): the controls travel as
+	// JSON text. In lockstep the server makes each chunk only once this
+	// side has taken the one before (step acks it), so controls set in
+	// between apply to it, as they do in-process.
+	req.Parameters = oip.Parameters{"task": r.task.TaskID, "stream": true, "paced": r.paced, "max_chunks": r.maxChunks,
+		"controls": string(ctl), "lockstep": true}
 	b, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -228,11 +237,27 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 			return stream.StepResult{}, err
 		}
 	}
+	u := r.controls
 	r.mu.Unlock()
 	// A cancelled step ends the server session: reading is interrupted by
 	// closing the stream.
 	stop := context.AfterFunc(ctx, func() { r.fail(ctx.Err()) })
 	defer stop()
+	if req.Index > 0 {
+		// The consumer has taken the previous chunk (the local session
+		// asks for this one only then), and any controls it set since
+		// have reached the server: let the server make this one.
+		ack := int64(req.Index - 1)
+		var ans oip.ControlsRequest
+		if err := r.c.do(ctx, http.MethodPost, u, oip.ControlsRequest{Ack: &ack}, &ans); err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			err = fmt.Errorf("ack of chunk %d: %w", ack, err)
+			r.fail(err)
+			return stream.StepResult{}, err
+		}
+	}
 	name, data, err := r.next()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -268,7 +293,13 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 		r.fail(err)
 		return stream.StepResult{}, err
 	}
-	res := stream.StepResult{Frames: out[r.video], Realtime: resp.Parameters[oip.ChunkRealtime]}
+	res := stream.StepResult{Frames: out[r.video]}
+	if text, ok := resp.Parameters[oip.ChunkRealtime].(string); ok {
+		var rt map[string]any
+		if json.Unmarshal([]byte(text), &rt) == nil {
+			res.Realtime = rt // malformed metadata is ignored, as in-process
+		}
+	}
 	if r.maxChunks > 0 && req.Index+1 >= r.maxChunks {
 		r.fail(errors.New("the session has ended"))
 	}

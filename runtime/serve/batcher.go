@@ -2,12 +2,8 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,10 +28,10 @@ type batcher struct {
 	max    int
 	delay  time.Duration
 	stats  *counters
-	// admitted returns the infer requests the server has admitted: when
-	// every one of them is already waiting here, no other can join soon,
-	// and the batch runs without waiting out the delay.
-	admitted func() int64
+	// active returns the infer requests the server is reading, queueing or
+	// running: when every one of them is already waiting here, no other
+	// can join soon, and the batch runs without waiting out the delay.
+	active func() int64
 
 	mu      sync.Mutex
 	waiting []*pending    // FIFO of queued requests
@@ -59,8 +55,8 @@ type result struct {
 	err error
 }
 
-func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, admitted func() int64) *batcher {
-	b := &batcher{client: c, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, admitted: admitted,
+func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64) *batcher {
+	b := &batcher{client: c, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, active: active,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
@@ -77,7 +73,7 @@ func (b *batcher) close() {
 // its error at once and takes the request out of the queue (a batch it
 // already joined still runs for the others).
 func (b *batcher) submit(ctx context.Context, call map[string]any) (map[string]any, error) {
-	key, err := batchKey(call)
+	key, err := client.BatchKey(call)
 	if err != nil {
 		return nil, err
 	}
@@ -118,33 +114,6 @@ func (b *batcher) remove(p *pending) {
 	}
 }
 
-// batchKey identifies what a request must share with others to be stacked
-// with them: the dtype and shape of each tensor and every other value.
-func batchKey(call map[string]any) (string, error) {
-	keys := make([]string, 0, len(call))
-	for k := range call {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var sb strings.Builder
-	for _, k := range keys {
-		sb.WriteString(k)
-		sb.WriteByte('=')
-		switch v := call[k].(type) {
-		case *runtime.Tensor:
-			fmt.Fprintf(&sb, "tensor %s%v", v.DType, v.Shape)
-		default:
-			b, err := json.Marshal(v)
-			if err != nil {
-				return "", fmt.Errorf("kwarg %q: %w", k, err)
-			}
-			sb.Write(b)
-		}
-		sb.WriteByte(';')
-	}
-	return sb.String(), nil
-}
-
 // loop forms and runs batches until stopped.
 func (b *batcher) loop() {
 	defer close(b.done)
@@ -160,7 +129,8 @@ func (b *batcher) loop() {
 
 // next waits for the next batch: up to max queued requests sharing the
 // oldest one's key, once that group is full, its delay has passed, or
-// every request the server has admitted is queued here (no other can join).
+// every request the server is working on is queued here (no other can
+// join).
 func (b *batcher) next() (run []*pending, stopped bool) {
 	for {
 		var wait time.Duration
@@ -169,7 +139,7 @@ func (b *batcher) next() (run []*pending, stopped bool) {
 			group := b.group()
 			oldest := b.waiting[0]
 			wait = time.Until(oldest.arrived.Add(b.delay))
-			if len(group) >= b.max || int64(len(b.waiting)) >= b.admitted() || wait <= 0 {
+			if len(group) >= b.max || int64(len(b.waiting)) >= b.active() || wait <= 0 {
 				b.take(group)
 				b.mu.Unlock()
 				return group, false

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -157,7 +158,7 @@ func TestStreamOverSSE(t *testing.T) {
 		if i > 0 {
 			frames = 2
 		}
-		if chunk.Parameters[oip.ChunkIndex] != float64(i) || len(chunk.Outputs) != 1 || chunk.Outputs[0].Name != "frames" || chunk.Outputs[0].Shape[0] != int64(frames) {
+		if chunk.Parameters[oip.ChunkIndex] != json.Number(fmt.Sprint(i)) || len(chunk.Outputs) != 1 || chunk.Outputs[0].Name != "frames" || chunk.Outputs[0].Shape[0] != int64(frames) {
 			t.Errorf("chunk %d: %v %v", i, chunk.Parameters, chunk.Outputs[0].Shape)
 		}
 	}

@@ -46,6 +46,9 @@ func checkpoints(t testing.TB) string {
 		if buildErr == nil {
 			buildErr = tinymodels.Build(buildDir)
 		}
+		if buildErr == nil {
+			buildErr = tinymodels.BuildAttention(filepath.Join(buildDir, "checkpoints", "attention-encoder.pt"))
+		}
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -53,9 +56,15 @@ func checkpoints(t testing.TB) string {
 	return buildDir
 }
 
+// loadSpec loads a manifest of manifests/, or of testdata/ (the attention
+// encoder).
 func loadSpec(t testing.TB, name string) *runtime.ModelInferenceSpec {
 	t.Helper()
-	f, diags, err := validate.File(filepath.Join("..", "..", "manifests", name+".yaml"))
+	path := filepath.Join("..", "..", "manifests", name+".yaml")
+	if name == "attention-encoder" {
+		path = filepath.Join("testdata", name+".yaml")
+	}
+	f, diags, err := validate.File(path)
 	if err != nil || len(diags) > 0 {
 		t.Fatalf("manifest %s: %v %v", name, err, diags)
 	}
@@ -112,13 +121,21 @@ type started struct {
 // start serves the demo families with cfg on a loopback port.
 func start(t testing.TB, cfg serve.Config) *started {
 	t.Helper()
+	return startFamilies(t, cfg, loadSpec(t, "tiny-encoder"), loadSpec(t, "tiny-world"))
+}
+
+// startFamilies serves specs with cfg on a loopback port.
+func startFamilies(t testing.TB, cfg serve.Config, specs ...*runtime.ModelInferenceSpec) *started {
+	t.Helper()
 	logs := &logSink{}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	}
-	srv, err := serve.New(cfg,
-		serve.Family{Spec: loadSpec(t, "tiny-encoder"), Options: clientOptions(t)},
-		serve.Family{Spec: loadSpec(t, "tiny-world"), Options: clientOptions(t)})
+	var fams []serve.Family
+	for _, sp := range specs {
+		fams = append(fams, serve.Family{Spec: sp, Options: clientOptions(t)})
+	}
+	srv, err := serve.New(cfg, fams...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 )
 
@@ -30,6 +32,8 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.inflight.leave()
+	s.active.Add(1)
+	defer s.active.Add(-1)
 	m := modelOf(r)
 	ctx := r.Context()
 	var deadline time.Time
@@ -68,6 +72,32 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setObs(ctx, s.tel.obs(m, task.TaskID))
+	if err := oip.CheckOutputs(task, req.Outputs); err != nil {
+		writeError(w, err)
+		return
+	}
+	streaming, err := wantsStream(r, req, task)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	batched, _, err := req.Parameters.BoolParam(oip.BatchParameter)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if batched {
+		if streaming {
+			writeError(w, withStatus(http.StatusBadRequest, "parameter %q: a stream is not a batch", oip.BatchParameter))
+			return
+		}
+		s.inferBatch(w, r, ctx, rc, deadline, hold, m, v, task, req)
+		return
+	}
+	if _, ok := req.Parameters[oip.ItemErrorsParameter]; ok {
+		writeError(w, withStatus(http.StatusBadRequest, "parameter %q applies to a batch request (parameter %q: true)", oip.ItemErrorsParameter, oip.BatchParameter))
+		return
+	}
 	call, load, err := m.oip.Args(task, req.Inputs, s.lim)
 	if err != nil {
 		writeError(w, err)
@@ -77,13 +107,8 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if err := oip.CheckOutputs(task, req.Outputs); err != nil {
-		writeError(w, err)
-		return
-	}
-	streaming, err := wantsStream(r, req, task)
-	if err != nil {
-		writeError(w, err)
+	if streaming && binary != nil {
+		writeError(w, errBinaryStream)
 		return
 	}
 	if streaming && binary != nil {
@@ -128,6 +153,86 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		Parameters:   oip.Parameters{"task": task.TaskID},
 		Outputs:      outs,
 	})
+}
+
+// inferBatch answers a batch request (oip.BatchParameter): its items run
+// through client.RunBatch on one of the variant's engine slots — the
+// batches and padding of the in-process batch executor, so each item's
+// answer is the in-process client's — never merged with other requests.
+func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.Context, rc *http.ResponseController, deadline time.Time, hold *holding, m *model, v *variant, task *runtime.InferenceTaskProfile, req *oip.InferenceRequest) {
+	perItem, _, err := req.Parameters.BoolParam(oip.ItemErrorsParameter)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	items, _, err := m.oip.BatchArgs(task, req.Inputs, s.lim)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var n int64
+	for _, it := range items {
+		n += tensorBytes(it)
+	}
+	if err := hold.add(n); err != nil {
+		writeError(w, err)
+		return
+	}
+	release, err := s.adm.admit()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer release()
+	if !deadline.IsZero() {
+		rc.SetWriteDeadline(deadline.Add(writeGrace))
+	}
+	var opts []batch.Option
+	if perItem {
+		opts = append(opts, batch.WithPerItemErrors())
+	}
+	out, err := onSlot(ctx, s, v, func() ([]map[string]any, error) {
+		return v.client.RunBatch(ctx, task.TaskID, items, opts...)
+	})
+	var itemErrs batch.ItemErrors
+	if out != nil && (err == nil || errors.As(err, &itemErrs)) {
+		s.answerBatch(w, m, v, task, req, out, itemErrs)
+		return
+	}
+	switch {
+	case r.Context().Err() != nil:
+		return // the client went away: nobody to answer
+	case ctx.Err() != nil:
+		err = &statusError{status: http.StatusGatewayTimeout, err: fmt.Errorf("the request's deadline (%v from its arrival) passed before it finished: %w", s.cfg.Timeout, ctx.Err())}
+	}
+	writeError(w, err)
+}
+
+// answerBatch writes a batch's outputs, listing its failed items.
+func (s *Server) answerBatch(w http.ResponseWriter, m *model, v *variant, task *runtime.InferenceTaskProfile, req *oip.InferenceRequest, outs []map[string]any, itemErrs batch.ItemErrors) {
+	if outs == nil {
+		writeError(w, fmt.Errorf("the batch returned no outputs"))
+		return
+	}
+	encoded, err := oip.EncodeBatchOutputs(task, outs, req.Outputs)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p := oip.Parameters{"task": task.TaskID, oip.BatchParameter: true}
+	if len(itemErrs) > 0 {
+		list := make([]oip.ItemError, len(itemErrs))
+		for i, e := range itemErrs {
+			list[i] = oip.ItemError{Index: e.Index, Error: e.Err.Error()}
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		p[oip.ItemErrorsParameter] = string(b)
+	}
+	writeJSON(w, http.StatusOK, &oip.InferenceResponse{ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: v.id, ID: req.ID, Parameters: p, Outputs: encoded})
 }
 
 // bodyCost is how many bytes of the in-flight budget one byte of a body
@@ -262,28 +367,40 @@ func (s *Server) run(ctx context.Context, v *variant, task *runtime.InferenceTas
 	if b := v.batchers[task.TaskID]; b != nil {
 		return b.submit(ctx, call)
 	}
+	return onSlot(ctx, s, v, func() (map[string]any, error) {
+		return v.client.Run(ctx, task.TaskID, call, load)
+	})
+}
+
+// onSlot runs fn on one of v's engine slots and returns what it returns,
+// or ctx's error when ctx ends first. A call that has entered the engine
+// runs to completion and holds its slot until then; the request is
+// answered at its deadline all the same, and Shutdown waits for the call.
+func onSlot[T any](ctx context.Context, s *Server, v *variant, fn func() (T, error)) (T, error) {
+	var zero T
 	admitted := time.Now()
 	release, err := v.slots.acquire(ctx)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	ectx, called := slotted(ctx, admitted) // queue wait, engine call (metrics.go)
-	// A call that has entered the engine runs to completion and holds its
-	// slot until then; the request is answered at its deadline all the
-	// same, and Shutdown waits for the call.
-	res := make(chan result, 1)
+	_, called := slotted(ctx, admitted) // queue wait, engine call (metrics.go)
+	type answer struct {
+		out T
+		err error
+	}
+	res := make(chan answer, 1)
 	s.inflight.enter(true)
 	go func() {
 		defer s.inflight.leave()
 		defer release()
-		out, err := v.client.Run(ectx, task.TaskID, call, load)
+		out, err := fn()
 		called(err)
-		res <- result{out, err}
+		res <- answer{out, err}
 	}()
 	select {
-	case r := <-res:
-		return r.out, r.err
+	case a := <-res:
+		return a.out, a.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return zero, ctx.Err()
 	}
 }

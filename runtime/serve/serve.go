@@ -81,6 +81,16 @@ type Config struct {
 	// Batching merges concurrent infer requests to a batchable task into
 	// one batch of up to the task's max_batch_size.
 	Batching bool
+	// BatchInvariant, with Batching, pads every forward call of a batched
+	// task to its max batch size (client.WithBatchInvariant), so that an
+	// answer never depends on how requests were grouped: it is the answer
+	// an in-process client in the same mode gives, bit for bit. It costs
+	// latency when batches run short (docs/batching.md); wfserve turns it
+	// on with -batch unless -batch-invariant=false.
+	BatchInvariant bool
+	// NoWarmup skips the warm-up Load runs for every task whose manifest
+	// has a warmup block.
+	NoWarmup bool
 	// BatchDelay is how long the oldest queued request of a batchable task
 	// waits for others to join its batch (default 0: a batch takes what
 	// has queued while the previous one ran). It does not wait when every
@@ -212,6 +222,7 @@ type Server struct {
 	handler http.Handler // the routes inside the middleware
 
 	adm      admission
+	active   atomic.Int64 // infer requests being read, queued or run
 	draining atomic.Bool
 	inflight tracker      // admitted infer requests, their engine calls, open streams
 	lastSeen atomic.Int64 // unix nanoseconds of the last request's arrival
@@ -282,6 +293,9 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		for i := range f.Spec.Variants {
 			vid := f.Spec.Variants[i].VariantID
 			opts := append(append([]client.Option{}, f.Options...), client.WithVariant(vid))
+			if cfg.Batching && cfg.BatchInvariant {
+				opts = append(opts, client.WithBatchInvariant())
+			}
 			c, err := client.New(f.Spec, opts...)
 			if err != nil {
 				return nil, err
@@ -291,7 +305,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 				for j := range f.Spec.Tasks {
 					t := &f.Spec.Tasks[j]
 					if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-						v.batchers[t.TaskID] = newBatcher(c, t, v.slots, cfg.BatchDelay, &s.counters, s.adm.requests.Load)
+						v.batchers[t.TaskID] = newBatcher(c, t, v.slots, cfg.BatchDelay, &s.counters, s.active.Load)
 					}
 				}
 			}
@@ -329,9 +343,12 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
-// Load loads every variant of every family now and returns the joined
-// load errors. The server is ready (GET /v2/health/ready) once every
-// variant has loaded.
+// Load loads every variant of every family now and warms up the tasks
+// whose manifest asks for it (a warmup block: one call per batch size the
+// executor pads to, so that the first requests after ready do not pay for
+// TorchScript's profiling runs), unless Config.NoWarmup. It returns the
+// joined load and warm-up errors. The server is ready (GET
+// /v2/health/ready) once every variant has loaded and warmed up.
 func (s *Server) Load() error {
 	var errs []error
 	for _, m := range s.order {
@@ -340,6 +357,19 @@ func (s *Server) Load() error {
 				v.loadErr.Store(&err)
 				errs = append(errs, err)
 				continue
+			}
+			if !s.cfg.NoWarmup {
+				rep, err := v.client.Warmup(context.Background())
+				if err != nil {
+					err = fmt.Errorf("warm-up: %w", err)
+					v.loadErr.Store(&err)
+					errs = append(errs, err)
+					continue
+				}
+				if len(rep.Calls) > 0 {
+					s.cfg.Logger.Info("warmed up", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", v.id),
+						slog.Int("calls", len(rep.Calls)), slog.Float64("duration_ms", float64(rep.Total().Microseconds())/1000))
+				}
 			}
 			v.loaded.Store(true)
 		}

@@ -149,7 +149,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.Respons
 				oip.ChunkIndex:      c.Index,
 				oip.ChunkFirstFrame: c.FirstFrame,
 				oip.ChunkLatencyMS:  float64(c.Latency.Microseconds()) / 1000,
-				oip.ChunkRealtime:   sess.Spec().ToPayload(),
+				oip.ChunkRealtime:   realtimeText(sess.Spec()),
 			},
 		}
 		if send(oip.EventChunk, &resp) != nil {
@@ -157,6 +157,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.Respons
 		}
 	}
 	send(oip.EventEnd, struct{}{})
+}
+
+// realtimeText is a realtime spec as the chunk parameter carries it: JSON
+// text.
+func realtimeText(sp runtime.RealtimeSpec) string {
+	b, _ := json.Marshal(sp.ToPayload())
+	return string(b)
 }
 
 // streamOptions reads the stream parameters of a request.
