@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/worldfoundry/wfgen/generated/tinyencoder"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
@@ -72,8 +73,9 @@ func childOf(t *testing.T, child sdktrace.ReadOnlySpan, parent trace.SpanContext
 	}
 }
 
-// TestTraceFromRemoteClientToEngine follows one call of the remote client
-// through the server to the engine call, unbatched and batched: one trace
+// TestTraceFromRemoteClientToEngine follows one call of the generated
+// remote client (tinyencoder.NewRemote) through the server to the engine
+// call, unbatched and batched: one trace
 // id, and the chain caller → client span → server span → queue wait and
 // engine call. A batched request's engine span is linked to the batch's
 // span, a root of its own linked to the request's server span.
@@ -83,10 +85,14 @@ func TestTraceFromRemoteClientToEngine(t *testing.T) {
 			sr := tracetest.NewSpanRecorder()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 			s := start(t, serve.Config{TracerProvider: tp, Batching: batching})
-			rc := remoteClient(t, s, "tiny-encoder", remote.WithTracerProvider(tp))
-
+			rc, err := tinyencoder.NewRemote(s.url, remote.WithTracerProvider(tp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := tinyencoder.DefaultEmbedParams()
+			p.Tokens = tokens(1, 6)
 			ctx, root := tp.Tracer("test").Start(context.Background(), "caller")
-			if _, err := rc.Run(ctx, "embed", map[string]any{"tokens": tokens(1, 6), "normalize": true}, nil); err != nil {
+			if _, err := rc.Embed(ctx, p); err != nil {
 				t.Fatal(err)
 			}
 			root.End()
