@@ -67,7 +67,7 @@ demo: setup
 ## and JSON vs binary tensors (an image in, a video out)
 bench: setup
 	$(GO) test -tags wfbench -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKGS)
-	$(GO) run ./runtime/serve/internal/servebench
+	$(GO) run ./runtime/serve/internal/servebench -soak 2m
 	$(GO) run ./runtime/serve/internal/binbench
 
 ## bench-compare: the comparisons with peers (C++ loop, Python, eager vs

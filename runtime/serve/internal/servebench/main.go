@@ -51,8 +51,9 @@ func main() {
 	threads := flag.Int("threads", 1, "intra-op threads of libtorch and of Python's torch")
 	tokens := flag.Int("tokens", 16, "tokens per request")
 	delay := flag.Duration("batch-delay", 2*time.Millisecond, "wfserve -batch-delay of the batching server")
+	soakFor := flag.Duration("soak", 0, "after the table, run 32 clients for this long through wfserve -batch on the text encoder and check every answer bit for bit against the in-process client (0: no soak)")
 	flag.Parse()
-	if err := run(strings.Split(*models, ","), *rounds, *window, *threads, *tokens, *delay); err != nil {
+	if err := run(strings.Split(*models, ","), *rounds, *window, *threads, *tokens, *delay, *soakFor); err != nil {
 		fmt.Fprintln(os.Stderr, "servebench:", err)
 		os.Exit(1)
 	}
@@ -81,7 +82,7 @@ var allModels = []model{
 		"text encoder (BERT-tiny shape: 2 layers, hidden 128, max_batch_size 16)"},
 }
 
-func run(names []string, rounds int, window time.Duration, threads, ntok int, delay time.Duration) error {
+func run(names []string, rounds int, window time.Duration, threads, ntok int, delay, soakFor time.Duration) error {
 	var models []model
 	for _, n := range names {
 		i := slices.IndexFunc(allModels, func(m model) bool { return m.name == n })
@@ -175,6 +176,13 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 		if err := measure(m, servers, rounds, window, ntok); err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
 		}
+	}
+	if soakFor > 0 {
+		for _, s := range servers {
+			stop(s)
+		}
+		servers = nil
+		return soak(bin, dir, root, env, 32, soakFor, ntok)
 	}
 	return nil
 }
