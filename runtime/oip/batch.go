@@ -100,6 +100,13 @@ func row(t *runtime.Tensor, k, n int64) *runtime.Tensor {
 // when given. Items agree on their artifacts' dtypes and shapes, as the
 // rows of one forward call do.
 func EncodeBatchOutputs(task *runtime.InferenceTaskProfile, outs []map[string]any, want []RequestOutput) ([]Tensor, error) {
+	return EncodeBatchOutputsBinary(task, outs, want, nil)
+}
+
+// EncodeBatchOutputsBinary is EncodeBatchOutputs with the outputs binary
+// says (BinaryOutputs; nil: none) in the binary tensor data extension's
+// form.
+func EncodeBatchOutputsBinary(task *runtime.InferenceTaskProfile, outs []map[string]any, want []RequestOutput, binary func(name string) bool) ([]Tensor, error) {
 	if err := CheckOutputs(task, want); err != nil {
 		return nil, err
 	}
@@ -136,7 +143,11 @@ func EncodeBatchOutputs(task *runtime.InferenceTaskProfile, outs []map[string]an
 			}
 		}
 		stacked := &runtime.Tensor{DType: first.DType, Shape: append([]int64{int64(len(outs))}, first.Shape...), Data: data}
-		t, err := encodeTensor(a.ArtifactID, stacked)
+		enc := encodeTensor
+		if binary != nil && binary(a.ArtifactID) {
+			enc = binaryTensor
+		}
+		t, err := enc(a.ArtifactID, stacked)
 		if err != nil {
 			return nil, fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
 		}

@@ -148,7 +148,7 @@ func (c *Client) runItems(ctx context.Context, task *runtime.InferenceTaskProfil
 		}
 		call[k] = &runtime.Tensor{DType: t.DType, Shape: append([]int64{int64(len(items))}, t.Shape...), Data: data}
 	}
-	req, err := c.request(task, call, nil)
+	req, err := c.inferRequest(task, call, nil)
 	if err != nil {
 		return nil, nil, err
 	}

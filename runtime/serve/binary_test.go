@@ -471,6 +471,15 @@ func TestRemoteBinaryTensors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	enc := inProcess(t, "tiny-encoder")
+	items := make([]map[string]any, 11)
+	for i := range items {
+		items[i] = map[string]any{"tokens": tokens(i, 6), "normalize": true}
+	}
+	wantBatch, err := enc.RunBatch(ctx, "embed", items)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var sizes [2][2]int64
 	for j, opts := range [][]remote.Option{nil, {remote.WithJSONTensors()}} {
 		ct := &countingTransport{}
@@ -494,6 +503,7 @@ func TestRemoteBinaryTensors(t *testing.T) {
 		if !tensorsEqual(wantVid["video"].(*runtime.Tensor), vid["video"].(*runtime.Tensor)) {
 			t.Errorf("options %d: video differs from in-process", j)
 		}
+
 		want := []string{oip.BinaryContentType, "application/json"}
 		if j == 1 {
 			want = []string{"application/json", "application/json"}
@@ -504,6 +514,21 @@ func TestRemoteBinaryTensors(t *testing.T) {
 			t.Errorf("options %d: sent %v, got %v", j, ct.sent, ct.got)
 		}
 		sizes[j] = [2]int64{ct.sentBytes, ct.gotBytes}
+
+		// A batch request (RunBatch: one request of 11 items) carries its
+		// stacked tensors binary too.
+		batchOut, err := remoteClient(t, s, "tiny-encoder", opts...).RunBatch(ctx, "embed", items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range items {
+			if !tensorsEqual(wantBatch[i]["embedding"].(*runtime.Tensor), batchOut[i]["embedding"].(*runtime.Tensor)) {
+				t.Errorf("options %d: batch item %d differs from in-process", j, i)
+			}
+		}
+		if len(ct.sent) != 3 || ct.sent[2] != want[0] || ct.got[2] != want[0] {
+			t.Errorf("options %d: batch request sent %v, got %v", j, ct.sent, ct.got)
+		}
 	}
 	t.Logf("bytes sent, received: binary %v, JSON %v", sizes[0], sizes[1])
 	if sizes[0][0]*2 > sizes[1][0] || sizes[0][1]*2 > sizes[1][1] {

@@ -91,7 +91,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 			writeError(w, withStatus(http.StatusBadRequest, "parameter %q: a stream is not a batch", oip.BatchParameter))
 			return
 		}
-		s.inferBatch(w, r, ctx, rc, deadline, hold, m, v, task, req)
+		s.inferBatch(w, r, ctx, rc, deadline, hold, m, v, task, req, binary)
 		return
 	}
 	if _, ok := req.Parameters[oip.ItemErrorsParameter]; ok {
@@ -105,10 +105,6 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := hold.add(tensorBytes(call) + tensorBytes(load)); err != nil {
 		writeError(w, err)
-		return
-	}
-	if streaming && binary != nil {
-		writeError(w, errBinaryStream)
 		return
 	}
 	if streaming && binary != nil {
@@ -159,7 +155,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 // through client.RunBatch on one of the variant's engine slots — the
 // batches and padding of the in-process batch executor, so each item's
 // answer is the in-process client's — never merged with other requests.
-func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.Context, rc *http.ResponseController, deadline time.Time, hold *holding, m *model, v *variant, task *runtime.InferenceTaskProfile, req *oip.InferenceRequest) {
+func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.Context, rc *http.ResponseController, deadline time.Time, hold *holding, m *model, v *variant, task *runtime.InferenceTaskProfile, req *oip.InferenceRequest, binary func(string) bool) {
 	perItem, _, err := req.Parameters.BoolParam(oip.ItemErrorsParameter)
 	if err != nil {
 		writeError(w, err)
@@ -196,7 +192,7 @@ func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.
 	})
 	var itemErrs batch.ItemErrors
 	if out != nil && (err == nil || errors.As(err, &itemErrs)) {
-		s.answerBatch(w, m, v, task, req, out, itemErrs)
+		s.answerBatch(w, m, v, task, req, out, itemErrs, binary)
 		return
 	}
 	switch {
@@ -209,12 +205,12 @@ func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.
 }
 
 // answerBatch writes a batch's outputs, listing its failed items.
-func (s *Server) answerBatch(w http.ResponseWriter, m *model, v *variant, task *runtime.InferenceTaskProfile, req *oip.InferenceRequest, outs []map[string]any, itemErrs batch.ItemErrors) {
+func (s *Server) answerBatch(w http.ResponseWriter, m *model, v *variant, task *runtime.InferenceTaskProfile, req *oip.InferenceRequest, outs []map[string]any, itemErrs batch.ItemErrors, binary func(string) bool) {
 	if outs == nil {
 		writeError(w, fmt.Errorf("the batch returned no outputs"))
 		return
 	}
-	encoded, err := oip.EncodeBatchOutputs(task, outs, req.Outputs)
+	encoded, err := oip.EncodeBatchOutputsBinary(task, outs, req.Outputs, binary)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -232,7 +228,7 @@ func (s *Server) answerBatch(w http.ResponseWriter, m *model, v *variant, task *
 		}
 		p[oip.ItemErrorsParameter] = string(b)
 	}
-	writeJSON(w, http.StatusOK, &oip.InferenceResponse{ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: v.id, ID: req.ID, Parameters: p, Outputs: encoded})
+	writeInfer(w, &oip.InferenceResponse{ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: v.id, ID: req.ID, Parameters: p, Outputs: encoded})
 }
 
 // bodyCost is how many bytes of the in-flight budget one byte of a body
