@@ -14,8 +14,8 @@ import (
 // test does not compile if one changes) and checks that JSON keys stay the
 // manifest's field ids.
 func TestNamesAndKeys(t *testing.T) {
-	vs := []Variant{Variant3D, Variant1_3B, VariantGröße}
-	ts := []Task{TaskType, TaskT2V, Task名前, Task3D}
+	vs := []Variant{Variant3D, Variant1_3B, VariantGroU00DFE}
+	ts := []Task{TaskType, TaskT2V, TaskU540DU524D, Task3D}
 	if !cmp.Equal(vs, Variants()) || !cmp.Equal(ts, Tasks()) {
 		t.Errorf("Variants() = %v, Tasks() = %v", Variants(), Tasks())
 	}
@@ -33,7 +33,7 @@ func TestNamesAndKeys(t *testing.T) {
 	var r TypeResult
 	_ = r.RGB
 	_ = r.OutputLink
-	_ = r.Größe
-	var u X名前Result
-	_ = u.X名前
+	_ = r.GroU00DFE
+	var u U540DU524DResult
+	_ = u.U540DU524D
 }
