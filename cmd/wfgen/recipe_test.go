@@ -49,6 +49,7 @@ package models
 //go:generate go tool wfgen generate -o . ../manifests
 `)
 	gocmd(true, "generate", "./...")
+	gocmd(true, "mod", "tidy") // the README's step: go.sum gets what the generated packages import
 	b, err := os.ReadFile(filepath.Join(dir, "models", "tinyencoder", "tinyencoder.go"))
 	if err != nil {
 		t.Fatal(err)
