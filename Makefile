@@ -28,7 +28,9 @@ check:
 	$(GO) vet $(PKGS)
 	@# the benchmark-only shim loops (-tags wfbench) keep compiling
 	$(GO) vet -tags wfbench ./runtime/torch/...
-	CGO_ENABLED=0 $(GO) build ./cmd/wfgen ./runtime
+	CGO_ENABLED=0 $(GO) build ./cmd/wfgen ./runtime/spec ./runtime/tensor ./runtime/engine
+	@# and without cgo (the engine builds as its stub)
+	CGO_ENABLED=0 $(GO) vet $(PKGS)
 	$(GO) run ./cmd/wfgen validate
 	$(GO) run ./cmd/wfgen generate --check
 

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package e2e_test
 
 import (
@@ -9,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/aoti"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // aotiProgram runs the generated clients of the two AOTInductor example
@@ -28,7 +32,7 @@ import (
 
 	"example.com/e2e/models/aotiencoder"
 	"example.com/e2e/models/aotimobilenet"
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
 )
@@ -56,7 +60,7 @@ func main() {
 	var ps []aotiencoder.EmbedParams
 	for _, f := range features {
 		p := aotiencoder.DefaultEmbedParams()
-		p.Features = runtime.FromFloat32(f, int64(len(f)))
+		p.Features = tensor.FromFloat32(f, int64(len(f)))
 		ps = append(ps, p)
 	}
 	res, err := enc.EmbedBatch(ctx, ps)
@@ -92,7 +96,7 @@ func main() {
 	var qs []aotimobilenet.ClassifyParams
 	for i := 0; i+size <= len(pix); i += size {
 		q := aotimobilenet.DefaultClassifyParams()
-		q.X = runtime.FromFloat32(pix[i:i+size], 3, 224, 224)
+		q.X = tensor.FromFloat32(pix[i:i+size], 3, 224, 224)
 		qs = append(qs, q)
 	}
 	cls, err := mob.ClassifyBatch(ctx, qs)
@@ -182,24 +186,24 @@ func TestAOTIGeneratedClients(t *testing.T) {
 		t.Fatalf("got %d embeddings and %d logit rows, want 100 and 2", len(got.Embeddings), len(got.Logits))
 	}
 
-	mod, err := torch.Default().Load(enc.Package, runtime.LoadOptions{Device: "cpu"})
+	mod, err := torch.Default().Load(enc.Package, engine.LoadOptions{Device: "cpu"})
 	must(t, err)
 	defer mod.Close()
 	for i, f := range features {
 		// The package takes batches of 2 or more: the item twice.
-		two := runtime.FromFloat32(append(append([]float32(nil), f...), f...), 2, 32)
-		o, err := mod.Call(ctx, "forward", map[string]any{"features": two}, runtime.CallOptions{})
+		two := tensor.FromFloat32(append(append([]float32(nil), f...), f...), 2, 32)
+		o, err := mod.Call(ctx, "forward", map[string]any{"features": two}, engine.CallOptions{})
 		must(t, err)
-		e := o.(map[string]any)["embedding"].(*runtime.Tensor)
-		want := &runtime.Tensor{DType: e.DType, Shape: []int64{16}, Data: e.Data[:len(e.Data)/2]}
-		if d, err := aoti.MaxRelDiff(runtime.FromFloat32(got.Embeddings[i], 16), want); err != nil || d > 1e-6 {
+		e := o.(map[string]any)["embedding"].(*tensor.Tensor)
+		want := &tensor.Tensor{DType: e.DType, Shape: []int64{16}, Data: e.Data[:len(e.Data)/2]}
+		if d, err := aoti.MaxRelDiff(tensor.FromFloat32(got.Embeddings[i], 16), want); err != nil || d > 1e-6 {
 			t.Fatalf("item %d: generated client and direct call differ by %g (%v)", i, d, err)
 		}
 	}
 	want := mobRef.Outputs["output"]
 	for i, row := range got.Logits {
-		w := &runtime.Tensor{DType: want.DType, Shape: []int64{1000}, Data: want.Data[i*4000 : (i+1)*4000]}
-		d, err := aoti.MaxRelDiff(runtime.FromFloat32(row, 1000), w)
+		w := &tensor.Tensor{DType: want.DType, Shape: []int64{1000}, Data: want.Data[i*4000 : (i+1)*4000]}
+		d, err := aoti.MaxRelDiff(tensor.FromFloat32(row, 1000), w)
 		if err != nil || d > 1e-5 {
 			t.Fatalf("picture %d: logits differ from Python's by %g (%v)", i, d, err)
 		}

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package e2e_test
 
 import (
@@ -19,11 +21,11 @@ import (
 	"os"
 
 	"example.com/e2e/models/PKG"
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
 )
 
-var _ = runtime.Zeros
+var _ = tensor.Zeros
 
 func run(ctx context.Context) error {
 SNIPPET

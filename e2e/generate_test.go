@@ -1,3 +1,5 @@
+//go:build cgo
+
 package e2e_test
 
 import (
@@ -10,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // program uses the generated tiny-encoder client the way a user would.
@@ -24,7 +28,7 @@ import (
 	"os"
 
 	"example.com/e2e/models/tinyencoder"
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
 )
@@ -39,7 +43,7 @@ func main() {
 	var ps []tinyencoder.EmbedParams
 	for i := int64(0); i < 5; i++ {
 		p := tinyencoder.DefaultEmbedParams()
-		p.Tokens = runtime.FromInt64([]int64{i, i * 3, i * 7, 11}, 4)
+		p.Tokens = tensor.FromInt64([]int64{i, i * 3, i * 7, 11}, 4)
 		ps = append(ps, p)
 	}
 	res, err := c.EmbedBatch(context.Background(), ps)
@@ -126,14 +130,14 @@ func TestGeneratedClientInFreshModule(t *testing.T) {
 
 	// The same items, one direct engine call each.
 	eng := torch.Default()
-	mod, err := eng.Load(ckpt, runtime.LoadOptions{Device: "cpu"})
+	mod, err := eng.Load(ckpt, engine.LoadOptions{Device: "cpu"})
 	must(t, err)
 	defer mod.Close()
 	for i := int64(0); i < 5; i++ {
 		o, err := mod.Call(context.Background(), "forward", map[string]any{
-			"tokens": runtime.FromInt64([]int64{i, i * 3, i * 7, 11}, 4), "normalize": true}, runtime.CallOptions{})
+			"tokens": tensor.FromInt64([]int64{i, i * 3, i * 7, 11}, 4), "normalize": true}, engine.CallOptions{})
 		must(t, err)
-		want, err := o.(*runtime.Tensor).Float32s()
+		want, err := o.(*tensor.Tensor).Float32s()
 		must(t, err)
 		for j := range want {
 			if d := want[j] - got[i][j]; d > 1e-5 || d < -1e-5 {

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package e2e_test
 
 import (
@@ -9,9 +11,10 @@ import (
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/importer"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // TestGoToolImportInFreshModule is issue 32's done-when for wfgen import
@@ -100,7 +103,7 @@ func TestGoToolImportInFreshModule(t *testing.T) {
 	// The tool cannot run examples; it says how to build one that can, in
 	// this module (honouring the replace).
 	npy := filepath.Join(dir, "tokens.npy")
-	must(t, artifactio.WriteNPY(npy, runtime.FromInt64([]int64{1, 2, 3, 4, 5, 6}, 2, 3)))
+	must(t, artifactio.WriteNPY(npy, tensor.FromInt64([]int64{1, 2, 3, 4, 5, 6}, 2, 3)))
 	const advice = "go build -tags torch -o wfgen-torch github.com/worldfoundry/wfgen/cmd/wfgen"
 	_, errs, code := goTool("--example", "tokens="+npy, encoder)
 	if code != 2 || !strings.Contains(errs, "\n    "+advice+"\n") {
@@ -111,7 +114,7 @@ func TestGoToolImportInFreshModule(t *testing.T) {
 	if out, err := runEnv(dir, []string{"CGO_ENABLED=1", "GOWORK=off"}, "sh", "-c", advice); err != nil {
 		t.Fatalf("%s: %v\n%s", advice, err, out)
 	}
-	want, err := importer.Import(torch.Default(), encoder, importer.Options{Examples: map[string]importer.Example{"tokens": {File: npy, Tensor: runtime.FromInt64([]int64{1, 2, 3, 4, 5, 6}, 2, 3)}}, Batched: true})
+	want, err := importer.Import(torch.Default(), encoder, importer.Options{Examples: map[string]importer.Example{"tokens": {File: npy, Tensor: tensor.FromInt64([]int64{1, 2, 3, 4, 5, 6}, 2, 3)}}, Batched: true})
 	must(t, err)
 	if out, err := runEnv(dir, nil, "./wfgen-torch", "import", "--example", "tokens="+npy, "--batched", encoder); err != nil || !strings.HasPrefix(out, string(want.YAML)) {
 		t.Errorf("./wfgen-torch import --example: %v\n%s\nthe engine-backed import:\n%s", err, out, want.YAML)

@@ -1,7 +1,7 @@
 // Package generated holds the typed Go packages wfgen generates from the
 // built-in manifests in manifests/, one folder per model family, and the
 // package all, which imports every one of them (so that a program finds
-// every built-in family through runtime.DefaultRegistry). They are checked
+// every built-in family through spec.DefaultRegistry). They are checked
 // in like .pb.go files; a test fails when they are stale.
 //
 // Regenerate them with "make generate" or "go generate ./generated", which

@@ -15,13 +15,14 @@ import (
 	"github.com/worldfoundry/wfgen/golden/kinds/output/goldenkinds"
 	"github.com/worldfoundry/wfgen/golden/naming/output/namingcase"
 	"github.com/worldfoundry/wfgen/golden/stream/output/goldenstream"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 func TestSpecEqualsManifest(t *testing.T) {
 	cases := []struct {
 		manifest string
-		spec     func() *runtime.ModelInferenceSpec
+		spec     func() *spec.ModelInferenceSpec
 		familyID string
 	}{
 		{"kinds/input/kinds.yaml", goldenkinds.Spec, goldenkinds.FamilyID},
@@ -42,7 +43,7 @@ func TestSpecEqualsManifest(t *testing.T) {
 			if f.Spec.ModelFamilyID != c.familyID {
 				t.Errorf("FamilyID = %q, manifest says %q", c.familyID, f.Spec.ModelFamilyID)
 			}
-			reg := runtime.GetModelInferenceSpec(c.familyID)
+			reg := spec.GetModelInferenceSpec(c.familyID)
 			if reg == nil {
 				t.Fatalf("family %q is not registered by importing its package", c.familyID)
 			}
@@ -50,7 +51,7 @@ func TestSpecEqualsManifest(t *testing.T) {
 				t.Errorf("registered spec differs (-manifest +registered):\n%s", d)
 			}
 			for _, a := range f.Spec.Aliases {
-				if runtime.GetModelInferenceSpec(a) != reg {
+				if spec.GetModelInferenceSpec(a) != reg {
 					t.Errorf("alias %q does not find the family", a)
 				}
 			}

@@ -24,7 +24,8 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // ID is the schema's $id.
@@ -44,12 +45,12 @@ func Generate() ([]byte, error) {
 // generate reflects manifest.Document with the given doc comment map.
 func generate(comments map[string]string) ([]byte, error) {
 	r := &jsonschema.Reflector{
-		// A runtime.Number is a number kept as written.
+		// A spec.Number is a number kept as written.
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
 			switch t {
-			case reflect.TypeFor[runtime.Number]():
+			case reflect.TypeFor[spec.Number]():
 				return &jsonschema.Schema{Type: "number"}
-			case reflect.TypeFor[runtime.Dim]():
+			case reflect.TypeFor[spec.Dim]():
 				// A fixed size, a named dimension or "*".
 				return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
 					{Type: "integer", Minimum: json.Number("0")},

@@ -75,11 +75,11 @@ import (
 	"fmt"
 
 	_ "example.com/m/gen/all"
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 func main() {
-	for _, s := range runtime.ListModelInferenceSpecs() {
+	for _, s := range spec.ListModelInferenceSpecs() {
 		fmt.Println(s.ModelFamilyID)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"os"
 
 	"github.com/worldfoundry/wfgen/gen/importer"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 func init() {
@@ -21,7 +23,7 @@ func init() {
 // (--example). It is nil unless wfgen is built with -tags torch
 // (import_torch.go), so that a default build never links libtorch: it
 // reads signatures and call specs from the checkpoint file itself.
-var importEngine func() (runtime.Engine, error)
+var importEngine func() (engine.Engine, error)
 
 // exampleNeedsEngine says why --example needs another wfgen and how to
 // build one: go build in the user's module honours its replace directives
@@ -127,7 +129,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	}
 	var res *importer.Result
 	var err error
-	if format, _ := runtime.CheckpointFormatOf(ckpt); len(opts.Examples) > 0 && format != runtime.FormatAOTInductor {
+	if format, _ := spec.CheckpointFormatOf(ckpt); len(opts.Examples) > 0 && format != spec.FormatAOTInductor {
 		// Examples run the model: the engine. (A package takes no
 		// examples; ImportFile says so.)
 		if importEngine == nil {
@@ -137,7 +139,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		e, err := importEngine()
 		if err != nil {
 			fmt.Fprintf(stderr, "wfgen import: %v\n", err)
-			if errors.Is(err, runtime.ErrNoEngine) {
+			if errors.Is(err, engine.ErrNoEngine) {
 				io.WriteString(stderr, "wfgen was built with -tags torch but without cgo; rebuild with CGO_ENABLED=1.\n")
 			}
 			return 2

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // echoArchive writes, as a zip at path, what torch.jit.save (1.13) writes
@@ -73,7 +74,7 @@ func TestImportWithoutEngine(t *testing.T) {
 	}
 
 	ex := filepath.Join(dir, "x.npy")
-	if err := artifactio.WriteNPY(ex, runtime.FromFloat32([]float32{1, 2}, 2)); err != nil {
+	if err := artifactio.WriteNPY(ex, tensor.FromFloat32([]float32{1, 2}, 2)); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs = wfgenRun("import", "--family", "echo", "--example", "x="+ex, "--batched", ckpt)
@@ -219,7 +220,7 @@ torch.jit.script(Echo()).save(sys.argv[1])
 	// An example batch gives the field and the output dtype and shape, and
 	// makes the task batchable.
 	ex := filepath.Join(dir, "x.npy")
-	if err := artifactio.WriteNPY(ex, runtime.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)); err != nil {
+	if err := artifactio.WriteNPY(ex, tensor.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)); err != nil {
 		t.Fatal(err)
 	}
 	batched := filepath.Join(dir, "manifests", "echo-batched.yaml")

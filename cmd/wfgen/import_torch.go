@@ -3,10 +3,11 @@
 package main
 
 import (
-	"github.com/worldfoundry/wfgen/runtime"
 	_ "github.com/worldfoundry/wfgen/runtime/torch" // registers the libtorch engine
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Built with -tags torch, wfgen links the libtorch engine for wfgen import
 // --example, which runs the model.
-func init() { importEngine = runtime.DefaultEngine }
+func init() { importEngine = engine.DefaultEngine }

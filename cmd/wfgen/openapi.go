@@ -6,8 +6,9 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/importer"
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 func init() {
@@ -57,7 +58,7 @@ func runOpenAPI(args []string, stdout, stderr io.Writer) int {
 	if len(fams) == 0 {
 		return usageError(stderr, "openapi", "no manifests found in %v", paths)
 	}
-	specs := make([]*runtime.ModelInferenceSpec, len(fams))
+	specs := make([]*spec.ModelInferenceSpec, len(fams))
 	for i, f := range fams {
 		specs[i] = f.Spec
 	}

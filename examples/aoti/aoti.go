@@ -24,7 +24,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Python is the interpreter with Debian's python3-torch (2.6 or later to
@@ -219,10 +219,10 @@ func lastLines(s string, n int) string {
 // outputs of the package run by torch._inductor.aoti_load_package and of
 // the eager model (by output name: dict keys, output<i> or output).
 type Reference struct {
-	Inputs  map[string]*runtime.Tensor
+	Inputs  map[string]*tensor.Tensor
 	Kwargs  map[string]any
-	Outputs map[string]*runtime.Tensor
-	Eager   map[string]*runtime.Tensor
+	Outputs map[string]*tensor.Tensor
+	Eager   map[string]*tensor.Tensor
 }
 
 // ReadReference reads the reference call written under prefix.
@@ -232,9 +232,9 @@ func ReadReference(prefix string) (*Reference, error) {
 		return nil, err
 	}
 	type entry struct {
-		DType runtime.DType `json:"dtype"`
-		Shape []int64       `json:"shape"`
-		File  string        `json:"file"`
+		DType tensor.DType `json:"dtype"`
+		Shape []int64      `json:"shape"`
+		File  string       `json:"file"`
 	}
 	var doc struct {
 		Inputs, Outputs, Eager map[string]entry
@@ -243,14 +243,14 @@ func ReadReference(prefix string) (*Reference, error) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("aoti: %s.json: %v", prefix, err)
 	}
-	load := func(m map[string]entry) (map[string]*runtime.Tensor, error) {
-		out := map[string]*runtime.Tensor{}
+	load := func(m map[string]entry) (map[string]*tensor.Tensor, error) {
+		out := map[string]*tensor.Tensor{}
 		for name, e := range m {
 			data, err := os.ReadFile(filepath.Join(filepath.Dir(prefix), e.File))
 			if err != nil {
 				return nil, err
 			}
-			if e.DType != runtime.Float32 {
+			if e.DType != tensor.Float32 {
 				return nil, fmt.Errorf("aoti: %s: dtype %s, want float32", e.File, e.DType)
 			}
 			if len(data)%4 != 0 {
@@ -260,7 +260,7 @@ func ReadReference(prefix string) (*Reference, error) {
 			for i := range vals {
 				vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
 			}
-			t := runtime.FromFloat32(vals, e.Shape...)
+			t := tensor.FromFloat32(vals, e.Shape...)
 			if err := t.Check(); err != nil {
 				return nil, fmt.Errorf("aoti: %s: %v", e.File, err)
 			}
@@ -278,7 +278,7 @@ func ReadReference(prefix string) (*Reference, error) {
 
 // MaxRelDiff returns max|a-b| / max|b| over two float32 tensors of one
 // shape: the error of a against b relative to b's scale (0 when equal).
-func MaxRelDiff(a, b *runtime.Tensor) (float64, error) {
+func MaxRelDiff(a, b *tensor.Tensor) (float64, error) {
 	av, err := a.Float32s()
 	if err != nil {
 		return 0, err

@@ -99,7 +99,7 @@ def _shape(val, names):
 
 
 def call_spec(ep, model, dynamic_shapes=None):
-    """The wfgen call spec of an ExportedProgram: runtime.CallSpec's JSON form."""
+    """The wfgen call spec of an ExportedProgram: engine.CallSpec's JSON form."""
     from torch.export.graph_signature import ConstantArgument, InputKind, OutputKind, TensorArgument
 
     in_spec = ep.call_spec.in_spec

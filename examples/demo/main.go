@@ -23,12 +23,13 @@ import (
 	"github.com/worldfoundry/wfgen/generated/digits"
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
 	"github.com/worldfoundry/wfgen/generated/tinyworld"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 	_ "github.com/worldfoundry/wfgen/runtime/torch" // the libtorch engine
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func main() {
@@ -169,7 +170,7 @@ func embed(ctx context.Context, root string, n int) error {
 		for j := range ids {
 			ids[j] = int64((i*31 + j*7) % tinymodels.EncoderVocab)
 		}
-		p.Tokens = runtime.FromInt64(ids, 16)
+		p.Tokens = tensor.FromInt64(ids, 16)
 		params[i] = p
 	}
 	start := time.Now()
@@ -219,7 +220,7 @@ func world(ctx context.Context, root, out string, chunks int) error {
 	if err != nil {
 		return err
 	}
-	var videos []*runtime.Video
+	var videos []*tensor.Video
 	for ch, err := range sess.Chunks(ctx) {
 		if err != nil {
 			return err

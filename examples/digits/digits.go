@@ -24,7 +24,8 @@ import (
 	"strings"
 
 	gen "github.com/worldfoundry/wfgen/generated/digits"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Python is the interpreter with Debian's python3-torch, python3-torchvision
@@ -45,7 +46,7 @@ var script []byte
 
 // Field returns the spec of the classify task's pixels field, as the
 // manifest declares it.
-func Field() *runtime.InferenceFieldSpec {
+func Field() *spec.InferenceFieldSpec {
 	spec := gen.Spec()
 	for i := range spec.Tasks {
 		if spec.Tasks[i].TaskID == string(gen.TaskClassify) {

@@ -6,8 +6,9 @@ import (
 	"image/color"
 	"image/draw"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // glyphs are the digits 0 to 9 in a 3x5 pixel font, one row of three bits
@@ -36,7 +37,7 @@ var (
 // Sheet draws the pictures in rows of eight, each with its predicted digit
 // below it (green when it is the true digit, red otherwise), as an RGB image
 // artifact that artifactio.WritePNG writes.
-func Sheet(pics []image.Image, predicted, truth []int) (*runtime.Image, error) {
+func Sheet(pics []image.Image, predicted, truth []int) (*tensor.Image, error) {
 	if len(pics) == 0 || len(predicted) != len(pics) || len(truth) != len(pics) {
 		return nil, fmt.Errorf("sheet: %d pictures, %d predictions, %d labels", len(pics), len(predicted), len(truth))
 	}

@@ -45,12 +45,14 @@ import (
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/dist"
 	"github.com/worldfoundry/wfgen/runtime/proc/torchrun"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -118,14 +120,14 @@ func embed(ctx context.Context, stdout io.Writer, dir string, n, tokens int, tim
 		}
 		defer g.Close()
 	}
-	e, err := runtime.DefaultEngine()
+	e, err := engine.DefaultEngine()
 	if err != nil {
 		return err
 	}
 	device := ""
 	if g != nil {
 		// One device per local worker: cuda:LOCAL_RANK, or cpu.
-		if device, err = w.LocalDevice(runtime.CUDADevices(e)); err != nil {
+		if device, err = w.LocalDevice(engine.CUDADevices(e)); err != nil {
 			return err
 		}
 	}
@@ -159,7 +161,7 @@ func embed(ctx context.Context, stdout io.Writer, dir string, n, tokens int, tim
 		for j := range ids {
 			ids[j] = int64((i*131 + j*7 + i*j) % tinymodels.EncoderVocab)
 		}
-		p.Tokens = runtime.FromInt64(ids, int64(tokens))
+		p.Tokens = tensor.FromInt64(ids, int64(tokens))
 		params[i] = p
 	}
 	// Warm up (TorchScript optimises a method during its first calls) on
@@ -191,11 +193,11 @@ func embed(ctx context.Context, stdout io.Writer, dir string, n, tokens int, tim
 	if g != nil {
 		r.Rank, r.WorldSize, r.Backend, r.AgentStore = g.Rank(), g.Size(), g.Backend(), w.AgentStore
 		// Every rank all-reduces what it ran and how long it took.
-		count := runtime.FromInt64([]int64{int64(ran)}, 1)
+		count := tensor.FromInt64([]int64{int64(ran)}, 1)
 		if err := g.AllReduce(ctx, count, dist.Sum); err != nil {
 			return err
 		}
-		slowest := runtime.FromFloat32([]float32{float32(compute.Seconds())}, 1)
+		slowest := tensor.FromFloat32([]float32{float32(compute.Seconds())}, 1)
 		if err := g.AllReduce(ctx, slowest, dist.Max); err != nil {
 			return err
 		}

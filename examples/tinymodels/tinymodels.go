@@ -10,8 +10,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Encoder sizes: token ids are taken modulo EncoderVocab; embeddings have
@@ -91,7 +92,7 @@ func BuildAttention(path string) error {
 		v[i] = float32(r.NormFloat64())
 	}
 	return BuildSource(path, torch.ModuleSource{Source: AttentionSource,
-		Parameters: map[string]*runtime.Tensor{"table": runtime.FromFloat32(v, 1000, 128)}})
+		Parameters: map[string]*tensor.Tensor{"table": tensor.FromFloat32(v, 1000, 128)}})
 }
 
 // Files are the checkpoint file names Build writes, relative to its folder,
@@ -115,7 +116,7 @@ func BuildEncoder(path string) error {
 	r := rand.New(rand.NewPCG(1, 2))
 	return BuildSource(path, torch.ModuleSource{
 		Source: EncoderSource,
-		Parameters: map[string]*runtime.Tensor{
+		Parameters: map[string]*tensor.Tensor{
 			"table": randn(r, EncoderVocab, EncoderDim),
 			"proj":  randn(r, EncoderDim, EncoderDim),
 		},
@@ -126,7 +127,7 @@ func BuildEncoder(path string) error {
 func BuildWorld(path string) error {
 	return BuildSource(path, torch.ModuleSource{
 		Source:     WorldSource,
-		Parameters: map[string]*runtime.Tensor{"freq": runtime.FromFloat32([]float32{0.21, 0.17, 0.5}, 3)},
+		Parameters: map[string]*tensor.Tensor{"freq": tensor.FromFloat32([]float32{0.21, 0.17, 0.5}, 3)},
 	})
 }
 
@@ -145,7 +146,7 @@ func BuildSource(path string, src torch.ModuleSource) error {
 	return os.Rename(tmp, path)
 }
 
-func randn(r *rand.Rand, shape ...int64) *runtime.Tensor {
+func randn(r *rand.Rand, shape ...int64) *tensor.Tensor {
 	n := int64(1)
 	for _, d := range shape {
 		n *= d
@@ -154,5 +155,5 @@ func randn(r *rand.Rand, shape ...int64) *runtime.Tensor {
 	for i := range v {
 		v[i] = float32(r.NormFloat64()) * 0.5
 	}
-	return runtime.FromFloat32(v, shape...)
+	return tensor.FromFloat32(v, shape...)
 }

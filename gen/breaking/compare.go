@@ -10,7 +10,8 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/manifest"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // DuplicateError reports a model_family_id defined by two manifests of the
@@ -218,7 +219,7 @@ func ptr(segs ...any) string {
 
 // defaultVariant is the id of the variant the default selects (the
 // default may be an alias).
-func defaultVariant(s *runtime.ModelInferenceSpec) string {
+func defaultVariant(s *spec.ModelInferenceSpec) string {
 	if v, err := s.Variant(""); err == nil {
 		return v.VariantID
 	}
@@ -226,7 +227,7 @@ func defaultVariant(s *runtime.ModelInferenceSpec) string {
 }
 
 // defaultTask is the id of the task the default selects.
-func defaultTask(s *runtime.ModelInferenceSpec) string {
+func defaultTask(s *spec.ModelInferenceSpec) string {
 	if t, err := s.Task(""); err == nil {
 		return t.TaskID
 	}
@@ -254,7 +255,7 @@ func setMinus(a, b []string) []string {
 	return out
 }
 
-func (c *comparer) realtime(s scope, o, n *runtime.RealtimeSpec) {
+func (c *comparer) realtime(s scope, o, n *spec.RealtimeSpec) {
 	switch {
 	case o == nil && n == nil:
 		return
@@ -434,7 +435,7 @@ func (c *comparer) task(s scope, ot, nt *ir.Task) {
 			continue
 		}
 		p := fmt.Sprintf("%s/inputs/%d", s.ptr, j)
-		if nf.Presence() == runtime.Required {
+		if nf.Presence() == spec.Required {
 			c.add(s, RuleRequiredFieldAdded, p, []string{nf.FieldID}, "required field %q (kind %s) added without a default", nf.FieldID, nf.Kind)
 		} else {
 			c.add(s, RuleFieldAdded, p, []string{nf.FieldID}, "field %q (kind %s) added", nf.FieldID, nf.Kind)
@@ -564,16 +565,16 @@ func (c *comparer) field(s scope, of, nf *ir.Field) {
 	}
 }
 
-func intNumber(p *int) *runtime.Number {
+func intNumber(p *int) *spec.Number {
 	if p == nil {
 		return nil
 	}
-	n := runtime.NumberOf(int64(*p))
+	n := spec.NumberOf(int64(*p))
 	return &n
 }
 
 // bound compares a lower (dir +1) or upper (dir -1) bound, exactly.
-func (c *comparer) bound(s scope, key string, o, n *runtime.Number, dir int) {
+func (c *comparer) bound(s scope, key string, o, n *spec.Number, dir int) {
 	p := s.ptr + "/" + key
 	switch {
 	case o == nil && n == nil:
@@ -590,7 +591,7 @@ func (c *comparer) bound(s scope, key string, o, n *runtime.Number, dir int) {
 }
 
 // multiple compares the sets {x : x ≡ remainder (mod multiple_of)}.
-func (c *comparer) multiple(s scope, o, n *runtime.InferenceFieldSpec) {
+func (c *comparer) multiple(s scope, o, n *spec.InferenceFieldSpec) {
 	om, orem := modulus(o)
 	nm, nrem := modulus(n)
 	if om == nm && orem == nrem {
@@ -626,7 +627,7 @@ func (c *comparer) multiple(s scope, o, n *runtime.InferenceFieldSpec) {
 	}
 }
 
-func modulus(f *runtime.InferenceFieldSpec) (m, r int64) {
+func modulus(f *spec.InferenceFieldSpec) (m, r int64) {
 	if f.MultipleOf == nil || *f.MultipleOf < 1 {
 		return 1, 0
 	}
@@ -702,7 +703,7 @@ func fpsText(n int) string {
 // or artifact. A dtype or a shape that accepts fewer tensors breaks
 // callers; one that accepts more widens; a new image conversion changes
 // what the model sees.
-func (c *comparer) contract(s scope, o, n runtime.TensorContract) {
+func (c *comparer) contract(s scope, o, n spec.TensorContract) {
 	switch {
 	case o.DType == n.DType:
 	case o.DType == "":
@@ -730,12 +731,12 @@ func (c *comparer) contract(s scope, o, n runtime.TensorContract) {
 
 // widerShape reports whether shape n accepts every tensor shape o accepts:
 // the same rank, and each dimension of n is "*" or equal to o's.
-func widerShape(n, o runtime.Shape) bool {
+func widerShape(n, o spec.Shape) bool {
 	if len(n) != len(o) {
 		return false
 	}
 	for i := range n {
-		if n[i] != runtime.Wildcard && n[i] != o[i] {
+		if n[i] != spec.Wildcard && n[i] != o[i] {
 			return false
 		}
 	}
@@ -743,7 +744,7 @@ func widerShape(n, o runtime.Shape) bool {
 }
 
 // imageMap renders an image spec for messages.
-func imageMap(s *runtime.ImageSpec) any {
+func imageMap(s *spec.ImageSpec) any {
 	if s == nil {
 		return nil
 	}

@@ -17,8 +17,9 @@ import (
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
 	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/templates"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Header prefix and suffix of every page; a Markdown file whose first line
@@ -55,7 +56,7 @@ var page = template.Must(template.New("family.md.tmpl").Funcs(template.FuncMap{
 	"json":        jsonText,
 	"ints":        ints,
 	"constraints": func(f *ir.Field) string { return strings.Join(f.Constraints(), "; ") },
-	"required":    func(f *ir.Field) bool { return f.Presence == runtime.Required },
+	"required":    func(f *ir.Field) bool { return f.Presence == spec.Required },
 	"checkpoints": hasCheckpoints,
 	"fielddoc":    fieldDoc,
 	"example":     example,
@@ -141,7 +142,7 @@ func tidy(b []byte) []byte {
 
 // fieldDoc is the description cell of a field: label, description and
 // deprecation.
-func fieldDoc(f *runtime.InferenceFieldSpec) string {
+func fieldDoc(f *spec.InferenceFieldSpec) string {
 	var parts []string
 	if l := cell(f.Label); l != "" {
 		parts = append(parts, "**"+l+".**")

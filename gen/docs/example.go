@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/worldfoundry/wfgen/gen/ir"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/params"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // example returns a Go expression for a value of the field that passes its
@@ -21,7 +23,7 @@ func example(pkg string, task *ir.Task, f *ir.Field) string {
 	fits := func(v any) bool { _, vs := rules.CheckValue(v); return len(vs) == 0 }
 	s := f.Spec
 	switch f.Kind {
-	case runtime.KindString:
+	case spec.KindString:
 		if f.Choice != nil {
 			v := f.Choice.Values[0]
 			if v.Const != "" {
@@ -34,13 +36,13 @@ func example(pkg string, task *ir.Task, f *ir.Field) string {
 				return strconv.Quote(c)
 			}
 		}
-	case runtime.KindInt:
+	case spec.KindInt:
 		for _, c := range intCandidates(s) {
 			if fits(c) {
 				return strconv.FormatInt(c, 10)
 			}
 		}
-	case runtime.KindFloat:
+	case spec.KindFloat:
 		for _, c := range []float64{0, 0.5, 1} {
 			if fits(c) {
 				return floatGo(c)
@@ -49,18 +51,18 @@ func example(pkg string, task *ir.Task, f *ir.Field) string {
 		if s.Minimum != nil && fits(s.Minimum.Float64()) {
 			return floatGo(s.Minimum.Float64())
 		}
-	case runtime.KindBool:
+	case spec.KindBool:
 		return "false"
-	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
+	case spec.KindTensor, spec.KindImage, spec.KindVideo:
 		return zerosExample(f, task)
-	case runtime.KindTensorList:
-		return "[]*runtime.Tensor{" + zerosExample(f, task) + "}"
+	case spec.KindTensorList:
+		return "[]*tensor.Tensor{" + zerosExample(f, task) + "}"
 	default: // lists of scalars
 		n := 1
 		if s.MinLength != nil {
 			n = max(n, *s.MinLength)
 		}
-		elem := &ir.Field{Spec: elemSpec(s), Kind: f.Kind.Elem(), Presence: runtime.Required, Choice: f.Choice}
+		elem := &ir.Field{Spec: elemSpec(s), Kind: f.Kind.Elem(), Presence: spec.Required, Choice: f.Choice}
 		item := example(pkg, task, elem)
 		if item == "" || n > 64 {
 			return ""
@@ -76,7 +78,7 @@ func example(pkg string, task *ir.Task, f *ir.Field) string {
 
 // elemSpec is the spec of one item of a list field: its item rules, no
 // length rule.
-func elemSpec(s *runtime.InferenceFieldSpec) *runtime.InferenceFieldSpec {
+func elemSpec(s *spec.InferenceFieldSpec) *spec.InferenceFieldSpec {
 	e := *s
 	e.Kind = s.Kind.Elem()
 	e.MinLength, e.MaxLength, e.Default = nil, nil, nil
@@ -93,7 +95,7 @@ func floatGo(x float64) string {
 
 // intCandidates are values to try for an int field: its bounds and the
 // valid values next to them and to zero.
-func intCandidates(s *runtime.InferenceFieldSpec) []int64 {
+func intCandidates(s *spec.InferenceFieldSpec) []int64 {
 	out := []int64{0, 1}
 	if s.Minimum != nil {
 		if v, ok := s.Minimum.IntBounds(true); ok {
@@ -120,7 +122,7 @@ func intCandidates(s *runtime.InferenceFieldSpec) []int64 {
 
 // stringCandidates are strings to try for a string field: a word, and the
 // shortest match of its pattern, padded to its minimum length.
-func stringCandidates(s *runtime.InferenceFieldSpec) []string {
+func stringCandidates(s *spec.InferenceFieldSpec) []string {
 	out := []string{"example"}
 	if s.Pattern != "" {
 		if re, err := syntax.Parse(s.Pattern, syntax.Perl); err == nil {
@@ -180,14 +182,14 @@ func zerosExample(f *ir.Field, task *ir.Task) string {
 	s := f.Spec
 	dtype := s.DType
 	if dtype == "" {
-		dtype = runtime.Float32
+		dtype = tensor.Float32
 	}
 	shape := s.Shape
 	if b := task.Spec.Batching; b != nil && b.Dim != "" && s.IsStacked() && len(shape) > 0 && string(shape[0]) == b.Dim {
 		shape = shape[1:]
 	}
 	if shape == nil {
-		shape = runtime.Shape{"1"}
+		shape = spec.Shape{"1"}
 	}
 	sizes := make([]string, len(shape))
 	for i, d := range shape {
@@ -197,15 +199,15 @@ func zerosExample(f *ir.Field, task *ir.Task) string {
 		}
 		sizes[i] = strconv.FormatInt(n, 10)
 	}
-	name := map[runtime.DType]string{
-		runtime.Float32: "Float32", runtime.Float16: "Float16", runtime.BFloat16: "BFloat16", runtime.Int64: "Int64",
-		runtime.Int32: "Int32", runtime.Uint8: "Uint8", runtime.Bool: "Bool",
+	name := map[tensor.DType]string{
+		tensor.Float32: "Float32", tensor.Float16: "Float16", tensor.BFloat16: "BFloat16", tensor.Int64: "Int64",
+		tensor.Int32: "Int32", tensor.Uint8: "Uint8", tensor.Bool: "Bool",
 	}[dtype]
-	return "runtime.Zeros(runtime." + name + ", " + strings.Join(sizes, ", ") + ")"
+	return "tensor.Zeros(tensor." + name + ", " + strings.Join(sizes, ", ") + ")"
 }
 
 // dimExample is the smallest size a named dimension's constraints allow.
-func dimExample(d runtime.DimSpec) int64 {
+func dimExample(d spec.DimSpec) int64 {
 	n := int64(1)
 	if d.Minimum != nil {
 		n = max(n, *d.Minimum)

@@ -9,7 +9,7 @@ import (
 	"os"
 	"path"
 	"reflect"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -213,7 +213,7 @@ func NewScannedOutput(valid []validate.Scanned, load func(validate.Scanned) (*ir
 
 func newOutput(srcs map[string]source, outDir string, c *cache.Cache) (*Output, error) {
 	o := &Output{byPath: srcs, pending: map[string]chan rendered{}, c: c,
-		slots: make(chan struct{}, goruntime.GOMAXPROCS(0))}
+		slots: make(chan struct{}, runtime.GOMAXPROCS(0))}
 	for p := range srcs {
 		o.paths = append(o.paths, p)
 	}

@@ -44,7 +44,7 @@ func (g *goFile) enum(e enumDecl) {
 			jen.Const().Id("Default"+typ).Op("=").Id(e.defaultConst))
 		g.add(docComment(fmt.Sprintf("%s returns every %s in manifest order.", e.plural, e.what)),
 			jen.Func().Id(e.plural).Params().Index().Id(typ).Add(short(jen.Return(set.Clone().Dot("Values").Call()))))
-		g.add(docComment(fmt.Sprintf("Parse%s returns the %s with id or alias s; \"\" selects Default%s. An unknown id is an error wrapping runtime.ErrUnknownID that names the known ids.", typ, e.what, typ)),
+		g.add(docComment(fmt.Sprintf("Parse%s returns the %s with id or alias s; \"\" selects Default%s. An unknown id is an error wrapping spec.ErrUnknownID that names the known ids.", typ, e.what, typ)),
 			jen.Func().Id("Parse"+typ).Params(jen.Id("s").String()).Params(jen.Id(typ), jen.Error()).Add(short(jen.Return(set.Clone().Dot("Parse").Call(jen.Id("s"))))))
 	}
 	g.add(docComment(fmt.Sprintf("Valid reports whether v is one of the %ss of %s.", e.what, typ)),

@@ -13,14 +13,15 @@ import (
 // imports are the packages generated code may import, with their names
 // (so that jennifer writes no alias).
 var imports = map[string]string{
-	ir.RuntimePath: "runtime",
-	ir.ClientPath:  "client",
-	ir.BatchPath:   "batch",
-	ir.StreamPath:  "stream",
-	ir.ParamsPath:  "params",
-	ir.EnumPath:    "enum",
-	ir.RemotePath:  "remote",
-	ir.PixelsPath:  "pixels",
+	ir.SpecPath:   "spec",
+	ir.TensorPath: "tensor",
+	ir.ClientPath: "client",
+	ir.BatchPath:  "batch",
+	ir.StreamPath: "stream",
+	ir.ParamsPath: "params",
+	ir.EnumPath:   "enum",
+	ir.RemotePath: "remote",
+	ir.PixelsPath: "pixels",
 }
 
 // goFile emits the Go package of one family.

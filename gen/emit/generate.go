@@ -30,7 +30,7 @@ package emit
 
 import (
 	"path"
-	goruntime "runtime"
+	"runtime"
 	"sync"
 
 	"github.com/worldfoundry/wfgen/gen/emit/tree"
@@ -86,7 +86,7 @@ func Generate(fams []*ir.Family) (Files, error) {
 func renderAll(fams []*ir.Family, render func(*ir.Family) ([]byte, error)) ([][]byte, error) {
 	out := make([][]byte, len(fams))
 	errs := make([]error, len(fams))
-	workers := min(goruntime.GOMAXPROCS(0), len(fams))
+	workers := min(runtime.GOMAXPROCS(0), len(fams))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for w := 0; w < workers; w++ {

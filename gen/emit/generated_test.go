@@ -87,11 +87,11 @@ func TestGeneratedPackagesCompileVetAndMatchManifests(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	var src strings.Builder
 	src.WriteString("package specs\n\nimport (\n\t\"testing\"\n\n\t\"github.com/google/go-cmp/cmp\"\n\n")
-	src.WriteString("\t\"github.com/worldfoundry/wfgen/gen/validate\"\n\t\"github.com/worldfoundry/wfgen/runtime\"\n")
+	src.WriteString("\t\"github.com/worldfoundry/wfgen/gen/validate\"\n\t\"github.com/worldfoundry/wfgen/runtime/spec\"\n")
 	for i, n := range names {
 		fmt.Fprintf(&src, "\tp%d %q\n", i, "github.com/worldfoundry/wfgen/generated/"+n)
 	}
-	src.WriteString(")\n\nfunc TestSpecs(t *testing.T) {\n\tcases := []struct {\n\t\tmanifest string\n\t\tspec     func() *runtime.ModelInferenceSpec\n\t}{\n")
+	src.WriteString(")\n\nfunc TestSpecs(t *testing.T) {\n\tcases := []struct {\n\t\tmanifest string\n\t\tspec     func() *spec.ModelInferenceSpec\n\t}{\n")
 	for i, n := range names {
 		fmt.Fprintf(&src, "\t\t{%q, p%d.Spec},\n", filepath.Join(root, filepath.FromSlash(pkgs[n])), i)
 	}
@@ -104,11 +104,11 @@ func TestGeneratedPackagesCompileVetAndMatchManifests(t *testing.T) {
 		if d := cmp.Diff(f.Spec, c.spec()); d != "" {
 			t.Errorf("%s: Spec() differs (-manifest +Spec):\n%s", c.manifest, d)
 		}
-		if d := cmp.Diff(f.Spec, runtime.GetModelInferenceSpec(f.Spec.ModelFamilyID)); d != "" {
+		if d := cmp.Diff(f.Spec, spec.GetModelInferenceSpec(f.Spec.ModelFamilyID)); d != "" {
 			t.Errorf("%s: registered spec differs (-manifest +registered):\n%s", c.manifest, d)
 		}
 	}
-	if n := len(runtime.ListModelInferenceSpecs()); n != len(cases) {
+	if n := len(spec.ListModelInferenceSpecs()); n != len(cases) {
 		t.Errorf("%d families registered, want %d", n, len(cases))
 	}
 }
@@ -120,7 +120,7 @@ func TestGeneratedPackagesCompileVetAndMatchManifests(t *testing.T) {
 	// exactly the families of the manifests.
 	var all strings.Builder
 	all.WriteString("package all\n\nimport (\n\t\"slices\"\n\t\"testing\"\n\n")
-	all.WriteString("\t\"github.com/worldfoundry/wfgen/gen/validate\"\n\t_ \"github.com/worldfoundry/wfgen/generated/all\"\n\t\"github.com/worldfoundry/wfgen/runtime\"\n)\n\n")
+	all.WriteString("\t\"github.com/worldfoundry/wfgen/gen/validate\"\n\t_ \"github.com/worldfoundry/wfgen/generated/all\"\n\t\"github.com/worldfoundry/wfgen/runtime/spec\"\n)\n\n")
 	all.WriteString("func TestAllRegistersEveryFamily(t *testing.T) {\n\tvar want []string\n\tfor _, m := range []string{\n")
 	for _, n := range names {
 		fmt.Fprintf(&all, "\t\t%q,\n", filepath.Join(root, filepath.FromSlash(pkgs[n])))
@@ -134,7 +134,7 @@ func TestGeneratedPackagesCompileVetAndMatchManifests(t *testing.T) {
 	}
 	slices.Sort(want)
 	var got []string
-	for _, s := range runtime.ListModelInferenceSpecs() {
+	for _, s := range spec.ListModelInferenceSpecs() {
 		got = append(got, s.ModelFamilyID)
 	}
 	if !slices.Equal(got, want) {

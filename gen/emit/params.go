@@ -8,7 +8,8 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/worldfoundry/wfgen/gen/ir"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // task emits everything of one task: choice types, params, defaults,
@@ -24,8 +25,8 @@ func (g *goFile) task(t *ir.Task) error {
 	}
 	g.pictures(t)
 	g.validate(t)
-	g.kwargs(t, runtime.TargetCallKwargs, "CallKwargs")
-	g.kwargs(t, runtime.TargetLoadKwargs, "LoadKwargs")
+	g.kwargs(t, spec.TargetCallKwargs, "CallKwargs")
+	g.kwargs(t, spec.TargetLoadKwargs, "LoadKwargs")
 	if t.Batch != "" {
 		g.batchItem(t)
 	}
@@ -43,13 +44,13 @@ func fieldDoc(f *ir.Field) string {
 	}
 	first += "."
 	facts := []string{"Kind " + string(fs.Kind)}
-	if fs.Target == runtime.TargetLoadKwargs {
+	if fs.Target == spec.TargetLoadKwargs {
 		facts = append(facts, "passed when the model is loaded")
 	}
 	switch f.Presence {
-	case runtime.Required:
+	case spec.Required:
 		facts = append(facts, "required")
-	case runtime.Optional:
+	case spec.Optional:
 		facts = append(facts, "optional: nil leaves it to the model")
 	}
 	if d := f.DefaultText(); d != "" {
@@ -159,38 +160,38 @@ func toAny[T any](s []T) []any {
 func checkFunc(f *ir.Field) string {
 	s := f.Spec
 	hasRules := false
-	for _, c := range runtime.Constraints {
+	for _, c := range spec.Constraints {
 		hasRules = hasRules || c.Set(s)
 	}
 	switch f.Kind {
-	case runtime.KindString:
-		if !hasRules && f.Presence != runtime.Required {
+	case spec.KindString:
+		if !hasRules && f.Presence != spec.Required {
 			return ""
 		}
 		if f.Type.Pointer {
 			return "OptString"
 		}
 		return "String"
-	case runtime.KindInt, runtime.KindFloat:
+	case spec.KindInt, spec.KindFloat:
 		if !hasRules {
 			return ""
 		}
-		name := map[runtime.Kind]string{runtime.KindInt: "Int", runtime.KindFloat: "Float"}[f.Kind]
+		name := map[spec.Kind]string{spec.KindInt: "Int", spec.KindFloat: "Float"}[f.Kind]
 		if f.Type.Pointer {
 			return "Opt" + name
 		}
 		return name
-	case runtime.KindBool:
+	case spec.KindBool:
 		return ""
-	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
+	case spec.KindTensor, spec.KindImage, spec.KindVideo:
 		return "Tensor"
 	}
-	if !hasRules && f.Presence != runtime.Required && f.Kind != runtime.KindTensorList {
+	if !hasRules && f.Presence != spec.Required && f.Kind != spec.KindTensorList {
 		return ""
 	}
-	return map[runtime.Kind]string{
-		runtime.KindStringList: "Strings", runtime.KindIntList: "Ints", runtime.KindFloatList: "Floats",
-		runtime.KindBoolList: "Bools", runtime.KindTensorList: "Tensors",
+	return map[spec.Kind]string{
+		spec.KindStringList: "Strings", spec.KindIntList: "Ints", spec.KindFloatList: "Floats",
+		spec.KindBoolList: "Bools", spec.KindTensorList: "Tensors",
 	}[f.Kind]
 }
 
@@ -245,7 +246,7 @@ func (g *goFile) kwargs(t *ir.Task, target, method string) {
 			body = append(body, set)
 		}
 	}
-	doc := docComment(fmt.Sprintf("%s returns the fields whose target is %s, keyed by field id, in the engine's value form (string, int64, float64, bool, *runtime.Tensor, []any); unset optional fields are left out.", method, target))
+	doc := docComment(fmt.Sprintf("%s returns the fields whose target is %s, keyed by field id, in the engine's value form (string, int64, float64, bool, *tensor.Tensor, []any); unset optional fields are left out.", method, target))
 	fn := jen.Func().Params(jen.Id("p").Op("*").Id(t.Params)).Id(method).Params().Map(jen.String()).Any()
 	if len(body) == 0 {
 		g.add(doc, fn.Add(short(jen.Return(jen.Map(jen.String()).Any().Values()))))
@@ -263,7 +264,7 @@ func (g *goFile) batchItem(t *ir.Task) {
 	var cases, diffs []jen.Code
 	var stacked []string
 	for _, f := range t.Fields {
-		if f.Spec.Target != runtime.TargetCallKwargs {
+		if f.Spec.Target != spec.TargetCallKwargs {
 			continue
 		}
 		if f.Spec.IsStacked() {
@@ -274,7 +275,7 @@ func (g *goFile) batchItem(t *ir.Task) {
 		a, b := jen.Id("p").Dot(f.Name), jen.Id("q").Dot(f.Name)
 		var differ jen.Code
 		switch {
-		case f.Kind == runtime.KindTensorList:
+		case f.Kind == spec.KindTensorList:
 			differ = jen.Op("!").Qual(ir.ClientPath, "SameTensors").Call(a, b)
 		case f.Type.Slice:
 			differ = jen.Op("!").Qual(ir.ClientPath, "SameList").Call(a, b)
@@ -286,7 +287,7 @@ func (g *goFile) batchItem(t *ir.Task) {
 		diffs = append(diffs, jen.If(differ).Block(jen.Return(jen.Lit(f.Spec.FieldID))))
 	}
 	g.add(docComment(fmt.Sprintf("StackedInput returns the j-th input that batching stacks (%s), nil when unset: client.RunBatch reads the items of a batch in place.", strings.Join(stacked, ", "))),
-		jen.Func().Params(recv.Clone()).Id("StackedInput").Params(jen.Id("j").Int()).Op("*").Qual(ir.RuntimePath, "Tensor").Block(
+		jen.Func().Params(recv.Clone()).Id("StackedInput").Params(jen.Id("j").Int()).Op("*").Qual(ir.TensorPath, "Tensor").Block(
 			jen.Switch(jen.Id("j")).Block(cases...),
 			jen.Return(jen.Nil())))
 	diffs = append(diffs, jen.Return(jen.Lit("")))
@@ -297,7 +298,7 @@ func (g *goFile) batchItem(t *ir.Task) {
 func (g *goFile) unmarshal(t *ir.Task) {
 	doc := "UnmarshalJSON decodes params keyed by field id. Absent keys keep their defaults (see " + t.Defaults + "); unknown keys are an error"
 	for _, f := range t.Fields {
-		if f.Presence == runtime.Required {
+		if f.Presence == spec.Required {
 			doc += ", and so is a missing required field"
 			break
 		}
@@ -321,7 +322,7 @@ func (g *goFile) pictures(t *ir.Task) {
 		field := jen.Op("&").Id("family").Dot("Tasks").Index(jen.Lit(t.Index)).Dot("Inputs").Index(jen.Lit(f.Index))
 		dst := jen.Op("&").Id("p").Dot(f.Name)
 		recv := jen.Id("p").Op("*").Id(t.Params)
-		if f.Kind == runtime.KindVideo {
+		if f.Kind == spec.KindVideo {
 			g.add(docComment(fmt.Sprintf("%s sets %s to the tensor of frames, converted as field %q declares (layout, channels, range, normalisation, dtype and shape; see package runtime/pixels). %s is unchanged on an error.", f.FromPicture, f.Name, f.Spec.FieldID, f.Name)),
 				jen.Func().Params(recv).Id(f.FromPicture).Params(jen.Id("frames").Index().Qual("image", "Image")).Error().Add(
 					short(jen.Return(jen.Qual(ir.PixelsPath, "SetFrames").Call(dst, jen.Id("frames"), field)))))

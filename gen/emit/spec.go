@@ -18,7 +18,7 @@ func (g *goFile) spec() error {
 		return fmt.Errorf("%s: spec literal: %w", g.fam.File.Path, err)
 	}
 	g.add(docComment("Spec returns the family's inference spec exactly as the manifest gives it (with the manifest format's defaults applied). Every call returns a new copy that the caller may change."),
-		jen.Func().Id("Spec").Params().Op("*").Qual(ir.RuntimePath, "ModelInferenceSpec").Block(jen.Return(jen.Op("&").Add(lit))))
+		jen.Func().Id("Spec").Params().Op("*").Qual(ir.SpecPath, "ModelInferenceSpec").Block(jen.Return(jen.Op("&").Add(lit))))
 
 	vars := []jen.Code{
 		jen.Id("family").Op("=").Id("Spec").Call(),
@@ -37,6 +37,6 @@ func (g *goFile) spec() error {
 	}
 	g.add(docComment("The family's spec, and the enum tables and field rules built from it that the methods below apply."), jen.Var().Defs(vars...))
 	g.add("", jen.Func().Id("init").Params().Block(
-		jen.Qual(ir.RuntimePath, "DefaultRegistry").Dot("MustRegister").Call(jen.Id("Spec").Call())))
+		jen.Qual(ir.SpecPath, "DefaultRegistry").Dot("MustRegister").Call(jen.Id("Spec").Call())))
 	return nil
 }

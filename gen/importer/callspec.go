@@ -12,7 +12,9 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/naming"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // SkeletonFromCallSpec builds the manifest of a compiled checkpoint (an
@@ -31,9 +33,9 @@ import (
 //
 // Options.Methods may name only forward; examples are refused: the call
 // spec already gives every dtype and shape.
-func SkeletonFromCallSpec(ck Checkpoint, spec runtime.CallSpec, opts Options) (*Result, error) {
+func SkeletonFromCallSpec(ck Checkpoint, spec engine.CallSpec, opts Options) (*Result, error) {
 	for _, m := range opts.Methods {
-		if m != runtime.DefaultMethod {
+		if m != wfspec.DefaultMethod {
 			return nil, fmt.Errorf("%s is an AOTInductor package, whose one method is forward, not %q", ck.Path, m)
 		}
 	}
@@ -54,7 +56,7 @@ func SkeletonFromCallSpec(ck Checkpoint, spec runtime.CallSpec, opts Options) (*
 		"uri", str(checkpointURI(ck.Path, opts.Output)),
 		"required", boolean(true),
 		"status", str("available"),
-		"format", str(string(runtime.FormatAOTInductor)),
+		"format", str(string(wfspec.FormatAOTInductor)),
 	)
 	if ck.SHA256 != "" {
 		appendPairs(ckNode, "sha256", str(ck.SHA256))
@@ -68,7 +70,7 @@ func SkeletonFromCallSpec(ck Checkpoint, spec runtime.CallSpec, opts Options) (*
 		"display_name", str(title(fam)),
 		"description", str("TODO: what the model family does."),
 		"default_variant_id", str("default"),
-		"default_task_id", str(runtime.DefaultMethod),
+		"default_task_id", str(wfspec.DefaultMethod),
 		"variants", sequence(mapping(
 			"variant_id", str("default"),
 			"label", str("Default"),
@@ -99,9 +101,9 @@ func SkeletonFromCallSpec(ck Checkpoint, spec runtime.CallSpec, opts Options) (*
 
 // batchDim returns the dynamic dimension that leads every tensor input and
 // output of spec, or "".
-func batchDim(spec runtime.CallSpec) string {
-	var dim runtime.Dim
-	lead := func(s runtime.Shape) bool {
+func batchDim(spec engine.CallSpec) string {
+	var dim wfspec.Dim
+	lead := func(s wfspec.Shape) bool {
 		if len(s) == 0 || !s[0].Named() {
 			return false
 		}
@@ -127,7 +129,7 @@ func batchDim(spec runtime.CallSpec) string {
 	return string(dim)
 }
 
-func shapeNode(s runtime.Shape) *yaml.Node {
+func shapeNode(s wfspec.Shape) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
 	for _, d := range s {
 		if sz, fixed := d.Size(); fixed {
@@ -139,17 +141,17 @@ func shapeNode(s runtime.Shape) *yaml.Node {
 	return n
 }
 
-func (b *builder) callSpecTask(spec runtime.CallSpec) *yaml.Node {
+func (b *builder) callSpecTask(spec engine.CallSpec) *yaml.Node {
 	task := &yaml.Node{Kind: yaml.MappingNode}
 	var sig []string
 	for _, in := range spec.Inputs {
 		sig = append(sig, in.String())
 	}
 	appendPairs(task,
-		"task_id", str(runtime.DefaultMethod),
+		"task_id", str(wfspec.DefaultMethod),
 		"label", str("Forward"),
 		"description", str("TODO: what the task does. The package was exported for forward("+strings.Join(sig, ", ")+")."),
-		"method", str(runtime.DefaultMethod),
+		"method", str(wfspec.DefaultMethod),
 	)
 	batch := batchDim(spec)
 	if batch != "" {
@@ -197,7 +199,7 @@ func (b *builder) callSpecTask(spec runtime.CallSpec) *yaml.Node {
 			b.warn(task, "input %q cannot be a field id; the contract check fails until it is renamed in forward and exported again", in.Name)
 			continue
 		}
-		f := mapping("field_id", str(in.Name), "label", str(label(in.Name)), "kind", str(string(runtime.KindTensor)))
+		f := mapping("field_id", str(in.Name), "label", str(label(in.Name)), "kind", str(string(wfspec.KindTensor)))
 		if name := naming.Exported(in.Name); fieldNames.Declare(name, in.Name) != nil {
 			appendPairs(f, "go_name", str(name+"2"))
 		}
@@ -206,7 +208,7 @@ func (b *builder) callSpecTask(spec runtime.CallSpec) *yaml.Node {
 		inputs = append(inputs, f)
 	}
 	var outputs []*yaml.Node
-	if spec.Returns == runtime.ReturnsTuple {
+	if spec.Returns == engine.ReturnsTuple {
 		b.warn(task, "forward returns a tuple of %d tensors: the contract check fails until it returns one tensor or a dict keyed by artifact id (export again)", len(spec.Outputs))
 	}
 	var artNames naming.Scope
@@ -217,7 +219,7 @@ func (b *builder) callSpecTask(spec runtime.CallSpec) *yaml.Node {
 		}
 		outputs = append(outputs, mapping(
 			"artifact_id", str(o.Name),
-			"kind", str(string(runtime.ArtifactTensor)),
+			"kind", str(string(wfspec.ArtifactTensor)),
 			"required", boolean(true),
 			"dtype", str(string(o.DType)),
 			"shape", shapeNode(o.Shape),
@@ -229,7 +231,7 @@ func (b *builder) callSpecTask(spec runtime.CallSpec) *yaml.Node {
 }
 
 // used reports whether a dimension name appears in a tensor shape of spec.
-func used(spec runtime.CallSpec, name string) bool {
+func used(spec engine.CallSpec, name string) bool {
 	for _, in := range spec.Tensors() {
 		for _, d := range in.Shape {
 			if string(d) == name {

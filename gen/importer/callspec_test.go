@@ -5,23 +5,26 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // encoderCallSpec is the call spec of examples/aoti's encoder.
-func encoderCallSpec() runtime.CallSpec {
-	return runtime.CallSpec{
-		Inputs: []runtime.CallInput{
-			{Name: "features", DType: runtime.Float32, Shape: runtime.Shape{"batch", "32"}},
+func encoderCallSpec() engine.CallSpec {
+	return engine.CallSpec{
+		Inputs: []engine.CallInput{
+			{Name: "features", DType: tensor.Float32, Shape: spec.Shape{"batch", "32"}},
 			{Name: "normalize", Keyword: true, Constant: true, Value: true},
 		},
-		Outputs: []runtime.CallOutput{
-			{Name: "embedding", DType: runtime.Float32, Shape: runtime.Shape{"batch", "16"}},
-			{Name: "norm", DType: runtime.Float32, Shape: runtime.Shape{"batch"}},
+		Outputs: []engine.CallOutput{
+			{Name: "embedding", DType: tensor.Float32, Shape: spec.Shape{"batch", "16"}},
+			{Name: "norm", DType: tensor.Float32, Shape: spec.Shape{"batch"}},
 		},
-		Returns: runtime.ReturnsDict,
-		Dims:    map[string]runtime.DimRange{"batch": {Min: 2, Max: 16}},
+		Returns: engine.ReturnsDict,
+		Dims:    map[string]engine.DimRange{"batch": {Min: 2, Max: 16}},
 	}
 }
 
@@ -63,11 +66,11 @@ func TestSkeletonFromCallSpec(t *testing.T) {
 	// A dimension that does not lead every tensor is no batch: it gets its
 	// range in dims.
 	s := encoderCallSpec()
-	s.Inputs[0].Shape = runtime.Shape{"4", "t"}
+	s.Inputs[0].Shape = spec.Shape{"4", "t"}
 	s.Outputs = s.Outputs[1:]
-	s.Outputs[0].Shape = runtime.Shape{"t"}
-	s.Returns = runtime.ReturnsTensor
-	s.Dims = map[string]runtime.DimRange{"t": {Min: 1}}
+	s.Outputs[0].Shape = spec.Shape{"t"}
+	s.Returns = engine.ReturnsTensor
+	s.Dims = map[string]engine.DimRange{"t": {Min: 1}}
 	res, err = SkeletonFromCallSpec(ck, s, Options{FamilyID: "seq"})
 	if err != nil {
 		t.Fatal(err)

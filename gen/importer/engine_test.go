@@ -11,12 +11,14 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/contract"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // kindsSource has every argument kind the issue lists, with defaults, and
@@ -85,7 +87,7 @@ func TestImportBuiltModule(t *testing.T) {
 	}
 
 	// The contract check passes for every task against the same module.
-	mod, err := torch.Default().Load(ckpt, runtime.LoadOptions{Device: "cpu"})
+	mod, err := torch.Default().Load(ckpt, engine.LoadOptions{Device: "cpu"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,11 +111,11 @@ func TestImportBuiltModule(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	outs, err := c.Run(ctx, "forward", map[string]any{"prompt": "ab", "x": runtime.FromFloat32([]float32{1, 2}, 2)}, nil)
+	outs, err := c.Run(ctx, "forward", map[string]any{"prompt": "ab", "x": tensor.FromFloat32([]float32{1, 2}, 2)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := outs["y"].(*runtime.Tensor).Float32s()
+	y, err := outs["y"].(*tensor.Tensor).Float32s()
 	// y = x*1.5 + len("ab") + steps(3)
 	if err != nil || !slices.Equal(y, []float32{6.5, 8}) {
 		t.Errorf("y = %v %v, want [6.5 8]", y, err)
@@ -122,7 +124,7 @@ func TestImportBuiltModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := outs["output"].(*runtime.Tensor).Float32s()
+	w, err := outs["output"].(*tensor.Tensor).Float32s()
 	if err != nil || !slices.Equal(w, []float32{3, 2}) {
 		t.Errorf("encode = %v %v, want [3 2]", w, err)
 	}
@@ -170,11 +172,11 @@ func TestImportExamples(t *testing.T) {
 	for i := range table {
 		table[i] = float32(i%7) - 3
 	}
-	if err := torch.BuildModule(torch.ModuleSource{Source: encoderSource, Parameters: map[string]*runtime.Tensor{"table": runtime.FromFloat32(table, 10, 4)}}, ckpt); err != nil {
+	if err := torch.BuildModule(torch.ModuleSource{Source: encoderSource, Parameters: map[string]*tensor.Tensor{"table": tensor.FromFloat32(table, 10, 4)}}, ckpt); err != nil {
 		t.Fatal(err)
 	}
 	npy := filepath.Join(dir, "tokens.npy")
-	if err := artifactio.WriteNPY(npy, runtime.FromInt64([]int64{1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0, 9, 8, 7, 6}, 3, 5)); err != nil {
+	if err := artifactio.WriteNPY(npy, tensor.FromInt64([]int64{1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0, 9, 8, 7, 6}, 3, 5)); err != nil {
 		t.Fatal(err)
 	}
 	name, ex, err := ReadExample("tokens=" + npy)
@@ -194,9 +196,9 @@ func TestImportExamples(t *testing.T) {
 	tok, _ := task.Field("tokens")
 	emb, _ := task.Artifact("embedding")
 	total, _ := task.Artifact("total")
-	if tok.DType != runtime.Int64 || tok.Shape.String() != "[N,5]" ||
-		emb.DType != runtime.Float32 || emb.Shape.String() != "[N,4]" ||
-		total.DType != runtime.Float32 || total.Shape != nil ||
+	if tok.DType != tensor.Int64 || tok.Shape.String() != "[N,5]" ||
+		emb.DType != tensor.Float32 || emb.Shape.String() != "[N,4]" ||
+		total.DType != tensor.Float32 || total.Shape != nil ||
 		task.Batching == nil || task.Batching.Dim != "N" || task.Batching.MaxBatchSize != 3 {
 		t.Fatalf("tokens %s%s, embedding %s%s, total %s%s, batching %+v\n%s", tok.DType, tok.Shape, emb.DType, emb.Shape, total.DType, total.Shape, task.Batching, res.YAML)
 	}
@@ -214,21 +216,21 @@ func TestImportExamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	outs, err := c.Run(context.Background(), "forward", map[string]any{"tokens": runtime.FromInt64([]int64{1, 2, 3, 4, 5}, 5)}, nil)
+	outs, err := c.Run(context.Background(), "forward", map[string]any{"tokens": tensor.FromInt64([]int64{1, 2, 3, 4, 5}, 5)}, nil)
 	if err != nil {
 		t.Fatalf("run the imported task: %v", err)
 	}
-	if e := outs["embedding"].(*runtime.Tensor); e.DType != runtime.Float32 || !slices.Equal(e.Shape, []int64{4}) {
+	if e := outs["embedding"].(*tensor.Tensor); e.DType != tensor.Float32 || !slices.Equal(e.Shape, []int64{4}) {
 		t.Errorf("embedding %s%v, want float32[4] (one item)", e.DType, e.Shape)
 	}
 	check := params.MustCompile(task).Check()
-	params.Tensor(&check, 0, runtime.FromFloat32(make([]float32, 5), 5))
+	params.Tensor(&check, 0, tensor.FromFloat32(make([]float32, 5), 5))
 	if err := check.Err(); err == nil || !strings.Contains(err.Error(), "tokens: want int64[5] (each item of [N,5]), got float32[5]") {
 		t.Errorf("a float item: %v", err)
 	}
 
 	// An example the module cannot run on leaves the outputs to TODOs.
-	bad := Example{File: "floats.npy", Tensor: runtime.FromFloat32(make([]float32, 10), 2, 5)}
+	bad := Example{File: "floats.npy", Tensor: tensor.FromFloat32(make([]float32, 10), 2, 5)}
 	res, err = Import(torch.Default(), ckpt, Options{Examples: map[string]Example{"tokens": bad}})
 	if err != nil {
 		t.Fatal(err)

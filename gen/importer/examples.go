@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // BatchDim is the name import gives the batch dimension of batched examples
@@ -23,7 +26,7 @@ type Example struct {
 	File string
 	// Tensor is the value; Skeleton reads only its dtype and shape, Import
 	// also passes it to the method to learn the outputs' dtypes and shapes.
-	Tensor *runtime.Tensor
+	Tensor *tensor.Tensor
 }
 
 // ReadExample parses a --example argument, "NAME=FILE.npy", and reads the
@@ -48,7 +51,7 @@ func ReadExample(arg string) (string, Example, error) {
 // method, and, when batched, that each method's examples agree on a
 // leading batch size and include a required argument to batch along. It
 // returns the batch size per method that takes examples.
-func checkExamples(methods []runtime.MethodSchema, opts Options) (map[string]int64, error) {
+func checkExamples(methods []engine.MethodSchema, opts Options) (map[string]int64, error) {
 	batch := map[string]int64{}
 	names := make([]string, 0, len(opts.Examples))
 	for n := range opts.Examples {
@@ -73,7 +76,7 @@ func checkExamples(methods []runtime.MethodSchema, opts Options) (map[string]int
 					continue
 				}
 				found = true
-				if kind, _, ok := FieldKind(a.Type); !ok || kind != runtime.KindTensor {
+				if kind, _, ok := FieldKind(a.Type); !ok || kind != spec.KindTensor {
 					return nil, fmt.Errorf("--example %s: argument %s of %s is %s; examples are for Tensor arguments", n, n, m.Name, a.Type)
 				}
 				if !opts.Batched {
@@ -120,10 +123,10 @@ func checkExamples(methods []runtime.MethodSchema, opts Options) (map[string]int
 // exampleShape is the declared shape of a field or artifact whose example
 // value (or observed output) has the given sizes: the sizes, the first
 // named BatchDim when the task is batched.
-func exampleShape(sizes []int64, batched bool) runtime.Shape {
-	s := make(runtime.Shape, len(sizes))
+func exampleShape(sizes []int64, batched bool) spec.Shape {
+	s := make(spec.Shape, len(sizes))
 	for i, n := range sizes {
-		s[i] = runtime.Dim(fmt.Sprint(n))
+		s[i] = spec.Dim(fmt.Sprint(n))
 	}
 	if batched && len(s) > 0 {
 		s[0] = BatchDim
@@ -134,12 +137,12 @@ func exampleShape(sizes []int64, batched bool) runtime.Shape {
 // Output is what a method returned when Import ran it on the examples: the
 // dtype and shape of each tensor it returned, keyed by artifact id (the
 // dict's key, or "output" for a single tensor).
-type Output map[string]*runtime.Tensor
+type Output map[string]*tensor.Tensor
 
 // runExamples calls each method whose required arguments all have
 // examples, once, with the examples, and returns the tensors each returned.
 // A method that fails is reported in warnings and left out.
-func runExamples(mod runtime.Module, methods []runtime.MethodSchema, opts Options) (map[string]Output, []string) {
+func runExamples(mod engine.Module, methods []engine.MethodSchema, opts Options) (map[string]Output, []string) {
 	if len(opts.Examples) == 0 {
 		return nil, nil
 	}
@@ -158,18 +161,18 @@ func runExamples(mod runtime.Module, methods []runtime.MethodSchema, opts Option
 		if !runnable || len(kwargs) == 0 {
 			continue
 		}
-		v, err := mod.Call(context.Background(), m.Name, kwargs, runtime.CallOptions{})
+		v, err := mod.Call(context.Background(), m.Name, kwargs, engine.CallOptions{})
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("running %s on the examples failed, so its outputs have no dtype or shape: %s", m.Name, firstLine(err.Error())))
 			continue
 		}
 		out := Output{}
 		switch x := v.(type) {
-		case *runtime.Tensor:
+		case *tensor.Tensor:
 			out["output"] = x
 		case map[string]any:
 			for k, e := range x {
-				if t, ok := e.(*runtime.Tensor); ok {
+				if t, ok := e.(*tensor.Tensor); ok {
 					out[k] = t
 				}
 			}

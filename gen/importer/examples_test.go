@@ -9,13 +9,16 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // shapeText writes a declared shape as in messages, or "none".
-func shapeText(s runtime.Shape) string {
+func shapeText(s spec.Shape) string {
 	if s == nil {
 		return "none"
 	}
@@ -51,8 +54,8 @@ func TestSkeletonTensorTODOs(t *testing.T) {
 	}
 }
 
-func exampleSchemas() []runtime.MethodSchema {
-	return []runtime.MethodSchema{{Name: "forward", Arguments: []runtime.Argument{
+func exampleSchemas() []engine.MethodSchema {
+	return []engine.MethodSchema{{Name: "forward", Arguments: []engine.Argument{
 		{Name: "pixels", Type: "Tensor"},
 		{Name: "mask", Type: "Optional[Tensor]", HasDefault: true},
 		{Name: "scale", Type: "float", HasDefault: true, Default: 1.0},
@@ -63,12 +66,12 @@ func TestSkeletonExamples(t *testing.T) {
 	ck := checkpoint
 	ck.ReturnKeys = map[string][]contract.ReturnKey{"forward": {{Name: "logits", Always: true}, {Name: "pooled", Always: true}, {Name: "extra"}}}
 	ck.Outputs = map[string]Output{"forward": {
-		"logits": runtime.FromFloat32(make([]float32, 4*10), 4, 10),
-		"pooled": runtime.FromFloat32(make([]float32, 7), 7), // not per item
+		"logits": tensor.FromFloat32(make([]float32, 4*10), 4, 10),
+		"pooled": tensor.FromFloat32(make([]float32, 7), 7), // not per item
 	}}
 	ex := map[string]Example{
-		"pixels": {File: "dir/pixels.npy", Tensor: runtime.FromFloat32(make([]float32, 4*3*8*6), 4, 3, 8, 6)},
-		"mask":   {File: "mask.npy", Tensor: runtime.FromUint8(make([]uint8, 4*8*6), 4, 8, 6)},
+		"pixels": {File: "dir/pixels.npy", Tensor: tensor.FromFloat32(make([]float32, 4*3*8*6), 4, 3, 8, 6)},
+		"mask":   {File: "mask.npy", Tensor: tensor.FromUint8(make([]uint8, 4*8*6), 4, 8, 6)},
 	}
 	for _, batched := range []bool{false, true} {
 		res, err := Skeleton(ck, exampleSchemas(), Options{Examples: ex, Batched: batched})
@@ -133,7 +136,7 @@ func TestSkeletonExampleErrors(t *testing.T) {
 		for _, d := range shape {
 			n *= d
 		}
-		return Example{File: "e.npy", Tensor: runtime.FromFloat32(make([]float32, n), shape...)}
+		return Example{File: "e.npy", Tensor: tensor.FromFloat32(make([]float32, n), shape...)}
 	}
 	for _, c := range []struct {
 		ex      map[string]Example
@@ -146,7 +149,7 @@ func TestSkeletonExampleErrors(t *testing.T) {
 		{map[string]Example{"pixels": f32(2, 3), "mask": f32(3, 3)}, true, "--batched: the examples of forward disagree on the batch size (first dimension): 3 and 2 (pixels)"},
 		{map[string]Example{"mask": f32(2, 3)}, true, "--batched: forward takes no required Tensor argument with an example"},
 		{map[string]Example{"pixels": {File: "x.npy"}}, false, "--example pixels: no tensor"},
-		{map[string]Example{"pixels": {File: "x.npy", Tensor: &runtime.Tensor{DType: runtime.Float32, Shape: []int64{2}}}}, false, "needs 8 bytes, has 0"},
+		{map[string]Example{"pixels": {File: "x.npy", Tensor: &tensor.Tensor{DType: tensor.Float32, Shape: []int64{2}}}}, false, "needs 8 bytes, has 0"},
 	} {
 		_, err := Skeleton(checkpoint, exampleSchemas(), Options{Examples: c.ex, Batched: c.batched})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -158,11 +161,11 @@ func TestSkeletonExampleErrors(t *testing.T) {
 func TestReadExample(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "tokens.npy")
-	if err := artifactio.WriteNPY(good, runtime.FromInt64([]int64{1, 2, 3, 4, 5, 6}, 2, 3)); err != nil {
+	if err := artifactio.WriteNPY(good, tensor.FromInt64([]int64{1, 2, 3, 4, 5, 6}, 2, 3)); err != nil {
 		t.Fatal(err)
 	}
 	name, ex, err := ReadExample("tokens=" + good)
-	if err != nil || name != "tokens" || ex.File != good || ex.Tensor.DType != runtime.Int64 || !slices.Equal(ex.Tensor.Shape, []int64{2, 3}) {
+	if err != nil || name != "tokens" || ex.File != good || ex.Tensor.DType != tensor.Int64 || !slices.Equal(ex.Tensor.Shape, []int64{2, 3}) {
 		t.Fatalf("ReadExample: %q %+v %v", name, ex, err)
 	}
 	bad := filepath.Join(dir, "bad.npy")

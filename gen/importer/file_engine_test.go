@@ -17,9 +17,11 @@ import (
 	"github.com/worldfoundry/wfgen/examples/aoti"
 	"github.com/worldfoundry/wfgen/examples/digits"
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // signaturesScript scripts modules with every kind of signature the code
@@ -154,7 +156,7 @@ func checkpoints(t *testing.T, dir string) map[string]string {
 		out[name] = p
 	}
 	build("kinds-source", torch.ModuleSource{Source: kindsSource})
-	build("encoder-source", torch.ModuleSource{Source: encoderSource, Parameters: map[string]*runtime.Tensor{"table": runtime.FromFloat32(make([]float32, 40), 10, 4)}})
+	build("encoder-source", torch.ModuleSource{Source: encoderSource, Parameters: map[string]*tensor.Tensor{"table": tensor.FromFloat32(make([]float32, 40), 10, 4)}})
 	for name, f := range map[string]func(string) error{"tiny-encoder": tinymodels.BuildEncoder, "tiny-world": tinymodels.BuildWorld} {
 		p := filepath.Join(dir, name+".pt")
 		if err := f(p); err != nil {
@@ -188,7 +190,7 @@ func checkpoints(t *testing.T, dir string) map[string]string {
 // gives: a tensor is an Opaque tensor, NaN equals NaN.
 func sameDefault(engine, code any) bool {
 	switch e := engine.(type) {
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		o, ok := code.(contract.Opaque)
 		return ok && o.Tensor
 	case float64:
@@ -229,7 +231,7 @@ func TestImportFileMatchesEngine(t *testing.T) {
 	dir := t.TempDir()
 	for name, ckpt := range checkpoints(t, dir) {
 		t.Run(name, func(t *testing.T) {
-			mod, err := torch.Default().Load(ckpt, runtime.LoadOptions{Device: "cpu"})
+			mod, err := torch.Default().Load(ckpt, engine.LoadOptions{Device: "cpu"})
 			if err != nil {
 				t.Fatal(err)
 			}

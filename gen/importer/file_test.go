@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // writeZip writes files as a zip at path.
@@ -71,16 +74,16 @@ func TestImportFile(t *testing.T) {
 		t.Fatalf("validate: %v\n%s", diags, res.YAML)
 	}
 	label, _ := f.Spec.Task("label")
-	if sep, _ := label.Field("sep"); sep == nil || sep.Default != "," || sep.Kind != runtime.KindString {
+	if sep, _ := label.Field("sep"); sep == nil || sep.Default != "," || sep.Kind != spec.KindString {
 		t.Errorf("sep: %+v", sep)
 	}
-	if a := label.Outputs[0]; a.Kind != runtime.ArtifactText {
+	if a := label.Outputs[0]; a.Kind != spec.ArtifactText {
 		t.Errorf("label returns text: %+v", a)
 	}
 	if _, err := ImportFile(ckpt, Options{Methods: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), `has no method "nope" (its methods: forward, label); choose with --method`) {
 		t.Errorf("unknown method: %v", err)
 	}
-	ex := Example{File: "x.npy", Tensor: runtime.FromFloat32([]float32{1}, 1)}
+	ex := Example{File: "x.npy", Tensor: tensor.FromFloat32([]float32{1}, 1)}
 	if _, err := ImportFile(ckpt, Options{Examples: map[string]Example{"x": ex}}); !errors.Is(err, ErrNeedsEngine) {
 		t.Errorf("examples: %v", err)
 	}
@@ -124,13 +127,13 @@ func TestImportFilePackage(t *testing.T) {
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "argument normalize was baked in at export as True") {
 		t.Errorf("warnings %q", res.Warnings)
 	}
-	ex := Example{File: "x.npy", Tensor: runtime.FromFloat32([]float32{1}, 1)}
+	ex := Example{File: "x.npy", Tensor: tensor.FromFloat32([]float32{1}, 1)}
 	if _, err := ImportFile(pkg, Options{Examples: map[string]Example{"features": ex}}); err == nil || !strings.Contains(err.Error(), "import it without --example and --batched") {
 		t.Errorf("examples for a package: %v", err)
 	}
 	none := filepath.Join(dir, "none.pt2")
 	writeZip(t, none, map[string]string{"data/aotinductor/model/cx_metadata.json": `{"AOTI_DEVICE_KEY": "cpu"}`})
-	if _, err := ImportFile(none, Options{}); !errors.Is(err, runtime.ErrNoCallSpec) || !strings.HasPrefix(err.Error(), none+": ") {
+	if _, err := ImportFile(none, Options{}); !errors.Is(err, engine.ErrNoCallSpec) || !strings.HasPrefix(err.Error(), none+": ") {
 		t.Errorf("no call spec: %v", err)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	wftensor "github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FuzzSkeleton imports a method with one argument of any name, type and
@@ -13,7 +16,7 @@ import (
 // checks it) unless the method name is refused.
 func FuzzSkeleton(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, arg, typ string, def int, sval string, ival int64, fval float64, ret, key string) {
-		a := runtime.Argument{Name: arg, Type: typ}
+		a := engine.Argument{Name: arg, Type: typ}
 		switch def % 7 {
 		case 1:
 			a.HasDefault, a.Default = true, sval
@@ -29,7 +32,7 @@ func FuzzSkeleton(f *testing.F) {
 			a.HasDefault = true // None
 		}
 		ck := Checkpoint{Path: "m.pt", ReturnKeys: map[string][]contract.ReturnKey{method: {{Name: key, Always: ival > 0}}}}
-		_, err := Skeleton(ck, []runtime.MethodSchema{{Name: method, Arguments: []runtime.Argument{a}, Returns: []string{ret}}}, Options{})
+		_, err := Skeleton(ck, []engine.MethodSchema{{Name: method, Arguments: []engine.Argument{a}, Returns: []string{ret}}}, Options{})
 		if err != nil && (isIdent(method) || strings.Contains(err.Error(), "bug")) {
 			t.Fatalf("method %q arg %+v return %q key %q: %v", method, a, ret, key, err)
 		}
@@ -43,7 +46,7 @@ func FuzzFieldKind(f *testing.F) {
 		kind, _, ok := FieldKind(typ)
 		if ok {
 			found := false
-			for _, k := range runtime.FieldKinds {
+			for _, k := range spec.FieldKinds {
 				found = found || k == kind
 			}
 			if !found {
@@ -69,20 +72,20 @@ func FuzzSkeletonExamples(f *testing.F) {
 			}
 			return s
 		}
-		tensor := func(d runtime.DType, s []int64) *runtime.Tensor {
-			t := &runtime.Tensor{DType: d, Shape: s}
+		tensor := func(d wftensor.DType, s []int64) *wftensor.Tensor {
+			t := &wftensor.Tensor{DType: d, Shape: s}
 			t.Data = make([]byte, t.NumElements()*int64(d.Size()))
 			return t
 		}
-		d := runtime.DTypes[int(dt)%len(runtime.DTypes)]
-		a := runtime.Argument{Name: arg, Type: typ, HasDefault: !required}
+		d := wftensor.DTypes[int(dt)%len(wftensor.DTypes)]
+		a := engine.Argument{Name: arg, Type: typ, HasDefault: !required}
 		ck := Checkpoint{Path: "m.pt",
 			ReturnKeys: map[string][]contract.ReturnKey{"forward": {{Name: key, Always: true}}},
 			Outputs:    map[string]Output{"forward": {key: tensor(d, shape(out))}},
 		}
-		m := runtime.MethodSchema{Name: "forward", Arguments: []runtime.Argument{a}, Returns: []string{"Dict[str, Tensor]"}}
+		m := engine.MethodSchema{Name: "forward", Arguments: []engine.Argument{a}, Returns: []string{"Dict[str, Tensor]"}}
 		opts := Options{Examples: map[string]Example{arg: {File: "x.npy", Tensor: tensor(d, shape(in))}}, Batched: batched}
-		_, err := Skeleton(ck, []runtime.MethodSchema{m}, opts)
+		_, err := Skeleton(ck, []engine.MethodSchema{m}, opts)
 		if err != nil && (!strings.HasPrefix(err.Error(), "--") || strings.Contains(err.Error(), "bug")) {
 			t.Fatalf("arg %+v example %v%v batched %v output %q %v: %v", a, d, shape(in), batched, key, shape(out), err)
 		}

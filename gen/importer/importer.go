@@ -6,7 +6,7 @@
 //
 // ImportFile reads the schema of each chosen method from the code a
 // TorchScript archive carries (contract.ReadSignatures), in pure Go, with
-// no libtorch; Import opens the checkpoint through a runtime.Engine
+// no libtorch; Import opens the checkpoint through an engine.Engine
 // instead, which examples need (they run the model), and gives the same
 // schemas. Skeleton, which is pure Go too, turns those schemas
 // and the file's facts (sha256, size, the keys its methods' returned dicts
@@ -53,8 +53,10 @@ import (
 	"strings"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // DefaultSchemaRef is the JSON Schema the skeleton's yaml-language-server
@@ -144,19 +146,19 @@ type Result struct {
 // Import opens the checkpoint at path with e (on the CPU), reads the
 // schemas of opts.Methods and returns the skeleton. An unknown method is
 // an error naming the module's methods. An AOTInductor package (a
-// runtime.CallSpecModule) is imported from its call spec instead
+// engine.CallSpecModule) is imported from its call spec instead
 // (SkeletonFromCallSpec).
-func Import(e runtime.Engine, path string, opts Options) (*Result, error) {
+func Import(e engine.Engine, path string, opts Options) (*Result, error) {
 	if e == nil {
-		return nil, runtime.ErrNoEngine
+		return nil, engine.ErrNoEngine
 	}
-	mod, err := e.Load(path, runtime.LoadOptions{Device: "cpu"})
+	mod, err := e.Load(path, engine.LoadOptions{Device: "cpu"})
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	defer mod.Close()
-	if cs, ok := mod.(runtime.CallSpecModule); ok {
-		spec, err := cs.CallSpec(runtime.DefaultMethod)
+	if cs, ok := mod.(engine.CallSpecModule); ok {
+		spec, err := cs.CallSpec(spec.DefaultMethod)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -211,7 +213,7 @@ func ImportFile(path string, opts Options) (*Result, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	if runtime.DetectCheckpointFormat(f, st.Size()) == runtime.FormatAOTInductor {
+	if spec.DetectCheckpointFormat(f, st.Size()) == spec.FormatAOTInductor {
 		spec, err := contract.ReadCallSpec(f, st.Size())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -247,17 +249,17 @@ func ImportFile(path string, opts Options) (*Result, error) {
 // loaded, or an archive's code (contract.Signatures).
 type schemaSource interface {
 	Methods() []string
-	Schema(method string) (runtime.MethodSchema, error)
+	Schema(method string) (engine.MethodSchema, error)
 }
 
 // methodSchemas returns the schemas of methods (none: forward) from src,
 // an unknown method an error naming the methods there are.
-func methodSchemas(path string, src schemaSource, methods []string) ([]runtime.MethodSchema, error) {
+func methodSchemas(path string, src schemaSource, methods []string) ([]engine.MethodSchema, error) {
 	if len(methods) == 0 {
-		methods = []string{runtime.DefaultMethod}
+		methods = []string{spec.DefaultMethod}
 	}
 	have := src.Methods()
-	var schemas []runtime.MethodSchema
+	var schemas []engine.MethodSchema
 	for _, m := range methods {
 		if !slices.Contains(have, m) {
 			return nil, fmt.Errorf("%s has no method %q (its methods: %s); choose with --method", path, m, strings.Join(have, ", "))
@@ -305,7 +307,7 @@ func FamilyIDFromPath(path string) string {
 // Skeleton builds the manifest for the given method schemas, in order. It
 // fails on bad options (a malformed family id, no or repeated methods) and
 // when the result would not validate (which would be a bug).
-func Skeleton(ck Checkpoint, methods []runtime.MethodSchema, opts Options) (*Result, error) {
+func Skeleton(ck Checkpoint, methods []engine.MethodSchema, opts Options) (*Result, error) {
 	if len(methods) == 0 {
 		return nil, errors.New("import: no methods")
 	}

@@ -15,8 +15,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 func TestFieldKind(t *testing.T) {
@@ -79,8 +81,8 @@ func TestFamilyIDFromPath(t *testing.T) {
 
 // schemas is a module with every argument kind the importer maps, one it
 // cannot map, and three return shapes.
-var schemas = []runtime.MethodSchema{
-	{Name: "forward", Arguments: []runtime.Argument{
+var schemas = []engine.MethodSchema{
+	{Name: "forward", Arguments: []engine.Argument{
 		{Name: "prompt", Type: "str"},
 		{Name: "x", Type: "Tensor"},
 		{Name: "steps", Type: "int", HasDefault: true, Default: int64(3)},
@@ -95,7 +97,7 @@ var schemas = []runtime.MethodSchema{
 		{Name: "eps", Type: "float", HasDefault: true, Default: 1e-12},
 		{Name: "extra", Type: "Dict[str, int]", HasDefault: true, Default: map[string]any{"k": int64(1)}},
 	}, Returns: []string{"Dict[str, Tensor]"}},
-	{Name: "encode_text", Arguments: []runtime.Argument{
+	{Name: "encode_text", Arguments: []engine.Argument{
 		{Name: "tokens", Type: "List[str]"},
 		{Name: "flags", Type: "List[bool]", HasDefault: true, Default: []any{true, false}},
 		{Name: "frames", Type: "List[Tensor]", HasDefault: true, Default: []any{}},
@@ -130,7 +132,7 @@ func TestSkeleton(t *testing.T) {
 		t.Errorf("family %q, default task %q, variant %q", s.ModelFamilyID, s.DefaultTaskID, s.DefaultVariantID)
 	}
 	ck := s.Variants[0].Checkpoints[0]
-	want := runtime.InferenceCheckpointRef{Role: "model", URI: "../ckpts/My_Model.pt", Required: true, Status: "available", SHA256: checkpoint.SHA256, SizeBytes: 4096}
+	want := spec.InferenceCheckpointRef{Role: "model", URI: "../ckpts/My_Model.pt", Required: true, Status: "available", SHA256: checkpoint.SHA256, SizeBytes: 4096}
 	if ck != want {
 		t.Errorf("checkpoint = %+v, want %+v", ck, want)
 	}
@@ -225,13 +227,13 @@ func TestSkeletonOptions(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		opts    Options
-		methods []runtime.MethodSchema
+		methods []engine.MethodSchema
 		want    string
 	}{
 		{Options{FamilyID: "Bad Id"}, one, "must be lower-case"},
 		{Options{}, nil, "no methods"},
 		{Options{}, append(one, one...), "named twice"},
-		{Options{}, []runtime.MethodSchema{{Name: "a_b"}, {Name: "a__b"}}, ""},
+		{Options{}, []engine.MethodSchema{{Name: "a_b"}, {Name: "a__b"}}, ""},
 	} {
 		_, err := Skeleton(checkpoint, tc.methods, tc.opts)
 		if tc.want == "" {
@@ -247,7 +249,7 @@ func TestSkeletonOptions(t *testing.T) {
 }
 
 func TestGoNameCollisions(t *testing.T) {
-	m := []runtime.MethodSchema{{Name: "forward", Arguments: []runtime.Argument{
+	m := []engine.MethodSchema{{Name: "forward", Arguments: []engine.Argument{
 		{Name: "num_frames", Type: "int"}, {Name: "numFrames", Type: "int"}, {Name: "NumFrames", Type: "int"},
 	}, Returns: []string{"Tensor"}}}
 	res, err := Skeleton(checkpoint, m, Options{})
@@ -308,13 +310,13 @@ func TestWriteFile(t *testing.T) {
 
 // fakeEngine serves fixed schemas, to test Import without libtorch.
 type fakeEngine struct {
-	runtime.Engine
-	schemas []runtime.MethodSchema
+	engine.Engine
+	schemas []engine.MethodSchema
 	loadErr error
 	closed  bool
 }
 
-func (e *fakeEngine) Load(path string, opts runtime.LoadOptions) (runtime.Module, error) {
+func (e *fakeEngine) Load(path string, opts engine.LoadOptions) (engine.Module, error) {
 	if e.loadErr != nil {
 		return nil, e.loadErr
 	}
@@ -334,16 +336,16 @@ func (m *fakeModule) Methods() []string {
 	return out
 }
 
-func (m *fakeModule) Schema(method string) (runtime.MethodSchema, error) {
+func (m *fakeModule) Schema(method string) (engine.MethodSchema, error) {
 	for _, s := range m.e.schemas {
 		if s.Name == method {
 			return s, nil
 		}
 	}
-	return runtime.MethodSchema{}, errors.New("no method")
+	return engine.MethodSchema{}, errors.New("no method")
 }
 
-func (m *fakeModule) Call(context.Context, string, map[string]any, runtime.CallOptions) (any, error) {
+func (m *fakeModule) Call(context.Context, string, map[string]any, engine.CallOptions) (any, error) {
 	return nil, errors.New("not callable")
 }
 func (m *fakeModule) Device() string { return "cpu" }
@@ -375,7 +377,7 @@ func TestImportWithFakeEngine(t *testing.T) {
 	if _, err := Import(e, path, Options{}); err == nil || !strings.Contains(err.Error(), "not a TorchScript archive") {
 		t.Errorf("load error: %v", err)
 	}
-	if _, err := Import(nil, path, Options{}); !errors.Is(err, runtime.ErrNoEngine) {
+	if _, err := Import(nil, path, Options{}); !errors.Is(err, engine.ErrNoEngine) {
 		t.Errorf("nil engine: %v", err)
 	}
 }

@@ -15,9 +15,11 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/naming"
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // debianPython is Debian's interpreter, the one python3-torch is installed
@@ -125,7 +127,7 @@ func TestImportPythonExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	out, err := c.Run(context.Background(), "forward", map[string]any{"prompt": "abc", "x": runtime.FromFloat32([]float32{1, 2, 3}, 3), "steps": int64(4)}, nil)
+	out, err := c.Run(context.Background(), "forward", map[string]any{"prompt": "abc", "x": tensor.FromFloat32([]float32{1, 2, 3}, 3), "steps": int64(4)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +142,8 @@ func TestImportPythonExport(t *testing.T) {
 
 func checkOutputs(t *testing.T, who string, out map[string]any, want pythonOutputs) {
 	t.Helper()
-	video, _ := out["video"].(*runtime.Tensor)
-	sizes, _ := out["sizes"].(*runtime.Tensor)
+	video, _ := out["video"].(*tensor.Tensor)
+	sizes, _ := out["sizes"].(*tensor.Tensor)
 	if video == nil || sizes == nil {
 		t.Fatalf("%s: outputs %v", who, out)
 	}
@@ -156,7 +158,7 @@ func checkOutputs(t *testing.T, who string, out map[string]any, want pythonOutpu
 // temporary module, compiles a program that fills the typed params and
 // runs them through runtime/client and through the generated typed client,
 // and checks both outputs.
-func generateAndRun(t *testing.T, manifestPath string, spec *runtime.ModelInferenceSpec, ckpt string, want pythonOutputs) {
+func generateAndRun(t *testing.T, manifestPath string, spec *spec.ModelInferenceSpec, ckpt string, want pythonOutputs) {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -238,7 +240,7 @@ import (
 	"os"
 
 	"example.com/imported/gen/PKG"
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
 )
@@ -246,7 +248,7 @@ import (
 func values(out map[string]any) map[string][]float64 {
 	m := map[string][]float64{}
 	for k, v := range out {
-		t, ok := v.(*runtime.Tensor)
+		t, ok := v.(*tensor.Tensor)
 		if !ok {
 			continue
 		}
@@ -267,7 +269,7 @@ func main() {
 	ctx := context.Background()
 	p := PKG.DefaultForwardParams()
 	p.Prompt = "abc"
-	p.X = runtime.FromFloat32([]float32{1, 2, 3}, 3)
+	p.X = tensor.FromFloat32([]float32{1, 2, 3}, 3)
 	p.Steps = 4
 	if err := p.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -16,8 +16,11 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/naming"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // builder builds the skeleton's YAML node tree.
@@ -50,7 +53,7 @@ func commentText(s string) string {
 	}, s)
 }
 
-func (b *builder) build(methods []runtime.MethodSchema) ([]byte, error) {
+func (b *builder) build(methods []engine.MethodSchema) ([]byte, error) {
 	var tasks []*yaml.Node
 	taskIDs := map[string]bool{}
 	var taskNames naming.Scope
@@ -167,7 +170,7 @@ func label(id string) string {
 }
 
 // signature prints a method schema like TorchScript does.
-func signature(m runtime.MethodSchema) string {
+func signature(m engine.MethodSchema) string {
 	args := make([]string, len(m.Arguments))
 	for i, a := range m.Arguments {
 		args[i] = a.Name + ": " + a.Type
@@ -217,7 +220,7 @@ func pyValue(v any) string {
 			parts[i] = strconv.Quote(k) + ": " + pyValue(x[k])
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		return "<tensor>"
 	case contract.Opaque:
 		return x.String() // "<tensor>" for a tensor, as above
@@ -242,7 +245,7 @@ func floatText(f float64) string {
 	return s
 }
 
-func (b *builder) task(id string, m runtime.MethodSchema) *yaml.Node {
+func (b *builder) task(id string, m engine.MethodSchema) *yaml.Node {
 	task := &yaml.Node{Kind: yaml.MappingNode}
 	sig := signature(m)
 	var inputs []*yaml.Node
@@ -287,7 +290,7 @@ func max64(a, b int64) int64 {
 // and that varying ones want names; without t it puts
 // the TODO comment todo on the description key instead. Then it appends
 // the description desc.
-func tensorContract(n *yaml.Node, t *runtime.Tensor, from string, batched bool, todo string, desc *yaml.Node) {
+func tensorContract(n *yaml.Node, t *tensor.Tensor, from string, batched bool, todo string, desc *yaml.Node) {
 	if t == nil {
 		n.Content = append(n.Content, commented(key("description"), todo), desc)
 		return
@@ -319,7 +322,7 @@ func commented(k *yaml.Node, comment string) *yaml.Node {
 
 // field builds the field of one argument, or nil (with a warning) when no
 // field kind passes its type.
-func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope, batched bool) *yaml.Node {
+func (b *builder) field(task *yaml.Node, a engine.Argument, names *naming.Scope, batched bool) *yaml.Node {
 	decl := a.Name + ": " + a.Type
 	if a.HasDefault {
 		decl += " = " + pyValue(a.Default)
@@ -370,14 +373,14 @@ func (b *builder) field(task *yaml.Node, a runtime.Argument, names *naming.Scope
 	}
 	desc := str("TODO: what it means. TorchScript argument: " + decl + ".")
 	switch kind {
-	case runtime.KindTensor:
-		var t *runtime.Tensor
+	case spec.KindTensor:
+		var t *tensor.Tensor
 		from := ""
 		if ex, ok := b.opts.Examples[a.Name]; ok {
 			t, from = ex.Tensor, "from example "+baseName(ex.File)
 		}
 		tensorContract(f, t, from, batched, fmt.Sprintf("dtype and shape: the schema says only Tensor. Add the ones the model wants (dtype: float32, shape: [N, 3, H, W]), or import again with --example %s=FILE.npy", a.Name), desc)
-	case runtime.KindTensorList:
+	case spec.KindTensorList:
 		f.Content = append(f.Content, commented(key("description"), "dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants"), desc)
 	default:
 		appendPairs(f, "description", desc)
@@ -398,7 +401,7 @@ var reserved = map[string]bool{
 }
 
 // defaultNode writes a schema default as a manifest value of the kind.
-func defaultNode(kind runtime.Kind, v any) (*yaml.Node, bool) {
+func defaultNode(kind spec.Kind, v any) (*yaml.Node, bool) {
 	switch {
 	case kind.TensorLike():
 		return nil, false // only known at call time
@@ -418,16 +421,16 @@ func defaultNode(kind runtime.Kind, v any) (*yaml.Node, bool) {
 		return n, true
 	}
 	switch kind {
-	case runtime.KindString:
+	case spec.KindString:
 		s, ok := v.(string)
 		return str(s), ok && utf8.ValidString(s)
-	case runtime.KindBool:
+	case spec.KindBool:
 		x, ok := v.(bool)
 		return boolean(x), ok
-	case runtime.KindInt:
+	case spec.KindInt:
 		x, ok := v.(int64)
 		return integer(x), ok
-	case runtime.KindFloat:
+	case spec.KindFloat:
 		switch x := v.(type) {
 		case float64:
 			if math.IsInf(x, 0) || math.IsNaN(x) {
@@ -444,15 +447,15 @@ func defaultNode(kind runtime.Kind, v any) (*yaml.Node, bool) {
 // artifactID is what a dict key must look like to become an artifact id.
 var artifactID = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
-func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema, size int64, batched bool) []*yaml.Node {
+func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, batched bool) []*yaml.Node {
 	shape := returnOf(m.Returns)
 	kind := shape.kind
 	if kind == "" {
-		kind = runtime.ArtifactTensor
+		kind = spec.ArtifactTensor
 		b.warn(task, "method %s returns %s, which no artifact kind holds: the contract check fails until it returns a Tensor, a str, plain data or a Dict[str, ...] of them", m.Name, shape.text)
 	}
 	hint := ""
-	if kind == runtime.ArtifactTensor {
+	if kind == spec.ArtifactTensor {
 		hint = " A more specific kind (video, image, embedding) may fit."
 	}
 	var out []*yaml.Node
@@ -498,8 +501,8 @@ func (b *builder) artifacts(task *yaml.Node, m runtime.MethodSchema, size int64,
 // artifactContract completes artifact a (id, kind and required set) with
 // the dtype and shape of the tensor the method returned under id when it
 // ran on the examples, or a TODO comment, and its description.
-func (b *builder) artifactContract(task, a *yaml.Node, method, id string, kind runtime.ArtifactKind, size int64, batched bool, desc string) *yaml.Node {
-	if kind != runtime.ArtifactTensor {
+func (b *builder) artifactContract(task, a *yaml.Node, method, id string, kind spec.ArtifactKind, size int64, batched bool, desc string) *yaml.Node {
+	if kind != spec.ArtifactTensor {
 		appendPairs(a, "description", str(desc))
 		return a
 	}

@@ -3,8 +3,9 @@ package importer
 import (
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // FieldKind maps a TorchScript argument type (either printed form, see
@@ -14,7 +15,7 @@ import (
 // string_list, List[bool] → bool_list, List[Tensor] → tensor_list.
 // Optional[X] maps to X's kind with optional true. ok is false for a type
 // no field kind passes (Dict, Tuple, Union, Any, Device, classes, ...).
-func FieldKind(typ string) (kind runtime.Kind, optional, ok bool) {
+func FieldKind(typ string) (kind spec.Kind, optional, ok bool) {
 	t, err := contract.ParseType(typ)
 	if err != nil {
 		return "", false, false
@@ -28,9 +29,9 @@ func FieldKind(typ string) (kind runtime.Kind, optional, ok bool) {
 	if t.Name == "List" && len(t.Elems) == 1 && t.Elems[0].Name == "number" {
 		t.Elems = []contract.Type{{Name: "float"}}
 	}
-	for _, k := range runtime.FieldKinds {
+	for _, k := range spec.FieldKinds {
 		// Images and videos pass as Tensor too; a plain Tensor is a tensor.
-		if k != runtime.KindImage && k != runtime.KindVideo && k.TorchScriptType() == t.String() {
+		if k != spec.KindImage && k != spec.KindVideo && k.TorchScriptType() == t.String() {
 			return k, optional, true
 		}
 	}
@@ -43,7 +44,7 @@ type returnShape struct {
 	dict bool
 	// kind is the artifact kind of a single value or of the dict's values
 	// ("" when no artifact kind can hold it).
-	kind runtime.ArtifactKind
+	kind spec.ArtifactKind
 	// optional is true when the value (or dict) may be None.
 	optional bool
 	// text is the return type as printed.
@@ -81,17 +82,17 @@ func returnOf(returns []string) returnShape {
 // artifactKind is the artifact kind that holds a value of type t: tensor
 // for Tensor (and Any), text for str, json for values made of numbers,
 // strings, bools, lists and dicts; "" otherwise.
-func artifactKind(t contract.Type) runtime.ArtifactKind {
+func artifactKind(t contract.Type) spec.ArtifactKind {
 	switch t.Name {
 	case "Tensor", "Any":
-		return runtime.ArtifactTensor
+		return spec.ArtifactTensor
 	case "str":
-		return runtime.ArtifactText
+		return spec.ArtifactText
 	case "NoneType":
 		return ""
 	}
 	if jsonType(t, 0) {
-		return runtime.ArtifactJSON
+		return spec.ArtifactJSON
 	}
 	return ""
 }

@@ -8,8 +8,9 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/naming"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/params"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // field checks and resolves input j of task t. ids maps the field ids seen
@@ -22,9 +23,9 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 	f := &Field{Spec: fs, Index: j, Kind: fs.Kind, Presence: fs.Presence(), Name: b.goName(fs.FieldID, fs.GoName, fp)}
 	f.Type = fieldType(f)
 	switch fs.Kind {
-	case runtime.KindImage:
+	case spec.KindImage:
 		f.FromPicture = "Set" + f.Name + "FromImage"
-	case runtime.KindVideo:
+	case spec.KindVideo:
 		f.FromPicture = "Set" + f.Name + "FromFrames"
 	}
 	if b.pruned(fp) {
@@ -47,9 +48,9 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 	name := manifest.Sprintf("%s field %q", task, fs.FieldID)
 	kindOK := !b.pruned(fp+"/kind") && fs.Kind.Valid()
 	if kindOK {
-		for _, c := range runtime.Constraints {
+		for _, c := range spec.Constraints {
 			if c.Set(fs) && !fs.Kind.Allows(c) && !b.pruned(fp+"/"+string(c)) {
-				b.report(fp+"/"+string(c), true, "%s: %s applies to kinds %s, not %s", name, c, kindNames(runtime.KindsAllowing(c)), fs.Kind)
+				b.report(fp+"/"+string(c), true, "%s: %s applies to kinds %s, not %s", name, c, kindNames(spec.KindsAllowing(c)), fs.Kind)
 			}
 		}
 	}
@@ -83,7 +84,7 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 		}
 	}
 	b.choices(t, f, fp, name, re)
-	if kindOK && fs.Image != nil && !b.pruned(fp+"/image") && fs.Kind.Allows(runtime.ConstraintImage) {
+	if kindOK && fs.Image != nil && !b.pruned(fp+"/image") && fs.Kind.Allows(spec.ConstraintImage) {
 		b.problems(fp+"/image", name, fs.Image.Problems())
 		b.imageShape(fp, name, fs.Kind, fs.Shape, fs.Image, t.Spec.Batching != nil && t.Spec.Batching.Dim != "" && fs.IsStacked())
 	}
@@ -124,7 +125,7 @@ func (b *builder) choices(t *Task, f *Field, fp, name string, re *regexp.Regexp)
 		if re != nil && !re.MatchString(ch) {
 			b.report(p, false, "%s: choice %q does not match the field's pattern %q", name, ch, fs.Pattern)
 		}
-		if fs.Kind == runtime.KindString {
+		if fs.Kind == spec.KindString {
 			if n := utf8.RuneCountInString(ch); fs.MinLength != nil && n < *fs.MinLength || fs.MaxLength != nil && n > *fs.MaxLength {
 				b.report(p, false, "%s: choice %q breaks the field's length limits", name, ch)
 			}
@@ -151,7 +152,7 @@ func (b *builder) choices(t *Task, f *Field, fp, name string, re *regexp.Regexp)
 // fieldValue checks that v (a manifest value) fits field f — its kind and
 // every rule — and reports each problem at p (a list item's at p/i). It
 // returns v in the kind's Go form and whether it fits; nil always fits.
-func (b *builder) fieldValue(task string, f *runtime.InferenceFieldSpec, v any, p, what string) (any, bool) {
+func (b *builder) fieldValue(task string, f *spec.InferenceFieldSpec, v any, p, what string) (any, bool) {
 	if v == nil {
 		return nil, true
 	}
@@ -187,25 +188,25 @@ func fieldType(f *Field) GoType {
 	switch {
 	case f.Choice != nil:
 		t.Name = f.Choice.Type
-	case f.Kind.Elem() == runtime.KindString:
+	case f.Kind.Elem() == spec.KindString:
 		t.Name = "string"
-	case f.Kind.Elem() == runtime.KindInt:
+	case f.Kind.Elem() == spec.KindInt:
 		t.Name = "int64"
-	case f.Kind.Elem() == runtime.KindFloat:
+	case f.Kind.Elem() == spec.KindFloat:
 		t.Name = "float64"
-	case f.Kind.Elem() == runtime.KindBool:
+	case f.Kind.Elem() == spec.KindBool:
 		t.Name = "bool"
 	default:
-		t.Pkg, t.Name, t.Pointer = RuntimePath, "Tensor", true
+		t.Pkg, t.Name, t.Pointer = TensorPath, "Tensor", true
 	}
 	t.Slice = f.Kind.IsList()
-	if !t.Slice && !f.Kind.TensorLike() && f.Presence == runtime.Optional {
+	if !t.Slice && !f.Kind.TensorLike() && f.Presence == spec.Optional {
 		t.Pointer = true
 	}
 	return t
 }
 
-func kindNames(ks []runtime.Kind) string {
+func kindNames(ks []spec.Kind) string {
 	s := make([]string, len(ks))
 	for i, k := range ks {
 		s[i] = string(k)
@@ -217,12 +218,12 @@ func kindNames(ks []runtime.Kind) string {
 // channel count its image spec implies: [H, W, C] or [C, H, W], a video
 // with a leading frame dimension, a stacked input with the batch dimension
 // before all.
-func (b *builder) imageShape(at, name string, kind runtime.Kind, shape runtime.Shape, img *runtime.ImageSpec, batched bool) {
+func (b *builder) imageShape(at, name string, kind spec.Kind, shape spec.Shape, img *spec.ImageSpec, batched bool) {
 	if shape == nil {
 		return
 	}
 	lead := 0
-	if kind == runtime.KindVideo {
+	if kind == spec.KindVideo {
 		lead++
 	}
 	if batched {
@@ -235,7 +236,7 @@ func (b *builder) imageShape(at, name string, kind runtime.Kind, shape runtime.S
 		return
 	}
 	c := lead + 2
-	if layout == runtime.LayoutCHW {
+	if layout == spec.LayoutCHW {
 		c = lead
 	}
 	if n, fixed := shape[c].Size(); fixed && n != int64(img.ChannelCount()) {

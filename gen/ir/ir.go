@@ -18,7 +18,8 @@ import (
 	"strings"
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Diagnostic is a located problem in a manifest.
@@ -26,15 +27,16 @@ type Diagnostic = manifest.Diagnostic
 
 // Import paths of the packages generated code refers to.
 const (
-	RuntimePath = "github.com/worldfoundry/wfgen/runtime"
-	ClientPath  = "github.com/worldfoundry/wfgen/runtime/client"
-	BatchPath   = "github.com/worldfoundry/wfgen/runtime/batch"
-	StreamPath  = "github.com/worldfoundry/wfgen/runtime/stream"
-	ParamsPath  = "github.com/worldfoundry/wfgen/runtime/params"
-	EnumPath    = "github.com/worldfoundry/wfgen/runtime/enum"
-	RemotePath  = "github.com/worldfoundry/wfgen/runtime/remote"
-	PixelsPath  = "github.com/worldfoundry/wfgen/runtime/pixels"
-	JSONPath    = "encoding/json"
+	SpecPath   = "github.com/worldfoundry/wfgen/runtime/spec"
+	TensorPath = "github.com/worldfoundry/wfgen/runtime/tensor"
+	ClientPath = "github.com/worldfoundry/wfgen/runtime/client"
+	BatchPath  = "github.com/worldfoundry/wfgen/runtime/batch"
+	StreamPath = "github.com/worldfoundry/wfgen/runtime/stream"
+	ParamsPath = "github.com/worldfoundry/wfgen/runtime/params"
+	EnumPath   = "github.com/worldfoundry/wfgen/runtime/enum"
+	RemotePath = "github.com/worldfoundry/wfgen/runtime/remote"
+	PixelsPath = "github.com/worldfoundry/wfgen/runtime/pixels"
+	JSONPath   = "encoding/json"
 )
 
 // Family is one valid manifest resolved for the outputs.
@@ -43,7 +45,7 @@ type Family struct {
 	File *manifest.File
 	// Spec is the family's spec (File.Spec), defaults applied and field
 	// defaults normalised to their kind's Go form.
-	Spec *runtime.ModelInferenceSpec
+	Spec *spec.ModelInferenceSpec
 	// Package is the Go package name, also the output folder and file name.
 	Package string
 	// Variants are the family's variants in manifest order.
@@ -62,7 +64,7 @@ type Family struct {
 // Variant is one resolved variant.
 type Variant struct {
 	// Spec is the variant's spec.
-	Spec *runtime.InferenceVariantSpec
+	Spec *spec.InferenceVariantSpec
 	// Const is the name of its Variant constant (VariantDefault).
 	Const string
 }
@@ -70,7 +72,7 @@ type Variant struct {
 // Task is one resolved task.
 type Task struct {
 	// Spec is the task's spec.
-	Spec *runtime.InferenceTaskProfile
+	Spec *spec.InferenceTaskProfile
 	// Index is the task's position in the manifest.
 	Index int
 	// Name is the exported base name (TextToVideo) and the client method.
@@ -96,17 +98,17 @@ type Task struct {
 // Field is one resolved input field.
 type Field struct {
 	// Spec is the field's spec.
-	Spec *runtime.InferenceFieldSpec
+	Spec *spec.InferenceFieldSpec
 	// Index is the field's position in the task's inputs.
 	Index int
 	// Name is the Go struct field name.
 	Name string
 	// Kind is the field's kind.
-	Kind runtime.Kind
+	Kind spec.Kind
 	// Presence says whether the caller must give the field. Required and
 	// Defaulted fields are plain values; Optional scalars are pointers (nil
 	// is unset) and optional lists and tensors are nil when unset.
-	Presence runtime.Presence
+	Presence spec.Presence
 	// Type is the field's Go type.
 	Type GoType
 	// Choice is the field's own string type when it has choices, else nil.
@@ -120,13 +122,13 @@ type Field struct {
 // Artifact is one resolved output artifact.
 type Artifact struct {
 	// Spec is the artifact's spec.
-	Spec *runtime.InferenceArtifactSpec
+	Spec *spec.InferenceArtifactSpec
 	// Index is the artifact's position in the task's outputs.
 	Index int
 	// Name is the Go field name in the result struct.
 	Name string
 	// Kind is the artifact's kind.
-	Kind runtime.ArtifactKind
+	Kind spec.ArtifactKind
 	// Type is the result field's Go type.
 	Type GoType
 }
@@ -158,7 +160,7 @@ type EnumValue struct {
 }
 
 // GoType is a Go type: a named type, possibly behind a pointer and/or in a
-// slice ([]*runtime.Tensor).
+// slice ([]*tensor.Tensor).
 type GoType struct {
 	// Slice says the type is a slice of the rest.
 	Slice bool
@@ -171,7 +173,7 @@ type GoType struct {
 }
 
 // String returns the type as Go source, packages by their last path
-// element: "[]*runtime.Tensor", "*int64", "RunStyle".
+// element: "[]*tensor.Tensor", "*int64", "RunStyle".
 func (t GoType) String() string {
 	var b strings.Builder
 	if t.Slice {

@@ -7,7 +7,8 @@ import (
 	"slices"
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // identifier is what a keyword argument or TorchScript method name must be.
@@ -103,7 +104,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		arts[a.ArtifactID] = j
 		artNames.declare(b, ra.Name, manifest.Sprintf("%s artifact %q", name, a.ArtifactID), nameAt(ap, "artifact_id", a.GoName))
 		if !a.Kind.Valid() && !b.pruned(ap+"/kind") {
-			b.report(ap+"/kind", false, "artifact kind %q is not one of %s", a.Kind, runtime.ArtifactKindList())
+			b.report(ap+"/kind", false, "artifact kind %q is not one of %s", a.Kind, spec.ArtifactKindList())
 		}
 		aname := manifest.Sprintf("%s artifact %q", name, a.ArtifactID)
 		b.problems(ap, aname, a.FPSProblems())
@@ -131,10 +132,10 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 }
 
 // warmup checks a task's warmup block: that runtime/client can build its
-// inputs (runtime.InferenceTaskProfile.WarmupValues, whose rules refuse the
+// inputs (spec.InferenceTaskProfile.WarmupValues, whose rules refuse the
 // same block at run time), and that each warm-up input fits its field,
 // normalising it in place as defaults are.
-func (b *builder) warmup(ts *runtime.InferenceTaskProfile, tp, name string) {
+func (b *builder) warmup(ts *spec.InferenceTaskProfile, tp, name string) {
 	w := ts.Warmup
 	if w == nil || b.pruned(tp+"/warmup") {
 		return
@@ -154,9 +155,9 @@ func (b *builder) warmup(ts *runtime.InferenceTaskProfile, tp, name string) {
 }
 
 // batching checks a task's batching block with the runtime's rules
-// (runtime.InferenceTaskProfile.BatchingProblems), which refuse the same
+// (spec.InferenceTaskProfile.BatchingProblems), which refuse the same
 // settings at run time.
-func (b *builder) batching(ts *runtime.InferenceTaskProfile, tp, name string) {
+func (b *builder) batching(ts *spec.InferenceTaskProfile, tp, name string) {
 	if ts.Batching == nil || b.pruned(tp+"/batching") {
 		return
 	}
@@ -164,7 +165,7 @@ func (b *builder) batching(ts *runtime.InferenceTaskProfile, tp, name string) {
 }
 
 // problems reports runtime problems located relative to the value at base.
-func (b *builder) problems(base, name string, ps []runtime.Problem) {
+func (b *builder) problems(base, name string, ps []spec.Problem) {
 	for _, p := range ps {
 		at := base
 		if p.Path != "" {
@@ -177,24 +178,24 @@ func (b *builder) problems(base, name string, ps []runtime.Problem) {
 }
 
 // artifactType is the Go type of an artifact in the result struct.
-func artifactType(a *runtime.InferenceArtifactSpec) GoType {
+func artifactType(a *spec.InferenceArtifactSpec) GoType {
 	switch a.Kind {
-	case runtime.ArtifactVideo:
-		return GoType{Pointer: true, Pkg: RuntimePath, Name: "Video"}
-	case runtime.ArtifactImage:
-		return GoType{Pointer: true, Pkg: RuntimePath, Name: "Image"}
-	case runtime.ArtifactEmbedding:
-		return GoType{Pointer: true, Pkg: RuntimePath, Name: "Embedding"}
-	case runtime.ArtifactText:
+	case spec.ArtifactVideo:
+		return GoType{Pointer: true, Pkg: TensorPath, Name: "Video"}
+	case spec.ArtifactImage:
+		return GoType{Pointer: true, Pkg: TensorPath, Name: "Image"}
+	case spec.ArtifactEmbedding:
+		return GoType{Pointer: true, Pkg: TensorPath, Name: "Embedding"}
+	case spec.ArtifactText:
 		return GoType{Pointer: !a.Required, Name: "string"}
-	case runtime.ArtifactJSON:
+	case spec.ArtifactJSON:
 		return GoType{Pkg: JSONPath, Name: "RawMessage"}
 	}
-	return GoType{Pointer: true, Pkg: RuntimePath, Name: "Tensor"}
+	return GoType{Pointer: true, Pkg: TensorPath, Name: "Tensor"}
 }
 
 // artifactContract checks an artifact's dtype, shape and image spec.
-func (b *builder) artifactContract(ap, name string, a *runtime.InferenceArtifactSpec, batched bool) {
+func (b *builder) artifactContract(ap, name string, a *spec.InferenceArtifactSpec, batched bool) {
 	for key, set := range map[string]bool{"dtype": a.DType != "", "shape": a.Shape != nil} {
 		if set && !a.Kind.TensorLike() && !b.pruned(ap+"/"+key) {
 			b.report(ap+"/"+key, true, "%s: %s applies to tensor-like artifacts (video, image, embedding, tensor), not %s", name, key, a.Kind)
@@ -203,14 +204,14 @@ func (b *builder) artifactContract(ap, name string, a *runtime.InferenceArtifact
 	if a.Image == nil || b.pruned(ap+"/image") {
 		return
 	}
-	if a.Kind != runtime.ArtifactImage && a.Kind != runtime.ArtifactVideo {
+	if a.Kind != spec.ArtifactImage && a.Kind != spec.ArtifactVideo {
 		b.report(ap+"/image", true, "%s: image applies to image and video artifacts, not %s", name, a.Kind)
 		return
 	}
 	b.problems(ap+"/image", name, a.Image.Problems())
-	kind := runtime.KindImage
-	if a.Kind == runtime.ArtifactVideo {
-		kind = runtime.KindVideo
+	kind := spec.KindImage
+	if a.Kind == spec.ArtifactVideo {
+		kind = spec.KindVideo
 	}
 	b.imageShape(ap, name, kind, a.Shape, a.Image, batched)
 }
@@ -219,13 +220,13 @@ func (b *builder) artifactContract(ap, name string, a *runtime.InferenceArtifact
 // stacked input's and every output's declared shape and appears nowhere
 // else; each constrained dimension is used by some shape and its bounds
 // are in order.
-func (b *builder) dims(ts *runtime.InferenceTaskProfile, tp, name string) {
+func (b *builder) dims(ts *spec.InferenceTaskProfile, tp, name string) {
 	used := map[string]bool{}
 	batch := ""
 	if ts.Batching != nil && !b.pruned(tp+"/batching/dim") {
 		batch = ts.Batching.Dim
 	}
-	check := func(at, what string, shape runtime.Shape, leads bool) {
+	check := func(at, what string, shape spec.Shape, leads bool) {
 		for i, d := range shape {
 			if !d.Valid() {
 				// The schema takes 1e30 and 3.0 as integers (JSON Schema
@@ -268,7 +269,7 @@ func (b *builder) dims(ts *runtime.InferenceTaskProfile, tp, name string) {
 			continue
 		}
 		switch {
-		case !runtime.Dim(n).Named():
+		case !spec.Dim(n).Named():
 			b.report(at, true, "%s: dims: %q is not a dimension name (letters, digits and '_')", name, n)
 		case !used[n]:
 			b.report(at, true, "%s: dims: no shape of the task has the dimension %s", name, n)
@@ -279,7 +280,7 @@ func (b *builder) dims(ts *runtime.InferenceTaskProfile, tp, name string) {
 }
 
 // taskIndex returns the index of ts in the family's tasks.
-func (b *builder) taskIndex(ts *runtime.InferenceTaskProfile) int {
+func (b *builder) taskIndex(ts *spec.InferenceTaskProfile) int {
 	for i := range b.fam.Spec.Tasks {
 		if &b.fam.Spec.Tasks[i] == ts {
 			return i

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Decode decodes Value into SchemaVersion and Spec, applying the spec
@@ -66,8 +66,8 @@ func describe(v any) string {
 
 var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-	numberType      = reflect.TypeFor[runtime.Number]()
-	dimType         = reflect.TypeFor[runtime.Dim]()
+	numberType      = reflect.TypeFor[spec.Number]()
+	dimType         = reflect.TypeFor[spec.Dim]()
 )
 
 // value decodes v into rv (settable).
@@ -124,7 +124,7 @@ func (d *decoder) value(v any, rv reflect.Value) {
 		rv.Set(out)
 	case reflect.String:
 		if n, ok := v.(json.Number); ok && (rv.Type() == numberType || rv.Type() == dimType) {
-			rv.SetString(string(n)) // kept as written (runtime.Number, runtime.Dim)
+			rv.SetString(string(n)) // kept as written (spec.Number, spec.Dim)
 			return
 		}
 		s, ok := v.(string)
@@ -294,7 +294,7 @@ func Native(v any) any {
 
 // decodeJSON decodes Value with encoding/json, the reference Decode must
 // agree with (tested).
-func (f *File) decodeJSON() (*runtime.ModelInferenceSpec, error) {
+func (f *File) decodeJSON() (*spec.ModelInferenceSpec, error) {
 	m, ok := f.Value.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("manifest is not a mapping")
@@ -309,6 +309,6 @@ func (f *File) decodeJSON() (*runtime.ModelInferenceSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := new(runtime.ModelInferenceSpec)
+	spec := new(spec.ModelInferenceSpec)
 	return spec, json.Unmarshal(b, spec)
 }

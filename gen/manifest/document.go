@@ -12,8 +12,10 @@
 package manifest
 
 import (
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
+
+import ()
 
 // SchemaVersion is the manifest format version this wfgen reads and writes.
 const SchemaVersion = 1
@@ -28,5 +30,5 @@ type Document struct {
 	// SchemaVersion is the manifest format version; this wfgen reads version 1.
 	SchemaVersion int `json:"schema_version" jsonschema:"required,minimum=1"`
 
-	runtime.ModelInferenceSpec
+	spec.ModelInferenceSpec
 }

@@ -17,7 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Limits applied to every manifest before and while it is read. Each error
@@ -64,7 +64,7 @@ type File struct {
 	// SchemaVersion is the manifest's schema_version.
 	SchemaVersion int
 	// Spec is the decoded spec with defaults applied; nil until Decode.
-	Spec *runtime.ModelInferenceSpec
+	Spec *spec.ModelInferenceSpec
 	// Value is the document as a JSON-compatible value (map[string]any,
 	// []any, string, json.Number, bool or nil), YAML aliases expanded.
 	Value any

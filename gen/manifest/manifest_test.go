@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 const sampleYAML = `# comment line
@@ -131,7 +131,7 @@ func TestValueAndDecode(t *testing.T) {
 		t.Errorf("load_kwargs = %#v, want %#v", v.LoadKwargs, wantKw)
 	}
 	in := s.Tasks[0].Inputs
-	if in[0].Default != int64(16) || in[0].Target != runtime.TargetCallKwargs {
+	if in[0].Default != int64(16) || in[0].Target != spec.TargetCallKwargs {
 		t.Errorf("steps = %#v", in[0])
 	}
 	if in[1].Default != 2.0 {
@@ -404,13 +404,13 @@ func TestDecodeDefaultsAndMismatch(t *testing.T) {
 	if s.DefaultVariantID != "default" || s.DefaultTaskID != "default" {
 		t.Errorf("default ids = %q, %q", s.DefaultVariantID, s.DefaultTaskID)
 	}
-	if rt := s.Realtime; rt == nil || rt.FPS != 4 || rt.FirstChunkFrames != 9 || !rt.Stateful || len(rt.Controls) != len(runtime.DefaultRealtimeControls) {
+	if rt := s.Realtime; rt == nil || rt.FPS != 4 || rt.FirstChunkFrames != 9 || !rt.Stateful || len(rt.Controls) != len(spec.DefaultRealtimeControls) {
 		t.Errorf("realtime = %+v", s.Realtime)
 	}
 	if ck := s.Variants[0].Checkpoints[0]; !ck.Required || ck.Status != "unknown" {
 		t.Errorf("checkpoint defaults = %+v", ck)
 	}
-	if in := s.Tasks[0].Inputs[0]; in.Kind != runtime.KindString || in.Target != runtime.TargetCallKwargs {
+	if in := s.Tasks[0].Inputs[0]; in.Kind != spec.KindString || in.Target != spec.TargetCallKwargs {
 		t.Errorf("field defaults = %+v", in)
 	}
 	if s.Tasks[0].Batching.MaxBatchSize != 8 {
@@ -418,7 +418,7 @@ func TestDecodeDefaultsAndMismatch(t *testing.T) {
 	}
 	// The default controls are not shared between decoded specs.
 	s.Realtime.Controls[0] = "changed"
-	if runtime.DefaultRealtimeControls[0] == "changed" {
+	if spec.DefaultRealtimeControls[0] == "changed" {
 		t.Error("decoding shares DefaultRealtimeControls")
 	}
 

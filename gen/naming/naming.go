@@ -226,12 +226,13 @@ func Append(prefix, id string) string {
 var specialPackages = map[string]bool{"main": true, "internal": true, "vendor": true, "testdata": true}
 
 // ImportedByGenerated are the names of the packages that generated code
-// and the examples in its documentation import (gen/emit's test checks
+// and the examples in its documentation import (and Go's runtime, which a
+// program imports beside them) (gen/emit's test checks
 // that every import of generated code is here). A family package of one
 // of these names could not be imported beside them without an alias.
 var ImportedByGenerated = []string{
 	"batch", "client", "context", "enum", "fmt", "image", "json", "params",
-	"pixels", "remote", "runtime", "stream", "time",
+	"pixels", "remote", "runtime", "spec", "stream", "tensor", "time",
 }
 
 // reservedPackage says why name cannot be a generated package's name, or

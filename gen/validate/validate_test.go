@@ -17,7 +17,8 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/manifest"
-	wfruntime "github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // TestDoneWhen is the acceptance check: a manifest with a
@@ -179,7 +180,7 @@ func TestBuiltinManifests(t *testing.T) {
 func TestValidFiles(t *testing.T) {
 	// One call per file: both are the same family, which is an error when
 	// they are validated together (TestAcrossFiles).
-	byName := map[string]*wfruntime.ModelInferenceSpec{}
+	byName := map[string]*spec.ModelInferenceSpec{}
 	for _, name := range []string{"full.yaml", "full.json"} {
 		files, diags, err := Paths([]string{filepath.Join("testdata", "valid", name)})
 		if err != nil {

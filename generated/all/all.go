@@ -2,10 +2,10 @@
 
 // Package all imports every model family package generated into
 // github.com/worldfoundry/wfgen/generated, for their side effect: each
-// registers its spec with runtime.DefaultRegistry in init. A program that
-// imports it blank finds every family through the registry
-// (runtime.ListModelInferenceSpecs, runtime.GetModelInferenceSpec) without
-// naming each:
+// registers its spec with spec.DefaultRegistry in init. A program that imports
+// it blank finds every family through the registry
+// (spec.ListModelInferenceSpecs, spec.GetModelInferenceSpec) without naming
+// each:
 //
 //	import _ "github.com/worldfoundry/wfgen/generated/all"
 //

@@ -16,13 +16,14 @@ import (
 	"fmt"
 	stdimage "image"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -52,7 +53,7 @@ const DefaultVariant = VariantSmall
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -88,8 +89,7 @@ const DefaultTask = TaskEstimateDepth
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -109,15 +109,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "depth-anything-v2",
 		DisplayName:   "Depth Anything V2",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "small",
 				Label:     "Small (24.8M)",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "hf://depth-anything/Depth-Anything-V2-Small/depth_anything_v2_vits.pth",
@@ -136,7 +136,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				VariantID: "base",
 				Label:     "Base (97.5M)",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "hf://depth-anything/Depth-Anything-V2-Base/depth_anything_v2_vitb.pth",
@@ -155,7 +155,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				VariantID: "large",
 				Label:     "Large (335.3M)",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "hf://depth-anything/Depth-Anything-V2-Large/depth_anything_v2_vitl.pth",
@@ -172,11 +172,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				Aliases: []string{"vitl"},
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "estimate-depth",
 				Label:  "Estimate depth",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:     "image",
 						Label:       "Image",
@@ -192,12 +192,12 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     int64(518),
 						Description: "Shorter side the image is resized to before the network, a multiple of 14.",
-						Minimum:     new(runtime.Number("182")),
-						Maximum:     new(runtime.Number("1022")),
+						Minimum:     new(spec.Number("182")),
+						Maximum:     new(spec.Number("1022")),
 						MultipleOf:  new(int64(14)),
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "depth",
 						Kind:        "tensor",
@@ -213,7 +213,7 @@ func Spec() *runtime.ModelInferenceSpec {
 				},
 				Aliases: []string{"depth"},
 				Method:  "infer_image",
-				Batching: &runtime.BatchingSpec{
+				Batching: &spec.BatchingSpec{
 					MaxBatchSize:    4,
 					PadToBatchSizes: []int{1, 2, 4},
 				},
@@ -236,7 +236,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -342,7 +342,7 @@ type EstimateDepthParams struct {
 	// RGB image, uint8 [H, W, 3].
 	//
 	// Kind image; required.
-	Image *runtime.Tensor `json:"image"`
+	Image *tensor.Tensor `json:"image"`
 	// InputSize is field "input_size" (Network input size).
 	//
 	// Shorter side the image is resized to before the network, a multiple of 14.
@@ -379,7 +379,7 @@ func (p *EstimateDepthParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *EstimateDepthParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 2)
 	if p.Image != nil {
@@ -391,12 +391,12 @@ func (p *EstimateDepthParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *EstimateDepthParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // StackedInput returns the j-th input that batching stacks ("image"), nil when
 // unset: client.RunBatch reads the items of a batch in place.
-func (p *EstimateDepthParams) StackedInput(j int) *runtime.Tensor {
+func (p *EstimateDepthParams) StackedInput(j int) *tensor.Tensor {
 	switch j {
 	case 0:
 		return p.Image
@@ -434,13 +434,13 @@ type EstimateDepthResult struct {
 	// Relative inverse depth, float32 [H, W]; larger is closer.
 	//
 	// Always set.
-	Depth *runtime.Tensor
+	Depth *tensor.Tensor
 	// Preview is artifact "preview" (image).
 	//
 	// The depth map as a grey-scale image.
 	//
 	// Nil when the model returned none. Marked as a preview artifact.
-	Preview *runtime.Image
+	Preview *tensor.Image
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

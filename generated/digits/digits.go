@@ -15,13 +15,14 @@ import (
 	"fmt"
 	stdimage "image"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -44,7 +45,7 @@ const DefaultVariant = VariantDefault
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -79,8 +80,7 @@ const DefaultTask = TaskClassify
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -100,15 +100,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "digits",
 		DisplayName:   "Handwritten digits",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "default",
 				Label:     "Default",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "checkpoints/digits.pt",
@@ -119,11 +119,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				Status: "available",
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "classify",
 				Label:  "Read a digit",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:     "pixels",
 						Label:       "Picture",
@@ -132,8 +132,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Required:    true,
 						Description: "The digit, 8x8 pixels, white on black.",
 						DType:       "float32",
-						Shape:       runtime.Shape{"N", "1", "8", "8"},
-						Image: &runtime.ImageSpec{
+						Shape:       spec.Shape{"N", "1", "8", "8"},
+						Image: &spec.ImageSpec{
 							Layout:   "CHW",
 							Channels: "L",
 							Range:    []float64{0.0, 1.0},
@@ -142,14 +142,14 @@ func Spec() *runtime.ModelInferenceSpec {
 						},
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "logits",
 						Kind:        "tensor",
 						Required:    true,
 						Description: "One score per digit; the largest wins.",
 						DType:       "float32",
-						Shape:       runtime.Shape{"N", "10"},
+						Shape:       spec.Shape{"N", "10"},
 					},
 					{
 						ArtifactID:  "label",
@@ -157,12 +157,12 @@ func Spec() *runtime.ModelInferenceSpec {
 						Required:    true,
 						Description: "The digit read, 0 to 9.",
 						DType:       "int64",
-						Shape:       runtime.Shape{"N"},
+						Shape:       spec.Shape{"N"},
 					},
 				},
 				Description: "Read the digit (0 to 9) in one 8x8 grey picture.",
 				Method:      "forward",
-				Batching: &runtime.BatchingSpec{
+				Batching: &spec.BatchingSpec{
 					MaxBatchSize:    64,
 					PadToBatchSizes: []int{1, 8, 64},
 					Dim:             "N",
@@ -186,7 +186,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -293,7 +293,7 @@ type ClassifyParams struct {
 	// The digit, 8x8 pixels, white on black.
 	//
 	// Kind image; required.
-	Pixels *runtime.Tensor `json:"pixels"`
+	Pixels *tensor.Tensor `json:"pixels"`
 }
 
 // DefaultClassifyParams returns the params of task "classify" with every
@@ -321,7 +321,7 @@ func (p *ClassifyParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *ClassifyParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 1)
 	if p.Pixels != nil {
@@ -332,12 +332,12 @@ func (p *ClassifyParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *ClassifyParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // StackedInput returns the j-th input that batching stacks ("pixels"), nil
 // when unset: client.RunBatch reads the items of a batch in place.
-func (p *ClassifyParams) StackedInput(j int) *runtime.Tensor {
+func (p *ClassifyParams) StackedInput(j int) *tensor.Tensor {
 	switch j {
 	case 0:
 		return p.Pixels
@@ -372,13 +372,13 @@ type ClassifyResult struct {
 	// One score per digit; the largest wins.
 	//
 	// Always set.
-	Logits *runtime.Tensor
+	Logits *tensor.Tensor
 	// Label is artifact "label" (tensor).
 	//
 	// The digit read, 0 to 9.
 	//
 	// Always set.
-	Label *runtime.Tensor
+	Label *tensor.Tensor
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

@@ -17,12 +17,13 @@ import (
 	"fmt"
 	stdimage "image"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -46,7 +47,7 @@ const DefaultVariant = Variant2BV0_9
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -83,8 +84,7 @@ const DefaultTask = TaskTextToVideo
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -104,15 +104,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "ltx-video",
 		DisplayName:   "LTX-Video",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "2b-v0.9",
 				Label:     "LTX-Video 2B v0.9",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "hf://Lightricks/LTX-Video",
@@ -126,11 +126,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				},
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "text-to-video",
 				Label:  "Text to video",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:   "prompt",
 						Label:     "Prompt",
@@ -153,8 +153,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     int64(161),
 						Description: "Number of frames, 8k+1.",
-						Minimum:     new(runtime.Number("9")),
-						Maximum:     new(runtime.Number("257")),
+						Minimum:     new(spec.Number("9")),
+						Maximum:     new(spec.Number("257")),
 						MultipleOf:  new(int64(8)),
 						Remainder:   1,
 					},
@@ -164,8 +164,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(480),
-						Minimum:    new(runtime.Number("256")),
-						Maximum:    new(runtime.Number("1280")),
+						Minimum:    new(spec.Number("256")),
+						Maximum:    new(spec.Number("1280")),
 						MultipleOf: new(int64(32)),
 					},
 					{
@@ -174,8 +174,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(704),
-						Minimum:    new(runtime.Number("256")),
-						Maximum:    new(runtime.Number("1280")),
+						Minimum:    new(spec.Number("256")),
+						Maximum:    new(spec.Number("1280")),
 						MultipleOf: new(int64(32)),
 					},
 					{
@@ -184,8 +184,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(25),
-						Minimum: new(runtime.Number("1")),
-						Maximum: new(runtime.Number("60")),
+						Minimum: new(spec.Number("1")),
+						Maximum: new(spec.Number("60")),
 					},
 					{
 						FieldID: "num_inference_steps",
@@ -193,8 +193,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(50),
-						Minimum: new(runtime.Number("1")),
-						Maximum: new(runtime.Number("200")),
+						Minimum: new(spec.Number("1")),
+						Maximum: new(spec.Number("200")),
 					},
 					{
 						FieldID: "guidance_scale",
@@ -202,18 +202,18 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "float",
 						Target:  "call_kwargs",
 						Default: 3.0,
-						Minimum: new(runtime.Number("1.0")),
-						Maximum: new(runtime.Number("20.0")),
+						Minimum: new(spec.Number("1.0")),
+						Maximum: new(spec.Number("20.0")),
 					},
 					{
 						FieldID: "seed",
 						Label:   "Seed",
 						Kind:    "int",
 						Target:  "call_kwargs",
-						Minimum: new(runtime.Number("0")),
+						Minimum: new(spec.Number("0")),
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "video",
 						Kind:       "video",
@@ -226,7 +226,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "image-to-video",
 				Label:  "Image to video",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:  "image",
 						Label:    "First frame",
@@ -248,8 +248,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(161),
-						Minimum:    new(runtime.Number("9")),
-						Maximum:    new(runtime.Number("257")),
+						Minimum:    new(spec.Number("9")),
+						Maximum:    new(spec.Number("257")),
 						MultipleOf: new(int64(8)),
 						Remainder:  1,
 					},
@@ -259,18 +259,18 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(50),
-						Minimum: new(runtime.Number("1")),
-						Maximum: new(runtime.Number("200")),
+						Minimum: new(spec.Number("1")),
+						Maximum: new(spec.Number("200")),
 					},
 					{
 						FieldID: "seed",
 						Label:   "Seed",
 						Kind:    "int",
 						Target:  "call_kwargs",
-						Minimum: new(runtime.Number("0")),
+						Minimum: new(spec.Number("0")),
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "video",
 						Kind:       "video",
@@ -300,7 +300,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -474,7 +474,7 @@ func (p *TextToVideoParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *TextToVideoParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 9)
 	kw["prompt"] = p.Prompt
@@ -493,7 +493,7 @@ func (p *TextToVideoParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *TextToVideoParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -514,7 +514,7 @@ type TextToVideoResult struct {
 	// Video is artifact "video" (video).
 	//
 	// Always set. Marked as a preview artifact.
-	Video *runtime.Video
+	Video *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
@@ -549,7 +549,7 @@ type ImageToVideoParams struct {
 	// Image is field "image" (First frame).
 	//
 	// Kind image; required.
-	Image *runtime.Tensor `json:"image"`
+	Image *tensor.Tensor `json:"image"`
 	// Prompt is field "prompt" (Prompt).
 	//
 	// Kind string; required; min length 1.
@@ -600,7 +600,7 @@ func (p *ImageToVideoParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *ImageToVideoParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 5)
 	if p.Image != nil {
@@ -617,7 +617,7 @@ func (p *ImageToVideoParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *ImageToVideoParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -638,7 +638,7 @@ type ImageToVideoResult struct {
 	// Video is artifact "video" (video).
 	//
 	// Always set. Marked as a preview artifact.
-	Video *runtime.Video
+	Video *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

@@ -16,13 +16,14 @@ import (
 	"fmt"
 	stdimage "image"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -45,7 +46,7 @@ const DefaultVariant = Variant500M
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -82,8 +83,7 @@ const DefaultTask = TaskGenerate
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -103,15 +103,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "open-oasis",
 		DisplayName:   "Oasis 500M",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "500m",
 				Label:     "Oasis 500M",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "hf://Etched/oasis-500m/oasis500m.safetensors",
@@ -128,11 +128,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				Status: "unavailable",
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "generate",
 				Label:  "Generate from actions",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:     "prompt_image",
 						Label:       "Prompt frame",
@@ -155,8 +155,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(32),
-						Minimum: new(runtime.Number("1")),
-						Maximum: new(runtime.Number("1200")),
+						Minimum: new(spec.Number("1")),
+						Maximum: new(spec.Number("1200")),
 					},
 					{
 						FieldID: "ddim_steps",
@@ -164,8 +164,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(10),
-						Minimum: new(runtime.Number("1")),
-						Maximum: new(runtime.Number("100")),
+						Minimum: new(spec.Number("1")),
+						Maximum: new(spec.Number("100")),
 					},
 					{
 						FieldID:     "video_offset",
@@ -173,10 +173,10 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:        "int",
 						Target:      "call_kwargs",
 						Description: "When the prompt is a video, the frame to start from.",
-						Minimum:     new(runtime.Number("0")),
+						Minimum:     new(spec.Number("0")),
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "video",
 						Kind:        "video",
@@ -190,7 +190,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "step",
 				Label:  "Play",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "action",
 						Label:   "Action",
@@ -200,7 +200,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Choices: []string{"forward", "back", "left", "right", "jump", "sneak", "sprint", "attack", "use", "camera_left", "camera_right", "camera_up", "camera_down"},
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "frames",
 						Kind:       "video",
@@ -216,7 +216,7 @@ func Spec() *runtime.ModelInferenceSpec {
 		Description:      "Autoregressive diffusion transformer that predicts the next 360x640 frame of a Minecraft world from the frames so far and the player's keyboard and mouse actions, one frame at a time.",
 		WorkloadType:     "world-model",
 		SupportsStream:   true,
-		Realtime: &runtime.RealtimeSpec{
+		Realtime: &spec.RealtimeSpec{
 			FPS:               20,
 			FirstChunkFrames:  1,
 			SteadyChunkFrames: 1,
@@ -239,7 +239,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -349,13 +349,13 @@ type GenerateParams struct {
 	// The first frame, resized to 360x640.
 	//
 	// Kind image; required.
-	PromptImage *runtime.Tensor `json:"prompt_image"`
+	PromptImage *tensor.Tensor `json:"prompt_image"`
 	// Actions is field "actions" (Actions).
 	//
 	// One-hot actions, float32 [T, 25], one row per generated frame.
 	//
 	// Kind tensor; required.
-	Actions *runtime.Tensor `json:"actions"`
+	Actions *tensor.Tensor `json:"actions"`
 	// NumFrames is field "num_frames" (Frames).
 	//
 	// Kind int; default 32; minimum 1; maximum 1200.
@@ -404,7 +404,7 @@ func (p *GenerateParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *GenerateParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 5)
 	if p.PromptImage != nil {
@@ -423,7 +423,7 @@ func (p *GenerateParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *GenerateParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -446,7 +446,7 @@ type GenerateResult struct {
 	// uint8 frames [T, 360, 640, 3] at 20 fps.
 	//
 	// Always set. Marked as a preview artifact.
-	Video *runtime.Video
+	Video *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
@@ -551,7 +551,7 @@ func (p *StepParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *StepParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 1)
 	kw["action"] = string(p.Action)
@@ -560,7 +560,7 @@ func (p *StepParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *StepParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -580,7 +580,7 @@ type StepResult struct {
 	// Frames is artifact "frames" (video).
 	//
 	// Always set.
-	Frames *runtime.Video
+	Frames *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

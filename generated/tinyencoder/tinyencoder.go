@@ -14,12 +14,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -42,7 +43,7 @@ const DefaultVariant = VariantDefault
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -77,8 +78,7 @@ const DefaultTask = TaskEmbed
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -98,15 +98,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "tiny-encoder",
 		DisplayName:   "Tiny Encoder",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "default",
 				Label:     "Default",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "checkpoints/tiny-encoder.pt",
@@ -117,11 +117,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				Status: "available",
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "embed",
 				Label:  "Embed tokens",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:     "tokens",
 						Label:       "Token ids",
@@ -130,7 +130,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Required:    true,
 						Description: "Token ids, one sequence of length L per item.",
 						DType:       "int64",
-						Shape:       runtime.Shape{"N", "L"},
+						Shape:       spec.Shape{"N", "L"},
 					},
 					{
 						FieldID:     "normalize",
@@ -141,24 +141,24 @@ func Spec() *runtime.ModelInferenceSpec {
 						Description: "Scale the embedding to unit L2 norm.",
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "embedding",
 						Kind:        "embedding",
 						Required:    true,
 						Description: "The item's 64-dimensional embedding.",
 						DType:       "float32",
-						Shape:       runtime.Shape{"N", "64"},
+						Shape:       spec.Shape{"N", "64"},
 					},
 				},
 				Description: "Embed one sequence of token ids.",
 				Method:      "forward",
-				Batching: &runtime.BatchingSpec{
+				Batching: &spec.BatchingSpec{
 					MaxBatchSize:    8,
 					PadToBatchSizes: []int{1, 2, 4, 8},
 					Dim:             "N",
 				},
-				Warmup: &runtime.WarmupSpec{
+				Warmup: &spec.WarmupSpec{
 					Dims: map[string]int64{
 						"L": 16,
 					},
@@ -182,7 +182,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -289,7 +289,7 @@ type EmbedParams struct {
 	// Token ids, one sequence of length L per item.
 	//
 	// Kind tensor; required.
-	Tokens *runtime.Tensor `json:"tokens"`
+	Tokens *tensor.Tensor `json:"tokens"`
 	// Normalize is field "normalize" (Normalize).
 	//
 	// Scale the embedding to unit L2 norm.
@@ -317,7 +317,7 @@ func (p *EmbedParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *EmbedParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 2)
 	if p.Tokens != nil {
@@ -329,12 +329,12 @@ func (p *EmbedParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *EmbedParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // StackedInput returns the j-th input that batching stacks ("tokens"), nil
 // when unset: client.RunBatch reads the items of a batch in place.
-func (p *EmbedParams) StackedInput(j int) *runtime.Tensor {
+func (p *EmbedParams) StackedInput(j int) *tensor.Tensor {
 	switch j {
 	case 0:
 		return p.Tokens
@@ -372,7 +372,7 @@ type EmbedResult struct {
 	// The item's 64-dimensional embedding.
 	//
 	// Always set.
-	Embedding *runtime.Embedding
+	Embedding *tensor.Embedding
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

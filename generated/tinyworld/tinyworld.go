@@ -13,12 +13,13 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -41,7 +42,7 @@ const DefaultVariant = VariantDefault
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -78,8 +79,7 @@ const DefaultTask = TaskGenerate
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -99,15 +99,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "tiny-world",
 		DisplayName:   "Tiny World",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "default",
 				Label:     "Default",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "checkpoints/tiny-world.pt",
@@ -118,11 +118,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				Status: "available",
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "generate",
 				Label:  "Generate a clip",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:     "prompt",
 						Label:       "Prompt",
@@ -138,7 +138,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(0),
-						Minimum: new(runtime.Number("0")),
+						Minimum: new(spec.Number("0")),
 					},
 					{
 						FieldID:     "num_frames",
@@ -147,8 +147,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     int64(9),
 						Description: "Number of frames; must be 4k+1.",
-						Minimum:     new(runtime.Number("1")),
-						Maximum:     new(runtime.Number("33")),
+						Minimum:     new(spec.Number("1")),
+						Maximum:     new(spec.Number("33")),
 						MultipleOf:  new(int64(4)),
 						Remainder:   1,
 					},
@@ -158,8 +158,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(32),
-						Minimum:    new(runtime.Number("16")),
-						Maximum:    new(runtime.Number("128")),
+						Minimum:    new(spec.Number("16")),
+						Maximum:    new(spec.Number("128")),
 						MultipleOf: new(int64(16)),
 					},
 					{
@@ -168,12 +168,12 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(32),
-						Minimum:    new(runtime.Number("16")),
-						Maximum:    new(runtime.Number("128")),
+						Minimum:    new(spec.Number("16")),
+						Maximum:    new(spec.Number("128")),
 						MultipleOf: new(int64(16)),
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "video",
 						Kind:       "video",
@@ -186,7 +186,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "step",
 				Label:  "Step the session",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:     "speed",
 						Label:       "Speed",
@@ -194,11 +194,11 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     2.0,
 						Description: "Pixels moved per chunk while a movement control is on.",
-						Minimum:     new(runtime.Number("0")),
-						Maximum:     new(runtime.Number("8")),
+						Minimum:     new(spec.Number("0")),
+						Maximum:     new(spec.Number("8")),
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "frames",
 						Kind:       "video",
@@ -214,7 +214,7 @@ func Spec() *runtime.ModelInferenceSpec {
 		Description:      "Deterministic toy world model producing small RGB clips and realtime chunks.",
 		WorkloadType:     "video",
 		SupportsStream:   true,
-		Realtime: &runtime.RealtimeSpec{
+		Realtime: &spec.RealtimeSpec{
 			FPS:               8,
 			FirstChunkFrames:  4,
 			SteadyChunkFrames: 2,
@@ -236,7 +236,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -390,7 +390,7 @@ func (p *GenerateParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *GenerateParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 5)
 	kw["prompt"] = p.Prompt
@@ -403,7 +403,7 @@ func (p *GenerateParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *GenerateParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -424,7 +424,7 @@ type GenerateResult struct {
 	// Video is artifact "video" (video).
 	//
 	// Always set. Marked as a preview artifact.
-	Video *runtime.Video
+	Video *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
@@ -480,7 +480,7 @@ func (p *StepParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *StepParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 1)
 	kw["speed"] = p.Speed
@@ -489,7 +489,7 @@ func (p *StepParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *StepParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -509,7 +509,7 @@ type StepResult struct {
 	// Frames is artifact "frames" (video).
 	//
 	// Always set.
-	Frames *runtime.Video
+	Frames *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

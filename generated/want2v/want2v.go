@@ -21,11 +21,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -52,7 +53,7 @@ const DefaultVariant = Variant1_3B
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -87,8 +88,7 @@ const DefaultTask = TaskTextToVideo
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -108,15 +108,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "wan-t2v",
 		DisplayName:   "Wan2.1 Text-to-Video",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "1.3b",
 				Label:     "Wan2.1 T2V 1.3B",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "hf://Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
@@ -135,7 +135,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				VariantID: "14b",
 				Label:     "Wan2.1 T2V 14B",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "hf://Wan-AI/Wan2.1-T2V-14B-Diffusers",
@@ -152,11 +152,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				Notes:   []string{"Use flow_shift 5.0 for 720P and 3.0 for 480P."},
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "text-to-video",
 				Label:  "Text to video",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:     "prompt",
 						Label:       "Prompt",
@@ -181,8 +181,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     int64(81),
 						Description: "Number of frames, 4k+1 (81 frames is about 5 s at 16 fps).",
-						Minimum:     new(runtime.Number("5")),
-						Maximum:     new(runtime.Number("161")),
+						Minimum:     new(spec.Number("5")),
+						Maximum:     new(spec.Number("161")),
 						MultipleOf:  new(int64(4)),
 						Remainder:   1,
 					},
@@ -192,8 +192,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(480),
-						Minimum:    new(runtime.Number("256")),
-						Maximum:    new(runtime.Number("1280")),
+						Minimum:    new(spec.Number("256")),
+						Maximum:    new(spec.Number("1280")),
 						MultipleOf: new(int64(16)),
 					},
 					{
@@ -202,8 +202,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(832),
-						Minimum:    new(runtime.Number("256")),
-						Maximum:    new(runtime.Number("1280")),
+						Minimum:    new(spec.Number("256")),
+						Maximum:    new(spec.Number("1280")),
 						MultipleOf: new(int64(16)),
 					},
 					{
@@ -212,8 +212,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "call_kwargs",
 						Default: int64(50),
-						Minimum: new(runtime.Number("1")),
-						Maximum: new(runtime.Number("200")),
+						Minimum: new(spec.Number("1")),
+						Maximum: new(spec.Number("200")),
 					},
 					{
 						FieldID:     "guidance_scale",
@@ -222,8 +222,8 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:      "call_kwargs",
 						Default:     5.0,
 						Description: "Classifier-free guidance strength.",
-						Minimum:     new(runtime.Number("1.0")),
-						Maximum:     new(runtime.Number("20.0")),
+						Minimum:     new(spec.Number("1.0")),
+						Maximum:     new(spec.Number("20.0")),
 					},
 					{
 						FieldID:     "seed",
@@ -231,10 +231,10 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:        "int",
 						Target:      "call_kwargs",
 						Description: "Random seed; a random one is drawn when absent.",
-						Minimum:     new(runtime.Number("0")),
+						Minimum:     new(spec.Number("0")),
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "video",
 						Kind:        "video",
@@ -266,7 +266,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -441,7 +441,7 @@ func (p *TextToVideoParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *TextToVideoParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 8)
 	kw["prompt"] = p.Prompt
@@ -459,7 +459,7 @@ func (p *TextToVideoParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *TextToVideoParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -482,7 +482,7 @@ type TextToVideoResult struct {
 	// uint8 frames [T, H, W, 3] at 16 fps.
 	//
 	// Always set. Marked as a preview artifact.
-	Video *runtime.Video
+	Video *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

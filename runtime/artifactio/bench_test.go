@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // benchGIF encodes a 16-frame 64×64 RGB video (rich gradients and texture,
@@ -61,13 +61,13 @@ func BenchmarkWritePNGFrames16x64x64(b *testing.B) {
 }
 
 // embedding returns a 1000×512 float32 embedding with random values.
-func embedding() *runtime.Tensor {
+func embedding() *tensor.Tensor {
 	rng := rand.New(rand.NewPCG(3, 4))
 	v := make([]float32, 1000*512)
 	for i := range v {
 		v[i] = float32(rng.NormFloat64())
 	}
-	return runtime.FromFloat32(v, 1000, 512)
+	return tensor.FromFloat32(v, 1000, 512)
 }
 
 func BenchmarkEncodeNPY1000x512(b *testing.B) {

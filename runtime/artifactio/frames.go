@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // framePrefix and frameExt frame the names of PNG frame files.
@@ -48,7 +48,7 @@ func isFrameName(name string) bool {
 // place, so dir holds either the complete earlier output or the complete new
 // one. An existing dir is replaced only when it holds nothing but frame
 // files; otherwise the call fails and touches nothing.
-func WritePNGFrames(dir string, v *runtime.Video) ([]string, error) {
+func WritePNGFrames(dir string, v *tensor.Video) ([]string, error) {
 	t, h, w, c, err := videoDims(v)
 	if err != nil {
 		return nil, err

@@ -8,13 +8,14 @@ import (
 	"io"
 	"math"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // DefaultGIFFPS is the playback rate a GIF gets when neither the options nor
-// the video give one: runtime.DefaultVideoFPS, the rate of a video
+// the video give one: spec.DefaultVideoFPS, the rate of a video
 // artifact whose manifest gives none.
-const DefaultGIFFPS = runtime.DefaultVideoFPS
+const DefaultGIFFPS = spec.DefaultVideoFPS
 
 // maxGIFSide is the largest width or height a GIF can store.
 const maxGIFSide = 65535
@@ -60,7 +61,7 @@ type GIFOptions struct {
 }
 
 // WriteGIF writes a video artifact as an animated GIF file, atomically.
-func WriteGIF(path string, v *runtime.Video, opts *GIFOptions) error {
+func WriteGIF(path string, v *tensor.Video, opts *GIFOptions) error {
 	g, err := buildGIF(v, opts)
 	if err != nil {
 		return err
@@ -74,7 +75,7 @@ func WriteGIF(path string, v *runtime.Video, opts *GIFOptions) error {
 // transparent. Frame delays follow the fps (see GIFOptions.FPS) with the
 // rounding spread so that the total duration stays right. The same video
 // and options always give the same bytes.
-func EncodeGIF(w io.Writer, v *runtime.Video, opts *GIFOptions) error {
+func EncodeGIF(w io.Writer, v *tensor.Video, opts *GIFOptions) error {
 	g, err := buildGIF(v, opts)
 	if err != nil {
 		return err
@@ -83,7 +84,7 @@ func EncodeGIF(w io.Writer, v *runtime.Video, opts *GIFOptions) error {
 }
 
 // buildGIF quantizes the video and lays out the GIF frames.
-func buildGIF(v *runtime.Video, opts *GIFOptions) (*gif.GIF, error) {
+func buildGIF(v *tensor.Video, opts *GIFOptions) (*gif.GIF, error) {
 	if opts == nil {
 		opts = &GIFOptions{}
 	}

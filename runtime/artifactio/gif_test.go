@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // decodeGIF decodes GIF bytes, failing the test on error.
@@ -25,7 +26,7 @@ func decodeGIF(t *testing.T, b []byte) *gif.GIF {
 }
 
 // fewColorVideo has 40 distinct colours: a palette that fits exactly.
-func fewColorVideo(c int) *runtime.Video {
+func fewColorVideo(c int) *tensor.Video {
 	const T, H, W = 4, 6, 10
 	px := make([]byte, T*H*W*c)
 	for i := range T * H * W {
@@ -42,7 +43,7 @@ func fewColorVideo(c int) *runtime.Video {
 			}
 		}
 	}
-	return &runtime.Video{Frames: runtime.FromUint8(px, T, H, W, int64(c)), FPS: 8}
+	return &tensor.Video{Frames: tensor.FromUint8(px, T, H, W, int64(c)), FPS: 8}
 }
 
 func TestGIFExactColoursRoundTrip(t *testing.T) {
@@ -93,7 +94,7 @@ func TestGIFExactColoursRoundTrip(t *testing.T) {
 }
 
 // meanAbsError compares decoded GIF frames with an RGB video.
-func meanAbsError(t *testing.T, g *gif.GIF, v *runtime.Video) (mean float64, worst int) {
+func meanAbsError(t *testing.T, g *gif.GIF, v *tensor.Video) (mean float64, worst int) {
 	t.Helper()
 	s := v.Frames.Shape
 	T, H, W, C := int(s[0]), int(s[1]), int(s[2]), int(s[3])
@@ -170,7 +171,7 @@ func TestGIFAdaptiveOnSmoothVideo(t *testing.T) {
 			}
 		}
 	}
-	v := &runtime.Video{Frames: runtime.FromUint8(px, T, H, W, 3), FPS: 10}
+	v := &tensor.Video{Frames: tensor.FromUint8(px, T, H, W, 3), FPS: 10}
 	var buf bytes.Buffer
 	if err := EncodeGIF(&buf, v, nil); err != nil {
 		t.Fatal(err)
@@ -183,7 +184,7 @@ func TestGIFAdaptiveOnSmoothVideo(t *testing.T) {
 }
 
 func TestGIFDeterministic(t *testing.T) {
-	for _, v := range []*runtime.Video{testVideo(5, 32, 40, 3, 10), fewColorVideo(3), fewColorVideo(4)} {
+	for _, v := range []*tensor.Video{testVideo(5, 32, 40, 3, 10), fewColorVideo(3), fewColorVideo(4)} {
 		for _, q := range []Quantizer{QuantizeAdaptive, QuantizeUniform} {
 			var a, b bytes.Buffer
 			if err := EncodeGIF(&a, v, &GIFOptions{Quantizer: q}); err != nil {
@@ -255,19 +256,19 @@ func TestGIFErrorsWriteNothing(t *testing.T) {
 	p := filepath.Join(dir, "out.gif")
 	bad := []struct {
 		name string
-		v    *runtime.Video
+		v    *tensor.Video
 		opts *GIFOptions
 		want string
 	}{
 		{"nil", nil, nil, "nil video"},
-		{"float frames", &runtime.Video{Frames: runtime.FromFloat32(make([]float32, 12), 1, 2, 2, 3)}, nil, "uint8"},
-		{"two channels", &runtime.Video{Frames: runtime.FromUint8(make([]byte, 8), 1, 2, 2, 2)}, nil, "C in {1,3,4}"},
-		{"no frames", &runtime.Video{Frames: runtime.FromUint8(nil, 0, 2, 2, 3)}, nil, "at least one frame"},
-		{"short data", &runtime.Video{Frames: runtime.FromUint8(make([]byte, 5), 1, 2, 2, 3)}, nil, "needs 12 bytes"},
+		{"float frames", &tensor.Video{Frames: tensor.FromFloat32(make([]float32, 12), 1, 2, 2, 3)}, nil, "uint8"},
+		{"two channels", &tensor.Video{Frames: tensor.FromUint8(make([]byte, 8), 1, 2, 2, 2)}, nil, "C in {1,3,4}"},
+		{"no frames", &tensor.Video{Frames: tensor.FromUint8(nil, 0, 2, 2, 3)}, nil, "at least one frame"},
+		{"short data", &tensor.Video{Frames: tensor.FromUint8(make([]byte, 5), 1, 2, 2, 3)}, nil, "needs 12 bytes"},
 		{"negative fps", testVideo(1, 2, 2, 3, -1), nil, "fps"},
 		{"bad quantizer", testVideo(1, 2, 2, 3, 1), &GIFOptions{Quantizer: 9}, "unknown quantizer"},
 		{"bad loop", testVideo(1, 2, 2, 3, 1), &GIFOptions{LoopCount: -2}, "loop count"},
-		{"too wide", &runtime.Video{Frames: runtime.FromUint8(make([]byte, 70000), 1, 1, 70000, 1)}, nil, "at most 65535"},
+		{"too wide", &tensor.Video{Frames: tensor.FromUint8(make([]byte, 70000), 1, 1, 70000, 1)}, nil, "at most 65535"},
 	}
 	for _, c := range bad {
 		err := WriteGIF(p, c.v, c.opts)
@@ -317,7 +318,7 @@ func TestManifestFPSReachesGIF(t *testing.T) {
 	  "tasks": [{"task_id": "generate", "outputs": [
 	    {"artifact_id": "video", "kind": "video", "fps": 5},
 	    {"artifact_id": "plain", "kind": "video"}]}]}`
-	var spec runtime.ModelInferenceSpec
+	var spec wfspec.ModelInferenceSpec
 	if err := json.Unmarshal([]byte(manifest), &spec); err != nil {
 		t.Fatal(err)
 	}
@@ -326,8 +327,8 @@ func TestManifestFPSReachesGIF(t *testing.T) {
 		t.Fatal(err)
 	}
 	frames := testVideo(4, 4, 4, 3, 0).Frames
-	delays := func(a *runtime.InferenceArtifactSpec) []int {
-		v, err := runtime.AsVideo(frames, float64(spec.VideoFPS(a)))
+	delays := func(a *wfspec.InferenceArtifactSpec) []int {
+		v, err := tensor.AsVideo(frames, float64(spec.VideoFPS(a)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,13 +340,13 @@ func TestManifestFPSReachesGIF(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		artifact string
-		realtime *runtime.RealtimeSpec
+		realtime *wfspec.RealtimeSpec
 		want     []int
 	}{
-		{"video", nil, []int{20, 20, 20, 20}},                            // fps 5
-		{"video", &runtime.RealtimeSpec{FPS: 25}, []int{20, 20, 20, 20}}, // the artifact's fps wins
-		{"plain", &runtime.RealtimeSpec{FPS: 25}, []int{4, 4, 4, 4}},     // the family's realtime fps
-		{"plain", nil, []int{6, 7, 6, 6}},                                // DefaultVideoFPS, 16
+		{"video", nil, []int{20, 20, 20, 20}},                           // fps 5
+		{"video", &wfspec.RealtimeSpec{FPS: 25}, []int{20, 20, 20, 20}}, // the artifact's fps wins
+		{"plain", &wfspec.RealtimeSpec{FPS: 25}, []int{4, 4, 4, 4}},     // the family's realtime fps
+		{"plain", nil, []int{6, 7, 6, 6}},                               // DefaultVideoFPS, 16
 	} {
 		spec.Realtime = tc.realtime
 		a, _ := task.Artifact(tc.artifact)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Float16ToFloat32 converts IEEE 754 binary16 bits to a float32. Every
@@ -101,24 +101,24 @@ func Float32ToBFloat16(f float32) uint16 {
 
 // FloatValues returns the elements of a float32, float16 or bfloat16 tensor
 // as float32 values (half-precision values convert exactly).
-func FloatValues(t *runtime.Tensor) ([]float32, error) {
+func FloatValues(t *tensor.Tensor) ([]float32, error) {
 	if err := t.Check(); err != nil {
 		return nil, err
 	}
 	switch t.DType {
-	case runtime.Float32:
+	case tensor.Float32:
 		out := make([]float32, len(t.Data)/4)
 		for i := range out {
 			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
 		}
 		return out, nil
-	case runtime.Float16:
+	case tensor.Float16:
 		out := make([]float32, len(t.Data)/2)
 		for i := range out {
 			out[i] = Float16ToFloat32(binary.LittleEndian.Uint16(t.Data[2*i:]))
 		}
 		return out, nil
-	case runtime.BFloat16:
+	case tensor.BFloat16:
 		out := make([]float32, len(t.Data)/2)
 		for i := range out {
 			out[i] = BFloat16ToFloat32(binary.LittleEndian.Uint16(t.Data[2*i:]))
@@ -130,20 +130,20 @@ func FloatValues(t *runtime.Tensor) ([]float32, error) {
 
 // FromFloat16 returns a float16 tensor holding v (rounded to nearest even)
 // with the given shape.
-func FromFloat16(v []float32, shape ...int64) *runtime.Tensor {
+func FromFloat16(v []float32, shape ...int64) *tensor.Tensor {
 	b := make([]byte, 2*len(v))
 	for i, x := range v {
 		binary.LittleEndian.PutUint16(b[2*i:], Float32ToFloat16(x))
 	}
-	return &runtime.Tensor{DType: runtime.Float16, Shape: shape, Data: b}
+	return &tensor.Tensor{DType: tensor.Float16, Shape: shape, Data: b}
 }
 
 // FromBFloat16 returns a bfloat16 tensor holding v (rounded to nearest even)
 // with the given shape.
-func FromBFloat16(v []float32, shape ...int64) *runtime.Tensor {
+func FromBFloat16(v []float32, shape ...int64) *tensor.Tensor {
 	b := make([]byte, 2*len(v))
 	for i, x := range v {
 		binary.LittleEndian.PutUint16(b[2*i:], Float32ToBFloat16(x))
 	}
-	return &runtime.Tensor{DType: runtime.BFloat16, Shape: shape, Data: b}
+	return &tensor.Tensor{DType: tensor.BFloat16, Shape: shape, Data: b}
 }

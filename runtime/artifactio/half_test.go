@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func TestFloat16KnownValues(t *testing.T) {
@@ -140,8 +140,8 @@ func TestBFloat16(t *testing.T) {
 
 func TestFloatValues(t *testing.T) {
 	want := []float32{0.5, -1.25, 3, 1024}
-	for _, tt := range []*runtime.Tensor{
-		runtime.FromFloat32(want, 2, 2),
+	for _, tt := range []*tensor.Tensor{
+		tensor.FromFloat32(want, 2, 2),
 		FromFloat16(want, 2, 2),
 		FromBFloat16(want, 2, 2),
 	} {
@@ -155,10 +155,10 @@ func TestFloatValues(t *testing.T) {
 			}
 		}
 	}
-	if _, err := FloatValues(runtime.FromInt64([]int64{1}, 1)); err == nil {
+	if _, err := FloatValues(tensor.FromInt64([]int64{1}, 1)); err == nil {
 		t.Error("FloatValues of an int64 tensor succeeded")
 	}
-	if _, err := FloatValues(&runtime.Tensor{DType: runtime.Float16, Shape: []int64{3}, Data: make([]byte, 4)}); err == nil {
+	if _, err := FloatValues(&tensor.Tensor{DType: tensor.Float16, Shape: []int64{3}, Data: make([]byte, 4)}); err == nil {
 		t.Error("FloatValues of a tensor with too few bytes succeeded")
 	}
 }
@@ -184,7 +184,7 @@ func TestFloat16MatchesNumPy(t *testing.T) {
 	}
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.npy"), filepath.Join(dir, "out.npy")
-	if err := WriteNPY(in, runtime.FromFloat32(vals, n)); err != nil {
+	if err := WriteNPY(in, tensor.FromFloat32(vals, n)); err != nil {
 		t.Fatal(err)
 	}
 	runPython(t, `import sys, numpy as np
@@ -195,7 +195,7 @@ with np.errstate(all="ignore"):
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.DType != runtime.Float16 {
+	if got.DType != tensor.Float16 {
 		t.Fatalf("numpy wrote %s, want float16", got.DType)
 	}
 	for i, v := range vals {

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // debianPython is the interpreter that has NumPy on the project machines.
@@ -55,7 +55,7 @@ func runPython(t *testing.T, program string, args ...string) []byte {
 
 // testVideo returns a deterministic video with smooth gradients, a moving
 // square and some texture, so it has far more than 256 colours when c ≥ 3.
-func testVideo(t, h, w, c int, fps float64) *runtime.Video {
+func testVideo(t, h, w, c int, fps float64) *tensor.Video {
 	px := make([]byte, t*h*w*c)
 	i := 0
 	for f := range t {
@@ -81,7 +81,7 @@ func testVideo(t, h, w, c int, fps float64) *runtime.Video {
 			}
 		}
 	}
-	return &runtime.Video{Frames: runtime.FromUint8(px, int64(t), int64(h), int64(w), int64(c)), FPS: fps}
+	return &tensor.Video{Frames: tensor.FromUint8(px, int64(t), int64(h), int64(w), int64(c)), FPS: fps}
 }
 
 // listDir returns the names in dir (sorted), failing the test on error.
@@ -155,6 +155,6 @@ func mustRead(t *testing.T, path string) []byte {
 }
 
 // testVideoFrom wraps raw pixels as a video without checking them.
-func testVideoFrom(px []byte, t, h, w, c int) *runtime.Video {
-	return &runtime.Video{Frames: runtime.FromUint8(px, int64(t), int64(h), int64(w), int64(c)), FPS: 10}
+func testVideoFrom(px []byte, t, h, w, c int) *tensor.Video {
+	return &tensor.Video{Frames: tensor.FromUint8(px, int64(t), int64(h), int64(w), int64(c)), FPS: 10}
 }

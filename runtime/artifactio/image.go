@@ -10,16 +10,16 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // videoDims validates a video artifact and returns its frame count, height,
 // width and channels.
-func videoDims(v *runtime.Video) (t, h, w, c int, err error) {
+func videoDims(v *tensor.Video) (t, h, w, c int, err error) {
 	if v == nil {
 		return 0, 0, 0, 0, fmt.Errorf("video: nil video")
 	}
-	if _, err := runtime.AsVideo(v.Frames, v.FPS); err != nil {
+	if _, err := tensor.AsVideo(v.Frames, v.FPS); err != nil {
 		return 0, 0, 0, 0, err
 	}
 	if math.IsNaN(v.FPS) || math.IsInf(v.FPS, 0) || v.FPS < 0 {
@@ -34,11 +34,11 @@ func videoDims(v *runtime.Video) (t, h, w, c int, err error) {
 
 // imageDims validates an image artifact and returns its height, width and
 // channels.
-func imageDims(img *runtime.Image) (h, w, c int, err error) {
+func imageDims(img *tensor.Image) (h, w, c int, err error) {
 	if img == nil {
 		return 0, 0, 0, fmt.Errorf("image: nil image")
 	}
-	if _, err := runtime.AsImage(img.Pixels); err != nil {
+	if _, err := tensor.AsImage(img.Pixels); err != nil {
 		return 0, 0, 0, err
 	}
 	s := img.Pixels.Shape
@@ -49,7 +49,7 @@ func imageDims(img *runtime.Image) (h, w, c int, err error) {
 }
 
 // Frame returns frame i of a video as an image. The pixels are copied.
-func Frame(v *runtime.Video, i int) (*runtime.Image, error) {
+func Frame(v *tensor.Video, i int) (*tensor.Image, error) {
 	t, h, w, c, err := videoDims(v)
 	if err != nil {
 		return nil, err
@@ -60,11 +60,11 @@ func Frame(v *runtime.Video, i int) (*runtime.Image, error) {
 	n := h * w * c
 	px := make([]byte, n)
 	copy(px, v.Frames.Data[i*n:(i+1)*n])
-	return &runtime.Image{Pixels: runtime.FromUint8(px, int64(h), int64(w), int64(c))}, nil
+	return &tensor.Image{Pixels: tensor.FromUint8(px, int64(h), int64(w), int64(c))}, nil
 }
 
 // Preview returns the cheap preview of a video artifact: its first frame.
-func Preview(v *runtime.Video) (*runtime.Image, error) {
+func Preview(v *tensor.Video) (*tensor.Image, error) {
 	return Frame(v, 0)
 }
 
@@ -81,17 +81,17 @@ func PreviewPath(artifactPath string) string {
 // preview.
 func WritePreview(path string, artifact any) error {
 	switch a := artifact.(type) {
-	case *runtime.Video:
+	case *tensor.Video:
 		img, err := Preview(a)
 		if err != nil {
 			return err
 		}
 		return WritePNG(path, img)
-	case runtime.Video:
+	case tensor.Video:
 		return WritePreview(path, &a)
-	case *runtime.Image:
+	case *tensor.Image:
 		return WritePNG(path, a)
-	case runtime.Image:
+	case tensor.Image:
 		return WritePNG(path, &a)
 	}
 	return fmt.Errorf("preview: %T has no preview; previews exist for video (first frame) and image artifacts", artifact)
@@ -100,7 +100,7 @@ func WritePreview(path string, artifact any) error {
 // GoImage returns a runtime image as a Go image: *image.Gray for one channel,
 // *image.NRGBA for three (opaque) or four (RGBA, not premultiplied). The
 // pixels are copied.
-func GoImage(img *runtime.Image) (image.Image, error) {
+func GoImage(img *tensor.Image) (image.Image, error) {
 	h, w, c, err := imageDims(img)
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func goImage(px []byte, h, w, c int) image.Image {
 // FromGoImage converts a Go image into a runtime image: *image.Gray (and
 // *image.Gray16) become one channel, opaque images three channels (RGB) and
 // images with any transparency four channels (RGBA, not premultiplied).
-func FromGoImage(m image.Image) (*runtime.Image, error) {
+func FromGoImage(m image.Image) (*tensor.Image, error) {
 	if m == nil {
 		return nil, fmt.Errorf("image: nil image")
 	}
@@ -148,7 +148,7 @@ func FromGoImage(m image.Image) (*runtime.Image, error) {
 				px[y*w+x] = color.GrayModel.Convert(m.At(b.Min.X+x, b.Min.Y+y)).(color.Gray).Y
 			}
 		}
-		return &runtime.Image{Pixels: runtime.FromUint8(px, int64(h), int64(w), 1)}, nil
+		return &tensor.Image{Pixels: tensor.FromUint8(px, int64(h), int64(w), 1)}, nil
 	}
 	rgba := make([]byte, h*w*4)
 	opaque := true
@@ -163,13 +163,13 @@ func FromGoImage(m image.Image) (*runtime.Image, error) {
 		}
 	}
 	if !opaque {
-		return &runtime.Image{Pixels: runtime.FromUint8(rgba, int64(h), int64(w), 4)}, nil
+		return &tensor.Image{Pixels: tensor.FromUint8(rgba, int64(h), int64(w), 4)}, nil
 	}
 	rgb := make([]byte, h*w*3)
 	for i, j := 0, 0; j < len(rgba); i, j = i+3, j+4 {
 		rgb[i], rgb[i+1], rgb[i+2] = rgba[j], rgba[j+1], rgba[j+2]
 	}
-	return &runtime.Image{Pixels: runtime.FromUint8(rgb, int64(h), int64(w), 3)}, nil
+	return &tensor.Image{Pixels: tensor.FromUint8(rgb, int64(h), int64(w), 3)}, nil
 }
 
 // pngEncoder is shared so repeated encodes reuse compression buffers.
@@ -203,7 +203,7 @@ func (p *pngPool) Put(b *png.EncoderBuffer) {
 
 // EncodePNG writes an image artifact as PNG: 8-bit gray for one channel,
 // 8-bit RGB for three, 8-bit RGBA for four.
-func EncodePNG(w io.Writer, img *runtime.Image) error {
+func EncodePNG(w io.Writer, img *tensor.Image) error {
 	m, err := GoImage(img)
 	if err != nil {
 		return err
@@ -212,7 +212,7 @@ func EncodePNG(w io.Writer, img *runtime.Image) error {
 }
 
 // WritePNG writes an image artifact as a PNG file, atomically.
-func WritePNG(path string, img *runtime.Image) error {
+func WritePNG(path string, img *tensor.Image) error {
 	m, err := GoImage(img)
 	if err != nil {
 		return err

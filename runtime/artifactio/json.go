@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // EncodeJSON writes a tensor (an embedding's vector, or any tensor) as one
@@ -20,7 +20,7 @@ import (
 // and bfloat16 values are exact in float32), integers as integers and bools
 // as true/false. JSON has no NaN or infinity: such an element is an error
 // naming its index (write .npy instead).
-func EncodeJSON(w io.Writer, t *runtime.Tensor) error {
+func EncodeJSON(w io.Writer, t *tensor.Tensor) error {
 	if err := t.Check(); err != nil {
 		return fmt.Errorf("json: %w", err)
 	}
@@ -59,7 +59,7 @@ func EncodeJSON(w io.Writer, t *runtime.Tensor) error {
 }
 
 // WriteJSON writes a tensor as a JSON file, atomically (see EncodeJSON).
-func WriteJSON(path string, t *runtime.Tensor) error {
+func WriteJSON(path string, t *tensor.Tensor) error {
 	if err := t.Check(); err != nil {
 		return fmt.Errorf("json: %w", err)
 	}
@@ -70,7 +70,7 @@ func WriteJSON(path string, t *runtime.Tensor) error {
 type jsonEncoder struct {
 	w    io.Writer
 	buf  []byte
-	t    *runtime.Tensor
+	t    *tensor.Tensor
 	size int
 }
 
@@ -107,22 +107,22 @@ func (e *jsonEncoder) elem(i int64) error {
 	b := e.t.Data[i*int64(e.size):]
 	var f float32
 	switch e.t.DType {
-	case runtime.Float32:
+	case tensor.Float32:
 		f = math.Float32frombits(binary.LittleEndian.Uint32(b))
-	case runtime.Float16:
+	case tensor.Float16:
 		f = Float16ToFloat32(binary.LittleEndian.Uint16(b))
-	case runtime.BFloat16:
+	case tensor.BFloat16:
 		f = BFloat16ToFloat32(binary.LittleEndian.Uint16(b))
-	case runtime.Int64:
+	case tensor.Int64:
 		e.buf = strconv.AppendInt(e.buf, int64(binary.LittleEndian.Uint64(b)), 10)
 		return nil
-	case runtime.Int32:
+	case tensor.Int32:
 		e.buf = strconv.AppendInt(e.buf, int64(int32(binary.LittleEndian.Uint32(b))), 10)
 		return nil
-	case runtime.Uint8:
+	case tensor.Uint8:
 		e.buf = strconv.AppendUint(e.buf, uint64(b[0]), 10)
 		return nil
-	case runtime.Bool:
+	case tensor.Bool:
 		e.buf = strconv.AppendBool(e.buf, b[0] != 0)
 		return nil
 	}

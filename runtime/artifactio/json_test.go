@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 type tensorJSON struct {
@@ -31,7 +31,7 @@ func decodeTensorJSON(t *testing.T, b []byte) tensorJSON {
 func TestEncodeJSONFloat32Exact(t *testing.T) {
 	vals := []float32{0.1, -1e-7, 3.4028235e38, 1.5, 0, float32(math.Copysign(0, -1))}
 	var buf bytes.Buffer
-	if err := EncodeJSON(&buf, runtime.FromFloat32(vals, 2, 3)); err != nil {
+	if err := EncodeJSON(&buf, tensor.FromFloat32(vals, 2, 3)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(buf.String(), "}\n") {
@@ -58,18 +58,18 @@ func TestEncodeJSONFloat32Exact(t *testing.T) {
 
 func TestEncodeJSONOtherDTypes(t *testing.T) {
 	cases := []struct {
-		t    *runtime.Tensor
+		t    *tensor.Tensor
 		data string
 	}{
 		{FromFloat16([]float32{0.1, 65504, -2}, 3), "[0.099975586,65504,-2]"},
 		{FromBFloat16([]float32{1, 3.140625}, 2), "[1,3.140625]"},
-		{runtime.FromInt64([]int64{-1, 1 << 62}, 1, 2), "[[-1,4611686018427387904]]"},
-		{&runtime.Tensor{DType: runtime.Int32, Shape: []int64{2}, Data: []byte{0xff, 0xff, 0xff, 0xff, 7, 0, 0, 0}}, "[-1,7]"},
-		{runtime.FromUint8([]byte{0, 255}, 2, 1), "[[0],[255]]"},
-		{&runtime.Tensor{DType: runtime.Bool, Shape: []int64{2}, Data: []byte{0, 5}}, "[false,true]"},
-		{runtime.FromFloat32([]float32{2.5}), "2.5"},
-		{runtime.FromFloat32(nil, 0, 3), "[]"},
-		{runtime.FromFloat32(nil, 2, 0), "[[],[]]"},
+		{tensor.FromInt64([]int64{-1, 1 << 62}, 1, 2), "[[-1,4611686018427387904]]"},
+		{&tensor.Tensor{DType: tensor.Int32, Shape: []int64{2}, Data: []byte{0xff, 0xff, 0xff, 0xff, 7, 0, 0, 0}}, "[-1,7]"},
+		{tensor.FromUint8([]byte{0, 255}, 2, 1), "[[0],[255]]"},
+		{&tensor.Tensor{DType: tensor.Bool, Shape: []int64{2}, Data: []byte{0, 5}}, "[false,true]"},
+		{tensor.FromFloat32([]float32{2.5}), "2.5"},
+		{tensor.FromFloat32(nil, 0, 3), "[]"},
+		{tensor.FromFloat32(nil, 2, 0), "[[],[]]"},
 	}
 	for _, c := range cases {
 		var buf bytes.Buffer
@@ -86,7 +86,7 @@ func TestEncodeJSONOtherDTypes(t *testing.T) {
 func TestWriteJSONRejectsNaNAndWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "e.json")
-	err := WriteJSON(p, runtime.FromFloat32([]float32{1, 2, 3, float32(math.NaN())}, 2, 2))
+	err := WriteJSON(p, tensor.FromFloat32([]float32{1, 2, 3, float32(math.NaN())}, 2, 2))
 	if err == nil || !strings.Contains(err.Error(), "[1 1]") || !strings.Contains(err.Error(), ".npy") {
 		t.Fatalf("error %v, want one naming element [1 1] and suggesting .npy", err)
 	}
@@ -103,8 +103,8 @@ func TestWriteJSONRejectsNaNAndWritesNothing(t *testing.T) {
 func TestWriteDispatch(t *testing.T) {
 	dir := t.TempDir()
 	v := testVideo(2, 4, 5, 3, 8)
-	img := &runtime.Image{Pixels: runtime.FromUint8(v.Frames.Data[:60], 4, 5, 3)}
-	emb := &runtime.Embedding{Vector: runtime.FromFloat32([]float32{1, 2, 3, 4}, 2, 2)}
+	img := &tensor.Image{Pixels: tensor.FromUint8(v.Frames.Data[:60], 4, 5, 3)}
+	emb := &tensor.Embedding{Vector: tensor.FromFloat32([]float32{1, 2, 3, 4}, 2, 2)}
 	good := []struct {
 		name     string
 		artifact any
@@ -139,7 +139,7 @@ func TestWriteDispatch(t *testing.T) {
 		{"e.png", emb, "accepted: .npy, .json"},
 		{"x.json", 42, "not an artifact"},
 		{"j.json", json.RawMessage(`{`), "not valid JSON"},
-		{"e2.npy", &runtime.Embedding{Vector: runtime.FromInt64([]int64{1}, 1)}, "floating"},
+		{"e2.npy", &tensor.Embedding{Vector: tensor.FromInt64([]int64{1}, 1)}, "floating"},
 	}
 	for _, c := range bad {
 		err := Write(filepath.Join(dir, c.name), c.artifact)

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // npyMagic starts every .npy file.
@@ -19,14 +19,14 @@ const npyMagic = "\x93NUMPY"
 
 // npyDescr maps runtime dtypes to NumPy type strings. bfloat16 has no NumPy
 // type: it is written as float32 ('<f4'), which holds every value exactly.
-var npyDescr = map[runtime.DType]string{
-	runtime.Float32:  "<f4",
-	runtime.Float16:  "<f2",
-	runtime.BFloat16: "<f4",
-	runtime.Int64:    "<i8",
-	runtime.Int32:    "<i4",
-	runtime.Uint8:    "|u1",
-	runtime.Bool:     "|b1",
+var npyDescr = map[tensor.DType]string{
+	tensor.Float32:  "<f4",
+	tensor.Float16:  "<f2",
+	tensor.BFloat16: "<f4",
+	tensor.Int64:    "<i8",
+	tensor.Int32:    "<i4",
+	tensor.Uint8:    "|u1",
+	tensor.Bool:     "|b1",
 }
 
 // npyHeader returns the complete header (magic, version 1.0, length and the
@@ -71,7 +71,7 @@ func npyHeader(descr string, shape []int64) ([]byte, error) {
 // little-endian): float32 as '<f4', float16 as '<f2', bfloat16 converted to
 // '<f4', int64 '<i8', int32 '<i4', uint8 '|u1', bool '|b1'. The bytes equal
 // what np.save writes for the same array.
-func EncodeNPY(w io.Writer, t *runtime.Tensor) error {
+func EncodeNPY(w io.Writer, t *tensor.Tensor) error {
 	if err := t.Check(); err != nil {
 		return fmt.Errorf("npy: %w", err)
 	}
@@ -87,7 +87,7 @@ func EncodeNPY(w io.Writer, t *runtime.Tensor) error {
 		return err
 	}
 	switch t.DType {
-	case runtime.BFloat16:
+	case tensor.BFloat16:
 		buf := make([]byte, 0, 4096)
 		for i := 0; i < len(t.Data); i += 2 {
 			f := BFloat16ToFloat32(binary.LittleEndian.Uint16(t.Data[i:]))
@@ -101,7 +101,7 @@ func EncodeNPY(w io.Writer, t *runtime.Tensor) error {
 		}
 		_, err = w.Write(buf)
 		return err
-	case runtime.Bool:
+	case tensor.Bool:
 		buf := make([]byte, len(t.Data))
 		for i, b := range t.Data {
 			if b != 0 {
@@ -116,7 +116,7 @@ func EncodeNPY(w io.Writer, t *runtime.Tensor) error {
 }
 
 // WriteNPY writes a tensor as a .npy file, atomically (see EncodeNPY).
-func WriteNPY(path string, t *runtime.Tensor) error {
+func WriteNPY(path string, t *tensor.Tensor) error {
 	if err := t.Check(); err != nil {
 		return fmt.Errorf("npy: %w", err)
 	}
@@ -124,7 +124,7 @@ func WriteNPY(path string, t *runtime.Tensor) error {
 }
 
 // ReadNPY reads a .npy file (see DecodeNPY).
-func ReadNPY(path string) (*runtime.Tensor, error) {
+func ReadNPY(path string) (*tensor.Tensor, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ const maxNPYBytes = 1 << 40
 // array of float32, float16, int64, int32, uint8 or bool in either byte
 // order, and returns it as a little-endian host tensor. Other dtypes,
 // Fortran order, truncated data and trailing bytes are errors.
-func DecodeNPY(r io.Reader) (*runtime.Tensor, error) {
+func DecodeNPY(r io.Reader) (*tensor.Tensor, error) {
 	var pre [8]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
 		return nil, fmt.Errorf("npy: reading magic: %w", noEOF(err))
@@ -210,14 +210,14 @@ func DecodeNPY(r io.Reader) (*runtime.Tensor, error) {
 			slicesReverse(data[i : i+size])
 		}
 	}
-	if dt == runtime.Bool {
+	if dt == tensor.Bool {
 		for i, b := range data {
 			if b != 0 {
 				data[i] = 1
 			}
 		}
 	}
-	return &runtime.Tensor{DType: dt, Shape: shape, Data: data}, nil
+	return &tensor.Tensor{DType: dt, Shape: shape, Data: data}, nil
 }
 
 func slicesReverse(b []byte) {
@@ -236,23 +236,23 @@ func noEOF(err error) error {
 
 // npyDType maps a NumPy type string to a runtime dtype, its size and whether
 // its bytes must be swapped to little-endian.
-func npyDType(descr string) (runtime.DType, int, bool, error) {
+func npyDType(descr string) (tensor.DType, int, bool, error) {
 	if len(descr) == 3 {
 		order, kind := descr[0], descr[1:]
-		var dt runtime.DType
+		var dt tensor.DType
 		switch kind {
 		case "f4":
-			dt = runtime.Float32
+			dt = tensor.Float32
 		case "f2":
-			dt = runtime.Float16
+			dt = tensor.Float16
 		case "i8":
-			dt = runtime.Int64
+			dt = tensor.Int64
 		case "i4":
-			dt = runtime.Int32
+			dt = tensor.Int32
 		case "u1":
-			dt = runtime.Uint8
+			dt = tensor.Uint8
 		case "b1":
-			dt = runtime.Bool
+			dt = tensor.Bool
 		}
 		size := dt.Size()
 		if dt != "" {

@@ -12,12 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // fixtureArrays builds, in Go, the arrays testdata/npy/make_fixtures.py
 // saves with NumPy.
-func fixtureArrays() map[string]*runtime.Tensor {
+func fixtureArrays() map[string]*tensor.Tensor {
 	f4 := make([]float32, 6)
 	for i := range f4 {
 		f4[i] = float32(i)*0.5 - 1
@@ -38,16 +38,16 @@ func fixtureArrays() map[string]*runtime.Tensor {
 	for i := range u1000 {
 		u1000[i] = byte(i % 251)
 	}
-	return map[string]*runtime.Tensor{
-		"f4_2x3":    runtime.FromFloat32(f4, 2, 3),
+	return map[string]*tensor.Tensor{
+		"f4_2x3":    tensor.FromFloat32(f4, 2, 3),
 		"f2_5":      FromFloat16(f2, 5),
-		"i8_3":      runtime.FromInt64([]int64{-3, 0, 1 << 40}, 3),
-		"i4_2x3x4":  {DType: runtime.Int32, Shape: []int64{2, 3, 4}, Data: i4},
-		"u1_3x4":    runtime.FromUint8(u1, 3, 4),
-		"b1_3":      {DType: runtime.Bool, Shape: []int64{3}, Data: []byte{1, 0, 1}},
-		"f4_scalar": runtime.FromFloat32([]float32{2.5}),
-		"f4_0x4":    runtime.FromFloat32(nil, 0, 4),
-		"u1_1000":   runtime.FromUint8(u1000, 1000),
+		"i8_3":      tensor.FromInt64([]int64{-3, 0, 1 << 40}, 3),
+		"i4_2x3x4":  {DType: tensor.Int32, Shape: []int64{2, 3, 4}, Data: i4},
+		"u1_3x4":    tensor.FromUint8(u1, 3, 4),
+		"b1_3":      {DType: tensor.Bool, Shape: []int64{3}, Data: []byte{1, 0, 1}},
+		"f4_scalar": tensor.FromFloat32([]float32{2.5}),
+		"f4_0x4":    tensor.FromFloat32(nil, 0, 4),
+		"u1_1000":   tensor.FromUint8(u1000, 1000),
 	}
 }
 
@@ -73,7 +73,7 @@ func TestEncodeNPYMatchesNumPyFixtures(t *testing.T) {
 	}
 }
 
-func assertTensorEqual(t *testing.T, name string, got, want *runtime.Tensor) {
+func assertTensorEqual(t *testing.T, name string, got, want *tensor.Tensor) {
 	t.Helper()
 	if got.DType != want.DType || !equalShape(got.Shape, want.Shape) || !bytes.Equal(got.Data, want.Data) {
 		t.Errorf("%s: got %s%v % x, want %s%v % x", name, got.DType, got.Shape, head(got.Data), want.DType, want.Shape, head(want.Data))
@@ -140,7 +140,7 @@ func TestDecodeNPYBigEndian(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.DType != runtime.Int32 || int32(binary.LittleEndian.Uint32(got.Data)) != 258 || int32(binary.LittleEndian.Uint32(got.Data[4:])) != -2 {
+	if got.DType != tensor.Int32 || int32(binary.LittleEndian.Uint32(got.Data)) != 258 || int32(binary.LittleEndian.Uint32(got.Data[4:])) != -2 {
 		t.Errorf("got %s % x, want int32 [258 -2]", got.DType, got.Data)
 	}
 }
@@ -189,12 +189,12 @@ func TestDecodeNPYErrors(t *testing.T) {
 func TestWriteNPYRejectsBadTensorAndLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "x.npy")
-	err := WriteNPY(p, &runtime.Tensor{DType: runtime.Float32, Shape: []int64{3}, Data: make([]byte, 8)})
+	err := WriteNPY(p, &tensor.Tensor{DType: tensor.Float32, Shape: []int64{3}, Data: make([]byte, 8)})
 	if err == nil || !strings.Contains(err.Error(), "needs 12 bytes") {
 		t.Fatalf("error %v, want one about the byte count", err)
 	}
 	assertOnly(t, dir)
-	if err := WriteNPY(p, &runtime.Tensor{DType: "complex64", Shape: []int64{1}, Data: make([]byte, 8)}); err == nil {
+	if err := WriteNPY(p, &tensor.Tensor{DType: "complex64", Shape: []int64{1}, Data: make([]byte, 8)}); err == nil {
 		t.Fatal("an unknown dtype was written")
 	}
 	assertOnly(t, dir)
@@ -250,11 +250,11 @@ print(json.dumps(res))`, append([]string{dir}, names...)...)
 
 // pyReprs returns Python's repr of each element as tolist() gives it
 // (floats widened to Python float).
-func pyReprs(t *testing.T, tt *runtime.Tensor) []string {
+func pyReprs(t *testing.T, tt *tensor.Tensor) []string {
 	t.Helper()
 	var out []string
 	switch tt.DType {
-	case runtime.Float32, runtime.Float16, runtime.BFloat16:
+	case tensor.Float32, tensor.Float16, tensor.BFloat16:
 		vals, err := FloatValues(tt)
 		if err != nil {
 			t.Fatal(err)
@@ -262,20 +262,20 @@ func pyReprs(t *testing.T, tt *runtime.Tensor) []string {
 		for _, v := range vals {
 			out = append(out, pyFloatRepr(float64(v)))
 		}
-	case runtime.Int64:
+	case tensor.Int64:
 		v, _ := tt.Int64s()
 		for _, x := range v {
 			out = append(out, formatInt(x))
 		}
-	case runtime.Int32:
+	case tensor.Int32:
 		for i := 0; i < len(tt.Data); i += 4 {
 			out = append(out, formatInt(int64(int32(binary.LittleEndian.Uint32(tt.Data[i:])))))
 		}
-	case runtime.Uint8:
+	case tensor.Uint8:
 		for _, b := range tt.Data {
 			out = append(out, formatInt(int64(b)))
 		}
-	case runtime.Bool:
+	case tensor.Bool:
 		for _, b := range tt.Data {
 			out = append(out, map[bool]string{true: "True", false: "False"}[b != 0])
 		}

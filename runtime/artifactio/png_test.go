@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // readPNG decodes a PNG file, failing the test on error.
@@ -63,7 +63,7 @@ func TestWritePNGRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []int{1, 3, 4} {
 		v := testVideo(1, 13, 17, c, 0)
-		img := &runtime.Image{Pixels: runtime.FromUint8(v.Frames.Data, 13, 17, int64(c))}
+		img := &tensor.Image{Pixels: tensor.FromUint8(v.Frames.Data, 13, 17, int64(c))}
 		p := filepath.Join(dir, "img.png")
 		if err := WritePNG(p, img); err != nil {
 			t.Fatal(err)
@@ -108,7 +108,7 @@ func TestPreviewIsFirstFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertImageEqual(t, "preview", readPNG(t, out), v.Frames.Data, 8, 9, 3)
-	if err := WritePreview(filepath.Join(dir, "e.png"), &runtime.Embedding{Vector: runtime.FromFloat32([]float32{1}, 1)}); err == nil || !strings.Contains(err.Error(), "no preview") {
+	if err := WritePreview(filepath.Join(dir, "e.png"), &tensor.Embedding{Vector: tensor.FromFloat32([]float32{1}, 1)}); err == nil || !strings.Contains(err.Error(), "no preview") {
 		t.Errorf("preview of an embedding: %v, want a 'no preview' error", err)
 	}
 	if _, err := Frame(v, 3); err == nil {
@@ -146,7 +146,7 @@ func TestWritePNGFrames(t *testing.T) {
 	}
 	assertOnly(t, dir, "frame_00000.png", "frame_00001.png", "notes.txt")
 	// A bad video leaves no folder behind.
-	if _, err := WritePNGFrames(filepath.Join(root, "none"), &runtime.Video{}); err == nil {
+	if _, err := WritePNGFrames(filepath.Join(root, "none"), &tensor.Video{}); err == nil {
 		t.Error("a video without frames was written")
 	}
 	assertOnly(t, root, "frames")

@@ -7,16 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Write writes an artifact to path in the format its extension names,
 // atomically:
 //
-//	video      (*runtime.Video)     .gif (animated, default GIFOptions), .npy (the frames)
-//	image      (*runtime.Image)     .png, .npy
-//	embedding  (*runtime.Embedding) .npy, .json
-//	tensor     (*runtime.Tensor)    .npy, .json
+//	video      (*tensor.Video)     .gif (animated, default GIFOptions), .npy (the frames)
+//	image      (*tensor.Image)     .png, .npy
+//	embedding  (*tensor.Embedding) .npy, .json
+//	tensor     (*tensor.Tensor)    .npy, .json
 //	text       (string)             any extension (the text as UTF-8)
 //	JSON       (json.RawMessage)    any extension (the JSON, newline-terminated)
 //
@@ -28,13 +28,13 @@ func Write(path string, artifact any) error {
 		return fmt.Errorf("%s: cannot write a %s artifact as %q (accepted: %s)", path, kind, ext, strings.Join(exts, ", "))
 	}
 	switch a := artifact.(type) {
-	case runtime.Video:
+	case tensor.Video:
 		return Write(path, &a)
-	case runtime.Image:
+	case tensor.Image:
 		return Write(path, &a)
-	case runtime.Embedding:
+	case tensor.Embedding:
 		return Write(path, &a)
-	case *runtime.Video:
+	case *tensor.Video:
 		switch ext {
 		case ".gif":
 			return WriteGIF(path, a, nil)
@@ -45,7 +45,7 @@ func Write(path string, artifact any) error {
 			return WriteNPY(path, a.Frames)
 		}
 		return bad("video", ".gif", ".npy")
-	case *runtime.Image:
+	case *tensor.Image:
 		switch ext {
 		case ".png":
 			return WritePNG(path, a)
@@ -56,11 +56,11 @@ func Write(path string, artifact any) error {
 			return WriteNPY(path, a.Pixels)
 		}
 		return bad("image", ".png", ".npy")
-	case *runtime.Embedding:
+	case *tensor.Embedding:
 		if a == nil {
 			return fmt.Errorf("%s: nil embedding", path)
 		}
-		if _, err := runtime.AsEmbedding(a.Vector); err != nil {
+		if _, err := tensor.AsEmbedding(a.Vector); err != nil {
 			return err
 		}
 		switch ext {
@@ -70,7 +70,7 @@ func Write(path string, artifact any) error {
 			return WriteJSON(path, a.Vector)
 		}
 		return bad("embedding", ".npy", ".json")
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		switch ext {
 		case ".npy":
 			return WriteNPY(path, a)
@@ -98,13 +98,13 @@ func Write(path string, artifact any) error {
 			return nil
 		})
 	}
-	return fmt.Errorf("%s: %T is not an artifact (want *runtime.Video, *runtime.Image, *runtime.Embedding, *runtime.Tensor, string or json.RawMessage)", path, artifact)
+	return fmt.Errorf("%s: %T is not an artifact (want *tensor.Video, *tensor.Image, *tensor.Embedding, *tensor.Tensor, string or json.RawMessage)", path, artifact)
 }
 
 // ConcatVideos joins videos (for example the chunks of a stream) into one,
 // in order. Every video must have the same height, width and channels; the
 // result takes the first video's FPS.
-func ConcatVideos(videos ...*runtime.Video) (*runtime.Video, error) {
+func ConcatVideos(videos ...*tensor.Video) (*tensor.Video, error) {
 	if len(videos) == 0 {
 		return nil, fmt.Errorf("concat: no videos")
 	}
@@ -126,8 +126,8 @@ func ConcatVideos(videos ...*runtime.Video) (*runtime.Video, error) {
 	for _, v := range videos {
 		data = append(data, v.Frames.Data...)
 	}
-	return &runtime.Video{
-		Frames: runtime.FromUint8(data, int64(total), int64(h0), int64(w0), int64(c0)),
+	return &tensor.Video{
+		Frames: tensor.FromUint8(data, int64(total), int64(h0), int64(w0), int64(c0)),
 		FPS:    videos[0].FPS,
 	}, nil
 }

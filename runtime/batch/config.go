@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // DefaultMaxBatchSize is the largest batch Run sends to forward when neither
@@ -56,7 +56,7 @@ func WithMaxBatchSize(n int) Option {
 // WithPadSizes makes batches shape-stable: a batch shorter than one of sizes
 // is padded up to the next size by repeating its final real item, and the
 // outputs of the padding are dropped. The sizes follow the rules of a
-// manifest's pad_to_batch_sizes (runtime.BatchSizeProblems): each at least
+// manifest's pad_to_batch_sizes (spec.BatchSizeProblems): each at least
 // 1, strictly increasing (they are not sorted for you), none above the max
 // batch size, and the largest equal to it. Without WithMaxBatchSize the
 // largest size is the max batch size.
@@ -143,11 +143,11 @@ func WithSharding(s Sharder) Option {
 
 // TaskOptions returns the options a task's batching block asks for: the max
 // batch size, the static pad sizes and invariance (WithInvariant). A task without a batching block, or
-// one that breaks a rule of runtime.InferenceTaskProfile.BatchingProblems
+// one that breaks a rule of spec.InferenceTaskProfile.BatchingProblems
 // (no required tensor-like input to stack, a stream task, pad sizes that do
 // not fit the max), is an error listing every problem: such a task is never
 // batched.
-func TaskOptions(task *runtime.InferenceTaskProfile) ([]Option, error) {
+func TaskOptions(task *spec.InferenceTaskProfile) ([]Option, error) {
 	if task == nil {
 		return nil, errors.New("batch: nil task")
 	}
@@ -155,7 +155,7 @@ func TaskOptions(task *runtime.InferenceTaskProfile) ([]Option, error) {
 		return nil, errors.New("task is not batchable (the manifest gives it no batching settings)")
 	}
 	if ps := task.BatchingProblems(); len(ps) > 0 {
-		return nil, fmt.Errorf("task cannot be batched: %s", runtime.JoinProblems(ps))
+		return nil, fmt.Errorf("task cannot be batched: %s", spec.JoinProblems(ps))
 	}
 	opts := []Option{WithMaxBatchSize(task.Batching.MaxBatchSize)}
 	if len(task.Batching.PadToBatchSizes) > 0 {
@@ -168,7 +168,7 @@ func TaskOptions(task *runtime.InferenceTaskProfile) ([]Option, error) {
 }
 
 // NewConfig applies opts over the defaults and checks the result with the
-// rules of a manifest's batching block (runtime.BatchSizeProblems), with the
+// rules of a manifest's batching block (spec.BatchSizeProblems), with the
 // same messages: an error names the max batch size and pad sizes in force
 // and every rule they break. Later options win: a WithPadSizes given after
 // a task's options replaces the task's pad sizes, and must then fit the
@@ -197,7 +197,7 @@ func NewConfig(opts ...Option) (Config, error) {
 	if c.MinBatchSize < 0 || c.rangeMax > 0 && c.MinBatchSize > c.rangeMax {
 		return Config{}, fmt.Errorf("batch: batch range [%d, %d]: want 0 ≤ min ≤ max", c.MinBatchSize, c.rangeMax)
 	}
-	if ps := runtime.BatchSizeProblems(c.MaxBatchSize, c.PadSizes); len(ps) > 0 {
+	if ps := spec.BatchSizeProblems(c.MaxBatchSize, c.PadSizes); len(ps) > 0 {
 		msgs := make([]string, len(ps))
 		for i, p := range ps {
 			msgs[i] = p.Message

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // With WithInvariant every forward call has the max batch size, whatever
@@ -100,10 +100,10 @@ func TestInvariantOutOfMemoryAndPerItemErrors(t *testing.T) {
 
 // A task's batching block asks for invariance with invariant: true.
 func TestInvariantFromTheTask(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{
+	task := &spec.InferenceTaskProfile{
 		TaskID:   "embed",
-		Inputs:   []runtime.InferenceFieldSpec{{FieldID: "x", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, Required: true}},
-		Batching: &runtime.BatchingSpec{MaxBatchSize: 8, PadToBatchSizes: []int{1, 2, 4, 8}},
+		Inputs:   []spec.InferenceFieldSpec{{FieldID: "x", Kind: spec.KindTensor, Target: spec.TargetCallKwargs, Required: true}},
+		Batching: &spec.BatchingSpec{MaxBatchSize: 8, PadToBatchSizes: []int{1, 2, 4, 8}},
 	}
 	for _, on := range []bool{false, true} {
 		task.Batching.Invariant = on

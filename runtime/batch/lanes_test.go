@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // laneForward is a forward over int items (output 10*i+1) that records each
@@ -184,7 +184,7 @@ func TestLanesItemErrorsAndStats(t *testing.T) {
 func TestLanesOutOfMemoryHalvesPerLane(t *testing.T) {
 	f := laneForward{fail: func(batch []int, c Call) error {
 		if c.Offset == 32 && c.Items == 8 {
-			return runtime.ErrOutOfMemory
+			return engine.ErrOutOfMemory
 		}
 		return nil
 	}}

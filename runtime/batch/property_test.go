@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // randomCase draws a problem size, a max batch size and (half the time) a
@@ -102,7 +102,7 @@ func TestPropertyOOMRecovery(t *testing.T) {
 				t.Fatalf("%s: batch of %d items sent at %d", name, c.Items, len(b))
 			}
 			if fail {
-				return nil, fmt.Errorf("alloc %d: %w", len(b), runtime.ErrOutOfMemory)
+				return nil, fmt.Errorf("alloc %d: %w", len(b), engine.ErrOutOfMemory)
 			}
 			out := make([]int, len(b))
 			for i, x := range b {
@@ -112,7 +112,7 @@ func TestPropertyOOMRecovery(t *testing.T) {
 		}
 		got, err := Run(context.Background(), items, fwd, WithMaxBatchSize(maxSize), WithPadSizes(pad...))
 		if wantFail {
-			if !errors.Is(err, runtime.ErrOutOfMemory) || got != nil {
+			if !errors.Is(err, engine.ErrOutOfMemory) || got != nil {
 				t.Fatalf("%s: got %v, %v; want an out-of-memory error", name, got, err)
 			}
 			continue

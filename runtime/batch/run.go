@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Forward maps a batch of inputs to exactly one output per input, in order.
@@ -145,7 +145,7 @@ type span struct{ lo, hi int }
 // per item, in input order.
 //
 //   - Batches hold at most the max batch size of real items.
-//   - When forward fails with an error matching runtime.ErrOutOfMemory, only
+//   - When forward fails with an error matching engine.ErrOutOfMemory, only
 //     that slice is retried, split in two halves (the first half gets the
 //     extra item of an odd slice), depth first; slices that succeeded are
 //     never run again, and later batches start again at the max size. An
@@ -348,7 +348,7 @@ func run[In, Out any](ctx context.Context, items []In, base, total int, forward 
 		}
 
 		switch {
-		case errors.Is(ferr, runtime.ErrOutOfMemory):
+		case errors.Is(ferr, engine.ErrOutOfMemory):
 			if n == 1 || cfg.Invariant {
 				// Alone, or at the one size every call has: halving
 				// cannot help.

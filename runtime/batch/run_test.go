@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // recorder is a fault-injecting forward over int items. Each item i maps to
@@ -64,7 +65,7 @@ func wantOutputs(items []int) []int {
 	return out
 }
 
-var oom = fmt.Errorf("CUDA out of memory. Tried to allocate 2.00 GiB: %w", runtime.ErrOutOfMemory)
+var oom = fmt.Errorf("CUDA out of memory. Tried to allocate 2.00 GiB: %w", engine.ErrOutOfMemory)
 
 func TestOOMRetriesOnlyTheFailedSlice(t *testing.T) {
 	// Item 5 cannot share a batch: any batch of more than one item that
@@ -133,7 +134,7 @@ func TestOOMAtSizeOneIsReturnedUnchanged(t *testing.T) {
 			if err != oom { // identity: not wrapped, not replaced
 				t.Fatalf("err = %v (%T), want the forward's error value itself", err, err)
 			}
-			if !errors.Is(err, runtime.ErrOutOfMemory) {
+			if !errors.Is(err, engine.ErrOutOfMemory) {
 				t.Error("errors.Is(err, ErrOutOfMemory) is false")
 			}
 			if got != nil {
@@ -428,10 +429,10 @@ func TestNewConfigDefaults(t *testing.T) {
 }
 
 func TestTaskOptions(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{
+	task := &spec.InferenceTaskProfile{
 		TaskID:   "embed",
-		Inputs:   []runtime.InferenceFieldSpec{{FieldID: "x", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, Required: true}},
-		Batching: &runtime.BatchingSpec{MaxBatchSize: 6, PadToBatchSizes: []int{2, 6}},
+		Inputs:   []spec.InferenceFieldSpec{{FieldID: "x", Kind: spec.KindTensor, Target: spec.TargetCallKwargs, Required: true}},
+		Batching: &spec.BatchingSpec{MaxBatchSize: 6, PadToBatchSizes: []int{2, 6}},
 	}
 	opts, err := TaskOptions(task)
 	if err != nil {
@@ -451,13 +452,13 @@ func TestTaskOptions(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		mutate func(*runtime.InferenceTaskProfile)
+		mutate func(*spec.InferenceTaskProfile)
 		want   string
 	}{
-		{"no batching", func(t *runtime.InferenceTaskProfile) { t.Batching = nil }, "task is not batchable (the manifest gives it no batching settings)"},
-		{"no tensor", func(t *runtime.InferenceTaskProfile) { t.Inputs[0].Kind = runtime.KindString },
+		{"no batching", func(t *spec.InferenceTaskProfile) { t.Batching = nil }, "task is not batchable (the manifest gives it no batching settings)"},
+		{"no tensor", func(t *spec.InferenceTaskProfile) { t.Inputs[0].Kind = spec.KindString },
 			"task cannot be batched: batching: batching stacks each item's tensor, image and video inputs into one call, but the task has no call_kwargs field"},
-		{"pad sizes", func(t *runtime.InferenceTaskProfile) { t.Batching.PadToBatchSizes = []int{8, 2} },
+		{"pad sizes", func(t *spec.InferenceTaskProfile) { t.Batching.PadToBatchSizes = []int{8, 2} },
 			"task cannot be batched: batching/pad_to_batch_sizes/0: pad_to_batch_sizes entry 8 exceeds max_batch_size 6; batching/pad_to_batch_sizes/1: pad_to_batch_sizes must be strictly increasing (2 follows 8)"},
 	} {
 		cp := *task

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Sharder spreads one Run over the ranks of a distributed job
@@ -33,9 +33,9 @@ type Sharder interface {
 }
 
 func init() {
-	// The engine's values (runtime.Module.Call outputs, which the client's
+	// The engine's values (engine.Module.Call outputs, which the client's
 	// RunBatch returns per item) inside interfaces.
-	gob.Register(&runtime.Tensor{})
+	gob.Register(&tensor.Tensor{})
 	gob.Register([]any(nil))
 	gob.Register(map[string]any(nil))
 }

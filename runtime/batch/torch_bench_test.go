@@ -16,9 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // A small TorchScript encoder: [n, 256] → tanh(x·W1 + b1)·W2 → [n, 128].
@@ -37,10 +39,10 @@ func buildEncoder(b *testing.B) string {
 	b.Helper()
 	rng := rand.New(rand.NewPCG(11, 12))
 	path := filepath.Join(b.TempDir(), "encoder.pt")
-	params := map[string]*runtime.Tensor{
-		"w1": runtime.FromFloat32(randomFloats(rng, encIn*encHidden, 0.06), encIn, encHidden),
-		"b1": runtime.FromFloat32(randomFloats(rng, encHidden, 0.1), encHidden),
-		"w2": runtime.FromFloat32(randomFloats(rng, encHidden*encOut, 0.04), encHidden, encOut),
+	params := map[string]*tensor.Tensor{
+		"w1": tensor.FromFloat32(randomFloats(rng, encIn*encHidden, 0.06), encIn, encHidden),
+		"b1": tensor.FromFloat32(randomFloats(rng, encHidden, 0.1), encHidden),
+		"w2": tensor.FromFloat32(randomFloats(rng, encHidden*encOut, 0.04), encHidden, encOut),
 	}
 	if err := torch.DefineModule(encoderSource, params, path); err != nil {
 		b.Fatal(err)
@@ -129,7 +131,7 @@ func BenchmarkTorchEncoder(b *testing.B) {
 	ctx := context.Background()
 	path := buildEncoder(b)
 	items := encoderItems()
-	m, err := torch.Default().Load(path, runtime.LoadOptions{Device: "cpu"})
+	m, err := torch.Default().Load(path, engine.LoadOptions{Device: "cpu"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,9 +12,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // These tests run the executor over real TorchScript modules on libtorch
@@ -61,22 +63,22 @@ func rowBytes(v []float32) []byte {
 
 // tensorForward returns a forward that stacks rows of width dIn into one
 // [n, dIn] tensor, calls method and splits the [n, dOut] output into rows.
-func tensorForward(m runtime.Module, method string, dIn, dOut int) batch.Forward[[]byte, []byte] {
+func tensorForward(m engine.Module, method string, dIn, dOut int) batch.Forward[[]byte, []byte] {
 	return func(ctx context.Context, rows [][]byte) ([][]byte, error) {
 		data := make([]byte, 0, len(rows)*dIn*4)
 		for _, r := range rows {
 			data = append(data, r...)
 		}
-		x := &runtime.Tensor{DType: runtime.Float32, Shape: []int64{int64(len(rows)), int64(dIn)}, Data: data}
-		out, err := m.Call(ctx, method, map[string]any{"x": x}, runtime.CallOptions{})
+		x := &tensor.Tensor{DType: tensor.Float32, Shape: []int64{int64(len(rows)), int64(dIn)}, Data: data}
+		out, err := m.Call(ctx, method, map[string]any{"x": x}, engine.CallOptions{})
 		if err != nil {
 			return nil, err
 		}
-		y, err := runtime.AsTensor(out)
+		y, err := tensor.AsTensor(out)
 		if err != nil {
 			return nil, err
 		}
-		if len(y.Shape) != 2 || y.Shape[1] != int64(dOut) || y.DType != runtime.Float32 {
+		if len(y.Shape) != 2 || y.Shape[1] != int64(dOut) || y.DType != tensor.Float32 {
 			return nil, fmt.Errorf("output %s%v, want float32 [n, %d]", y.DType, y.Shape, dOut)
 		}
 		res := make([][]byte, y.Shape[0])
@@ -87,15 +89,15 @@ func tensorForward(m runtime.Module, method string, dIn, dOut int) batch.Forward
 	}
 }
 
-func loadGreedy(t testing.TB) runtime.Module {
+func loadGreedy(t testing.TB) engine.Module {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(7, 8))
-	w := runtime.FromFloat32(randomFloats(rng, dIn*dOut, 0.5), dIn, dOut)
+	w := tensor.FromFloat32(randomFloats(rng, dIn*dOut, 0.5), dIn, dOut)
 	path := filepath.Join(t.TempDir(), "greedy.pt")
-	if err := torch.DefineModule(greedySource, map[string]*runtime.Tensor{"weight": w}, path); err != nil {
+	if err := torch.DefineModule(greedySource, map[string]*tensor.Tensor{"weight": w}, path); err != nil {
 		t.Fatal(err)
 	}
-	m, err := torch.Default().Load(path, runtime.LoadOptions{Device: "cpu"})
+	m, err := torch.Default().Load(path, engine.LoadOptions{Device: "cpu"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func loadGreedy(t testing.TB) runtime.Module {
 
 func floatsOf(t *testing.T, b []byte) []float32 {
 	t.Helper()
-	tn := &runtime.Tensor{DType: runtime.Float32, Shape: []int64{int64(len(b) / 4)}, Data: b}
+	tn := &tensor.Tensor{DType: tensor.Float32, Shape: []int64{int64(len(b) / 4)}, Data: b}
 	f, err := tn.Float32s()
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +146,7 @@ func TestTorchRealOOMRecovery(t *testing.T) {
 		t.Fatalf("failures %v, stats %+v; want the two batches of 8 to run out of memory and be halved", ooms, st)
 	}
 	for _, e := range ooms {
-		if !errors.Is(e, runtime.ErrOutOfMemory) {
+		if !errors.Is(e, engine.ErrOutOfMemory) {
 			t.Fatalf("forward failed with %v, not an out-of-memory error", e)
 		}
 	}
@@ -187,7 +189,7 @@ func TestTorchRealOOMAtSizeOne(t *testing.T) {
 	if err == nil || err != last {
 		t.Fatalf("err = %v, want the forward's last error value %v itself", err, last)
 	}
-	if !errors.Is(err, runtime.ErrOutOfMemory) {
+	if !errors.Is(err, engine.ErrOutOfMemory) {
 		t.Fatalf("err = %v, not out of memory", err)
 	}
 	var te *torch.Error

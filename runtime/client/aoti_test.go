@@ -1,3 +1,5 @@
+//go:build cgo
+
 package client_test
 
 import (
@@ -9,11 +11,14 @@ import (
 
 	"github.com/worldfoundry/wfgen/examples/aoti"
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/contract"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // aotiFixture skips on an engine before libtorch 2.6 and returns the
@@ -33,7 +38,7 @@ func aotiFixture(t *testing.T, model string) aoti.Fixture {
 	return f
 }
 
-func aotiSpec(t *testing.T, name string) *runtime.ModelInferenceSpec {
+func aotiSpec(t *testing.T, name string) *wfspec.ModelInferenceSpec {
 	t.Helper()
 	f, diags, err := validate.File(filepath.Join("..", "..", "examples", "aoti", "manifests", name+".yaml"))
 	if err != nil || len(diags) > 0 {
@@ -44,17 +49,17 @@ func aotiSpec(t *testing.T, name string) *runtime.ModelInferenceSpec {
 
 // rows returns n items of the encoder's features: item i is row i%3 of the
 // reference input, scaled by 1+i/10.
-func rows(ref *aoti.Reference, n int) []*runtime.Tensor {
+func rows(ref *aoti.Reference, n int) []*tensor.Tensor {
 	x, _ := ref.Inputs["features"].Float32s()
 	d := int(ref.Inputs["features"].Shape[1])
-	out := make([]*runtime.Tensor, n)
+	out := make([]*tensor.Tensor, n)
 	for i := range out {
 		r := i % int(ref.Inputs["features"].Shape[0])
 		v := make([]float32, d)
 		for j := range v {
 			v[j] = x[r*d+j] * (1 + float32(i)/10)
 		}
-		out[i] = runtime.FromFloat32(v, 1, int64(d))
+		out[i] = tensor.FromFloat32(v, 1, int64(d))
 	}
 	return out
 }
@@ -78,7 +83,7 @@ func TestAOTIEncoderBatchSplitsAndPadsWithinTheExportedRange(t *testing.T) {
 	in := rows(ref, 100)
 	items := make([]map[string]any, len(in))
 	for i, x := range in {
-		items[i] = map[string]any{"features": &runtime.Tensor{DType: x.DType, Shape: x.Shape[1:], Data: x.Data}}
+		items[i] = map[string]any{"features": &tensor.Tensor{DType: x.DType, Shape: x.Shape[1:], Data: x.Data}}
 	}
 	var last batch.Stats
 	res, err := c.RunBatch(ctx, "embed", items, batch.WithStats(func(s batch.Stats) { last = s }))
@@ -94,18 +99,18 @@ func TestAOTIEncoderBatchSplitsAndPadsWithinTheExportedRange(t *testing.T) {
 	}
 	for i, x := range in {
 		// A direct call needs a batch of at least 2: the item twice.
-		two := &runtime.Tensor{DType: x.DType, Shape: []int64{2, x.Shape[1]}, Data: append(append([]byte(nil), x.Data...), x.Data...)}
-		out, err := mod.Call(ctx, "forward", map[string]any{"features": two}, runtime.CallOptions{})
+		two := &tensor.Tensor{DType: x.DType, Shape: []int64{2, x.Shape[1]}, Data: append(append([]byte(nil), x.Data...), x.Data...)}
+		out, err := mod.Call(ctx, "forward", map[string]any{"features": two}, engine.CallOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := out.(map[string]any)["embedding"].(*runtime.Tensor)
-		want = &runtime.Tensor{DType: want.DType, Shape: want.Shape[1:], Data: want.Data[:len(want.Data)/2]}
-		got := res[i]["embedding"].(*runtime.Tensor)
+		want := out.(map[string]any)["embedding"].(*tensor.Tensor)
+		want = &tensor.Tensor{DType: want.DType, Shape: want.Shape[1:], Data: want.Data[:len(want.Data)/2]}
+		got := res[i]["embedding"].(*tensor.Tensor)
 		if d, err := aoti.MaxRelDiff(got, want); err != nil || d > 1e-6 {
 			t.Fatalf("item %d: embedding differs from a direct call by %g (%v): %v vs %v", i, d, err, got.Shape, want.Shape)
 		}
-		if n, ok := res[i]["norm"].(*runtime.Tensor); !ok || len(n.Shape) != 0 {
+		if n, ok := res[i]["norm"].(*tensor.Tensor); !ok || len(n.Shape) != 0 {
 			t.Fatalf("item %d: norm %v", i, res[i]["norm"])
 		}
 	}
@@ -115,7 +120,7 @@ func TestAOTIEncoderBatchSplitsAndPadsWithinTheExportedRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := aoti.MaxRelDiff(one["embedding"].(*runtime.Tensor), res[0]["embedding"].(*runtime.Tensor)); err != nil || d > 1e-6 {
+	if d, err := aoti.MaxRelDiff(one["embedding"].(*tensor.Tensor), res[0]["embedding"].(*tensor.Tensor)); err != nil || d > 1e-6 {
 		t.Fatalf("Run differs from RunBatch by %g (%v)", d, err)
 	}
 }
@@ -127,8 +132,8 @@ func TestAOTIManifestDisagreeingWithThePackageFailsAtLoad(t *testing.T) {
 	f := aotiFixture(t, aoti.Encoder)
 	spec := aotiSpec(t, "aoti-encoder")
 	task := &spec.Tasks[0]
-	task.Inputs = append(task.Inputs, runtime.InferenceFieldSpec{FieldID: "normalize", Kind: runtime.KindBool, Target: runtime.TargetCallKwargs, Default: true})
-	task.Inputs[0].DType = runtime.Float16
+	task.Inputs = append(task.Inputs, wfspec.InferenceFieldSpec{FieldID: "normalize", Kind: wfspec.KindBool, Target: wfspec.TargetCallKwargs, Default: true})
+	task.Inputs[0].DType = tensor.Float16
 	task.Outputs[0].ArtifactID = "embeddings"
 	c, err := client.New(spec, client.WithCheckpointPath(f.Package), client.WithDevice("cpu"))
 	if err != nil {
@@ -152,7 +157,7 @@ func TestAOTIManifestDisagreeingWithThePackageFailsAtLoad(t *testing.T) {
 
 	// The manifest declaring the other format.
 	spec = aotiSpec(t, "aoti-encoder")
-	spec.Variants[0].Checkpoints[0].Format = runtime.FormatTorchScript
+	spec.Variants[0].Checkpoints[0].Format = wfspec.FormatTorchScript
 	c2, err := client.New(spec, client.WithCheckpointPath(f.Package), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +186,7 @@ func TestAOTIMobileNetThroughTheClient(t *testing.T) {
 	items := make([]map[string]any, n)
 	for i := range items {
 		size := len(x.Data) / n
-		items[i] = map[string]any{"x": &runtime.Tensor{DType: x.DType, Shape: x.Shape[1:], Data: x.Data[i*size : (i+1)*size]}}
+		items[i] = map[string]any{"x": &tensor.Tensor{DType: x.DType, Shape: x.Shape[1:], Data: x.Data[i*size : (i+1)*size]}}
 	}
 	res, err := c.RunBatch(context.Background(), "classify", items)
 	if err != nil {
@@ -189,8 +194,8 @@ func TestAOTIMobileNetThroughTheClient(t *testing.T) {
 	}
 	for i := range res {
 		size := len(want.Data) / n
-		row := &runtime.Tensor{DType: want.DType, Shape: want.Shape[1:], Data: want.Data[i*size : (i+1)*size]}
-		if d, err := aoti.MaxRelDiff(res[i]["logits"].(*runtime.Tensor), row); err != nil || d > 1e-5 {
+		row := &tensor.Tensor{DType: want.DType, Shape: want.Shape[1:], Data: want.Data[i*size : (i+1)*size]}
+		if d, err := aoti.MaxRelDiff(res[i]["logits"].(*tensor.Tensor), row); err != nil || d > 1e-5 {
 			t.Fatalf("picture %d: logits differ from Python's by %g (%v)", i, d, err)
 		}
 	}

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package client_test
 
 import (
@@ -16,9 +18,11 @@ import (
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // The batch benchmarks' job: batchItems items of batchLength token ids,
@@ -42,7 +46,7 @@ func batchJob() []tinyencoder.EmbedParams {
 	ps := make([]tinyencoder.EmbedParams, batchItems)
 	for i := range ps {
 		ps[i] = tinyencoder.DefaultEmbedParams()
-		ps[i].Tokens = runtime.FromInt64(batchTokens(i), batchLength)
+		ps[i].Tokens = tensor.FromInt64(batchTokens(i), batchLength)
 	}
 	return ps
 }
@@ -101,7 +105,7 @@ func BenchmarkEmbedBatchInterleaved(b *testing.B) {
 	for i := range batchItems {
 		all = append(all, batchTokens(i)...)
 	}
-	stacked := runtime.FromInt64(all, batchItems, batchLength)
+	stacked := tensor.FromInt64(all, batchItems, batchLength)
 	step := batchSize * batchLength * 8
 	embed := func(opts ...batch.Option) func() time.Duration {
 		return func() time.Duration {
@@ -118,8 +122,8 @@ func BenchmarkEmbedBatchInterleaved(b *testing.B) {
 		t0 := time.Now()
 		outs := make([]any, 0, batchItems/batchSize)
 		for lo := 0; lo < batchItems; lo += batchSize {
-			x := &runtime.Tensor{DType: runtime.Int64, Shape: []int64{batchSize, batchLength}, Data: stacked.Data[lo/batchSize*step : (lo/batchSize+1)*step]}
-			out, err := mod.Call(ctx, "forward", map[string]any{"tokens": x, "normalize": true}, runtime.CallOptions{})
+			x := &tensor.Tensor{DType: tensor.Int64, Shape: []int64{batchSize, batchLength}, Data: stacked.Data[lo/batchSize*step : (lo/batchSize+1)*step]}
+			out, err := mod.Call(ctx, "forward", map[string]any{"tokens": x, "normalize": true}, engine.CallOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

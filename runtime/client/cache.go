@@ -10,8 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/infra"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // moduleKey identifies one loaded module: the same file (by path, size and
@@ -21,15 +24,15 @@ type moduleKey struct {
 	path    string
 	size    int64
 	mtime   time.Time
-	format  runtime.CheckpointFormat
+	format  spec.CheckpointFormat
 	device  string
-	dtype   runtime.DType
+	dtype   tensor.DType
 	compile string
 }
 
 type cacheEntry struct {
 	once sync.Once
-	mod  runtime.Module
+	mod  engine.Module
 	err  error
 	refs int
 }
@@ -41,11 +44,11 @@ var cache = struct {
 
 // acquire returns the cached module for path in format on device/dtype —
 // compiled as the variant's compile spec and the WORLDFOUNDRY_TORCH_COMPILE*
-// variables ask when the engine is a runtime.Compiler — loading (and
+// variables ask when the engine is an engine.Compiler — loading (and
 // compiling) it through e on first use; concurrent first uses load once, and
 // every client of one checkpoint, format, device, dtype and compile setting
 // shares one module. Each successful acquire must be paired with release.
-func acquire(e runtime.Engine, path string, format runtime.CheckpointFormat, device string, dtype runtime.DType, compile *runtime.CompileSpec) (runtime.Module, moduleKey, error) {
+func acquire(e engine.Engine, path string, format spec.CheckpointFormat, device string, dtype tensor.DType, compile *spec.CompileSpec) (engine.Module, moduleKey, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, moduleKey{}, fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
@@ -61,7 +64,7 @@ func acquire(e runtime.Engine, path string, format runtime.CheckpointFormat, dev
 	cache.Unlock()
 
 	ent.once.Do(func() {
-		ent.mod, ent.err = load(e, path, runtime.LoadOptions{Device: device, DType: dtype, Format: format}, compile)
+		ent.mod, ent.err = load(e, path, engine.LoadOptions{Device: device, DType: dtype, Format: format}, compile)
 	})
 	if ent.err != nil {
 		cache.Lock()
@@ -89,8 +92,8 @@ func release(key moduleKey) {
 // It returns how many modules were released.
 func ReleaseCaches() (int, error) {
 	n, err := releaseUnused()
-	if e, eerr := runtime.DefaultEngine(); eerr == nil {
-		if r, ok := e.(runtime.CacheReleaser); ok {
+	if e, eerr := engine.DefaultEngine(); eerr == nil {
+		if r, ok := e.(engine.CacheReleaser); ok {
 			if cerr := r.EmptyCache(); cerr != nil {
 				err = errors.Join(err, cerr)
 			}
@@ -107,7 +110,7 @@ func init() {
 // releaseUnused closes and forgets the cached modules no open client uses.
 func releaseUnused() (int, error) {
 	cache.Lock()
-	var drop []runtime.Module
+	var drop []engine.Module
 	for k, ent := range cache.entries {
 		if ent.refs == 0 && ent.mod != nil {
 			drop = append(drop, ent.mod)
@@ -117,26 +120,26 @@ func releaseUnused() (int, error) {
 	cache.Unlock()
 	var errs []error
 	for _, m := range drop {
-		if err := m.Close(); err != nil && !errors.Is(err, runtime.ErrClosed) {
+		if err := m.Close(); err != nil && !errors.Is(err, engine.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
 	return len(drop), errors.Join(errs...)
 }
 
-// load loads path and, when the engine is a runtime.Compiler, compiles the
+// load loads path and, when the engine is an engine.Compiler, compiles the
 // module (a no-op when compilation is off); the uncompiled module is closed
 // once a compiled one replaces it.
-func load(e runtime.Engine, path string, opts runtime.LoadOptions, compile *runtime.CompileSpec) (runtime.Module, error) {
+func load(e engine.Engine, path string, opts engine.LoadOptions, compile *spec.CompileSpec) (engine.Module, error) {
 	m, err := e.Load(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	c, ok := e.(runtime.Compiler)
+	c, ok := e.(engine.Compiler)
 	if !ok {
 		return m, nil
 	}
-	var spec runtime.CompileSpec
+	var spec spec.CompileSpec
 	if compile != nil {
 		spec = *compile
 	}
@@ -153,7 +156,7 @@ func load(e runtime.Engine, path string, opts runtime.LoadOptions, compile *runt
 
 // compileKey is what decides compilation, for the module cache's key: the
 // variant's spec and the compile variables.
-func compileKey(c *runtime.CompileSpec) string {
+func compileKey(c *spec.CompileSpec) string {
 	var b strings.Builder
 	if c != nil {
 		fmt.Fprintf(&b, "%v|%s|%s|%v|", ptrText(c.Enabled), c.Backend, c.Mode, ptrText(c.Strict))

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // CheckpointRootEnv names the environment variable holding the folder that
@@ -29,7 +29,7 @@ var ErrCheckpoint = errors.New("checkpoint")
 // URI with another scheme (hf://, s3://, https://) is refused with an error
 // saying to download the file and pass its path: nothing is fetched at run
 // time.
-func ResolveCheckpoint(ref runtime.InferenceCheckpointRef, manifestDir, root string) (string, error) {
+func ResolveCheckpoint(ref spec.InferenceCheckpointRef, manifestDir, root string) (string, error) {
 	uri := ref.URI
 	if rest, ok := strings.CutPrefix(uri, "file://"); ok {
 		uri = rest
@@ -84,7 +84,7 @@ const skipHint = "(corrupted or wrong file; to load it anyway, pass client.Witho
 // VerifyCheckpoint checks path against the size and sha256 that ref gives
 // (either may be absent). A mismatch names the expected and found values
 // and the option that skips the check (WithoutCheckpointVerification).
-func VerifyCheckpoint(path string, ref runtime.InferenceCheckpointRef) error {
+func VerifyCheckpoint(path string, ref spec.InferenceCheckpointRef) error {
 	if ref.SHA256 == "" && ref.SizeBytes == 0 {
 		return nil
 	}

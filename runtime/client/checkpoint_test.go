@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 func writeFile(t *testing.T, path, data string) {
@@ -23,7 +23,7 @@ func writeFile(t *testing.T, path, data string) {
 func TestResolveCheckpointOrder(t *testing.T) {
 	mdir, root := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(root, "ck/a.pt"), "root")
-	ref := runtime.InferenceCheckpointRef{Role: "model", URI: "ck/a.pt"}
+	ref := spec.InferenceCheckpointRef{Role: "model", URI: "ck/a.pt"}
 
 	got, err := ResolveCheckpoint(ref, mdir, root)
 	if err != nil || got != filepath.Join(root, "ck/a.pt") {
@@ -52,7 +52,7 @@ func TestResolveCheckpointErrors(t *testing.T) {
 		{"missing.pt", "not found (tried " + filepath.Join(dir, "missing.pt")},
 		{"/definitely/not/here.pt", "no such file"},
 	} {
-		_, err := ResolveCheckpoint(runtime.InferenceCheckpointRef{Role: "model", URI: tc.uri}, dir, "")
+		_, err := ResolveCheckpoint(spec.InferenceCheckpointRef{Role: "model", URI: tc.uri}, dir, "")
 		if err == nil || !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want error containing %q", tc.uri, err, tc.want)
 		}
@@ -63,15 +63,15 @@ func TestVerifyCheckpoint(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.pt")
 	writeFile(t, p, "hello")
 	const sum = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
-	if err := VerifyCheckpoint(p, runtime.InferenceCheckpointRef{SHA256: sum, SizeBytes: 5}); err != nil {
+	if err := VerifyCheckpoint(p, spec.InferenceCheckpointRef{SHA256: sum, SizeBytes: 5}); err != nil {
 		t.Fatal(err)
 	}
-	err := VerifyCheckpoint(p, runtime.InferenceCheckpointRef{SizeBytes: 6})
+	err := VerifyCheckpoint(p, spec.InferenceCheckpointRef{SizeBytes: 6})
 	if err == nil || !strings.Contains(err.Error(), "size 5 bytes, manifest says 6") {
 		t.Fatalf("size mismatch: %v", err)
 	}
 	writeFile(t, p, "hellO")
-	err = VerifyCheckpoint(p, runtime.InferenceCheckpointRef{SHA256: sum})
+	err = VerifyCheckpoint(p, spec.InferenceCheckpointRef{SHA256: sum})
 	if err == nil || !strings.Contains(err.Error(), "manifest says "+sum) {
 		t.Fatalf("corrupted file accepted: %v", err)
 	}

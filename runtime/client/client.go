@@ -33,13 +33,16 @@ import (
 	"os"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/contract"
 	"github.com/worldfoundry/wfgen/runtime/device"
 	"github.com/worldfoundry/wfgen/runtime/infra"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Options configure a Client; set them with Option functions.
@@ -64,7 +67,7 @@ type Options struct {
 	// the model checkpoint, however it was found.
 	SkipCheckpointVerification bool
 	// Engine overrides the registered engine (tests use fakes).
-	Engine runtime.Engine
+	Engine engine.Engine
 	// BatchInvariant runs every batched forward call at the task's max
 	// batch size (batch.WithInvariant), single calls of a task whose
 	// batching names its dimension included.
@@ -106,7 +109,7 @@ func WithoutCheckpointVerification() Option {
 }
 
 // WithEngine uses e instead of the registered engine.
-func WithEngine(e runtime.Engine) Option { return func(o *Options) { o.Engine = e } }
+func WithEngine(e engine.Engine) Option { return func(o *Options) { o.Engine = e } }
 
 // WithBatchInvariant makes every batched forward call of the client run at
 // the task's max batch size, as if every batchable task's manifest said
@@ -123,8 +126,8 @@ func WithBatchInvariant() Option { return func(o *Options) { o.BatchInvariant = 
 // Client runs the tasks of one model family variant. It is safe for
 // concurrent use.
 type Client struct {
-	spec    *runtime.ModelInferenceSpec
-	variant *runtime.InferenceVariantSpec
+	spec    *spec.ModelInferenceSpec
+	variant *spec.InferenceVariantSpec
 	opts    Options
 
 	mu     sync.Mutex
@@ -134,20 +137,20 @@ type Client struct {
 
 // loaded is what the first successful load resolved.
 type loaded struct {
-	mod      runtime.Module
+	mod      engine.Module
 	key      moduleKey
-	engine   runtime.Engine
+	engine   engine.Engine
 	device   string
-	dtype    runtime.DType
-	autocast runtime.CallOptions
-	schemas  map[string]runtime.MethodSchema // by method name
-	outputs  map[string]params.OutputRules   // by task id: declared output dtypes and shapes
-	callSpec *runtime.CallSpec               // a compiled package's call spec; nil for TorchScript
+	dtype    tensor.DType
+	autocast engine.CallOptions
+	schemas  map[string]engine.MethodSchema // by method name
+	outputs  map[string]params.OutputRules  // by task id: declared output dtypes and shapes
+	callSpec *engine.CallSpec               // a compiled package's call spec; nil for TorchScript
 }
 
 // New returns a client for spec. It resolves the variant and checks the
 // dtype name now; the module is loaded on first use.
-func New(spec *runtime.ModelInferenceSpec, opts ...Option) (*Client, error) {
+func New(spec *spec.ModelInferenceSpec, opts ...Option) (*Client, error) {
 	if spec == nil {
 		return nil, errors.New("client: nil spec")
 	}
@@ -166,10 +169,10 @@ func New(spec *runtime.ModelInferenceSpec, opts ...Option) (*Client, error) {
 }
 
 // Spec returns the client's family spec.
-func (c *Client) Spec() *runtime.ModelInferenceSpec { return c.spec }
+func (c *Client) Spec() *spec.ModelInferenceSpec { return c.spec }
 
 // Variant returns the resolved variant.
-func (c *Client) Variant() *runtime.InferenceVariantSpec { return c.variant }
+func (c *Client) Variant() *spec.InferenceVariantSpec { return c.variant }
 
 func (c *Client) where(task string) string {
 	if task == "" {
@@ -180,7 +183,7 @@ func (c *Client) where(task string) string {
 
 // Load loads the module now (it is otherwise loaded on first use) and
 // returns the device and dtype it runs with.
-func (c *Client) Load() (device string, dtype runtime.DType, err error) {
+func (c *Client) Load() (device string, dtype tensor.DType, err error) {
 	l, err := c.load()
 	if err != nil {
 		return "", "", fmt.Errorf("%s: %w", c.where(""), err)
@@ -189,7 +192,7 @@ func (c *Client) Load() (device string, dtype runtime.DType, err error) {
 }
 
 // Module returns the loaded module (loading it if needed).
-func (c *Client) Module() (runtime.Module, error) {
+func (c *Client) Module() (engine.Module, error) {
 	l, err := c.load()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err)
@@ -203,7 +206,7 @@ func (c *Client) load() (*loaded, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, runtime.ErrClosed
+		return nil, engine.ErrClosed
 	}
 	if c.loaded != nil {
 		return c.loaded, nil
@@ -220,7 +223,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 	eng := c.opts.Engine
 	if eng == nil {
 		var err error
-		if eng, err = runtime.DefaultEngine(); err != nil {
+		if eng, err = engine.DefaultEngine(); err != nil {
 			return nil, err
 		}
 	}
@@ -244,7 +247,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	format, err := runtime.ResolveCheckpointFormat(path, ref.Format)
+	format, err := spec.ResolveCheckpointFormat(path, ref.Format)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
@@ -252,7 +255,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p, _ := device.ParseDType(c.opts.DType); format == runtime.FormatAOTInductor && p == device.Auto {
+	if p, _ := device.ParseDType(c.opts.DType); format == spec.FormatAOTInductor && p == device.Auto {
 		dtype = "" // a compiled package keeps the dtype it was exported with
 	}
 	ac, err := device.Autocast(eng, dev, string(dtype), true)
@@ -270,15 +273,15 @@ func (c *Client) loadLocked() (*loaded, error) {
 		return nil, err
 	}
 	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac,
-		schemas: map[string]runtime.MethodSchema{}, outputs: map[string]params.OutputRules{}}
+		schemas: map[string]engine.MethodSchema{}, outputs: map[string]params.OutputRules{}}
 	for i := range c.spec.Tasks {
 		l.outputs[c.spec.Tasks[i].TaskID] = params.CompileOutputs(&c.spec.Tasks[i])
 	}
 	var errs []error
 	methods := mod.Methods()
 	var returns map[string]contract.MethodReturns
-	if cs, ok := mod.(runtime.CallSpecModule); ok {
-		spec, err := cs.CallSpec(runtime.DefaultMethod)
+	if cs, ok := mod.(engine.CallSpecModule); ok {
+		spec, err := cs.CallSpec(spec.DefaultMethod)
 		if err != nil {
 			release(key)
 			return nil, fmt.Errorf("checkpoint %s: %w", path, err)
@@ -325,13 +328,13 @@ func readReturns(path string) map[string]contract.MethodReturns {
 	return contract.ReadReturns(f, st.Size())
 }
 
-func modelCheckpoint(v *runtime.InferenceVariantSpec) (runtime.InferenceCheckpointRef, bool) {
+func modelCheckpoint(v *spec.InferenceVariantSpec) (spec.InferenceCheckpointRef, bool) {
 	for _, ck := range v.Checkpoints {
 		if ck.Role == "model" {
 			return ck, true
 		}
 	}
-	return runtime.InferenceCheckpointRef{}, false
+	return spec.InferenceCheckpointRef{}, false
 }
 
 // Reserved argument names a streaming task's method may take besides its
@@ -345,23 +348,23 @@ const (
 
 // checkedTask returns the task as the contract check should see it: a
 // streaming task also supplies the reserved arguments its method declares.
-func checkedTask(t *runtime.InferenceTaskProfile, schema runtime.MethodSchema) *runtime.InferenceTaskProfile {
+func checkedTask(t *spec.InferenceTaskProfile, schema engine.MethodSchema) *spec.InferenceTaskProfile {
 	if !t.Stream {
 		return t
 	}
 	cp := *t
-	cp.Inputs = append([]runtime.InferenceFieldSpec(nil), t.Inputs...)
+	cp.Inputs = append([]spec.InferenceFieldSpec(nil), t.Inputs...)
 	for _, a := range schema.Arguments {
 		if _, ok := t.Field(a.Name); ok {
 			continue
 		}
 		switch a.Name {
 		case ArgNumFrames:
-			cp.Inputs = append(cp.Inputs, runtime.InferenceFieldSpec{FieldID: a.Name, Kind: runtime.KindInt, Target: runtime.TargetCallKwargs, Required: true})
+			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindInt, Target: spec.TargetCallKwargs, Required: true})
 		case ArgControls:
-			cp.Inputs = append(cp.Inputs, runtime.InferenceFieldSpec{FieldID: a.Name, Kind: runtime.KindFloatList, Target: runtime.TargetCallKwargs, Required: true})
+			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindFloatList, Target: spec.TargetCallKwargs, Required: true})
 		case ArgState:
-			cp.Inputs = append(cp.Inputs, runtime.InferenceFieldSpec{FieldID: a.Name, Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs})
+			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindTensor, Target: spec.TargetCallKwargs})
 		}
 	}
 	return &cp
@@ -404,11 +407,11 @@ func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]a
 	return out, nil
 }
 
-func (c *Client) kwargs(task *runtime.InferenceTaskProfile, call map[string]any) (map[string]any, error) {
+func (c *Client) kwargs(task *spec.InferenceTaskProfile, call map[string]any) (map[string]any, error) {
 	return MergeKwargs(c.variant.CallKwargs, task.DefaultCallKwargs, call)
 }
 
-func (c *Client) call(ctx context.Context, l *loaded, task *runtime.InferenceTaskProfile, call map[string]any, co CallOptions) (map[string]any, error) {
+func (c *Client) call(ctx context.Context, l *loaded, task *spec.InferenceTaskProfile, call map[string]any, co CallOptions) (map[string]any, error) {
 	kw, err := c.kwargs(task, call)
 	if err != nil {
 		return nil, err
@@ -429,7 +432,7 @@ func (c *Client) call(ctx context.Context, l *loaded, task *runtime.InferenceTas
 
 // checkedOutputs maps a method's return value onto the task's artifacts
 // (Outputs) and checks their declared dtypes and shapes.
-func (l *loaded) checkedOutputs(task *runtime.InferenceTaskProfile, raw any) (map[string]any, error) {
+func (l *loaded) checkedOutputs(task *spec.InferenceTaskProfile, raw any) (map[string]any, error) {
 	out, err := Outputs(task, raw)
 	if err != nil {
 		return nil, err
@@ -444,8 +447,8 @@ func (l *loaded) checkedOutputs(task *runtime.InferenceTaskProfile, raw any) (ma
 // the caller left out, so that Run of a streaming task produces the first
 // chunk of a fresh session: first_chunk_frames frames, every control off, no
 // state.
-func (c *Client) oneChunk(l *loaded, task *runtime.InferenceTaskProfile, kw map[string]any) {
-	rt := runtime.RealtimeSpecFromPayload(c.spec.Realtime, nil)
+func (c *Client) oneChunk(l *loaded, task *spec.InferenceTaskProfile, kw map[string]any) {
+	rt := spec.RealtimeSpecFromPayload(c.spec.Realtime, nil)
 	for _, a := range l.schemas[task.MethodName()].Arguments {
 		if _, given := kw[a.Name]; given {
 			continue
@@ -474,7 +477,7 @@ func (c *Client) oneChunk(l *loaded, task *runtime.InferenceTaskProfile, kw map[
 // (contract.BatchRange): larger batches are split, shorter ones padded up
 // to its minimum (batch.WithBatchRange).
 //
-// A task is batched only when runtime.InferenceTaskProfile.BatchingProblems
+// A task is batched only when spec.InferenceTaskProfile.BatchingProblems
 // finds nothing, whether the spec comes from a validated manifest or was
 // built by hand: in particular it needs a required call_kwargs input of
 // kind tensor, image or video, and every item must give that input as a
@@ -488,7 +491,7 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 }
 
 // runBatch is RunBatch with the per-call options of every forward call.
-func (c *Client) runBatch(ctx context.Context, task *runtime.InferenceTaskProfile, items []map[string]any, co CallOptions, opts ...batch.Option) ([]map[string]any, error) {
+func (c *Client) runBatch(ctx context.Context, task *spec.InferenceTaskProfile, items []map[string]any, co CallOptions, opts ...batch.Option) ([]map[string]any, error) {
 	outs, err := c.runStacked(ctx, task, mapItems(items), co, opts...)
 	if outs == nil {
 		return nil, err
@@ -522,7 +525,7 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 	}
 	var video string
 	for _, a := range task.Outputs {
-		if a.Kind == runtime.ArtifactVideo {
+		if a.Kind == spec.ArtifactVideo {
 			video = a.ArtifactID
 			break
 		}
@@ -586,7 +589,7 @@ func (c *Client) Chunks(ctx context.Context, taskID string, call map[string]any,
 }
 
 // Close releases the client's hold on its cached module. It is safe to call
-// twice; later calls return runtime.ErrClosed.
+// twice; later calls return engine.ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,12 +1,17 @@
+//go:build cgo
+
 package client_test
 
 import (
 	"context"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // A variant's compile block (or WORLDFOUNDRY_TORCH_COMPILE) compiles the
@@ -15,8 +20,8 @@ import (
 func TestCompiledVariant(t *testing.T) {
 	t.Setenv(torch.EnvCompileCacheDir, t.TempDir())
 	dir := checkpoints(t)
-	tokens := runtime.FromInt64([]int64{3, 1, 4, 1, 5, 9}, 6)
-	run := func(spec *runtime.ModelInferenceSpec) (runtime.Module, []float32) {
+	tokens := tensor.FromInt64([]int64{3, 1, 4, 1, 5, 9}, 6)
+	run := func(spec *wfspec.ModelInferenceSpec) (engine.Module, []float32) {
 		t.Helper()
 		c, err := client.New(spec, client.WithCheckpointRoot(dir), client.WithDevice("cpu"))
 		if err != nil {
@@ -27,7 +32,7 @@ func TestCompiledVariant(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := out["embedding"].(*runtime.Tensor).Float32s()
+		v, err := out["embedding"].(*tensor.Tensor).Float32s()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +49,7 @@ func TestCompiledVariant(t *testing.T) {
 
 	on := true
 	spec := loadSpec(t, "tiny-encoder")
-	spec.Variants[0].Compile = &runtime.CompileSpec{Enabled: &on, Strict: &on}
+	spec.Variants[0].Compile = &wfspec.CompileSpec{Enabled: &on, Strict: &on}
 	compiledMod, compiled := run(spec)
 	if !compiledMod.(*torch.Module).Compiled() {
 		t.Fatal("compile: {enabled: true} did not compile the module")
@@ -67,7 +72,7 @@ func TestCompiledVariant(t *testing.T) {
 	// And an explicit enabled: false wins over it.
 	off := false
 	spec = loadSpec(t, "tiny-encoder")
-	spec.Variants[0].Compile = &runtime.CompileSpec{Enabled: &off}
+	spec.Variants[0].Compile = &wfspec.CompileSpec{Enabled: &off}
 	if offMod, _ := run(spec); offMod.(*torch.Module).Compiled() {
 		t.Error("compile: {enabled: false} compiled the module")
 	}
@@ -90,9 +95,9 @@ func TestRunWithOutputBuffer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &out["video"].(*runtime.Tensor).Data[0]
+		return &out["video"].(*tensor.Tensor).Data[0]
 	}
-	var buf runtime.OutputBuffer
+	var buf tensor.OutputBuffer
 	data(client.WithOutputBuffer(&buf)) // sizes the buffer (the first output may not fit)
 	if a, b := data(client.WithOutputBuffer(&buf)), data(client.WithOutputBuffer(&buf)); a != b {
 		t.Error("two calls given one output buffer returned their tensors in different memory")

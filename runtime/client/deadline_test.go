@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // bigBatch is large enough that preparing every item (validation, kwargs
@@ -37,7 +38,7 @@ func TestRunBatchHonoursDeadlineDuringPreparation(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := make([]tinyencoder.EmbedParams, bigBatch)
-	tok := runtime.FromInt64([]int64{1, 2, 3, 4, 5, 6, 7, 8}, 8)
+	tok := tensor.FromInt64([]int64{1, 2, 3, 4, 5, 6, 7, 8}, 8)
 	for i := range ps {
 		ps[i] = tinyencoder.DefaultEmbedParams()
 		ps[i].Tokens = tok

@@ -13,11 +13,14 @@ import (
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/infra"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 var (
@@ -50,7 +53,7 @@ func checkpoints(t testing.TB) string {
 	return buildDir
 }
 
-func loadSpec(t *testing.T, name string) *runtime.ModelInferenceSpec {
+func loadSpec(t *testing.T, name string) *wfspec.ModelInferenceSpec {
 	t.Helper()
 	f, diags, err := validate.File(filepath.Join("..", "..", "manifests", name+".yaml"))
 	if err != nil || len(diags) > 0 {
@@ -59,12 +62,12 @@ func loadSpec(t *testing.T, name string) *runtime.ModelInferenceSpec {
 	return f.Spec
 }
 
-func tokens(i int) *runtime.Tensor {
+func tokens(i int) *tensor.Tensor {
 	v := make([]int64, 6)
 	for j := range v {
 		v[j] = int64(i*7 + j*13)
 	}
-	return runtime.FromInt64(v, 6)
+	return tensor.FromInt64(v, 6)
 }
 
 func TestEncoderRunAndBatchMatchDirectCalls(t *testing.T) {
@@ -88,18 +91,18 @@ func TestEncoderRunAndBatchMatchDirectCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		emb, err := runtime.AsEmbedding(out["embedding"])
+		emb, err := tensor.AsEmbedding(out["embedding"])
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want[i], err = emb.Vector.Float32s(); err != nil {
 			t.Fatal(err)
 		}
-		direct, err := mod.Call(ctx, "forward", map[string]any{"tokens": tokens(i), "normalize": true}, runtime.CallOptions{})
+		direct, err := mod.Call(ctx, "forward", map[string]any{"tokens": tokens(i), "normalize": true}, engine.CallOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, _ := direct.(*runtime.Tensor).Float32s()
+		d, _ := direct.(*tensor.Tensor).Float32s()
 		assertClose(t, d, want[i], 0)
 	}
 	got, err := c.RunBatch(ctx, "embed", items)
@@ -110,7 +113,7 @@ func TestEncoderRunAndBatchMatchDirectCalls(t *testing.T) {
 		t.Fatalf("got %d outputs, want %d", len(got), n)
 	}
 	for i := range got {
-		v, err := got[i]["embedding"].(*runtime.Tensor).Float32s()
+		v, err := got[i]["embedding"].(*tensor.Tensor).Float32s()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +146,7 @@ func TestWorldGenerateAndStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := runtime.AsVideo(out["video"], 8)
+	v, err := tensor.AsVideo(out["video"], 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +189,7 @@ func TestStreamStateCarriesAcrossChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var chunks []*runtime.Video
+	var chunks []*tensor.Video
 	for ch, err := range s.Chunks(ctx) {
 		if err != nil {
 			t.Fatal(err)
@@ -194,11 +197,11 @@ func TestStreamStateCarriesAcrossChunks(t *testing.T) {
 		chunks = append(chunks, ch.Video)
 	}
 	mod, _ := c.Module()
-	fresh, err := mod.Call(ctx, "step", map[string]any{"num_frames": int64(2), "controls": []any{0.0, 0.0, 0.0, 0.0}}, runtime.CallOptions{})
+	fresh, err := mod.Call(ctx, "step", map[string]any{"num_frames": int64(2), "controls": []any{0.0, 0.0, 0.0, 0.0}}, engine.CallOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	freshFrames := fresh.(map[string]any)["frames"].(*runtime.Tensor)
+	freshFrames := fresh.(map[string]any)["frames"].(*tensor.Tensor)
 	if string(freshFrames.Data) == string(chunks[1].Frames.Data) {
 		t.Fatal("chunk 1 equals a stateless first step: state did not carry across chunks")
 	}
@@ -207,7 +210,7 @@ func TestStreamStateCarriesAcrossChunks(t *testing.T) {
 func TestContractMismatchFailsAtLoad(t *testing.T) {
 	dir := checkpoints(t)
 	spec := loadSpec(t, "tiny-encoder")
-	spec.Tasks[0].Inputs[1].Kind = runtime.KindString // normalize: bool in the checkpoint
+	spec.Tasks[0].Inputs[1].Kind = wfspec.KindString // normalize: bool in the checkpoint
 	c, err := client.New(spec, client.WithCheckpointRoot(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +248,7 @@ func TestCheckpointRootFromEnvAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	if _, err := c.Run(context.Background(), "embed", map[string]any{"tokens": tokens(1)}, nil); !errors.Is(err, runtime.ErrClosed) {
+	if _, err := c.Run(context.Background(), "embed", map[string]any{"tokens": tokens(1)}, nil); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("run after close: %v", err)
 	}
 	if n, err := client.ReleaseCaches(); err != nil || n == 0 {
@@ -267,14 +270,14 @@ func TestDropCachesReleasesUnusedModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	// In use: still open after the drop.
-	if _, err := mod.Call(context.Background(), "forward", map[string]any{"tokens": tokens(1)}, runtime.CallOptions{}); err != nil {
+	if _, err := mod.Call(context.Background(), "forward", map[string]any{"tokens": tokens(1)}, engine.CallOptions{}); err != nil {
 		t.Fatalf("module in use was released: %v", err)
 	}
 	c.Close()
 	if err := infra.DropCaches(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mod.Call(context.Background(), "forward", map[string]any{"tokens": tokens(1)}, runtime.CallOptions{}); !errors.Is(err, runtime.ErrClosed) {
+	if _, err := mod.Call(context.Background(), "forward", map[string]any{"tokens": tokens(1)}, engine.CallOptions{}); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("unused module still open after DropCaches: %v", err)
 	}
 }

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package client_test
 
 import (

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package client_test
 
 import (
@@ -12,10 +14,13 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 var mobileNetOnce struct {
@@ -51,25 +56,25 @@ type invModel struct {
 	name string
 	path func(t testing.TB) string
 	arg  string
-	item func(i int) *runtime.Tensor
+	item func(i int) *tensor.Tensor
 }
 
-func tokenItem(i int) *runtime.Tensor {
+func tokenItem(i int) *tensor.Tensor {
 	r := rand.New(rand.NewPCG(uint64(i), 11))
 	v := make([]int64, 32)
 	for j := range v {
 		v[j] = r.Int64N(1000)
 	}
-	return runtime.FromInt64(v, 32)
+	return tensor.FromInt64(v, 32)
 }
 
-func imageItem(i int) *runtime.Tensor {
+func imageItem(i int) *tensor.Tensor {
 	r := rand.New(rand.NewPCG(uint64(i), 12))
 	v := make([]float32, 3*224*224)
 	for j := range v {
 		v[j] = float32(r.NormFloat64())
 	}
-	return runtime.FromFloat32(v, 3, 224, 224)
+	return tensor.FromFloat32(v, 3, 224, 224)
 }
 
 func built(name string, build func(string) error) func(testing.TB) string {
@@ -98,18 +103,18 @@ var invModels = []invModel{
 
 // rowsOf runs one forward call on the items stacked and returns each item's
 // output bytes.
-func rowsOf(t *testing.T, m runtime.Module, arg string, items []*runtime.Tensor) [][]byte {
+func rowsOf(t *testing.T, m engine.Module, arg string, items []*tensor.Tensor) [][]byte {
 	t.Helper()
 	var data []byte
 	for _, x := range items {
 		data = append(data, x.Data...)
 	}
-	in := &runtime.Tensor{DType: items[0].DType, Shape: append([]int64{int64(len(items))}, items[0].Shape...), Data: data}
-	out, err := m.Call(context.Background(), "forward", map[string]any{arg: in}, runtime.CallOptions{})
+	in := &tensor.Tensor{DType: items[0].DType, Shape: append([]int64{int64(len(items))}, items[0].Shape...), Data: data}
+	out, err := m.Call(context.Background(), "forward", map[string]any{arg: in}, engine.CallOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	y := out.(*runtime.Tensor)
+	y := out.(*tensor.Tensor)
 	step := len(y.Data) / len(items)
 	rows := make([][]byte, len(items))
 	for i := range rows {
@@ -133,7 +138,7 @@ func relDiff(t *testing.T, a, b []byte) float64 {
 
 func floatsOf(t *testing.T, b []byte) []float32 {
 	t.Helper()
-	v, err := (&runtime.Tensor{DType: runtime.Float32, Shape: []int64{int64(len(b) / 4)}, Data: b}).Float32s()
+	v, err := (&tensor.Tensor{DType: tensor.Float32, Shape: []int64{int64(len(b) / 4)}, Data: b}).Float32s()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,13 +169,13 @@ func TestBatchCompositionBitIdentity(t *testing.T) {
 	}
 	for _, md := range invModels {
 		t.Run(md.name, func(t *testing.T) {
-			m, err := torch.Default().Load(md.path(t), runtime.LoadOptions{Device: "cpu"})
+			m, err := torch.Default().Load(md.path(t), engine.LoadOptions{Device: "cpu"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer m.Close()
 			x := md.item(0)
-			others := make([]*runtime.Tensor, 24)
+			others := make([]*tensor.Tensor, 24)
 			for i := range others {
 				others[i] = md.item(i + 1)
 			}
@@ -180,7 +185,7 @@ func TestBatchCompositionBitIdentity(t *testing.T) {
 				// neighbours.
 				for set := range 2 {
 					for _, pos := range []int{0, size / 2, size - 1} {
-						items := make([]*runtime.Tensor, size)
+						items := make([]*tensor.Tensor, size)
 						for k := range items {
 							items[k] = others[(k+set*7)%len(others)]
 						}
@@ -221,21 +226,21 @@ func TestBatchCompositionBitIdentity(t *testing.T) {
 
 // invariantSpec is a family whose task batches the model's one tensor
 // argument in batches of up to 8, padded to 1, 2, 4 or 8.
-func invariantSpec(md invModel, invariant bool) *runtime.ModelInferenceSpec {
+func invariantSpec(md invModel, invariant bool) *spec.ModelInferenceSpec {
 	x := md.item(0)
-	shape := runtime.Shape{"N"}
+	shape := spec.Shape{"N"}
 	for _, d := range x.Shape {
-		shape = append(shape, runtime.Dim(fmt.Sprint(d)))
+		shape = append(shape, spec.Dim(fmt.Sprint(d)))
 	}
-	return &runtime.ModelInferenceSpec{
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "inv", DefaultVariantID: "default", DefaultTaskID: "embed",
-		Variants: []runtime.InferenceVariantSpec{{VariantID: "default"}},
-		Tasks: []runtime.InferenceTaskProfile{{
+		Variants: []spec.InferenceVariantSpec{{VariantID: "default"}},
+		Tasks: []spec.InferenceTaskProfile{{
 			TaskID: "embed",
-			Inputs: []runtime.InferenceFieldSpec{{FieldID: md.arg, Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs,
+			Inputs: []spec.InferenceFieldSpec{{FieldID: md.arg, Kind: spec.KindTensor, Target: spec.TargetCallKwargs,
 				Required: true, DType: x.DType, Shape: shape}},
-			Outputs:  []runtime.InferenceArtifactSpec{{ArtifactID: "out", Kind: runtime.ArtifactTensor, Required: true}},
-			Batching: &runtime.BatchingSpec{MaxBatchSize: 8, PadToBatchSizes: []int{1, 2, 4, 8}, Dim: "N", Invariant: invariant},
+			Outputs:  []spec.InferenceArtifactSpec{{ArtifactID: "out", Kind: spec.ArtifactTensor, Required: true}},
+			Batching: &spec.BatchingSpec{MaxBatchSize: 8, PadToBatchSizes: []int{1, 2, 4, 8}, Dim: "N", Invariant: invariant},
 		}},
 	}
 }
@@ -260,8 +265,8 @@ func TestRunBatchInvariant(t *testing.T) {
 				return c
 			}
 			x := md.item(0)
-			item := func(t *runtime.Tensor) map[string]any { return map[string]any{md.arg: t} }
-			out := func(res map[string]any) []byte { return bytes.Clone(res["out"].(*runtime.Tensor).Data) }
+			item := func(t *tensor.Tensor) map[string]any { return map[string]any{md.arg: t} }
+			out := func(res map[string]any) []byte { return bytes.Clone(res["out"].(*tensor.Tensor).Data) }
 
 			// Without the mode: alone (padded to 1) vs in a batch of 3
 			// (padded to 4).

@@ -11,9 +11,11 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	wftensor "github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // stackedItems is a batch as runStacked reads it: column by column, so that
@@ -28,7 +30,7 @@ type stackedItems struct {
 	// ids are the call kwargs that batching stacks.
 	ids []string
 	// tensor returns item i's value of ids[j] (nil when the item has none).
-	tensor func(i, j int) *runtime.Tensor
+	tensor func(i, j int) *wftensor.Tensor
 	// differs returns the first call kwarg, other than ids, in which item i
 	// (> 0) differs from item 0, or "" when they agree.
 	differs func(i int) string
@@ -46,7 +48,7 @@ type itemOutputs struct {
 // call's output memory.
 type forwardOutputs struct {
 	ids   []string
-	views []runtime.Tensor
+	views []wftensor.Tensor
 }
 
 // ran reports whether the item ran.
@@ -71,18 +73,18 @@ func mapItems(items []map[string]any) stackedItems {
 	}
 	s.call = items[0]
 	for k, v := range items[0] {
-		if _, ok := v.(*runtime.Tensor); ok {
+		if _, ok := v.(*wftensor.Tensor); ok {
 			s.ids = append(s.ids, k)
 		}
 	}
 	sort.Strings(s.ids)
-	s.tensor = func(i, j int) *runtime.Tensor {
-		t, _ := items[i][s.ids[j]].(*runtime.Tensor)
+	s.tensor = func(i, j int) *wftensor.Tensor {
+		t, _ := items[i][s.ids[j]].(*wftensor.Tensor)
 		return t
 	}
 	s.differs = func(i int) string {
 		for k, v := range items[0] {
-			if _, stacked := v.(*runtime.Tensor); stacked {
+			if _, stacked := v.(*wftensor.Tensor); stacked {
 				continue
 			}
 			if w, ok := items[i][k]; !ok || !sameValue(v, w) {
@@ -103,7 +105,7 @@ func mapItems(items []map[string]any) stackedItems {
 // forward call stacks the items' tensors straight into one reused input
 // buffer per stacked kwarg and splits the outputs into per-item views,
 // allocating per call, not per item.
-func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProfile, items stackedItems, co CallOptions, opts ...batch.Option) ([]itemOutputs, error) {
+func (c *Client) runStacked(ctx context.Context, task *spec.InferenceTaskProfile, items stackedItems, co CallOptions, opts ...batch.Option) ([]itemOutputs, error) {
 	if _, _, err := c.batchConfig(task, nil, opts); err != nil { // before loading anything
 		return nil, err
 	}
@@ -134,7 +136,7 @@ func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProf
 		return nil, fail(0, "no tensor kwarg to stack: the items would share one call")
 	}
 	// Every item must stack with the first: say so before anything runs.
-	first := make([]*runtime.Tensor, len(items.ids))
+	first := make([]*wftensor.Tensor, len(items.ids))
 	for j := range items.ids {
 		first[j] = items.tensor(0, j)
 		if err := first[j].Check(); err != nil {
@@ -171,15 +173,15 @@ func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProf
 	maxRows := max(rowsAtMost, cfg.PaddedSize(rowsAtMost))
 	type laneInputs struct {
 		call    map[string]any
-		stacked []runtime.Tensor
+		stacked []wftensor.Tensor
 	}
 	lanes := make([]laneInputs, cfg.Lanes)
 	for k := range lanes {
 		ln := &lanes[k]
 		ln.call = maps.Clone(kw)
-		ln.stacked = make([]runtime.Tensor, len(items.ids))
+		ln.stacked = make([]wftensor.Tensor, len(items.ids))
 		for j, id := range items.ids {
-			ln.stacked[j] = runtime.Tensor{
+			ln.stacked[j] = wftensor.Tensor{
 				DType: first[j].DType,
 				Shape: append([]int64{0}, first[j].Shape...),
 				Data:  make([]byte, 0, maxRows*len(first[j].Data)),
@@ -233,7 +235,7 @@ func (c *Client) runStacked(ctx context.Context, task *runtime.InferenceTaskProf
 // invariance (WithBatchInvariant), opts, and, once the module is loaded
 // (l not nil), the batch range a compiled package was exported for — and
 // the config they make. Errors name the task.
-func (c *Client) batchConfig(task *runtime.InferenceTaskProfile, l *loaded, opts []batch.Option) ([]batch.Option, batch.Config, error) {
+func (c *Client) batchConfig(task *spec.InferenceTaskProfile, l *loaded, opts []batch.Option) ([]batch.Option, batch.Config, error) {
 	all, err := batch.TaskOptions(task)
 	if err != nil {
 		return nil, batch.Config{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
@@ -264,9 +266,9 @@ func splitOutputs(out map[string]any, n int) (*forwardOutputs, error) {
 		f.ids = append(f.ids, k)
 	}
 	sort.Strings(f.ids)
-	f.views = make([]runtime.Tensor, n*len(f.ids))
+	f.views = make([]wftensor.Tensor, n*len(f.ids))
 	for a, k := range f.ids {
-		t, ok := out[k].(*runtime.Tensor)
+		t, ok := out[k].(*wftensor.Tensor)
 		if !ok {
 			return nil, fmt.Errorf("artifact %q: a batched method must return tensors, got %s", k, describe(out[k]))
 		}
@@ -279,7 +281,7 @@ func splitOutputs(out map[string]any, n int) (*forwardOutputs, error) {
 		shape := slices.Clip(slices.Clone(t.Shape[1:]))
 		step := len(t.Data) / max(n, 1)
 		for r := range n {
-			f.views[r*len(f.ids)+a] = runtime.Tensor{DType: t.DType, Shape: shape, Data: t.Data[r*step : (r+1)*step : (r+1)*step]}
+			f.views[r*len(f.ids)+a] = wftensor.Tensor{DType: t.DType, Shape: shape, Data: t.Data[r*step : (r+1)*step : (r+1)*step]}
 		}
 	}
 	return f, nil
@@ -303,7 +305,7 @@ func sameValue(a, b any) bool {
 // tensor indexed by the task's stacked inputs in declaration order. Stacked
 // inputs that item 0 leaves unset are not stacked, and every item must
 // leave them unset.
-func typedItems(task *runtime.InferenceTaskProfile, n int, call map[string]any, tensor func(i, j int) *runtime.Tensor, differs func(i int) string) stackedItems {
+func typedItems(task *spec.InferenceTaskProfile, n int, call map[string]any, tensor func(i, j int) *wftensor.Tensor, differs func(i int) string) stackedItems {
 	s := stackedItems{n: n, call: call}
 	var kept, unset []int
 	var unsetIDs []string
@@ -321,7 +323,7 @@ func typedItems(task *runtime.InferenceTaskProfile, n int, call map[string]any, 
 		}
 		j++
 	}
-	s.tensor = func(i, j int) *runtime.Tensor { return tensor(i, kept[j]) }
+	s.tensor = func(i, j int) *wftensor.Tensor { return tensor(i, kept[j]) }
 	s.differs = func(i int) string {
 		for k, j := range unset {
 			if tensor(i, j) != nil {
@@ -349,8 +351,8 @@ func SameList[T comparable](a, b []T) bool {
 // SameTensors reports whether two tensor-list params fields give the same
 // call kwarg: both unset (nil), or both set with tensors of equal dtype,
 // shape and contents.
-func SameTensors(a, b []*runtime.Tensor) bool {
-	return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y *runtime.Tensor) bool {
+func SameTensors(a, b []*wftensor.Tensor) bool {
+	return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y *wftensor.Tensor) bool {
 		return x == y || x != nil && y != nil && x.DType == y.DType && slices.Equal(x.Shape, y.Shape) && bytes.Equal(x.Data, y.Data)
 	})
 }
@@ -358,7 +360,7 @@ func SameTensors(a, b []*runtime.Tensor) bool {
 // GobEncode encodes the item's outputs keyed by artifact id, so that a
 // sharded run (batch.WithSharding) can send them to other ranks.
 func (o itemOutputs) GobEncode() ([]byte, error) {
-	m := map[string]*runtime.Tensor{}
+	m := map[string]*wftensor.Tensor{}
 	if o.ran() {
 		k := o.row * len(o.f.ids)
 		for a, id := range o.f.ids {
@@ -372,11 +374,11 @@ func (o itemOutputs) GobEncode() ([]byte, error) {
 
 // GobDecode decodes what GobEncode encoded into a one-row forwardOutputs.
 func (o *itemOutputs) GobDecode(data []byte) error {
-	var m map[string]*runtime.Tensor
+	var m map[string]*wftensor.Tensor
 	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&m); err != nil {
 		return err
 	}
-	f := &forwardOutputs{ids: make([]string, 0, len(m)), views: make([]runtime.Tensor, 0, len(m))}
+	f := &forwardOutputs{ids: make([]string, 0, len(m)), views: make([]wftensor.Tensor, 0, len(m))}
 	for id := range m {
 		f.ids = append(f.ids, id)
 	}
@@ -403,7 +405,7 @@ func BatchKey(call map[string]any) (string, error) {
 		sb.WriteString(k)
 		sb.WriteByte('=')
 		switch v := call[k].(type) {
-		case *runtime.Tensor:
+		case *wftensor.Tensor:
 			fmt.Fprintf(&sb, "tensor %s%v", v.DType, v.Shape)
 		default:
 			b, err := json.Marshal(v)

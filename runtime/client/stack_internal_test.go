@@ -6,15 +6,15 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // An item's outputs survive gob, which carries them between the ranks of a
 // sharded run.
 func TestItemOutputsGob(t *testing.T) {
 	f, err := splitOutputs(map[string]any{
-		"b": runtime.FromFloat32([]float32{1, 2, 3, 4}, 2, 2),
-		"a": runtime.FromInt64([]int64{7, 8}, 2),
+		"b": tensor.FromFloat32([]float32{1, 2, 3, 4}, 2, 2),
+		"a": tensor.FromInt64([]int64{7, 8}, 2),
 	}, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -29,9 +29,9 @@ func TestItemOutputsGob(t *testing.T) {
 	}
 	m := map[string]any{}
 	got.fill(m)
-	want := map[string]any{"a": runtime.FromInt64([]int64{8}), "b": runtime.FromFloat32([]float32{3, 4}, 2)}
+	want := map[string]any{"a": tensor.FromInt64([]int64{8}), "b": tensor.FromFloat32([]float32{3, 4}, 2)}
 	for k := range want {
-		x, y := m[k].(*runtime.Tensor), want[k].(*runtime.Tensor)
+		x, y := m[k].(*tensor.Tensor), want[k].(*tensor.Tensor)
 		if x == nil || x.DType != y.DType || !reflect.DeepEqual(x.Shape, y.Shape) && !(len(x.Shape) == 0 && len(y.Shape) == 0) || !bytes.Equal(x.Data, y.Data) {
 			t.Errorf("%s = %+v, want %+v", k, m[k], want[k])
 		}

@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func newTinyEncoder(t testing.TB) *tinyencoder.Client {
@@ -97,7 +98,7 @@ func TestEmbedBatchLanesMatchOneLane(t *testing.T) {
 		if g := got[i].Embedding.Vector; !bytes.Equal(g.Data, w.Data) {
 			t.Fatalf("item %d: three lanes differ from one", i)
 		}
-		if g, _ := maps[i]["embedding"].(*runtime.Tensor); g == nil || !bytes.Equal(g.Data, w.Data) {
+		if g, _ := maps[i]["embedding"].(*tensor.Tensor); g == nil || !bytes.Equal(g.Data, w.Data) {
 			t.Fatalf("item %d: the map path with two lanes differs from one lane", i)
 		}
 	}
@@ -115,7 +116,7 @@ func TestBatchRefusesItemsThatDoNotStack(t *testing.T) {
 	differ := embedParams(9, true)
 	differ[5].Normalize = false
 	short := embedParams(9, true)
-	short[7].Tokens = runtime.FromInt64(make([]int64, 4), 4)
+	short[7].Tokens = tensor.FromInt64(make([]int64, 4), 4)
 	for _, tc := range []struct {
 		name string
 		ps   []tinyencoder.EmbedParams
@@ -184,8 +185,8 @@ func TestSameHelpers(t *testing.T) {
 		t.Error("SameList")
 	}
 	x, y := tokens(1), tokens(1)
-	if !client.SameTensors([]*runtime.Tensor{x}, []*runtime.Tensor{y}) || client.SameTensors([]*runtime.Tensor{x}, []*runtime.Tensor{tokens(2)}) ||
-		client.SameTensors(nil, []*runtime.Tensor{}) || client.SameTensors([]*runtime.Tensor{x}, []*runtime.Tensor{nil}) {
+	if !client.SameTensors([]*tensor.Tensor{x}, []*tensor.Tensor{y}) || client.SameTensors([]*tensor.Tensor{x}, []*tensor.Tensor{tokens(2)}) ||
+		client.SameTensors(nil, []*tensor.Tensor{}) || client.SameTensors([]*tensor.Tensor{x}, []*tensor.Tensor{nil}) {
 		t.Error("SameTensors")
 	}
 }

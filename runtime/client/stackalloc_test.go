@@ -5,8 +5,9 @@ import (
 	"runtime"
 	"testing"
 
-	wfruntime "github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // One call of a batchable task allocates input buffers for the rows it
@@ -23,7 +24,7 @@ func TestOneItemAllocatesOneRow(t *testing.T) {
 	for i := range ids {
 		ids[i] = int64(i % 1000)
 	}
-	call := map[string]any{"tokens": wfruntime.FromInt64(ids, n)}
+	call := map[string]any{"tokens": tensor.FromInt64(ids, n)}
 	ctx := context.Background()
 	if _, err := c.Run(ctx, "embed", call, nil); err != nil { // load, warm
 		t.Fatal(err)

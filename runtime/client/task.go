@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Params is what a generated params type provides to run its task.
@@ -26,24 +29,24 @@ type Params interface {
 // CallOptions are the per-call settings a generated task method takes.
 type CallOptions struct {
 	// Outputs, when set, is reused memory for the call's output tensors
-	// (runtime.OutputBuffer): the result's tensors share it until the next
+	// (tensor.OutputBuffer): the result's tensors share it until the next
 	// call given the same buffer, so a loop allocates no output memory.
 	// Engines that cannot use it, and remote backends, ignore it.
-	Outputs *runtime.OutputBuffer
+	Outputs *tensor.OutputBuffer
 }
 
 // CallOption sets one per-call option.
 type CallOption func(*CallOptions)
 
 // WithOutputBuffer makes the call write its output tensors into b (see
-// runtime.OutputBuffer): the results of one call are valid until the next
+// tensor.OutputBuffer): the results of one call are valid until the next
 // call with the same buffer.
-func WithOutputBuffer(b *runtime.OutputBuffer) CallOption {
+func WithOutputBuffer(b *tensor.OutputBuffer) CallOption {
 	return func(o *CallOptions) { o.Outputs = b }
 }
 
 // engine returns the engine call options: base with these applied.
-func (o CallOptions) engine(base runtime.CallOptions) runtime.CallOptions {
+func (o CallOptions) engine(base engine.CallOptions) engine.CallOptions {
 	if o.Outputs != nil {
 		base.Outputs = o.Outputs
 	}
@@ -117,8 +120,8 @@ type BatchParams[P any] interface {
 	Params
 	// StackedInput returns the j-th of the task's stacked inputs (call_kwargs
 	// inputs of kind tensor, image or video, in declaration order; see
-	// runtime.InferenceFieldSpec.IsStacked), nil when unset.
-	StackedInput(j int) *runtime.Tensor
+	// spec.InferenceFieldSpec.IsStacked), nil when unset.
+	StackedInput(j int) *tensor.Tensor
 	// BatchDiff returns the id of the first other call_kwargs input whose
 	// value differs between the params and q, "" when there is none: the
 	// items of a batch share those inputs.
@@ -183,7 +186,7 @@ func RunBatch[P any, PP BatchParams[P], R any](ctx context.Context, c Backend, t
 		call = PP(&ps[0]).CallKwargs()
 	}
 	items := typedItems(task, len(ps), call,
-		func(i, j int) *runtime.Tensor { return PP(&ps[i]).StackedInput(j) },
+		func(i, j int) *tensor.Tensor { return PP(&ps[i]).StackedInput(j) },
 		func(i int) string { return PP(&ps[i]).BatchDiff(&ps[0]) })
 	outs, err := local.runStacked(ctx, task, items, CallOptions{}, opts...)
 	if outs == nil {
@@ -246,13 +249,13 @@ func isNil(b Backend) bool {
 // artifact by artifact (see Decode). It keeps the first error.
 type Artifacts struct {
 	out  map[string]any
-	spec *runtime.ModelInferenceSpec
-	arts []runtime.InferenceArtifactSpec
+	spec *spec.ModelInferenceSpec
+	arts []spec.InferenceArtifactSpec
 	err  error
 }
 
 // NewArtifacts starts decoding the outputs of task index task of spec.
-func NewArtifacts(out map[string]any, spec *runtime.ModelInferenceSpec, task int) Artifacts {
+func NewArtifacts(out map[string]any, spec *spec.ModelInferenceSpec, task int) Artifacts {
 	return Artifacts{out: out, spec: spec, arts: spec.Tasks[task].Outputs}
 }
 
@@ -260,8 +263,8 @@ func NewArtifacts(out map[string]any, spec *runtime.ModelInferenceSpec, task int
 func (o *Artifacts) Err() error { return o.err }
 
 // Decode sets *dst from artifact i of the task: dst is the result field of
-// the artifact's Go type (*runtime.Video, *runtime.Image,
-// *runtime.Embedding, *runtime.Tensor, string or *string for text,
+// the artifact's Go type (*tensor.Video, *tensor.Image,
+// *tensor.Embedding, *tensor.Tensor, string or *string for text,
 // json.RawMessage); a video plays at the family's VideoFPS. A required artifact the model did not return, or a
 // value the kind cannot hold, is an error naming the artifact; after the
 // first error Decode does nothing.
@@ -278,8 +281,8 @@ func Decode[T any](o *Artifacts, i int, dst *T) {
 		return
 	}
 	var err error
-	if t, ok := v.(*runtime.Tensor); ok && (a.Kind == runtime.ArtifactImage || a.Kind == runtime.ArtifactVideo) &&
-		(a.Image != nil || (a.DType != "" && a.DType != runtime.Uint8)) {
+	if t, ok := v.(*tensor.Tensor); ok && (a.Kind == spec.ArtifactImage || a.Kind == spec.ArtifactVideo) &&
+		(a.Image != nil || (a.DType != "" && a.DType != tensor.Uint8)) {
 		// A picture the manifest declares in another layout, range or
 		// dtype becomes uint8 [H,W,C] first.
 		if v, err = pixels.Artifact(t, a); err != nil {
@@ -288,23 +291,23 @@ func Decode[T any](o *Artifacts, i int, dst *T) {
 		}
 	}
 	switch d := any(dst).(type) {
-	case **runtime.Video:
-		*d, err = runtime.AsVideo(v, float64(o.spec.VideoFPS(a)))
-	case **runtime.Image:
-		*d, err = runtime.AsImage(v)
-	case **runtime.Embedding:
-		*d, err = runtime.AsEmbedding(v)
-	case **runtime.Tensor:
-		*d, err = runtime.AsTensor(v)
+	case **tensor.Video:
+		*d, err = tensor.AsVideo(v, float64(o.spec.VideoFPS(a)))
+	case **tensor.Image:
+		*d, err = tensor.AsImage(v)
+	case **tensor.Embedding:
+		*d, err = tensor.AsEmbedding(v)
+	case **tensor.Tensor:
+		*d, err = tensor.AsTensor(v)
 	case *string:
-		*d, err = runtime.AsText(v)
+		*d, err = tensor.AsText(v)
 	case **string:
 		var s string
-		if s, err = runtime.AsText(v); err == nil {
+		if s, err = tensor.AsText(v); err == nil {
 			*d = &s
 		}
 	case *json.RawMessage:
-		*d, err = runtime.AsJSON(v)
+		*d, err = tensor.AsJSON(v)
 	default:
 		err = fmt.Errorf("no decoding into %T", dst)
 	}

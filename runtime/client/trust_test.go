@@ -10,11 +10,14 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/infra"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // A task whose inputs have no tensor to stack must not be batched: the
@@ -27,7 +30,7 @@ func TestRunBatchRefusesTaskWithoutTensorInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task.Batching = &runtime.BatchingSpec{MaxBatchSize: 8}
+	task.Batching = &wfspec.BatchingSpec{MaxBatchSize: 8}
 	c, err := client.New(spec, client.WithCheckpointRoot(dir), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +197,7 @@ func TestMalformedPolicyVariableFailsLoad(t *testing.T) {
 func TestLoadErrorSaysEachThingOnce(t *testing.T) {
 	dir := checkpoints(t)
 	spec := loadSpec(t, "tiny-encoder")
-	spec.Tasks[0].Inputs[1].Kind = runtime.KindString // normalize: bool in the checkpoint
+	spec.Tasks[0].Inputs[1].Kind = wfspec.KindString // normalize: bool in the checkpoint
 	c, err := client.New(spec, client.WithCheckpointRoot(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -218,15 +221,15 @@ func TestLoadErrorSaysEachThingOnce(t *testing.T) {
 
 // oneTaskSpec is a family with one variant whose model checkpoint is path
 // and one task running forward(x: Tensor) with the given outputs.
-func oneTaskSpec(path string, outputs ...runtime.InferenceArtifactSpec) *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func oneTaskSpec(path string, outputs ...wfspec.InferenceArtifactSpec) *wfspec.ModelInferenceSpec {
+	return &wfspec.ModelInferenceSpec{
 		ModelFamilyID:    "probe",
 		DefaultVariantID: "default",
 		DefaultTaskID:    "run",
-		Variants: []runtime.InferenceVariantSpec{{VariantID: "default",
-			Checkpoints: []runtime.InferenceCheckpointRef{{Role: "model", URI: path, Required: true}}}},
-		Tasks: []runtime.InferenceTaskProfile{{TaskID: "run",
-			Inputs:  []runtime.InferenceFieldSpec{{FieldID: "x", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, Required: true}},
+		Variants: []wfspec.InferenceVariantSpec{{VariantID: "default",
+			Checkpoints: []wfspec.InferenceCheckpointRef{{Role: "model", URI: path, Required: true}}}},
+		Tasks: []wfspec.InferenceTaskProfile{{TaskID: "run",
+			Inputs:  []wfspec.InferenceFieldSpec{{FieldID: "x", Kind: wfspec.KindTensor, Target: wfspec.TargetCallKwargs, Required: true}},
 			Outputs: outputs}},
 	}
 }
@@ -244,10 +247,10 @@ func defineModule(t *testing.T, source string) string {
 // keys of a dict built from literals in its TorchScript code, and the
 // return type in its schema.
 func TestReturnedArtifactsCheckedAtLoad(t *testing.T) {
-	x := runtime.FromFloat32([]float32{1, 2, 3}, 3)
+	x := tensor.FromFloat32([]float32{1, 2, 3}, 3)
 	for _, tc := range []struct {
 		name, source string
-		outputs      []runtime.InferenceArtifactSpec
+		outputs      []wfspec.InferenceArtifactSpec
 		want         []string // in the load error; none: the load succeeds
 		callWant     string   // in the first call's error, when the load succeeds
 	}{
@@ -260,7 +263,7 @@ def forward(self, x: Tensor) -> Dict[str, Tensor]:
         out["mask"] = x
     return out
 `,
-			outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "video", Kind: runtime.ArtifactTensor, Required: true}, {ArtifactID: "mask", Kind: runtime.ArtifactTensor}},
+			outputs: []wfspec.InferenceArtifactSpec{{ArtifactID: "video", Kind: wfspec.ArtifactTensor, Required: true}, {ArtifactID: "mask", Kind: wfspec.ArtifactTensor}},
 			want:    []string{`artifact "video"`, `"frames"`, `"mask"`},
 		},
 		{
@@ -269,7 +272,7 @@ def forward(self, x: Tensor) -> Dict[str, Tensor]:
 def forward(self, x: Tensor) -> str:
     return "an embedding"
 `,
-			outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "embedding", Kind: runtime.ArtifactEmbedding, Required: true}},
+			outputs: []wfspec.InferenceArtifactSpec{{ArtifactID: "embedding", Kind: wfspec.ArtifactEmbedding, Required: true}},
 			want:    []string{`artifact "embedding"`, "str"},
 		},
 		{
@@ -281,7 +284,7 @@ def forward(self, x: Tensor, names: List[str] = ["frames"]) -> Dict[str, Tensor]
         out[n] = x
     return out
 `,
-			outputs:  []runtime.InferenceArtifactSpec{{ArtifactID: "video", Kind: runtime.ArtifactTensor, Required: true}},
+			outputs:  []wfspec.InferenceArtifactSpec{{ArtifactID: "video", Kind: wfspec.ArtifactTensor, Required: true}},
 			callWant: `did not return required artifact(s) [video] (returned keys: [frames])`,
 		},
 		{
@@ -290,7 +293,7 @@ def forward(self, x: Tensor, names: List[str] = ["frames"]) -> Dict[str, Tensor]
 def forward(self, x: Tensor) -> Dict[str, Tensor]:
     return {"video": x, "mask": x}
 `,
-			outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "video", Kind: runtime.ArtifactTensor, Required: true}, {ArtifactID: "mask", Kind: runtime.ArtifactTensor}},
+			outputs: []wfspec.InferenceArtifactSpec{{ArtifactID: "video", Kind: wfspec.ArtifactTensor, Required: true}, {ArtifactID: "mask", Kind: wfspec.ArtifactTensor}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -338,8 +341,8 @@ def check(self, x: Tensor) -> Tensor:
     assert bool(x.abs().max() < 100.0), "value out of range"
     return x
 `)
-	spec := oneTaskSpec(path, runtime.InferenceArtifactSpec{ArtifactID: "y", Kind: runtime.ArtifactTensor, Required: true})
-	spec.Tasks[0].Batching = &runtime.BatchingSpec{MaxBatchSize: 4}
+	spec := oneTaskSpec(path, wfspec.InferenceArtifactSpec{ArtifactID: "y", Kind: wfspec.ArtifactTensor, Required: true})
+	spec.Tasks[0].Batching = &wfspec.BatchingSpec{MaxBatchSize: 4}
 	c, err := client.New(spec, client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)
@@ -351,7 +354,7 @@ def check(self, x: Tensor) -> Tensor:
 		if i == 3 {
 			v = 1000
 		}
-		items[i] = map[string]any{"x": runtime.FromFloat32([]float32{v, v, v}, 3)}
+		items[i] = map[string]any{"x": tensor.FromFloat32([]float32{v, v, v}, 3)}
 	}
 	out, err := c.RunBatch(context.Background(), "run", items, batch.WithPerItemErrors())
 	var ie batch.ItemErrors
@@ -365,7 +368,7 @@ def check(self, x: Tensor) -> Tensor:
 	if want := "AssertionError: value out of range"; !strings.Contains(msg, want) {
 		t.Errorf("error %q does not contain %q", msg, want)
 	}
-	var se *runtime.ScriptError
+	var se *engine.ScriptError
 	if !errors.As(err, &se) || !strings.Contains(se.Traceback, "Traceback of TorchScript") ||
 		!strings.Contains(se.Traceback, `assert bool(x.abs().max() < 100.0), "value out of range"`) {
 		t.Errorf("errors.As finds %+v; want the whole traceback", se)

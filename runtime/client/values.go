@@ -5,13 +5,14 @@ import (
 	"reflect"
 	"sort"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-var tensorType = reflect.TypeFor[*runtime.Tensor]()
+var tensorType = reflect.TypeFor[*tensor.Tensor]()
 
 // EngineValue converts a Go value into the engine's value form (see
-// runtime.Module): named string types become string, every integer kind
+// engine.Module): named string types become string, every integer kind
 // int64, every float kind float64, slices []any, string-keyed maps
 // map[string]any, and non-nil pointers their element. A nil pointer is nil.
 // Anything else (channels, funcs, structs) is an error naming its type.
@@ -19,7 +20,7 @@ func EngineValue(v any) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
-	if t, ok := v.(*runtime.Tensor); ok {
+	if t, ok := v.(*tensor.Tensor); ok {
 		if t == nil {
 			return nil, nil
 		}
@@ -39,7 +40,7 @@ func engineValue(rv reflect.Value, depth int) (any, error) {
 		if rv.IsNil() {
 			return nil, nil
 		}
-		t := rv.Interface().(*runtime.Tensor)
+		t := rv.Interface().(*tensor.Tensor)
 		if err := t.Check(); err != nil {
 			return nil, err
 		}
@@ -115,7 +116,7 @@ func MergeKwargs(layers ...map[string]any) (map[string]any, error) {
 // Outputs maps a method's return value onto the task's artifacts: a dict is
 // keyed by artifact id; any other value is the one artifact of a task that
 // has exactly one. A missing required artifact is an error naming it.
-func Outputs(task *runtime.InferenceTaskProfile, out any) (map[string]any, error) {
+func Outputs(task *spec.InferenceTaskProfile, out any) (map[string]any, error) {
 	m, isDict := out.(map[string]any)
 	if !isDict {
 		if len(task.Outputs) != 1 {
@@ -151,7 +152,7 @@ func describe(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "None"
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		return fmt.Sprintf("tensor %s%v", x.DType, x.Shape)
 	case []any:
 		return fmt.Sprintf("tuple/list of %d", len(x))

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	wftensor "github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 type mode string
@@ -13,7 +15,7 @@ type mode string
 func TestMergeKwargsPrecedenceAndForms(t *testing.T) {
 	n := int64(7)
 	var unset *float64
-	tensor := runtime.FromFloat32([]float32{1, 2}, 2)
+	tensor := wftensor.FromFloat32([]float32{1, 2}, 2)
 	got, err := MergeKwargs(
 		map[string]any{"steps": 10, "mode": "a", "keep": true},
 		map[string]any{"steps": int32(20), "scale": float32(1.5)},
@@ -29,15 +31,15 @@ func TestMergeKwargsPrecedenceAndForms(t *testing.T) {
 	if _, err := MergeKwargs(map[string]any{"f": func() {}}); err == nil || !strings.Contains(err.Error(), `kwarg "f"`) {
 		t.Fatalf("func value: %v", err)
 	}
-	bad := &runtime.Tensor{DType: runtime.Float32, Shape: []int64{3}, Data: make([]byte, 4)}
+	bad := &wftensor.Tensor{DType: wftensor.Float32, Shape: []int64{3}, Data: make([]byte, 4)}
 	if _, err := MergeKwargs(map[string]any{"t": bad}); err == nil || !strings.Contains(err.Error(), "needs 12 bytes") {
 		t.Fatalf("malformed tensor: %v", err)
 	}
 }
 
 func TestOutputs(t *testing.T) {
-	one := &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "video", Kind: "video", Required: true}}}
-	two := &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{
+	one := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "video", Kind: "video", Required: true}}}
+	two := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
 		{ArtifactID: "video", Kind: "video", Required: true}, {ArtifactID: "caption", Kind: "text"}}}
 
 	got, err := Outputs(one, "x")

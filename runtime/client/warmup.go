@@ -7,10 +7,11 @@ import (
 	"iter"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // How a warm-up call ran (WarmupCall.Path).
@@ -98,7 +99,7 @@ func (c *Client) Warmup(ctx context.Context, opts ...batch.Option) (WarmupReport
 // WarmupTask loads the model, when it is not loaded yet, and warms up one
 // task with its manifest's warmup block, or with the defaults (warmup: {})
 // when it has none. Each call runs through the path requests take, on the
-// inputs runtime.InferenceTaskProfile.WarmupValues makes (an error when
+// inputs spec.InferenceTaskProfile.WarmupValues makes (an error when
 // they cannot be made), in rounds of one call each — warmup.runs rounds,
 // by default as many as make MinWarmupCalls calls:
 //
@@ -138,7 +139,7 @@ func (c *Client) warmLoad(rep *WarmupReport) error {
 }
 
 // warmTask runs the warm-up calls of task (see WarmupTask).
-func (c *Client) warmTask(ctx context.Context, task *runtime.InferenceTaskProfile, rep *WarmupReport, opts []batch.Option) error {
+func (c *Client) warmTask(ctx context.Context, task *spec.InferenceTaskProfile, rep *WarmupReport, opts []batch.Option) error {
 	fail := func(what string, err error) error {
 		return fmt.Errorf("%s: warm-up%s: %w", c.where(task.TaskID), what, err)
 	}
@@ -207,7 +208,7 @@ func (c *Client) warmTask(ctx context.Context, task *runtime.InferenceTaskProfil
 // warmupRounds returns how many rounds of calls the warm-up of task makes:
 // warmup.runs, else enough for MinWarmupCalls calls when a round makes
 // calls (sizes: the number of batch sizes of a batchable task).
-func warmupRounds(task *runtime.InferenceTaskProfile, sizes int) int {
+func warmupRounds(task *spec.InferenceTaskProfile, sizes int) int {
 	if w := task.Warmup; w != nil && w.Runs > 0 {
 		return w.Runs
 	}
@@ -226,7 +227,7 @@ func warmupRounds(task *runtime.InferenceTaskProfile, sizes int) int {
 
 // warmStream runs one warm-up session of a streaming task, recording each
 // chunk as it arrives.
-func (c *Client) warmStream(ctx context.Context, task *runtime.InferenceTaskProfile, call map[string]any, run int, record func(WarmupCall, func() error) error) error {
+func (c *Client) warmStream(ctx context.Context, task *spec.InferenceTaskProfile, call map[string]any, run int, record func(WarmupCall, func() error) error) error {
 	s, err := c.Stream(ctx, task.TaskID, call, stream.WithPacing(false), stream.WithMaxChunks(WarmupStreamChunks))
 	if err != nil {
 		return err
@@ -248,13 +249,13 @@ func (c *Client) warmStream(ctx context.Context, task *runtime.InferenceTaskProf
 }
 
 // warmupKwargs returns the call and load kwargs of one warm-up call of task
-// (of one item when it is batched): runtime.InferenceTaskProfile.
+// (of one item when it is batched): spec.InferenceTaskProfile.
 // WarmupValues, each value checked against its field and in the form the
 // generated params give it.
-func warmupKwargs(task *runtime.InferenceTaskProfile) (call, load map[string]any, err error) {
+func warmupKwargs(task *spec.InferenceTaskProfile) (call, load map[string]any, err error) {
 	values, ps := task.WarmupValues()
 	if len(ps) > 0 {
-		return nil, nil, errors.New(runtime.JoinProblems(ps))
+		return nil, nil, errors.New(spec.JoinProblems(ps))
 	}
 	call, load = map[string]any{}, map[string]any{}
 	for i := range task.Inputs {
@@ -280,7 +281,7 @@ func warmupKwargs(task *runtime.InferenceTaskProfile) (call, load map[string]any
 				return nil, nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, err)
 			}
 		}
-		if f.Target == runtime.TargetLoadKwargs {
+		if f.Target == spec.TargetLoadKwargs {
 			load[f.FieldID] = v
 		} else {
 			call[f.FieldID] = v

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package client_test
 
 import (
@@ -15,8 +17,10 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
+
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // warmupProbeEnv carries one measurement of BenchmarkWarmup to
@@ -75,22 +79,22 @@ func TestWarmupProbe(t *testing.T) {
 		t.Fatalf("no model %q", name)
 	}
 	wm := warmupModels[i]
-	var spec *runtime.ModelInferenceSpec
-	var item func(int) *runtime.Tensor
+	var spec *wfspec.ModelInferenceSpec
+	var item func(int) *tensor.Tensor
 	arg = "tokens"
 	if wm.inv < 0 {
 		spec = loadSpec(t, "tiny-encoder")
-		item = func(i int) *runtime.Tensor {
+		item = func(i int) *tensor.Tensor {
 			v := make([]int64, wm.length)
 			for j := range v {
 				v[j] = int64((i*31 + j*7) % 1000)
 			}
-			return runtime.FromInt64(v, int64(wm.length))
+			return tensor.FromInt64(v, int64(wm.length))
 		}
 	} else {
 		md := invModels[wm.inv]
 		spec = invariantSpec(md, false)
-		spec.Tasks[0].Warmup = &runtime.WarmupSpec{}
+		spec.Tasks[0].Warmup = &wfspec.WarmupSpec{}
 		item, arg = md.item, md.arg
 	}
 	opts := []client.Option{client.WithCheckpointPath(path), client.WithDevice("cpu")}

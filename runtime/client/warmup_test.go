@@ -1,3 +1,5 @@
+//go:build cgo
+
 package client_test
 
 import (
@@ -11,21 +13,24 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // recordingEngine is libtorch with a hook: every module call it loads is
 // recorded (method and kwargs, tensors by dtype and shape) before it runs.
 type recordingEngine struct {
-	runtime.Engine
+	engine.Engine
 	mu    sync.Mutex
 	calls []string
 }
 
-func (e *recordingEngine) Load(path string, o runtime.LoadOptions) (runtime.Module, error) {
+func (e *recordingEngine) Load(path string, o engine.LoadOptions) (engine.Module, error) {
 	m, err := e.Engine.Load(path, o)
 	if err != nil {
 		return nil, err
@@ -43,11 +48,11 @@ func (e *recordingEngine) take() []string {
 }
 
 type recordingModule struct {
-	runtime.Module
+	engine.Module
 	e *recordingEngine
 }
 
-func (m *recordingModule) Call(ctx context.Context, method string, kw map[string]any, o runtime.CallOptions) (any, error) {
+func (m *recordingModule) Call(ctx context.Context, method string, kw map[string]any, o engine.CallOptions) (any, error) {
 	keys := make([]string, 0, len(kw))
 	for k := range kw {
 		keys = append(keys, k)
@@ -56,7 +61,7 @@ func (m *recordingModule) Call(ctx context.Context, method string, kw map[string
 	parts := []string{method}
 	for _, k := range keys {
 		switch v := kw[k].(type) {
-		case *runtime.Tensor:
+		case *tensor.Tensor:
 			parts = append(parts, fmt.Sprintf("%s=%s%v", k, v.DType, v.Shape))
 		default:
 			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
@@ -71,7 +76,7 @@ func (m *recordingModule) Call(ctx context.Context, method string, kw map[string
 // recordedClient returns a client of spec on a fresh copy of the checkpoint
 // that build writes (so that no module cached by another test is reused),
 // through a recording engine.
-func recordedClient(t *testing.T, spec *runtime.ModelInferenceSpec, build func(string) error, opts ...client.Option) (*client.Client, *recordingEngine) {
+func recordedClient(t *testing.T, spec *wfspec.ModelInferenceSpec, build func(string) error, opts ...client.Option) (*client.Client, *recordingEngine) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "model.pt")
 	if err := build(path); err != nil {
@@ -153,7 +158,7 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 	}
 
 	// A client made invariant warms up the max size; runs sets the rounds.
-	spec.Tasks[0].Warmup = &runtime.WarmupSpec{Runs: 2}
+	spec.Tasks[0].Warmup = &wfspec.WarmupSpec{Runs: 2}
 	c2, eng2 := recordedClient(t, spec, tinymodels.BuildEncoder, client.WithBatchInvariant())
 	rep, err = c2.Warmup(ctx)
 	if err != nil {
@@ -181,8 +186,8 @@ func TestWarmupPlainAndStreamingTasks(t *testing.T) {
 		t.Fatalf("no task asks for a warm-up: report %+v, %v", rep, err)
 	}
 
-	spec.Tasks[0].Warmup = &runtime.WarmupSpec{Inputs: map[string]any{"prompt": "warm", "seed": int64(7)}}
-	spec.Tasks[1].Warmup = &runtime.WarmupSpec{}
+	spec.Tasks[0].Warmup = &wfspec.WarmupSpec{Inputs: map[string]any{"prompt": "warm", "seed": int64(7)}}
+	spec.Tasks[1].Warmup = &wfspec.WarmupSpec{}
 	c, eng = recordedClient(t, spec, tinymodels.BuildWorld)
 	rep, err = c.Warmup(ctx)
 	if err != nil {
@@ -224,7 +229,7 @@ func TestWarmupRefusesWhatCannotBeBuilt(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v\nwant %s", err, want)
 	}
-	spec.Tasks[0].Warmup = &runtime.WarmupSpec{Inputs: map[string]any{"prompt": "x", "num_frames": int64(1000)}}
+	spec.Tasks[0].Warmup = &wfspec.WarmupSpec{Inputs: map[string]any{"prompt": "x", "num_frames": int64(1000)}}
 	_, err = c.WarmupTask(ctx, "generate")
 	if err == nil || !strings.Contains(err.Error(), `warm-up value of field "num_frames"`) {
 		t.Errorf("err = %v, want the num_frames value refused", err)

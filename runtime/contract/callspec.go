@@ -7,12 +7,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // CheckCallSpec checks a task, run through variant (nil for none), against
 // the call spec of a compiled checkpoint (an AOTInductor package,
-// runtime.CallSpecModule), where CheckLoaded checks a TorchScript method.
+// engine.CallSpecModule), where CheckLoaded checks a TorchScript method.
 // The rules:
 //
 //   - The task runs "forward", the package's one call.
@@ -41,13 +42,13 @@ import (
 //
 // A mismatch is a *MismatchError (method "forward") listing every problem;
 // it matches ErrMismatch.
-func CheckCallSpec(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, spec runtime.CallSpec) error {
+func CheckCallSpec(task *wfspec.InferenceTaskProfile, variant *wfspec.InferenceVariantSpec, spec engine.CallSpec) error {
 	if task == nil {
 		return errors.New("contract: nil task")
 	}
 	c := &checker{task: task, method: task.MethodName()}
-	if c.method != runtime.DefaultMethod {
-		c.add("method", fmt.Sprintf("%q, the one call a compiled package runs", runtime.DefaultMethod), fmt.Sprintf("method %q", c.method))
+	if c.method != wfspec.DefaultMethod {
+		c.add("method", fmt.Sprintf("%q, the one call a compiled package runs", wfspec.DefaultMethod), fmt.Sprintf("method %q", c.method))
 		return c.err()
 	}
 	s := &specChecker{checker: c, spec: &spec, bound: map[string]binding{}}
@@ -57,7 +58,7 @@ func CheckCallSpec(task *runtime.InferenceTaskProfile, variant *runtime.Inferenc
 	}
 	supplied := map[string]bool{}
 	for _, f := range task.Inputs {
-		if f.Target != runtime.TargetCallKwargs {
+		if f.Target != wfspec.TargetCallKwargs {
 			continue
 		}
 		supplied[f.FieldID] = true
@@ -84,17 +85,17 @@ func CheckCallSpec(task *runtime.InferenceTaskProfile, variant *runtime.Inferenc
 
 // binding is the package dimension a manifest dimension name took, and where.
 type binding struct {
-	dim runtime.Dim
+	dim wfspec.Dim
 	by  string
 }
 
 type specChecker struct {
 	*checker
-	spec  *runtime.CallSpec
+	spec  *engine.CallSpec
 	bound map[string]binding
 }
 
-func (s *specChecker) field(f *runtime.InferenceFieldSpec) {
+func (s *specChecker) field(f *wfspec.InferenceFieldSpec) {
 	name := fmt.Sprintf("field %q", f.FieldID)
 	in, ok := s.spec.Input(f.FieldID)
 	switch {
@@ -108,7 +109,7 @@ func (s *specChecker) field(f *runtime.InferenceFieldSpec) {
 		return
 	}
 	switch f.Kind {
-	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
+	case wfspec.KindTensor, wfspec.KindImage, wfspec.KindVideo:
 	default:
 		s.add(name, fmt.Sprintf("a field of kind tensor, image or video for input %s", in), fmt.Sprintf("kind %s", f.Kind))
 		return
@@ -131,7 +132,7 @@ func (s *specChecker) field(f *runtime.InferenceFieldSpec) {
 
 // shape checks a declared shape against the package's, binding named
 // dimensions.
-func (s *specChecker) shape(name string, declared, pkg runtime.Shape, what string) {
+func (s *specChecker) shape(name string, declared, pkg wfspec.Shape, what string) {
 	if len(declared) != len(pkg) {
 		s.add(name, fmt.Sprintf("a shape of rank %d (%s)", len(pkg), what), fmt.Sprintf("shape %s", declared))
 		return
@@ -139,7 +140,7 @@ func (s *specChecker) shape(name string, declared, pkg runtime.Shape, what strin
 	for i, m := range declared {
 		p := pkg[i]
 		switch {
-		case m == runtime.Wildcard || p == runtime.Wildcard:
+		case m == wfspec.Wildcard || p == wfspec.Wildcard:
 		case !m.Named():
 			n, _ := m.Size()
 			if why := s.fits(n, p); why != "" {
@@ -160,7 +161,7 @@ func (s *specChecker) shape(name string, declared, pkg runtime.Shape, what strin
 }
 
 // fits says why fixed size n cannot be package dimension p, or "".
-func (s *specChecker) fits(n int64, p runtime.Dim) string {
+func (s *specChecker) fits(n int64, p wfspec.Dim) string {
 	if k, fixed := p.Size(); fixed {
 		if k != n {
 			return fmt.Sprintf("of size %d", k)
@@ -175,7 +176,7 @@ func (s *specChecker) fits(n int64, p runtime.Dim) string {
 
 func (s *specChecker) kwargs(label string, m map[string]any) {
 	for _, k := range sortedKeys(m) {
-		if f, ok := s.task.Field(k); ok && f.Target == runtime.TargetCallKwargs {
+		if f, ok := s.task.Field(k); ok && f.Target == wfspec.TargetCallKwargs {
 			continue // a default of a field, checked with the field
 		}
 		name := fmt.Sprintf("%s %q", label, k)
@@ -198,16 +199,16 @@ func (s *specChecker) outputs() {
 		names[i] = strconv.Quote(o.Name)
 	}
 	switch s.spec.Returns {
-	case runtime.ReturnsTensor:
+	case engine.ReturnsTensor:
 		if len(outs) != 1 {
 			s.add("return", fmt.Sprintf("a dict of tensors keyed by artifact_id for %s", artifactList(outs)), "one tensor")
 			return
 		}
 		s.artifact(&outs[0], s.spec.Outputs[0])
-	case runtime.ReturnsDict:
+	case engine.ReturnsDict:
 		for i := range outs {
 			a := &outs[i]
-			j := slices.IndexFunc(s.spec.Outputs, func(o runtime.CallOutput) bool { return o.Name == a.ArtifactID })
+			j := slices.IndexFunc(s.spec.Outputs, func(o engine.CallOutput) bool { return o.Name == a.ArtifactID })
 			if j < 0 {
 				if a.Required {
 					s.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("a key %q in the dict the package returns (the artifact is required)", a.ArtifactID),
@@ -223,9 +224,9 @@ func (s *specChecker) outputs() {
 	}
 }
 
-func (s *specChecker) artifact(a *runtime.InferenceArtifactSpec, o runtime.CallOutput) {
+func (s *specChecker) artifact(a *wfspec.InferenceArtifactSpec, o engine.CallOutput) {
 	name := fmt.Sprintf("artifact %q", a.ArtifactID)
-	what := runtime.TensorContract{DType: o.DType, Shape: o.Shape}.String()
+	what := wfspec.TensorContract{DType: o.DType, Shape: o.Shape}.String()
 	if !a.Kind.TensorLike() {
 		s.add(name, fmt.Sprintf("an artifact kind holding a tensor (the package returns %s)", what), "kind "+string(a.Kind))
 		return
@@ -271,7 +272,7 @@ func (s *specChecker) dims() {
 	}
 }
 
-func describeDimSpec(d runtime.DimSpec) string {
+func describeDimSpec(d wfspec.DimSpec) string {
 	var parts []string
 	if d.Minimum != nil {
 		parts = append(parts, fmt.Sprintf("minimum %d", *d.Minimum))
@@ -294,7 +295,7 @@ func anyMap[V any](m map[string]V) map[string]any {
 // batchable task: the range of the leading dimension of the input its first
 // stacked field feeds (a fixed size n is the range [n, n]). ok is false
 // when the task is not batchable or that dimension is not known.
-func BatchRange(task *runtime.InferenceTaskProfile, spec runtime.CallSpec) (r runtime.DimRange, ok bool) {
+func BatchRange(task *wfspec.InferenceTaskProfile, spec engine.CallSpec) (r engine.DimRange, ok bool) {
 	if task == nil || task.Batching == nil {
 		return r, false
 	}
@@ -308,7 +309,7 @@ func BatchRange(task *runtime.InferenceTaskProfile, spec runtime.CallSpec) (r ru
 		}
 		d := in.Shape[0]
 		if n, fixed := d.Size(); fixed {
-			return runtime.DimRange{Min: n, Max: n}, true
+			return engine.DimRange{Min: n, Max: n}, true
 		}
 		r, ok = spec.Dims[string(d)]
 		return r, ok

@@ -60,10 +60,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-var tensorType = reflect.TypeFor[*runtime.Tensor]()
+var tensorType = reflect.TypeFor[*tensor.Tensor]()
 
 // ErrMismatch is matched (errors.Is) by every *MismatchError.
 var ErrMismatch = errors.New("manifest does not match the checkpoint")
@@ -116,7 +118,7 @@ func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
 
 // Check checks task against schema, the schema of the task's method, given
 // methods, the module's method names. It returns nil or a *MismatchError.
-func Check(task *runtime.InferenceTaskProfile, methods []string, schema runtime.MethodSchema) error {
+func Check(task *spec.InferenceTaskProfile, methods []string, schema engine.MethodSchema) error {
 	return check(task, nil, methods, schema, nil)
 }
 
@@ -124,7 +126,7 @@ func Check(task *runtime.InferenceTaskProfile, methods []string, schema runtime.
 // call_kwargs are passed on every call too, so they count as supplied
 // arguments and their keys and values are checked like default_call_kwargs.
 // A nil variant is the same as Check.
-func CheckVariant(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema) error {
+func CheckVariant(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, methods []string, schema engine.MethodSchema) error {
 	return check(task, variant, methods, schema, nil)
 }
 
@@ -133,7 +135,7 @@ func CheckVariant(task *runtime.InferenceTaskProfile, variant *runtime.Inference
 // ReadReturns reads them from the archive (nil when unknown). A required
 // artifact whose key the task's method never returns, by its code, is a
 // problem.
-func CheckLoaded(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema, returns map[string]MethodReturns) error {
+func CheckLoaded(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, methods []string, schema engine.MethodSchema, returns map[string]MethodReturns) error {
 	var ret *MethodReturns
 	if task != nil {
 		if r, ok := returns[task.MethodName()]; ok {
@@ -145,12 +147,12 @@ func CheckLoaded(task *runtime.InferenceTaskProfile, variant *runtime.InferenceV
 
 // CheckModule reads the method list and the task method's schema from a
 // loaded module and runs CheckVariant (variant may be nil).
-func CheckModule(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, mod runtime.Module) error {
+func CheckModule(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, mod engine.Module) error {
 	if task == nil || mod == nil {
 		return errors.New("contract: nil task or module")
 	}
 	methods := mod.Methods()
-	var schema runtime.MethodSchema
+	var schema engine.MethodSchema
 	if slices.Contains(methods, task.MethodName()) {
 		s, err := mod.Schema(task.MethodName())
 		if err != nil {
@@ -162,7 +164,7 @@ func CheckModule(task *runtime.InferenceTaskProfile, variant *runtime.InferenceV
 }
 
 type checker struct {
-	task     *runtime.InferenceTaskProfile
+	task     *spec.InferenceTaskProfile
 	method   string
 	problems []Problem
 }
@@ -171,7 +173,7 @@ func (c *checker) add(field, expected, found string) {
 	c.problems = append(c.problems, Problem{Field: field, Expected: expected, Found: found})
 }
 
-func check(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariantSpec, methods []string, schema runtime.MethodSchema, ret *MethodReturns) error {
+func check(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, methods []string, schema engine.MethodSchema, ret *MethodReturns) error {
 	if task == nil {
 		return errors.New("contract: nil task")
 	}
@@ -189,7 +191,7 @@ func check(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariant
 		return c.err()
 	}
 
-	args := map[string]runtime.Argument{}
+	args := map[string]engine.Argument{}
 	argTypes := map[string]Type{}
 	for _, a := range schema.Arguments {
 		args[a.Name] = a
@@ -217,7 +219,7 @@ func check(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariant
 	for _, kw := range kwargs {
 		for _, k := range sortedKeys(kw.m) {
 			supplied[k] = true
-			if f, ok := task.Field(k); ok && f.Target == runtime.TargetCallKwargs {
+			if f, ok := task.Field(k); ok && f.Target == spec.TargetCallKwargs {
 				continue // a default for a field, checked with the field
 			}
 			a, ok := args[k]
@@ -251,16 +253,16 @@ func check(task *runtime.InferenceTaskProfile, variant *runtime.InferenceVariant
 	return c.err()
 }
 
-func (c *checker) checkFields(schema runtime.MethodSchema, args map[string]runtime.Argument, argTypes map[string]Type, supplied map[string]bool) {
+func (c *checker) checkFields(schema engine.MethodSchema, args map[string]engine.Argument, argTypes map[string]Type, supplied map[string]bool) {
 	for _, f := range c.task.Inputs {
-		if f.Target != runtime.TargetCallKwargs {
+		if f.Target != spec.TargetCallKwargs {
 			continue
 		}
 		supplied[f.FieldID] = true
 		field := fmt.Sprintf("field %q", f.FieldID)
 		want, ok := kindType(f.Kind)
 		if !ok {
-			c.add(field, "a field kind ("+runtime.FieldKindList()+")", fmt.Sprintf("kind %q", f.Kind))
+			c.add(field, "a field kind ("+spec.FieldKindList()+")", fmt.Sprintf("kind %q", f.Kind))
 			continue
 		}
 		a, ok := args[f.FieldID]
@@ -284,7 +286,7 @@ func (c *checker) checkFields(schema runtime.MethodSchema, args map[string]runti
 	}
 }
 
-func (c *checker) checkReturn(schema runtime.MethodSchema, ret *MethodReturns) {
+func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 	outs := c.task.Outputs
 	var rt Type
 	switch len(schema.Returns) {
@@ -369,7 +371,7 @@ func (c *checker) err() error {
 }
 
 // kindType is the TorchScript type a field kind is passed as.
-func kindType(kind runtime.Kind) (Type, bool) {
+func kindType(kind spec.Kind) (Type, bool) {
 	s := kind.TorchScriptType()
 	if s == "" {
 		return Type{}, false
@@ -418,7 +420,7 @@ func accepts(arg, v Type) bool {
 
 // artifactAccepts reports whether a returned value of type t can be an
 // artifact of the kind.
-func artifactAccepts(t Type, kind runtime.ArtifactKind) bool {
+func artifactAccepts(t Type, kind spec.ArtifactKind) bool {
 	switch t.Name {
 	case "Any":
 		return true
@@ -433,11 +435,11 @@ func artifactAccepts(t Type, kind runtime.ArtifactKind) bool {
 		return false
 	}
 	switch kind {
-	case runtime.ArtifactVideo, runtime.ArtifactImage, runtime.ArtifactEmbedding, runtime.ArtifactTensor:
+	case spec.ArtifactVideo, spec.ArtifactImage, spec.ArtifactEmbedding, spec.ArtifactTensor:
 		return t.Name == "Tensor"
-	case runtime.ArtifactText:
+	case spec.ArtifactText:
 		return t.Name == "str"
-	case runtime.ArtifactJSON:
+	case spec.ArtifactJSON:
 		return jsonable(t, 0)
 	}
 	return false
@@ -463,22 +465,22 @@ func jsonable(t Type, depth int) bool {
 	return false
 }
 
-func artifactNeeds(kind runtime.ArtifactKind) string {
+func artifactNeeds(kind spec.ArtifactKind) string {
 	switch kind {
-	case runtime.ArtifactVideo:
+	case spec.ArtifactVideo:
 		return "Tensor, uint8 [T,H,W,C]"
-	case runtime.ArtifactImage:
+	case spec.ArtifactImage:
 		return "Tensor, uint8 [H,W,C]"
-	case runtime.ArtifactEmbedding:
+	case spec.ArtifactEmbedding:
 		return "Tensor, floating [D] or [N,D]"
-	case runtime.ArtifactTensor:
+	case spec.ArtifactTensor:
 		return "Tensor"
-	case runtime.ArtifactText:
+	case spec.ArtifactText:
 		return "str"
-	case runtime.ArtifactJSON:
+	case spec.ArtifactJSON:
 		return "str holding JSON, or a dict, list or scalar without tensors"
 	}
-	return "a known artifact kind: " + runtime.ArtifactKindList()
+	return "a known artifact kind: " + spec.ArtifactKindList()
 }
 
 // valueMismatch says why a manifest value does not suit an argument type, or
@@ -595,7 +597,7 @@ func describeValue(v any) string {
 		return fmt.Sprintf("int %v", x)
 	case bool:
 		return fmt.Sprintf("bool %v", x)
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		return "a tensor"
 	}
 	rv := reflect.ValueOf(v)
@@ -608,7 +610,7 @@ func describeValue(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-func argList(s runtime.MethodSchema) string {
+func argList(s engine.MethodSchema) string {
 	if len(s.Arguments) == 0 {
 		return "the method takes no arguments"
 	}
@@ -619,7 +621,7 @@ func argList(s runtime.MethodSchema) string {
 	return "arguments: " + strings.Join(parts, ", ")
 }
 
-func artifactList(outs []runtime.InferenceArtifactSpec) string {
+func artifactList(outs []spec.InferenceArtifactSpec) string {
 	if len(outs) == 0 {
 		return "no artifacts"
 	}

@@ -8,63 +8,64 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
-func field(id string, kind runtime.Kind, required bool) runtime.InferenceFieldSpec {
-	return runtime.InferenceFieldSpec{FieldID: id, Kind: kind, Target: runtime.TargetCallKwargs, Required: required}
+func field(id string, kind spec.Kind, required bool) spec.InferenceFieldSpec {
+	return spec.InferenceFieldSpec{FieldID: id, Kind: kind, Target: spec.TargetCallKwargs, Required: required}
 }
 
-func withDefault(f runtime.InferenceFieldSpec, v any) runtime.InferenceFieldSpec {
+func withDefault(f spec.InferenceFieldSpec, v any) spec.InferenceFieldSpec {
 	f.Default = v
 	return f
 }
 
-func artifact(id string, kind runtime.ArtifactKind) runtime.InferenceArtifactSpec {
-	return runtime.InferenceArtifactSpec{ArtifactID: id, Kind: kind, Required: true}
+func artifact(id string, kind spec.ArtifactKind) spec.InferenceArtifactSpec {
+	return spec.InferenceArtifactSpec{ArtifactID: id, Kind: kind, Required: true}
 }
 
-func arg(name, typ string) runtime.Argument { return runtime.Argument{Name: name, Type: typ} }
+func arg(name, typ string) engine.Argument { return engine.Argument{Name: name, Type: typ} }
 
-func argDefault(name, typ string) runtime.Argument {
-	return runtime.Argument{Name: name, Type: typ, HasDefault: true}
+func argDefault(name, typ string) engine.Argument {
+	return engine.Argument{Name: name, Type: typ, HasDefault: true}
 }
 
 // embedTask is a typical embedding task: a required image, an optional
 // normalise flag with a default, one embedding artifact.
-func embedTask() *runtime.InferenceTaskProfile {
-	return &runtime.InferenceTaskProfile{
+func embedTask() *spec.InferenceTaskProfile {
+	return &spec.InferenceTaskProfile{
 		TaskID: "embed", Method: "encode",
-		Inputs: []runtime.InferenceFieldSpec{
-			field("image", runtime.KindImage, true),
-			withDefault(field("normalize", runtime.KindBool, false), true),
+		Inputs: []spec.InferenceFieldSpec{
+			field("image", spec.KindImage, true),
+			withDefault(field("normalize", spec.KindBool, false), true),
 		},
-		Outputs: []runtime.InferenceArtifactSpec{artifact("embedding", runtime.ArtifactEmbedding)},
+		Outputs: []spec.InferenceArtifactSpec{artifact("embedding", spec.ArtifactEmbedding)},
 	}
 }
 
 // videoTask is a generation task with many field kinds and two artifacts.
-func videoTask() *runtime.InferenceTaskProfile {
-	return &runtime.InferenceTaskProfile{
+func videoTask() *spec.InferenceTaskProfile {
+	return &spec.InferenceTaskProfile{
 		TaskID: "text-to-video",
-		Inputs: []runtime.InferenceFieldSpec{
-			field("prompt", runtime.KindString, true),
-			{FieldID: "sampler", Kind: runtime.KindString, Target: runtime.TargetCallKwargs, Choices: []string{"euler", "dpm"}, Default: "euler"},
-			withDefault(field("num_frames", runtime.KindInt, false), 16),
-			withDefault(field("guidance", runtime.KindFloat, false), 7.5),
-			field("seed", runtime.KindInt, false),
-			field("negative", runtime.KindStringList, false),
-			field("cond_frames", runtime.KindTensorList, false),
-			{FieldID: "dtype", Kind: runtime.KindString, Target: runtime.TargetLoadKwargs},
+		Inputs: []spec.InferenceFieldSpec{
+			field("prompt", spec.KindString, true),
+			{FieldID: "sampler", Kind: spec.KindString, Target: spec.TargetCallKwargs, Choices: []string{"euler", "dpm"}, Default: "euler"},
+			withDefault(field("num_frames", spec.KindInt, false), 16),
+			withDefault(field("guidance", spec.KindFloat, false), 7.5),
+			field("seed", spec.KindInt, false),
+			field("negative", spec.KindStringList, false),
+			field("cond_frames", spec.KindTensorList, false),
+			{FieldID: "dtype", Kind: spec.KindString, Target: spec.TargetLoadKwargs},
 		},
-		Outputs: []runtime.InferenceArtifactSpec{artifact("video", runtime.ArtifactVideo), artifact("caption", runtime.ArtifactText)},
+		Outputs: []spec.InferenceArtifactSpec{artifact("video", spec.ArtifactVideo), artifact("caption", spec.ArtifactText)},
 	}
 }
 
-func videoSchema() runtime.MethodSchema {
-	return runtime.MethodSchema{
+func videoSchema() engine.MethodSchema {
+	return engine.MethodSchema{
 		Name: "forward",
-		Arguments: []runtime.Argument{
+		Arguments: []engine.Argument{
 			arg("prompt", "str"),
 			argDefault("sampler", "str"),
 			argDefault("num_frames", "int"),
@@ -80,22 +81,22 @@ func videoSchema() runtime.MethodSchema {
 func TestCheck(t *testing.T) {
 	type tc struct {
 		name    string
-		task    *runtime.InferenceTaskProfile
+		task    *spec.InferenceTaskProfile
 		methods []string
-		schema  runtime.MethodSchema
+		schema  engine.MethodSchema
 		want    []Problem // nil: no mismatch
 	}
 	cases := []tc{
 		{
 			name: "embed matches", task: embedTask(), methods: []string{"encode", "forward"},
-			schema: runtime.MethodSchema{Name: "encode", Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor"}},
+			schema: engine.MethodSchema{Name: "encode", Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor"}},
 		},
 		{
 			name: "video matches (annotation form)", task: videoTask(), methods: []string{"forward"}, schema: videoSchema(),
 		},
 		{
 			name: "video matches (schema form)", task: videoTask(), methods: []string{"forward"},
-			schema: func() runtime.MethodSchema {
+			schema: func() engine.MethodSchema {
 				s := videoSchema()
 				s.Arguments[4].Type = "int?"
 				s.Arguments[5].Type = "str[]"
@@ -105,7 +106,7 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "missing method", task: embedTask(), methods: []string{"forward", "decode"},
-			schema: runtime.MethodSchema{},
+			schema: engine.MethodSchema{},
 			want:   []Problem{{"method", `a method named "encode"`, "methods forward, decode"}},
 		},
 		{
@@ -114,14 +115,14 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "schema of another method", task: embedTask(), methods: []string{"encode", "forward"},
-			schema: runtime.MethodSchema{Name: "forward", Returns: []string{"Tensor"}},
+			schema: engine.MethodSchema{Name: "forward", Returns: []string{"Tensor"}},
 			want:   []Problem{{"method", "the schema of encode", "the schema of forward"}},
 		},
 		{
 			name: "every problem listed", task: videoTask(), methods: []string{"forward"},
-			schema: runtime.MethodSchema{
+			schema: engine.MethodSchema{
 				Name: "forward",
-				Arguments: []runtime.Argument{
+				Arguments: []engine.Argument{
 					arg("prompt", "Tensor"),           // wrong type
 					argDefault("sampler", "int"),      // choices are str
 					argDefault("num_frames", "float"), // int field, float argument: converted
@@ -148,7 +149,7 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "Optional and Any arguments accept fields", task: videoTask(), methods: []string{"forward"},
-			schema: runtime.MethodSchema{Name: "forward", Arguments: []runtime.Argument{
+			schema: engine.MethodSchema{Name: "forward", Arguments: []engine.Argument{
 				arg("prompt", "Any"), argDefault("sampler", "Optional[str]"), argDefault("num_frames", "Scalar"),
 				argDefault("guidance", "number"), argDefault("seed", "Union[int, NoneType]"),
 				argDefault("negative", "Optional[List[Optional[str]]]"), argDefault("cond_frames", "List[Tensor]"),
@@ -156,18 +157,18 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "engine conversions: int to float, str to Device", methods: []string{"forward"},
-			task: &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{
-				field("steps", runtime.KindInt, true), field("where", runtime.KindString, true), field("scales", runtime.KindIntList, true),
-			}, Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("steps", "float"), arg("where", "Device"), arg("scales", "float[]")}, Returns: []string{"Tensor"}},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Inputs: []spec.InferenceFieldSpec{
+				field("steps", spec.KindInt, true), field("where", spec.KindString, true), field("scales", spec.KindIntList, true),
+			}, Outputs: []spec.InferenceArtifactSpec{artifact("y", spec.ArtifactTensor)}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("steps", "float"), arg("where", "Device"), arg("scales", "float[]")}, Returns: []string{"Tensor"}},
 		},
 		{
 			name: "kinds to list types", methods: []string{"forward"},
-			task: &runtime.InferenceTaskProfile{TaskID: "lists", Inputs: []runtime.InferenceFieldSpec{
-				field("a", runtime.KindIntList, true), field("b", runtime.KindFloatList, true), field("c", runtime.KindBoolList, true),
-				field("d", runtime.KindVideo, true), field("e", runtime.KindTensor, true),
-			}, Outputs: []runtime.InferenceArtifactSpec{artifact("out", runtime.ArtifactTensor)}},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{
+			task: &spec.InferenceTaskProfile{TaskID: "lists", Inputs: []spec.InferenceFieldSpec{
+				field("a", spec.KindIntList, true), field("b", spec.KindFloatList, true), field("c", spec.KindBoolList, true),
+				field("d", spec.KindVideo, true), field("e", spec.KindTensor, true),
+			}, Outputs: []spec.InferenceArtifactSpec{artifact("out", spec.ArtifactTensor)}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{
 				arg("a", "int[]"), arg("b", "List[int]"), arg("c", "bool[]"), arg("d", "Tensor"), arg("e", "List[Tensor]"),
 			}, Returns: []string{"Tensor"}},
 			want: []Problem{
@@ -177,12 +178,12 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "default_call_kwargs supply arguments and are checked", methods: []string{"forward"},
-			task: &runtime.InferenceTaskProfile{TaskID: "t",
-				Inputs: []runtime.InferenceFieldSpec{field("x", runtime.KindTensor, true), field("steps", runtime.KindInt, false)},
+			task: &spec.InferenceTaskProfile{TaskID: "t",
+				Inputs: []spec.InferenceFieldSpec{field("x", spec.KindTensor, true), field("steps", spec.KindInt, false)},
 				DefaultCallKwargs: map[string]any{"steps": int64(4), "mode": "fast", "scale": 2.0, "ids": []any{int64(1), 2.0}, "eta": int64(1),
 					"bogus": true, "opt": nil, "dev": "cpu", "num": true},
-				Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{
+				Outputs: []spec.InferenceArtifactSpec{artifact("y", spec.ArtifactTensor)}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{
 				arg("x", "Tensor"), arg("steps", "int"), arg("mode", "str"), arg("scale", "int"), arg("ids", "List[int]"),
 				arg("eta", "float"), argDefault("opt", "str"), arg("dev", "Device"), arg("num", "Scalar"),
 			}, Returns: []string{"Tensor"}},
@@ -195,9 +196,9 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "non-integral float for an int argument", methods: []string{"forward"},
-			task: &runtime.InferenceTaskProfile{TaskID: "t", DefaultCallKwargs: map[string]any{"n": 2.5, "m": []any{"a", 3.0}},
-				Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactJSON)}},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{argDefault("n", "int"), argDefault("m", "List[str]")}, Returns: []string{"Dict[str, List[int]]"}},
+			task: &spec.InferenceTaskProfile{TaskID: "t", DefaultCallKwargs: map[string]any{"n": 2.5, "m": []any{"a", 3.0}},
+				Outputs: []spec.InferenceArtifactSpec{artifact("y", spec.ArtifactJSON)}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{argDefault("n", "int"), argDefault("m", "List[str]")}, Returns: []string{"Dict[str, List[int]]"}},
 			want: []Problem{
 				{`default_call_kwargs "m"`, "a value for argument m: List[str]", "a list [a 3]"},
 				{`default_call_kwargs "n"`, "a value for argument n: int", "float 2.5"},
@@ -205,58 +206,58 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "single value with several artifacts", task: videoTask(), methods: []string{"forward"},
-			schema: func() runtime.MethodSchema { s := videoSchema(); s.Returns = []string{"Tensor"}; return s }(),
+			schema: func() engine.MethodSchema { s := videoSchema(); s.Returns = []string{"Tensor"}; return s }(),
 			want:   []Problem{{"return", `Dict[str, ...] keyed by artifact_id for 2 artifacts ("video", "caption")`, "Tensor (one value)"}},
 		},
 		{
 			name: "single value of the wrong kind", task: embedTask(), methods: []string{"encode"},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"str"}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"str"}},
 			want:   []Problem{{`artifact "embedding"`, "a return type for artifact kind embedding (Tensor, floating [D] or [N,D])", "str"}},
 		},
 		{
 			name: "tuple return for one artifact", task: embedTask(), methods: []string{"encode"},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"(Tensor, Tensor)"}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"(Tensor, Tensor)"}},
 			want:   []Problem{{`artifact "embedding"`, "a return type for artifact kind embedding (Tensor, floating [D] or [N,D])", "Tuple[Tensor, Tensor]"}},
 		},
 		{
 			name: "several returns are a tuple", task: embedTask(), methods: []string{"encode"},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor", "Tensor"}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor", "Tensor"}},
 			want:   []Problem{{`artifact "embedding"`, "a return type for artifact kind embedding (Tensor, floating [D] or [N,D])", "Tuple[Tensor, Tensor]"}},
 		},
 		{
 			name: "json artifacts from dict, list and str", methods: []string{"forward"},
-			task:   &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{artifact("meta", runtime.ArtifactJSON)}},
-			schema: runtime.MethodSchema{Returns: []string{"Dict(str, Tuple[int, float, str?, bool])"}},
+			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{artifact("meta", spec.ArtifactJSON)}},
+			schema: engine.MethodSchema{Returns: []string{"Dict(str, Tuple[int, float, str?, bool])"}},
 		},
 		{
 			name: "json artifact cannot hold a tensor", methods: []string{"forward"},
-			task:   &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{artifact("meta", runtime.ArtifactJSON)}},
-			schema: runtime.MethodSchema{Returns: []string{"Dict[str, List[Tensor]]"}},
+			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{artifact("meta", spec.ArtifactJSON)}},
+			schema: engine.MethodSchema{Returns: []string{"Dict[str, List[Tensor]]"}},
 			want: []Problem{{`artifact "meta"`, "dict values for artifact kind json (str holding JSON, or a dict, list or scalar without tensors)",
 				"values of type List[Tensor] (return Dict[str, List[Tensor]])"}},
 		},
 		{
 			name: "dict with non-str keys", task: embedTask(), methods: []string{"encode"},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Dict[int, Tensor]"}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Dict[int, Tensor]"}},
 			want:   []Problem{{"return", "Dict[str, ...] keyed by artifact_id", "Dict[int, Tensor]"}},
 		},
 		{
 			name: "optional dict return", task: embedTask(), methods: []string{"encode"},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Dict(str, Tensor)?"}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Dict(str, Tensor)?"}},
 		},
 		{
 			name: "None return with artifacts", task: embedTask(), methods: []string{"encode"},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"NoneType"}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"NoneType"}},
 			want:   []Problem{{"return", `a value for 1 artifact ("embedding")`, "NoneType (the method returns nothing)"}},
 		},
 		{
 			name: "no returns listed, no artifacts", methods: []string{"reset"},
-			task:   &runtime.InferenceTaskProfile{TaskID: "reset", Method: "reset"},
-			schema: runtime.MethodSchema{Name: "reset"},
+			task:   &spec.InferenceTaskProfile{TaskID: "reset", Method: "reset"},
+			schema: engine.MethodSchema{Name: "reset"},
 		},
 		{
 			name: "unparseable types", task: embedTask(), methods: []string{"encode"},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("image", "Tensor["), argDefault("normalize", "bool")}, Returns: []string{"Dict[str"}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor["), argDefault("normalize", "bool")}, Returns: []string{"Dict[str"}},
 			want: []Problem{
 				{`argument "image"`, "a TorchScript type", `type "Tensor[": missing type at offset 7`},
 				{"return", "a TorchScript type", `type "Dict[str": expected ',' or ']' at offset 8`},
@@ -264,10 +265,10 @@ func TestCheck(t *testing.T) {
 		},
 		{
 			name: "unknown field kind", methods: []string{"forward"},
-			task: &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{field("x", "matrix", true)},
-				Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}},
-			schema: runtime.MethodSchema{Arguments: []runtime.Argument{arg("x", "Tensor")}, Returns: []string{"Tensor"}},
-			want:   []Problem{{`field "x"`, "a field kind (" + runtime.FieldKindList() + ")", `kind "matrix"`}},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Inputs: []spec.InferenceFieldSpec{field("x", "matrix", true)},
+				Outputs: []spec.InferenceArtifactSpec{artifact("y", spec.ArtifactTensor)}},
+			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("x", "Tensor")}, Returns: []string{"Tensor"}},
+			want:   []Problem{{`field "x"`, "a field kind (" + spec.FieldKindList() + ")", `kind "matrix"`}},
 		},
 	}
 	for _, c := range cases {
@@ -311,15 +312,15 @@ func list(ps []Problem) string {
 }
 
 func TestCheckVariantCallKwargs(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{field("x", runtime.KindTensor, true)},
-		Outputs: []runtime.InferenceArtifactSpec{artifact("y", runtime.ArtifactTensor)}}
-	schema := runtime.MethodSchema{Arguments: []runtime.Argument{arg("x", "Tensor"), arg("size", "str")}, Returns: []string{"Tensor"}}
+	task := &spec.InferenceTaskProfile{TaskID: "t", Inputs: []spec.InferenceFieldSpec{field("x", spec.KindTensor, true)},
+		Outputs: []spec.InferenceArtifactSpec{artifact("y", spec.ArtifactTensor)}}
+	schema := engine.MethodSchema{Arguments: []engine.Argument{arg("x", "Tensor"), arg("size", "str")}, Returns: []string{"Tensor"}}
 	// Without the variant, "size" is never supplied.
 	err := Check(task, []string{"forward"}, schema)
 	if err == nil || !strings.Contains(err.Error(), `argument "size": expected a call_kwargs field "size"`) {
 		t.Fatalf("Check err = %v", err)
 	}
-	v := &runtime.InferenceVariantSpec{VariantID: "large", CallKwargs: map[string]any{"size": "large"}}
+	v := &spec.InferenceVariantSpec{VariantID: "large", CallKwargs: map[string]any{"size": "large"}}
 	if err := CheckVariant(task, v, []string{"forward"}, schema); err != nil {
 		t.Fatalf("CheckVariant: %v", err)
 	}
@@ -334,7 +335,7 @@ func TestCheckVariantCallKwargs(t *testing.T) {
 
 // fakeModule is a loaded module as the engine would present it.
 type fakeModule struct {
-	schemas   map[string]runtime.MethodSchema
+	schemas   map[string]engine.MethodSchema
 	schemaErr error
 }
 
@@ -346,36 +347,36 @@ func (m *fakeModule) Methods() []string {
 	slices.Sort(out)
 	return out
 }
-func (m *fakeModule) Schema(name string) (runtime.MethodSchema, error) {
+func (m *fakeModule) Schema(name string) (engine.MethodSchema, error) {
 	if m.schemaErr != nil {
-		return runtime.MethodSchema{}, m.schemaErr
+		return engine.MethodSchema{}, m.schemaErr
 	}
 	return m.schemas[name], nil
 }
-func (m *fakeModule) Call(context.Context, string, map[string]any, runtime.CallOptions) (any, error) {
+func (m *fakeModule) Call(context.Context, string, map[string]any, engine.CallOptions) (any, error) {
 	return nil, errors.New("not callable")
 }
 func (m *fakeModule) Device() string { return "cpu" }
 func (m *fakeModule) Close() error   { return nil }
 
 func TestCheckModule(t *testing.T) {
-	good := runtime.MethodSchema{Name: "encode", Arguments: []runtime.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor"}}
-	mod := &fakeModule{schemas: map[string]runtime.MethodSchema{"encode": good, "forward": {Name: "forward"}}}
+	good := engine.MethodSchema{Name: "encode", Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor"}}
+	mod := &fakeModule{schemas: map[string]engine.MethodSchema{"encode": good, "forward": {Name: "forward"}}}
 	if err := CheckModule(embedTask(), nil, mod); err != nil {
 		t.Fatalf("CheckModule: %v", err)
 	}
-	mod = &fakeModule{schemas: map[string]runtime.MethodSchema{"forward": {Name: "forward"}}}
+	mod = &fakeModule{schemas: map[string]engine.MethodSchema{"forward": {Name: "forward"}}}
 	if err := CheckModule(embedTask(), nil, mod); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), `method: expected a method named "encode", found methods forward`) {
 		t.Fatalf("missing method: err = %v", err)
 	}
-	mod = &fakeModule{schemas: map[string]runtime.MethodSchema{"encode": good}, schemaErr: runtime.ErrClosed}
-	if err := CheckModule(embedTask(), nil, mod); !errors.Is(err, runtime.ErrClosed) || errors.Is(err, ErrMismatch) {
+	mod = &fakeModule{schemas: map[string]engine.MethodSchema{"encode": good}, schemaErr: engine.ErrClosed}
+	if err := CheckModule(embedTask(), nil, mod); !errors.Is(err, engine.ErrClosed) || errors.Is(err, ErrMismatch) {
 		t.Fatalf("schema error: err = %v", err)
 	}
 	if err := CheckModule(nil, nil, mod); err == nil {
 		t.Fatal("nil task accepted")
 	}
-	if err := Check(nil, nil, runtime.MethodSchema{}); err == nil {
+	if err := Check(nil, nil, engine.MethodSchema{}); err == nil {
 		t.Fatal("nil task accepted")
 	}
 }

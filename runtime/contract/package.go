@@ -9,21 +9,21 @@ import (
 	"path"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // ReadCallSpec reads the call spec an AOTInductor package (.pt2) was
 // exported for, as examples/aoti/export.py records it in the package's
-// metadata (key runtime.CallSpecKey), without libtorch: the metadata file
+// metadata (key engine.CallSpecKey), without libtorch: the metadata file
 // data/aotinductor/MODEL/*_metadata.json (at the zip's top or under one
 // folder; MODEL "model" when the package holds several) read up to
-// MaxCodeBytes, decoded (runtime.DecodeCallSpec) and checked
-// (runtime.CallSpec.Check). The engine checks the same spec against the
+// MaxCodeBytes, decoded (engine.DecodeCallSpec) and checked
+// (engine.CallSpec.Check). The engine checks the same spec against the
 // compiled model's own inputs and outputs when it loads the package.
-func ReadCallSpec(r io.ReaderAt, size int64) (runtime.CallSpec, error) {
+func ReadCallSpec(r io.ReaderAt, size int64) (engine.CallSpec, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {
-		return runtime.CallSpec{}, fmt.Errorf("not an AOTInductor package (a zip file): %w", err)
+		return engine.CallSpec{}, fmt.Errorf("not an AOTInductor package (a zip file): %w", err)
 	}
 	found := map[string][]*zip.File{} // by model folder
 	var models []string
@@ -47,30 +47,30 @@ func ReadCallSpec(r io.ReaderAt, size int64) (runtime.CallSpec, error) {
 	files := found[model]
 	switch {
 	case len(models) == 0:
-		return runtime.CallSpec{}, errors.New("not an AOTInductor package: no data/aotinductor/<model>/<name>_metadata.json entry")
+		return engine.CallSpec{}, errors.New("not an AOTInductor package: no data/aotinductor/<model>/<name>_metadata.json entry")
 	case len(files) == 0:
-		return runtime.CallSpec{}, fmt.Errorf("the package holds the models %s, none of them %q", strings.Join(models, ", "), model)
+		return engine.CallSpec{}, fmt.Errorf("the package holds the models %s, none of them %q", strings.Join(models, ", "), model)
 	case len(files) > 1:
-		return runtime.CallSpec{}, fmt.Errorf("model %s of the package has %d metadata files (%s, %s)", model, len(files), files[0].Name, files[1].Name)
+		return engine.CallSpec{}, fmt.Errorf("model %s of the package has %d metadata files (%s, %s)", model, len(files), files[0].Name, files[1].Name)
 	}
 	f := files[0]
 	data, err := readEntry(f)
 	if err != nil {
-		return runtime.CallSpec{}, err
+		return engine.CallSpec{}, err
 	}
 	var meta map[string]json.RawMessage
 	if err := json.Unmarshal(data, &meta); err != nil {
-		return runtime.CallSpec{}, fmt.Errorf("%s: %w", path.Base(f.Name), err)
+		return engine.CallSpec{}, fmt.Errorf("%s: %w", path.Base(f.Name), err)
 	}
 	var recorded string
-	if raw, ok := meta[runtime.CallSpecKey]; ok {
+	if raw, ok := meta[engine.CallSpecKey]; ok {
 		if err := json.Unmarshal(raw, &recorded); err != nil {
-			return runtime.CallSpec{}, fmt.Errorf("%s: %s is not a string: %w", path.Base(f.Name), runtime.CallSpecKey, err)
+			return engine.CallSpec{}, fmt.Errorf("%s: %s is not a string: %w", path.Base(f.Name), engine.CallSpecKey, err)
 		}
 	}
-	spec, err := runtime.DecodeCallSpec(recorded)
+	spec, err := engine.DecodeCallSpec(recorded)
 	if err != nil {
-		return runtime.CallSpec{}, err
+		return engine.CallSpec{}, err
 	}
 	return spec, spec.Check()
 }

@@ -54,7 +54,7 @@ type (
 // its code names CONSTANTS.c0, CONSTANTS.c1, .... It understands the
 // opcodes torch.jit's pickler writes; str, int, float, bool, None, lists,
 // tuples and dicts become Go values in the engine's value form (see
-// runtime.Module), tensors and objects Opaque values.
+// engine.Module), tensors and objects Opaque values.
 func readConstants(data []byte) ([]any, error) {
 	var (
 		stack []any

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Signatures are the method schemas of a TorchScript archive's root module
@@ -24,7 +24,7 @@ type Signatures struct {
 	// ("net/code/__torch__/pkg.py").
 	File    string
 	methods []string
-	schemas map[string]runtime.MethodSchema
+	schemas map[string]engine.MethodSchema
 	errs    map[string]error
 }
 
@@ -33,13 +33,13 @@ func (s *Signatures) Methods() []string { return slices.Clone(s.methods) }
 
 // Schema returns the schema of one method, or where its signature could
 // not be read (a *CodeError).
-func (s *Signatures) Schema(method string) (runtime.MethodSchema, error) {
+func (s *Signatures) Schema(method string) (engine.MethodSchema, error) {
 	if err, bad := s.errs[method]; bad {
-		return runtime.MethodSchema{}, err
+		return engine.MethodSchema{}, err
 	}
 	sc, ok := s.schemas[method]
 	if !ok {
-		return runtime.MethodSchema{}, fmt.Errorf("no method %q (its methods: %s)", method, strings.Join(s.methods, ", "))
+		return engine.MethodSchema{}, fmt.Errorf("no method %q (its methods: %s)", method, strings.Join(s.methods, ", "))
 	}
 	sc.Arguments = slices.Clone(sc.Arguments)
 	sc.Returns = slices.Clone(sc.Returns)
@@ -99,7 +99,7 @@ func ReadSignatures(r io.ReaderAt, size int64) (*Signatures, error) {
 	if !found {
 		return nil, fmt.Errorf("%s does not define class %s, the root module's class", file, a.class)
 	}
-	s := &Signatures{Class: qualified, File: file, schemas: map[string]runtime.MethodSchema{}, errs: map[string]error{}}
+	s := &Signatures{Class: qualified, File: file, schemas: map[string]engine.MethodSchema{}, errs: map[string]error{}}
 	var (
 		consts    []any
 		constsErr error
@@ -300,13 +300,13 @@ func (p *sigParser) expect(s, context string) error {
 
 // signature parses "def NAME(ARGS) -> TYPE:". The first argument (self) is
 // not an argument of the schema.
-func (p *sigParser) signature() (_ runtime.MethodSchema, err error) {
+func (p *sigParser) signature() (_ engine.MethodSchema, err error) {
 	defer func() {
 		if e, ok := err.(*sigErr); ok {
 			p.errAt = e.at
 		}
 	}()
-	s := runtime.MethodSchema{Arguments: []runtime.Argument{}}
+	s := engine.MethodSchema{Arguments: []engine.Argument{}}
 	if t := p.next(); t.kind != 'i' || t.text != "def" {
 		return s, p.fail(t.off, "expected \"def\", found %s", describe(t))
 	}
@@ -329,7 +329,7 @@ func (p *sigParser) signature() (_ runtime.MethodSchema, err error) {
 			return s, p.fail(t.off, "argument %s declared twice", t.text)
 		}
 		seen[t.text] = true
-		a := runtime.Argument{Name: t.text, Type: "Tensor"} // TorchScript's type of an unannotated argument
+		a := engine.Argument{Name: t.text, Type: "Tensor"} // TorchScript's type of an unannotated argument
 		var typ *Type
 		if p.is(":") {
 			p.next()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Constants as torch.jit.save (PyTorch 1.13) pickles them: a tensor and
@@ -105,7 +105,7 @@ func TestReadSignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runtime.MethodSchema{Name: "forward", Arguments: []runtime.Argument{
+	want := engine.MethodSchema{Name: "forward", Arguments: []engine.Argument{
 		{Name: "prompt", Type: "str"},
 		{Name: "x", Type: "Tensor"},
 		{Name: "steps", Type: "int", HasDefault: true, Default: int64(2)},
@@ -290,7 +290,7 @@ func TestReadCallSpec(t *testing.T) {
 		b, _ := json.Marshal(s)
 		return `{"AOTI_DEVICE_KEY": "cpu", "wfgen.call_spec": ` + string(b) + `}`
 	}
-	read := func(files map[string]string) (runtime.CallSpec, error) {
+	read := func(files map[string]string) (engine.CallSpec, error) {
 		data := archive(t, files)
 		return ReadCallSpec(bytes.NewReader(data), int64(len(data)))
 	}

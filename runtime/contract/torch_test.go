@@ -11,9 +11,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/contract"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // The contract check against schemas read by the real libtorch engine from
@@ -32,13 +35,13 @@ def stats(self, frames: Tensor) -> Tuple[Tensor, List[int]]:
     return frames, [1, 2]
 `
 
-func loadGenerator(t *testing.T) runtime.Module {
+func loadGenerator(t *testing.T) engine.Module {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "gen.pt")
 	if err := torch.DefineModule(generatorSource, nil, path); err != nil {
 		t.Fatal(err)
 	}
-	m, err := torch.Default().Load(path, runtime.LoadOptions{Device: "cpu"})
+	m, err := torch.Default().Load(path, engine.LoadOptions{Device: "cpu"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +49,8 @@ func loadGenerator(t *testing.T) runtime.Module {
 	return m
 }
 
-func callField(id string, kind runtime.Kind, required bool, def any) runtime.InferenceFieldSpec {
-	return runtime.InferenceFieldSpec{FieldID: id, Kind: kind, Target: runtime.TargetCallKwargs, Required: required, Default: def}
+func callField(id string, kind spec.Kind, required bool, def any) spec.InferenceFieldSpec {
+	return spec.InferenceFieldSpec{FieldID: id, Kind: kind, Target: spec.TargetCallKwargs, Required: required, Default: def}
 }
 
 func TestRealSchemasParse(t *testing.T) {
@@ -72,34 +75,34 @@ func TestRealSchemasParse(t *testing.T) {
 
 func TestCheckModuleWithLibtorch(t *testing.T) {
 	m := loadGenerator(t)
-	good := &runtime.InferenceTaskProfile{
+	good := &spec.InferenceTaskProfile{
 		TaskID: "text-to-video",
-		Inputs: []runtime.InferenceFieldSpec{
-			callField("prompt", runtime.KindString, true, nil),
-			callField("frames", runtime.KindVideo, true, nil),
-			callField("num_frames", runtime.KindInt, false, int64(16)),
-			callField("guidance", runtime.KindFloat, false, 7.5),
-			callField("seed", runtime.KindInt, false, nil),
-			callField("negative", runtime.KindStringList, false, nil),
-			callField("loop", runtime.KindBool, false, nil),
-			callField("cond", runtime.KindTensorList, false, nil),
-			callField("scales", runtime.KindIntList, false, nil), // ints are converted for List[float]
+		Inputs: []spec.InferenceFieldSpec{
+			callField("prompt", spec.KindString, true, nil),
+			callField("frames", spec.KindVideo, true, nil),
+			callField("num_frames", spec.KindInt, false, int64(16)),
+			callField("guidance", spec.KindFloat, false, 7.5),
+			callField("seed", spec.KindInt, false, nil),
+			callField("negative", spec.KindStringList, false, nil),
+			callField("loop", spec.KindBool, false, nil),
+			callField("cond", spec.KindTensorList, false, nil),
+			callField("scales", spec.KindIntList, false, nil), // ints are converted for List[float]
 		},
-		Outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "video", Kind: runtime.ArtifactVideo, Required: true}},
+		Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "video", Kind: spec.ArtifactVideo, Required: true}},
 	}
 	if err := contract.CheckModule(good, nil, m); err != nil {
 		t.Fatalf("matching task: %v", err)
 	}
 
-	caption := &runtime.InferenceTaskProfile{
+	caption := &spec.InferenceTaskProfile{
 		TaskID: "caption", Method: "caption",
-		Inputs: []runtime.InferenceFieldSpec{
-			callField("frames", runtime.KindVideo, true, nil),
-			callField("max_len", runtime.KindFloat, false, nil),
+		Inputs: []spec.InferenceFieldSpec{
+			callField("frames", spec.KindVideo, true, nil),
+			callField("max_len", spec.KindFloat, false, nil),
 		},
-		Outputs: []runtime.InferenceArtifactSpec{
-			{ArtifactID: "text", Kind: runtime.ArtifactText},
-			{ArtifactID: "score", Kind: runtime.ArtifactJSON},
+		Outputs: []spec.InferenceArtifactSpec{
+			{ArtifactID: "text", Kind: spec.ArtifactText},
+			{ArtifactID: "score", Kind: spec.ArtifactJSON},
 		},
 	}
 	err := contract.CheckModule(caption, nil, m)
@@ -116,13 +119,13 @@ func TestCheckModuleWithLibtorch(t *testing.T) {
 		t.Errorf("problems:\n%v\nwant\n%v", me.Problems, want)
 	}
 
-	stats := &runtime.InferenceTaskProfile{TaskID: "stats", Method: "stats",
-		Inputs:  []runtime.InferenceFieldSpec{callField("frames", runtime.KindTensor, true, nil)},
-		Outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "s", Kind: runtime.ArtifactTensor}}}
+	stats := &spec.InferenceTaskProfile{TaskID: "stats", Method: "stats",
+		Inputs:  []spec.InferenceFieldSpec{callField("frames", spec.KindTensor, true, nil)},
+		Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "s", Kind: spec.ArtifactTensor}}}
 	if err := contract.CheckModule(stats, nil, m); !errors.Is(err, contract.ErrMismatch) {
 		t.Errorf("tuple return for a tensor artifact: err = %v", err)
 	}
-	missing := &runtime.InferenceTaskProfile{TaskID: "x", Method: "encode"}
+	missing := &spec.InferenceTaskProfile{TaskID: "x", Method: "encode"}
 	if err := contract.CheckModule(missing, nil, m); !errors.Is(err, contract.ErrMismatch) {
 		t.Errorf("missing method: err = %v", err)
 	}
@@ -132,24 +135,24 @@ func TestCheckModuleWithLibtorch(t *testing.T) {
 // an int for a float (also inside lists), and not a float for an int.
 func TestEngineConversionsMatchContract(t *testing.T) {
 	m := loadGenerator(t)
-	frames := runtime.FromFloat32([]float32{1, 2}, 2)
+	frames := tensor.FromFloat32([]float32{1, 2}, 2)
 	ok := map[string]any{"prompt": "p", "frames": frames, "guidance": int64(2), "scales": []any{int64(1), int64(2)}, "seed": int64(3)}
-	if _, err := m.Call(t.Context(), "forward", ok, runtime.CallOptions{}); err != nil {
+	if _, err := m.Call(t.Context(), "forward", ok, engine.CallOptions{}); err != nil {
 		t.Fatalf("int for float: %v", err)
 	}
 	bad := map[string]any{"prompt": "p", "frames": frames, "num_frames": 4.0}
-	if _, err := m.Call(t.Context(), "forward", bad, runtime.CallOptions{}); err == nil {
+	if _, err := m.Call(t.Context(), "forward", bad, engine.CallOptions{}); err == nil {
 		t.Fatal("the engine accepted a float for an int argument; the contract rejects it")
 	}
 	schema, err := m.Schema("forward")
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := &runtime.InferenceTaskProfile{TaskID: "t",
-		Inputs: []runtime.InferenceFieldSpec{
-			callField("prompt", runtime.KindString, true, nil), callField("frames", runtime.KindTensor, true, nil)},
+	task := &spec.InferenceTaskProfile{TaskID: "t",
+		Inputs: []spec.InferenceFieldSpec{
+			callField("prompt", spec.KindString, true, nil), callField("frames", spec.KindTensor, true, nil)},
 		DefaultCallKwargs: map[string]any{"num_frames": 4.0},
-		Outputs:           []runtime.InferenceArtifactSpec{{ArtifactID: "video", Kind: runtime.ArtifactVideo}}}
+		Outputs:           []spec.InferenceArtifactSpec{{ArtifactID: "video", Kind: spec.ArtifactVideo}}}
 	err = contract.Check(task, m.Methods(), schema)
 	var me *contract.MismatchError
 	if !errors.As(err, &me) || len(me.Problems) != 1 || me.Problems[0].Field != `default_call_kwargs "num_frames"` {
@@ -202,30 +205,30 @@ func TestReadReturnsFromLibtorchArchive(t *testing.T) {
 		t.Errorf("ReadReturns (-want +got):\n%s", diff)
 	}
 
-	m, err := torch.Default().Load(path, runtime.LoadOptions{Device: "cpu"})
+	m, err := torch.Default().Load(path, engine.LoadOptions{Device: "cpu"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	task := func(method string, required ...string) *runtime.InferenceTaskProfile {
-		tp := &runtime.InferenceTaskProfile{TaskID: method, Method: method,
-			Inputs: []runtime.InferenceFieldSpec{callField("x", runtime.KindTensor, true, nil)}}
+	task := func(method string, required ...string) *spec.InferenceTaskProfile {
+		tp := &spec.InferenceTaskProfile{TaskID: method, Method: method,
+			Inputs: []spec.InferenceFieldSpec{callField("x", spec.KindTensor, true, nil)}}
 		if method == "dynamic" {
-			tp.Inputs = append(tp.Inputs, callField("names", runtime.KindStringList, true, nil))
+			tp.Inputs = append(tp.Inputs, callField("names", spec.KindStringList, true, nil))
 		}
 		for _, id := range required {
-			tp.Outputs = append(tp.Outputs, runtime.InferenceArtifactSpec{ArtifactID: id, Kind: runtime.ArtifactTensor, Required: true})
+			tp.Outputs = append(tp.Outputs, spec.InferenceArtifactSpec{ArtifactID: id, Kind: spec.ArtifactTensor, Required: true})
 		}
 		return tp
 	}
-	check := func(tp *runtime.InferenceTaskProfile) error {
+	check := func(tp *spec.InferenceTaskProfile) error {
 		schema, err := m.Schema(tp.MethodName())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return contract.CheckLoaded(tp, nil, m.Methods(), schema, got)
 	}
-	for _, tp := range []*runtime.InferenceTaskProfile{
+	for _, tp := range []*spec.InferenceTaskProfile{
 		task("forward", "frames"), task("forward", "frames", "mask"), // mask may be returned
 		task("dynamic", "anything"), task("viahelper", "frames"), // the code cannot tell
 	} {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // EnvBatchSize is the global batch size override. The scoped form
@@ -93,7 +93,7 @@ func ScopeEnv(scope string) string {
 //
 // A variable that is set but is not a positive integer is an error naming
 // it, never silently ignored. def must be at least 1.
-func ChooseBatchSize(eng runtime.Engine, device, scope string, def int) (BatchSize, error) {
+func ChooseBatchSize(eng engine.Engine, device, scope string, def int) (BatchSize, error) {
 	if def < 1 {
 		return BatchSize{}, fmt.Errorf("batch size: default %d is not positive", def)
 	}

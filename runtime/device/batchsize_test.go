@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	wf "github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 func TestScaleBatchSize(t *testing.T) {
@@ -86,11 +86,11 @@ const meminfo8G = "MemTotal:       24000000 kB\nMemFree:         1000000 kB\nMem
 func TestChooseBatchSize(t *testing.T) {
 	t.Setenv(EnvLocalRank, "")
 	writeMeminfo(t, meminfo8G) // 8 GiB available
-	eng := &fakeEngine{gpus: []wf.DeviceInfo{gpu(0, 8, 0, 78.5), gpu(1, 7, 5, 12), gpu(2, 8, 6, 23)}, current: 2}
+	eng := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 78.5), gpu(1, 7, 5, 12), gpu(2, 8, 6, 23)}, current: 2}
 	cases := []struct {
 		name          string
 		env           map[string]string
-		eng           wf.Engine
+		eng           engine.Engine
 		device, scope string
 		def           int
 		want          int

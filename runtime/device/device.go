@@ -4,7 +4,7 @@
 // capability, the autocast decision for a call, and a batch size from free
 // memory with environment overrides.
 //
-// Every function takes the runtime.Engine to ask about CUDA devices; a nil
+// Every function takes the engine.Engine to ask about CUDA devices; a nil
 // engine means a CPU-only process (no engine linked). The package is pure Go.
 package device
 
@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Device types with a meaning in this package.
@@ -89,7 +89,7 @@ func Parse(s string) (Device, error) {
 //   - Other PyTorch device types ("mps", "xpu", "npu", ...) are valid names no
 //     wfgen engine runs on: "cpu" with allowCPUFallback, an error otherwise.
 //   - Unknown names are an error even with allowCPUFallback.
-func Resolve(eng runtime.Engine, requested string, allowCPUFallback bool) (string, error) {
+func Resolve(eng engine.Engine, requested string, allowCPUFallback bool) (string, error) {
 	if strings.TrimSpace(requested) == "" {
 		requested = CUDA
 	}
@@ -144,7 +144,7 @@ func Resolve(eng runtime.Engine, requested string, allowCPUFallback bool) (strin
 //
 // LOCAL_RANK wins over the engine's current device because nothing in a Go
 // process calls set_device the way a Python worker does.
-func CurrentCUDAIndex(eng runtime.Engine) (int, error) {
+func CurrentCUDAIndex(eng engine.Engine) (int, error) {
 	n := cudaCount(eng)
 	if n == 0 {
 		return 0, fmt.Errorf("no CUDA device is available (%s)", describeCUDA(eng))
@@ -164,7 +164,7 @@ func CurrentCUDAIndex(eng runtime.Engine) (int, error) {
 				EnvLocalRank, r, plural(n, "CUDA device is", "CUDA devices are"), indexList(n), visibleNote())
 		}
 	}
-	c, err := runtime.AsCUDA(eng)
+	c, err := engine.AsCUDA(eng)
 	if err != nil {
 		return 0, fmt.Errorf("current CUDA device: %w", err)
 	}
@@ -180,7 +180,7 @@ func CurrentCUDAIndex(eng runtime.Engine) (int, error) {
 
 // CurrentAccelerator returns the accelerator selected for this process —
 // "cuda:N" from CurrentCUDAIndex — or "cpu" when no CUDA device is available.
-func CurrentAccelerator(eng runtime.Engine) (string, error) {
+func CurrentAccelerator(eng engine.Engine) (string, error) {
 	if cudaCount(eng) == 0 {
 		return CPU, nil
 	}
@@ -192,7 +192,7 @@ func CurrentAccelerator(eng runtime.Engine) (string, error) {
 }
 
 // cudaIndex resolves a CUDA device (bare or indexed) to an index that exists.
-func cudaIndex(eng runtime.Engine, d Device) (int, error) {
+func cudaIndex(eng engine.Engine, d Device) (int, error) {
 	n := cudaCount(eng)
 	if n == 0 {
 		return 0, fmt.Errorf("device %s: no CUDA device is available (%s)", d, describeCUDA(eng))
@@ -206,23 +206,23 @@ func cudaIndex(eng runtime.Engine, d Device) (int, error) {
 	return d.Index, nil
 }
 
-func cudaCount(eng runtime.Engine) int {
+func cudaCount(eng engine.Engine) int {
 	if eng == nil {
 		return 0
 	}
-	return max(0, runtime.CUDADevices(eng))
+	return max(0, engine.CUDADevices(eng))
 }
 
 // cudaDevice returns the capability and memory of CUDA device idx.
-func cudaDevice(eng runtime.Engine, idx int) (runtime.DeviceInfo, error) {
-	c, err := runtime.AsCUDA(eng)
+func cudaDevice(eng engine.Engine, idx int) (engine.DeviceInfo, error) {
+	c, err := engine.AsCUDA(eng)
 	if err != nil {
-		return runtime.DeviceInfo{}, err
+		return engine.DeviceInfo{}, err
 	}
 	return c.CUDADevice(idx)
 }
 
-func describeCUDA(eng runtime.Engine) string {
+func describeCUDA(eng engine.Engine) string {
 	if eng == nil {
 		return "no engine is linked: import _ \"github.com/worldfoundry/wfgen/runtime/torch\""
 	}

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // fakeEngine reports a configurable set of CUDA devices.
 type fakeEngine struct {
-	gpus       []runtime.DeviceInfo
+	gpus       []engine.DeviceInfo
 	current    int
 	currentErr error
 }
@@ -22,20 +22,20 @@ func (f *fakeEngine) CUDADeviceCount() int { return len(f.gpus) }
 func (f *fakeEngine) CUDACurrentDevice() (int, error) {
 	return f.current, f.currentErr
 }
-func (f *fakeEngine) CUDADevice(i int) (runtime.DeviceInfo, error) {
+func (f *fakeEngine) CUDADevice(i int) (engine.DeviceInfo, error) {
 	if i < 0 || i >= len(f.gpus) {
-		return runtime.DeviceInfo{}, fmt.Errorf("no CUDA device %d", i)
+		return engine.DeviceInfo{}, fmt.Errorf("no CUDA device %d", i)
 	}
 	return f.gpus[i], nil
 }
-func (f *fakeEngine) Load(string, runtime.LoadOptions) (runtime.Module, error) {
+func (f *fakeEngine) Load(string, engine.LoadOptions) (engine.Module, error) {
 	return nil, errors.New("fake engine loads nothing")
 }
 func (f *fakeEngine) EmptyCache() error        { return nil }
 func (f *fakeEngine) Synchronize(string) error { return nil }
 
-func gpu(i, major, minor int, freeGiB float64) runtime.DeviceInfo {
-	return runtime.DeviceInfo{Index: i, Name: fmt.Sprintf("GPU%d sm_%d%d", i, major, minor), Major: major, Minor: minor,
+func gpu(i, major, minor int, freeGiB float64) engine.DeviceInfo {
+	return engine.DeviceInfo{Index: i, Name: fmt.Sprintf("GPU%d sm_%d%d", i, major, minor), Major: major, Minor: minor,
 		FreeBytes: uint64(freeGiB * gib), TotalBytes: uint64(freeGiB*gib) + gib}
 }
 
@@ -85,10 +85,10 @@ func TestParse(t *testing.T) {
 func TestResolve(t *testing.T) {
 	t.Setenv(EnvLocalRank, "")
 	t.Setenv("CUDA_VISIBLE_DEVICES", "")
-	two := &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 8, 6, 20), gpu(1, 8, 6, 20)}, current: 1}
+	two := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 6, 20), gpu(1, 8, 6, 20)}, current: 1}
 	cases := []struct {
 		name     string
-		eng      runtime.Engine
+		eng      engine.Engine
 		req      string
 		fallback bool
 		want     string
@@ -110,8 +110,8 @@ func TestResolve(t *testing.T) {
 		{"mps with fallback", two, "mps", true, "cpu", ""},
 		{"npu without engine", nil, "npu:0", false, "", "no engine is linked"},
 		{"typo never falls back", two, "gpu", true, "", `"gpu" is not a device`},
-		{"current device error", &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 8, 0, 20)}, currentErr: errors.New("driver gone")}, "cuda", false, "", "driver gone"},
-		{"current device out of range", &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 8, 0, 20)}, current: 3}, "cuda", false, "", "current CUDA device 3 but 1 CUDA device is visible"},
+		{"current device error", &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 20)}, currentErr: errors.New("driver gone")}, "cuda", false, "", "driver gone"},
+		{"current device out of range", &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 20)}, current: 3}, "cuda", false, "", "current CUDA device 3 but 1 CUDA device is visible"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestResolve(t *testing.T) {
 func TestResolveNamesCUDAVisibleDevices(t *testing.T) {
 	t.Setenv("CUDA_VISIBLE_DEVICES", "6,7")
 	t.Setenv(EnvLocalRank, "")
-	eng := &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 9, 0, 79), gpu(1, 9, 0, 79)}}
+	eng := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 9, 0, 79), gpu(1, 9, 0, 79)}}
 	_, err := Resolve(eng, "cuda:5", false)
 	if err == nil || !strings.Contains(err.Error(), `CUDA_VISIBLE_DEVICES="6,7"`) {
 		t.Errorf("err = %v, want CUDA_VISIBLE_DEVICES named", err)
@@ -143,16 +143,16 @@ func TestLocalRank(t *testing.T) {
 	t.Setenv("CUDA_VISIBLE_DEVICES", "")
 	cases := []struct {
 		rank string
-		eng  runtime.Engine
+		eng  engine.Engine
 		want string
 		err  string
 	}{
-		{"3", eightGPUs(), "cuda:3", ""},                                               // torchrun on one 8-GPU node: rank 3 → cuda:3, not the current device 2
-		{"0", eightGPUs(), "cuda:0", ""},                                               //
-		{"", eightGPUs(), "cuda:2", ""},                                                // unset: the engine's current device
-		{" 5 ", eightGPUs(), "cuda:5", ""},                                             // spaces ignored
-		{"3", &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 8, 0, 40)}}, "cuda:0", ""}, // one visible device per rank
-		{"3", &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 8, 0, 40), gpu(1, 8, 0, 40)}}, "", "LOCAL_RANK=3 but only 2 CUDA devices are visible"},
+		{"3", eightGPUs(), "cuda:3", ""},                                              // torchrun on one 8-GPU node: rank 3 → cuda:3, not the current device 2
+		{"0", eightGPUs(), "cuda:0", ""},                                              //
+		{"", eightGPUs(), "cuda:2", ""},                                               // unset: the engine's current device
+		{" 5 ", eightGPUs(), "cuda:5", ""},                                            // spaces ignored
+		{"3", &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 40)}}, "cuda:0", ""}, // one visible device per rank
+		{"3", &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 40), gpu(1, 8, 0, 40)}}, "", "LOCAL_RANK=3 but only 2 CUDA devices are visible"},
 		{"x", eightGPUs(), "", `LOCAL_RANK="x" is not a non-negative integer`},
 		{"-1", eightGPUs(), "", `LOCAL_RANK="-1"`},
 		{"3", nil, "cpu", ""},           // CPU-only process

@@ -4,20 +4,21 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Auto asks ResolveDType to choose the dtype from the device.
-const Auto runtime.DType = "auto"
+const Auto tensor.DType = "auto"
 
 // dtypeNames maps every accepted spelling to its dtype.
-var dtypeNames = map[string]runtime.DType{
+var dtypeNames = map[string]tensor.DType{
 	"": Auto, "auto": Auto,
-	"float32": runtime.Float32, "fp32": runtime.Float32, "float": runtime.Float32, "f32": runtime.Float32,
-	"single": runtime.Float32, "torch.float32": runtime.Float32, "torch.float": runtime.Float32,
-	"float16": runtime.Float16, "fp16": runtime.Float16, "half": runtime.Float16, "f16": runtime.Float16,
-	"torch.float16": runtime.Float16, "torch.half": runtime.Float16,
-	"bfloat16": runtime.BFloat16, "bf16": runtime.BFloat16, "torch.bfloat16": runtime.BFloat16,
+	"float32": tensor.Float32, "fp32": tensor.Float32, "float": tensor.Float32, "f32": tensor.Float32,
+	"single": tensor.Float32, "torch.float32": tensor.Float32, "torch.float": tensor.Float32,
+	"float16": tensor.Float16, "fp16": tensor.Float16, "half": tensor.Float16, "f16": tensor.Float16,
+	"torch.float16": tensor.Float16, "torch.half": tensor.Float16,
+	"bfloat16": tensor.BFloat16, "bf16": tensor.BFloat16, "torch.bfloat16": tensor.BFloat16,
 }
 
 // ParseDType parses an inference dtype name, ignoring case and spaces:
@@ -25,7 +26,7 @@ var dtypeNames = map[string]runtime.DType{
 // torch.float), "float16" (fp16, half, f16, torch.float16, torch.half) or
 // "bfloat16" (bf16, torch.bfloat16). Other names, integer types included,
 // are an error listing the accepted ones.
-func ParseDType(s string) (runtime.DType, error) {
+func ParseDType(s string) (tensor.DType, error) {
 	if d, ok := dtypeNames[strings.ToLower(strings.TrimSpace(s))]; ok {
 		return d, nil
 	}
@@ -46,7 +47,7 @@ func ParseDType(s string) (runtime.DType, error) {
 //
 // device may be bare "cuda" (resolved like Resolve does); a CUDA device needs
 // an engine to read its capability.
-func ResolveDType(eng runtime.Engine, device, dtype string, strict bool) (runtime.DType, error) {
+func ResolveDType(eng engine.Engine, device, dtype string, strict bool) (tensor.DType, error) {
 	want, err := ParseDType(dtype)
 	if err != nil {
 		return "", err
@@ -58,8 +59,8 @@ func ResolveDType(eng runtime.Engine, device, dtype string, strict bool) (runtim
 	if !d.IsCUDA() {
 		switch {
 		case want == Auto:
-			return runtime.Float32, nil
-		case strict && want == runtime.Float16 && d.Type == CPU:
+			return tensor.Float32, nil
+		case strict && want == tensor.Float16 && d.Type == CPU:
 			return "", fmt.Errorf("dtype float16 on cpu: libtorch's CPU kernels lack half-precision matmul and convolution; " +
 				"use float32 or bfloat16, or resolve without strict mode")
 		}
@@ -76,10 +77,10 @@ func ResolveDType(eng runtime.Engine, device, dtype string, strict bool) (runtim
 	bf16 := info.Major >= 8
 	switch {
 	case want == Auto && bf16:
-		return runtime.BFloat16, nil
+		return tensor.BFloat16, nil
 	case want == Auto:
-		return runtime.Float16, nil
-	case strict && want == runtime.BFloat16 && !bf16:
+		return tensor.Float16, nil
+	case strict && want == tensor.BFloat16 && !bf16:
 		return "", fmt.Errorf("dtype bfloat16 is not supported on cuda:%d (%s, compute capability %d.%d; bfloat16 needs 8.0 or newer): "+
 			"use float16 or auto, or resolve without strict mode", idx, info.Name, info.Major, info.Minor)
 	}
@@ -96,26 +97,26 @@ func ResolveDType(eng runtime.Engine, device, dtype string, strict bool) (runtim
 // or the engine sees no CUDA device (where torch disables CUDA autocast with
 // a warning), the result is the zero CallOptions: a no-op. A malformed
 // device or dtype string is an error on every path.
-func Autocast(eng runtime.Engine, device, dtype string, enabled bool) (runtime.CallOptions, error) {
+func Autocast(eng engine.Engine, device, dtype string, enabled bool) (engine.CallOptions, error) {
 	if !enabled {
-		return runtime.CallOptions{}, nil
+		return engine.CallOptions{}, nil
 	}
 	d, err := Parse(device)
 	if err != nil {
-		return runtime.CallOptions{}, err
+		return engine.CallOptions{}, err
 	}
 	if !d.IsCUDA() || cudaCount(eng) == 0 {
 		if _, err := ParseDType(dtype); err != nil {
-			return runtime.CallOptions{}, err
+			return engine.CallOptions{}, err
 		}
-		return runtime.CallOptions{}, nil
+		return engine.CallOptions{}, nil
 	}
 	dt, err := ResolveDType(eng, device, dtype, true)
 	if err != nil {
-		return runtime.CallOptions{}, fmt.Errorf("autocast: %w", err)
+		return engine.CallOptions{}, fmt.Errorf("autocast: %w", err)
 	}
-	if dt == runtime.Float32 {
-		return runtime.CallOptions{}, nil
+	if dt == tensor.Float32 {
+		return engine.CallOptions{}, nil
 	}
-	return runtime.CallOptions{Autocast: true, AutocastDType: dt}, nil
+	return engine.CallOptions{Autocast: true, AutocastDType: dt}, nil
 }

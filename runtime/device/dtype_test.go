@@ -4,15 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func TestParseDType(t *testing.T) {
-	good := map[string]runtime.DType{
+	good := map[string]tensor.DType{
 		"": Auto, "auto": Auto, "AUTO": Auto,
-		"fp32": runtime.Float32, "float32": runtime.Float32, "float": runtime.Float32, "torch.float32": runtime.Float32,
-		"fp16": runtime.Float16, "half": runtime.Float16, " Float16 ": runtime.Float16, "torch.half": runtime.Float16,
-		"bf16": runtime.BFloat16, "bfloat16": runtime.BFloat16, "torch.bfloat16": runtime.BFloat16,
+		"fp32": tensor.Float32, "float32": tensor.Float32, "float": tensor.Float32, "torch.float32": tensor.Float32,
+		"fp16": tensor.Float16, "half": tensor.Float16, " Float16 ": tensor.Float16, "torch.half": tensor.Float16,
+		"bf16": tensor.BFloat16, "bfloat16": tensor.BFloat16, "torch.bfloat16": tensor.BFloat16,
 	}
 	for in, want := range good {
 		if got, err := ParseDType(in); err != nil || got != want {
@@ -28,34 +29,34 @@ func TestParseDType(t *testing.T) {
 
 func TestResolveDType(t *testing.T) {
 	t.Setenv(EnvLocalRank, "")
-	ampere := &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 8, 6, 22)}}
-	hopper := &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 9, 0, 79)}}
-	turing := &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 7, 5, 15)}}
-	mixed := &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 7, 0, 15), gpu(1, 8, 0, 40)}, current: 1}
+	ampere := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 6, 22)}}
+	hopper := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 9, 0, 79)}}
+	turing := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 7, 5, 15)}}
+	mixed := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 7, 0, 15), gpu(1, 8, 0, 40)}, current: 1}
 	cases := []struct {
 		name   string
-		eng    runtime.Engine
+		eng    engine.Engine
 		device string
 		dtype  string
 		strict bool
-		want   runtime.DType
+		want   tensor.DType
 		err    string
 	}{
-		{"auto ampere", ampere, "cuda:0", "auto", true, runtime.BFloat16, ""},
-		{"auto hopper", hopper, "cuda:0", "", true, runtime.BFloat16, ""},
-		{"auto turing", turing, "cuda:0", "auto", true, runtime.Float16, ""},
-		{"auto cpu", nil, "cpu", "auto", true, runtime.Float32, ""},
-		{"auto cpu with gpus", hopper, "cpu", "auto", true, runtime.Float32, ""},
-		{"auto mps", nil, "mps", "auto", true, runtime.Float32, ""},
-		{"explicit fp16 on ampere", ampere, "cuda:0", "half", true, runtime.Float16, ""},
-		{"explicit fp32 on cuda", turing, "cuda:0", "fp32", true, runtime.Float32, ""},
+		{"auto ampere", ampere, "cuda:0", "auto", true, tensor.BFloat16, ""},
+		{"auto hopper", hopper, "cuda:0", "", true, tensor.BFloat16, ""},
+		{"auto turing", turing, "cuda:0", "auto", true, tensor.Float16, ""},
+		{"auto cpu", nil, "cpu", "auto", true, tensor.Float32, ""},
+		{"auto cpu with gpus", hopper, "cpu", "auto", true, tensor.Float32, ""},
+		{"auto mps", nil, "mps", "auto", true, tensor.Float32, ""},
+		{"explicit fp16 on ampere", ampere, "cuda:0", "half", true, tensor.Float16, ""},
+		{"explicit fp32 on cuda", turing, "cuda:0", "fp32", true, tensor.Float32, ""},
 		{"bf16 strict on turing", turing, "cuda:0", "bf16", true, "", "dtype bfloat16 is not supported on cuda:0 (GPU0 sm_75, compute capability 7.5; bfloat16 needs 8.0 or newer)"},
-		{"bf16 non-strict on turing", turing, "cuda:0", "bf16", false, runtime.BFloat16, ""},
-		{"bf16 cpu", nil, "cpu", "bf16", true, runtime.BFloat16, ""},
+		{"bf16 non-strict on turing", turing, "cuda:0", "bf16", false, tensor.BFloat16, ""},
+		{"bf16 cpu", nil, "cpu", "bf16", true, tensor.BFloat16, ""},
 		{"fp16 cpu strict", nil, "cpu", "fp16", true, "", "dtype float16 on cpu"},
-		{"fp16 cpu non-strict", nil, "cpu", "fp16", false, runtime.Float16, ""},
-		{"bare cuda uses current device", mixed, "cuda", "auto", true, runtime.BFloat16, ""},
-		{"explicit older device of mixed", mixed, "cuda:0", "auto", true, runtime.Float16, ""},
+		{"fp16 cpu non-strict", nil, "cpu", "fp16", false, tensor.Float16, ""},
+		{"bare cuda uses current device", mixed, "cuda", "auto", true, tensor.BFloat16, ""},
+		{"explicit older device of mixed", mixed, "cuda:0", "auto", true, tensor.Float16, ""},
 		{"cuda without engine", nil, "cuda:0", "auto", true, "", "no CUDA device is available"},
 		{"cuda index out of range", ampere, "cuda:3", "auto", true, "", "only 1 CUDA device is visible"},
 		{"bad dtype", ampere, "cuda:0", "int8", true, "", `dtype "int8" is not an inference dtype`},
@@ -79,36 +80,36 @@ func TestResolveDType(t *testing.T) {
 
 func TestAutocast(t *testing.T) {
 	t.Setenv(EnvLocalRank, "")
-	ampere := &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 8, 0, 40)}}
-	volta := &fakeEngine{gpus: []runtime.DeviceInfo{gpu(0, 7, 0, 15)}}
-	on := func(d runtime.DType) runtime.CallOptions {
-		return runtime.CallOptions{Autocast: true, AutocastDType: d}
+	ampere := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 40)}}
+	volta := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 7, 0, 15)}}
+	on := func(d tensor.DType) engine.CallOptions {
+		return engine.CallOptions{Autocast: true, AutocastDType: d}
 	}
 	cases := []struct {
 		name    string
-		eng     runtime.Engine
+		eng     engine.Engine
 		device  string
 		dtype   string
 		enabled bool
-		want    runtime.CallOptions
+		want    engine.CallOptions
 		err     string
 	}{
-		{"cuda auto ampere", ampere, "cuda:0", "auto", true, on(runtime.BFloat16), ""},
-		{"cuda auto volta", volta, "cuda", "", true, on(runtime.Float16), ""},
-		{"cuda fp16", ampere, "cuda:0", "fp16", true, on(runtime.Float16), ""},
-		{"cuda fp32 is off", ampere, "cuda:0", "float32", true, runtime.CallOptions{}, ""},
-		{"disabled", ampere, "cuda:0", "bf16", false, runtime.CallOptions{}, ""},
-		{"cpu is a no-op", ampere, "cpu", "bf16", true, runtime.CallOptions{}, ""},
-		{"cpu without engine", nil, "cpu", "auto", true, runtime.CallOptions{}, ""},
-		{"mps is a no-op", nil, "mps", "fp16", true, runtime.CallOptions{}, ""},
-		{"bf16 on volta", volta, "cuda:0", "bf16", true, runtime.CallOptions{}, "autocast: dtype bfloat16 is not supported"},
-		{"bad dtype on cpu", nil, "cpu", "int8", true, runtime.CallOptions{}, "not an inference dtype"},
+		{"cuda auto ampere", ampere, "cuda:0", "auto", true, on(tensor.BFloat16), ""},
+		{"cuda auto volta", volta, "cuda", "", true, on(tensor.Float16), ""},
+		{"cuda fp16", ampere, "cuda:0", "fp16", true, on(tensor.Float16), ""},
+		{"cuda fp32 is off", ampere, "cuda:0", "float32", true, engine.CallOptions{}, ""},
+		{"disabled", ampere, "cuda:0", "bf16", false, engine.CallOptions{}, ""},
+		{"cpu is a no-op", ampere, "cpu", "bf16", true, engine.CallOptions{}, ""},
+		{"cpu without engine", nil, "cpu", "auto", true, engine.CallOptions{}, ""},
+		{"mps is a no-op", nil, "mps", "fp16", true, engine.CallOptions{}, ""},
+		{"bf16 on volta", volta, "cuda:0", "bf16", true, engine.CallOptions{}, "autocast: dtype bfloat16 is not supported"},
+		{"bad dtype on cpu", nil, "cpu", "int8", true, engine.CallOptions{}, "not an inference dtype"},
 		// The seed's missing-torch path: a no-op context, not an error.
-		{"cuda without engine is a no-op", nil, "cuda:0", "bf16", true, runtime.CallOptions{}, ""},
-		{"bare cuda without engine is a no-op", nil, "cuda", "auto", true, runtime.CallOptions{}, ""},
-		{"cuda with no CUDA device is a no-op", &fakeEngine{}, "cuda:1", "fp16", true, runtime.CallOptions{}, ""},
-		{"bad dtype on cuda without engine", nil, "cuda", "int8", true, runtime.CallOptions{}, "not an inference dtype"},
-		{"bad device", nil, "tpu", "auto", true, runtime.CallOptions{}, "is not a device"},
+		{"cuda without engine is a no-op", nil, "cuda:0", "bf16", true, engine.CallOptions{}, ""},
+		{"bare cuda without engine is a no-op", nil, "cuda", "auto", true, engine.CallOptions{}, ""},
+		{"cuda with no CUDA device is a no-op", &fakeEngine{}, "cuda:1", "fp16", true, engine.CallOptions{}, ""},
+		{"bad dtype on cuda without engine", nil, "cuda", "int8", true, engine.CallOptions{}, "not an inference dtype"},
+		{"bad device", nil, "tpu", "auto", true, engine.CallOptions{}, "is not a device"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,14 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/dist"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // BenchmarkCollectives measures the collectives between ranks in one
 // process (goroutines, Gloo over loopback): rank 0's time per call.
 func BenchmarkCollectives(b *testing.B) {
-	if _, err := runtime.DefaultEngine(); err != nil {
+	if _, err := engine.DefaultEngine(); err != nil {
 		b.Skip(err)
 	}
 	for _, size := range []int{1, 2} {
@@ -21,8 +23,8 @@ func BenchmarkCollectives(b *testing.B) {
 			for _, op := range []string{"gather", "all_gather", "all_reduce"} {
 				b.Run(fmt.Sprintf("%s/world=%d/bytes=%d", op, size, nbytes), func(b *testing.B) {
 					errs := worldB(b, size, time.Minute, func(g *dist.Group) error {
-						x := runtime.Zeros(runtime.Uint8, int64(nbytes))
-						f := runtime.Zeros(runtime.Float32, int64(nbytes/4))
+						x := tensor.Zeros(tensor.Uint8, int64(nbytes))
+						f := tensor.Zeros(tensor.Float32, int64(nbytes/4))
 						ctx := context.Background()
 						if g.Rank() == 0 {
 							b.SetBytes(int64(nbytes))

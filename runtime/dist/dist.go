@@ -1,6 +1,6 @@
 // Package dist gives Go workers of a distributed job a process group — the
 // collectives all_reduce, all_gather, broadcast, gather and barrier on
-// runtime.Tensor values — and splits batch jobs across the job's ranks.
+// tensor.Tensor values — and splits batch jobs across the job's ranks.
 //
 // A worker started by torchrun (package runtime/proc/torchrun) joins with
 // Join: it reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
@@ -9,7 +9,7 @@
 // themselves run in the engine: an engine that can join process groups
 // implements Joiner (runtime/torch's does, with libtorch's c10d: Gloo on the
 // CPU, NCCL on CUDA where the build has it), found by type assertion as
-// runtime.CUDAEngine is. The package is pure Go; without such an engine (a
+// engine.CUDAEngine is. The package is pure Go; without such an engine (a
 // build without cgo, or no engine imported) Join returns a clear error.
 //
 // Failures come back as errors, never as a hang: every collective is
@@ -35,8 +35,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/proc/torchrun"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // DefaultTimeout bounds joining and every collective unless WithTimeout
@@ -130,7 +132,7 @@ type Config struct {
 // ErrTimeout; one stopped by the context's cancellation matches ctx.Err().
 type Comm interface {
 	// AllReduce reduces data, elements of dtype, in place.
-	AllReduce(ctx context.Context, data []byte, dtype runtime.DType, op ReduceOp) error
+	AllReduce(ctx context.Context, data []byte, dtype tensor.DType, op ReduceOp) error
 	// Broadcast copies root's data into every rank's data.
 	Broadcast(ctx context.Context, data []byte, root int) error
 	// AllGather writes every rank's in, in rank order, to all
@@ -143,7 +145,7 @@ type Comm interface {
 }
 
 // Joiner is an engine that can join process groups, found by type
-// assertion on the runtime.Engine.
+// assertion on the engine.Engine.
 type Joiner interface {
 	// ProcessGroupBackends lists the backends the engine was built with
 	// (Gloo, NCCL).
@@ -154,7 +156,7 @@ type Joiner interface {
 }
 
 type options struct {
-	engine     runtime.Engine
+	engine     engine.Engine
 	worker     *torchrun.Worker
 	backend    string
 	timeout    time.Duration
@@ -166,7 +168,7 @@ type options struct {
 type Option func(*options)
 
 // WithEngine joins through e instead of the registered engine.
-func WithEngine(e runtime.Engine) Option { return func(o *options) { o.engine = e } }
+func WithEngine(e engine.Engine) Option { return func(o *options) { o.engine = e } }
 
 // WithWorker places this process in the job as w says instead of reading
 // torchrun's environment (torchrun.WorkerFromEnv).
@@ -208,7 +210,7 @@ func nextPrefix(w torchrun.Worker) string {
 // returns when all have joined, or with an error within the timeout (or the
 // context's deadline, if earlier): a rank that never comes, a store that
 // cannot be reached. Without an engine that can join groups the error
-// matches runtime.ErrNoEngine or ErrUnsupported.
+// matches engine.ErrNoEngine or ErrUnsupported.
 func Join(ctx context.Context, opts ...Option) (*Group, error) {
 	o := options{timeout: DefaultTimeout}
 	for _, opt := range opts {
@@ -222,7 +224,7 @@ func Join(ctx context.Context, opts ...Option) (*Group, error) {
 	e := o.engine
 	if e == nil {
 		var err error
-		if e, err = runtime.DefaultEngine(); err != nil {
+		if e, err = engine.DefaultEngine(); err != nil {
 			return nil, fmt.Errorf("dist: join: %w", err)
 		}
 	}
@@ -242,7 +244,7 @@ func Join(ctx context.Context, opts ...Option) (*Group, error) {
 	if w.WorldSize < 1 || w.Rank < 0 || w.Rank >= w.WorldSize {
 		return nil, fmt.Errorf("dist: join: rank %d is outside a world of %d", w.Rank, w.WorldSize)
 	}
-	backend, device, err := chooseBackend(o.backend, j.ProcessGroupBackends(), w, runtime.CUDADevices(e))
+	backend, device, err := chooseBackend(o.backend, j.ProcessGroupBackends(), w, engine.CUDADevices(e))
 	if err != nil {
 		return nil, fmt.Errorf("dist: join: %w", err)
 	}

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/dist"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // roleEnv selects what the re-executed test binary does.
@@ -33,7 +34,7 @@ func loopWorker() int {
 	}
 	defer g.Close()
 	n, _ := strconv.Atoi(os.Getenv("WFGEN_DIST_TEST_ELEMS"))
-	x := runtime.Zeros(runtime.Float32, int64(max(n, 1)))
+	x := tensor.Zeros(tensor.Float32, int64(max(n, 1)))
 	for step := 0; ; step++ {
 		start := time.Now()
 		if err := g.AllReduce(context.Background(), x, dist.Sum); err != nil {
@@ -168,7 +169,7 @@ func sigpipeWorker() int {
 		return 3
 	}
 	defer g.Close()
-	if err := g.AllReduce(context.Background(), runtime.FromFloat32([]float32{1}, 1), dist.Sum); err != nil {
+	if err := g.AllReduce(context.Background(), tensor.FromFloat32([]float32{1}, 1), dist.Sum); err != nil {
 		fmt.Println(err)
 		return 3
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Group is a joined process group. Its collectives must be called by every
@@ -71,7 +71,7 @@ const (
 	hKind
 	hArg    // reduce op or root rank
 	hStatus // 0 ok, 1 this rank's argument is invalid
-	hDType  // 1 + index in runtime.DTypes; 0 no tensor
+	hDType  // 1 + index in tensor.DTypes; 0 no tensor
 	hNDim
 	hBytes
 	hDims
@@ -106,20 +106,20 @@ func (h header) describe() string {
 }
 
 // tensor returns the dtype and shape a header carries.
-func (h header) tensor() (runtime.DType, []int64) {
+func (h header) tensor() (tensor.DType, []int64) {
 	d := h[hDType]
-	if d < 1 || int(d) > len(runtime.DTypes) {
+	if d < 1 || int(d) > len(tensor.DTypes) {
 		return "", nil
 	}
 	n := h[hNDim]
-	return runtime.DTypes[d-1], append([]int64(nil), h[hDims:hDims+n]...)
+	return tensor.DTypes[d-1], append([]int64(nil), h[hDims:hDims+n]...)
 }
 
-func describeTensor(dt runtime.DType, shape []int64) string { return fmt.Sprintf("%s%v", dt, shape) }
+func describeTensor(dt tensor.DType, shape []int64) string { return fmt.Sprintf("%s%v", dt, shape) }
 
 // newHeader describes this rank's call; a tensor that cannot be sent marks
 // the header invalid (and is returned as the local problem).
-func (g *Group) newHeader(kind int64, arg int64, t *runtime.Tensor, needTensor bool) (header, error) {
+func (g *Group) newHeader(kind int64, arg int64, t *tensor.Tensor, needTensor bool) (header, error) {
 	h := make(header, headerLen)
 	h[hMagic], h[hSeq], h[hKind], h[hArg] = magic, g.seq, kind, arg
 	var problem error
@@ -132,7 +132,7 @@ func (g *Group) newHeader(kind int64, arg int64, t *runtime.Tensor, needTensor b
 	case len(t.Shape) > maxDims:
 		problem = fmt.Errorf("tensor has %d dimensions; at most %d can be sent", len(t.Shape), maxDims)
 	default:
-		for i, d := range runtime.DTypes {
+		for i, d := range tensor.DTypes {
 			if d == t.DType {
 				h[hDType] = int64(i + 1)
 			}
@@ -207,7 +207,7 @@ func (g *Group) exchange(ctx context.Context, h header, local error) ([]header, 
 
 // AllReduce replaces t's elements, on every rank, by their reduction over
 // the ranks. Every rank passes a tensor of the same dtype and shape.
-func (g *Group) AllReduce(ctx context.Context, t *runtime.Tensor, op ReduceOp) error {
+func (g *Group) AllReduce(ctx context.Context, t *tensor.Tensor, op ReduceOp) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.begin(kindAllReduce); err != nil {
@@ -240,14 +240,14 @@ func (g *Group) AllReduce(ctx context.Context, t *runtime.Tensor, op ReduceOp) e
 
 // Broadcast returns root's tensor on every rank: on root, t itself; on the
 // other ranks a new tensor (their t is not used and may be nil).
-func (g *Group) Broadcast(ctx context.Context, t *runtime.Tensor, root int) (*runtime.Tensor, error) {
+func (g *Group) Broadcast(ctx context.Context, t *tensor.Tensor, root int) (*tensor.Tensor, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.begin(kindBroadcast); err != nil {
 		return nil, err
 	}
 	mine := g.cfg.Rank == root
-	var send *runtime.Tensor
+	var send *tensor.Tensor
 	if mine {
 		send = t
 	}
@@ -275,13 +275,13 @@ func (g *Group) Broadcast(ctx context.Context, t *runtime.Tensor, root int) (*ru
 	if mine {
 		return t, nil
 	}
-	return &runtime.Tensor{DType: dt, Shape: shape, Data: buf}, nil
+	return &tensor.Tensor{DType: dt, Shape: shape, Data: buf}, nil
 }
 
 // AllGather returns every rank's tensor, in rank order, on every rank. The
 // tensors may differ in dtype and shape: each is padded to the largest for
 // the transfer.
-func (g *Group) AllGather(ctx context.Context, t *runtime.Tensor) ([]*runtime.Tensor, error) {
+func (g *Group) AllGather(ctx context.Context, t *tensor.Tensor) ([]*tensor.Tensor, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.begin(kindAllGather); err != nil {
@@ -292,7 +292,7 @@ func (g *Group) AllGather(ctx context.Context, t *runtime.Tensor) ([]*runtime.Te
 
 // Gather returns every rank's tensor, in rank order, on root, and nil on
 // the other ranks. The tensors may differ in dtype and shape.
-func (g *Group) Gather(ctx context.Context, t *runtime.Tensor, root int) ([]*runtime.Tensor, error) {
+func (g *Group) Gather(ctx context.Context, t *tensor.Tensor, root int) ([]*tensor.Tensor, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.begin(kindGather); err != nil {
@@ -301,7 +301,7 @@ func (g *Group) Gather(ctx context.Context, t *runtime.Tensor, root int) ([]*run
 	return g.gather(ctx, kindGather, t, root)
 }
 
-func (g *Group) gather(ctx context.Context, kind int64, t *runtime.Tensor, root int) ([]*runtime.Tensor, error) {
+func (g *Group) gather(ctx context.Context, kind int64, t *tensor.Tensor, root int) ([]*tensor.Tensor, error) {
 	h, local := g.newHeader(kind, int64(root), t, true)
 	if local == nil && kind == kindGather && (root < 0 || root >= g.cfg.Size) {
 		local, h[hStatus] = fmt.Errorf("root %d is outside the group of %d", root, g.cfg.Size), 1
@@ -337,12 +337,12 @@ func (g *Group) gather(ctx context.Context, kind int64, t *runtime.Tensor, root 
 	if !receive {
 		return nil, nil
 	}
-	out := make([]*runtime.Tensor, g.cfg.Size)
+	out := make([]*tensor.Tensor, g.cfg.Size)
 	for r, o := range hs {
 		dt, shape := o.tensor()
 		lo := int64(r) * width
 		hi := lo + o[hBytes]
-		out[r] = &runtime.Tensor{DType: dt, Shape: shape, Data: all[lo:hi:hi]}
+		out[r] = &tensor.Tensor{DType: dt, Shape: shape, Data: all[lo:hi:hi]}
 	}
 	return out, nil
 }

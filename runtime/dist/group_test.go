@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/dist"
 	"github.com/worldfoundry/wfgen/runtime/proc/torchrun"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func freePort(t testing.TB) int {
@@ -35,9 +37,9 @@ func freePort(t testing.TB) int {
 // without cgo): the error must then say so.
 func requireEngine(t *testing.T) {
 	t.Helper()
-	e, err := runtime.DefaultEngine()
+	e, err := engine.DefaultEngine()
 	if err != nil {
-		if !errors.Is(err, runtime.ErrNoEngine) {
+		if !errors.Is(err, engine.ErrNoEngine) {
 			t.Fatal(err)
 		}
 		t.Skipf("no engine in this build: %v", err)
@@ -118,25 +120,25 @@ func TestCollectives(t *testing.T) {
 	errs := world(t, size, 20*time.Second, func(g *dist.Group) error {
 		ctx := context.Background()
 		r := float32(g.Rank())
-		x := runtime.FromFloat32([]float32{r + 1, 10 * (r + 1)}, 2)
+		x := tensor.FromFloat32([]float32{r + 1, 10 * (r + 1)}, 2)
 		if err := g.AllReduce(ctx, x, dist.Sum); err != nil {
 			return err
 		}
 		if v, _ := x.Float32s(); v[0] != 6 || v[1] != 60 {
 			return fmt.Errorf("all_reduce sum = %v", v)
 		}
-		all, err := g.AllGather(ctx, runtime.FromInt64(make([]int64, g.Rank()+1), int64(g.Rank()+1)))
+		all, err := g.AllGather(ctx, tensor.FromInt64(make([]int64, g.Rank()+1), int64(g.Rank()+1)))
 		if err != nil {
 			return err
 		}
 		for i, a := range all {
-			if a.DType != runtime.Int64 || len(a.Shape) != 1 || a.Shape[0] != int64(i+1) {
+			if a.DType != tensor.Int64 || len(a.Shape) != 1 || a.Shape[0] != int64(i+1) {
 				return fmt.Errorf("all_gather[%d] = %s%v", i, a.DType, a.Shape)
 			}
 		}
-		var b *runtime.Tensor
+		var b *tensor.Tensor
 		if g.Rank() == 1 {
-			b = runtime.FromFloat32([]float32{7, 8, 9}, 3, 1)
+			b = tensor.FromFloat32([]float32{7, 8, 9}, 3, 1)
 		}
 		got, err := g.Broadcast(ctx, b, 1)
 		if err != nil {
@@ -145,7 +147,7 @@ func TestCollectives(t *testing.T) {
 		if v, _ := got.Float32s(); len(v) != 3 || v[2] != 9 || got.Shape[0] != 3 {
 			return fmt.Errorf("broadcast = %v %v", got.Shape, v)
 		}
-		gs, err := g.Gather(ctx, runtime.FromFloat32([]float32{r}, 1), 0)
+		gs, err := g.Gather(ctx, tensor.FromFloat32([]float32{r}, 1), 0)
 		if err != nil {
 			return err
 		}
@@ -171,7 +173,7 @@ func TestMismatchIsAnErrorOnEveryRank(t *testing.T) {
 	requireEngine(t)
 	errs := world(t, 2, 20*time.Second, func(g *dist.Group) error {
 		ctx := context.Background()
-		x := runtime.FromFloat32(make([]float32, g.Rank()+1), int64(g.Rank()+1))
+		x := tensor.FromFloat32(make([]float32, g.Rank()+1), int64(g.Rank()+1))
 		err := g.AllReduce(ctx, x, dist.Sum)
 		if err == nil {
 			return errors.New("mismatched all_reduce succeeded")
@@ -180,7 +182,7 @@ func TestMismatchIsAnErrorOnEveryRank(t *testing.T) {
 			return fmt.Errorf("unexpected error: %w", err)
 		}
 		// The group is still in step.
-		y := runtime.FromFloat32([]float32{1}, 1)
+		y := tensor.FromFloat32([]float32{1}, 1)
 		if err := g.AllReduce(ctx, y, dist.Max); err != nil {
 			return err
 		}
@@ -229,7 +231,7 @@ func TestTimeoutAndCancellation(t *testing.T) {
 					defer cancel()
 				}
 				start := time.Now()
-				err := g.AllReduce(ctx, runtime.FromFloat32([]float32{1}, 1), dist.Sum)
+				err := g.AllReduce(ctx, tensor.FromFloat32([]float32{1}, 1), dist.Sum)
 				took := time.Since(start)
 				want, limit := dist.ErrTimeout, timeout
 				switch how {
@@ -317,7 +319,7 @@ func TestShardedBatchRun(t *testing.T) {
 			for j := range v {
 				v[j] = float32(x) + float32(j)/8
 			}
-			out[i] = map[string]any{"v": runtime.FromFloat32(v, int64(len(v))), "n": int64(x), "tag": fmt.Sprint("item", x)}
+			out[i] = map[string]any{"v": tensor.FromFloat32(v, int64(len(v))), "n": int64(x), "tag": fmt.Sprint("item", x)}
 		}
 		return out, nil
 	}
@@ -346,7 +348,7 @@ func TestShardedBatchRun(t *testing.T) {
 				return fmt.Errorf("%d outputs, want %d", len(got), len(want))
 			}
 			for i := range want {
-				a, b := got[i]["v"].(*runtime.Tensor), want[i]["v"].(*runtime.Tensor)
+				a, b := got[i]["v"].(*tensor.Tensor), want[i]["v"].(*tensor.Tensor)
 				if a == nil || a.DType != b.DType || !slices.Equal(a.Shape, b.Shape) || !bytes.Equal(a.Data, b.Data) ||
 					got[i]["n"] != want[i]["n"] || got[i]["tag"] != want[i]["tag"] {
 					return fmt.Errorf("item %d: %v, want %v", i, got[i], want[i])
@@ -371,7 +373,7 @@ type plainEngine struct{}
 
 func (plainEngine) Name() string    { return "plain" }
 func (plainEngine) Version() string { return "0" }
-func (plainEngine) Load(string, runtime.LoadOptions) (runtime.Module, error) {
+func (plainEngine) Load(string, engine.LoadOptions) (engine.Module, error) {
 	return nil, errors.New("no modules")
 }
 
@@ -383,9 +385,9 @@ func TestJoinNeedsAJoiner(t *testing.T) {
 	if !errors.Is(err, dist.ErrUnsupported) || !strings.Contains(err.Error(), "engine plain") {
 		t.Errorf("plain engine: %v", err)
 	}
-	if _, derr := runtime.DefaultEngine(); derr != nil {
+	if _, derr := engine.DefaultEngine(); derr != nil {
 		_, err = dist.Join(context.Background(), dist.WithWorker(w))
-		if !errors.Is(err, runtime.ErrNoEngine) {
+		if !errors.Is(err, engine.ErrNoEngine) {
 			t.Errorf("no engine: %v", err)
 		}
 	}
@@ -409,7 +411,7 @@ func (joinerOnly) JoinProcessGroup(context.Context, dist.Config) (dist.Comm, err
 // Join and from the shim itself.
 func TestNCCLOnThisBuild(t *testing.T) {
 	requireEngine(t)
-	e, _ := runtime.DefaultEngine()
+	e, _ := engine.DefaultEngine()
 	j := e.(dist.Joiner)
 	backends := j.ProcessGroupBackends()
 	if !slices.Contains(backends, dist.Gloo) {

@@ -3,8 +3,9 @@ package dist
 import (
 	"context"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Span returns the items [lo, hi) of n that rank runs out of size ranks.
@@ -67,8 +68,8 @@ type sharder struct {
 func (s *sharder) Span(n, unit int) (lo, hi int) { return Span(n, unit, s.g.Rank(), s.g.Size()) }
 
 func (s *sharder) Exchange(ctx context.Context, share []byte) ([][]byte, error) {
-	t := &runtime.Tensor{DType: runtime.Uint8, Shape: []int64{int64(len(share))}, Data: share}
-	var ts []*runtime.Tensor
+	t := &tensor.Tensor{DType: tensor.Uint8, Shape: []int64{int64(len(share))}, Data: share}
+	var ts []*tensor.Tensor
 	var err error
 	if s.everyRank {
 		ts, err = s.g.AllGather(ctx, t)

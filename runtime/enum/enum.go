@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Set is the table of one enum type T: its values in manifest order, the
@@ -26,8 +26,8 @@ type Set[T ~string] struct {
 
 // Variants returns the table of a family's variants: ids and aliases parse
 // to their variant, "" to the default variant, and an unknown id is an
-// error wrapping runtime.ErrUnknownID that names the known ids.
-func Variants[T ~string](spec *runtime.ModelInferenceSpec) *Set[T] {
+// error wrapping spec.ErrUnknownID that names the known ids.
+func Variants[T ~string](spec *spec.ModelInferenceSpec) *Set[T] {
 	ids := make([]string, len(spec.Variants))
 	aliases := make([][]string, len(spec.Variants))
 	for i, v := range spec.Variants {
@@ -38,7 +38,7 @@ func Variants[T ~string](spec *runtime.ModelInferenceSpec) *Set[T] {
 
 // Tasks returns the table of a family's tasks, as Variants does for
 // variants.
-func Tasks[T ~string](spec *runtime.ModelInferenceSpec) *Set[T] {
+func Tasks[T ~string](spec *spec.ModelInferenceSpec) *Set[T] {
 	ids := make([]string, len(spec.Tasks))
 	aliases := make([][]string, len(spec.Tasks))
 	for i, t := range spec.Tasks {
@@ -65,7 +65,7 @@ func ids2set[T ~string](family, what string, ids []string, aliases [][]string, d
 	}
 	known := strings.Join(ids, ", ")
 	s.unknown = func(x string) error {
-		return fmt.Errorf("%w: family %q has no %s %q (known: %s)", runtime.ErrUnknownID, family, what, x, known)
+		return fmt.Errorf("%w: family %q has no %s %q (known: %s)", spec.ErrUnknownID, family, what, x, known)
 	}
 	return s
 }
@@ -73,7 +73,7 @@ func ids2set[T ~string](family, what string, ids []string, aliases [][]string, d
 // Choices returns the table of a field's choices: exactly the choice
 // values parse, and an error names the field and the allowed values (a
 // long list is cut short).
-func Choices[T ~string](field *runtime.InferenceFieldSpec) *Set[T] {
+func Choices[T ~string](field *spec.InferenceFieldSpec) *Set[T] {
 	s := &Set[T]{byName: make(map[string]T, len(field.Choices)), valid: make(map[T]bool, len(field.Choices))}
 	for _, c := range field.Choices {
 		v := T(c)

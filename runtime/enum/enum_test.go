@@ -4,16 +4,16 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 type variant string
 
 func TestVariantsParseIDsAliasesAndDefault(t *testing.T) {
-	spec := &runtime.ModelInferenceSpec{
+	spec := &wfspec.ModelInferenceSpec{
 		ModelFamilyID:    "fam",
 		DefaultVariantID: "small", // an alias
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []wfspec.InferenceVariantSpec{
 			{VariantID: "v1", Aliases: []string{"small"}},
 			{VariantID: "v2"},
 		},
@@ -25,7 +25,7 @@ func TestVariantsParseIDsAliasesAndDefault(t *testing.T) {
 		}
 	}
 	_, err := s.Parse("v3")
-	if !errors.Is(err, runtime.ErrUnknownID) || err.Error() != `unknown id: family "fam" has no variant "v3" (known: v1, v2)` {
+	if !errors.Is(err, wfspec.ErrUnknownID) || err.Error() != `unknown id: family "fam" has no variant "v3" (known: v1, v2)` {
 		t.Errorf("Parse(v3) = %v", err)
 	}
 	if s.Valid("small") || !s.Valid("v2") {
@@ -44,7 +44,7 @@ func TestVariantsParseIDsAliasesAndDefault(t *testing.T) {
 }
 
 func TestChoicesAcceptExactlyTheValues(t *testing.T) {
-	s := Choices[variant](&runtime.InferenceFieldSpec{FieldID: "mode", Choices: []string{"a", "b"}})
+	s := Choices[variant](&wfspec.InferenceFieldSpec{FieldID: "mode", Choices: []string{"a", "b"}})
 	var v variant
 	if err := s.UnmarshalText(&v, []byte("")); err == nil || err.Error() != `mode: "" is not one of "a", "b"` {
 		t.Errorf(`UnmarshalText("") = %v`, err)

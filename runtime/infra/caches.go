@@ -3,11 +3,11 @@ package infra
 import (
 	"errors"
 	"fmt"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 var (
@@ -34,10 +34,10 @@ func RegisterCacheDropper(name string, drop func()) (unregister func()) {
 // (every registered dropper, in name order), collects garbage so that
 // unreachable modules' cleanups can run, then returns unreferenced cached
 // accelerator memory through the registered engine when it is a
-// runtime.CacheReleaser (nothing to do without one, or on CPU). Modules still referenced keep their memory: Close them.
+// engine.CacheReleaser (nothing to do without one, or on CPU). Modules still referenced keep their memory: Close them.
 func DropCaches() error { return dropCaches(nil) }
 
-func dropCaches(ec runtime.CacheReleaser) error {
+func dropCaches(ec engine.CacheReleaser) error {
 	droppersMu.Lock()
 	names := make([]string, 0, len(droppers))
 	for n := range droppers {
@@ -52,16 +52,16 @@ func dropCaches(ec runtime.CacheReleaser) error {
 	for _, f := range fns {
 		f()
 	}
-	goruntime.GC()
+	runtime.GC()
 	if ec == nil {
-		e, err := runtime.DefaultEngine()
-		if errors.Is(err, runtime.ErrNoEngine) {
+		e, err := engine.DefaultEngine()
+		if errors.Is(err, engine.ErrNoEngine) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		r, ok := e.(runtime.CacheReleaser)
+		r, ok := e.(engine.CacheReleaser)
 		if !ok {
 			return nil // the engine keeps no cache
 		}

@@ -16,13 +16,14 @@ package infra
 import (
 	"errors"
 	"fmt"
-	"github.com/worldfoundry/wfgen/runtime"
 	"log/slog"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Environment variables read by Install when the matching Options field is
@@ -220,7 +221,7 @@ type Policy struct {
 // registeredFlags returns the registered runtime engine when it can read
 // and write flags (it implements FlagEngine), else nil.
 func registeredFlags() FlagEngine {
-	e, err := runtime.DefaultEngine()
+	e, err := engine.DefaultEngine()
 	if err != nil {
 		return nil
 	}

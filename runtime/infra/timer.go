@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // EnvSyncTimer is the default variable that switches SyncTimer on.
@@ -30,7 +30,7 @@ type TimerOptions struct {
 	Log func(string)
 	// Sync waits for the device; nil uses the registered runtime engine
 	// (no waiting when none is registered).
-	Sync runtime.Synchronizer
+	Sync engine.Synchronizer
 	// Getenv reads FlagEnv; nil is os.Getenv.
 	Getenv func(string) string
 }
@@ -53,7 +53,7 @@ type SyncTimer struct {
 	getenv  func(string) string
 	device  string
 	log     func(string)
-	sync    runtime.Synchronizer
+	sync    engine.Synchronizer
 }
 
 // NewSyncTimer returns a timer. Whether it measures is decided by its
@@ -92,11 +92,11 @@ func (t *SyncTimer) synchronize() error {
 	}
 	s := t.sync
 	if s == nil {
-		e, err := runtime.DefaultEngine()
+		e, err := engine.DefaultEngine()
 		if err != nil {
 			return nil // no engine: nothing queued anywhere
 		}
-		es, ok := e.(runtime.Synchronizer)
+		es, ok := e.(engine.Synchronizer)
 		if !ok {
 			return nil // an engine without device queues
 		}

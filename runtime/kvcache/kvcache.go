@@ -1,6 +1,6 @@
 // Package kvcache holds the key/value cache state of autoregressive
 // inference: the seed's InferenceParams. It caches one key and one value
-// tensor per layer (host runtime.Tensor values shaped [B, ...], batch first),
+// tensor per layer (host tensor.Tensor values shaped [B, ...], batch first),
 // tracks the sequence offset, and reorders every cached tensor along the
 // batch dimension for a given batch index order, as beam search needs.
 //
@@ -13,7 +13,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // DefaultSequenceDim is the dimension holding sequence positions unless
@@ -40,7 +40,7 @@ type InferenceParams struct {
 // (with capacity cut to length), and Append may write past those prefixes.
 // Bytes once written there never change, so earlier tensors stay valid.
 type entry struct {
-	key, value *runtime.Tensor
+	key, value *tensor.Tensor
 	kbuf, vbuf []byte
 }
 
@@ -137,7 +137,7 @@ func (p *InferenceParams) Layers() []int {
 }
 
 // Layer returns the cached key and value of a layer.
-func (p *InferenceParams) Layer(layer int) (key, value *runtime.Tensor, ok bool) {
+func (p *InferenceParams) Layer(layer int) (key, value *tensor.Tensor, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e, ok := p.layers[layer]
@@ -172,13 +172,13 @@ func (p *InferenceParams) SequenceLength(layer int) int {
 }
 
 // check validates one key/value pair for a layer.
-func (p *InferenceParams) check(layer int, key, value *runtime.Tensor) error {
+func (p *InferenceParams) check(layer int, key, value *tensor.Tensor) error {
 	if layer < 0 {
 		return fmt.Errorf("kvcache: layer %d, want ≥ 0", layer)
 	}
 	for _, kv := range []struct {
 		name string
-		t    *runtime.Tensor
+		t    *tensor.Tensor
 	}{{"key", key}, {"value", value}} {
 		if kv.t == nil {
 			return fmt.Errorf("kvcache: layer %d: nil %s", layer, kv.name)
@@ -220,7 +220,7 @@ func (p *InferenceParams) checkBatch(layer int, batch int64) error {
 // on dtype, batch and sequence length, B must not exceed the max batch size
 // nor differ from the other cached layers, and the sequence length must not
 // exceed the max sequence length.
-func (p *InferenceParams) Store(layer int, key, value *runtime.Tensor) error {
+func (p *InferenceParams) Store(layer int, key, value *tensor.Tensor) error {
 	if err := p.check(layer, key, value); err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func (p *InferenceParams) Store(layer int, key, value *runtime.Tensor) error {
 // heads before the sequence) every Append copies the layer into a new
 // tensor, O(cached positions), as a contiguous [B, S, ...] layout requires.
 // Either way, tensors obtained earlier from Layer keep their contents.
-func (p *InferenceParams) Append(layer int, key, value *runtime.Tensor) error {
+func (p *InferenceParams) Append(layer int, key, value *tensor.Tensor) error {
 	if err := p.check(layer, key, value); err != nil {
 		return err
 	}
@@ -306,7 +306,7 @@ func outerSize(shape []int64, dim int) int64 {
 // 1 gives) to a, whose data is a prefix of buf. It writes in place when buf
 // has room, and otherwise moves to memory twice the needed size, capped at
 // maxSeq positions. It returns the new tensor and the buffer holding it.
-func extend(a *runtime.Tensor, buf []byte, b *runtime.Tensor, dim, maxSeq int) (*runtime.Tensor, []byte) {
+func extend(a *tensor.Tensor, buf []byte, b *tensor.Tensor, dim, maxSeq int) (*tensor.Tensor, []byte) {
 	n := len(a.Data) + len(b.Data)
 	if cap(buf) < n {
 		// Positions are the same size in a and b; size the new memory in
@@ -323,11 +323,11 @@ func extend(a *runtime.Tensor, buf []byte, b *runtime.Tensor, dim, maxSeq int) (
 	buf = append(buf[:len(a.Data)], b.Data...)
 	shape := slices.Clone(a.Shape)
 	shape[dim] += b.Shape[dim]
-	return &runtime.Tensor{DType: a.DType, Shape: shape, Data: buf[:n:n]}, buf
+	return &tensor.Tensor{DType: a.DType, Shape: shape, Data: buf[:n:n]}, buf
 }
 
 // sameLayout checks that b can be appended to a along dim.
-func sameLayout(a, b *runtime.Tensor, dim int) error {
+func sameLayout(a, b *tensor.Tensor, dim int) error {
 	if a.DType != b.DType {
 		return fmt.Errorf("cached %s, appending %s", a.DType, b.DType)
 	}
@@ -343,7 +343,7 @@ func sameLayout(a, b *runtime.Tensor, dim int) error {
 }
 
 // concat joins a and b along dim; all other dimensions must match.
-func concat(a, b *runtime.Tensor, dim int) (*runtime.Tensor, error) {
+func concat(a, b *tensor.Tensor, dim int) (*tensor.Tensor, error) {
 	if err := sameLayout(a, b, dim); err != nil {
 		return nil, err
 	}
@@ -360,7 +360,7 @@ func concat(a, b *runtime.Tensor, dim int) (*runtime.Tensor, error) {
 	}
 	shape := slices.Clone(a.Shape)
 	shape[dim] += b.Shape[dim]
-	return &runtime.Tensor{DType: a.DType, Shape: shape, Data: data}, nil
+	return &tensor.Tensor{DType: a.DType, Shape: shape, Data: data}, nil
 }
 
 // SwapKeyValue reorders every cached key and value along the batch
@@ -394,7 +394,7 @@ func (p *InferenceParams) SwapKeyValue(batchIdx []int) error {
 }
 
 // gather returns the rows idx of t along dimension 0.
-func gather(t *runtime.Tensor, idx []int) *runtime.Tensor {
+func gather(t *tensor.Tensor, idx []int) *tensor.Tensor {
 	row := len(t.Data) / int(t.Shape[0])
 	data := make([]byte, 0, row*len(idx))
 	for _, i := range idx {
@@ -402,5 +402,5 @@ func gather(t *runtime.Tensor, idx []int) *runtime.Tensor {
 	}
 	shape := slices.Clone(t.Shape)
 	shape[0] = int64(len(idx))
-	return &runtime.Tensor{DType: t.DType, Shape: shape, Data: data}
+	return &tensor.Tensor{DType: t.DType, Shape: shape, Data: data}
 }

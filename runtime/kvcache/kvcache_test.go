@@ -6,12 +6,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // kv returns a float32 tensor [B, S, D] whose element (b, s, d) is
 // base + b*1000 + s*10 + d, so every element says where it came from.
-func kv(base float32, b, s, d int) *runtime.Tensor {
+func kv(base float32, b, s, d int) *tensor.Tensor {
 	v := make([]float32, 0, b*s*d)
 	for i := range b {
 		for j := range s {
@@ -20,10 +20,10 @@ func kv(base float32, b, s, d int) *runtime.Tensor {
 			}
 		}
 	}
-	return runtime.FromFloat32(v, int64(b), int64(s), int64(d))
+	return tensor.FromFloat32(v, int64(b), int64(s), int64(d))
 }
 
-func vals(t *testing.T, x *runtime.Tensor) []float32 {
+func vals(t *testing.T, x *tensor.Tensor) []float32 {
 	t.Helper()
 	v, err := x.Float32s()
 	if err != nil {
@@ -33,7 +33,7 @@ func vals(t *testing.T, x *runtime.Tensor) []float32 {
 }
 
 // row returns batch row b of a float32 [B, ...] tensor.
-func row(t *testing.T, x *runtime.Tensor, b int) []float32 {
+func row(t *testing.T, x *tensor.Tensor, b int) []float32 {
 	t.Helper()
 	v := vals(t, x)
 	n := len(v) / int(x.Shape[0])
@@ -141,14 +141,14 @@ func TestStoreValidates(t *testing.T) {
 	cases := []struct {
 		name       string
 		layer      int
-		key, value *runtime.Tensor
+		key, value *tensor.Tensor
 		want       []string
 	}{
 		{"negative layer", -1, kv(0, 1, 1, 1), kv(0, 1, 1, 1), []string{"layer -1"}},
 		{"nil key", 0, nil, kv(0, 1, 1, 1), []string{"nil key"}},
-		{"bad data", 0, &runtime.Tensor{DType: runtime.Float32, Shape: []int64{1, 1}, Data: []byte{1}}, kv(0, 1, 1, 1), []string{"key", "needs 4 bytes"}},
-		{"one dim", 0, runtime.FromFloat32([]float32{1}, 1), runtime.FromFloat32([]float32{1}, 1), []string{"shape [1]", "at least 2 dimensions"}},
-		{"dtypes", 0, kv(0, 1, 2, 2), runtime.FromInt64(make([]int64, 4), 1, 2, 2), []string{"key is float32, value is int64"}},
+		{"bad data", 0, &tensor.Tensor{DType: tensor.Float32, Shape: []int64{1, 1}, Data: []byte{1}}, kv(0, 1, 1, 1), []string{"key", "needs 4 bytes"}},
+		{"one dim", 0, tensor.FromFloat32([]float32{1}, 1), tensor.FromFloat32([]float32{1}, 1), []string{"shape [1]", "at least 2 dimensions"}},
+		{"dtypes", 0, kv(0, 1, 2, 2), tensor.FromInt64(make([]int64, 4), 1, 2, 2), []string{"key is float32, value is int64"}},
 		{"batch mismatch", 0, kv(0, 2, 2, 2), kv(0, 1, 2, 2), []string{"[2 2 2]", "[1 2 2]"}},
 		{"seq mismatch", 0, kv(0, 1, 3, 2), kv(0, 1, 2, 2), []string{"disagree"}},
 		{"batch too big", 0, kv(0, 3, 2, 2), kv(0, 3, 2, 2), []string{"batch size 3", "1..2"}},
@@ -212,14 +212,14 @@ func TestAppendAlongSequence(t *testing.T) {
 // With [B, heads, S, D] tensors the sequence is dimension 2.
 func TestAppendSequenceDim2(t *testing.T) {
 	p := mustNew(t, 1, 8, WithSequenceDim(2))
-	mk := func(base float32, s int) *runtime.Tensor {
+	mk := func(base float32, s int) *tensor.Tensor {
 		v := make([]float32, 0, 2*s)
 		for h := range 2 {
 			for j := range s {
 				v = append(v, base+float32(h*100+j))
 			}
 		}
-		return runtime.FromFloat32(v, 1, 2, int64(s), 1)
+		return tensor.FromFloat32(v, 1, 2, int64(s), 1)
 	}
 	if err := p.Append(3, mk(0, 2), mk(0, 2)); err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func TestBeamSearchHistory(t *testing.T) {
 					v = append(v, tokens[b]*float32(l+1)+float32(d)/10)
 				}
 			}
-			x := runtime.FromFloat32(v, beams, 1, dim)
+			x := tensor.FromFloat32(v, beams, 1, dim)
 			if err := p.Append(l, x, x); err != nil {
 				t.Fatal(err)
 			}
@@ -318,7 +318,7 @@ func TestBeamSearchHistory(t *testing.T) {
 // Half-precision tensors are swapped by whole elements.
 func TestSwapFloat16(t *testing.T) {
 	p := mustNew(t, 2, 2)
-	k := &runtime.Tensor{DType: runtime.Float16, Shape: []int64{2, 1, 2}, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}}
+	k := &tensor.Tensor{DType: tensor.Float16, Shape: []int64{2, 1, 2}, Data: []byte{1, 2, 3, 4, 5, 6, 7, 8}}
 	if err := p.Store(0, k, k); err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func BenchmarkSwapKeyValue24Layers(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	x := &runtime.Tensor{DType: runtime.Float16, Shape: []int64{8, 256, 128}, Data: make([]byte, 8*256*128*2)}
+	x := &tensor.Tensor{DType: tensor.Float16, Shape: []int64{8, 256, 128}, Data: make([]byte, 8*256*128*2)}
 	for l := range 24 {
 		if err := p.Store(l, x, x); err != nil {
 			b.Fatal(err)
@@ -388,7 +388,7 @@ func BenchmarkDecode(b *testing.B) {
 	const layers, steps, hidden = 8, 256, 256
 	for _, batch := range []int{1, 4} {
 		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
-			x := &runtime.Tensor{DType: runtime.Float16, Shape: []int64{int64(batch), 1, hidden}, Data: make([]byte, batch*hidden*2)}
+			x := &tensor.Tensor{DType: tensor.Float16, Shape: []int64{int64(batch), 1, hidden}, Data: make([]byte, batch*hidden*2)}
 			b.SetBytes(int64(layers * steps * 2 * len(x.Data)))
 			for b.Loop() {
 				p, err := New(batch, steps)
@@ -423,7 +423,7 @@ func TestAppendInPlaceKeepsEarlierTensors(t *testing.T) {
 		t.Fatal(err)
 	}
 	type snap struct {
-		k    *runtime.Tensor
+		k    *tensor.Tensor
 		want []float32
 	}
 	var seen []snap

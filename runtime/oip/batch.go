@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Batch requests. A request to a batchable task with the parameter
@@ -39,7 +40,7 @@ type ItemError struct {
 // of each item and the load kwargs they share. Every item is checked with
 // the manifest's rules like one request's inputs (Args); a problem names
 // the item and matches ErrBadRequest.
-func (m *Model) BatchArgs(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Limits) (items []map[string]any, load map[string]any, err error) {
+func (m *Model) BatchArgs(task *spec.InferenceTaskProfile, inputs []Tensor, lim Limits) (items []map[string]any, load map[string]any, err error) {
 	if task.Batching == nil || len(task.BatchingProblems()) > 0 {
 		return nil, nil, bad("parameter %q: task %q is not batchable (it has no usable batching block)", BatchParameter, task.TaskID)
 	}
@@ -50,7 +51,7 @@ func (m *Model) BatchArgs(task *runtime.InferenceTaskProfile, inputs []Tensor, l
 	n, by := int64(-1), ""
 	for i := range task.Inputs {
 		f := &task.Inputs[i]
-		t, ok := values[i].(*runtime.Tensor)
+		t, ok := values[i].(*tensor.Tensor)
 		if !f.IsStacked() || !ok {
 			continue
 		}
@@ -75,7 +76,7 @@ func (m *Model) BatchArgs(task *runtime.InferenceTaskProfile, inputs []Tensor, l
 	for k := range n {
 		copy(item, values)
 		for i := range task.Inputs {
-			if t, ok := values[i].(*runtime.Tensor); ok && task.Inputs[i].IsStacked() {
+			if t, ok := values[i].(*tensor.Tensor); ok && task.Inputs[i].IsStacked() {
 				item[i] = row(t, k, n)
 			}
 		}
@@ -89,9 +90,9 @@ func (m *Model) BatchArgs(task *runtime.InferenceTaskProfile, inputs []Tensor, l
 }
 
 // row returns row k of n of t as a tensor of its own (sharing t's data).
-func row(t *runtime.Tensor, k, n int64) *runtime.Tensor {
+func row(t *tensor.Tensor, k, n int64) *tensor.Tensor {
 	step := int64(len(t.Data)) / n
-	return &runtime.Tensor{DType: t.DType, Shape: slices.Clip(t.Shape[1:]), Data: t.Data[k*step : (k+1)*step : (k+1)*step]}
+	return &tensor.Tensor{DType: t.DType, Shape: slices.Clip(t.Shape[1:]), Data: t.Data[k*step : (k+1)*step : (k+1)*step]}
 }
 
 // EncodeBatchOutputs returns the outputs of a batch's items (nil for a
@@ -99,14 +100,14 @@ func row(t *runtime.Tensor, k, n int64) *runtime.Tensor {
 // a leading dimension, in the task's artifact order, restricted to want
 // when given. Items agree on their artifacts' dtypes and shapes, as the
 // rows of one forward call do.
-func EncodeBatchOutputs(task *runtime.InferenceTaskProfile, outs []map[string]any, want []RequestOutput) ([]Tensor, error) {
+func EncodeBatchOutputs(task *spec.InferenceTaskProfile, outs []map[string]any, want []RequestOutput) ([]Tensor, error) {
 	return EncodeBatchOutputsBinary(task, outs, want, nil)
 }
 
 // EncodeBatchOutputsBinary is EncodeBatchOutputs with the outputs binary
 // says (BinaryOutputs; nil: none) in the binary tensor data extension's
 // form.
-func EncodeBatchOutputsBinary(task *runtime.InferenceTaskProfile, outs []map[string]any, want []RequestOutput, binary func(name string) bool) ([]Tensor, error) {
+func EncodeBatchOutputsBinary(task *spec.InferenceTaskProfile, outs []map[string]any, want []RequestOutput, binary func(name string) bool) ([]Tensor, error) {
 	if err := CheckOutputs(task, want); err != nil {
 		return nil, err
 	}
@@ -116,12 +117,12 @@ func EncodeBatchOutputsBinary(task *runtime.InferenceTaskProfile, outs []map[str
 		if len(want) > 0 && !slices.ContainsFunc(want, func(w RequestOutput) bool { return w.Name == a.ArtifactID }) {
 			continue
 		}
-		var first *runtime.Tensor
+		var first *tensor.Tensor
 		for _, o := range outs {
 			if o == nil {
 				continue
 			}
-			t, err := runtime.AsTensor(o[a.ArtifactID])
+			t, err := tensor.AsTensor(o[a.ArtifactID])
 			if err != nil {
 				return nil, fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
 			}
@@ -138,11 +139,11 @@ func EncodeBatchOutputsBinary(task *runtime.InferenceTaskProfile, outs []map[str
 		data := make([]byte, len(outs)*step)
 		for k, o := range outs {
 			if o != nil {
-				t, _ := runtime.AsTensor(o[a.ArtifactID])
+				t, _ := tensor.AsTensor(o[a.ArtifactID])
 				copy(data[k*step:], t.Data)
 			}
 		}
-		stacked := &runtime.Tensor{DType: first.DType, Shape: append([]int64{int64(len(outs))}, first.Shape...), Data: data}
+		stacked := &tensor.Tensor{DType: first.DType, Shape: append([]int64{int64(len(outs))}, first.Shape...), Data: data}
 		enc := encodeTensor
 		if binary != nil && binary(a.ArtifactID) {
 			enc = binaryTensor
@@ -159,7 +160,7 @@ func EncodeBatchOutputsBinary(task *runtime.InferenceTaskProfile, outs []map[str
 // DecodeBatchOutputs splits a batch response's outputs into the n items'
 // outputs, in the value form runtime/client returns (see DecodeOutputs).
 // The items listed in failed get nil.
-func DecodeBatchOutputs(task *runtime.InferenceTaskProfile, outs []Tensor, n int, failed []ItemError) ([]map[string]any, error) {
+func DecodeBatchOutputs(task *spec.InferenceTaskProfile, outs []Tensor, n int, failed []ItemError) ([]map[string]any, error) {
 	all, err := DecodeOutputs(task, outs)
 	if err != nil {
 		return nil, err
@@ -169,7 +170,7 @@ func DecodeBatchOutputs(task *runtime.InferenceTaskProfile, outs []Tensor, n int
 		items[k] = make(map[string]any, len(all))
 	}
 	for name, v := range all {
-		t, ok := v.(*runtime.Tensor)
+		t, ok := v.(*tensor.Tensor)
 		if !ok || len(t.Shape) == 0 || t.Shape[0] != int64(n) {
 			return nil, fmt.Errorf("output %q: a batch of %d items answers tensors with a leading dimension of %d, got %v", name, n, n, describe(v))
 		}

@@ -33,8 +33,10 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Names of the binary tensor data extension.
@@ -210,11 +212,11 @@ func walkBytes(raw []byte, n int64, fn func(i int64, b []byte) error) error {
 
 // rawTensor returns a binary tensor's data as a runtime tensor of dtype
 // (its own copy); size is what its shape takes.
-func rawTensor(t *Tensor, dtype runtime.DType, size int64) (*runtime.Tensor, error) {
+func rawTensor(t *Tensor, dtype tensor.DType, size int64) (*tensor.Tensor, error) {
 	if int64(len(t.Raw)) != size {
 		return nil, fmt.Errorf("binary_data_size %d, but %s%v takes %d bytes", len(t.Raw), t.Datatype, t.Shape, size)
 	}
-	if dtype == runtime.Bool {
+	if dtype == tensor.Bool {
 		for i, b := range t.Raw {
 			if b > 1 {
 				return nil, fmt.Errorf("BOOL element %d is %d (binary BOOL elements are 0 or 1)", i, b)
@@ -223,7 +225,7 @@ func rawTensor(t *Tensor, dtype runtime.DType, size int64) (*runtime.Tensor, err
 	}
 	data := make([]byte, size)
 	copy(data, t.Raw)
-	return &runtime.Tensor{DType: dtype, Shape: append([]int64{}, t.Shape...), Data: data}, nil
+	return &tensor.Tensor{DType: dtype, Shape: append([]int64{}, t.Shape...), Data: data}, nil
 }
 
 // rawValues returns the n elements of a binary input of a scalar or list
@@ -299,7 +301,7 @@ func rawString(t *Tensor) (string, error) {
 
 // binaryTensor returns the named binary tensor holding t; its Raw shares
 // t's data.
-func binaryTensor(name string, t *runtime.Tensor) (Tensor, error) {
+func binaryTensor(name string, t *tensor.Tensor) (Tensor, error) {
 	if err := t.Check(); err != nil {
 		return Tensor{}, err
 	}
@@ -323,22 +325,22 @@ func binaryString(name, s string) Tensor {
 }
 
 // rawArtifact encodes one artifact value as a binary output.
-func rawArtifact(a *runtime.InferenceArtifactSpec, v any) (Tensor, error) {
+func rawArtifact(a *spec.InferenceArtifactSpec, v any) (Tensor, error) {
 	switch a.Kind {
-	case runtime.ArtifactText:
-		s, err := runtime.AsText(v)
+	case spec.ArtifactText:
+		s, err := tensor.AsText(v)
 		if err != nil {
 			return Tensor{}, err
 		}
 		return binaryString(a.ArtifactID, s), nil
-	case runtime.ArtifactJSON:
-		raw, err := runtime.AsJSON(v)
+	case spec.ArtifactJSON:
+		raw, err := tensor.AsJSON(v)
 		if err != nil {
 			return Tensor{}, err
 		}
 		return binaryString(a.ArtifactID, string(raw)), nil
 	}
-	t, err := runtime.AsTensor(v)
+	t, err := tensor.AsTensor(v)
 	if err != nil {
 		return Tensor{}, err
 	}
@@ -348,7 +350,7 @@ func rawArtifact(a *runtime.InferenceArtifactSpec, v any) (Tensor, error) {
 // EncodeInputsBinary is EncodeInputs with the tensor, image, video and
 // tensor_list fields as binary inputs (their Raw shares the kwargs'
 // tensor data); scalar and list fields stay JSON.
-func EncodeInputsBinary(task *runtime.InferenceTaskProfile, call, load map[string]any) ([]Tensor, error) {
+func EncodeInputsBinary(task *spec.InferenceTaskProfile, call, load map[string]any) ([]Tensor, error) {
 	return encodeInputs(task, call, load, binaryTensor)
 }
 

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // binaryRequest returns the body of req with the binary tensor data
@@ -30,14 +32,14 @@ func binaryRequest(t testing.TB, req *oip.InferenceRequest) ([]byte, int64) {
 func TestBinaryInputsDecodeAsJSON(t *testing.T) {
 	m := looseModel(t, "tiny-encoder")
 	task, _ := m.Spec.Task("embed")
-	f16 := &runtime.Tensor{DType: runtime.Float16, Shape: []int64{2, 3}, Data: []byte{0, 0x3c, 0, 0x7c, 0, 0xfc, 0, 0x7e, 0xff, 0x7b, 0, 0x80}}
-	for _, tokens := range []*runtime.Tensor{
-		runtime.FromInt64([]int64{1, -2, math.MaxInt64, math.MinInt64}, 2, 2),
-		runtime.FromFloat32([]float32{1.5, float32(math.NaN()), float32(math.Inf(-1)), -0.0}, 4),
+	f16 := &tensor.Tensor{DType: tensor.Float16, Shape: []int64{2, 3}, Data: []byte{0, 0x3c, 0, 0x7c, 0, 0xfc, 0, 0x7e, 0xff, 0x7b, 0, 0x80}}
+	for _, tokens := range []*tensor.Tensor{
+		tensor.FromInt64([]int64{1, -2, math.MaxInt64, math.MinInt64}, 2, 2),
+		tensor.FromFloat32([]float32{1.5, float32(math.NaN()), float32(math.Inf(-1)), -0.0}, 4),
 		f16,
-		runtime.FromUint8([]uint8{0, 255}, 2),
-		{DType: runtime.Bool, Shape: []int64{3}, Data: []byte{1, 0, 1}},
-		runtime.FromInt64(nil, 0),
+		tensor.FromUint8([]uint8{0, 255}, 2),
+		{DType: tensor.Bool, Shape: []int64{3}, Data: []byte{1, 0, 1}},
+		tensor.FromInt64(nil, 0),
 	} {
 		call := map[string]any{"tokens": tokens, "normalize": false}
 		js, err := oip.EncodeInputs(task, call, nil)
@@ -64,7 +66,7 @@ func TestBinaryInputsDecodeAsJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, g := want["tokens"].(*runtime.Tensor), got["tokens"].(*runtime.Tensor)
+		w, g := want["tokens"].(*tensor.Tensor), got["tokens"].(*tensor.Tensor)
 		if w.DType != g.DType || !bytes.Equal(w.Data, g.Data) || len(g.Data) != len(tokens.Data) || got["normalize"] != false {
 			t.Errorf("%s%v: JSON %v, binary %v", tokens.DType, tokens.Shape, w.Data, g.Data)
 		}
@@ -141,19 +143,19 @@ func TestBinaryScalarInputs(t *testing.T) {
 // TestBinaryOutputs encodes outputs binary (all, some, none), writes the
 // body, decodes it as a client does, and gets the values back exactly.
 func TestBinaryOutputs(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{
-		{ArtifactID: "video", Kind: runtime.ArtifactVideo},
-		{ArtifactID: "caption", Kind: runtime.ArtifactText},
-		{ArtifactID: "info", Kind: runtime.ArtifactJSON},
-		{ArtifactID: "emb", Kind: runtime.ArtifactEmbedding},
-		{ArtifactID: "empty", Kind: runtime.ArtifactTensor},
+	task := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+		{ArtifactID: "video", Kind: spec.ArtifactVideo},
+		{ArtifactID: "caption", Kind: spec.ArtifactText},
+		{ArtifactID: "info", Kind: spec.ArtifactJSON},
+		{ArtifactID: "emb", Kind: spec.ArtifactEmbedding},
+		{ArtifactID: "empty", Kind: spec.ArtifactTensor},
 	}}
 	out := map[string]any{
-		"video":   runtime.FromUint8([]uint8{0, 1, 2, 3, 254, 255}, 1, 1, 2, 3),
+		"video":   tensor.FromUint8([]uint8{0, 1, 2, 3, 254, 255}, 1, 1, 2, 3),
 		"caption": "hi \"there\" \u00e9",
 		"info":    map[string]any{"a": true},
-		"emb":     runtime.FromFloat32([]float32{0.1, float32(math.NaN()), float32(math.Inf(1))}, 3),
-		"empty":   runtime.FromFloat32(nil, 0, 4),
+		"emb":     tensor.FromFloat32([]float32{0.1, float32(math.NaN()), float32(math.Inf(1))}, 3),
+		"empty":   tensor.FromFloat32(nil, 0, 4),
 	}
 	for _, c := range []struct {
 		req        string // parameters and outputs of the request
@@ -208,8 +210,8 @@ func TestBinaryOutputs(t *testing.T) {
 		}
 		want, _ := oip.DecodeOutputs(task, mustJSON(t, task, out, req.Outputs))
 		for k, w := range want {
-			if wt, ok := w.(*runtime.Tensor); ok {
-				g := vals[k].(*runtime.Tensor)
+			if wt, ok := w.(*tensor.Tensor); ok {
+				g := vals[k].(*tensor.Tensor)
 				if !bytes.Equal(wt.Data, g.Data) || wt.DType != g.DType || !slices.Equal(wt.Shape, g.Shape) {
 					t.Errorf("%s: %s differs: %v %v", c.req, k, wt, g)
 				}
@@ -237,7 +239,7 @@ func TestBinaryOutputs(t *testing.T) {
 	}
 }
 
-func mustJSON(t *testing.T, task *runtime.InferenceTaskProfile, out map[string]any, want []oip.RequestOutput) []oip.Tensor {
+func mustJSON(t *testing.T, task *spec.InferenceTaskProfile, out map[string]any, want []oip.RequestOutput) []oip.Tensor {
 	t.Helper()
 	ts, err := oip.EncodeOutputs(task, out, want)
 	if err != nil {

@@ -8,8 +8,9 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // scanner walks tensor data: a JSON array of scalars, flat in row-major
@@ -267,7 +268,7 @@ func show(tok []byte) string {
 
 // decodeTensor decodes a tensor's data into a runtime tensor of its
 // datatype, which must have a runtime dtype. maxBytes > 0 bounds its size.
-func decodeTensor(t *Tensor, maxBytes int64) (*runtime.Tensor, error) {
+func decodeTensor(t *Tensor, maxBytes int64) (*tensor.Tensor, error) {
 	dtype, ok := t.Datatype.DType()
 	if !ok {
 		return nil, fmt.Errorf("datatype %s has no runtime dtype (tensors take %s)", t.Datatype, datatypeList(TensorDatatypes))
@@ -339,11 +340,11 @@ func decodeTensor(t *Tensor, maxBytes int64) (*runtime.Tensor, error) {
 	if err := walkData(t.Data, t.Shape, leaf); err != nil {
 		return nil, err
 	}
-	return &runtime.Tensor{DType: dtype, Shape: append([]int64{}, t.Shape...), Data: buf}, nil
+	return &tensor.Tensor{DType: dtype, Shape: append([]int64{}, t.Shape...), Data: buf}, nil
 }
 
 // encodeTensor returns the named OIP tensor holding t.
-func encodeTensor(name string, t *runtime.Tensor) (Tensor, error) {
+func encodeTensor(name string, t *tensor.Tensor) (Tensor, error) {
 	if err := t.Check(); err != nil {
 		return Tensor{}, err
 	}
@@ -359,19 +360,19 @@ func encodeTensor(name string, t *runtime.Tensor) (Tensor, error) {
 			out = append(out, ',')
 		}
 		switch t.DType {
-		case runtime.Bool:
+		case tensor.Bool:
 			out = strconv.AppendBool(out, t.Data[i] != 0)
-		case runtime.Uint8:
+		case tensor.Uint8:
 			out = strconv.AppendUint(out, uint64(t.Data[i]), 10)
-		case runtime.Int32:
+		case tensor.Int32:
 			out = strconv.AppendInt(out, int64(int32(binary.LittleEndian.Uint32(t.Data[4*i:]))), 10)
-		case runtime.Int64:
+		case tensor.Int64:
 			out = strconv.AppendInt(out, int64(binary.LittleEndian.Uint64(t.Data[8*i:])), 10)
-		case runtime.Float32:
+		case tensor.Float32:
 			out = appendFloat(out, float64(math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))), 32)
-		case runtime.Float16:
+		case tensor.Float16:
 			out = appendFloat(out, float64(artifactio.Float16ToFloat32(binary.LittleEndian.Uint16(t.Data[2*i:]))), 32)
-		case runtime.BFloat16:
+		case tensor.BFloat16:
 			out = appendFloat(out, float64(artifactio.BFloat16ToFloat32(binary.LittleEndian.Uint16(t.Data[2*i:]))), 32)
 		}
 	}
@@ -443,7 +444,7 @@ func describe(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "nothing"
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		if x == nil {
 			return "a nil tensor"
 		}

@@ -6,8 +6,10 @@ import (
 	"math"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // appendMatchesMarshal fails t unless resp.AppendJSON writes exactly what
@@ -28,21 +30,21 @@ func appendMatchesMarshal(t *testing.T, resp oip.InferenceResponse) {
 }
 
 func TestAppendJSONIsMarshal(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{
-		{ArtifactID: "video", Kind: runtime.ArtifactVideo},
-		{ArtifactID: "caption", Kind: runtime.ArtifactText},
-		{ArtifactID: "info", Kind: runtime.ArtifactJSON},
-		{ArtifactID: "emb", Kind: runtime.ArtifactEmbedding},
-		{ArtifactID: "mask", Kind: runtime.ArtifactTensor},
-		{ArtifactID: "scalar", Kind: runtime.ArtifactTensor},
+	task := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+		{ArtifactID: "video", Kind: spec.ArtifactVideo},
+		{ArtifactID: "caption", Kind: spec.ArtifactText},
+		{ArtifactID: "info", Kind: spec.ArtifactJSON},
+		{ArtifactID: "emb", Kind: spec.ArtifactEmbedding},
+		{ArtifactID: "mask", Kind: spec.ArtifactTensor},
+		{ArtifactID: "scalar", Kind: spec.ArtifactTensor},
 	}}
 	out := map[string]any{
-		"video":   runtime.FromUint8([]uint8{0, 1, 2, 3, 254, 255}, 1, 1, 2, 3),
+		"video":   tensor.FromUint8([]uint8{0, 1, 2, 3, 254, 255}, 1, 1, 2, 3),
 		"caption": "hi \"there\" <b>&</b> \u00e9\t\u2028",
 		"info":    map[string]any{"b": []any{int64(1), "x"}, "a": true, "<": 1.5},
-		"emb":     runtime.FromFloat32([]float32{0.1, -2.5e-8, float32(math.Inf(1)), float32(math.NaN()), 3}, 5),
-		"mask":    &runtime.Tensor{DType: runtime.Bool, Shape: []int64{2}, Data: []byte{1, 0}},
-		"scalar":  runtime.FromInt64([]int64{-9}),
+		"emb":     tensor.FromFloat32([]float32{0.1, -2.5e-8, float32(math.Inf(1)), float32(math.NaN()), 3}, 5),
+		"mask":    &tensor.Tensor{DType: tensor.Bool, Shape: []int64{2}, Data: []byte{1, 0}},
+		"scalar":  tensor.FromInt64([]int64{-9}),
 	}
 	ts, err := oip.EncodeOutputs(task, out, nil)
 	if err != nil {
@@ -73,12 +75,12 @@ func FuzzAppendJSON(f *testing.F) {
 // BenchmarkResponse encodes the response to one text-encoder request (a
 // 128-float embedding) both ways.
 func BenchmarkResponse(b *testing.B) {
-	task := &runtime.InferenceTaskProfile{TaskID: "embed", Outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "embedding", Kind: runtime.ArtifactEmbedding}}}
+	task := &spec.InferenceTaskProfile{TaskID: "embed", Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "embedding", Kind: spec.ArtifactEmbedding}}}
 	v := make([]float32, 128)
 	for i := range v {
 		v[i] = float32(math.Sin(float64(i))) / 11
 	}
-	ts, err := oip.EncodeOutputs(task, map[string]any{"embedding": runtime.FromFloat32(v, 128)}, nil)
+	ts, err := oip.EncodeOutputs(task, map[string]any{"embedding": tensor.FromFloat32(v, 128)}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package oip
 import (
 	"encoding/json"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Metadata returns the model metadata of the family: its name, versions
@@ -67,7 +67,7 @@ func jsonText(v any) string {
 // tensor_list field is described once, named FIELD.0. Parameters give the
 // field's kind, presence and default, and its target when it is
 // load_kwargs.
-func TaskInputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
+func TaskInputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 	out := make([]TensorMetadata, 0, len(t.Inputs))
 	for i := range t.Inputs {
 		f := &t.Inputs[i]
@@ -75,7 +75,7 @@ func TaskInputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
 		switch {
 		case f.Kind.TensorLike():
 			md.Datatype, md.Shape = contractMetadata(f.Contract(), t.Batching != nil && t.Batching.Dim != "" && f.IsStacked())
-			if f.Kind == runtime.KindTensorList {
+			if f.Kind == spec.KindTensorList {
 				md.Name = f.FieldID + ".0"
 			}
 		case f.Kind.IsList():
@@ -94,7 +94,7 @@ func TaskInputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
 		if len(f.Choices) > 0 {
 			md.Parameters["choices"] = jsonText(f.Choices)
 		}
-		if f.Target == runtime.TargetLoadKwargs {
+		if f.Target == spec.TargetLoadKwargs {
 			md.Parameters["target"] = f.Target
 		}
 		out = append(out, md)
@@ -105,17 +105,17 @@ func TaskInputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
 // TaskOutputs describes the task's artifacts as the protocol names them:
 // videos UINT8 [-1,-1,-1,-1] (T, H, W, C), images UINT8 [-1,-1,-1],
 // embeddings and tensors AnyDatatype of any rank, text and json BYTES [1].
-func TaskOutputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
+func TaskOutputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 	out := make([]TensorMetadata, 0, len(t.Outputs))
 	for i := range t.Outputs {
 		a := &t.Outputs[i]
 		md := TensorMetadata{Name: a.ArtifactID, Parameters: Parameters{"kind": string(a.Kind), "required": a.Required}}
 		switch a.Kind {
-		case runtime.ArtifactVideo:
+		case spec.ArtifactVideo:
 			md.Datatype, md.Shape = Uint8, []int64{-1, -1, -1, -1}
-		case runtime.ArtifactImage:
+		case spec.ArtifactImage:
 			md.Datatype, md.Shape = Uint8, []int64{-1, -1, -1}
-		case runtime.ArtifactText, runtime.ArtifactJSON:
+		case spec.ArtifactText, spec.ArtifactJSON:
 			md.Datatype, md.Shape = Bytes, []int64{1}
 		default:
 			md.Datatype, md.Shape = contractMetadata(a.Contract(), t.Batching != nil && t.Batching.Dim != "")
@@ -127,7 +127,7 @@ func TaskOutputs(t *runtime.InferenceTaskProfile) []TensorMetadata {
 
 // contractMetadata is the datatype and shape of a declared tensor contract
 // for one item: batched drops the leading batch dimension.
-func contractMetadata(c runtime.TensorContract, batched bool) (Datatype, []int64) {
+func contractMetadata(c spec.TensorContract, batched bool) (Datatype, []int64) {
 	d := AnyDatatype
 	if dt, ok := DatatypeOf(c.DType); ok {
 		d = dt

@@ -8,21 +8,23 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/params"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Model is one family served as an OIP model, with its tasks' field rules
 // compiled once. It is immutable and safe for concurrent use.
 type Model struct {
 	// Spec is the family's spec.
-	Spec  *runtime.ModelInferenceSpec
+	Spec  *spec.ModelInferenceSpec
 	rules map[string]params.Rules // by task id
 }
 
 // NewModel returns the OIP model of a family.
-func NewModel(spec *runtime.ModelInferenceSpec) (*Model, error) {
+func NewModel(spec *spec.ModelInferenceSpec) (*Model, error) {
 	if spec == nil {
 		return nil, errors.New("oip: nil spec")
 	}
@@ -40,7 +42,7 @@ func NewModel(spec *runtime.ModelInferenceSpec) (*Model, error) {
 // Task returns the task a request selects by its "task" parameter (id or
 // alias; absent selects the default task). An unknown task matches
 // ErrBadRequest.
-func (m *Model) Task(p Parameters) (*runtime.InferenceTaskProfile, error) {
+func (m *Model) Task(p Parameters) (*spec.InferenceTaskProfile, error) {
 	id, _, err := p.StringParam("task")
 	if err != nil {
 		return nil, err
@@ -57,7 +59,7 @@ func (m *Model) Task(p Parameters) (*runtime.InferenceTaskProfile, error) {
 // aliases are accepted; a version and a parameter that name different
 // variants, or an unknown id, match ErrBadRequest (the server answers an
 // unknown version in the path with 404 before asking).
-func (m *Model) Variant(version string, p Parameters) (*runtime.InferenceVariantSpec, error) {
+func (m *Model) Variant(version string, p Parameters) (*spec.InferenceVariantSpec, error) {
 	param, _, err := p.StringParam("variant")
 	if err != nil {
 		return nil, err
@@ -80,12 +82,12 @@ func (m *Model) Variant(version string, p Parameters) (*runtime.InferenceVariant
 }
 
 // Args maps a request's inputs onto the task's fields: call and load
-// kwargs in the engine's value form (see runtime.Module), split by the
+// kwargs in the engine's value form (see engine.Module), split by the
 // fields' targets. Absent fields take their manifest default (optional
 // fields without one are left out); every value is checked with the
 // manifest's rules, as generated Validate does. Every problem matches
 // ErrBadRequest and names the input.
-func (m *Model) Args(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Limits) (call, load map[string]any, err error) {
+func (m *Model) Args(task *spec.InferenceTaskProfile, inputs []Tensor, lim Limits) (call, load map[string]any, err error) {
 	values, err := m.decodeInputs(task, inputs, lim)
 	if err != nil {
 		return nil, nil, err
@@ -95,7 +97,7 @@ func (m *Model) Args(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Li
 
 // decodeInputs decodes a request's inputs into the Go form of their
 // fields' kinds (see decodeField), by field index; an absent field is nil.
-func (m *Model) decodeInputs(task *runtime.InferenceTaskProfile, inputs []Tensor, lim Limits) ([]any, error) {
+func (m *Model) decodeInputs(task *spec.InferenceTaskProfile, inputs []Tensor, lim Limits) ([]any, error) {
 	if _, ok := m.rules[task.TaskID]; !ok {
 		return nil, fmt.Errorf("oip: task %q is not a task of %s", task.TaskID, m.Spec.ModelFamilyID)
 	}
@@ -121,7 +123,7 @@ func (m *Model) decodeInputs(task *runtime.InferenceTaskProfile, inputs []Tensor
 		values[fi] = v
 	}
 	for fi, items := range lists {
-		ts := make([]*runtime.Tensor, len(items))
+		ts := make([]*tensor.Tensor, len(items))
 		for j := range ts {
 			in, ok := items[j]
 			if !ok {
@@ -142,7 +144,7 @@ func (m *Model) decodeInputs(task *runtime.InferenceTaskProfile, inputs []Tensor
 
 // check checks decoded values (by field index) with the task's rules and
 // returns them as call and load kwargs, defaults filled in.
-func (m *Model) check(task *runtime.InferenceTaskProfile, values []any) (call, load map[string]any, err error) {
+func (m *Model) check(task *spec.InferenceTaskProfile, values []any) (call, load map[string]any, err error) {
 	rules := m.rules[task.TaskID]
 	c := rules.Check()
 	var missing []string
@@ -152,9 +154,9 @@ func (m *Model) check(task *runtime.InferenceTaskProfile, values []any) (call, l
 		v := values[i]
 		if v == nil {
 			switch f.Presence() {
-			case runtime.Required:
+			case spec.Required:
 				missing = append(missing, f.FieldID)
-			case runtime.Defaulted:
+			case spec.Defaulted:
 				dv, err := kindValue(f.Kind, f.Default)
 				if err != nil {
 					return nil, nil, fmt.Errorf("field %q: default: %w", f.FieldID, err)
@@ -179,9 +181,9 @@ func (m *Model) check(task *runtime.InferenceTaskProfile, values []any) (call, l
 			params.Floats(&c, i, x)
 		case []bool:
 			params.Bools(&c, i, x)
-		case *runtime.Tensor:
+		case *tensor.Tensor:
 			params.Tensor(&c, i, x)
-		case []*runtime.Tensor:
+		case []*tensor.Tensor:
 			params.Tensors(&c, i, x)
 		}
 		put(call, load, f, engineList(v))
@@ -195,8 +197,8 @@ func (m *Model) check(task *runtime.InferenceTaskProfile, values []any) (call, l
 	return call, load, nil
 }
 
-func put(call, load map[string]any, f *runtime.InferenceFieldSpec, v any) {
-	if f.Target == runtime.TargetLoadKwargs {
+func put(call, load map[string]any, f *spec.InferenceFieldSpec, v any) {
+	if f.Target == spec.TargetLoadKwargs {
 		load[f.FieldID] = v
 	} else {
 		call[f.FieldID] = v
@@ -214,7 +216,7 @@ func engineList(v any) any {
 		return params.List(x)
 	case []bool:
 		return params.List(x)
-	case []*runtime.Tensor:
+	case []*tensor.Tensor:
 		return params.List(x)
 	}
 	return v
@@ -222,10 +224,10 @@ func engineList(v any) any {
 
 // fieldOf finds the field an input names: its index, and for a
 // tensor_list item ("FIELD.3") the item's index (else -1).
-func fieldOf(task *runtime.InferenceTaskProfile, name string) (field, item int, ok bool) {
+func fieldOf(task *spec.InferenceTaskProfile, name string) (field, item int, ok bool) {
 	for i := range task.Inputs {
 		if task.Inputs[i].FieldID == name {
-			return i, -1, task.Inputs[i].Kind != runtime.KindTensorList
+			return i, -1, task.Inputs[i].Kind != spec.KindTensorList
 		}
 	}
 	base, idx, found := strings.Cut(name, ".")
@@ -237,21 +239,21 @@ func fieldOf(task *runtime.InferenceTaskProfile, name string) (field, item int, 
 		return 0, 0, false
 	}
 	for i := range task.Inputs {
-		if task.Inputs[i].FieldID == base && task.Inputs[i].Kind == runtime.KindTensorList {
+		if task.Inputs[i].FieldID == base && task.Inputs[i].Kind == spec.KindTensorList {
 			return i, n, true
 		}
 	}
 	return 0, 0, false
 }
 
-func fieldNames(task *runtime.InferenceTaskProfile) string {
+func fieldNames(task *spec.InferenceTaskProfile) string {
 	if len(task.Inputs) == 0 {
 		return "none"
 	}
 	names := make([]string, len(task.Inputs))
 	for i, f := range task.Inputs {
 		names[i] = f.FieldID
-		if f.Kind == runtime.KindTensorList {
+		if f.Kind == spec.KindTensorList {
 			names[i] += ".0, " + f.FieldID + ".1, ..."
 		}
 	}
@@ -260,17 +262,17 @@ func fieldNames(task *runtime.InferenceTaskProfile) string {
 
 // scalarDatatypes are the datatypes each scalar kind accepts; the first is
 // the one an encoder sends.
-var scalarDatatypes = map[runtime.Kind][]Datatype{
-	runtime.KindString: {Bytes},
-	runtime.KindInt:    {Int64, Int32, Int16, Int8, Uint64, Uint32, Uint16, Uint8},
-	runtime.KindFloat:  {FP64, FP32, FP16, BF16},
-	runtime.KindBool:   {Bool},
+var scalarDatatypes = map[spec.Kind][]Datatype{
+	spec.KindString: {Bytes},
+	spec.KindInt:    {Int64, Int32, Int16, Int8, Uint64, Uint32, Uint16, Uint8},
+	spec.KindFloat:  {FP64, FP32, FP16, BF16},
+	spec.KindBool:   {Bool},
 }
 
 // decodeField decodes one input into the Go form of the field's kind:
 // string, int64, float64, bool, []string, []int64, []float64, []bool or
-// *runtime.Tensor.
-func decodeField(f *runtime.InferenceFieldSpec, in *Tensor, lim Limits) (any, error) {
+// *tensor.Tensor.
+func decodeField(f *spec.InferenceFieldSpec, in *Tensor, lim Limits) (any, error) {
 	if f.Kind.TensorLike() {
 		return decodeTensor(in, lim.MaxTensorBytes)
 	}
@@ -312,11 +314,11 @@ func decodeField(f *runtime.InferenceFieldSpec, in *Tensor, lim Limits) (any, er
 	}
 	var parse func(tok []byte) (any, error)
 	switch elem {
-	case runtime.KindString:
+	case spec.KindString:
 		parse = func(tok []byte) (any, error) { return parseString(tok) }
-	case runtime.KindInt:
+	case spec.KindInt:
 		parse = func(tok []byte) (any, error) { return parseInt(tok, in.Datatype) }
-	case runtime.KindFloat:
+	case spec.KindFloat:
 		parse = func(tok []byte) (any, error) { return parseFloat(tok) }
 	default:
 		parse = func(tok []byte) (any, error) { return parseBool(tok) }
@@ -334,16 +336,16 @@ func decodeField(f *runtime.InferenceFieldSpec, in *Tensor, lim Limits) (any, er
 
 // fieldValue returns a field's decoded elements in the Go form of its
 // kind: the one value, or a typed list.
-func fieldValue(k runtime.Kind, vals []any) any {
+func fieldValue(k spec.Kind, vals []any) any {
 	if !k.IsList() {
 		return vals[0]
 	}
 	switch k.Elem() {
-	case runtime.KindString:
+	case spec.KindString:
 		return typed[string](vals)
-	case runtime.KindInt:
+	case spec.KindInt:
 		return typed[int64](vals)
-	case runtime.KindFloat:
+	case spec.KindFloat:
 		return typed[float64](vals)
 	}
 	return typed[bool](vals)
@@ -360,7 +362,7 @@ func typed[T any](vals []any) []T {
 // kindValue converts a value (a manifest default, a caller's kwarg) to the
 // engine form of kind k: numbers take the kind's type (an integral float
 // for an int kind becomes int64), lists become []any.
-func kindValue(k runtime.Kind, v any) (any, error) {
+func kindValue(k spec.Kind, v any) (any, error) {
 	ev, err := client.EngineValue(v)
 	if err != nil || ev == nil {
 		return ev, err
@@ -381,9 +383,9 @@ func kindValue(k runtime.Kind, v any) (any, error) {
 	return scalarValue(k, ev)
 }
 
-func scalarValue(k runtime.Kind, v any) (any, error) {
+func scalarValue(k spec.Kind, v any) (any, error) {
 	switch k {
-	case runtime.KindInt:
+	case spec.KindInt:
 		switch x := v.(type) {
 		case int64:
 			return x, nil
@@ -392,23 +394,23 @@ func scalarValue(k runtime.Kind, v any) (any, error) {
 				return int64(x), nil
 			}
 		}
-	case runtime.KindFloat:
+	case spec.KindFloat:
 		switch x := v.(type) {
 		case float64:
 			return x, nil
 		case int64:
 			return float64(x), nil
 		}
-	case runtime.KindString:
+	case spec.KindString:
 		if s, ok := v.(string); ok {
 			return s, nil
 		}
-	case runtime.KindBool:
+	case spec.KindBool:
 		if b, ok := v.(bool); ok {
 			return b, nil
 		}
-	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
-		if t, ok := v.(*runtime.Tensor); ok {
+	case spec.KindTensor, spec.KindImage, spec.KindVideo:
+		if t, ok := v.(*tensor.Tensor); ok {
 			return t, nil
 		}
 	}
@@ -419,12 +421,12 @@ func scalarValue(k runtime.Kind, v any) (any, error) {
 // the given call and load kwargs (a generated params' CallKwargs and
 // LoadKwargs). Keys that are not fields of the task, and values that do
 // not fit their field's kind, are errors naming the field.
-func EncodeInputs(task *runtime.InferenceTaskProfile, call, load map[string]any) ([]Tensor, error) {
+func EncodeInputs(task *spec.InferenceTaskProfile, call, load map[string]any) ([]Tensor, error) {
 	return encodeInputs(task, call, load, encodeTensor)
 }
 
 // encodeInputs is EncodeInputs with enc encoding each tensor.
-func encodeInputs(task *runtime.InferenceTaskProfile, call, load map[string]any, enc func(string, *runtime.Tensor) (Tensor, error)) ([]Tensor, error) {
+func encodeInputs(task *spec.InferenceTaskProfile, call, load map[string]any, enc func(string, *tensor.Tensor) (Tensor, error)) ([]Tensor, error) {
 	for _, kw := range []map[string]any{call, load} {
 		for k := range kw {
 			if _, ok := task.Field(k); !ok {
@@ -459,16 +461,16 @@ func encodeInputs(task *runtime.InferenceTaskProfile, call, load map[string]any,
 }
 
 // encodeField encodes one field's value (in kindValue's form).
-func encodeField(f *runtime.InferenceFieldSpec, v any, enc func(string, *runtime.Tensor) (Tensor, error)) ([]Tensor, error) {
+func encodeField(f *spec.InferenceFieldSpec, v any, enc func(string, *tensor.Tensor) (Tensor, error)) ([]Tensor, error) {
 	switch f.Kind {
-	case runtime.KindTensor, runtime.KindImage, runtime.KindVideo:
-		t, err := enc(f.FieldID, v.(*runtime.Tensor))
+	case spec.KindTensor, spec.KindImage, spec.KindVideo:
+		t, err := enc(f.FieldID, v.(*tensor.Tensor))
 		return []Tensor{t}, err
-	case runtime.KindTensorList:
+	case spec.KindTensorList:
 		items := v.([]any)
 		out := make([]Tensor, len(items))
 		for j, it := range items {
-			t, err := enc(f.FieldID+"."+strconv.Itoa(j), it.(*runtime.Tensor))
+			t, err := enc(f.FieldID+"."+strconv.Itoa(j), it.(*tensor.Tensor))
 			if err != nil {
 				return nil, fmt.Errorf("item %d: %w", j, err)
 			}
@@ -490,13 +492,13 @@ func encodeField(f *runtime.InferenceFieldSpec, v any, enc func(string, *runtime
 // artifact id, as runtime/client returns them), in the task's artifact
 // order. want, when not empty, restricts them to the named artifacts; a
 // name that is not an artifact of the task matches ErrBadRequest.
-func EncodeOutputs(task *runtime.InferenceTaskProfile, out map[string]any, want []RequestOutput) ([]Tensor, error) {
+func EncodeOutputs(task *spec.InferenceTaskProfile, out map[string]any, want []RequestOutput) ([]Tensor, error) {
 	return EncodeOutputsBinary(task, out, want, nil)
 }
 
 // EncodeOutputsBinary is EncodeOutputs with the outputs binary says
 // (BinaryOutputs; nil: none) in the binary tensor data extension's form.
-func EncodeOutputsBinary(task *runtime.InferenceTaskProfile, out map[string]any, want []RequestOutput, binary func(name string) bool) ([]Tensor, error) {
+func EncodeOutputsBinary(task *spec.InferenceTaskProfile, out map[string]any, want []RequestOutput, binary func(name string) bool) ([]Tensor, error) {
 	var only map[string]bool
 	if len(want) > 0 {
 		only = make(map[string]bool, len(want))
@@ -531,12 +533,12 @@ func EncodeOutputsBinary(task *runtime.InferenceTaskProfile, out map[string]any,
 
 // CheckOutputs checks that the requested outputs name artifacts of task
 // (so a request can fail before it runs).
-func CheckOutputs(task *runtime.InferenceTaskProfile, want []RequestOutput) error {
+func CheckOutputs(task *spec.InferenceTaskProfile, want []RequestOutput) error {
 	_, err := EncodeOutputs(task, nil, want)
 	return err
 }
 
-func artifactNames(task *runtime.InferenceTaskProfile) string {
+func artifactNames(task *spec.InferenceTaskProfile) string {
 	names := make([]string, len(task.Outputs))
 	for i, a := range task.Outputs {
 		names[i] = a.ArtifactID
@@ -545,24 +547,24 @@ func artifactNames(task *runtime.InferenceTaskProfile) string {
 }
 
 // encodeArtifact encodes one artifact value.
-func encodeArtifact(a *runtime.InferenceArtifactSpec, v any) (Tensor, error) {
+func encodeArtifact(a *spec.InferenceArtifactSpec, v any) (Tensor, error) {
 	switch a.Kind {
-	case runtime.ArtifactText:
-		s, err := runtime.AsText(v)
+	case spec.ArtifactText:
+		s, err := tensor.AsText(v)
 		if err != nil {
 			return Tensor{}, err
 		}
 		data, err := encodeScalars([]any{s}, Bytes)
 		return Tensor{Name: a.ArtifactID, Datatype: Bytes, Shape: []int64{1}, Data: data}, err
-	case runtime.ArtifactJSON:
-		raw, err := runtime.AsJSON(v)
+	case spec.ArtifactJSON:
+		raw, err := tensor.AsJSON(v)
 		if err != nil {
 			return Tensor{}, err
 		}
 		data, err := encodeScalars([]any{string(raw)}, Bytes)
 		return Tensor{Name: a.ArtifactID, Datatype: Bytes, Shape: []int64{1}, Data: data}, err
 	}
-	t, err := runtime.AsTensor(v)
+	t, err := tensor.AsTensor(v)
 	if err != nil {
 		return Tensor{}, err
 	}
@@ -570,11 +572,11 @@ func encodeArtifact(a *runtime.InferenceArtifactSpec, v any) (Tensor, error) {
 }
 
 // DecodeOutputs maps response outputs back onto the task's artifacts, in
-// the value form runtime/client returns: tensors as *runtime.Tensor, text
+// the value form runtime/client returns: tensors as *tensor.Tensor, text
 // and json artifacts as string (JSON text for json). Outputs that are not
 // artifacts of the task are ignored (a server may return more); a missing
 // artifact is left out (the generated decoders report a required one).
-func DecodeOutputs(task *runtime.InferenceTaskProfile, outs []Tensor) (map[string]any, error) {
+func DecodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor) (map[string]any, error) {
 	res := make(map[string]any, len(outs))
 	for i := range outs {
 		o := &outs[i]
@@ -586,7 +588,7 @@ func DecodeOutputs(task *runtime.InferenceTaskProfile, outs []Tensor) (map[strin
 			return nil, fmt.Errorf("output %q: given twice", o.Name)
 		}
 		switch a.Kind {
-		case runtime.ArtifactText, runtime.ArtifactJSON:
+		case spec.ArtifactText, spec.ArtifactJSON:
 			if o.Datatype != Bytes {
 				return nil, fmt.Errorf("output %q: datatype %s, but a %s artifact is BYTES", o.Name, o.Datatype, a.Kind)
 			}

@@ -41,7 +41,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Datatype is an OIP tensor data type ("FP32", "BYTES", ...).
@@ -116,42 +116,42 @@ func (d Datatype) Integer() bool {
 func (d Datatype) Floating() bool { return d == FP16 || d == FP32 || d == FP64 || d == BF16 }
 
 // DType returns the runtime dtype of d, if it has one.
-func (d Datatype) DType() (runtime.DType, bool) {
+func (d Datatype) DType() (tensor.DType, bool) {
 	switch d {
 	case Bool:
-		return runtime.Bool, true
+		return tensor.Bool, true
 	case Uint8:
-		return runtime.Uint8, true
+		return tensor.Uint8, true
 	case Int32:
-		return runtime.Int32, true
+		return tensor.Int32, true
 	case Int64:
-		return runtime.Int64, true
+		return tensor.Int64, true
 	case FP16:
-		return runtime.Float16, true
+		return tensor.Float16, true
 	case FP32:
-		return runtime.Float32, true
+		return tensor.Float32, true
 	case BF16:
-		return runtime.BFloat16, true
+		return tensor.BFloat16, true
 	}
 	return "", false
 }
 
 // DatatypeOf returns the OIP data type of a runtime dtype.
-func DatatypeOf(d runtime.DType) (Datatype, bool) {
+func DatatypeOf(d tensor.DType) (Datatype, bool) {
 	switch d {
-	case runtime.Bool:
+	case tensor.Bool:
 		return Bool, true
-	case runtime.Uint8:
+	case tensor.Uint8:
 		return Uint8, true
-	case runtime.Int32:
+	case tensor.Int32:
 		return Int32, true
-	case runtime.Int64:
+	case tensor.Int64:
 		return Int64, true
-	case runtime.Float16:
+	case tensor.Float16:
 		return FP16, true
-	case runtime.Float32:
+	case tensor.Float32:
 		return FP32, true
-	case runtime.BFloat16:
+	case tensor.BFloat16:
 		return BF16, true
 	}
 	return "", false

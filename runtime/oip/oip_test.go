@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func loadModel(t testing.TB, name string) *oip.Model {
@@ -94,12 +96,12 @@ func TestInputsRoundTripWithDefaults(t *testing.T) {
 	}
 
 	enc := loadModel(t, "tiny-encoder")
-	tok := runtime.FromInt64([]int64{1, -2, 3, math.MaxInt64, math.MinInt64, 0}, 6)
+	tok := tensor.FromInt64([]int64{1, -2, 3, math.MaxInt64, math.MinInt64, 0}, 6)
 	got, err = roundTrip(t, enc, "embed", map[string]any{"tokens": tok, "normalize": false})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gt := got["tokens"].(*runtime.Tensor); !reflect.DeepEqual(gt, tok) || got["normalize"] != false {
+	if gt := got["tokens"].(*tensor.Tensor); !reflect.DeepEqual(gt, tok) || got["normalize"] != false {
 		t.Errorf("tokens %v normalize %v, want %v false", gt, got["normalize"], tok)
 	}
 }
@@ -133,14 +135,14 @@ func TestNestedDataEqualsFlat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(flat["tokens"], nested["tokens"]) || flat["tokens"].(*runtime.Tensor).DType != runtime.Int32 {
+	if !reflect.DeepEqual(flat["tokens"], nested["tokens"]) || flat["tokens"].(*tensor.Tensor).DType != tensor.Int32 {
 		t.Errorf("flat %v, nested %v", flat["tokens"], nested["tokens"])
 	}
 	fl, err := args(enc, "embed", request("tokens", oip.FP32, []int64{3}, `[1.5,"NaN","-Infinity"]`), oip.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, _ := fl["tokens"].(*runtime.Tensor).Float32s()
+	vals, _ := fl["tokens"].(*tensor.Tensor).Float32s()
 	if vals[0] != 1.5 || !math.IsNaN(float64(vals[1])) || !math.IsInf(float64(vals[2]), -1) {
 		t.Errorf("floats %v", vals)
 	}
@@ -238,16 +240,16 @@ func TestVariantSelection(t *testing.T) {
 }
 
 func TestOutputsRoundTrip(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{
-		{ArtifactID: "video", Kind: runtime.ArtifactVideo},
-		{ArtifactID: "caption", Kind: runtime.ArtifactText},
-		{ArtifactID: "info", Kind: runtime.ArtifactJSON},
-		{ArtifactID: "emb", Kind: runtime.ArtifactEmbedding},
-		{ArtifactID: "mask", Kind: runtime.ArtifactTensor},
+	task := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+		{ArtifactID: "video", Kind: spec.ArtifactVideo},
+		{ArtifactID: "caption", Kind: spec.ArtifactText},
+		{ArtifactID: "info", Kind: spec.ArtifactJSON},
+		{ArtifactID: "emb", Kind: spec.ArtifactEmbedding},
+		{ArtifactID: "mask", Kind: spec.ArtifactTensor},
 	}}
-	video := runtime.FromUint8([]uint8{0, 1, 2, 3, 254, 255}, 1, 1, 2, 3)
-	emb := runtime.FromFloat32([]float32{0.1, -2.5e-8, float32(math.Inf(1)), 3}, 4)
-	mask := &runtime.Tensor{DType: runtime.Bool, Shape: []int64{2}, Data: []byte{1, 0}}
+	video := tensor.FromUint8([]uint8{0, 1, 2, 3, 254, 255}, 1, 1, 2, 3)
+	emb := tensor.FromFloat32([]float32{0.1, -2.5e-8, float32(math.Inf(1)), 3}, 4)
+	mask := &tensor.Tensor{DType: tensor.Bool, Shape: []int64{2}, Data: []byte{1, 0}}
 	out := map[string]any{"video": video, "caption": "hi \"there\"", "info": map[string]any{"b": []any{int64(1), "x"}, "a": true}, "emb": emb, "mask": mask}
 	ts, err := oip.EncodeOutputs(task, out, nil)
 	if err != nil {
@@ -270,8 +272,8 @@ func TestOutputsRoundTrip(t *testing.T) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
 	// The json artifact decodes to what the in-process value decodes to.
-	inproc, _ := runtime.AsJSON(out["info"])
-	remote, _ := runtime.AsJSON(got["info"])
+	inproc, _ := tensor.AsJSON(out["info"])
+	remote, _ := tensor.AsJSON(got["info"])
 	if !bytes.Equal(inproc, remote) {
 		t.Errorf("json artifact: in-process %s, remote %s", inproc, remote)
 	}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // obj is a JSON object of the document; encoding/json writes its keys
@@ -20,7 +20,7 @@ type obj = map[string]any
 // (with and without a version), request and response schemas per task
 // derived from the fields and artifacts, and the session controls endpoint
 // of families with streaming tasks. The bearer token is optional.
-func OpenAPI(specs ...*runtime.ModelInferenceSpec) ([]byte, error) {
+func OpenAPI(specs ...*spec.ModelInferenceSpec) ([]byte, error) {
 	if len(specs) == 0 {
 		return nil, errors.New("oip: OpenAPI of no family")
 	}
@@ -158,7 +158,7 @@ func datatypeEnum(ds []Datatype) []any {
 }
 
 // familyPaths adds one family's paths and schemas.
-func familyPaths(s *runtime.ModelInferenceSpec, paths, schemas obj) error {
+func familyPaths(s *spec.ModelInferenceSpec, paths, schemas obj) error {
 	fam := s.ModelFamilyID
 	base := "/v2/models/" + fam
 	var versions []any
@@ -224,7 +224,7 @@ func familyPaths(s *runtime.ModelInferenceSpec, paths, schemas obj) error {
 }
 
 // requestSchema is the infer request of one task.
-func requestSchema(s *runtime.ModelInferenceSpec, t *runtime.InferenceTaskProfile) (obj, error) {
+func requestSchema(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (obj, error) {
 	taskIDs := append([]any{t.TaskID}, anys(t.Aliases)...)
 	taskParam := obj{"type": "string", "enum": taskIDs, "description": "The task: " + t.TaskID + "."}
 	var variants []any
@@ -263,7 +263,7 @@ func requestSchema(s *runtime.ModelInferenceSpec, t *runtime.InferenceTaskProfil
 		f := &t.Inputs[i]
 		items = append(items, inputSchema(t, f, false))
 		batchItems = append(batchItems, inputSchema(t, f, batchable))
-		if f.Presence() == runtime.Required {
+		if f.Presence() == spec.Required {
 			required = append(required, obj{"contains": obj{"type": "object", "properties": obj{"name": obj{"const": inputName(f)}}, "required": []any{"name"}}})
 		}
 	}
@@ -315,14 +315,14 @@ func anys(ss []string) []any {
 	return out
 }
 
-func inputName(f *runtime.InferenceFieldSpec) string {
-	if f.Kind == runtime.KindTensorList {
+func inputName(f *spec.InferenceFieldSpec) string {
+	if f.Kind == spec.KindTensorList {
 		return f.FieldID + ".0"
 	}
 	return f.FieldID
 }
 
-func describeTask(t *runtime.InferenceTaskProfile) string {
+func describeTask(t *spec.InferenceTaskProfile) string {
 	d := t.Description
 	if d == "" {
 		d = t.Label
@@ -337,9 +337,9 @@ func describeTask(t *runtime.InferenceTaskProfile) string {
 // server takes it: a tensor field's declared datatype and shape (per item;
 // with batch, a stacked field has the items' dimension first), a scalar
 // field's datatypes, shape and constraints.
-func inputSchema(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec, batch bool) obj {
+func inputSchema(t *spec.InferenceTaskProfile, f *spec.InferenceFieldSpec, batch bool) obj {
 	name := obj{"const": f.FieldID}
-	if f.Kind == runtime.KindTensorList {
+	if f.Kind == spec.KindTensorList {
 		name = obj{"type": "string", "pattern": "^" + f.FieldID + `\.(0|[1-9][0-9]*)$`}
 	}
 	desc := fmt.Sprintf("Field %s (%s, %s).", f.FieldID, f.Kind, f.Presence())
@@ -383,7 +383,7 @@ func inputSchema(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec,
 // batch, the items' count first) — a fixed size exactly, a named size
 // within its dims constraints and at least 1 unless they allow 0, "*" any
 // size — or any rank when the manifest declares none.
-func shapeSchema(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec, batch bool) obj {
+func shapeSchema(t *spec.InferenceTaskProfile, f *spec.InferenceFieldSpec, batch bool) obj {
 	if f.Shape == nil {
 		return obj{"type": "array", "items": obj{"type": "integer", "minimum": 0}, "maxItems": maxRank}
 	}
@@ -400,7 +400,7 @@ func shapeSchema(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec,
 		switch n, fixed := d.Size(); {
 		case fixed:
 			prefix = append(prefix, obj{"const": n})
-		case d == runtime.Wildcard:
+		case d == spec.Wildcard:
 			prefix = append(prefix, obj{"type": "integer", "minimum": 0})
 		default:
 			ds := t.Dims[string(d)]
@@ -423,10 +423,10 @@ func shapeSchema(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec,
 
 // scalarSchema is the schema of one element of a scalar or list field,
 // with the field's constraints.
-func scalarSchema(f *runtime.InferenceFieldSpec) obj {
+func scalarSchema(f *spec.InferenceFieldSpec) obj {
 	var s obj
 	switch f.Kind.Elem() {
-	case runtime.KindString:
+	case spec.KindString:
 		s = obj{"type": "string"}
 		if !f.Kind.IsList() {
 			if f.MinLength != nil {
@@ -442,12 +442,12 @@ func scalarSchema(f *runtime.InferenceFieldSpec) obj {
 		if len(f.Choices) > 0 {
 			s["enum"] = anys(f.Choices)
 		}
-	case runtime.KindInt:
+	case spec.KindInt:
 		s = obj{"type": "integer"}
 		if f.MultipleOf != nil && f.Remainder == 0 {
 			s["multipleOf"] = *f.MultipleOf
 		}
-	case runtime.KindFloat:
+	case spec.KindFloat:
 		s = obj{"type": "number"}
 	default:
 		s = obj{"type": "boolean"}
@@ -469,7 +469,7 @@ func scalarSchema(f *runtime.InferenceFieldSpec) obj {
 }
 
 // responseSchema is the infer response of one task.
-func responseSchema(s *runtime.ModelInferenceSpec, t *runtime.InferenceTaskProfile) obj {
+func responseSchema(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) obj {
 	var items []any
 	for _, md := range TaskOutputs(t) {
 		props := obj{"name": obj{"const": md.Name}}

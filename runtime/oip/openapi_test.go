@@ -11,8 +11,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // redoclyVersion is the independent OpenAPI validator the document is
@@ -62,13 +64,13 @@ func redocly(t *testing.T) string {
 	return bin
 }
 
-func allSpecs(t *testing.T) []*runtime.ModelInferenceSpec {
+func allSpecs(t *testing.T) []*spec.ModelInferenceSpec {
 	t.Helper()
 	fams, diags, err := validate.Paths([]string{filepath.Join("..", "..", "manifests")})
 	if err != nil || len(diags) > 0 {
 		t.Fatalf("manifests: %v %v", err, diags)
 	}
-	var specs []*runtime.ModelInferenceSpec
+	var specs []*spec.ModelInferenceSpec
 	for _, f := range fams {
 		specs = append(specs, f.Spec)
 	}
@@ -82,7 +84,7 @@ func TestOpenAPIValidatesWithRedocly(t *testing.T) {
 	bin := redocly(t)
 	specs := allSpecs(t)
 	dir := t.TempDir()
-	for name, set := range map[string][]*runtime.ModelInferenceSpec{"all": specs, "one": specs[:1]} {
+	for name, set := range map[string][]*spec.ModelInferenceSpec{"all": specs, "one": specs[:1]} {
 		doc, err := oip.OpenAPI(set...)
 		if err != nil {
 			t.Fatal(err)
@@ -162,13 +164,13 @@ func TestOpenAPISchemasDescribeRealMessages(t *testing.T) {
 	check("tiny-world.step.InferRequest", oip.InferenceRequest{Inputs: in}, false) // not the default task: task required
 
 	embed, _ := enc.Spec.Task("embed")
-	in, _ = oip.EncodeInputs(embed, map[string]any{"tokens": runtime.FromInt64([]int64{1, 2}, 2), "normalize": false}, nil)
+	in, _ = oip.EncodeInputs(embed, map[string]any{"tokens": tensor.FromInt64([]int64{1, 2}, 2), "normalize": false}, nil)
 	check("tiny-encoder.embed.InferRequest", oip.InferenceRequest{Inputs: in}, true)
-	out, _ := oip.EncodeOutputs(embed, map[string]any{"embedding": runtime.FromFloat32(make([]float32, 64), 64)}, nil)
+	out, _ := oip.EncodeOutputs(embed, map[string]any{"embedding": tensor.FromFloat32(make([]float32, 64), 64)}, nil)
 	check("tiny-encoder.embed.InferResponse", oip.InferenceResponse{ModelName: "tiny-encoder", ModelVersion: "default", Outputs: out}, true)
-	out, _ = oip.EncodeOutputs(embed, map[string]any{"embedding": runtime.FromFloat32([]float32{0.5, 0.25}, 2)}, nil)
+	out, _ = oip.EncodeOutputs(embed, map[string]any{"embedding": tensor.FromFloat32([]float32{0.5, 0.25}, 2)}, nil)
 	check("tiny-encoder.embed.InferResponse", oip.InferenceResponse{ModelName: "tiny-encoder", ModelVersion: "default", Outputs: out}, false) // not the declared [64]
-	video := runtime.FromUint8(make([]uint8, 2*2*2*3), 2, 2, 2, 3)
+	video := tensor.FromUint8(make([]uint8, 2*2*2*3), 2, 2, 2, 3)
 	out, _ = oip.EncodeOutputs(gen, map[string]any{"video": video}, nil)
 	check("tiny-world.generate.InferResponse", oip.InferenceResponse{ModelName: "tiny-world", Outputs: out}, true)
 	check("ModelMetadata", world.Metadata(), true)

@@ -3,7 +3,8 @@ package params
 import (
 	"errors"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Check collects the violations of one params value. Start it with
@@ -36,7 +37,7 @@ func (c *Check) Err() error {
 // String checks a string field (or a field of a choice type).
 func String[T ~string](c *Check, i int, v T) {
 	f := c.rules[i]
-	if v == "" && f.Presence == runtime.Required {
+	if v == "" && f.Presence == spec.Required {
 		f.required(c)
 		return
 	}
@@ -118,19 +119,19 @@ func Bools(c *Check, i int, v []bool) {
 
 // Tensor checks a tensor, image or video field: present when required,
 // and data consistent with dtype and shape.
-func Tensor(c *Check, i int, v *runtime.Tensor) {
+func Tensor(c *Check, i int, v *tensor.Tensor) {
 	f := c.rules[i]
 	switch {
 	case v != nil:
 		f.checkTensor(c, f.path, v)
-	case f.Presence == runtime.Required:
+	case f.Presence == spec.Required:
 		f.required(c)
 	}
 }
 
 // Tensors checks a tensor_list field: its length, and every item present
 // and consistent.
-func Tensors(c *Check, i int, v []*runtime.Tensor) {
+func Tensors(c *Check, i int, v []*tensor.Tensor) {
 	f := c.rules[i]
 	if !f.list(c, v == nil, len(v)) {
 		return
@@ -150,10 +151,10 @@ func Tensors(c *Check, i int, v []*runtime.Tensor) {
 func (f *Field) list(c *Check, isNil bool, n int) bool {
 	if isNil {
 		switch f.Presence {
-		case runtime.Required:
+		case spec.Required:
 			f.required(c)
 			return false
-		case runtime.Optional:
+		case spec.Optional:
 			return false
 		}
 	}

@@ -4,7 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // A named dimension of size 0 is refused unless the task's dims allow it
@@ -12,15 +13,15 @@ import (
 func TestEmptyNamedDimension(t *testing.T) {
 	zero := int64(0)
 	for _, tc := range []struct {
-		dims runtime.DimSpec
+		dims spec.DimSpec
 		ok   bool
 	}{
-		{runtime.DimSpec{}, false},
-		{runtime.DimSpec{Minimum: &zero}, true},
+		{spec.DimSpec{}, false},
+		{spec.DimSpec{Minimum: &zero}, true},
 	} {
-		task := &runtime.InferenceTaskProfile{TaskID: "embed", Dims: map[string]runtime.DimSpec{"T": tc.dims},
-			Inputs: []runtime.InferenceFieldSpec{{FieldID: "tokens", Kind: runtime.KindTensor, DType: runtime.Int64, Shape: runtime.Shape{"T"}}}}
-		if tc.dims == (runtime.DimSpec{}) {
+		task := &spec.InferenceTaskProfile{TaskID: "embed", Dims: map[string]spec.DimSpec{"T": tc.dims},
+			Inputs: []spec.InferenceFieldSpec{{FieldID: "tokens", Kind: spec.KindTensor, DType: tensor.Int64, Shape: spec.Shape{"T"}}}}
+		if tc.dims == (spec.DimSpec{}) {
 			task.Dims = nil
 		}
 		r, err := Compile(task)
@@ -28,7 +29,7 @@ func TestEmptyNamedDimension(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := r.Check()
-		Tensor(&c, 0, runtime.FromInt64(nil, 0))
+		Tensor(&c, 0, tensor.FromInt64(nil, 0))
 		err = c.Err()
 		if tc.ok != (err == nil) {
 			t.Errorf("dims %+v: %v", tc.dims, err)
@@ -38,13 +39,13 @@ func TestEmptyNamedDimension(t *testing.T) {
 		}
 	}
 	// The wildcard takes 0.
-	task := &runtime.InferenceTaskProfile{TaskID: "x", Inputs: []runtime.InferenceFieldSpec{{FieldID: "v", Kind: runtime.KindTensor, Shape: runtime.Shape{"*"}}}}
+	task := &spec.InferenceTaskProfile{TaskID: "x", Inputs: []spec.InferenceFieldSpec{{FieldID: "v", Kind: spec.KindTensor, Shape: spec.Shape{"*"}}}}
 	r, err := Compile(task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := r.Check()
-	Tensor(&c, 0, runtime.FromInt64(nil, 0))
+	Tensor(&c, 0, tensor.FromInt64(nil, 0))
 	if err := c.Err(); err != nil {
 		t.Errorf("wildcard: %v", err)
 	}

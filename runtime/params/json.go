@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // DecodeJSON decodes params keyed by field id into dst (a pointer to a
@@ -31,7 +31,7 @@ func (r Rules) DecodeJSON(b []byte, dst any) error {
 	}
 	var missing []string
 	for _, f := range r {
-		if f.Presence == runtime.Required {
+		if f.Presence == spec.Required {
 			if _, ok := keys[f.Spec.FieldID]; !ok {
 				missing = append(missing, f.Spec.FieldID)
 			}

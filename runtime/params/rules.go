@@ -7,7 +7,7 @@
 // comes from.
 //
 // Integer rules are exact over the whole int64 range: bounds are compared
-// as written in the manifest (runtime.Number), and multiple_of/remainder
+// as written in the manifest (spec.Number), and multiple_of/remainder
 // never overflow.
 package params
 
@@ -18,18 +18,19 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Field is the compiled rule set of one input field. Build it with
 // Compile; it is immutable and safe for concurrent use.
 type Field struct {
 	// Spec is the field the rules come from.
-	Spec *runtime.InferenceFieldSpec
+	Spec *spec.InferenceFieldSpec
 	// Kind is the field's kind.
-	Kind runtime.Kind
+	Kind spec.Kind
 	// Presence says whether the field must be given.
-	Presence runtime.Presence
+	Presence spec.Presence
 
 	path string // the field id, the prefix of every violation
 
@@ -60,7 +61,7 @@ type Rules []*Field
 // Compile compiles the rules of every input field of t. It fails only for a
 // field the manifest validator rejects (a pattern that is not RE2, a kind
 // that does not exist).
-func Compile(t *runtime.InferenceTaskProfile) (Rules, error) {
+func Compile(t *spec.InferenceTaskProfile) (Rules, error) {
 	r := make(Rules, len(t.Inputs))
 	for i := range t.Inputs {
 		f, err := compileField(t, &t.Inputs[i])
@@ -74,7 +75,7 @@ func Compile(t *runtime.InferenceTaskProfile) (Rules, error) {
 
 // MustCompile is Compile for specs that passed validation (generated
 // code); it panics on an error.
-func MustCompile(t *runtime.InferenceTaskProfile) Rules {
+func MustCompile(t *spec.InferenceTaskProfile) Rules {
 	r, err := Compile(t)
 	if err != nil {
 		panic("params: " + err.Error())
@@ -85,9 +86,9 @@ func MustCompile(t *runtime.InferenceTaskProfile) Rules {
 // CompileField compiles the rules of one field, outside of its task: a
 // tensor shape is matched as declared (see Compile for batch dimensions)
 // and named dimensions carry no constraints.
-func CompileField(s *runtime.InferenceFieldSpec) (*Field, error) { return compileField(nil, s) }
+func CompileField(s *spec.InferenceFieldSpec) (*Field, error) { return compileField(nil, s) }
 
-func compileField(t *runtime.InferenceTaskProfile, s *runtime.InferenceFieldSpec) (*Field, error) {
+func compileField(t *spec.InferenceTaskProfile, s *spec.InferenceFieldSpec) (*Field, error) {
 	if !s.Kind.Valid() {
 		return nil, fmt.Errorf("field %q: kind %q is not one of the field kinds", s.FieldID, s.Kind)
 	}
@@ -272,7 +273,7 @@ func (f *Field) checkString(s *Check, path string, v string, whole bool) {
 	if f.choices != nil && !f.choices[v] {
 		s.add(violation(path, "must be one of %s, got %s", f.choiceText(), Quote(v)))
 	}
-	if whole && f.Kind == runtime.KindString {
+	if whole && f.Kind == spec.KindString {
 		n := runeCount(v)
 		if f.hasMinLen && n < f.minLen {
 			s.add(violation(path, "must have at least %s, has %d", count(f.minLen, "character"), n))
@@ -328,7 +329,7 @@ func (f *Field) checkLen(s *Check, n int) {
 
 // checkTensor checks that a tensor's data matches its dtype and shape, and
 // that both match the field's contract, binding its named dimensions.
-func (f *Field) checkTensor(c *Check, path string, t *runtime.Tensor) {
+func (f *Field) checkTensor(c *Check, path string, t *tensor.Tensor) {
 	if err := t.Check(); err != nil {
 		c.add(&Violation{Path: path, Message: err.Error(), Err: err})
 		return
@@ -386,11 +387,11 @@ func (f *Field) CheckValue(v any) (any, []*Violation) {
 		return nil, l.errs
 	}
 	switch f.Kind.Elem() {
-	case runtime.KindString:
+	case spec.KindString:
 		return typed[string](out), l.errs
-	case runtime.KindInt:
+	case spec.KindInt:
 		return typed[int64](out), l.errs
-	case runtime.KindFloat:
+	case spec.KindFloat:
 		return typed[float64](out), l.errs
 	}
 	return typed[bool](out), l.errs
@@ -413,20 +414,20 @@ func (f *Field) scalarValue(s *Check, path string, v any, whole bool) (any, bool
 	var l Check
 	var out any
 	switch f.Kind.Elem() {
-	case runtime.KindString:
+	case spec.KindString:
 		x, ok := v.(string)
 		if !ok {
 			return mismatch()
 		}
 		f.checkString(&l, path, x, whole)
 		out = x
-	case runtime.KindBool:
+	case spec.KindBool:
 		x, ok := v.(bool)
 		if !ok {
 			return mismatch()
 		}
 		out = x
-	case runtime.KindInt:
+	case spec.KindInt:
 		var n int64
 		switch x := v.(type) {
 		case int64:
@@ -441,7 +442,7 @@ func (f *Field) scalarValue(s *Check, path string, v any, whole bool) (any, bool
 		}
 		f.checkInt(&l, path, n)
 		out = n
-	case runtime.KindFloat:
+	case spec.KindFloat:
 		var x float64
 		switch y := v.(type) {
 		case int64:

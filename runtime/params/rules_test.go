@@ -7,14 +7,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-func num(s string) *runtime.Number { n := runtime.Number(s); return &n }
-func i64(n int64) *int64           { return &n }
-func intp(n int) *int              { return &n }
+func num(s string) *spec.Number { n := spec.Number(s); return &n }
+func i64(n int64) *int64        { return &n }
+func intp(n int) *int           { return &n }
 
-func compile(t *testing.T, f runtime.InferenceFieldSpec) *Field {
+func compile(t *testing.T, f spec.InferenceFieldSpec) *Field {
 	t.Helper()
 	c, err := CompileField(&f)
 	if err != nil {
@@ -39,37 +40,37 @@ func messages(vs []*Violation) []string {
 func TestIntRulesAreExact(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		f    runtime.InferenceFieldSpec
+		f    spec.InferenceFieldSpec
 		v    int64
 		want []string
 	}{
-		{"min 2^53+1 holds 2^53+1", runtime.InferenceFieldSpec{Minimum: num("9007199254740993")}, 9007199254740993, nil},
-		{"min 2^53+1 rejects 2^53", runtime.InferenceFieldSpec{Minimum: num("9007199254740993")}, 9007199254740992,
+		{"min 2^53+1 holds 2^53+1", spec.InferenceFieldSpec{Minimum: num("9007199254740993")}, 9007199254740993, nil},
+		{"min 2^53+1 rejects 2^53", spec.InferenceFieldSpec{Minimum: num("9007199254740993")}, 9007199254740992,
 			[]string{"n: must be at least 9007199254740993, got 9007199254740992"}},
-		{"max 2^53 rejects 2^53+1", runtime.InferenceFieldSpec{Maximum: num("9007199254740992")}, 9007199254740993,
+		{"max 2^53 rejects 2^53+1", spec.InferenceFieldSpec{Maximum: num("9007199254740992")}, 9007199254740993,
 			[]string{"n: must be at most 9007199254740992, got 9007199254740993"}},
-		{"MinInt64 is 3k+1", runtime.InferenceFieldSpec{MultipleOf: i64(3), Remainder: 1}, math.MinInt64, nil},
-		{"MaxInt64 is 3k+1", runtime.InferenceFieldSpec{MultipleOf: i64(3), Remainder: 1}, math.MaxInt64, nil},
-		{"MinInt64+1 nearest", runtime.InferenceFieldSpec{MultipleOf: i64(3), Remainder: 1}, math.MinInt64 + 1,
+		{"MinInt64 is 3k+1", spec.InferenceFieldSpec{MultipleOf: i64(3), Remainder: 1}, math.MinInt64, nil},
+		{"MaxInt64 is 3k+1", spec.InferenceFieldSpec{MultipleOf: i64(3), Remainder: 1}, math.MaxInt64, nil},
+		{"MinInt64+1 nearest", spec.InferenceFieldSpec{MultipleOf: i64(3), Remainder: 1}, math.MinInt64 + 1,
 			[]string{"n: must be 3k+1 (a multiple of 3 plus 1), got -9223372036854775807 (nearest valid: -9223372036854775808 or -9223372036854775805)"}},
-		{"MaxInt64-1 nearest", runtime.InferenceFieldSpec{MultipleOf: i64(3), Remainder: 1}, math.MaxInt64 - 1,
+		{"MaxInt64-1 nearest", spec.InferenceFieldSpec{MultipleOf: i64(3), Remainder: 1}, math.MaxInt64 - 1,
 			[]string{"n: must be 3k+1 (a multiple of 3 plus 1), got 9223372036854775806 (nearest valid: 9223372036854775804 or 9223372036854775807)"}},
-		{"MaxInt64 nearest has no value above", runtime.InferenceFieldSpec{MultipleOf: i64(4)}, math.MaxInt64,
+		{"MaxInt64 nearest has no value above", spec.InferenceFieldSpec{MultipleOf: i64(4)}, math.MaxInt64,
 			[]string{"n: must be a multiple of 4, got 9223372036854775807 (nearest valid: 9223372036854775804)"}},
-		{"MinInt64 nearest has no value below", runtime.InferenceFieldSpec{MultipleOf: i64(4), Remainder: 3}, math.MinInt64,
+		{"MinInt64 nearest has no value below", spec.InferenceFieldSpec{MultipleOf: i64(4), Remainder: 3}, math.MinInt64,
 			[]string{"n: must be 4k+3 (a multiple of 4 plus 3), got -9223372036854775808 (nearest valid: -9223372036854775805)"}},
-		{"MinInt64 multiple of 2", runtime.InferenceFieldSpec{MultipleOf: i64(2)}, math.MinInt64, nil},
-		{"bound beyond int64 holds everything", runtime.InferenceFieldSpec{Maximum: num("1e30"), Minimum: num("-1e30")}, math.MinInt64, nil},
-		{"bound beyond int64 holds nothing", runtime.InferenceFieldSpec{Minimum: num("1e30")}, math.MaxInt64,
+		{"MinInt64 multiple of 2", spec.InferenceFieldSpec{MultipleOf: i64(2)}, math.MinInt64, nil},
+		{"bound beyond int64 holds everything", spec.InferenceFieldSpec{Maximum: num("1e30"), Minimum: num("-1e30")}, math.MinInt64, nil},
+		{"bound beyond int64 holds nothing", spec.InferenceFieldSpec{Minimum: num("1e30")}, math.MaxInt64,
 			[]string{"n: must be at least 1e30, got 9223372036854775807"}},
-		{"fractional minimum rounds up", runtime.InferenceFieldSpec{Minimum: num("1.5")}, 1,
+		{"fractional minimum rounds up", spec.InferenceFieldSpec{Minimum: num("1.5")}, 1,
 			[]string{"n: must be at least 1.5, got 1"}},
-		{"fractional minimum holds 2", runtime.InferenceFieldSpec{Minimum: num("1.5")}, 2, nil},
-		{"nearest keeps within bounds", runtime.InferenceFieldSpec{MultipleOf: i64(16), Minimum: num("16")}, 8,
+		{"fractional minimum holds 2", spec.InferenceFieldSpec{Minimum: num("1.5")}, 2, nil},
+		{"nearest keeps within bounds", spec.InferenceFieldSpec{MultipleOf: i64(16), Minimum: num("16")}, 8,
 			[]string{"n: must be at least 16, got 8", "n: must be a multiple of 16, got 8 (nearest valid: 16)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.f.FieldID, tc.f.Kind = "n", runtime.KindInt
+			tc.f.FieldID, tc.f.Kind = "n", spec.KindInt
 			_, vs := compile(t, tc.f).CheckValue(tc.v)
 			if d := cmp.Diff(tc.want, messages(vs)); d != "" {
 				t.Errorf("violations (-want +got):\n%s", d)
@@ -80,7 +81,7 @@ func TestIntRulesAreExact(t *testing.T) {
 
 // CheckValue takes the manifest's value forms and returns the kind's Go form.
 func TestCheckValueNormalises(t *testing.T) {
-	ints := compile(t, runtime.InferenceFieldSpec{FieldID: "s", Kind: runtime.KindIntList, MaxLength: intp(2)})
+	ints := compile(t, spec.InferenceFieldSpec{FieldID: "s", Kind: spec.KindIntList, MaxLength: intp(2)})
 	v, vs := ints.CheckValue([]any{int64(1), float64(2)})
 	if len(vs) != 0 || !cmp.Equal(v, []int64{1, 2}) {
 		t.Errorf("CheckValue = %#v, %v", v, messages(vs))
@@ -90,11 +91,11 @@ func TestCheckValueNormalises(t *testing.T) {
 	if d := cmp.Diff(want, messages(vs)); d != "" {
 		t.Errorf("violations (-want +got):\n%s", d)
 	}
-	f := compile(t, runtime.InferenceFieldSpec{FieldID: "f", Kind: runtime.KindFloat})
+	f := compile(t, spec.InferenceFieldSpec{FieldID: "f", Kind: spec.KindFloat})
 	if v, vs := f.CheckValue(int64(3)); len(vs) != 0 || v != 3.0 {
 		t.Errorf("an integer default of a float field = %#v, %v", v, vs)
 	}
-	img := compile(t, runtime.InferenceFieldSpec{FieldID: "i", Kind: runtime.KindImage})
+	img := compile(t, spec.InferenceFieldSpec{FieldID: "i", Kind: spec.KindImage})
 	if _, vs := img.CheckValue("x.png"); len(vs) != 1 {
 		t.Errorf("a tensor-like field took a value: %v", vs)
 	}
@@ -103,13 +104,13 @@ func TestCheckValueNormalises(t *testing.T) {
 // Check applies presence: required strings, tensors and lists must be
 // set; optional ones may be nil; defaulted lists are checked when nil.
 func TestCheckPresence(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{
-		{FieldID: "prompt", Kind: runtime.KindString, Required: true},
-		{FieldID: "image", Kind: runtime.KindImage, Required: true},
-		{FieldID: "tags", Kind: runtime.KindStringList, MinLength: intp(1), Default: []string{"a"}},
-		{FieldID: "sizes", Kind: runtime.KindIntList, MinLength: intp(1)},
-		{FieldID: "frames", Kind: runtime.KindTensorList},
-		{FieldID: "style", Kind: runtime.KindString, Choices: []string{"a", "b"}},
+	task := &spec.InferenceTaskProfile{TaskID: "t", Inputs: []spec.InferenceFieldSpec{
+		{FieldID: "prompt", Kind: spec.KindString, Required: true},
+		{FieldID: "image", Kind: spec.KindImage, Required: true},
+		{FieldID: "tags", Kind: spec.KindStringList, MinLength: intp(1), Default: []string{"a"}},
+		{FieldID: "sizes", Kind: spec.KindIntList, MinLength: intp(1)},
+		{FieldID: "frames", Kind: spec.KindTensorList},
+		{FieldID: "style", Kind: spec.KindString, Choices: []string{"a", "b"}},
 	}}
 	r := MustCompile(task)
 	c := r.Check()
@@ -117,7 +118,7 @@ func TestCheckPresence(t *testing.T) {
 	Tensor(&c, 1, nil)
 	Strings[string](&c, 2, nil)
 	Ints(&c, 3, nil)
-	Tensors(&c, 4, []*runtime.Tensor{nil, {DType: runtime.Float32, Shape: []int64{2}, Data: make([]byte, 3)}})
+	Tensors(&c, 4, []*tensor.Tensor{nil, {DType: tensor.Float32, Shape: []int64{2}, Data: make([]byte, 3)}})
 	OptString[string](&c, 5, nil)
 	want := []string{
 		"prompt: is required",
@@ -135,7 +136,7 @@ func TestCheckPresence(t *testing.T) {
 	}
 	c = r.Check()
 	String(&c, 0, "x")
-	Tensor(&c, 1, runtime.FromFloat32([]float32{1}, 1))
+	Tensor(&c, 1, tensor.FromFloat32([]float32{1}, 1))
 	Strings(&c, 2, []string{"a"})
 	style := "c"
 	OptString(&c, 5, &style)
@@ -150,7 +151,7 @@ func TestChoiceMessageIsBounded(t *testing.T) {
 	for i := range choices {
 		choices[i] = "c" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + strings.Repeat("y", i/26%5)
 	}
-	f := compile(t, runtime.InferenceFieldSpec{FieldID: "c", Kind: runtime.KindString, Choices: choices})
+	f := compile(t, spec.InferenceFieldSpec{FieldID: "c", Kind: spec.KindString, Choices: choices})
 	_, vs := f.CheckValue("nope")
 	if len(vs) != 1 || len(vs[0].Message) > 400 || !strings.Contains(vs[0].Message, "(20000 in all)") {
 		t.Errorf("message %q", messages(vs))
@@ -159,9 +160,9 @@ func TestChoiceMessageIsBounded(t *testing.T) {
 
 // DecodeJSON names fields by id and never a Go type.
 func TestDecodeJSONErrors(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{TaskID: "t", Inputs: []runtime.InferenceFieldSpec{
-		{FieldID: "count", Kind: runtime.KindInt, Required: true},
-		{FieldID: "name", Kind: runtime.KindString, Default: "x"},
+	task := &spec.InferenceTaskProfile{TaskID: "t", Inputs: []spec.InferenceFieldSpec{
+		{FieldID: "count", Kind: spec.KindInt, Required: true},
+		{FieldID: "name", Kind: spec.KindString, Default: "x"},
 	}}
 	r := MustCompile(task)
 	type plain struct {

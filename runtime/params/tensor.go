@@ -5,7 +5,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // contract is a compiled tensor contract: the dtype, and the shape each
@@ -13,10 +14,10 @@ import (
 // dimension, each item's shape (the declared shape without its first,
 // batch dimension).
 type contract struct {
-	dtype    runtime.DType
-	shape    runtime.Shape // nil: any rank
-	declared runtime.Shape // as the manifest writes it, for messages
-	dims     map[string]runtime.DimSpec
+	dtype    tensor.DType
+	shape    spec.Shape // nil: any rank
+	declared spec.Shape // as the manifest writes it, for messages
+	dims     map[string]spec.DimSpec
 	compiled []dim // shape, parsed once
 }
 
@@ -25,7 +26,7 @@ type contract struct {
 type dim struct {
 	size int64
 	name string
-	spec *runtime.DimSpec // the named dimension's constraints, or nil
+	spec *spec.DimSpec // the named dimension's constraints, or nil
 }
 
 // compile parses the shape's dimensions once, so that matching a tensor
@@ -51,7 +52,7 @@ func (c *contract) any() bool { return c.dtype == "" && c.shape == nil }
 // want describes what the contract wants: float32[3,H,W] (each item of
 // [N,3,H,W]).
 func (c *contract) want() string {
-	s := runtime.TensorContract{DType: c.dtype, Shape: c.shape}.String()
+	s := spec.TensorContract{DType: c.dtype, Shape: c.shape}.String()
 	if len(c.declared) != len(c.shape) {
 		s += " (each item of " + c.declared.String() + ")"
 	}
@@ -60,7 +61,7 @@ func (c *contract) want() string {
 
 // compileContract compiles the contract of a tensor-like field of task t
 // (nil for a field without one).
-func compileContract(t *runtime.InferenceTaskProfile, f *runtime.InferenceFieldSpec) *contract {
+func compileContract(t *spec.InferenceTaskProfile, f *spec.InferenceFieldSpec) *contract {
 	if f.DType == "" && f.Shape == nil {
 		return nil
 	}
@@ -121,7 +122,7 @@ func (b *dims) add(x binding) {
 
 // match checks t against the contract and binds its named dimensions in
 // *b; it returns a violation or nil. It allocates only to report one.
-func (c *contract) match(path string, t *runtime.Tensor, b *dims) *Violation {
+func (c *contract) match(path string, t *tensor.Tensor, b *dims) *Violation {
 	mismatch := func(extra string) *Violation {
 		return violation(path, "want %s, got %s%s%s", c.want(), t.DType, sizes(t.Shape), extra)
 	}
@@ -142,7 +143,7 @@ func (c *contract) match(path string, t *runtime.Tensor, b *dims) *Violation {
 	}
 	first := b.n // bindings from index first on are this tensor's own
 	for i, d := range c.compiled {
-		if d.name == "" || d.name == string(runtime.Wildcard) {
+		if d.name == "" || d.name == string(spec.Wildcard) {
 			continue
 		}
 		n := t.Shape[i]
@@ -197,7 +198,7 @@ type outputRule struct {
 // CompileOutputs compiles the output contracts of t. Declared shapes are
 // matched as written, batch dimension included: a batched call's outputs
 // hold every item of the batch.
-func CompileOutputs(t *runtime.InferenceTaskProfile) OutputRules {
+func CompileOutputs(t *spec.InferenceTaskProfile) OutputRules {
 	var r OutputRules
 	for i := range t.Outputs {
 		a := &t.Outputs[i]
@@ -222,7 +223,7 @@ func (r OutputRules) Check(out map[string]any) error {
 	var b dims
 	var vs []string
 	for _, a := range r.arts {
-		t, ok := out[a.id].(*runtime.Tensor)
+		t, ok := out[a.id].(*tensor.Tensor)
 		if !ok || t == nil {
 			continue
 		}

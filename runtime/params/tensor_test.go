@@ -7,41 +7,42 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-func shape(dims ...string) runtime.Shape {
-	s := make(runtime.Shape, len(dims))
+func shape(dims ...string) spec.Shape {
+	s := make(spec.Shape, len(dims))
 	for i, d := range dims {
-		s[i] = runtime.Dim(d)
+		s[i] = spec.Dim(d)
 	}
 	return s
 }
 
-func zeros(dt runtime.DType, dims ...int64) *runtime.Tensor {
+func zeros(dt tensor.DType, dims ...int64) *tensor.Tensor {
 	n := int64(1)
 	for _, d := range dims {
 		n *= d
 	}
-	return &runtime.Tensor{DType: dt, Shape: dims, Data: make([]byte, n*int64(dt.Size()))}
+	return &tensor.Tensor{DType: dt, Shape: dims, Data: make([]byte, n*int64(dt.Size()))}
 }
 
 // The tensor contract of a task: every mismatch is one clear violation
 // naming the field, found before anything runs.
 func TestTensorContracts(t *testing.T) {
 	eight := int64(8)
-	task := &runtime.InferenceTaskProfile{
+	task := &spec.InferenceTaskProfile{
 		TaskID:   "t",
-		Batching: &runtime.BatchingSpec{MaxBatchSize: 4, Dim: "N"},
-		Dims:     map[string]runtime.DimSpec{"H": {MultipleOf: &eight}},
-		Inputs: []runtime.InferenceFieldSpec{
-			{FieldID: "pixels", Kind: runtime.KindImage, Target: runtime.TargetCallKwargs, Required: true, DType: runtime.Float32, Shape: shape("N", "3", "H", "W")},
-			{FieldID: "mask", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, DType: runtime.Bool, Shape: shape("N", "H", "W")},
-			{FieldID: "extra", Kind: runtime.KindTensorList, Target: runtime.TargetCallKwargs, Shape: shape("*", "W")},
+		Batching: &spec.BatchingSpec{MaxBatchSize: 4, Dim: "N"},
+		Dims:     map[string]spec.DimSpec{"H": {MultipleOf: &eight}},
+		Inputs: []spec.InferenceFieldSpec{
+			{FieldID: "pixels", Kind: spec.KindImage, Target: spec.TargetCallKwargs, Required: true, DType: tensor.Float32, Shape: shape("N", "3", "H", "W")},
+			{FieldID: "mask", Kind: spec.KindTensor, Target: spec.TargetCallKwargs, DType: tensor.Bool, Shape: shape("N", "H", "W")},
+			{FieldID: "extra", Kind: spec.KindTensorList, Target: spec.TargetCallKwargs, Shape: shape("*", "W")},
 		},
 	}
 	r := MustCompile(task)
-	check := func(pixels, mask *runtime.Tensor, extra ...*runtime.Tensor) []string {
+	check := func(pixels, mask *tensor.Tensor, extra ...*tensor.Tensor) []string {
 		c := r.Check()
 		Tensor(&c, 0, pixels)
 		Tensor(&c, 1, mask)
@@ -56,18 +57,18 @@ func TestTensorContracts(t *testing.T) {
 		got  []string
 		want []string
 	}{
-		{"valid", check(zeros(runtime.Float32, 3, 64, 32), zeros(runtime.Bool, 64, 32), zeros(runtime.Uint8, 2, 32)), nil},
-		{"wrong dtype", check(zeros(runtime.Int64, 3, 64, 32), nil),
+		{"valid", check(zeros(tensor.Float32, 3, 64, 32), zeros(tensor.Bool, 64, 32), zeros(tensor.Uint8, 2, 32)), nil},
+		{"wrong dtype", check(zeros(tensor.Int64, 3, 64, 32), nil),
 			[]string{"pixels: want float32[3,H,W] (each item of [N,3,H,W]), got int64[3,64,32]"}},
-		{"wrong rank", check(zeros(runtime.Float32, 1, 3, 64, 32), nil),
+		{"wrong rank", check(zeros(tensor.Float32, 1, 3, 64, 32), nil),
 			[]string{"pixels: want float32[3,H,W] (each item of [N,3,H,W]), got float32[1,3,64,32]"}},
-		{"fixed size", check(zeros(runtime.Float32, 4, 64, 32), nil),
+		{"fixed size", check(zeros(tensor.Float32, 4, 64, 32), nil),
 			[]string{"pixels: want float32[3,H,W] (each item of [N,3,H,W]), got float32[4,64,32]"}},
-		{"named dimension across fields", check(zeros(runtime.Float32, 3, 64, 32), zeros(runtime.Bool, 32, 32)),
+		{"named dimension across fields", check(zeros(tensor.Float32, 3, 64, 32), zeros(tensor.Bool, 32, 32)),
 			[]string{"mask: want bool[H,W] (each item of [N,H,W]), got bool[32,32]: H is 32 here but 64 in pixels"}},
-		{"named dimension across list items", check(zeros(runtime.Float32, 3, 64, 32), nil, zeros(runtime.Uint8, 1, 32), zeros(runtime.Uint8, 1, 16)),
+		{"named dimension across list items", check(zeros(tensor.Float32, 3, 64, 32), nil, zeros(tensor.Uint8, 1, 32), zeros(tensor.Uint8, 1, 16)),
 			[]string{"extra[1]: want tensor[*,W], got uint8[1,16]: W is 16 here but 32 in pixels"}},
-		{"dimension constraint", check(zeros(runtime.Float32, 3, 60, 32), nil),
+		{"dimension constraint", check(zeros(tensor.Float32, 3, 60, 32), nil),
 			[]string{"pixels: dimension H is 60, but it must be a multiple of 8"}},
 	} {
 		if d := cmp.Diff(tc.want, tc.got); d != "" {
@@ -78,21 +79,21 @@ func TestTensorContracts(t *testing.T) {
 
 // Declared outputs are matched as written, batch dimension included.
 func TestOutputContracts(t *testing.T) {
-	task := &runtime.InferenceTaskProfile{TaskID: "t", Outputs: []runtime.InferenceArtifactSpec{
-		{ArtifactID: "embedding", Kind: runtime.ArtifactEmbedding, DType: runtime.Float32, Shape: shape("N", "64")},
-		{ArtifactID: "logits", Kind: runtime.ArtifactTensor, Shape: shape("N", "10")},
-		{ArtifactID: "caption", Kind: runtime.ArtifactText},
+	task := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+		{ArtifactID: "embedding", Kind: spec.ArtifactEmbedding, DType: tensor.Float32, Shape: shape("N", "64")},
+		{ArtifactID: "logits", Kind: spec.ArtifactTensor, Shape: shape("N", "10")},
+		{ArtifactID: "caption", Kind: spec.ArtifactText},
 	}}
 	r := CompileOutputs(task)
-	if err := r.Check(map[string]any{"embedding": zeros(runtime.Float32, 2, 64), "logits": zeros(runtime.Float32, 2, 10), "caption": "x"}); err != nil {
+	if err := r.Check(map[string]any{"embedding": zeros(tensor.Float32, 2, 64), "logits": zeros(tensor.Float32, 2, 10), "caption": "x"}); err != nil {
 		t.Errorf("valid outputs: %v", err)
 	}
-	err := r.Check(map[string]any{"embedding": zeros(runtime.Float32, 2, 64), "logits": zeros(runtime.Float32, 3, 10)})
+	err := r.Check(map[string]any{"embedding": zeros(tensor.Float32, 2, 64), "logits": zeros(tensor.Float32, 3, 10)})
 	want := `the model's output does not match the manifest: artifact "logits": want tensor[N,10], got float32[3,10]: N is 3 here but 2 in "embedding"`
 	if err == nil || err.Error() != want || !errors.Is(err, ErrOutputContract) {
 		t.Errorf("Check = %v\nwant %s", err, want)
 	}
-	err = r.Check(map[string]any{"embedding": zeros(runtime.Float32, 2, 32)})
+	err = r.Check(map[string]any{"embedding": zeros(tensor.Float32, 2, 32)})
 	want = `the model's output does not match the manifest: artifact "embedding": want float32[N,64], got float32[2,32]`
 	if err == nil || err.Error() != want || !errors.Is(err, ErrOutputContract) {
 		t.Errorf("Check = %v\nwant %s", err, want)

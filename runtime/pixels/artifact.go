@@ -4,17 +4,19 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
+
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Artifact converts an image or video artifact's tensor, as its contract
 // declares it (dtype, layout, channels, range, mean/std), into uint8
-// [H,W,C] / [T,H,W,C] RGB(A)/grey, which runtime.AsImage / AsVideo take.
+// [H,W,C] / [T,H,W,C] RGB(A)/grey, which tensor.AsImage / AsVideo take.
 // A tensor with one more leading dimension (a batch) converts item by item
 // and keeps it. When nothing is to convert (uint8, HWC, RGB, RGBA or L at
 // the full range) t itself is returned.
-func Artifact(t *runtime.Tensor, a *runtime.InferenceArtifactSpec) (*runtime.Tensor, error) {
+func Artifact(t *tensor.Tensor, a *wfspec.InferenceArtifactSpec) (*tensor.Tensor, error) {
 	if a == nil {
 		return nil, fmt.Errorf("pixels: nil artifact spec")
 	}
@@ -25,11 +27,11 @@ func Artifact(t *runtime.Tensor, a *runtime.InferenceArtifactSpec) (*runtime.Ten
 	return out, nil
 }
 
-func artifact(t *runtime.Tensor, a *runtime.InferenceArtifactSpec) (*runtime.Tensor, error) {
+func artifact(t *tensor.Tensor, a *wfspec.InferenceArtifactSpec) (*tensor.Tensor, error) {
 	rank := 3
 	switch a.Kind {
-	case runtime.ArtifactImage:
-	case runtime.ArtifactVideo:
+	case wfspec.ArtifactImage:
+	case wfspec.ArtifactVideo:
 		rank = 4
 	default:
 		return nil, fmt.Errorf("is a %s artifact; Artifact converts image and video artifacts", a.Kind)
@@ -46,11 +48,11 @@ func artifact(t *runtime.Tensor, a *runtime.InferenceArtifactSpec) (*runtime.Ten
 	spec := a.Image
 	if spec == nil {
 		// Without a spec: HWC, with the tensor's own channels.
-		order := map[int64]string{1: runtime.ChannelsL, 3: runtime.ChannelsRGB, 4: runtime.ChannelsRGBA}[t.Shape[len(t.Shape)-1]]
+		order := map[int64]string{1: wfspec.ChannelsL, 3: wfspec.ChannelsRGB, 4: wfspec.ChannelsRGBA}[t.Shape[len(t.Shape)-1]]
 		if order == "" {
 			return nil, fmt.Errorf("tensor %s%v has %d channels (last dimension, layout HWC); want 1, 3 or 4, or declare the artifact's image spec", t.DType, t.Shape, t.Shape[len(t.Shape)-1])
 		}
-		spec = &runtime.ImageSpec{Channels: order}
+		spec = &wfspec.ImageSpec{Channels: order}
 	}
 	p, err := newPlan(t.DType, spec)
 	if err != nil {
@@ -64,7 +66,7 @@ func artifact(t *runtime.Tensor, a *runtime.InferenceArtifactSpec) (*runtime.Ten
 	if c != int64(p.c) {
 		return nil, fmt.Errorf("tensor %s%v has %d channels, but channels %s has %d (layout %s)", t.DType, t.Shape, c, p.order, p.c, spec.LayoutName())
 	}
-	if p.dtype == runtime.Uint8 && !p.chw && p.order != runtime.ChannelsBGR {
+	if p.dtype == tensor.Uint8 && !p.chw && p.order != wfspec.ChannelsBGR {
 		return t, nil
 	}
 	vals, err := values(t)
@@ -87,7 +89,7 @@ func artifact(t *runtime.Tensor, a *runtime.InferenceArtifactSpec) (*runtime.Ten
 						j = (k*hi+y)*wi + x
 					}
 					o := k
-					if p.order == runtime.ChannelsBGR {
+					if p.order == wfspec.ChannelsBGR {
 						o = 2 - k
 					}
 					dst[(y*wi+x)*ci+o] = p.level(k, src[j])
@@ -96,22 +98,22 @@ func artifact(t *runtime.Tensor, a *runtime.InferenceArtifactSpec) (*runtime.Ten
 		}
 	}
 	shape := append(append([]int64(nil), t.Shape[:pic]...), h, w, c)
-	return runtime.FromUint8(px, shape...), nil
+	return tensor.FromUint8(px, shape...), nil
 }
 
 // values returns a checked tensor's elements as float64.
-func values(t *runtime.Tensor) ([]float64, error) {
+func values(t *tensor.Tensor) ([]float64, error) {
 	out := make([]float64, t.NumElements())
 	switch t.DType {
-	case runtime.Uint8:
+	case tensor.Uint8:
 		for i, v := range t.Data {
 			out[i] = float64(v)
 		}
-	case runtime.Int32:
+	case tensor.Int32:
 		for i := range out {
 			out[i] = float64(int32(binary.LittleEndian.Uint32(t.Data[4*i:])))
 		}
-	case runtime.Int64:
+	case tensor.Int64:
 		for i := range out {
 			out[i] = float64(int64(binary.LittleEndian.Uint64(t.Data[8*i:])))
 		}

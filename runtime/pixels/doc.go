@@ -51,7 +51,7 @@
 // integer and clamped to 0..255 (torchvision's ToPILImage truncates instead;
 // rounding makes Tensor followed by Artifact give back the picture). It
 // returns uint8 [H, W, C] (a video [T, H, W, C]) with C = 1 for L, 3 for RGB
-// and BGR (returned as RGB) and 4 for RGBA, which runtime.AsImage and
-// runtime.AsVideo take. Without an image spec an artifact's tensor is read as
+// and BGR (returned as RGB) and 4 for RGBA, which tensor.AsImage and
+// tensor.AsVideo take. Without an image spec an artifact's tensor is read as
 // HWC with 1, 3 or 4 channels (grey, RGB, RGBA).
 package pixels

@@ -6,24 +6,25 @@ import (
 	"math"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // fuzzSpec derives an image spec, a dtype and a shape from the fuzzer's
 // bytes: valid and invalid layouts, channel orders, ranges (NaN, infinite,
 // reversed), mean/std (zero, missing, wrong length) and shapes.
-func fuzzSpec(b []byte) (runtime.DType, *runtime.ImageSpec, runtime.Shape) {
+func fuzzSpec(b []byte) (tensor.DType, *wfspec.ImageSpec, wfspec.Shape) {
 	at := func(i int) byte {
 		if i < len(b) {
 			return b[i]
 		}
 		return 0
 	}
-	dtypes := append([]runtime.DType{"", "complex64"}, runtime.DTypes...)
+	dtypes := append([]tensor.DType{"", "complex64"}, tensor.DTypes...)
 	dtype := dtypes[int(at(0))%len(dtypes)]
-	var spec *runtime.ImageSpec
+	var spec *wfspec.ImageSpec
 	if at(1)%5 != 0 {
-		spec = &runtime.ImageSpec{
+		spec = &wfspec.ImageSpec{
 			Layout:   []string{"", "HWC", "CHW", "WHC"}[at(2)%4],
 			Channels: []string{"", "RGB", "BGR", "L", "RGBA", "CMYK"}[at(3)%6],
 		}
@@ -41,10 +42,10 @@ func fuzzSpec(b []byte) (runtime.DType, *runtime.ImageSpec, runtime.Shape) {
 			}
 		}
 	}
-	var shape runtime.Shape
+	var shape wfspec.Shape
 	if n := int(at(17) % 7); n > 0 {
-		dims := []runtime.Dim{"N", "H", "W", "*", "1", "3", "4", "8", "0"}
-		shape = make(runtime.Shape, n-1)
+		dims := []wfspec.Dim{"N", "H", "W", "*", "1", "3", "4", "8", "0"}
+		shape = make(wfspec.Shape, n-1)
 		for i := range shape {
 			shape[i] = dims[at(18+i)%9]
 		}
@@ -87,11 +88,11 @@ func FuzzTensor(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, w, h uint8, video bool) {
 		dtype, spec, shape := fuzzSpec(b)
 		wi, hi := int(w%17), int(h%17)
-		field := &runtime.InferenceFieldSpec{FieldID: "x", Kind: runtime.KindImage, DType: dtype, Shape: shape, Image: spec}
-		var out *runtime.Tensor
+		field := &wfspec.InferenceFieldSpec{FieldID: "x", Kind: wfspec.KindImage, DType: dtype, Shape: shape, Image: spec}
+		var out *tensor.Tensor
 		var err error
 		if video {
-			field.Kind = runtime.KindVideo
+			field.Kind = wfspec.KindVideo
 			frames := []image.Image{fuzzPicture(b, wi, hi), fuzzPicture(b[min(len(b), 1):], wi, hi)}
 			out, err = VideoTensor(frames, field)
 		} else {
@@ -103,19 +104,19 @@ func FuzzTensor(f *testing.F) {
 		if cerr := out.Check(); cerr != nil {
 			t.Fatalf("invalid tensor: %v", cerr)
 		}
-		kind := runtime.ArtifactImage
+		kind := wfspec.ArtifactImage
 		if video {
-			kind = runtime.ArtifactVideo
+			kind = wfspec.ArtifactVideo
 		}
-		back, err := Artifact(out, &runtime.InferenceArtifactSpec{ArtifactID: "y", Kind: kind, DType: dtype, Image: spec})
+		back, err := Artifact(out, &wfspec.InferenceArtifactSpec{ArtifactID: "y", Kind: kind, DType: dtype, Image: spec})
 		if err != nil {
 			t.Fatalf("Artifact refuses what Tensor made (%s%v): %v", out.DType, out.Shape, err)
 		}
-		if kind == runtime.ArtifactImage {
-			if _, err := runtime.AsImage(back); err != nil {
+		if kind == wfspec.ArtifactImage {
+			if _, err := tensor.AsImage(back); err != nil {
 				t.Fatalf("AsImage refuses: %v", err)
 			}
-		} else if _, err := runtime.AsVideo(back, 0); err != nil {
+		} else if _, err := tensor.AsVideo(back, 0); err != nil {
 			t.Fatalf("AsVideo refuses: %v", err)
 		}
 	})
@@ -139,21 +140,21 @@ func FuzzArtifact(f *testing.F) {
 		}
 		td := dtype
 		if !td.Valid() {
-			td = runtime.Float32
+			td = tensor.Float32
 		}
 		data := make([]byte, n*int64(td.Size()))
 		for i := range data {
 			data[i] = byte(i*31) ^ byte(len(b))
 		}
-		kind := runtime.ArtifactImage
+		kind := wfspec.ArtifactImage
 		if video {
-			kind = runtime.ArtifactVideo
+			kind = wfspec.ArtifactVideo
 		}
-		out, err := Artifact(&runtime.Tensor{DType: td, Shape: shape, Data: data}, &runtime.InferenceArtifactSpec{ArtifactID: "y", Kind: kind, DType: dtype, Image: spec})
+		out, err := Artifact(&tensor.Tensor{DType: td, Shape: shape, Data: data}, &wfspec.InferenceArtifactSpec{ArtifactID: "y", Kind: kind, DType: dtype, Image: spec})
 		if err != nil {
 			return
 		}
-		if out.DType != runtime.Uint8 || out.Check() != nil {
+		if out.DType != tensor.Uint8 || out.Check() != nil {
 			t.Fatalf("got %s%v", out.DType, out.Shape)
 		}
 	})

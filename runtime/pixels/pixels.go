@@ -5,17 +5,18 @@ import (
 	"image"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Tensor converts a picture into the tensor an image field declares (dtype,
 // image spec, shape; for a stacked input of a task whose batching names its
 // dimension, the per-item shape).
-func Tensor(img image.Image, f *runtime.InferenceFieldSpec) (*runtime.Tensor, error) {
+func Tensor(img image.Image, f *spec.InferenceFieldSpec) (*tensor.Tensor, error) {
 	if f == nil {
 		return nil, fmt.Errorf("pixels: nil field spec")
 	}
-	if f.Kind != runtime.KindImage {
+	if f.Kind != spec.KindImage {
 		return nil, fmt.Errorf("field %s: is a %s field; Tensor converts a picture for an image field", f.FieldID, f.Kind)
 	}
 	t, err := convert([]image.Image{img}, f, false)
@@ -27,11 +28,11 @@ func Tensor(img image.Image, f *runtime.InferenceFieldSpec) (*runtime.Tensor, er
 
 // VideoTensor converts frames into the tensor a video field declares (a
 // leading frame dimension).
-func VideoTensor(frames []image.Image, f *runtime.InferenceFieldSpec) (*runtime.Tensor, error) {
+func VideoTensor(frames []image.Image, f *spec.InferenceFieldSpec) (*tensor.Tensor, error) {
 	if f == nil {
 		return nil, fmt.Errorf("pixels: nil field spec")
 	}
-	if f.Kind != runtime.KindVideo {
+	if f.Kind != spec.KindVideo {
 		return nil, fmt.Errorf("field %s: is a %s field; VideoTensor converts frames for a video field", f.FieldID, f.Kind)
 	}
 	t, err := convert(frames, f, true)
@@ -42,7 +43,7 @@ func VideoTensor(frames []image.Image, f *runtime.InferenceFieldSpec) (*runtime.
 }
 
 // convert converts one picture (video false) or the frames of a video.
-func convert(frames []image.Image, f *runtime.InferenceFieldSpec, video bool) (*runtime.Tensor, error) {
+func convert(frames []image.Image, f *spec.InferenceFieldSpec, video bool) (*tensor.Tensor, error) {
 	p, err := newPlan(f.DType, f.Image)
 	if err != nil {
 		return nil, err
@@ -87,14 +88,14 @@ func convert(frames []image.Image, f *runtime.InferenceFieldSpec, video bool) (*
 	for i, m := range frames {
 		p.emit(read(m, p.order), h, w, data[i*size:(i+1)*size])
 	}
-	return &runtime.Tensor{DType: p.dtype, Shape: shape, Data: data}, nil
+	return &tensor.Tensor{DType: p.dtype, Shape: shape, Data: data}, nil
 }
 
 // fit checks a picture's tensor shape (its dimensions named by names)
 // against a declared shape: every fixed size matches and a name repeated in
 // it takes one size. A declared shape with one more dimension leads with the
 // batch dimension, which one picture does not have.
-func fit(declared runtime.Shape, shape []int64, names []string, p *plan) error {
+func fit(declared spec.Shape, shape []int64, names []string, p *plan) error {
 	if declared == nil {
 		return nil
 	}
@@ -104,15 +105,15 @@ func fit(declared runtime.Shape, shape []int64, names []string, p *plan) error {
 	case len(shape) + 1:
 		item = declared[1:]
 	default:
-		layout := runtime.LayoutHWC
+		layout := spec.LayoutHWC
 		if p.chw {
-			layout = runtime.LayoutCHW
+			layout = spec.LayoutCHW
 		}
 		return fmt.Errorf("shape %s has %d dimensions, but a picture in layout %s has %d (%d with a leading batch dimension)",
 			declared, len(declared), layout, len(shape), len(shape)+1)
 	}
 	var bad []string
-	seen := map[runtime.Dim]int{}
+	seen := map[spec.Dim]int{}
 	for i, d := range item {
 		if n, fixed := d.Size(); fixed && n != shape[i] {
 			bad = append(bad, fmt.Sprintf("%s %d, want %d", names[i], shape[i], n))
@@ -135,7 +136,7 @@ func fit(declared runtime.Shape, shape []int64, names []string, p *plan) error {
 // SetImage sets *dst to the tensor of img as field f declares it (Tensor):
 // the body of a generated params type's Set<Field>FromImage. *dst is left
 // as it was on an error.
-func SetImage(dst **runtime.Tensor, img image.Image, f *runtime.InferenceFieldSpec) error {
+func SetImage(dst **tensor.Tensor, img image.Image, f *spec.InferenceFieldSpec) error {
 	t, err := Tensor(img, f)
 	if err != nil {
 		return err
@@ -146,7 +147,7 @@ func SetImage(dst **runtime.Tensor, img image.Image, f *runtime.InferenceFieldSp
 
 // SetFrames sets *dst to the tensor of frames as video field f declares it
 // (VideoTensor): the body of a generated Set<Field>FromFrames.
-func SetFrames(dst **runtime.Tensor, frames []image.Image, f *runtime.InferenceFieldSpec) error {
+func SetFrames(dst **tensor.Tensor, frames []image.Image, f *spec.InferenceFieldSpec) error {
 	t, err := VideoTensor(frames, f)
 	if err != nil {
 		return err

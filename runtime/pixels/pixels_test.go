@@ -9,18 +9,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
+
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-func imageField(dtype runtime.DType, shape runtime.Shape, spec *runtime.ImageSpec) *runtime.InferenceFieldSpec {
-	return &runtime.InferenceFieldSpec{FieldID: "pixels", Kind: runtime.KindImage, DType: dtype, Shape: shape, Image: spec}
+func imageField(dtype tensor.DType, shape wfspec.Shape, spec *wfspec.ImageSpec) *wfspec.InferenceFieldSpec {
+	return &wfspec.InferenceFieldSpec{FieldID: "pixels", Kind: wfspec.KindImage, DType: dtype, Shape: shape, Image: spec}
 }
 
-func shapeOf(dims ...any) runtime.Shape {
-	s := make(runtime.Shape, len(dims))
+func shapeOf(dims ...any) wfspec.Shape {
+	s := make(wfspec.Shape, len(dims))
 	for i, d := range dims {
-		s[i] = runtime.Dim(fmt.Sprint(d))
+		s[i] = wfspec.Dim(fmt.Sprint(d))
 	}
 	return s
 }
@@ -38,12 +40,12 @@ func grey(w, h int) *image.Gray {
 
 func TestTensorDigitsSpec(t *testing.T) {
 	// The digits model's input: float32 [N,1,8,8], CHW, L, normalised.
-	f := imageField(runtime.Float32, shapeOf("N", 1, 8, 8), &runtime.ImageSpec{Layout: "CHW", Channels: "L", Range: []float64{0, 1}, Mean: []float64{0.5}, Std: []float64{0.25}})
+	f := imageField(tensor.Float32, shapeOf("N", 1, 8, 8), &wfspec.ImageSpec{Layout: "CHW", Channels: "L", Range: []float64{0, 1}, Mean: []float64{0.5}, Std: []float64{0.25}})
 	got, err := Tensor(grey(8, 8), f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.DType != runtime.Float32 || !slices.Equal(got.Shape, []int64{1, 8, 8}) {
+	if got.DType != tensor.Float32 || !slices.Equal(got.Shape, []int64{1, 8, 8}) {
 		t.Fatalf("got %s%v, want float32[1 8 8] (one item of [N,1,8,8])", got.DType, got.Shape)
 	}
 	v, _ := got.Float32s()
@@ -61,15 +63,15 @@ func TestTensorDefaultsAndDTypes(t *testing.T) {
 	m.SetNRGBA(1, 0, color.NRGBA{250, 128, 0, 255})
 	cases := []struct {
 		name  string
-		dtype runtime.DType
-		spec  *runtime.ImageSpec
-		want  *runtime.Tensor
+		dtype tensor.DType
+		spec  *wfspec.ImageSpec
+		want  *tensor.Tensor
 	}{
-		{"no spec: uint8 HWC RGB", "", nil, runtime.FromUint8([]uint8{10, 20, 30, 250, 128, 0}, 1, 2, 3)},
-		{"RGBA CHW", "", &runtime.ImageSpec{Layout: "CHW", Channels: "RGBA"}, runtime.FromUint8([]uint8{10, 250, 20, 128, 30, 0, 40, 255}, 4, 1, 2)},
-		{"BGR int32", runtime.Int32, &runtime.ImageSpec{Channels: "BGR"}, int32Tensor([]int32{30, 20, 10, 0, 128, 250}, 1, 2, 3)},
-		{"range alone picks float32", "", &runtime.ImageSpec{Channels: "L", Range: []float64{0, 2}}, runtime.FromFloat32([]float32{float32(float32(luma(10, 20, 30))/255) * 2, float32(float32(luma(250, 128, 0))/255) * 2}, 1, 2, 1)},
-		{"float16", runtime.Float16, &runtime.ImageSpec{Channels: "L"}, artifactio.FromFloat16([]float32{float32(luma(10, 20, 30)) / 255, float32(luma(250, 128, 0)) / 255}, 1, 2, 1)},
+		{"no spec: uint8 HWC RGB", "", nil, tensor.FromUint8([]uint8{10, 20, 30, 250, 128, 0}, 1, 2, 3)},
+		{"RGBA CHW", "", &wfspec.ImageSpec{Layout: "CHW", Channels: "RGBA"}, tensor.FromUint8([]uint8{10, 250, 20, 128, 30, 0, 40, 255}, 4, 1, 2)},
+		{"BGR int32", tensor.Int32, &wfspec.ImageSpec{Channels: "BGR"}, int32Tensor([]int32{30, 20, 10, 0, 128, 250}, 1, 2, 3)},
+		{"range alone picks float32", "", &wfspec.ImageSpec{Channels: "L", Range: []float64{0, 2}}, tensor.FromFloat32([]float32{float32(float32(luma(10, 20, 30))/255) * 2, float32(float32(luma(250, 128, 0))/255) * 2}, 1, 2, 1)},
+		{"float16", tensor.Float16, &wfspec.ImageSpec{Channels: "L"}, artifactio.FromFloat16([]float32{float32(luma(10, 20, 30)) / 255, float32(luma(250, 128, 0)) / 255}, 1, 2, 1)},
 	}
 	for _, c := range cases {
 		got, err := Tensor(m, imageField(c.dtype, nil, c.spec))
@@ -83,18 +85,18 @@ func TestTensorDefaultsAndDTypes(t *testing.T) {
 	}
 }
 
-func int32Tensor(v []int32, shape ...int64) *runtime.Tensor {
+func int32Tensor(v []int32, shape ...int64) *tensor.Tensor {
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
 		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
 	}
-	return &runtime.Tensor{DType: runtime.Int32, Shape: shape, Data: b}
+	return &tensor.Tensor{DType: tensor.Int32, Shape: shape, Data: b}
 }
 
 func TestTensorSubImage(t *testing.T) {
 	// A sub-image keeps its parent's stride; only its own pixels count.
 	m := grey(16, 16).SubImage(image.Rect(4, 8, 12, 16))
-	got, err := Tensor(m, imageField("", runtime.Shape{"8", "8", "1"}, &runtime.ImageSpec{Channels: "L"}))
+	got, err := Tensor(m, imageField("", wfspec.Shape{"8", "8", "1"}, &wfspec.ImageSpec{Channels: "L"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,24 +110,24 @@ func TestTensorSubImage(t *testing.T) {
 }
 
 func TestTensorErrors(t *testing.T) {
-	l := &runtime.ImageSpec{Layout: "CHW", Channels: "L"}
+	l := &wfspec.ImageSpec{Layout: "CHW", Channels: "L"}
 	cases := []struct {
 		name string
 		img  image.Image
-		f    *runtime.InferenceFieldSpec
+		f    *wfspec.InferenceFieldSpec
 		want string
 	}{
-		{"size", grey(16, 12), imageField(runtime.Float32, shapeOf("N", 1, 8, 8), l), "field pixels: height 12, want 8; width 16, want 8 (shape [N,1,8,8]; pictures are not resized)"},
+		{"size", grey(16, 12), imageField(tensor.Float32, shapeOf("N", 1, 8, 8), l), "field pixels: height 12, want 8; width 16, want 8 (shape [N,1,8,8]; pictures are not resized)"},
 		{"channels", grey(8, 8), imageField("", shapeOf(3, 8, 8), l), "field pixels: channels 1, want 3"},
 		{"square", grey(8, 4), imageField("", shapeOf(1, "H", "H"), l), "field pixels: height 4 and width 8 must be equal (both H)"},
 		{"rank", grey(8, 8), imageField("", shapeOf(8, 8), l), "field pixels: shape [8,8] has 2 dimensions, but a picture in layout CHW has 3 (4 with a leading batch dimension)"},
-		{"kind", grey(8, 8), &runtime.InferenceFieldSpec{FieldID: "tokens", Kind: runtime.KindTensor}, "field tokens: is a tensor field; Tensor converts a picture for an image field"},
+		{"kind", grey(8, 8), &wfspec.InferenceFieldSpec{FieldID: "tokens", Kind: wfspec.KindTensor}, "field tokens: is a tensor field; Tensor converts a picture for an image field"},
 		{"nil image", nil, imageField("", nil, nil), "field pixels: picture is nil"},
 		{"empty image", image.NewGray(image.Rect(0, 0, 0, 3)), imageField("", nil, nil), "field pixels: picture is empty (0x3)"},
-		{"bool", grey(8, 8), imageField(runtime.Bool, nil, nil), `field pixels: a picture cannot become a "bool" tensor`},
-		{"uint8 mean", grey(8, 8), imageField(runtime.Uint8, nil, &runtime.ImageSpec{Channels: "L", Mean: []float64{0.5}, Std: []float64{0.5}}), "mean/std need a floating dtype"},
-		{"int range", grey(8, 8), imageField(runtime.Int64, nil, &runtime.ImageSpec{Range: []float64{0, 1}}), "range [0 1] needs a floating dtype"},
-		{"bad spec", grey(8, 8), imageField("", nil, &runtime.ImageSpec{Layout: "WHC"}), `field pixels: image/layout: layout "WHC" is not HWC or CHW`},
+		{"bool", grey(8, 8), imageField(tensor.Bool, nil, nil), `field pixels: a picture cannot become a "bool" tensor`},
+		{"uint8 mean", grey(8, 8), imageField(tensor.Uint8, nil, &wfspec.ImageSpec{Channels: "L", Mean: []float64{0.5}, Std: []float64{0.5}}), "mean/std need a floating dtype"},
+		{"int range", grey(8, 8), imageField(tensor.Int64, nil, &wfspec.ImageSpec{Range: []float64{0, 1}}), "range [0 1] needs a floating dtype"},
+		{"bad spec", grey(8, 8), imageField("", nil, &wfspec.ImageSpec{Layout: "WHC"}), `field pixels: image/layout: layout "WHC" is not HWC or CHW`},
 		{"nil field", grey(8, 8), nil, "pixels: nil field spec"},
 	}
 	for _, c := range cases {
@@ -137,8 +139,8 @@ func TestTensorErrors(t *testing.T) {
 }
 
 func TestVideoTensor(t *testing.T) {
-	f := &runtime.InferenceFieldSpec{FieldID: "clip", Kind: runtime.KindVideo, DType: runtime.Float32, Shape: shapeOf("B", "T", 1, 4, 4),
-		Image: &runtime.ImageSpec{Layout: "CHW", Channels: "L"}}
+	f := &wfspec.InferenceFieldSpec{FieldID: "clip", Kind: wfspec.KindVideo, DType: tensor.Float32, Shape: shapeOf("B", "T", 1, 4, 4),
+		Image: &wfspec.ImageSpec{Layout: "CHW", Channels: "L"}}
 	frames := []image.Image{grey(4, 4), grey(4, 4).SubImage(image.Rect(0, 0, 4, 4)), image.NewGray(image.Rect(0, 0, 4, 4))}
 	got, err := VideoTensor(frames, f)
 	if err != nil {
@@ -153,12 +155,12 @@ func TestVideoTensor(t *testing.T) {
 	}
 	for _, c := range []struct {
 		frames []image.Image
-		f      *runtime.InferenceFieldSpec
+		f      *wfspec.InferenceFieldSpec
 		want   string
 	}{
 		{[]image.Image{grey(4, 4), grey(4, 5)}, f, "field clip: frame 1 is 4x5, frame 0 is 4x4"},
 		{nil, f, "field clip: no frames"},
-		{frames, &runtime.InferenceFieldSpec{FieldID: "clip", Kind: runtime.KindVideo, Shape: shapeOf(2, 4, 4, 1), Image: &runtime.ImageSpec{Channels: "L"}}, "field clip: frames 3, want 2"},
+		{frames, &wfspec.InferenceFieldSpec{FieldID: "clip", Kind: wfspec.KindVideo, Shape: shapeOf(2, 4, 4, 1), Image: &wfspec.ImageSpec{Channels: "L"}}, "field clip: frames 3, want 2"},
 		{frames, imageField("", nil, nil), "field pixels: is a image field; VideoTensor converts frames for a video field"},
 	} {
 		if _, err := VideoTensor(c.frames, c.f); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -173,16 +175,16 @@ func TestVideoTensor(t *testing.T) {
 func TestArtifactRoundTrip(t *testing.T) {
 	pics := testPictures()
 	specs := []struct {
-		dtype runtime.DType
-		spec  runtime.ImageSpec
+		dtype tensor.DType
+		spec  wfspec.ImageSpec
 	}{
-		{"", runtime.ImageSpec{}},
-		{runtime.Float32, runtime.ImageSpec{Layout: "CHW", Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}}},
-		{runtime.Float32, runtime.ImageSpec{Channels: "BGR", Range: []float64{0, 255}, Mean: []float64{103.53, 116.28, 123.675}, Std: []float64{57.375, 57.12, 58.395}}},
-		{runtime.Float32, runtime.ImageSpec{Layout: "CHW", Channels: "L", Range: []float64{-1, 1}}},
-		{runtime.Float16, runtime.ImageSpec{Layout: "CHW", Channels: "RGBA"}},
-		{runtime.Int64, runtime.ImageSpec{Layout: "CHW", Channels: "BGR"}},
-		{runtime.Uint8, runtime.ImageSpec{Channels: "RGBA"}},
+		{"", wfspec.ImageSpec{}},
+		{tensor.Float32, wfspec.ImageSpec{Layout: "CHW", Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}}},
+		{tensor.Float32, wfspec.ImageSpec{Channels: "BGR", Range: []float64{0, 255}, Mean: []float64{103.53, 116.28, 123.675}, Std: []float64{57.375, 57.12, 58.395}}},
+		{tensor.Float32, wfspec.ImageSpec{Layout: "CHW", Channels: "L", Range: []float64{-1, 1}}},
+		{tensor.Float16, wfspec.ImageSpec{Layout: "CHW", Channels: "RGBA"}},
+		{tensor.Int64, wfspec.ImageSpec{Layout: "CHW", Channels: "BGR"}},
+		{tensor.Uint8, wfspec.ImageSpec{Channels: "RGBA"}},
 	}
 	for pn, m := range pics {
 		for _, s := range specs {
@@ -190,21 +192,21 @@ func TestArtifactRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := &runtime.InferenceArtifactSpec{ArtifactID: "picture", Kind: runtime.ArtifactImage, DType: s.dtype, Image: &s.spec}
+			a := &wfspec.InferenceArtifactSpec{ArtifactID: "picture", Kind: wfspec.ArtifactImage, DType: s.dtype, Image: &s.spec}
 			got, err := Artifact(in, a)
 			if err != nil {
 				t.Fatalf("%s %s %+v: %v", pn, s.dtype, s.spec, err)
 			}
 			order := s.spec.ChannelOrder()
-			if order == runtime.ChannelsBGR {
-				order = runtime.ChannelsRGB
+			if order == wfspec.ChannelsBGR {
+				order = wfspec.ChannelsRGB
 			}
 			want := read(m, order)
-			if !slices.Equal(got.Shape, []int64{7, 13, int64(channels(order))}) || got.DType != runtime.Uint8 {
+			if !slices.Equal(got.Shape, []int64{7, 13, int64(channels(order))}) || got.DType != tensor.Uint8 {
 				t.Errorf("%s %s %+v: got %s%v", pn, s.dtype, s.spec, got.DType, got.Shape)
 				continue
 			}
-			if s.dtype == runtime.Float16 {
+			if s.dtype == tensor.Float16 {
 				// float16 keeps 11 bits: within half a level.
 				for i := range want {
 					if d := int(got.Data[i]) - int(want[i]); d < -1 || d > 1 {
@@ -216,7 +218,7 @@ func TestArtifactRoundTrip(t *testing.T) {
 			if !slices.Equal(got.Data, want) {
 				t.Errorf("%s %s %+v: the round trip changed the picture", pn, s.dtype, s.spec)
 			}
-			if _, err := runtime.AsImage(got); err != nil {
+			if _, err := tensor.AsImage(got); err != nil {
 				t.Errorf("AsImage refuses the result: %v", err)
 			}
 		}
@@ -230,9 +232,9 @@ func TestArtifactVideoAndBatch(t *testing.T) {
 		vals[i] = float32(i%5)/2 - 1 // -1, -0.5, 0, 0.5, 1
 	}
 	vals[0], vals[1] = float32(math.NaN()), 7
-	in := runtime.FromFloat32(vals, 2, 2, 1, 2, 3)
-	a := &runtime.InferenceArtifactSpec{ArtifactID: "clip", Kind: runtime.ArtifactVideo, DType: runtime.Float32,
-		Image: &runtime.ImageSpec{Layout: "CHW", Channels: "L", Range: []float64{-1, 1}}}
+	in := tensor.FromFloat32(vals, 2, 2, 1, 2, 3)
+	a := &wfspec.InferenceArtifactSpec{ArtifactID: "clip", Kind: wfspec.ArtifactVideo, DType: tensor.Float32,
+		Image: &wfspec.ImageSpec{Layout: "CHW", Channels: "L", Range: []float64{-1, 1}}}
 	got, err := Artifact(in, a)
 	if err != nil {
 		t.Fatal(err)
@@ -250,30 +252,30 @@ func TestArtifactVideoAndBatch(t *testing.T) {
 		t.Errorf("NaN became %d (want 0), 7 became %d (want 255)", got.Data[0], got.Data[1])
 	}
 	// Without a spec, a uint8 HWC picture is returned as it is.
-	px := runtime.FromUint8([]uint8{1, 2, 3, 4, 5, 6}, 1, 2, 3)
-	same, err := Artifact(px, &runtime.InferenceArtifactSpec{ArtifactID: "img", Kind: runtime.ArtifactImage})
+	px := tensor.FromUint8([]uint8{1, 2, 3, 4, 5, 6}, 1, 2, 3)
+	same, err := Artifact(px, &wfspec.InferenceArtifactSpec{ArtifactID: "img", Kind: wfspec.ArtifactImage})
 	if err != nil || same != px {
 		t.Errorf("uint8 HWC RGB without a spec: %v, %v", same, err)
 	}
 }
 
 func TestArtifactErrors(t *testing.T) {
-	img := func(spec *runtime.ImageSpec, dtype runtime.DType) *runtime.InferenceArtifactSpec {
-		return &runtime.InferenceArtifactSpec{ArtifactID: "img", Kind: runtime.ArtifactImage, DType: dtype, Image: spec}
+	img := func(spec *wfspec.ImageSpec, dtype tensor.DType) *wfspec.InferenceArtifactSpec {
+		return &wfspec.InferenceArtifactSpec{ArtifactID: "img", Kind: wfspec.ArtifactImage, DType: dtype, Image: spec}
 	}
-	f32 := runtime.FromFloat32(make([]float32, 12), 2, 2, 3)
+	f32 := tensor.FromFloat32(make([]float32, 12), 2, 2, 3)
 	cases := []struct {
-		t    *runtime.Tensor
-		a    *runtime.InferenceArtifactSpec
+		t    *tensor.Tensor
+		a    *wfspec.InferenceArtifactSpec
 		want string
 	}{
-		{f32, img(nil, runtime.Uint8), "artifact img: tensor is float32, the artifact declares uint8"},
-		{f32, img(&runtime.ImageSpec{Layout: "CHW"}, ""), "artifact img: tensor float32[2 2 3] has 2 channels, but channels RGB has 3 (layout CHW)"},
-		{runtime.FromFloat32(make([]float32, 4), 2, 2), img(nil, ""), "tensor float32[2 2] has 2 dimensions; a image has 3 (4 with a leading batch dimension)"},
-		{runtime.FromFloat32(make([]float32, 8), 2, 2, 2), img(nil, ""), "has 2 channels (last dimension, layout HWC); want 1, 3 or 4"},
-		{f32, &runtime.InferenceArtifactSpec{ArtifactID: "e", Kind: runtime.ArtifactEmbedding}, "artifact e: is a embedding artifact"},
-		{&runtime.Tensor{DType: runtime.Float32, Shape: []int64{2, 2, 3}}, img(nil, ""), "needs 48 bytes, has 0"},
-		{runtime.FromUint8(make([]uint8, 12), 2, 2, 3), img(nil, runtime.Bool), "tensor is uint8, the artifact declares bool"},
+		{f32, img(nil, tensor.Uint8), "artifact img: tensor is float32, the artifact declares uint8"},
+		{f32, img(&wfspec.ImageSpec{Layout: "CHW"}, ""), "artifact img: tensor float32[2 2 3] has 2 channels, but channels RGB has 3 (layout CHW)"},
+		{tensor.FromFloat32(make([]float32, 4), 2, 2), img(nil, ""), "tensor float32[2 2] has 2 dimensions; a image has 3 (4 with a leading batch dimension)"},
+		{tensor.FromFloat32(make([]float32, 8), 2, 2, 2), img(nil, ""), "has 2 channels (last dimension, layout HWC); want 1, 3 or 4"},
+		{f32, &wfspec.InferenceArtifactSpec{ArtifactID: "e", Kind: wfspec.ArtifactEmbedding}, "artifact e: is a embedding artifact"},
+		{&tensor.Tensor{DType: tensor.Float32, Shape: []int64{2, 2, 3}}, img(nil, ""), "needs 48 bytes, has 0"},
+		{tensor.FromUint8(make([]uint8, 12), 2, 2, 3), img(nil, tensor.Bool), "tensor is uint8, the artifact declares bool"},
 		{nil, img(nil, ""), "artifact img: nil tensor"},
 	}
 	for _, c := range cases {
@@ -287,12 +289,12 @@ func TestArtifactErrors(t *testing.T) {
 }
 
 func TestTensorRefusesNonFiniteSpecs(t *testing.T) {
-	for _, spec := range []*runtime.ImageSpec{
+	for _, spec := range []*wfspec.ImageSpec{
 		{Channels: "L", Range: []float64{0, 1e39}},                 // infinite in float32
 		{Channels: "L", Range: []float64{1, 1 + 1e-12}},            // low == high in float32
 		{Channels: "L", Mean: []float64{0}, Std: []float64{1e-50}}, // std 0 in float32
 	} {
-		if _, err := Tensor(grey(2, 2), imageField(runtime.Float32, nil, spec)); err == nil || !strings.Contains(err.Error(), "float32") {
+		if _, err := Tensor(grey(2, 2), imageField(tensor.Float32, nil, spec)); err == nil || !strings.Contains(err.Error(), "float32") {
 			t.Errorf("%+v: error %v, want one about float32", spec, err)
 		}
 	}

@@ -7,15 +7,17 @@ import (
 	"math"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // plan is a compiled picture conversion: the dtype, layout and channel
 // order of the tensor, and for floating dtypes the value every 8-bit level
 // of every channel becomes.
 type plan struct {
-	dtype runtime.DType
+	dtype tensor.DType
 	chw   bool
 	order string
 	c     int // channels
@@ -27,9 +29,9 @@ type plan struct {
 
 // newPlan compiles the conversion of an image spec (nil: the defaults) to
 // dtype ("" picks uint8 or float32 as the package doc says).
-func newPlan(dtype runtime.DType, s *runtime.ImageSpec) (*plan, error) {
+func newPlan(dtype tensor.DType, s *spec.ImageSpec) (*plan, error) {
 	if s == nil {
-		s = &runtime.ImageSpec{}
+		s = &spec.ImageSpec{}
 	}
 	if ps := s.Problems(); len(ps) > 0 {
 		msgs := make([]string, len(ps))
@@ -40,15 +42,15 @@ func newPlan(dtype runtime.DType, s *runtime.ImageSpec) (*plan, error) {
 	}
 	scaled := len(s.Range) != 0 || len(s.Mean) != 0
 	if dtype == "" {
-		dtype = runtime.Uint8
+		dtype = tensor.Uint8
 		if scaled {
-			dtype = runtime.Float32
+			dtype = tensor.Float32
 		}
 	}
-	p := &plan{dtype: dtype, chw: s.LayoutName() == runtime.LayoutCHW, order: s.ChannelOrder(), c: s.ChannelCount()}
+	p := &plan{dtype: dtype, chw: s.LayoutName() == spec.LayoutCHW, order: s.ChannelOrder(), c: s.ChannelCount()}
 	switch dtype {
-	case runtime.Float32, runtime.Float16, runtime.BFloat16:
-	case runtime.Uint8, runtime.Int32, runtime.Int64:
+	case tensor.Float32, tensor.Float16, tensor.BFloat16:
+	case tensor.Uint8, tensor.Int32, tensor.Int64:
 		if len(s.Mean) != 0 {
 			return nil, fmt.Errorf("dtype %s holds the 8-bit values as they are; mean/std need a floating dtype (float32, float16, bfloat16)", dtype)
 		}
@@ -119,17 +121,17 @@ func (p *plan) emit(px []uint8, h, w int, dst []byte) {
 // put writes channel k's value for 8-bit level v at the start of b.
 func (p *plan) put(b []byte, k int, v uint8) {
 	switch p.dtype {
-	case runtime.Uint8:
+	case tensor.Uint8:
 		b[0] = v
-	case runtime.Int32:
+	case tensor.Int32:
 		binary.LittleEndian.PutUint32(b, uint32(v))
-	case runtime.Int64:
+	case tensor.Int64:
 		binary.LittleEndian.PutUint64(b, uint64(v))
-	case runtime.Float32:
+	case tensor.Float32:
 		binary.LittleEndian.PutUint32(b, math.Float32bits(p.table[k][v]))
-	case runtime.Float16:
+	case tensor.Float16:
 		binary.LittleEndian.PutUint16(b, artifactio.Float32ToFloat16(p.table[k][v]))
-	case runtime.BFloat16:
+	case tensor.BFloat16:
 		binary.LittleEndian.PutUint16(b, artifactio.Float32ToBFloat16(p.table[k][v]))
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"image"
 	"image/color"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // luma is ITU-R 601-2 luma in the fixed point PIL's convert("L") uses on
@@ -23,11 +23,11 @@ func read(m image.Image, order string) []uint8 {
 	i := 0
 	put := func(r, g, bl, a uint8) {
 		switch order {
-		case runtime.ChannelsL:
+		case spec.ChannelsL:
 			px[i] = luma(r, g, bl)
-		case runtime.ChannelsBGR:
+		case spec.ChannelsBGR:
 			px[i], px[i+1], px[i+2] = bl, g, r
-		case runtime.ChannelsRGBA:
+		case spec.ChannelsRGBA:
 			px[i], px[i+1], px[i+2], px[i+3] = r, g, bl, a
 		default:
 			px[i], px[i+1], px[i+2] = r, g, bl
@@ -74,5 +74,5 @@ func read(m image.Image, order string) []uint8 {
 
 // channels returns the channel count of a channel order.
 func channels(order string) int {
-	return (&runtime.ImageSpec{Channels: order}).ChannelCount()
+	return (&spec.ImageSpec{Channels: order}).ChannelCount()
 }

@@ -16,7 +16,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // debianPython is the interpreter with Debian's python3-torch and
@@ -132,27 +133,27 @@ func TestTensorMatchesTorchvision(t *testing.T) {
 	dir := t.TempDir()
 	specs := []struct {
 		name  string
-		dtype runtime.DType
-		spec  runtime.ImageSpec
+		dtype tensor.DType
+		spec  spec.ImageSpec
 	}{
-		{"uint8 HWC RGB (defaults)", "", runtime.ImageSpec{}},
-		{"float32 CHW RGB ImageNet", runtime.Float32, runtime.ImageSpec{Layout: "CHW", Channels: "RGB", Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}}},
-		{"float32 CHW L range [-1,1] normalised", "", runtime.ImageSpec{Layout: "CHW", Channels: "L", Range: []float64{-1, 1}, Mean: []float64{0.1307}, Std: []float64{0.3081}}},
-		{"uint8 CHW L", runtime.Uint8, runtime.ImageSpec{Layout: "CHW", Channels: "L"}},
-		{"uint8 HWC BGR", runtime.Uint8, runtime.ImageSpec{Channels: "BGR"}},
-		{"float32 HWC BGR range [0,255]", runtime.Float32, runtime.ImageSpec{Channels: "BGR", Range: []float64{0, 255}, Mean: []float64{103.53, 116.28, 123.675}, Std: []float64{57.375, 57.12, 58.395}}},
-		{"float16 CHW RGBA", runtime.Float16, runtime.ImageSpec{Layout: "CHW", Channels: "RGBA", Range: []float64{-0.5, 0.5}}},
-		{"bfloat16 HWC RGB normalised", runtime.BFloat16, runtime.ImageSpec{Mean: []float64{0.5, 0.5, 0.5}, Std: []float64{0.5, 0.5, 0.5}}},
-		{"int64 CHW RGB", runtime.Int64, runtime.ImageSpec{Layout: "CHW"}},
-		{"float32 HWC L [0,1]", runtime.Float32, runtime.ImageSpec{Channels: "L"}},
+		{"uint8 HWC RGB (defaults)", "", spec.ImageSpec{}},
+		{"float32 CHW RGB ImageNet", tensor.Float32, spec.ImageSpec{Layout: "CHW", Channels: "RGB", Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}}},
+		{"float32 CHW L range [-1,1] normalised", "", spec.ImageSpec{Layout: "CHW", Channels: "L", Range: []float64{-1, 1}, Mean: []float64{0.1307}, Std: []float64{0.3081}}},
+		{"uint8 CHW L", tensor.Uint8, spec.ImageSpec{Layout: "CHW", Channels: "L"}},
+		{"uint8 HWC BGR", tensor.Uint8, spec.ImageSpec{Channels: "BGR"}},
+		{"float32 HWC BGR range [0,255]", tensor.Float32, spec.ImageSpec{Channels: "BGR", Range: []float64{0, 255}, Mean: []float64{103.53, 116.28, 123.675}, Std: []float64{57.375, 57.12, 58.395}}},
+		{"float16 CHW RGBA", tensor.Float16, spec.ImageSpec{Layout: "CHW", Channels: "RGBA", Range: []float64{-0.5, 0.5}}},
+		{"bfloat16 HWC RGB normalised", tensor.BFloat16, spec.ImageSpec{Mean: []float64{0.5, 0.5, 0.5}, Std: []float64{0.5, 0.5, 0.5}}},
+		{"int64 CHW RGB", tensor.Int64, spec.ImageSpec{Layout: "CHW"}},
+		{"float32 HWC L [0,1]", tensor.Float32, spec.ImageSpec{Channels: "L"}},
 	}
 	type job struct {
-		PNG   string            `json:"png"`
-		Spec  runtime.ImageSpec `json:"spec"`
-		DType runtime.DType     `json:"dtype"`
-		Out   string            `json:"out"`
+		PNG   string         `json:"png"`
+		Spec  spec.ImageSpec `json:"spec"`
+		DType tensor.DType   `json:"dtype"`
+		Out   string         `json:"out"`
 		name  string
-		got   *runtime.Tensor
+		got   *tensor.Tensor
 	}
 	var jobs []*job
 	pics := testPictures()
@@ -170,7 +171,7 @@ func TestTensorMatchesTorchvision(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, s := range specs {
-			f := &runtime.InferenceFieldSpec{FieldID: "pixels", Kind: runtime.KindImage, DType: s.dtype, Image: &s.spec}
+			f := &spec.InferenceFieldSpec{FieldID: "pixels", Kind: spec.KindImage, DType: s.dtype, Image: &s.spec}
 			got, err := Tensor(decoded, f)
 			if err != nil {
 				t.Fatalf("%s, %s: %v", pn, s.name, err)

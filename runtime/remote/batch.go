@@ -8,10 +8,12 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // requestBytes is about how many tensor bytes one batch request carries:
@@ -132,21 +134,21 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 }
 
 // runItems sends one batch request of items and returns their outputs.
-func (c *Client) runItems(ctx context.Context, task *runtime.InferenceTaskProfile, items []map[string]any, perItem bool) ([]map[string]any, []oip.ItemError, error) {
+func (c *Client) runItems(ctx context.Context, task *spec.InferenceTaskProfile, items []map[string]any, perItem bool) ([]map[string]any, []oip.ItemError, error) {
 	call := make(map[string]any, len(items[0]))
 	for k, v := range items[0] {
 		call[k] = v
 	}
 	for k, v := range items[0] {
-		t, ok := v.(*runtime.Tensor)
+		t, ok := v.(*tensor.Tensor)
 		if !ok {
 			continue
 		}
 		data := make([]byte, 0, len(items)*len(t.Data))
 		for _, it := range items {
-			data = append(data, it[k].(*runtime.Tensor).Data...)
+			data = append(data, it[k].(*tensor.Tensor).Data...)
 		}
-		call[k] = &runtime.Tensor{DType: t.DType, Shape: append([]int64{int64(len(items))}, t.Shape...), Data: data}
+		call[k] = &tensor.Tensor{DType: t.DType, Shape: append([]int64{int64(len(items))}, t.Shape...), Data: data}
 	}
 	req, err := c.inferRequest(task, call, nil)
 	if err != nil {
@@ -192,7 +194,7 @@ func stackable(items []map[string]any) error {
 
 func hasTensor(call map[string]any) bool {
 	for _, v := range call {
-		if _, ok := v.(*runtime.Tensor); ok {
+		if _, ok := v.(*tensor.Tensor); ok {
 			return true
 		}
 	}
@@ -203,7 +205,7 @@ func hasTensor(call map[string]any) bool {
 func itemBytes(call map[string]any) int {
 	n := 0
 	for _, v := range call {
-		if t, ok := v.(*runtime.Tensor); ok {
+		if t, ok := v.(*tensor.Tensor); ok {
 			n += len(t.Data)
 		}
 	}

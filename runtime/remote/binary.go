@@ -7,15 +7,16 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // inferRequest builds the infer request of a task as the client sends it:
 // by default with its tensor, image and video inputs binary and every
 // output asked for binary (the binary tensor data extension), with
 // WithJSONTensors all JSON (request).
-func (c *Client) inferRequest(task *runtime.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
+func (c *Client) inferRequest(task *spec.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
 	if c.asJSON {
 		return c.request(task, call, load)
 	}

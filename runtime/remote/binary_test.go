@@ -12,9 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // TestRunBinaryTensors runs against a minimal server of the binary tensor
@@ -57,7 +58,7 @@ func TestRunBinaryTensors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := runtime.FromInt64([]int64{4, 5, -6}, 3)
+	tokens := tensor.FromInt64([]int64{4, 5, -6}, 3)
 	out, err := rc.Run(context.Background(), "embed", map[string]any{"tokens": tokens, "tag": "x"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestRunBinaryTensors(t *testing.T) {
 	if in := got.Inputs[1]; in.Name != "tag" || in.IsBinary() || string(in.Data) != `["x"]` {
 		t.Errorf("tag input %+v", in)
 	}
-	emb := out["embedding"].(*runtime.Tensor)
+	emb := out["embedding"].(*tensor.Tensor)
 	if v, _ := emb.Float32s(); len(v) != 2 || v[0] != 0.25 || v[1] == v[1] || out["note"] != "ok" {
 		t.Errorf("outputs %v %v", v, out)
 	}

@@ -26,9 +26,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Option configures a Client.
@@ -79,7 +80,7 @@ func WithJSONTensors() Option {
 // Client runs the tasks of one family on an OIP server. It is safe for
 // concurrent use.
 type Client struct {
-	spec    *runtime.ModelInferenceSpec
+	spec    *spec.ModelInferenceSpec
 	base    *url.URL
 	model   string
 	variant string
@@ -93,7 +94,7 @@ var _ client.Backend = (*Client)(nil)
 
 // New returns a client of the family spec served at baseURL (the server's
 // root: "http://host:8080"). Nothing is sent until the first call.
-func New(spec *runtime.ModelInferenceSpec, baseURL string, opts ...Option) (*Client, error) {
+func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client, error) {
 	if spec == nil {
 		return nil, errors.New("remote: nil spec")
 	}
@@ -122,7 +123,7 @@ func New(spec *runtime.ModelInferenceSpec, baseURL string, opts ...Option) (*Cli
 }
 
 // Spec returns the client's family spec.
-func (c *Client) Spec() *runtime.ModelInferenceSpec { return c.spec }
+func (c *Client) Spec() *spec.ModelInferenceSpec { return c.spec }
 
 // Variant returns the variant id requests name, or "" for the server's
 // default.
@@ -130,7 +131,7 @@ func (c *Client) Variant() string { return c.variant }
 
 // StatusError is an error answer of the server: its HTTP status and the
 // protocol error body's message. errors.Is matches context.DeadlineExceeded
-// for 504 and runtime.ErrUnknownID for 404.
+// for 504 and spec.ErrUnknownID for 404.
 type StatusError struct {
 	// Status is the HTTP status code.
 	Status int
@@ -149,7 +150,7 @@ func (e *StatusError) Is(target error) bool {
 	case http.StatusGatewayTimeout:
 		return target == context.DeadlineExceeded
 	case http.StatusNotFound:
-		return target == runtime.ErrUnknownID
+		return target == spec.ErrUnknownID
 	}
 	return false
 }
@@ -181,7 +182,7 @@ func (c *Client) path(endpoint string) string {
 }
 
 // request builds the infer request of a task.
-func (c *Client) request(task *runtime.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
+func (c *Client) request(task *spec.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
 	inputs, err := oip.EncodeInputs(task, call, load)
 	if err != nil {
 		return nil, err
@@ -270,7 +271,7 @@ func statusError(resp *http.Response) error {
 
 // Run runs one task on the server with call and load kwargs and returns
 // the outputs keyed by artifact id, as client.Client.Run does: tensors as
-// *runtime.Tensor, text and json artifacts as strings. Errors name the
+// *tensor.Tensor, text and json artifacts as strings. Errors name the
 // family, variant and task; the server's answer is a *StatusError.
 //
 // Per-call options are for in-process memory (client.WithOutputBuffer) and
@@ -287,7 +288,7 @@ func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]a
 	return out, nil
 }
 
-func (c *Client) run(ctx context.Context, task *runtime.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
+func (c *Client) run(ctx context.Context, task *spec.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
 	req, err := c.inferRequest(task, call, load)
 	if err != nil {
 		return nil, err

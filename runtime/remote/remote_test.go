@@ -12,22 +12,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-func encoderSpec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func encoderSpec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "enc", DefaultVariantID: "v1", DefaultTaskID: "embed",
-		Variants: []runtime.InferenceVariantSpec{{VariantID: "v1", Aliases: []string{"latest"}}},
-		Tasks: []runtime.InferenceTaskProfile{{TaskID: "embed",
-			Inputs: []runtime.InferenceFieldSpec{
-				{FieldID: "tokens", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, Required: true},
-				{FieldID: "tag", Kind: runtime.KindString, Target: runtime.TargetCallKwargs},
+		Variants: []spec.InferenceVariantSpec{{VariantID: "v1", Aliases: []string{"latest"}}},
+		Tasks: []spec.InferenceTaskProfile{{TaskID: "embed",
+			Inputs: []spec.InferenceFieldSpec{
+				{FieldID: "tokens", Kind: spec.KindTensor, Target: spec.TargetCallKwargs, Required: true},
+				{FieldID: "tag", Kind: spec.KindString, Target: spec.TargetCallKwargs},
 			},
-			Outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "embedding", Kind: runtime.ArtifactEmbedding, Required: true}, {ArtifactID: "note", Kind: runtime.ArtifactText}},
+			Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "embedding", Kind: spec.ArtifactEmbedding, Required: true}, {ArtifactID: "note", Kind: spec.ArtifactText}},
 		}},
 	}
 }
@@ -87,7 +89,7 @@ func TestRunAgainstAnotherOIPServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := rc.Run(context.Background(), "embed", map[string]any{"tokens": runtime.FromInt64([]int64{4, 5}, 2), "tag": "x"}, nil)
+	out, err := rc.Run(context.Background(), "embed", map[string]any{"tokens": tensor.FromInt64([]int64{4, 5}, 2), "tag": "x"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,16 +99,16 @@ func TestRunAgainstAnotherOIPServer(t *testing.T) {
 	if got.Parameters["task"] != "embed" || len(got.Inputs) != 2 || got.Inputs[0].Datatype != oip.Int64 || string(got.Inputs[0].Data) != "[4,5]" || string(got.Inputs[1].Data) != `["x"]` {
 		t.Errorf("request %+v", got)
 	}
-	emb := out["embedding"].(*runtime.Tensor)
+	emb := out["embedding"].(*tensor.Tensor)
 	if v, _ := emb.Float32s(); len(v) != 4 || v[2] != -2 || v[3] == v[3] || out["note"] != "ok" || len(out) != 2 {
 		t.Errorf("outputs %v %v", v, out)
 	}
-	_, err = rc.Run(context.Background(), "embed", map[string]any{"tokens": runtime.FromInt64([]int64{4}, 1)}, nil)
+	_, err = rc.Run(context.Background(), "embed", map[string]any{"tokens": tensor.FromInt64([]int64{4}, 1)}, nil)
 	var se *remote.StatusError
 	if !errors.As(err, &se) || se.Status != 400 || se.Message != "tag is required here" || !strings.Contains(err.Error(), "enc/v1 embed (remote)") {
 		t.Errorf("error answer: %v", err)
 	}
-	if _, err := rc.Run(context.Background(), "embed", map[string]any{"tokens": runtime.FromInt64([]int64{4}, 1), "extra": 1}, nil); err == nil || !strings.Contains(err.Error(), `kwarg "extra" is not a field`) {
+	if _, err := rc.Run(context.Background(), "embed", map[string]any{"tokens": tensor.FromInt64([]int64{4}, 1), "extra": 1}, nil); err == nil || !strings.Contains(err.Error(), `kwarg "extra" is not a field`) {
 		t.Errorf("unknown kwarg: %v", err)
 	}
 	if _, err := rc.RunBatch(context.Background(), "embed", nil); err == nil || !strings.Contains(err.Error(), "not batchable") {
@@ -114,14 +116,14 @@ func TestRunAgainstAnotherOIPServer(t *testing.T) {
 	}
 }
 
-func worldSpec() *runtime.ModelInferenceSpec {
-	rt := runtime.DefaultRealtimeSpec()
+func worldSpec() *spec.ModelInferenceSpec {
+	rt := spec.DefaultRealtimeSpec()
 	rt.FPS, rt.FirstChunkFrames, rt.SteadyChunkFrames = 100, 1, 1
-	return &runtime.ModelInferenceSpec{
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "w", DefaultVariantID: "v", DefaultTaskID: "step", Realtime: &rt,
-		Variants: []runtime.InferenceVariantSpec{{VariantID: "v"}},
-		Tasks: []runtime.InferenceTaskProfile{{TaskID: "step", Stream: true,
-			Outputs: []runtime.InferenceArtifactSpec{{ArtifactID: "frames", Kind: runtime.ArtifactVideo, Required: true}}}},
+		Variants: []spec.InferenceVariantSpec{{VariantID: "v"}},
+		Tasks: []spec.InferenceTaskProfile{{TaskID: "step", Stream: true,
+			Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "frames", Kind: spec.ArtifactVideo, Required: true}}}},
 	}
 }
 

@@ -12,9 +12,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // maxEventBytes bounds one Server-Sent Event (a chunk's frames as JSON).
@@ -44,7 +45,7 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 	}
 	var video string
 	for _, a := range task.Outputs {
-		if a.Kind == runtime.ArtifactVideo {
+		if a.Kind == spec.ArtifactVideo {
 			video = a.ArtifactID
 			break
 		}
@@ -78,7 +79,7 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 type remoteSession struct {
 	c         *Client
 	ctx       context.Context
-	task      *runtime.InferenceTaskProfile
+	task      *spec.InferenceTaskProfile
 	video     string
 	req       *oip.InferenceRequest
 	paced     bool

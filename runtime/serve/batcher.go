@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // batcher is the dynamic batcher of one batchable task of one variant:
@@ -23,7 +24,7 @@ import (
 // no bound of its own: every request in it was admitted (Config.MaxQueue).
 type batcher struct {
 	client *client.Client
-	task   *runtime.InferenceTaskProfile
+	task   *spec.InferenceTaskProfile
 	slots  slots
 	max    int
 	delay  time.Duration
@@ -55,7 +56,7 @@ type result struct {
 	err error
 }
 
-func newBatcher(c *client.Client, task *runtime.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64) *batcher {
+func newBatcher(c *client.Client, task *spec.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64) *batcher {
 	b := &batcher{client: c, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, active: active,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()

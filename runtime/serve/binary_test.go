@@ -16,12 +16,14 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/serve/internal/imagemodel"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 var (
@@ -31,7 +33,7 @@ var (
 
 // imageSpec returns the image classifier's spec, its checkpoint built
 // beside the tiny ones.
-func imageSpec(t testing.TB) *runtime.ModelInferenceSpec {
+func imageSpec(t testing.TB) *spec.ModelInferenceSpec {
 	t.Helper()
 	dir := checkpoints(t)
 	imageOnce.Do(func() { imageErr = imagemodel.Build(dir) })
@@ -164,7 +166,7 @@ func TestBinaryTensorData(t *testing.T) {
 	}
 
 	// The tiny encoder: tokens and normalize binary, the embedding binary.
-	want, err := enc.Run(ctx, "embed", map[string]any{"tokens": runtime.FromInt64([]int64{5, 6, 7, 8}, 4), "normalize": false}, nil)
+	want, err := enc.Run(ctx, "embed", map[string]any{"tokens": tensor.FromInt64([]int64{5, 6, 7, 8}, 4), "normalize": false}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +190,7 @@ func TestBinaryTensorData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tensorsEqual(want["embedding"].(*runtime.Tensor), got["embedding"].(*runtime.Tensor)) {
+	if !tensorsEqual(want["embedding"].(*tensor.Tensor), got["embedding"].(*tensor.Tensor)) {
 		t.Error("binary embedding differs from in-process")
 	}
 
@@ -218,7 +220,7 @@ func TestBinaryTensorData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := got["video"].(*runtime.Tensor); !tensorsEqual(wantVid["video"].(*runtime.Tensor), v) || v.Shape[0] != 17 {
+	if v := got["video"].(*tensor.Tensor); !tensorsEqual(wantVid["video"].(*tensor.Tensor), v) || v.Shape[0] != 17 {
 		t.Errorf("binary video differs from in-process: %v", v.Shape)
 	}
 
@@ -236,7 +238,7 @@ func TestBinaryTensorData(t *testing.T) {
 		t.Fatalf("binary request, JSON answer: %d %v", code, h)
 	}
 	got, err = oip.DecodeOutputs(gen, decodeAnswer(t, h, b).Outputs)
-	if err != nil || !tensorsEqual(wantVid["video"].(*runtime.Tensor), got["video"].(*runtime.Tensor)) {
+	if err != nil || !tensorsEqual(wantVid["video"].(*tensor.Tensor), got["video"].(*tensor.Tensor)) {
 		t.Errorf("JSON video differs from in-process: %v", err)
 	}
 
@@ -278,7 +280,7 @@ func TestBinaryTensorData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !tensorsEqual(wantLogits["logits"].(*runtime.Tensor), got["logits"].(*runtime.Tensor)) {
+		if !tensorsEqual(wantLogits["logits"].(*tensor.Tensor), got["logits"].(*tensor.Tensor)) {
 			t.Errorf("binary %v: logits differ from in-process", bin)
 		}
 	}
@@ -497,10 +499,10 @@ func TestRemoteBinaryTensors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !tensorsEqual(wantLogits["logits"].(*runtime.Tensor), logits["logits"].(*runtime.Tensor)) {
+		if !tensorsEqual(wantLogits["logits"].(*tensor.Tensor), logits["logits"].(*tensor.Tensor)) {
 			t.Errorf("options %d: logits differ from in-process", j)
 		}
-		if !tensorsEqual(wantVid["video"].(*runtime.Tensor), vid["video"].(*runtime.Tensor)) {
+		if !tensorsEqual(wantVid["video"].(*tensor.Tensor), vid["video"].(*tensor.Tensor)) {
 			t.Errorf("options %d: video differs from in-process", j)
 		}
 
@@ -522,7 +524,7 @@ func TestRemoteBinaryTensors(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range items {
-			if !tensorsEqual(wantBatch[i]["embedding"].(*runtime.Tensor), batchOut[i]["embedding"].(*runtime.Tensor)) {
+			if !tensorsEqual(wantBatch[i]["embedding"].(*tensor.Tensor), batchOut[i]["embedding"].(*tensor.Tensor)) {
 				t.Errorf("options %d: batch item %d differs from in-process", j, i)
 			}
 		}

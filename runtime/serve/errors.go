@@ -8,9 +8,10 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // statusError is an error with the HTTP status it is answered with.
@@ -49,7 +50,7 @@ func status(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
-	case errors.Is(err, runtime.ErrUnknownID):
+	case errors.Is(err, spec.ErrUnknownID):
 		return http.StatusNotFound
 	}
 	return http.StatusInternalServerError

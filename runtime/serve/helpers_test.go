@@ -17,10 +17,12 @@ import (
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 var (
@@ -58,7 +60,7 @@ func checkpoints(t testing.TB) string {
 
 // loadSpec loads a manifest of manifests/, or of testdata/ (the attention
 // encoder).
-func loadSpec(t testing.TB, name string) *runtime.ModelInferenceSpec {
+func loadSpec(t testing.TB, name string) *spec.ModelInferenceSpec {
 	t.Helper()
 	path := filepath.Join("..", "..", "manifests", name+".yaml")
 	if name == "attention-encoder" {
@@ -125,7 +127,7 @@ func start(t testing.TB, cfg serve.Config) *started {
 }
 
 // startFamilies serves specs with cfg on a loopback port.
-func startFamilies(t testing.TB, cfg serve.Config, specs ...*runtime.ModelInferenceSpec) *started {
+func startFamilies(t testing.TB, cfg serve.Config, specs ...*spec.ModelInferenceSpec) *started {
 	t.Helper()
 	logs := &logSink{}
 	if cfg.Logger == nil {
@@ -195,7 +197,7 @@ func errorBody(t testing.TB, b []byte) string {
 	return s
 }
 
-func tensorsEqual(a, b *runtime.Tensor) bool {
+func tensorsEqual(a, b *tensor.Tensor) bool {
 	return a != nil && b != nil && a.DType == b.DType && slicesEqual(a.Shape, b.Shape) && bytes.Equal(a.Data, b.Data)
 }
 
@@ -213,7 +215,7 @@ func slicesEqual(a, b []int64) bool {
 
 // maxDiff returns the largest difference between two float32 tensors of
 // one shape.
-func maxDiff(t testing.TB, a, b *runtime.Tensor) float64 {
+func maxDiff(t testing.TB, a, b *tensor.Tensor) float64 {
 	t.Helper()
 	av, err := a.Float32s()
 	if err != nil {
@@ -231,10 +233,10 @@ func maxDiff(t testing.TB, a, b *runtime.Tensor) float64 {
 }
 
 // tokens returns the i-th test token sequence, of length n.
-func tokens(i, n int) *runtime.Tensor {
+func tokens(i, n int) *tensor.Tensor {
 	v := make([]int64, n)
 	for j := range v {
 		v[j] = int64(i*7 + j*13)
 	}
-	return runtime.FromInt64(v, int64(n))
+	return tensor.FromInt64(v, int64(n))
 }

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // writeGrace is how long after a request's deadline its answer may take to
@@ -155,7 +157,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 // through client.RunBatch on one of the variant's engine slots — the
 // batches and padding of the in-process batch executor, so each item's
 // answer is the in-process client's — never merged with other requests.
-func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.Context, rc *http.ResponseController, deadline time.Time, hold *holding, m *model, v *variant, task *runtime.InferenceTaskProfile, req *oip.InferenceRequest, binary func(string) bool) {
+func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.Context, rc *http.ResponseController, deadline time.Time, hold *holding, m *model, v *variant, task *spec.InferenceTaskProfile, req *oip.InferenceRequest, binary func(string) bool) {
 	perItem, _, err := req.Parameters.BoolParam(oip.ItemErrorsParameter)
 	if err != nil {
 		writeError(w, err)
@@ -205,7 +207,7 @@ func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.
 }
 
 // answerBatch writes a batch's outputs, listing its failed items.
-func (s *Server) answerBatch(w http.ResponseWriter, m *model, v *variant, task *runtime.InferenceTaskProfile, req *oip.InferenceRequest, outs []map[string]any, itemErrs batch.ItemErrors, binary func(string) bool) {
+func (s *Server) answerBatch(w http.ResponseWriter, m *model, v *variant, task *spec.InferenceTaskProfile, req *oip.InferenceRequest, outs []map[string]any, itemErrs batch.ItemErrors, binary func(string) bool) {
 	if outs == nil {
 		writeError(w, fmt.Errorf("the batch returned no outputs"))
 		return
@@ -317,9 +319,9 @@ func tensorBytes(kwargs map[string]any) int64 {
 	var n int64
 	for _, v := range kwargs {
 		switch x := v.(type) {
-		case *runtime.Tensor:
+		case *tensor.Tensor:
 			n += int64(len(x.Data))
-		case []*runtime.Tensor:
+		case []*tensor.Tensor:
 			for _, t := range x {
 				n += int64(len(t.Data))
 			}
@@ -336,7 +338,7 @@ var streamParameters = []string{"paced", "max_chunks", "controls", "lockstep"}
 // text/event-stream from a streaming task. stream: true on a task that
 // does not stream, and stream parameters on a request that does not ask
 // for one, are refused (400), never ignored.
-func wantsStream(r *http.Request, req *oip.InferenceRequest, task *runtime.InferenceTaskProfile) (bool, error) {
+func wantsStream(r *http.Request, req *oip.InferenceRequest, task *spec.InferenceTaskProfile) (bool, error) {
 	want, given, err := req.Parameters.BoolParam("stream")
 	if err != nil {
 		return false, err
@@ -359,7 +361,7 @@ func wantsStream(r *http.Request, req *oip.InferenceRequest, task *runtime.Infer
 
 // run runs one request: through the task's batcher when it has one, else
 // directly on one of its variant's engine slots.
-func (s *Server) run(ctx context.Context, v *variant, task *runtime.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
+func (s *Server) run(ctx context.Context, v *variant, task *spec.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
 	if b := v.batchers[task.TaskID]; b != nil {
 		return b.submit(ctx, call)
 	}

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // pickySource is a batchable TorchScript encoder that fails on any batch
@@ -40,16 +42,16 @@ const pickyMessage = "out of range"
 func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "picky.pt")
 	if err := torch.BuildModule(torch.ModuleSource{Source: pickySource,
-		Parameters: map[string]*runtime.Tensor{"scale": runtime.FromFloat32([]float32{2}, 1)}}, path); err != nil {
+		Parameters: map[string]*tensor.Tensor{"scale": tensor.FromFloat32([]float32{2}, 1)}}, path); err != nil {
 		t.Fatal(err)
 	}
-	spec := &runtime.ModelInferenceSpec{
+	spec := &spec.ModelInferenceSpec{
 		ModelFamilyID: "picky", DefaultVariantID: "default", DefaultTaskID: "embed",
-		Variants: []runtime.InferenceVariantSpec{{VariantID: "default", Checkpoints: []runtime.InferenceCheckpointRef{{Role: "model", URI: path}}}},
-		Tasks: []runtime.InferenceTaskProfile{{TaskID: "embed",
-			Batching: &runtime.BatchingSpec{MaxBatchSize: 8},
-			Inputs:   []runtime.InferenceFieldSpec{{FieldID: "tokens", Kind: runtime.KindTensor, Target: runtime.TargetCallKwargs, Required: true}},
-			Outputs:  []runtime.InferenceArtifactSpec{{ArtifactID: "score", Kind: runtime.ArtifactTensor, Required: true}},
+		Variants: []spec.InferenceVariantSpec{{VariantID: "default", Checkpoints: []spec.InferenceCheckpointRef{{Role: "model", URI: path}}}},
+		Tasks: []spec.InferenceTaskProfile{{TaskID: "embed",
+			Batching: &spec.BatchingSpec{MaxBatchSize: 8},
+			Inputs:   []spec.InferenceFieldSpec{{FieldID: "tokens", Kind: spec.KindTensor, Target: spec.TargetCallKwargs, Required: true}},
+			Outputs:  []spec.InferenceArtifactSpec{{ArtifactID: "score", Kind: spec.ArtifactTensor, Required: true}},
 		}},
 	}
 	logs := &logSink{}
@@ -74,7 +76,7 @@ func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
 		if bad[i] {
 			tok = 666
 		}
-		return map[string]any{"tokens": runtime.FromInt64([]int64{tok, 1, 2, 3}, 4)}
+		return map[string]any{"tokens": tensor.FromInt64([]int64{tok, 1, 2, 3}, 4)}
 	}
 	const n = 16
 	var wg sync.WaitGroup
@@ -100,7 +102,7 @@ func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
 			t.Errorf("request %d: %v", i, errs[i])
 			continue
 		}
-		v, _ := outs[i]["score"].(*runtime.Tensor).Float32s()
+		v, _ := outs[i]["score"].(*tensor.Tensor).Float32s()
 		if want := float32(i+6) / 4 * 2; len(v) != 1 || v[0] != want {
 			t.Errorf("request %d: score %v, want %v", i, v, want)
 		}

@@ -9,16 +9,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/serve"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // slowPrompt makes the tiny world's generate slow however warm the engine
@@ -183,7 +184,7 @@ func TestCrossRequestBatching(t *testing.T) {
 		if got[i] == nil {
 			continue
 		}
-		if d := maxDiff(t, want["embedding"].(*runtime.Tensor), got[i]["embedding"].(*runtime.Tensor)); d > 1e-6 {
+		if d := maxDiff(t, want["embedding"].(*tensor.Tensor), got[i]["embedding"].(*tensor.Tensor)); d > 1e-6 {
 			t.Errorf("request %d: differs from running it alone by %g", i, d)
 		}
 	}
@@ -319,7 +320,7 @@ func (l *logSinkCounter) logger() *slog.Logger { return slog.New(slog.NewJSONHan
 // started: a failed New used to leave its batchers' goroutines running.
 func TestFailedNewLeavesNothingRunning(t *testing.T) {
 	spec := loadSpec(t, "tiny-encoder")
-	before := goruntime.NumGoroutine()
+	before := runtime.NumGoroutine()
 	for range 20 {
 		_, err := serve.New(serve.Config{Batching: true, MaxConcurrent: 4},
 			serve.Family{Spec: spec, Options: clientOptions(t)},
@@ -329,10 +330,10 @@ func TestFailedNewLeavesNothingRunning(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for goruntime.NumGoroutine() > before && time.Now().Before(deadline) {
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := goruntime.NumGoroutine(); n > before {
+	if n := runtime.NumGoroutine(); n > before {
 		t.Fatalf("%d goroutines after 20 failed New calls, %d before", n, before)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Label values that stand for what a request named but the server does not
@@ -205,12 +205,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready, m.oip.Spec.ModelFamilyID, v.id)
 		}
 	}
-	e, err := runtime.DefaultEngine()
+	e, err := engine.DefaultEngine()
 	if err != nil {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(engineDesc, prometheus.GaugeValue, 1, e.Name(), e.Version())
-	cuda, ok := e.(runtime.CUDAEngine)
+	cuda, ok := e.(engine.CUDAEngine)
 	if !ok {
 		return
 	}

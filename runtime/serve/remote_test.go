@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func remoteClient(t testing.TB, s *started, name string, opts ...remote.Option) *remote.Client {
@@ -49,7 +51,7 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 		embed := client.TaskRef{Family: "tiny-encoder", Task: "embed"}
 		for i := range 5 {
 			p := &embedParams{tokens: tokens(i, 6+i), normalize: i%2 == 0}
-			var got [2]*runtime.Embedding
+			var got [2]*tensor.Embedding
 			for j, b := range backends {
 				r, err := client.Run(ctx, b, embed, p, decodeEmbedding(encIn.Spec()))
 				if err != nil {
@@ -67,7 +69,7 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 		for i := range ps {
 			ps[i] = embedParams{tokens: tokens(i, 6), normalize: true}
 		}
-		var res [2][]*runtime.Embedding
+		var res [2][]*tensor.Embedding
 		for j, b := range backends {
 			var stats []batch.Stats
 			r, err := client.RunBatch(ctx, b, embed, ps, decodeEmbedding(encIn.Spec()), batch.WithStats(func(s batch.Stats) { stats = append(stats, s) }))
@@ -91,7 +93,7 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 		// A video task with defaults and an alias.
 		gen := client.TaskRef{Family: "tiny-world", Task: "text-to-video"}
 		wp := &worldParams{call: map[string]any{"prompt": "a lighthouse", "seed": int64(7), "num_frames": int64(13), "height": int64(16), "width": int64(48)}}
-		var vids [2]*runtime.Video
+		var vids [2]*tensor.Video
 		for j, b := range []client.Backend{worldIn, worldRe} {
 			v, err := client.Run(ctx, b, gen, wp, decodeVideo(worldIn.Spec()))
 			if err != nil {
@@ -112,7 +114,7 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 			}
 			out[j] = o
 		}
-		if !tensorsEqual(out[0]["frames"].(*runtime.Tensor), out[1]["frames"].(*runtime.Tensor)) {
+		if !tensorsEqual(out[0]["frames"].(*tensor.Tensor), out[1]["frames"].(*tensor.Tensor)) {
 			t.Error("first chunk of a stream task run once differs")
 		}
 
@@ -122,7 +124,7 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 		if !errors.As(err, &se) || se.Status != 400 || !strings.Contains(err.Error(), "num_frames: must be 4k+1") || !strings.Contains(err.Error(), "tiny-world generate (remote)") {
 			t.Errorf("invalid remote call: %v", err)
 		}
-		if _, err := remote.New(loadSpec(t, "tiny-world"), s.url, remote.WithVariant("nope")); !errors.Is(err, runtime.ErrUnknownID) {
+		if _, err := remote.New(loadSpec(t, "tiny-world"), s.url, remote.WithVariant("nope")); !errors.Is(err, spec.ErrUnknownID) {
 			t.Errorf("unknown variant: %v", err)
 		}
 		if err := worldRe.Ready(ctx); err != nil {
@@ -136,7 +138,7 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 
 // embedParams are the tiny encoder's params as a generated type gives them.
 type embedParams struct {
-	tokens    *runtime.Tensor
+	tokens    *tensor.Tensor
 	normalize bool
 }
 
@@ -145,7 +147,7 @@ func (p *embedParams) CallKwargs() map[string]any {
 	return map[string]any{"tokens": p.tokens, "normalize": p.normalize}
 }
 func (p *embedParams) LoadKwargs() map[string]any { return map[string]any{} }
-func (p *embedParams) StackedInput(j int) *runtime.Tensor {
+func (p *embedParams) StackedInput(j int) *tensor.Tensor {
 	if j == 0 {
 		return p.tokens
 	}
@@ -166,10 +168,10 @@ func (p *worldParams) CallKwargs() map[string]any { return p.call }
 func (p *worldParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // decodeEmbedding and decodeVideo decode as generated results do.
-func decodeEmbedding(spec *runtime.ModelInferenceSpec) client.Decoder[runtime.Embedding] {
-	return func(r *runtime.Embedding, out map[string]any) error {
+func decodeEmbedding(spec *spec.ModelInferenceSpec) client.Decoder[tensor.Embedding] {
+	return func(r *tensor.Embedding, out map[string]any) error {
 		o := client.NewArtifacts(out, spec, 0)
-		var e *runtime.Embedding
+		var e *tensor.Embedding
 		client.Decode(&o, 0, &e)
 		if o.Err() == nil {
 			*r = *e
@@ -178,10 +180,10 @@ func decodeEmbedding(spec *runtime.ModelInferenceSpec) client.Decoder[runtime.Em
 	}
 }
 
-func decodeVideo(spec *runtime.ModelInferenceSpec) client.Decoder[runtime.Video] {
-	return func(r *runtime.Video, out map[string]any) error {
+func decodeVideo(spec *spec.ModelInferenceSpec) client.Decoder[tensor.Video] {
+	return func(r *tensor.Video, out map[string]any) error {
 		o := client.NewArtifacts(out, spec, 0)
-		var v *runtime.Video
+		var v *tensor.Video
 		client.Decode(&o, 0, &v)
 		if o.Err() == nil {
 			*r = *v
@@ -192,9 +194,9 @@ func decodeVideo(spec *runtime.ModelInferenceSpec) client.Decoder[runtime.Video]
 
 // streamFrames collects the frames of n chunks of a session, calling at(i)
 // after chunk i.
-func streamFrames(t *testing.T, s *stream.Session, ctx context.Context, at func(i int)) []*runtime.Tensor {
+func streamFrames(t *testing.T, s *stream.Session, ctx context.Context, at func(i int)) []*tensor.Tensor {
 	t.Helper()
-	var frames []*runtime.Tensor
+	var frames []*tensor.Tensor
 	for c, err := range s.Chunks(ctx) {
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +220,7 @@ func TestRemoteStreamAppliesControls(t *testing.T) {
 	worldIn := inProcess(t, "tiny-world")
 	worldRe := remoteClient(t, s, "tiny-world")
 	const n = 6
-	inproc := func(controls stream.Controls, switchAt int, then stream.Controls) []*runtime.Tensor {
+	inproc := func(controls stream.Controls, switchAt int, then stream.Controls) []*tensor.Tensor {
 		sess, err := worldIn.Stream(ctx, "step", map[string]any{"speed": 3.0}, stream.WithPacing(false), stream.WithMaxChunks(n), stream.WithControls(controls))
 		if err != nil {
 			t.Fatal(err)
@@ -232,7 +234,7 @@ func TestRemoteStreamAppliesControls(t *testing.T) {
 
 	// Two sessions at once, each with its own initial controls.
 	var wg sync.WaitGroup
-	results := make([][]*runtime.Tensor, 2)
+	results := make([][]*tensor.Tensor, 2)
 	for j, controls := range []stream.Controls{{"right": 1}, {"left": 1, "forward": 0.5}} {
 		wg.Add(1)
 		go func() {

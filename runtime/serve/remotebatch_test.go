@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/serve"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // attentionItem is item i of the attention encoder's tests: 32 token ids.
@@ -20,7 +21,7 @@ func attentionItem(i int) map[string]any {
 	for j := range v {
 		v[j] = r.Int64N(1000)
 	}
-	return map[string]any{"tokens": runtime.FromInt64(v, 32)}
+	return map[string]any{"tokens": tensor.FromInt64(v, 32)}
 }
 
 // attentionClient is an in-process client of the attention encoder.
@@ -34,7 +35,7 @@ func attentionClient(t *testing.T, opts ...client.Option) *client.Client {
 	return c
 }
 
-func embedding(out map[string]any) []byte { return out["embedding"].(*runtime.Tensor).Data }
+func embedding(out map[string]any) []byte { return out["embedding"].(*tensor.Tensor).Data }
 
 // A remote <Task>Batch sends the batch: the server runs the same batches
 // and padding as the in-process client, so every item's answer is the

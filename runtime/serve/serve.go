@@ -33,10 +33,11 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/logctx"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // Config configures a Server. Zero values take the defaults named below.
@@ -186,7 +187,7 @@ func moduleVersion() string {
 // created with (checkpoint root, manifest folder, device...).
 type Family struct {
 	// Spec is the family's spec.
-	Spec *runtime.ModelInferenceSpec
+	Spec *spec.ModelInferenceSpec
 	// Options are passed to client.New for each variant, before the
 	// variant itself.
 	Options []client.Option
@@ -276,7 +277,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 			s.Close() // the batchers and clients made so far
 		}
 	}()
-	var specs []*runtime.ModelInferenceSpec
+	var specs []*spec.ModelInferenceSpec
 	for _, f := range families {
 		om, err := oip.NewModel(f.Spec)
 		if err != nil {

@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // session is one open stream.
@@ -60,7 +61,7 @@ func (se *session) waitAck(ctx context.Context, i int64) error {
 // (default false: each chunk after the first waits for the client's ack of
 // the one before, see oip.ControlsRequest.Ack). Every chunk runs on one of
 // the variant's engine slots, like a request.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, m *model, v *variant, task *runtime.InferenceTaskProfile, call map[string]any, req *oip.InferenceRequest) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, m *model, v *variant, task *spec.InferenceTaskProfile, call map[string]any, req *oip.InferenceRequest) {
 	opts, lockstep, err := streamOptions(req.Parameters)
 	if err != nil {
 		writeError(w, err)
@@ -97,7 +98,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.Respons
 	se.s = sess
 	var video string
 	for _, a := range task.Outputs {
-		if a.Kind == runtime.ArtifactVideo {
+		if a.Kind == spec.ArtifactVideo {
 			video = a.ArtifactID
 			break
 		}
@@ -161,7 +162,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.Respons
 
 // realtimeText is a realtime spec as the chunk parameter carries it: JSON
 // text.
-func realtimeText(sp runtime.RealtimeSpec) string {
+func realtimeText(sp spec.RealtimeSpec) string {
 	b, _ := json.Marshal(sp.ToPayload())
 	return string(b)
 }

@@ -12,11 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/serve/internal/imagemodel"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // tritonClientDir returns the folder holding Triton's Python client
@@ -109,21 +110,21 @@ func TestTritonClientBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(want["logits"].(*runtime.Tensor).Data, read("logits.bin")) {
+	if !bytes.Equal(want["logits"].(*tensor.Tensor).Data, read("logits.bin")) {
 		t.Error("logits differ from in-process")
 	}
 	want, err = inProcess(t, "tiny-world").Run(ctx, "generate", map[string]any{"prompt": "a harbour at dusk", "seed": int64(3), "num_frames": int64(17)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := want["video"].(*runtime.Tensor); !bytes.Equal(v.Data, read("video.bin")) || !slices.Equal(v.Shape, summary.VideoShape) || summary.VideoDtype != "uint8" {
+	if v := want["video"].(*tensor.Tensor); !bytes.Equal(v.Data, read("video.bin")) || !slices.Equal(v.Shape, summary.VideoShape) || summary.VideoDtype != "uint8" {
 		t.Errorf("video differs from in-process: %v %s", summary.VideoShape, summary.VideoDtype)
 	}
-	want, err = inProcess(t, "tiny-encoder").Run(ctx, "embed", map[string]any{"tokens": runtime.FromInt64([]int64{5, 6, 7, 8}, 4), "normalize": false}, nil)
+	want, err = inProcess(t, "tiny-encoder").Run(ctx, "embed", map[string]any{"tokens": tensor.FromInt64([]int64{5, 6, 7, 8}, 4), "normalize": false}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(want["embedding"].(*runtime.Tensor).Data, read("embedding.bin")) {
+	if !bytes.Equal(want["embedding"].(*tensor.Tensor).Data, read("embedding.bin")) {
 		t.Error("embedding differs from in-process")
 	}
 }

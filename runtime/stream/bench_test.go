@@ -15,7 +15,7 @@ func BenchmarkStreamOverhead(b *testing.B) {
 		n, _ := req.State.(int)
 		return StepResult{Frames: frames, State: n + 1}, nil
 	}
-	s, err := New(spec(16, 9, 9, "forward", "left"), step, WithPacing(false), WithControls(Controls{"forward": 1}))
+	s, err := New(rtSpec(16, 9, 9, "forward", "left"), step, WithPacing(false), WithControls(Controls{"forward": 1}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // A gate runs before every step with the chunk's index, its release after
@@ -14,7 +14,7 @@ import (
 // a gate error ends the stream.
 func TestGate(t *testing.T) {
 	rec := &recorder{}
-	spec := &runtime.RealtimeSpec{FPS: 8, FirstChunkFrames: 2, SteadyChunkFrames: 1, Controls: []string{"right"}}
+	spec := &spec.RealtimeSpec{FPS: 8, FirstChunkFrames: 2, SteadyChunkFrames: 1, Controls: []string{"right"}}
 	var sess *Session
 	var order []string
 	gate := func(ctx context.Context, i int) (func(), error) {

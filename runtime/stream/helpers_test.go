@@ -5,7 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // fakeClock is simulated time: Sleep moves it on at once, and steps move it
@@ -48,12 +49,12 @@ func (c *fakeClock) Sleeps() []time.Duration {
 }
 
 // frameTensor returns n frames of h×w×3 pixels, every byte val.
-func frameTensor(n, h, w int, val byte) *runtime.Tensor {
+func frameTensor(n, h, w int, val byte) *tensor.Tensor {
 	px := make([]byte, n*h*w*3)
 	for i := range px {
 		px[i] = val
 	}
-	return runtime.FromUint8(px, int64(n), int64(h), int64(w), 3)
+	return tensor.FromUint8(px, int64(n), int64(h), int64(w), 3)
 }
 
 // recorder is a step function that records its requests, pretends to take
@@ -89,8 +90,8 @@ func (r *recorder) requests() []StepRequest {
 	return append([]StepRequest(nil), r.reqs...)
 }
 
-func spec(fps, first, steady int, controls ...string) *runtime.RealtimeSpec {
-	s := runtime.DefaultRealtimeSpec()
+func rtSpec(fps, first, steady int, controls ...string) *spec.RealtimeSpec {
+	s := spec.DefaultRealtimeSpec()
 	s.FPS, s.FirstChunkFrames, s.SteadyChunkFrames = fps, first, steady
 	if controls != nil {
 		s.Controls = controls

@@ -15,7 +15,7 @@ func TestControlsHook(t *testing.T) {
 	var seen []Controls
 	refuse := false
 	rec := &recorder{}
-	s, err := New(spec(8, 1, 1, "forward", "left"), rec.step, WithPacing(false), WithMaxChunks(3),
+	s, err := New(rtSpec(8, 1, 1, "forward", "left"), rec.step, WithPacing(false), WithMaxChunks(3),
 		WithControlsHook(func(c Controls) error {
 			if refuse {
 				return errors.New("remote refused")

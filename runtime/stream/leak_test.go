@@ -30,7 +30,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	for range 20 {
 		// Channel, cancelled mid-stream, paced on the real clock.
 		ctx, cancel := context.WithCancel(context.Background())
-		s := mustNew(t, spec(1000, 2, 2), okStep)
+		s := mustNew(t, rtSpec(1000, 2, 2), okStep)
 		n := 0
 		for range s.Channel(ctx, 1) {
 			if n++; n == 3 {
@@ -40,7 +40,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		cancel()
 		// Channel, cancelled while the producer waits out a long pacing delay.
 		ctx, cancel = context.WithCancel(context.Background())
-		s = mustNew(t, spec(1, 9, 9), okStep)
+		s = mustNew(t, rtSpec(1, 9, 9), okStep)
 		ch := s.Channel(ctx, 0)
 		<-ch // chunk 0; chunk 1 now waits 9 s for its playback time
 		cancel()
@@ -48,16 +48,16 @@ func TestNoGoroutineLeaks(t *testing.T) {
 		}
 		// Channel abandoned after a cancel without draining it.
 		ctx, cancel = context.WithCancel(context.Background())
-		ch = mustNew(t, spec(8, 1, 1), okStep, WithPacing(false)).Channel(ctx, 0)
+		ch = mustNew(t, rtSpec(8, 1, 1), okStep, WithPacing(false)).Channel(ctx, 0)
 		<-ch
 		cancel()
 		// Channel ending with a step error, and running to its end.
-		for range mustNew(t, spec(8, 1, 1), boom, WithPacing(false)).Channel(context.Background(), 4) {
+		for range mustNew(t, rtSpec(8, 1, 1), boom, WithPacing(false)).Channel(context.Background(), 4) {
 		}
-		for range mustNew(t, spec(8, 1, 1), okStep, WithPacing(false), WithMaxChunks(3)).Channel(context.Background(), 0) {
+		for range mustNew(t, rtSpec(8, 1, 1), okStep, WithPacing(false), WithMaxChunks(3)).Channel(context.Background(), 0) {
 		}
 		// Iterator left early by the consumer.
-		for range mustNew(t, spec(8, 1, 1), okStep).Chunks(context.Background()) {
+		for range mustNew(t, rtSpec(8, 1, 1), okStep).Chunks(context.Background()) {
 			break
 		}
 	}
@@ -88,7 +88,7 @@ func FuzzRealtimeMetadata(f *testing.F) {
 			}
 			res.Realtime = meta
 		}
-		s, err := New(spec(16, 2, 2), rec.step, WithClock(clk), WithMaxChunks(3))
+		s, err := New(rtSpec(16, 2, 2), rec.step, WithClock(clk), WithMaxChunks(3))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 // Package stream runs a realtime session: it calls a model's step function
 // chunk after chunk and hands the frames out as a Go iterator or a channel,
-// following the model's runtime.RealtimeSpec.
+// following the model's spec.RealtimeSpec.
 //
 // The first chunk asks for FirstChunkFrames frames and every later chunk for
 // SteadyChunkFrames. When paced (the default) chunk k is released no earlier
@@ -9,7 +9,7 @@
 // as fast as they are generated. A stateful spec carries the state the step
 // returns into the next step; the step also receives the current controls,
 // checked against the spec's control list. A step may return realtime
-// metadata; it is parsed with runtime.RealtimeSpecFromPayload (so malformed
+// metadata; it is parsed with spec.RealtimeSpecFromPayload (so malformed
 // metadata falls back instead of breaking play) and the resulting spec
 // applies to later chunks. Cancelling the context stops the stream within
 // one chunk.
@@ -30,7 +30,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // ErrBusy means a session was asked to stream while it already streams.
@@ -69,13 +70,13 @@ type StepRequest struct {
 	// chunk and always nil when the spec is not stateful.
 	State any
 	// Spec is the realtime spec in effect for this chunk.
-	Spec runtime.RealtimeSpec
+	Spec wfspec.RealtimeSpec
 }
 
 // StepResult is what a step function returns.
 type StepResult struct {
-	// Frames are the chunk's frames: a runtime.Video, *runtime.Video or
-	// *runtime.Tensor, uint8 [T, H, W, C] with T equal to the frames asked
+	// Frames are the chunk's frames: a tensor.Video, *tensor.Video or
+	// *tensor.Tensor, uint8 [T, H, W, C] with T equal to the frames asked
 	// for. The chunk keeps this memory: the step must not reuse it.
 	Frames any
 	// State is the session state to hand to the next step (stateful specs).
@@ -96,11 +97,11 @@ type Chunk struct {
 	// Index is the chunk's position in the session, from 0.
 	Index int
 	// Video holds the frames, uint8 [T, H, W, C], with the spec's fps.
-	Video *runtime.Video
+	Video *tensor.Video
 	// FirstFrame is the index of the chunk's first frame in the session.
 	FirstFrame int64
 	// Spec is the realtime spec the chunk was generated under.
-	Spec runtime.RealtimeSpec
+	Spec wfspec.RealtimeSpec
 	// Latency is how long the step took to generate the chunk.
 	Latency time.Duration
 	// Ready is when generation finished.
@@ -223,7 +224,7 @@ type Session struct {
 	gate         Gate
 
 	mu        sync.Mutex
-	spec      runtime.RealtimeSpec
+	spec      wfspec.RealtimeSpec
 	controls  Controls
 	state     any
 	next      int   // index of the next chunk
@@ -235,12 +236,12 @@ type Session struct {
 }
 
 // New returns a session that produces chunks with step under spec (nil
-// means runtime.DefaultRealtimeSpec()).
-func New(spec *runtime.RealtimeSpec, step StepFunc, opts ...Option) (*Session, error) {
+// means spec.DefaultRealtimeSpec()).
+func New(spec *wfspec.RealtimeSpec, step StepFunc, opts ...Option) (*Session, error) {
 	if step == nil {
 		return nil, errors.New("stream: nil step function")
 	}
-	sp := runtime.DefaultRealtimeSpec()
+	sp := wfspec.DefaultRealtimeSpec()
 	if spec != nil {
 		sp = *spec
 		sp.Controls = slices.Clone(spec.Controls)
@@ -258,7 +259,7 @@ func New(spec *runtime.RealtimeSpec, step StepFunc, opts ...Option) (*Session, e
 }
 
 // checkSpec rejects a spec no stream can follow.
-func checkSpec(s runtime.RealtimeSpec) error {
+func checkSpec(s wfspec.RealtimeSpec) error {
 	if s.FPS < 1 {
 		return fmt.Errorf("stream: realtime spec fps %d, want ≥ 1", s.FPS)
 	}
@@ -269,7 +270,7 @@ func checkSpec(s runtime.RealtimeSpec) error {
 }
 
 // Spec returns the realtime spec in effect for the next chunk.
-func (s *Session) Spec() runtime.RealtimeSpec {
+func (s *Session) Spec() wfspec.RealtimeSpec {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.spec
@@ -506,25 +507,25 @@ func (s *Session) request() (StepRequest, bool) {
 }
 
 // frames checks a step's frames against the request and earlier chunks.
-func (s *Session) frames(v any, req StepRequest) (*runtime.Video, error) {
-	var t *runtime.Tensor
+func (s *Session) frames(v any, req StepRequest) (*tensor.Video, error) {
+	var t *tensor.Tensor
 	switch x := v.(type) {
-	case runtime.Video:
+	case tensor.Video:
 		t = x.Frames
-	case *runtime.Video:
+	case *tensor.Video:
 		if x != nil {
 			t = x.Frames
 		}
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		t = x
 	case nil:
 	default:
-		return nil, fmt.Errorf("frames are %T, want runtime.Video, *runtime.Video or *runtime.Tensor", v)
+		return nil, fmt.Errorf("frames are %T, want tensor.Video, *tensor.Video or *tensor.Tensor", v)
 	}
 	if t == nil {
 		return nil, errors.New("the step returned no frames")
 	}
-	video, err := runtime.AsVideo(t, float64(req.Spec.FPS))
+	video, err := tensor.AsVideo(t, float64(req.Spec.FPS))
 	if err != nil {
 		return nil, err
 	}
@@ -555,7 +556,7 @@ func (s *Session) commit(req StepRequest, res StepResult, c Chunk, sinceStart ti
 	}
 	if res.Realtime != nil {
 		cur := s.spec
-		next := runtime.RealtimeSpecFromPayload(res.Realtime, &cur)
+		next := wfspec.RealtimeSpecFromPayload(res.Realtime, &cur)
 		if checkSpec(next) == nil {
 			s.spec = next
 		}

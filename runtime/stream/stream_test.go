@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/kvcache"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-func mustNew(t *testing.T, sp *runtime.RealtimeSpec, step StepFunc, opts ...Option) *Session {
+func mustNew(t *testing.T, sp *spec.RealtimeSpec, step StepFunc, opts ...Option) *Session {
 	t.Helper()
 	s, err := New(sp, step, opts...)
 	if err != nil {
@@ -36,7 +38,7 @@ func wantErr(t *testing.T, err error, parts ...string) {
 
 func TestChunkSizesFollowSpec(t *testing.T) {
 	rec := &recorder{}
-	s := mustNew(t, spec(8, 5, 3), rec.step, WithPacing(false), WithMaxChunks(4))
+	s := mustNew(t, rtSpec(8, 5, 3), rec.step, WithPacing(false), WithMaxChunks(4))
 	chunks, err := collect(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +79,7 @@ func TestNilSpecUsesDefaults(t *testing.T) {
 	if _, err := collect(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
-	d := runtime.DefaultRealtimeSpec()
+	d := spec.DefaultRealtimeSpec()
 	for _, r := range rec.requests() {
 		if r.Frames != 9 || r.Spec.FPS != d.FPS || len(r.Spec.Controls) != len(d.Controls) || !r.Spec.Stateful {
 			t.Errorf("request %+v, want the default spec", r)
@@ -87,9 +89,9 @@ func TestNilSpecUsesDefaults(t *testing.T) {
 
 func TestNewValidates(t *testing.T) {
 	rec := &recorder{}
-	_, err := New(spec(0, 1, 1), rec.step)
+	_, err := New(rtSpec(0, 1, 1), rec.step)
 	wantErr(t, err, "fps 0")
-	_, err = New(spec(8, 0, 1), rec.step)
+	_, err = New(rtSpec(8, 0, 1), rec.step)
 	wantErr(t, err, "chunk frames 0")
 	_, err = New(nil, nil)
 	wantErr(t, err, "nil step")
@@ -103,7 +105,7 @@ func TestNewValidates(t *testing.T) {
 
 func TestStateCarriesAcrossChunks(t *testing.T) {
 	rec := &recorder{}
-	s := mustNew(t, spec(8, 2, 2), rec.step, WithPacing(false), WithMaxChunks(4))
+	s := mustNew(t, rtSpec(8, 2, 2), rec.step, WithPacing(false), WithMaxChunks(4))
 	if _, err := collect(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestStateCarriesAcrossChunks(t *testing.T) {
 	}
 	// Not stateful: every step gets nil, whatever it returned.
 	rec = &recorder{}
-	sp := spec(8, 2, 2)
+	sp := rtSpec(8, 2, 2)
 	sp.Stateful = false
 	s = mustNew(t, sp, rec.step, WithPacing(false), WithMaxChunks(3))
 	if _, err := collect(context.Background(), s); err != nil {
@@ -142,7 +144,7 @@ func TestStateHoldsKVCache(t *testing.T) {
 				return StepResult{}, err
 			}
 		}
-		x := runtime.FromFloat32([]float32{float32(req.Index)}, 1, 1, 1)
+		x := tensor.FromFloat32([]float32{float32(req.Index)}, 1, 1, 1)
 		for l := range 2 {
 			if err := cache.Append(l, x, x); err != nil {
 				return StepResult{}, err
@@ -154,7 +156,7 @@ func TestStateHoldsKVCache(t *testing.T) {
 		return StepResult{Frames: frameTensor(req.Frames, 1, 1, 0), State: cache}, nil
 	}
 	var last *kvcache.InferenceParams
-	s := mustNew(t, spec(8, 1, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
+	s := mustNew(t, rtSpec(8, 1, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
 		res, err := step(ctx, req)
 		last, _ = res.State.(*kvcache.InferenceParams)
 		return res, err
@@ -177,7 +179,7 @@ func TestControls(t *testing.T) {
 			res.Realtime = map[string]any{"controls": []any{"forward", "right"}}
 		}
 	}
-	s = mustNew(t, spec(8, 1, 1, "forward", "left", "right"), rec.step,
+	s = mustNew(t, rtSpec(8, 1, 1, "forward", "left", "right"), rec.step,
 		WithPacing(false), WithMaxChunks(4), WithControls(Controls{"forward": 1}))
 	wantErr(t, s.SetControls(Controls{"forward": 1, "jump": 1}), `unknown control "jump"`, "known: forward, left, right")
 	wantErr(t, s.SetControls(Controls{"left": math.NaN()}), `control "left" is NaN`)
@@ -209,7 +211,7 @@ func TestControls(t *testing.T) {
 	if s.Controls()["right"] != 1 {
 		t.Error("a request's controls share memory with the session")
 	}
-	noControls := spec(8, 1, 1)
+	noControls := rtSpec(8, 1, 1)
 	noControls.Controls = []string{}
 	_, err := New(noControls, rec.step, WithControls(Controls{"forward": 1}))
 	wantErr(t, err, "the realtime spec has no controls")
@@ -224,11 +226,11 @@ func TestFrameContract(t *testing.T) {
 		{"too few", func(req StepRequest) any { return frameTensor(req.Frames-1, 2, 3, 0) }, []string{"chunk 0", "returned 3 frames, 4 were asked for"}},
 		{"too many", func(req StepRequest) any { return frameTensor(req.Frames+2, 2, 3, 0) }, []string{"returned 6 frames, 4 were asked for"}},
 		{"float", func(req StepRequest) any {
-			return runtime.FromFloat32(make([]float32, req.Frames*6), int64(req.Frames), 2, 1, 3)
+			return tensor.FromFloat32(make([]float32, req.Frames*6), int64(req.Frames), 2, 1, 3)
 		}, []string{"uint8 [T,H,W,C]"}},
 		{"no frames", func(req StepRequest) any { return nil }, []string{"no frames"}},
 		{"empty frames", func(req StepRequest) any { return frameTensor(req.Frames, 0, 3, 0) }, []string{"at least 1×1 pixels"}},
-		{"nil video", func(req StepRequest) any { return (*runtime.Video)(nil) }, []string{"no frames"}},
+		{"nil video", func(req StepRequest) any { return (*tensor.Video)(nil) }, []string{"no frames"}},
 		{"wrong type", func(req StepRequest) any { return []byte{1} }, []string{"frames are []uint8"}},
 		{"size change", func(req StepRequest) any {
 			if req.Index == 1 {
@@ -239,7 +241,7 @@ func TestFrameContract(t *testing.T) {
 	}
 	for _, c := range cases {
 		rec := &recorder{edit: func(req StepRequest, res *StepResult) { res.Frames = c.frames(req) }}
-		s := mustNew(t, spec(8, 4, 4), rec.step, WithPacing(false), WithMaxChunks(3))
+		s := mustNew(t, rtSpec(8, 4, 4), rec.step, WithPacing(false), WithMaxChunks(3))
 		chunks, err := collect(context.Background(), s)
 		if err == nil {
 			t.Errorf("%s: no error after %d chunks", c.name, len(chunks))
@@ -253,14 +255,14 @@ func TestFrameContract(t *testing.T) {
 	}
 	// Video values and pointers are accepted as well as tensors.
 	rec := &recorder{edit: func(req StepRequest, res *StepResult) {
-		v := runtime.Video{Frames: frameTensor(req.Frames, 2, 3, 0), FPS: 99}
+		v := tensor.Video{Frames: frameTensor(req.Frames, 2, 3, 0), FPS: 99}
 		if req.Index == 0 {
 			res.Frames = v
 		} else {
 			res.Frames = &v
 		}
 	}}
-	s := mustNew(t, spec(8, 4, 4), rec.step, WithPacing(false), WithMaxChunks(2))
+	s := mustNew(t, rtSpec(8, 4, 4), rec.step, WithPacing(false), WithMaxChunks(2))
 	chunks, err := collect(context.Background(), s)
 	if err != nil || len(chunks) != 2 || chunks[1].Video.FPS != 8 {
 		t.Fatalf("%d chunks, %v; want 2 at the spec's 8 fps", len(chunks), err)
@@ -270,7 +272,7 @@ func TestFrameContract(t *testing.T) {
 func TestStepErrorEndsStream(t *testing.T) {
 	boom := errors.New("boom")
 	calls := 0
-	s := mustNew(t, spec(8, 1, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
+	s := mustNew(t, rtSpec(8, 1, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
 		calls++
 		if req.Index == 2 {
 			return StepResult{}, boom
@@ -291,7 +293,7 @@ func TestStepErrorEndsStream(t *testing.T) {
 
 func TestDoneAndResume(t *testing.T) {
 	rec := &recorder{edit: func(req StepRequest, res *StepResult) { res.Done = req.Index == 4 }}
-	s := mustNew(t, spec(8, 3, 2), rec.step, WithPacing(false))
+	s := mustNew(t, rtSpec(8, 3, 2), rec.step, WithPacing(false))
 	n := 0
 	for _, err := range s.Chunks(context.Background()) {
 		if err != nil {
@@ -318,7 +320,7 @@ func TestDoneAndResume(t *testing.T) {
 
 func TestBusy(t *testing.T) {
 	rec := &recorder{}
-	s := mustNew(t, spec(8, 1, 1), rec.step, WithPacing(false), WithMaxChunks(3))
+	s := mustNew(t, rtSpec(8, 1, 1), rec.step, WithPacing(false), WithMaxChunks(3))
 	for _, err := range s.Chunks(context.Background()) {
 		if err != nil {
 			t.Fatal(err)
@@ -357,7 +359,7 @@ func TestPacingWithFakeClock(t *testing.T) {
 	clk := newFakeClock()
 	start := clk.Now()
 	rec := &recorder{clock: clk, gen: func(int) time.Duration { return 100 * time.Millisecond }}
-	s := mustNew(t, spec(16, 9, 9), rec.step, WithClock(clk), WithMaxChunks(6))
+	s := mustNew(t, rtSpec(16, 9, 9), rec.step, WithClock(clk), WithMaxChunks(6))
 	chunks, err := collect(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +387,7 @@ func TestPacingWithFakeClock(t *testing.T) {
 func TestPacingFirstAndSteadyDiffer(t *testing.T) {
 	clk := newFakeClock()
 	rec := &recorder{clock: clk, gen: func(int) time.Duration { return 50 * time.Millisecond }}
-	s := mustNew(t, spec(8, 4, 8), rec.step, WithClock(clk), WithMaxChunks(4))
+	s := mustNew(t, rtSpec(8, 4, 8), rec.step, WithClock(clk), WithMaxChunks(4))
 	chunks, err := collect(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +404,7 @@ func TestPacingWhenGenerationIsSlow(t *testing.T) {
 	clk := newFakeClock()
 	gen := []time.Duration{100, 100, 900, 100, 100, 100}
 	rec := &recorder{clock: clk, gen: func(i int) time.Duration { return gen[i] * time.Millisecond }}
-	s := mustNew(t, spec(16, 8, 8), rec.step, WithClock(clk), WithMaxChunks(len(gen)))
+	s := mustNew(t, rtSpec(16, 8, 8), rec.step, WithClock(clk), WithMaxChunks(len(gen)))
 	chunks, err := collect(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -425,7 +427,7 @@ func TestPacingWhenGenerationIsSlow(t *testing.T) {
 func TestUnpacedDoesNotWait(t *testing.T) {
 	clk := newFakeClock()
 	rec := &recorder{clock: clk, gen: func(int) time.Duration { return 10 * time.Millisecond }}
-	s := mustNew(t, spec(16, 9, 9), rec.step, WithClock(clk), WithPacing(false), WithMaxChunks(5))
+	s := mustNew(t, rtSpec(16, 9, 9), rec.step, WithClock(clk), WithPacing(false), WithMaxChunks(5))
 	chunks, err := collect(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +449,7 @@ func TestUnpacedDoesNotWait(t *testing.T) {
 // time (a lower bound only: the machine may be slower, never faster).
 func TestPacingWithSystemClock(t *testing.T) {
 	rec := &recorder{}
-	s := mustNew(t, spec(200, 2, 2), rec.step, WithMaxChunks(5)) // 10ms a chunk
+	s := mustNew(t, rtSpec(200, 2, 2), rec.step, WithMaxChunks(5)) // 10ms a chunk
 	chunks, err := collect(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -463,7 +465,7 @@ func TestLatencyStats(t *testing.T) {
 	clk := newFakeClock()
 	gen := []time.Duration{300, 100, 200, 400, 100}
 	rec := &recorder{clock: clk, gen: func(i int) time.Duration { return gen[i] * time.Millisecond }}
-	s := mustNew(t, spec(8, 1, 1), rec.step, WithClock(clk), WithPacing(false), WithMaxChunks(5))
+	s := mustNew(t, rtSpec(8, 1, 1), rec.step, WithClock(clk), WithPacing(false), WithMaxChunks(5))
 	chunks, err := collect(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -496,10 +498,10 @@ func TestSpecChangeFromMetadata(t *testing.T) {
 		case 3:
 			res.Realtime = []byte(`{"fps": -3, "steady_chunk_frames": "x", "stateful": "yes"}`)
 		case 4:
-			res.Realtime = runtime.RealtimeSpec{FPS: 0, SteadyChunkFrames: 2, Stateful: false} // fps 0 falls back
+			res.Realtime = spec.RealtimeSpec{FPS: 0, SteadyChunkFrames: 2, Stateful: false} // fps 0 falls back
 		}
 	}
-	s := mustNew(t, spec(16, 9, 9), rec.step, WithClock(clk), WithMaxChunks(7))
+	s := mustNew(t, rtSpec(16, 9, 9), rec.step, WithClock(clk), WithMaxChunks(7))
 	chunks, err := collect(context.Background(), s)
 	if err != nil {
 		t.Fatalf("metadata broke play: %v", err)
@@ -529,7 +531,7 @@ func TestCancelBetweenChunks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := &recorder{}
-	s := mustNew(t, spec(8, 1, 1), rec.step, WithPacing(false))
+	s := mustNew(t, rtSpec(8, 1, 1), rec.step, WithPacing(false))
 	var got int
 	var err error
 	for c, e := range s.Chunks(ctx) {
@@ -552,7 +554,7 @@ func TestCancelDuringStep(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	calls := 0
-	s := mustNew(t, spec(8, 1, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
+	s := mustNew(t, rtSpec(8, 1, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
 		calls++
 		if req.Index == 1 {
 			cancel()
@@ -568,7 +570,7 @@ func TestCancelDuringStep(t *testing.T) {
 	// A step that ignores ctx and returns some other error still reports the
 	// cancellation.
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	s = mustNew(t, spec(8, 1, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
+	s = mustNew(t, rtSpec(8, 1, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
 		cancel2()
 		return StepResult{}, errors.New("device lost")
 	}, WithPacing(false))
@@ -586,7 +588,7 @@ func TestCancelDuringPacingWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := &recorder{}
-	s := mustNew(t, spec(1, 9, 9), rec.step)
+	s := mustNew(t, rtSpec(1, 9, 9), rec.step)
 	var err error
 	n := 0
 	for _, e := range s.Chunks(ctx) {
@@ -622,7 +624,7 @@ func TestCancelDuringPacingWait(t *testing.T) {
 
 func TestChannel(t *testing.T) {
 	rec := &recorder{}
-	s := mustNew(t, spec(8, 2, 1), rec.step, WithPacing(false), WithMaxChunks(5))
+	s := mustNew(t, rtSpec(8, 2, 1), rec.step, WithPacing(false), WithMaxChunks(5))
 	var got []Chunk
 	for r := range s.Channel(context.Background(), 2) {
 		if r.Err != nil {
@@ -634,7 +636,7 @@ func TestChannel(t *testing.T) {
 		t.Fatalf("%d chunks from the channel", len(got))
 	}
 	// Errors arrive on the channel too.
-	s = mustNew(t, spec(8, 2, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
+	s = mustNew(t, rtSpec(8, 2, 1), func(ctx context.Context, req StepRequest) (StepResult, error) {
 		return StepResult{Frames: frameTensor(1, 1, 1, 0)}, nil
 	}, WithPacing(false))
 	var errs []error
@@ -650,7 +652,7 @@ func TestChannelCancelStopsWithinOneChunk(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := &recorder{}
-	s := mustNew(t, spec(8, 1, 1), rec.step, WithPacing(false))
+	s := mustNew(t, rtSpec(8, 1, 1), rec.step, WithPacing(false))
 	const buffer = 1
 	received := 0
 	for r := range s.Channel(ctx, buffer) {

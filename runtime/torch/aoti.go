@@ -7,14 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/infra"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // ErrAOTIUnavailable is the load error of an AOTInductor package on an
@@ -23,24 +25,24 @@ var ErrAOTIUnavailable = errors.New("AOTInductor packages need libtorch ≥ 2.6"
 
 // AOTIMethod is the one method of an AOTInductor package: the call it was
 // exported for.
-const AOTIMethod = runtime.DefaultMethod
+const AOTIMethod = spec.DefaultMethod
 
 // AOTIModule is an AOTInductor package (.pt2) loaded by the engine: a model
 // compiled ahead of time for one call, run by libtorch's
-// AOTIModelPackageLoader. It implements runtime.CallSpecModule; its
+// AOTIModelPackageLoader. It implements engine.CallSpecModule; its
 // methods are safe for concurrent use.
 type AOTIModule struct {
 	eng    *Engine
 	path   string
 	device string
-	spec   runtime.CallSpec
+	spec   engine.CallSpec
 	// outHint is the size of the last output blob, the next call's buffer.
 	outHint atomic.Int64
 
 	mu      sync.RWMutex
 	h       shim.AOTIHandle
 	closed  bool
-	cleanup goruntime.Cleanup
+	cleanup runtime.Cleanup
 }
 
 // aotiUnavailable says why this engine cannot run AOTInductor packages, or
@@ -58,7 +60,7 @@ func (e *Engine) aotiUnavailable() error {
 // cast). The package must carry the call spec examples/aoti/export.py
 // records (CallSpecKey), which is checked against the package's own pytree
 // call spec and number of inputs.
-func (e *Engine) loadAOTI(path string, opts runtime.LoadOptions) (*AOTIModule, error) {
+func (e *Engine) loadAOTI(path string, opts engine.LoadOptions) (*AOTIModule, error) {
 	if err := e.aotiUnavailable(); err != nil {
 		return nil, fmt.Errorf("torch: load %s: %w", path, err)
 	}
@@ -106,7 +108,7 @@ func (e *Engine) loadAOTI(path string, opts runtime.LoadOptions) (*AOTIModule, e
 	m := &AOTIModule{eng: e, path: path, device: device, spec: p.spec, h: h}
 	m.outHint.Store(minOutBuf)
 	// A safety net only: Close releases the package deterministically.
-	m.cleanup = goruntime.AddCleanup(m, func(h shim.AOTIHandle) { shim.AOTIClose(h) }, h)
+	m.cleanup = runtime.AddCleanup(m, func(h shim.AOTIHandle) { shim.AOTIClose(h) }, h)
 	return m, nil
 }
 
@@ -118,14 +120,14 @@ func (m *AOTIModule) noMethod(method string) error {
 }
 
 // CallSpec returns the call the package was exported for.
-func (m *AOTIModule) CallSpec(method string) (runtime.CallSpec, error) {
+func (m *AOTIModule) CallSpec(method string) (engine.CallSpec, error) {
 	if method != AOTIMethod {
-		return runtime.CallSpec{}, m.noMethod(method)
+		return engine.CallSpec{}, m.noMethod(method)
 	}
 	s := m.spec
-	s.Inputs = append([]runtime.CallInput(nil), s.Inputs...)
-	s.Outputs = append([]runtime.CallOutput(nil), s.Outputs...)
-	dims := make(map[string]runtime.DimRange, len(s.Dims))
+	s.Inputs = append([]engine.CallInput(nil), s.Inputs...)
+	s.Outputs = append([]engine.CallOutput(nil), s.Outputs...)
+	dims := make(map[string]engine.DimRange, len(s.Dims))
 	for k, v := range s.Dims {
 		dims[k] = v
 	}
@@ -136,18 +138,18 @@ func (m *AOTIModule) CallSpec(method string) (runtime.CallSpec, error) {
 // Schema returns the schema the call spec implies: the tensor inputs (all
 // required, typed Tensor; baked-in constants are not arguments) and the
 // return type (Tensor, Tuple[Tensor, ...] or Dict[str, Tensor]).
-func (m *AOTIModule) Schema(method string) (runtime.MethodSchema, error) {
+func (m *AOTIModule) Schema(method string) (engine.MethodSchema, error) {
 	if method != AOTIMethod {
-		return runtime.MethodSchema{}, m.noMethod(method)
+		return engine.MethodSchema{}, m.noMethod(method)
 	}
-	s := runtime.MethodSchema{Name: method}
+	s := engine.MethodSchema{Name: method}
 	for _, in := range m.spec.Tensors() {
-		s.Arguments = append(s.Arguments, runtime.Argument{Name: in.Name, Type: "Tensor"})
+		s.Arguments = append(s.Arguments, engine.Argument{Name: in.Name, Type: "Tensor"})
 	}
 	switch m.spec.Returns {
-	case runtime.ReturnsDict:
+	case engine.ReturnsDict:
 		s.Returns = []string{"Dict[str, Tensor]"}
-	case runtime.ReturnsTuple:
+	case engine.ReturnsTuple:
 		ts := make([]string, len(m.spec.Outputs))
 		for i := range ts {
 			ts[i] = "Tensor"
@@ -173,7 +175,7 @@ func (m *AOTIModule) Path() string { return m.path }
 // map[string]any. opts.Autocast does nothing (the dtypes were fixed at
 // export); opts.Outputs is used as by Module.Call. ctx is honoured while
 // waiting for a call slot.
-func (m *AOTIModule) Call(ctx context.Context, method string, kwargs map[string]any, opts runtime.CallOptions) (any, error) {
+func (m *AOTIModule) Call(ctx context.Context, method string, kwargs map[string]any, opts engine.CallOptions) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -200,7 +202,7 @@ func (m *AOTIModule) Call(ctx context.Context, method string, kwargs map[string]
 	}
 	if m.closed {
 		release()
-		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, runtime.ErrClosed)
+		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, engine.ErrClosed)
 	}
 	var out []byte
 	if opts.Outputs != nil {
@@ -211,14 +213,14 @@ func (m *AOTIModule) Call(ctx context.Context, method string, kwargs map[string]
 	} else {
 		out = make([]byte, m.outHint.Load())
 	}
-	var pinner goruntime.Pinner
+	var pinner runtime.Pinner
 	if shim.NeedsPin(enc.ptrs) {
 		enc.pin(&pinner)
 	}
 	res := shim.AOTICall(m.h, enc.buf, enc.ptrs, out)
 	pinner.Unpin()
 	release()
-	goruntime.KeepAlive(m)
+	runtime.KeepAlive(m)
 	if opts.Outputs != nil {
 		opts.Outputs.Release()
 	}
@@ -240,7 +242,7 @@ func (m *AOTIModule) Call(ctx context.Context, method string, kwargs map[string]
 }
 
 // Close releases the package (and the folder libtorch unpacked it into).
-// It waits for calls in flight; later calls return runtime.ErrClosed.
+// It waits for calls in flight; later calls return engine.ErrClosed.
 // Closing twice is a no-op.
 func (m *AOTIModule) Close() error {
 	m.mu.Lock()
@@ -255,4 +257,4 @@ func (m *AOTIModule) Close() error {
 	return nil
 }
 
-var _ runtime.CallSpecModule = (*AOTIModule)(nil)
+var _ engine.CallSpecModule = (*AOTIModule)(nil)

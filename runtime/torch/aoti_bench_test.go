@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/examples/aoti"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // BenchmarkAOTIMobileNetInterleaved times one call of torchvision's
@@ -42,26 +44,26 @@ func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
 			for i := range vals {
 				vals[i] = 0.001 * float32(i)
 			}
-			x := runtime.FromFloat32(vals, shape...)
+			x := tensor.FromFloat32(vals, shape...)
 			kw := map[string]any{"x": x}
-			am, err := Default().Load(f.Package, runtime.LoadOptions{Device: "cpu"})
+			am, err := Default().Load(f.Package, engine.LoadOptions{Device: "cpu"})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer am.Close()
-			tm, err := Default().Load(f.TorchScript, runtime.LoadOptions{Device: "cpu"})
+			tm, err := Default().Load(f.TorchScript, engine.LoadOptions{Device: "cpu"})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer tm.Close()
 			ctx := context.Background()
-			call := func(m runtime.Module) {
-				if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+			call := func(m engine.Module) {
+				if _, err := m.Call(ctx, "forward", kw, engine.CallOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			chunk := callsPerRun(func() { call(am) })
-			goRun := func(m runtime.Module) func() time.Duration {
+			goRun := func(m engine.Module) func() time.Duration {
 				call(m) // warm
 				return func() time.Duration {
 					start := time.Now()
@@ -124,7 +126,7 @@ func BenchmarkAOTILoad(b *testing.B) {
 		for _, c := range []struct{ name, path string }{{"aoti", f.Package}, {"torchscript", f.TorchScript}} {
 			b.Run(model+"/"+c.name, func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
-					m, err := Default().Load(c.path, runtime.LoadOptions{Device: "cpu"})
+					m, err := Default().Load(c.path, engine.LoadOptions{Device: "cpu"})
 					if err != nil {
 						b.Fatal(err)
 					}

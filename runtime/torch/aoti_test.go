@@ -15,7 +15,10 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/aoti"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // needAOTI skips a test that runs AOTInductor packages on an engine built
@@ -46,8 +49,8 @@ func TestAOTIPackageNeedsLibtorch26(t *testing.T) {
 		{"data/aotinductor/model/abc.cpp", ""}, {"data/aotinductor/model/abc_metadata.json", `{"AOTI_DEVICE_KEY": "cpu"}`},
 	}, zip.Store)
 	v := Default().LibtorchVersion()
-	for _, format := range []runtime.CheckpointFormat{"", runtime.FormatAOTInductor} {
-		_, err := Default().Load(pkg, runtime.LoadOptions{Device: "cpu", Format: format})
+	for _, format := range []spec.CheckpointFormat{"", spec.FormatAOTInductor} {
+		_, err := Default().Load(pkg, engine.LoadOptions{Device: "cpu", Format: format})
 		if err == nil {
 			t.Fatalf("format %q: loading a fake package succeeded", format)
 		}
@@ -64,18 +67,18 @@ func TestAOTIPackageNeedsLibtorch26(t *testing.T) {
 	}
 
 	ts := buildModule(t, ModuleSource{Source: "def forward(self, x: Tensor) -> Tensor:\n    return x\n"})
-	_, err := Default().Load(ts, runtime.LoadOptions{Format: runtime.FormatAOTInductor})
+	_, err := Default().Load(ts, engine.LoadOptions{Format: spec.FormatAOTInductor})
 	if err == nil || !strings.Contains(err.Error(), "is a TorchScript archive, but format aotinductor was declared") {
 		t.Fatalf("TorchScript declared aotinductor: %v", err)
 	}
-	m, err := Default().Load(ts, runtime.LoadOptions{Format: runtime.FormatTorchScript})
+	m, err := Default().Load(ts, engine.LoadOptions{Format: spec.FormatTorchScript})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Close()
 }
 
-func loadAOTIFixture(t *testing.T, f aoti.Fixture, opts runtime.LoadOptions) *AOTIModule {
+func loadAOTIFixture(t *testing.T, f aoti.Fixture, opts engine.LoadOptions) *AOTIModule {
 	t.Helper()
 	m, err := Default().Load(f.Package, opts)
 	if err != nil {
@@ -100,7 +103,7 @@ func reference(t *testing.T, f aoti.Fixture) *aoti.Reference {
 
 // checkParity compares the Go outputs (by name) with Python's package run
 // (≤ 1e-5 of the output's scale) and with the eager model (≤ 1e-4).
-func checkParity(t *testing.T, got map[string]*runtime.Tensor, ref *aoti.Reference) {
+func checkParity(t *testing.T, got map[string]*tensor.Tensor, ref *aoti.Reference) {
 	t.Helper()
 	if len(got) != len(ref.Outputs) {
 		t.Fatalf("got outputs %v, want %d", got, len(ref.Outputs))
@@ -126,7 +129,7 @@ func checkParity(t *testing.T, got map[string]*runtime.Tensor, ref *aoti.Referen
 // outputs and the dynamic batch dimension's exported range.
 func TestAOTIEncoderMatchesPython(t *testing.T) {
 	f := needAOTI(t, aoti.Encoder)
-	m := loadAOTIFixture(t, f, runtime.LoadOptions{Device: "cpu"})
+	m := loadAOTIFixture(t, f, engine.LoadOptions{Device: "cpu"})
 	spec, err := m.CallSpec("forward")
 	if err != nil {
 		t.Fatal(err)
@@ -147,25 +150,25 @@ func TestAOTIEncoderMatchesPython(t *testing.T) {
 	}
 
 	ref := reference(t, f)
-	out, err := m.Call(context.Background(), "forward", map[string]any{"features": ref.Inputs["features"]}, runtime.CallOptions{})
+	out, err := m.Call(context.Background(), "forward", map[string]any{"features": ref.Inputs["features"]}, engine.CallOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]*runtime.Tensor{}
+	got := map[string]*tensor.Tensor{}
 	for k, v := range out.(map[string]any) {
-		got[k] = v.(*runtime.Tensor)
+		got[k] = v.(*tensor.Tensor)
 	}
 	checkParity(t, got, ref)
 
 	// Restating the baked-in value is accepted; calls reuse a buffer.
-	var buf runtime.OutputBuffer
+	var buf tensor.OutputBuffer
 	for range 3 {
 		out2, err := m.Call(context.Background(), "forward", map[string]any{"features": ref.Inputs["features"], "normalize": true},
-			runtime.CallOptions{Outputs: &buf})
+			engine.CallOptions{Outputs: &buf})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, _ := aoti.MaxRelDiff(out2.(map[string]any)["embedding"].(*runtime.Tensor), got["embedding"])
+		d, _ := aoti.MaxRelDiff(out2.(map[string]any)["embedding"].(*tensor.Tensor), got["embedding"])
 		if d != 0 {
 			t.Fatalf("second call differs by %g", d)
 		}
@@ -176,37 +179,37 @@ func TestAOTIEncoderMatchesPython(t *testing.T) {
 // it, with the input and what was wanted named.
 func TestAOTIRejectsCallsOutsideTheExport(t *testing.T) {
 	f := needAOTI(t, aoti.Encoder)
-	m := loadAOTIFixture(t, f, runtime.LoadOptions{})
-	x := func(n, d int64) *runtime.Tensor { return runtime.Zeros(runtime.Float32, n, d) }
+	m := loadAOTIFixture(t, f, engine.LoadOptions{})
+	x := func(n, d int64) *tensor.Tensor { return tensor.Zeros(tensor.Float32, n, d) }
 	cases := []struct {
 		kwargs map[string]any
 		want   string
 	}{
-		{map[string]any{"features": runtime.Zeros(runtime.Float16, 4, 32)}, `input "features": want features: float32[batch,32], got float16[4 32]`},
+		{map[string]any{"features": tensor.Zeros(tensor.Float16, 4, 32)}, `input "features": want features: float32[batch,32], got float16[4 32]`},
 		{map[string]any{"features": x(4, 31)}, `input "features": want features: float32[batch,32], got float32[4 31] (dimension 1)`},
 		{map[string]any{"features": x(17, 32)}, `dimension batch is 17, outside the range [2, 16] the package was exported for`},
 		{map[string]any{"features": x(1, 32)}, `dimension batch is 1, outside the range [2, 16]`},
-		{map[string]any{"features": runtime.Zeros(runtime.Float32, 4)}, `got float32[4]`},
+		{map[string]any{"features": tensor.Zeros(tensor.Float32, 4)}, `got float32[4]`},
 		{map[string]any{"features": 3.0}, `input "features" must be a tensor (features: float32[batch,32]), not 3 (float64)`},
 		{map[string]any{}, `missing input "features"`},
 		{map[string]any{"features": x(4, 32), "normalize": false}, `argument "normalize" was baked into the package at export as true; it cannot be false (bool)`},
 		{map[string]any{"features": x(4, 32), "scale": 2.0}, `unexpected argument "scale" (inputs: features: float32[batch,32], normalize = true (constant))`},
 	}
 	for _, c := range cases {
-		_, err := m.Call(context.Background(), "forward", c.kwargs, runtime.CallOptions{})
+		_, err := m.Call(context.Background(), "forward", c.kwargs, engine.CallOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want %q", c.kwargs, err, c.want)
 		}
 	}
-	if _, err := m.Call(context.Background(), "encode", map[string]any{}, runtime.CallOptions{}); err == nil || !strings.Contains(err.Error(), `no method "encode"`) {
+	if _, err := m.Call(context.Background(), "encode", map[string]any{}, engine.CallOptions{}); err == nil || !strings.Contains(err.Error(), `no method "encode"`) {
 		t.Errorf("other method: %v", err)
 	}
 	// The package still serves after all of that.
-	if _, err := m.Call(context.Background(), "forward", map[string]any{"features": x(2, 32)}, runtime.CallOptions{}); err != nil {
+	if _, err := m.Call(context.Background(), "forward", map[string]any{"features": x(2, 32)}, engine.CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m.Close()
-	if _, err := m.Call(context.Background(), "forward", map[string]any{"features": x(2, 32)}, runtime.CallOptions{}); !errors.Is(err, runtime.ErrClosed) {
+	if _, err := m.Call(context.Background(), "forward", map[string]any{"features": x(2, 32)}, engine.CallOptions{}); !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
@@ -215,12 +218,12 @@ func TestAOTIRejectsCallsOutsideTheExport(t *testing.T) {
 // load error naming both.
 func TestAOTILoadOptionsTheExportFixed(t *testing.T) {
 	f := needAOTI(t, aoti.Encoder)
-	_, err := Default().Load(f.Package, runtime.LoadOptions{Device: "cpu", DType: runtime.BFloat16})
+	_, err := Default().Load(f.Package, engine.LoadOptions{Device: "cpu", DType: tensor.BFloat16})
 	if err == nil || !strings.Contains(err.Error(), "dtype bfloat16: the package was compiled for float32 and cannot be cast") {
 		t.Fatalf("bfloat16: %v", err)
 	}
-	loadAOTIFixture(t, f, runtime.LoadOptions{Device: "cpu", DType: runtime.Float32})
-	if _, err := Default().Load(f.Package, runtime.LoadOptions{Device: "cuda"}); err == nil {
+	loadAOTIFixture(t, f, engine.LoadOptions{Device: "cpu", DType: tensor.Float32})
+	if _, err := Default().Load(f.Package, engine.LoadOptions{Device: "cuda"}); err == nil {
 		t.Fatal("cuda on a CPU package loaded")
 	}
 }
@@ -292,7 +295,7 @@ func TestAOTIPackageWithoutOrWithWrongCallSpec(t *testing.T) {
 	for _, c := range cases {
 		p := filepath.Join(dir, c.name+".pt2")
 		rewritePackage(t, f.Package, p, c.edit)
-		_, err := Default().Load(p, runtime.LoadOptions{})
+		_, err := Default().Load(p, engine.LoadOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
@@ -304,37 +307,37 @@ func TestAOTIPackageWithoutOrWithWrongCallSpec(t *testing.T) {
 // goroutines at once.
 func TestAOTIMobileNetMatchesPython(t *testing.T) {
 	f := needAOTI(t, aoti.MobileNet)
-	m := loadAOTIFixture(t, f, runtime.LoadOptions{Device: "cpu"})
+	m := loadAOTIFixture(t, f, engine.LoadOptions{Device: "cpu"})
 	ref := reference(t, f)
 	x := ref.Inputs["x"]
-	out, err := m.Call(context.Background(), "forward", map[string]any{"x": x}, runtime.CallOptions{})
+	out, err := m.Call(context.Background(), "forward", map[string]any{"x": x}, engine.CallOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkParity(t, map[string]*runtime.Tensor{"output": out.(*runtime.Tensor)}, ref)
+	checkParity(t, map[string]*tensor.Tensor{"output": out.(*tensor.Tensor)}, ref)
 
 	// Item 0 alone, and as many copies of it as the export allows, give
 	// item 0's logits.
-	one := &runtime.Tensor{DType: x.DType, Shape: append([]int64{1}, x.Shape[1:]...), Data: x.Data[:len(x.Data)/int(x.Shape[0])]}
+	one := &tensor.Tensor{DType: x.DType, Shape: append([]int64{1}, x.Shape[1:]...), Data: x.Data[:len(x.Data)/int(x.Shape[0])]}
 	var wg sync.WaitGroup
 	for _, n := range []int{1, aoti.MaxBatch[aoti.MobileNet]} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			batch := &runtime.Tensor{DType: x.DType, Shape: append([]int64{int64(n)}, x.Shape[1:]...)}
+			batch := &tensor.Tensor{DType: x.DType, Shape: append([]int64{int64(n)}, x.Shape[1:]...)}
 			for range n {
 				batch.Data = append(batch.Data, one.Data...)
 			}
-			o, err := m.Call(context.Background(), "forward", map[string]any{"x": batch}, runtime.CallOptions{})
+			o, err := m.Call(context.Background(), "forward", map[string]any{"x": batch}, engine.CallOptions{})
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			logits := o.(*runtime.Tensor)
+			logits := o.(*tensor.Tensor)
 			want := ref.Outputs["output"]
-			row := &runtime.Tensor{DType: want.DType, Shape: []int64{1, want.Shape[1]}, Data: want.Data[:len(want.Data)/int(want.Shape[0])]}
+			row := &tensor.Tensor{DType: want.DType, Shape: []int64{1, want.Shape[1]}, Data: want.Data[:len(want.Data)/int(want.Shape[0])]}
 			for i := range n {
-				got := &runtime.Tensor{DType: logits.DType, Shape: row.Shape, Data: logits.Data[i*len(row.Data) : (i+1)*len(row.Data)]}
+				got := &tensor.Tensor{DType: logits.DType, Shape: row.Shape, Data: logits.Data[i*len(row.Data) : (i+1)*len(row.Data)]}
 				if d, err := aoti.MaxRelDiff(got, row); err != nil || d > 1e-4 {
 					t.Errorf("batch %d item %d: relative error %g (%v)", n, i, d, err)
 				}

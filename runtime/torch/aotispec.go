@@ -6,16 +6,17 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // CallSpecKey is the metadata key under which examples/aoti/export.py
-// records the call spec in an AOTInductor package (runtime.CallSpecKey).
-const CallSpecKey = runtime.CallSpecKey
+// records the call spec in an AOTInductor package (engine.CallSpecKey).
+const CallSpecKey = engine.CallSpecKey
 
 // errNoCallSpec is the load error of a package exported without the call
 // spec: a compiled model does not check its inputs, so the engine must.
-var errNoCallSpec = runtime.ErrNoCallSpec
+var errNoCallSpec = engine.ErrNoCallSpec
 
 // treeSpec is one node of a torch.utils._pytree treespec as
 // treespec_dumps writes it: a leaf has no type.
@@ -102,7 +103,7 @@ func flatLeaves(t *treeSpec, what string, names []string) error {
 
 // aotiPackage is what an AOTInductor package says about itself at load.
 type aotiPackage struct {
-	spec   runtime.CallSpec
+	spec   engine.CallSpec
 	device string // the device it was compiled for: "cpu" or "cuda"
 }
 
@@ -112,7 +113,7 @@ type aotiPackage struct {
 func packageInfo(info map[string]any) (aotiPackage, error) {
 	str := func(k string) string { s, _ := info[k].(string); return s }
 	p := aotiPackage{device: str("metadata.AOTI_DEVICE_KEY")}
-	spec, err := runtime.DecodeCallSpec(str("metadata." + CallSpecKey))
+	spec, err := engine.DecodeCallSpec(str("metadata." + CallSpecKey))
 	if err != nil {
 		return p, err
 	}
@@ -140,7 +141,7 @@ func packageInfo(info map[string]any) (aotiPackage, error) {
 
 // checkInputs checks the recorded inputs against the pytree input spec:
 // (args, kwargs) of leaves, the positional ones first, the keywords in order.
-func checkInputs(spec *runtime.CallSpec, in *treeSpec) error {
+func checkInputs(spec *engine.CallSpec, in *treeSpec) error {
 	if in.kind() != "tuple" || len(in.Children) != 2 || in.Children[0].kind() != "tuple" || in.Children[1].kind() != "dict" {
 		return fmt.Errorf("the package's input spec is a %s, want a tuple (args, kwargs)", in.typeName())
 	}
@@ -175,7 +176,7 @@ func checkInputs(spec *runtime.CallSpec, in *treeSpec) error {
 }
 
 // checkOutputs checks the recorded outputs against the pytree output spec.
-func checkOutputs(spec *runtime.CallSpec, out *treeSpec) error {
+func checkOutputs(spec *engine.CallSpec, out *treeSpec) error {
 	names := make([]string, len(spec.Outputs))
 	for i, o := range spec.Outputs {
 		names[i] = o.Name
@@ -185,11 +186,11 @@ func checkOutputs(spec *runtime.CallSpec, out *treeSpec) error {
 	}
 	switch {
 	case out.leaf():
-		if spec.Returns != runtime.ReturnsTensor || len(names) != 1 {
+		if spec.Returns != engine.ReturnsTensor || len(names) != 1 {
 			return mismatch("one tensor")
 		}
 	case out.kind() == "tuple":
-		if spec.Returns != runtime.ReturnsTuple || len(names) != len(out.Children) {
+		if spec.Returns != engine.ReturnsTuple || len(names) != len(out.Children) {
 			return mismatch(fmt.Sprintf("a tuple of %d", len(out.Children)))
 		}
 		return flatLeaves(out, "output", names)
@@ -198,7 +199,7 @@ func checkOutputs(spec *runtime.CallSpec, out *treeSpec) error {
 		if err != nil {
 			return fmt.Errorf("the package's outputs: %w", err)
 		}
-		if spec.Returns != runtime.ReturnsDict || !slices.Equal(keys, names) {
+		if spec.Returns != engine.ReturnsDict || !slices.Equal(keys, names) {
 			return mismatch(fmt.Sprintf("a dict with keys %q", keys))
 		}
 		return flatLeaves(out, "output", names)
@@ -210,11 +211,11 @@ func checkOutputs(spec *runtime.CallSpec, out *treeSpec) error {
 
 // checkLoadDType refuses a load dtype other than the package's floating
 // dtype (the one its floating inputs, else outputs, have).
-func checkLoadDType(spec *runtime.CallSpec, want runtime.DType) error {
+func checkLoadDType(spec *engine.CallSpec, want tensor.DType) error {
 	if want == "" {
 		return nil
 	}
-	var have runtime.DType
+	var have tensor.DType
 	for _, in := range spec.Inputs {
 		if !in.Constant && in.DType.IsFloating() {
 			have = in.DType
@@ -238,7 +239,7 @@ func checkLoadDType(spec *runtime.CallSpec, want runtime.DType) error {
 // across inputs and within their exported range. A baked-in constant may
 // be given only with its value (a default call kwarg restating it); any
 // other argument is an error naming the inputs.
-func bindInputs(spec *runtime.CallSpec, kwargs map[string]any) ([]*runtime.Tensor, error) {
+func bindInputs(spec *engine.CallSpec, kwargs map[string]any) ([]*tensor.Tensor, error) {
 	for k, v := range kwargs {
 		in, ok := spec.Input(k)
 		switch {
@@ -251,7 +252,7 @@ func bindInputs(spec *runtime.CallSpec, kwargs map[string]any) ([]*runtime.Tenso
 	}
 	dims := map[string]int64{}
 	by := map[string]string{}
-	var out []*runtime.Tensor
+	var out []*tensor.Tensor
 	for _, in := range spec.Inputs {
 		if in.Constant {
 			continue
@@ -260,7 +261,7 @@ func bindInputs(spec *runtime.CallSpec, kwargs map[string]any) ([]*runtime.Tenso
 		if !ok {
 			return nil, fmt.Errorf("missing input %q (%s)", in.Name, in)
 		}
-		t, ok := v.(*runtime.Tensor)
+		t, ok := v.(*tensor.Tensor)
 		if !ok || t == nil {
 			return nil, fmt.Errorf("input %q must be a tensor (%s), not %s", in.Name, in, describe(v))
 		}
@@ -297,7 +298,7 @@ func describe(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "None"
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		if x == nil {
 			return "a nil tensor"
 		}
@@ -310,15 +311,15 @@ func describe(v any) string {
 
 // assembleOutputs puts the compiled call's output tensors back into the
 // structure the package returns: one tensor, a tuple ([]any) or a dict.
-func assembleOutputs(spec *runtime.CallSpec, v any) (any, error) {
+func assembleOutputs(spec *engine.CallSpec, v any) (any, error) {
 	list, ok := v.([]any)
 	if !ok || len(list) != len(spec.Outputs) {
 		return nil, fmt.Errorf("the package returned %T with %d values, want %d tensors", v, len(list), len(spec.Outputs))
 	}
 	switch spec.Returns {
-	case runtime.ReturnsTensor:
+	case engine.ReturnsTensor:
 		return list[0], nil
-	case runtime.ReturnsDict:
+	case engine.ReturnsDict:
 		m := make(map[string]any, len(list))
 		for i, o := range spec.Outputs {
 			m[o.Name] = list[i]

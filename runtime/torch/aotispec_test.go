@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // The pytree specs torch 2.6 wrote for an encoder exported with args
@@ -26,7 +28,7 @@ func TestPackageInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.device != "cpu" || p.spec.Returns != runtime.ReturnsDict || len(p.spec.Tensors()) != 1 || p.spec.Dims["batch"] != (runtime.DimRange{Min: 2, Max: 16}) {
+	if p.device != "cpu" || p.spec.Returns != engine.ReturnsDict || len(p.spec.Tensors()) != 1 || p.spec.Dims["batch"] != (engine.DimRange{Min: 2, Max: 16}) {
 		t.Fatalf("%+v", p)
 	}
 	nested := `[1, {"type": "builtins.tuple", "context": "null", "children_spec": [{"type": "builtins.tuple", "context": "null", "children_spec": [{"type": "builtins.list", "context": "null", "children_spec": [{"type": null, "context": null, "children_spec": []}]}]}, {"type": "builtins.dict", "context": "[\"normalize\"]", "children_spec": [{"type": null, "context": null, "children_spec": []}]}]}]`
@@ -75,52 +77,52 @@ func TestBindInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := &p.spec
-	x := runtime.Zeros(runtime.Float32, 4, 32)
+	x := tensor.Zeros(tensor.Float32, 4, 32)
 	got, err := bindInputs(spec, map[string]any{"features": x, "normalize": true})
 	if err != nil || len(got) != 1 || got[0] != x {
 		t.Fatalf("got %v, %v", got, err)
 	}
-	two := runtime.CallSpec{
-		Inputs: []runtime.CallInput{{Name: "a", DType: runtime.Float32, Shape: runtime.Shape{"n", "*"}},
-			{Name: "b", DType: runtime.Int64, Shape: runtime.Shape{"n"}}, {Name: "k", Keyword: true, Constant: true, Value: float64(3)}},
-		Dims: map[string]runtime.DimRange{"n": {Min: 1}},
+	two := engine.CallSpec{
+		Inputs: []engine.CallInput{{Name: "a", DType: tensor.Float32, Shape: wfspec.Shape{"n", "*"}},
+			{Name: "b", DType: tensor.Int64, Shape: wfspec.Shape{"n"}}, {Name: "k", Keyword: true, Constant: true, Value: float64(3)}},
+		Dims: map[string]engine.DimRange{"n": {Min: 1}},
 	}
-	if _, err := bindInputs(&two, map[string]any{"a": runtime.Zeros(runtime.Float32, 3, 7), "b": runtime.Zeros(runtime.Int64, 3), "k": int64(3)}); err != nil {
+	if _, err := bindInputs(&two, map[string]any{"a": tensor.Zeros(tensor.Float32, 3, 7), "b": tensor.Zeros(tensor.Int64, 3), "k": int64(3)}); err != nil {
 		t.Fatalf("int restating a float constant: %v", err)
 	}
-	_, err = bindInputs(&two, map[string]any{"a": runtime.Zeros(runtime.Float32, 3, 7), "b": runtime.Zeros(runtime.Int64, 4)})
+	_, err = bindInputs(&two, map[string]any{"a": tensor.Zeros(tensor.Float32, 3, 7), "b": tensor.Zeros(tensor.Int64, 4)})
 	if err == nil || !strings.Contains(err.Error(), `input "b": dimension n is 4, but input "a" has 3`) {
 		t.Fatalf("disagreeing dims: %v", err)
 	}
-	if _, err := bindInputs(&two, map[string]any{"a": (*runtime.Tensor)(nil), "b": runtime.Zeros(runtime.Int64, 4)}); err == nil || !strings.Contains(err.Error(), "not a nil tensor") {
+	if _, err := bindInputs(&two, map[string]any{"a": (*tensor.Tensor)(nil), "b": tensor.Zeros(tensor.Int64, 4)}); err == nil || !strings.Contains(err.Error(), "not a nil tensor") {
 		t.Fatalf("nil tensor: %v", err)
 	}
 }
 
 func TestAssembleOutputsAndLoadDType(t *testing.T) {
-	a, b := runtime.Zeros(runtime.Float32, 1), runtime.Zeros(runtime.Float32, 2)
-	outs := []runtime.CallOutput{{Name: "x"}, {Name: "y"}}
+	a, b := tensor.Zeros(tensor.Float32, 1), tensor.Zeros(tensor.Float32, 2)
+	outs := []engine.CallOutput{{Name: "x"}, {Name: "y"}}
 	for _, c := range []struct {
 		returns string
 		want    string
-	}{{runtime.ReturnsDict, "map[string]interface {}"}, {runtime.ReturnsTuple, "[]interface {}"}} {
-		v, err := assembleOutputs(&runtime.CallSpec{Outputs: outs, Returns: c.returns}, []any{a, b})
+	}{{engine.ReturnsDict, "map[string]interface {}"}, {engine.ReturnsTuple, "[]interface {}"}} {
+		v, err := assembleOutputs(&engine.CallSpec{Outputs: outs, Returns: c.returns}, []any{a, b})
 		if err != nil || typeName(v) != c.want {
 			t.Errorf("%s: %T %v", c.returns, v, err)
 		}
 	}
-	v, err := assembleOutputs(&runtime.CallSpec{Outputs: outs[:1], Returns: runtime.ReturnsTensor}, []any{a})
+	v, err := assembleOutputs(&engine.CallSpec{Outputs: outs[:1], Returns: engine.ReturnsTensor}, []any{a})
 	if err != nil || v != any(a) {
 		t.Errorf("tensor: %v %v", v, err)
 	}
-	if _, err := assembleOutputs(&runtime.CallSpec{Outputs: outs, Returns: runtime.ReturnsDict}, []any{a}); err == nil {
+	if _, err := assembleOutputs(&engine.CallSpec{Outputs: outs, Returns: engine.ReturnsDict}, []any{a}); err == nil {
 		t.Error("one output for two: no error")
 	}
-	spec := &runtime.CallSpec{Inputs: []runtime.CallInput{{Name: "ids", DType: runtime.Int64}}, Outputs: []runtime.CallOutput{{Name: "o", DType: runtime.Float16}}}
-	if err := checkLoadDType(spec, runtime.Float16); err != nil {
+	spec := &engine.CallSpec{Inputs: []engine.CallInput{{Name: "ids", DType: tensor.Int64}}, Outputs: []engine.CallOutput{{Name: "o", DType: tensor.Float16}}}
+	if err := checkLoadDType(spec, tensor.Float16); err != nil {
 		t.Error(err)
 	}
-	if err := checkLoadDType(spec, runtime.Float32); err == nil || !strings.Contains(err.Error(), "compiled for float16") {
+	if err := checkLoadDType(spec, tensor.Float32); err == nil || !strings.Contains(err.Error(), "compiled for float16") {
 		t.Errorf("float32 on a float16 package: %v", err)
 	}
 }

@@ -3,11 +3,12 @@
 package torch
 
 import (
-	goruntime "runtime"
+	"runtime"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // benchRaw runs method n times in a plain C++ loop (no Go, no value blobs on
@@ -21,9 +22,9 @@ func (m *Module) benchRaw(method string, kwargs map[string]any, n int, outBytes 
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return 0, runtime.ErrClosed
+		return 0, engine.ErrClosed
 	}
-	var pinner goruntime.Pinner
+	var pinner runtime.Pinner
 	enc.pin(&pinner)
 	defer pinner.Unpin()
 	ns, res := shim.BenchRaw(m.h, method, enc.buf, enc.ptrs, n, make([]byte, outBytes))

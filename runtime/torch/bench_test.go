@@ -10,21 +10,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // BenchmarkCall is the Go engine's per-call time: kwargs in, output tensor
 // out, one cgo call each; "-buffer" puts the outputs in a reused
-// runtime.OutputBuffer instead of fresh memory.
+// tensor.OutputBuffer instead of fresh memory.
 func BenchmarkCall(b *testing.B) {
 	for _, c := range benchCases() {
 		for _, buffered := range []bool{false, true} {
 			name := c.name
-			var opts runtime.CallOptions
+			var opts engine.CallOptions
 			if buffered {
 				name += "-buffer"
-				opts.Outputs = new(runtime.OutputBuffer)
+				opts.Outputs = new(tensor.OutputBuffer)
 			}
 			b.Run(name, func(b *testing.B) {
 				m, _ := c.load(b)
@@ -61,7 +63,7 @@ func BenchmarkCallRawCpp(b *testing.B) {
 // each of these, so that machine noise hits all alike:
 //
 //   - go: Module.Call from Go (kwargs in, Go-owned output out);
-//   - go-buffer: the same with the outputs in a reused runtime.OutputBuffer,
+//   - go-buffer: the same with the outputs in a reused tensor.OutputBuffer,
 //     as the C++ loop reuses its output buffer;
 //   - go-noyield: Module.Call without its periodic yield (yield.go);
 //   - shim: the shim's own call path in a C++ loop (no Go crossing), which
@@ -84,7 +86,7 @@ func BenchmarkInterleaved(b *testing.B) {
 			py := startPython(b, path, []int64{c.batch, c.width})
 			ctx, kw := context.Background(), c.kwargs()
 			chunk := callsPerRun(func() {
-				if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+				if _, err := m.Call(ctx, "forward", kw, engine.CallOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			})
@@ -93,17 +95,17 @@ func BenchmarkInterleaved(b *testing.B) {
 			runGo := func() time.Duration {
 				start := time.Now()
 				for i := 0; i < chunk; i++ {
-					if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+					if _, err := m.Call(ctx, "forward", kw, engine.CallOptions{}); err != nil {
 						b.Fatal(err)
 					}
 				}
 				return time.Since(start)
 			}
-			var buf runtime.OutputBuffer
+			var buf tensor.OutputBuffer
 			runGoBuffer := func() time.Duration {
 				start := time.Now()
 				for i := 0; i < chunk; i++ {
-					if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{Outputs: &buf}); err != nil {
+					if _, err := m.Call(ctx, "forward", kw, engine.CallOptions{Outputs: &buf}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -233,7 +235,7 @@ func BenchmarkCallParts(b *testing.B) {
 				{"go", func() time.Duration {
 					start := time.Now()
 					for i := 0; i < chunk; i++ {
-						if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+						if _, err := m.Call(ctx, "forward", kw, engine.CallOptions{}); err != nil {
 							b.Fatal(err)
 						}
 					}

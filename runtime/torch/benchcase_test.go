@@ -9,14 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // benchCase is one "small module" the benchmarks time: a two-layer MLP.
@@ -26,8 +27,8 @@ type benchCase struct {
 	hidden        int64
 	outputElems   int64
 	source        string
-	params        map[string]*runtime.Tensor
-	input         *runtime.Tensor
+	params        map[string]*tensor.Tensor
+	input         *tensor.Tensor
 	expectedShape []int64
 }
 
@@ -46,13 +47,13 @@ func newBenchCase(name string, batch, width, hidden int64) benchCase {
 	return benchCase{
 		name: name, batch: batch, width: width, hidden: hidden, outputElems: batch * width,
 		source: mlpSource,
-		params: map[string]*runtime.Tensor{
-			"w1": runtime.FromFloat32(seq(int(width*hidden), -0.5, 1/float32(width*hidden)), width, hidden),
-			"b1": runtime.FromFloat32(seq(int(hidden), 0, 0.01), hidden),
-			"w2": runtime.FromFloat32(seq(int(hidden*width), 0.5, -1/float32(width*hidden)), hidden, width),
-			"b2": runtime.FromFloat32(seq(int(width), 0, -0.01), width),
+		params: map[string]*tensor.Tensor{
+			"w1": tensor.FromFloat32(seq(int(width*hidden), -0.5, 1/float32(width*hidden)), width, hidden),
+			"b1": tensor.FromFloat32(seq(int(hidden), 0, 0.01), hidden),
+			"w2": tensor.FromFloat32(seq(int(hidden*width), 0.5, -1/float32(width*hidden)), hidden, width),
+			"b2": tensor.FromFloat32(seq(int(width), 0, -0.01), width),
 		},
-		input: runtime.FromFloat32(in, batch, width),
+		input: tensor.FromFloat32(in, batch, width),
 	}
 }
 
@@ -72,7 +73,7 @@ func (c benchCase) load(tb testing.TB) (*Module, string) {
 	if err := BuildModule(ModuleSource{Source: c.source, Parameters: c.params}, path); err != nil {
 		tb.Fatal(err)
 	}
-	m, err := Default().load(path, runtime.LoadOptions{})
+	m, err := Default().load(path, engine.LoadOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func (c benchCase) pinnedKwargs(b *testing.B) *encoder {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var pin goruntime.Pinner
+	var pin runtime.Pinner
 	enc.pin(&pin)
 	b.Cleanup(func() { pin.Unpin(); enc.release() })
 	return enc

@@ -14,14 +14,16 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
-// Compile implements runtime.Compiler: CompileModule with the spec's fields
+// Compile implements engine.Compiler: CompileModule with the spec's fields
 // as its options (unset ones fall back to the WORLDFOUNDRY_TORCH_COMPILE*
 // variables).
-func (e *Engine) Compile(m runtime.Module, c runtime.CompileSpec) (runtime.Module, error) {
+func (e *Engine) Compile(m engine.Module, c spec.CompileSpec) (engine.Module, error) {
 	return CompileModule(m, CompileOptions{Enabled: c.Enabled, Backend: c.Backend, Mode: c.Mode, Strict: c.Strict})
 }
 
@@ -51,7 +53,7 @@ func (e *Engine) Compile(m runtime.Module, c runtime.CompileSpec) (runtime.Modul
 // options, the libtorch version, the device and the dtype, so the next
 // process loads the compiled form instead of compiling again. Cache problems
 // are logged and never fail the compile.
-func CompileModule(m runtime.Module, opts CompileOptions) (runtime.Module, error) {
+func CompileModule(m engine.Module, opts CompileOptions) (engine.Module, error) {
 	if on, err := boolVar(opts.Enabled, EnvCompile, os.Getenv); err != nil || !on {
 		if err != nil {
 			return nil, fmt.Errorf("torch: compile: %w", err)
@@ -76,7 +78,7 @@ func CompileModule(m runtime.Module, opts CompileOptions) (runtime.Module, error
 	if label == "" {
 		label = filepath.Base(tm.path)
 	}
-	fail := func(err error) (runtime.Module, error) {
+	fail := func(err error) (engine.Module, error) {
 		if cfg.strict {
 			return nil, err
 		}
@@ -90,7 +92,7 @@ func CompileModule(m runtime.Module, opts CompileOptions) (runtime.Module, error
 	cachePath := ""
 	if cfg.cacheDir != "" && keyErr == nil {
 		cachePath = filepath.Join(cfg.cacheDir, key+".pt")
-		if c, err := tm.eng.load(cachePath, runtime.LoadOptions{Device: tm.Device(), DType: tm.dtype}); err == nil {
+		if c, err := tm.eng.load(cachePath, engine.LoadOptions{Device: tm.Device(), DType: tm.dtype}); err == nil {
 			if c.Compiled() {
 				slog.Debug("torch compile cache hit", "label", label, "path", tm.path, "cache", cachePath)
 				c.path = tm.path
@@ -120,7 +122,7 @@ func (m *Module) compile(level int) (*Module, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return nil, fmt.Errorf("torch: compile %s: %w", m.path, runtime.ErrClosed)
+		return nil, fmt.Errorf("torch: compile %s: %w", m.path, engine.ErrClosed)
 	}
 	nh, res := shim.Compile(m.h, level, make([]byte, 16<<10))
 	if res.Status != statusOK {

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // BenchmarkCompileInterleaved times one module uncompiled and compiled by
@@ -39,13 +40,13 @@ func BenchmarkCompileInterleaved(b *testing.B) {
 	}
 	if f := makeParityFixture(b); f.dir != "" {
 		in := readFloat32File(b, filepath.Join(f.dir, "input.bin"))
-		mods = append(mods, module{f.Model, filepath.Join(f.dir, "model.pt"), map[string]any{"x": runtime.FromFloat32(in, f.InputShape...)}})
+		mods = append(mods, module{f.Model, filepath.Join(f.dir, "model.pt"), map[string]any{"x": tensor.FromFloat32(in, f.InputShape...)}})
 	}
 	columns := []struct{ name, backend string }{{"eager", ""}, {"freeze", "freeze"}, {"optimize", "inductor"}}
 	for _, md := range mods {
 		b.Run(md.name, func(b *testing.B) {
 			ctx := context.Background()
-			eager, err := Default().Load(md.path, runtime.LoadOptions{Device: "cpu"})
+			eager, err := Default().Load(md.path, engine.LoadOptions{Device: "cpu"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -55,7 +56,7 @@ func BenchmarkCompileInterleaved(b *testing.B) {
 				name = s.Arguments[0].Name
 			}
 			kw := map[string]any{name: md.input["x"]}
-			ms := []runtime.Module{eager}
+			ms := []engine.Module{eager}
 			on := true
 			for _, col := range columns[1:] {
 				c, err := CompileModule(eager, CompileOptions{Enabled: &on, Strict: &on, Backend: col.backend, CacheDir: "off"})
@@ -68,7 +69,7 @@ func BenchmarkCompileInterleaved(b *testing.B) {
 			calls := make([]int, len(ms))
 			for i, m := range ms {
 				calls[i] = callsPerRun(func() {
-					if _, err := m.Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+					if _, err := m.Call(ctx, "forward", kw, engine.CallOptions{}); err != nil {
 						b.Fatal(err)
 					}
 				})
@@ -83,7 +84,7 @@ func BenchmarkCompileInterleaved(b *testing.B) {
 					i := (k + r) % len(ms)
 					t0 := time.Now()
 					for range calls[i] {
-						if _, err := ms[i].Call(ctx, "forward", kw, runtime.CallOptions{}); err != nil {
+						if _, err := ms[i].Call(ctx, "forward", kw, engine.CallOptions{}); err != nil {
 							b.Fatal(err)
 						}
 					}

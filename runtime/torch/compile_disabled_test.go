@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
-// otherModule is a runtime.Module that no libtorch engine loaded.
-type otherModule struct{ runtime.Module }
+// otherModule is an engine.Module that no libtorch engine loaded.
+type otherModule struct{ engine.Module }
 
 // TestCompileDisabledReturnsModule checks the seed's
 // compile_module_if_enabled(module, enabled=False) is module, in cgo and
@@ -20,11 +20,11 @@ func TestCompileDisabledReturnsModule(t *testing.T) {
 	off, on := false, true
 	m := otherModule{}
 	t.Setenv(EnvCompileStrict, "maybe") // not read while disabled
-	if got, err := CompileModule(m, CompileOptions{Enabled: &off, Backend: "no-such-backend"}); err != nil || got != runtime.Module(m) {
+	if got, err := CompileModule(m, CompileOptions{Enabled: &off, Backend: "no-such-backend"}); err != nil || got != engine.Module(m) {
 		t.Errorf("enabled=false: %v, %v; want the module itself", got, err)
 	}
 	t.Setenv(EnvCompile, "")
-	if got, err := CompileModule(m, CompileOptions{}); err != nil || got != runtime.Module(m) {
+	if got, err := CompileModule(m, CompileOptions{}); err != nil || got != engine.Module(m) {
 		t.Errorf("%s unset: %v, %v; want the module itself", EnvCompile, got, err)
 	}
 	t.Setenv(EnvCompile, "off")
@@ -35,7 +35,7 @@ func TestCompileDisabledReturnsModule(t *testing.T) {
 	if _, err := CompileModule(m, CompileOptions{}); err == nil || !strings.Contains(err.Error(), EnvCompile) {
 		t.Errorf("malformed %s: error = %v, want it named", EnvCompile, err)
 	}
-	_, engErr := runtime.DefaultEngine() // registered only in a cgo build
+	_, engErr := engine.DefaultEngine() // registered only in a cgo build
 	_, err := CompileModule(m, CompileOptions{Enabled: &on})
 	switch {
 	case err == nil:

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // captureLog routes slog's default logger into a buffer for the test.
@@ -51,10 +52,10 @@ def head(self, x: Tensor, k: int = 2) -> Tensor:
     return self.forward(x)[:, :k]
 `
 
-func compileParams() map[string]*runtime.Tensor {
-	return map[string]*runtime.Tensor{
-		"weight": runtime.FromFloat32(seq(12, -1, 0.2), 4, 3),
-		"bias":   runtime.FromFloat32([]float32{0.1, -0.2, 0.3}, 3),
+func compileParams() map[string]*tensor.Tensor {
+	return map[string]*tensor.Tensor{
+		"weight": tensor.FromFloat32(seq(12, -1, 0.2), 4, 3),
+		"bias":   tensor.FromFloat32([]float32{0.1, -0.2, 0.3}, 3),
 	}
 }
 
@@ -75,12 +76,12 @@ func TestCompileModule(t *testing.T) {
 	logs := captureLog(t)
 	cache := filepath.Join(t.TempDir(), "cache")
 	path := buildModule(t, ModuleSource{Source: compileSource, Parameters: compileParams()})
-	m, err := Default().Load(path, runtime.LoadOptions{})
+	m, err := Default().Load(path, engine.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	x := runtime.FromFloat32(seq(8, -0.5, 0.3), 2, 4)
+	x := tensor.FromFloat32(seq(8, -0.5, 0.3), 2, 4)
 	want := floats(t, call(t, m, "forward", map[string]any{"x": x}))
 	wantHead := floats(t, call(t, m, "head", map[string]any{"x": x}))
 
@@ -119,7 +120,7 @@ func TestCompileModule(t *testing.T) {
 	}
 
 	// A fresh load compiles from the cache.
-	m2, err := Default().Load(path, runtime.LoadOptions{})
+	m2, err := Default().Load(path, engine.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestCompileModule(t *testing.T) {
 		t.Errorf("cached forward = %v, want %v", got, want)
 	}
 	// Options, dtype and backend are part of the key.
-	m3, err := Default().Load(path, runtime.LoadOptions{DType: runtime.BFloat16})
+	m3, err := Default().Load(path, engine.LoadOptions{DType: tensor.BFloat16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +161,9 @@ func TestCompileFailures(t *testing.T) {
 	logs := captureLog(t)
 	cache := t.TempDir()
 	on, strict := true, true
-	noForward := loadModule(t, ModuleSource{Source: "def other(self, x: Tensor) -> Tensor:\n    return x\n"}, runtime.LoadOptions{})
+	noForward := loadModule(t, ModuleSource{Source: "def other(self, x: Tensor) -> Tensor:\n    return x\n"}, engine.LoadOptions{})
 	got, err := CompileModule(noForward, CompileOptions{Enabled: &on, CacheDir: cache, Label: "nofwd"})
-	if err != nil || got != runtime.Module(noForward) {
+	if err != nil || got != engine.Module(noForward) {
 		t.Errorf("non-strict failure = %v, %v; want the module itself", got, err)
 	}
 	if !strings.Contains(logs.String(), "torch compile failed") || !strings.Contains(logs.String(), "label=nofwd") {
@@ -172,8 +173,8 @@ func TestCompileFailures(t *testing.T) {
 		!strings.Contains(err.Error(), "freezing needs a forward method") {
 		t.Errorf("strict failure error = %v", err)
 	}
-	m, _ := linearModule(t, runtime.LoadOptions{})
-	if got, err := CompileModule(m, CompileOptions{Enabled: &on, Backend: "tensorrt", CacheDir: cache}); err != nil || got != runtime.Module(m) {
+	m, _ := linearModule(t, engine.LoadOptions{})
+	if got, err := CompileModule(m, CompileOptions{Enabled: &on, Backend: "tensorrt", CacheDir: cache}); err != nil || got != engine.Module(m) {
 		t.Errorf("unsupported backend, non-strict = %v, %v", got, err)
 	}
 	if _, err := CompileModule(m, CompileOptions{Enabled: &on, Backend: "tensorrt", Strict: &strict}); err == nil ||
@@ -193,9 +194,9 @@ func TestCompileFailures(t *testing.T) {
 }
 
 func TestCompileFromEnvironment(t *testing.T) {
-	m, _ := linearModule(t, runtime.LoadOptions{})
+	m, _ := linearModule(t, engine.LoadOptions{})
 	t.Setenv(EnvCompile, "")
-	if got, err := CompileModule(m, CompileOptions{}); err != nil || got != runtime.Module(m) {
+	if got, err := CompileModule(m, CompileOptions{}); err != nil || got != engine.Module(m) {
 		t.Errorf("compile is opt-in: got %v, %v", got, err)
 	}
 	t.Setenv(EnvCompile, "1")
@@ -216,7 +217,7 @@ func TestCompileCacheRecovers(t *testing.T) {
 	cache := t.TempDir()
 	on := true
 	path := buildModule(t, ModuleSource{Source: compileSource, Parameters: compileParams()})
-	m, err := Default().Load(path, runtime.LoadOptions{})
+	m, err := Default().Load(path, engine.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,5 +261,5 @@ func TestCompileCacheRecovers(t *testing.T) {
 	}
 }
 
-// fakeModule is a runtime.Module from another engine.
-type fakeModule struct{ runtime.Module }
+// fakeModule is an engine.Module from another engine.
+type fakeModule struct{ engine.Module }

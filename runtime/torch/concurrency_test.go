@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 const oomSource = `
@@ -27,10 +28,10 @@ def boom(self, n: int) -> Tensor:
 // ErrOutOfMemory (the interpreter re-throws it as a plain runtime_error), and
 // the module keeps serving.
 func TestOutOfMemory(t *testing.T) {
-	m := loadModule(t, ModuleSource{Source: oomSource}, runtime.LoadOptions{})
+	m := loadModule(t, ModuleSource{Source: oomSource}, engine.LoadOptions{})
 	// 2^17 cubed float32 elements = 2^53 bytes: no host can allocate that.
-	_, err := m.Call(context.Background(), "boom", map[string]any{"n": 1 << 17}, runtime.CallOptions{})
-	if !errors.Is(err, runtime.ErrOutOfMemory) {
+	_, err := m.Call(context.Background(), "boom", map[string]any{"n": 1 << 17}, engine.CallOptions{})
+	if !errors.Is(err, engine.ErrOutOfMemory) {
 		t.Fatalf("huge allocation: error = %v, want ErrOutOfMemory", err)
 	}
 	var te *Error
@@ -38,7 +39,7 @@ func TestOutOfMemory(t *testing.T) {
 		t.Errorf("error = %#v", te)
 	}
 	for i := 0; i < 3; i++ {
-		out := call(t, m, "forward", map[string]any{"x": runtime.FromFloat32([]float32{1, 2}, 2)})
+		out := call(t, m, "forward", map[string]any{"x": tensor.FromFloat32([]float32{1, 2}, 2)})
 		if got := floats(t, out); !reflect.DeepEqual(got, []float32{2, 3}) {
 			t.Fatalf("call after OOM = %v", got)
 		}
@@ -57,7 +58,7 @@ func TestOOMMessages(t *testing.T) {
 		if !isOOMMessage(m) {
 			t.Errorf("not recognised as OOM: %q", m)
 		}
-		if err := newError("call", "", "f", statusError, m); !errors.Is(err, runtime.ErrOutOfMemory) {
+		if err := newError("call", "", "f", statusError, m); !errors.Is(err, engine.ErrOutOfMemory) {
 			t.Errorf("newError(%q) does not unwrap to ErrOutOfMemory", m)
 		}
 	}
@@ -66,7 +67,7 @@ func TestOOMMessages(t *testing.T) {
 			t.Errorf("recognised as OOM: %q", m)
 		}
 	}
-	if err := newError("call", "", "f", statusOOM, "anything"); !errors.Is(err, runtime.ErrOutOfMemory) {
+	if err := newError("call", "", "f", statusOOM, "anything"); !errors.Is(err, engine.ErrOutOfMemory) {
 		t.Error("status OOM does not unwrap to ErrOutOfMemory")
 	}
 }
@@ -74,23 +75,23 @@ func TestOOMMessages(t *testing.T) {
 // Many goroutines calling one module at once get the outputs serial calls
 // give.
 func TestConcurrentCallsMatchSerial(t *testing.T) {
-	m, _ := linearModule(t, runtime.LoadOptions{})
+	m, _ := linearModule(t, engine.LoadOptions{})
 	const n = 64
-	inputs := make([]*runtime.Tensor, n)
+	inputs := make([]*tensor.Tensor, n)
 	serial := make([][]float32, n)
 	for i := range inputs {
-		inputs[i] = runtime.FromFloat32(seq(8, float32(i), 0.125), 2, 4)
+		inputs[i] = tensor.FromFloat32(seq(8, float32(i), 0.125), 2, 4)
 		out := call(t, m, "forward", map[string]any{"x": inputs[i], "scale": float64(i)})
 		serial[i] = floats(t, out.(map[string]any)["y"])
 	}
 	inGoroutines(t, 16, func(g int) error {
 		for k := 0; k < n; k++ {
 			i := (k + g*7) % n
-			out, err := m.Call(context.Background(), "forward", map[string]any{"x": inputs[i], "scale": float64(i)}, runtime.CallOptions{})
+			out, err := m.Call(context.Background(), "forward", map[string]any{"x": inputs[i], "scale": float64(i)}, engine.CallOptions{})
 			if err != nil {
 				return err
 			}
-			got, _ := out.(map[string]any)["y"].(*runtime.Tensor).Float32s()
+			got, _ := out.(map[string]any)["y"].(*tensor.Tensor).Float32s()
 			if !reflect.DeepEqual(got, serial[i]) {
 				return fmt.Errorf("goroutine %d input %d: %v, serial %v", g, i, got, serial[i])
 			}
@@ -102,16 +103,16 @@ func TestConcurrentCallsMatchSerial(t *testing.T) {
 // Close waits for calls in flight; calls racing with Close either finish or
 // report ErrClosed.
 func TestCloseRacesCalls(t *testing.T) {
-	m, _ := linearModule(t, runtime.LoadOptions{})
-	x := runtime.FromFloat32(seq(8, 0, 1), 2, 4)
+	m, _ := linearModule(t, engine.LoadOptions{})
+	x := tensor.FromFloat32(seq(8, 0, 1), 2, 4)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := 0; k < 50; k++ {
-				_, err := m.Call(context.Background(), "forward", map[string]any{"x": x}, runtime.CallOptions{})
-				if err != nil && !errors.Is(err, runtime.ErrClosed) {
+				_, err := m.Call(context.Background(), "forward", map[string]any{"x": x}, engine.CallOptions{})
+				if err != nil && !errors.Is(err, engine.ErrClosed) {
 					t.Errorf("call: %v", err)
 					return
 				}
@@ -124,7 +125,7 @@ func TestCloseRacesCalls(t *testing.T) {
 
 // A call waiting for a slot honours its context.
 func TestCallWaitsForSlot(t *testing.T) {
-	m, _ := linearModule(t, runtime.LoadOptions{})
+	m, _ := linearModule(t, engine.LoadOptions{})
 	e := m.eng
 	// Take every slot.
 	for i := 0; i < cap(e.sem); i++ {
@@ -133,7 +134,7 @@ func TestCallWaitsForSlot(t *testing.T) {
 	// The context is live when the call starts and expires while it waits.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := m.Call(ctx, "forward", map[string]any{"x": runtime.FromFloat32(seq(8, 0, 1), 2, 4)}, runtime.CallOptions{})
+	_, err := m.Call(ctx, "forward", map[string]any{"x": tensor.FromFloat32(seq(8, 0, 1), 2, 4)}, engine.CallOptions{})
 	for i := 0; i < cap(e.sem); i++ {
 		<-e.sem
 	}
@@ -141,5 +142,5 @@ func TestCallWaitsForSlot(t *testing.T) {
 		t.Errorf("error = %v, want context.DeadlineExceeded", err)
 	}
 	// The slots are free again.
-	call(t, m, "forward", map[string]any{"x": runtime.FromFloat32(seq(8, 0, 1), 2, 4)})
+	call(t, m, "forward", map[string]any{"x": tensor.FromFloat32(seq(8, 0, 1), 2, 4)})
 }

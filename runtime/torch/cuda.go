@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // cudaAPI is what the engine asks about CUDA. The CPU build of libtorch
@@ -16,7 +17,7 @@ import (
 type cudaAPI interface {
 	deviceCount() int
 	currentDevice() (int, error)
-	device(i int) (runtime.DeviceInfo, error)
+	device(i int) (engine.DeviceInfo, error)
 	synchronize(i int) error
 	emptyCache() error
 }
@@ -53,10 +54,10 @@ func (t *torchCUDA) currentDevice() (int, error) {
 	return i, nil
 }
 
-func (t *torchCUDA) device(i int) (runtime.DeviceInfo, error) {
+func (t *torchCUDA) device(i int) (engine.DeviceInfo, error) {
 	rt, err := t.runtime()
 	if err != nil {
-		return runtime.DeviceInfo{}, err
+		return engine.DeviceInfo{}, err
 	}
 	return rt.device(i)
 }
@@ -115,12 +116,12 @@ func (r *cudartCUDA) currentDevice() (int, error) {
 	return i, nil
 }
 
-func (r *cudartCUDA) device(i int) (runtime.DeviceInfo, error) {
+func (r *cudartCUDA) device(i int) (engine.DeviceInfo, error) {
 	d, res := r.c.Device(i)
 	if res.Status != statusOK {
-		return runtime.DeviceInfo{}, newError("device", fmt.Sprintf("cuda:%d", i), "", res.Status, string(res.Payload))
+		return engine.DeviceInfo{}, newError("device", fmt.Sprintf("cuda:%d", i), "", res.Status, string(res.Payload))
 	}
-	return runtime.DeviceInfo{Index: i, Name: d.Name, Major: d.Major, Minor: d.Minor,
+	return engine.DeviceInfo{Index: i, Name: d.Name, Major: d.Major, Minor: d.Minor,
 		FreeBytes: d.FreeBytes, TotalBytes: d.TotalBytes}, nil
 }
 

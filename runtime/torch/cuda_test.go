@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // On the CPU build of libtorch the engine reports no CUDA and every
@@ -88,7 +88,7 @@ func TestCUDAThroughRuntimeLookup(t *testing.T) {
 	if i, err := e.CUDACurrentDevice(); err != nil || i != 1 {
 		t.Fatalf("CUDACurrentDevice() = %d, %v", i, err)
 	}
-	want := []runtime.DeviceInfo{
+	want := []engine.DeviceInfo{
 		{Index: 0, Name: "Fake T4", Major: 7, Minor: 5, FreeBytes: 1 << 30, TotalBytes: 1 << 32},
 		{Index: 1, Name: "Fake A100", Major: 8, Minor: 6, FreeBytes: 2 << 30, TotalBytes: 2 << 32},
 	}

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // DefineModule builds a TorchScript module from source and saves it to path
@@ -24,8 +25,8 @@ import (
 //	err := torch.DefineModule(`
 //	def forward(self, x: Tensor, scale: float = 1.0) -> Dict[str, Tensor]:
 //	    return {"y": torch.matmul(x, self.weight) * scale}
-//	`, map[string]*runtime.Tensor{"weight": w}, "model.pt")
-func DefineModule(source string, params map[string]*runtime.Tensor, path string) error {
+//	`, map[string]*tensor.Tensor{"weight": w}, "model.pt")
+func DefineModule(source string, params map[string]*tensor.Tensor, path string) error {
 	return BuildModule(ModuleSource{Source: source, Parameters: params}, path)
 }
 
@@ -39,7 +40,7 @@ func BuildModule(src ModuleSource, path string) error {
 	}
 	enc := &encoder{}
 	enc.u64(uint64(len(src.Parameters) + len(src.Buffers)))
-	for kind, set := range []map[string]*runtime.Tensor{src.Parameters, src.Buffers} {
+	for kind, set := range []map[string]*tensor.Tensor{src.Parameters, src.Buffers} {
 		names := make([]string, 0, len(set))
 		for n := range set {
 			names = append(names, n)
@@ -67,7 +68,7 @@ func BuildModule(src ModuleSource, path string) error {
 	}
 	tmpName := tmp.Name()
 	tmp.Close()
-	var pinner goruntime.Pinner
+	var pinner runtime.Pinner
 	enc.pin(&pinner)
 	res := shim.Define(src.Source, enc.buf, enc.ptrs, tmpName, make([]byte, 8192))
 	pinner.Unpin()

@@ -16,9 +16,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/dist"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // The engine joins process groups (package runtime/dist) with libtorch's
@@ -231,7 +232,7 @@ func (c *comm) run(ctx context.Context, what string, call func(opID, timeoutMS i
 	return classify(ctx, newError(what, "", "", res.Status, string(res.Payload)), start, timeout, byCtx)
 }
 
-func (c *comm) AllReduce(ctx context.Context, data []byte, dtype runtime.DType, op dist.ReduceOp) error {
+func (c *comm) AllReduce(ctx context.Context, data []byte, dtype tensor.DType, op dist.ReduceOp) error {
 	code, err := dtypeCode(dtype)
 	if err != nil {
 		return err

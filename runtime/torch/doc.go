@@ -1,11 +1,11 @@
 // Package torch is wfgen's libtorch execution engine. Importing it registers
-// the engine with runtime.RegisterEngine (the database/sql driver pattern):
+// the engine with engine.RegisterEngine (the database/sql driver pattern):
 //
 //	import _ "github.com/worldfoundry/wfgen/runtime/torch"
 //
 // It needs cgo and libtorch (Debian: apt-get install libtorch-dev). Built
 // with CGO_ENABLED=0 it registers nothing, so execution returns
-// runtime.ErrNoEngine, and its exported helpers return ErrUnavailable.
+// engine.ErrNoEngine, and its exported helpers return ErrUnavailable.
 //
 // The C++ side is a small shim in internal/shim. Every inference is one cgo
 // call: keyword arguments go in as one value blob plus pointers to the
@@ -16,7 +16,7 @@
 // Go. At most a bounded number of calls run inside libtorch at once, and the
 // intra-op thread count is set once.
 //
-// Besides the runtime.Engine, the package exports DefineModule (build
+// Besides the engine.Engine, the package exports DefineModule (build
 // TorchScript modules from source, for tests and bundled demo checkpoints)
 // and CompileModule (freeze and fusion, with an on-disk cache).
 // docs/engine.md describes the variables it reads.

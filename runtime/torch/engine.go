@@ -7,14 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	goruntime "runtime"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/infra"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // The shim's status codes must match the ones errors.go uses.
@@ -78,7 +80,7 @@ func (e *Engine) cudaAPI() cudaAPI {
 var defaultEngine = &Engine{}
 
 func init() {
-	runtime.RegisterEngine(defaultEngine)
+	engine.RegisterEngine(defaultEngine)
 }
 
 // Default returns the engine this package registered.
@@ -144,9 +146,9 @@ func (e *Engine) init() error {
 			return
 		}
 		if !ok {
-			maxCalls = goruntime.GOMAXPROCS(0)
+			maxCalls = runtime.GOMAXPROCS(0)
 		}
-		if goruntime.GOMAXPROCS(0) == 1 {
+		if runtime.GOMAXPROCS(0) == 1 {
 			slog.Warn(singlePWarning)
 		}
 		e.sem = make(chan struct{}, maxCalls)
@@ -214,7 +216,7 @@ func (e *Engine) MaxConcurrentCalls() int {
 
 // Load loads a checkpoint onto opts.Device (default "cpu"), in the format
 // opts.Format declares or, without one, the format recognised from the
-// file (runtime.ResolveCheckpointFormat). A TorchScript file becomes a
+// file (spec.ResolveCheckpointFormat). A TorchScript file becomes a
 // *Module: floating parameters and buffers are cast to opts.DType when set
 // (integer and bool buffers keep their dtype), the module is put in eval
 // mode, and the archive's structure and metadata checksums are verified
@@ -222,18 +224,18 @@ func (e *Engine) MaxConcurrentCalls() int {
 // *AOTIModule (see loadAOTI); an engine built against libtorch older than
 // 2.6 refuses one with ErrAOTIUnavailable. Load installs the process
 // policy (infra.Install) first, as the seed's inference context does.
-func (e *Engine) Load(path string, opts runtime.LoadOptions) (runtime.Module, error) {
-	format, err := runtime.ResolveCheckpointFormat(path, opts.Format)
+func (e *Engine) Load(path string, opts engine.LoadOptions) (engine.Module, error) {
+	format, err := spec.ResolveCheckpointFormat(path, opts.Format)
 	if err != nil {
 		return nil, fmt.Errorf("torch: load: %w", err)
 	}
-	if format == runtime.FormatAOTInductor {
+	if format == spec.FormatAOTInductor {
 		return e.loadAOTI(path, opts)
 	}
 	return e.load(path, opts)
 }
 
-func (e *Engine) load(path string, opts runtime.LoadOptions) (*Module, error) {
+func (e *Engine) load(path string, opts engine.LoadOptions) (*Module, error) {
 	if err := e.init(); err != nil {
 		return nil, fmt.Errorf("torch: load %s: %w", path, err)
 	}
@@ -321,13 +323,13 @@ func (e *Engine) CUDACurrentDevice() (int, error) { return e.cudaAPI().currentDe
 
 // CUDADevice returns name, compute capability and free/total memory of one
 // CUDA device.
-func (e *Engine) CUDADevice(index int) (runtime.DeviceInfo, error) {
+func (e *Engine) CUDADevice(index int) (engine.DeviceInfo, error) {
 	c := e.cudaAPI()
 	if n := c.deviceCount(); index < 0 || index >= n {
 		if n == 0 {
-			return runtime.DeviceInfo{}, errNoCUDA
+			return engine.DeviceInfo{}, errNoCUDA
 		}
-		return runtime.DeviceInfo{}, fmt.Errorf("torch: CUDA device %d: %d devices visible", index, n)
+		return engine.DeviceInfo{}, fmt.Errorf("torch: CUDA device %d: %d devices visible", index, n)
 	}
 	return c.device(index)
 }
@@ -390,11 +392,11 @@ var _ = [1]struct{}{}[levelFreezeOptimize-shim.FreezeOptimize]
 
 // The engine and its modules implement the runtime's and infra's interfaces.
 var (
-	_ runtime.Engine        = (*Engine)(nil)
-	_ runtime.CUDAEngine    = (*Engine)(nil)
-	_ runtime.CacheReleaser = (*Engine)(nil)
-	_ runtime.Synchronizer  = (*Engine)(nil)
-	_ runtime.Compiler      = (*Engine)(nil)
-	_ runtime.Module        = (*Module)(nil)
-	_ infra.FlagEngine      = (*Engine)(nil)
+	_ engine.Engine        = (*Engine)(nil)
+	_ engine.CUDAEngine    = (*Engine)(nil)
+	_ engine.CacheReleaser = (*Engine)(nil)
+	_ engine.Synchronizer  = (*Engine)(nil)
+	_ engine.Compiler      = (*Engine)(nil)
+	_ engine.Module        = (*Module)(nil)
+	_ infra.FlagEngine     = (*Engine)(nil)
 )

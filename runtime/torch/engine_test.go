@@ -11,15 +11,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func TestRegisteredEngine(t *testing.T) {
-	e, err := runtime.DefaultEngine()
+	e, err := engine.DefaultEngine()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e != runtime.Engine(Default()) || e.Name() != "libtorch" {
+	if e != engine.Engine(Default()) || e.Name() != "libtorch" {
 		t.Fatalf("registered engine = %v %q", e, e.Name())
 	}
 	if v := Default().LibtorchVersion(); e.Version() != v.String() || !v.AtLeast(1, 13) {
@@ -39,17 +40,17 @@ def forward(self, x: Tensor, scale: float = 2.0, key: str = "y") -> Dict[str, Te
     return {key: torch.matmul(x, self.weight) * scale, "bias_sum": self.bias.sum().reshape([1])}
 `
 
-func linearModule(t testing.TB, opts runtime.LoadOptions) (*Module, []float32) {
+func linearModule(t testing.TB, opts engine.LoadOptions) (*Module, []float32) {
 	w := seq(12, -1, 0.25) // [4,3]
-	m := loadModule(t, ModuleSource{Source: linearSource, Parameters: map[string]*runtime.Tensor{
-		"weight": runtime.FromFloat32(w, 4, 3),
-		"bias":   runtime.FromFloat32([]float32{1, 2, 3}, 3),
+	m := loadModule(t, ModuleSource{Source: linearSource, Parameters: map[string]*tensor.Tensor{
+		"weight": tensor.FromFloat32(w, 4, 3),
+		"bias":   tensor.FromFloat32([]float32{1, 2, 3}, 3),
 	}}, opts)
 	return m, w
 }
 
 func TestDefineLoadCall(t *testing.T) {
-	m, w := linearModule(t, runtime.LoadOptions{})
+	m, w := linearModule(t, engine.LoadOptions{})
 	if got := m.Methods(); !reflect.DeepEqual(got, []string{"forward"}) {
 		t.Fatalf("Methods() = %v", got)
 	}
@@ -57,7 +58,7 @@ func TestDefineLoadCall(t *testing.T) {
 		t.Errorf("Device() = %q", m.Device())
 	}
 	x := seq(8, 0.5, 0.5) // [2,4]
-	out := call(t, m, "forward", map[string]any{"x": runtime.FromFloat32(x, 2, 4), "scale": 3.0, "key": "z"})
+	out := call(t, m, "forward", map[string]any{"x": tensor.FromFloat32(x, 2, 4), "scale": 3.0, "key": "z"})
 	d, ok := out.(map[string]any)
 	if !ok || len(d) != 2 {
 		t.Fatalf("output = %#v, want a dict of two", out)
@@ -69,14 +70,14 @@ func TestDefineLoadCall(t *testing.T) {
 	if got := floats(t, d["z"]); !closeTo(got, want, 1e-6) {
 		t.Errorf("z = %v, want %v", got, want)
 	}
-	if got := d["z"].(*runtime.Tensor).Shape; !reflect.DeepEqual(got, []int64{2, 3}) {
+	if got := d["z"].(*tensor.Tensor).Shape; !reflect.DeepEqual(got, []int64{2, 3}) {
 		t.Errorf("shape = %v", got)
 	}
 	if got := floats(t, d["bias_sum"]); !reflect.DeepEqual(got, []float32{6}) {
 		t.Errorf("bias_sum = %v", got)
 	}
 	// Defaults apply; an int is accepted for a float argument.
-	out = call(t, m, "forward", map[string]any{"x": runtime.FromFloat32(x, 2, 4)})
+	out = call(t, m, "forward", map[string]any{"x": tensor.FromFloat32(x, 2, 4)})
 	want2 := matmul(x, w, 2, 4, 3)
 	for i := range want2 {
 		want2[i] *= 2
@@ -84,7 +85,7 @@ func TestDefineLoadCall(t *testing.T) {
 	if got := floats(t, out.(map[string]any)["y"]); !closeTo(got, want2, 1e-6) {
 		t.Errorf("default scale: y = %v, want %v", got, want2)
 	}
-	out = call(t, m, "forward", map[string]any{"x": runtime.FromFloat32(x, 2, 4), "scale": int64(2)})
+	out = call(t, m, "forward", map[string]any{"x": tensor.FromFloat32(x, 2, 4), "scale": int64(2)})
 	if got := floats(t, out.(map[string]any)["y"]); !closeTo(got, want2, 1e-6) {
 		t.Errorf("int scale: y = %v, want %v", got, want2)
 	}
@@ -99,7 +100,7 @@ def pair(self, a: int, b: Tuple[int, str]) -> Tuple[Tensor, str]:
 `
 
 func TestSchema(t *testing.T) {
-	m := loadModule(t, ModuleSource{Source: schemaSource}, runtime.LoadOptions{})
+	m := loadModule(t, ModuleSource{Source: schemaSource}, engine.LoadOptions{})
 	if got := m.Methods(); !reflect.DeepEqual(got, []string{"forward", "pair"}) {
 		t.Fatalf("Methods() = %v", got)
 	}
@@ -107,7 +108,7 @@ func TestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runtime.MethodSchema{Name: "forward", Arguments: []runtime.Argument{
+	want := engine.MethodSchema{Name: "forward", Arguments: []engine.Argument{
 		{Name: "x", Type: "Tensor"},
 		{Name: "n", Type: "int", HasDefault: true, Default: int64(3)},
 		{Name: "s", Type: "str", HasDefault: true, Default: "hi"},
@@ -124,7 +125,7 @@ func TestSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantP := runtime.MethodSchema{Name: "pair", Arguments: []runtime.Argument{
+	wantP := engine.MethodSchema{Name: "pair", Arguments: []engine.Argument{
 		{Name: "a", Type: "int"}, {Name: "b", Type: "Tuple[int, str]"},
 	}, Returns: []string{"Tuple[Tensor, str]"}}
 	if !reflect.DeepEqual(p, wantP) {
@@ -143,7 +144,7 @@ func TestSchema(t *testing.T) {
 	if !ok || len(tup) != 2 || tup[1] != "seven" {
 		t.Fatalf("pair output = %#v", out)
 	}
-	if z := tup[0].(*runtime.Tensor); !reflect.DeepEqual(z.Shape, []int64{2}) || z.DType != runtime.Float32 {
+	if z := tup[0].(*tensor.Tensor); !reflect.DeepEqual(z.Shape, []int64{2}) || z.DType != tensor.Float32 {
 		t.Errorf("pair tensor = %+v", z)
 	}
 }
@@ -160,12 +161,12 @@ def forward(self, s: str, i: int, f: float, b: bool, li: List[int], lf: List[flo
 `
 
 func TestArgumentAndOutputKinds(t *testing.T) {
-	m := loadModule(t, ModuleSource{Source: kindsSource}, runtime.LoadOptions{})
+	m := loadModule(t, ModuleSource{Source: kindsSource}, engine.LoadOptions{})
 	out := call(t, m, "forward", map[string]any{
 		"s": "hey", "i": int64(21), "f": 3.0, "b": false,
 		"li": []int64{1, 2}, "lf": []float64{0.5, 0.25}, "ls": []string{"a", "b"},
-		"lt": []*runtime.Tensor{runtime.FromFloat32([]float32{1, 1}, 2)},
-		"t":  runtime.FromFloat32([]float32{2, 3}, 2),
+		"lt": []*tensor.Tensor{tensor.FromFloat32([]float32{1, 1}, 2)},
+		"t":  tensor.FromFloat32([]float32{2, 3}, 2),
 		"o":  int64(9),
 		"d":  map[string]any{"p": 1.5, "q": int64(2)},
 	})
@@ -192,7 +193,7 @@ func TestArgumentAndOutputKinds(t *testing.T) {
 	// Optional given as nil, empty typed lists, defaults for the rest.
 	out = call(t, m, "forward", map[string]any{
 		"s": "", "i": 0, "f": 0, "b": true, "li": []any{}, "lf": []any{}, "ls": []any{},
-		"lt": []any{runtime.FromFloat32([]float32{0}, 1)}, "t": runtime.FromFloat32([]float32{5}, 1), "d": map[string]any{},
+		"lt": []any{tensor.FromFloat32([]float32{0}, 1)}, "t": tensor.FromFloat32([]float32{5}, 1), "d": map[string]any{},
 	})
 	tup = out.([]any)
 	if tup[0] != "!" || tup[9] != nil || !reflect.DeepEqual(tup[4], []any{int64(0)}) || tup[10] != 0.0 {
@@ -213,7 +214,7 @@ def forward(self, n: int) -> Dict[str, List[Tuple[int, Tensor]]]:
 `
 
 func TestNestedOutput(t *testing.T) {
-	m := loadModule(t, ModuleSource{Source: nestedSource}, runtime.LoadOptions{})
+	m := loadModule(t, ModuleSource{Source: nestedSource}, engine.LoadOptions{})
 	out := call(t, m, "forward", map[string]any{"n": 3}).(map[string]any)
 	items := out["items"].([]any)
 	if len(items) != 3 || len(out["empty"].([]any)) != 0 {
@@ -224,7 +225,7 @@ func TestNestedOutput(t *testing.T) {
 		if pair[0] != int64(i) {
 			t.Errorf("item %d index = %v", i, pair[0])
 		}
-		v, err := pair[1].(*runtime.Tensor).Int64s()
+		v, err := pair[1].(*tensor.Tensor).Int64s()
 		if err != nil || len(v) != i {
 			t.Fatalf("item %d tensor = %v %v", i, v, err)
 		}
@@ -240,24 +241,24 @@ func TestTensorDTypesRoundTrip(t *testing.T) {
 	m := loadModule(t, ModuleSource{Source: `
 def forward(self, x: Tensor) -> Tuple[Tensor, Tensor]:
     return x, x.flip([0])
-`}, runtime.LoadOptions{})
+`}, engine.LoadOptions{})
 	cases := []struct {
-		dt   runtime.DType
+		dt   tensor.DType
 		data []byte
 		flip []byte
 	}{
-		{runtime.Float32, runtime.FromFloat32([]float32{1.5, -2}, 2).Data, runtime.FromFloat32([]float32{-2, 1.5}, 2).Data},
-		{runtime.Float16, []byte{0x00, 0x3c, 0x00, 0xc0}, []byte{0x00, 0xc0, 0x00, 0x3c}}, // 1.0, -2.0
-		{runtime.BFloat16, bf16([]float32{1, -2}), bf16([]float32{-2, 1})},
-		{runtime.Int64, runtime.FromInt64([]int64{1 << 40, -7}, 2).Data, runtime.FromInt64([]int64{-7, 1 << 40}, 2).Data},
-		{runtime.Int32, []byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, []byte{0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0}},
-		{runtime.Uint8, []byte{0, 255}, []byte{255, 0}},
-		{runtime.Bool, []byte{1, 0}, []byte{0, 1}},
+		{tensor.Float32, tensor.FromFloat32([]float32{1.5, -2}, 2).Data, tensor.FromFloat32([]float32{-2, 1.5}, 2).Data},
+		{tensor.Float16, []byte{0x00, 0x3c, 0x00, 0xc0}, []byte{0x00, 0xc0, 0x00, 0x3c}}, // 1.0, -2.0
+		{tensor.BFloat16, bf16([]float32{1, -2}), bf16([]float32{-2, 1})},
+		{tensor.Int64, tensor.FromInt64([]int64{1 << 40, -7}, 2).Data, tensor.FromInt64([]int64{-7, 1 << 40}, 2).Data},
+		{tensor.Int32, []byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, []byte{0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0}},
+		{tensor.Uint8, []byte{0, 255}, []byte{255, 0}},
+		{tensor.Bool, []byte{1, 0}, []byte{0, 1}},
 	}
 	for _, c := range cases {
-		in := &runtime.Tensor{DType: c.dt, Shape: []int64{2}, Data: c.data}
+		in := &tensor.Tensor{DType: c.dt, Shape: []int64{2}, Data: c.data}
 		out := call(t, m, "forward", map[string]any{"x": in}).([]any)
-		same, flip := out[0].(*runtime.Tensor), out[1].(*runtime.Tensor)
+		same, flip := out[0].(*tensor.Tensor), out[1].(*tensor.Tensor)
 		if same.DType != c.dt || !reflect.DeepEqual(same.Data, c.data) || !reflect.DeepEqual(same.Shape, []int64{2}) {
 			t.Errorf("%s identity = %+v", c.dt, same)
 		}
@@ -266,13 +267,13 @@ def forward(self, x: Tensor) -> Tuple[Tensor, Tensor]:
 		}
 	}
 	// Scalars (rank 0) and empty tensors cross too.
-	scalar := &runtime.Tensor{DType: runtime.Int64, Data: runtime.FromInt64([]int64{5}).Data}
-	out := call(t, m, "forward", map[string]any{"x": runtime.FromFloat32(nil, 0, 3)}).([]any)
-	if e := out[0].(*runtime.Tensor); len(e.Data) != 0 || !reflect.DeepEqual(e.Shape, []int64{0, 3}) {
+	scalar := &tensor.Tensor{DType: tensor.Int64, Data: tensor.FromInt64([]int64{5}).Data}
+	out := call(t, m, "forward", map[string]any{"x": tensor.FromFloat32(nil, 0, 3)}).([]any)
+	if e := out[0].(*tensor.Tensor); len(e.Data) != 0 || !reflect.DeepEqual(e.Shape, []int64{0, 3}) {
 		t.Errorf("empty = %+v", e)
 	}
-	m2 := loadModule(t, ModuleSource{Source: "def forward(self, x: Tensor) -> Tensor:\n    return x * 2\n"}, runtime.LoadOptions{})
-	s := call(t, m2, "forward", map[string]any{"x": scalar}).(*runtime.Tensor)
+	m2 := loadModule(t, ModuleSource{Source: "def forward(self, x: Tensor) -> Tensor:\n    return x * 2\n"}, engine.LoadOptions{})
+	s := call(t, m2, "forward", map[string]any{"x": scalar}).(*tensor.Tensor)
 	if v, _ := s.Int64s(); len(s.Shape) != 0 || !reflect.DeepEqual(v, []int64{10}) {
 		t.Errorf("scalar = %+v", s)
 	}
@@ -282,8 +283,8 @@ func TestUnsupportedOutputDType(t *testing.T) {
 	m := loadModule(t, ModuleSource{Source: `
 def forward(self) -> Tensor:
     return torch.zeros([2]).double()
-`}, runtime.LoadOptions{})
-	_, err := m.Call(context.Background(), "forward", nil, runtime.CallOptions{})
+`}, engine.LoadOptions{})
+	_, err := m.Call(context.Background(), "forward", nil, engine.CallOptions{})
 	if err == nil || !strings.Contains(err.Error(), "Double") || !strings.Contains(err.Error(), "cast it in the module") {
 		t.Errorf("float64 output error = %v", err)
 	}
@@ -298,19 +299,19 @@ def forward(self, x: Tensor) -> Tensor:
 def state(self) -> Tuple[Tensor, Tensor, Tensor]:
     return self.w, self.idx, self.scale
 `,
-		Parameters: map[string]*runtime.Tensor{"w": runtime.FromFloat32([]float32{2, 4}, 2)},
-		Buffers: map[string]*runtime.Tensor{
-			"idx":   runtime.FromInt64([]int64{3, 1}, 2),
-			"scale": runtime.FromFloat32([]float32{0.5}, 1),
+		Parameters: map[string]*tensor.Tensor{"w": tensor.FromFloat32([]float32{2, 4}, 2)},
+		Buffers: map[string]*tensor.Tensor{
+			"idx":   tensor.FromInt64([]int64{3, 1}, 2),
+			"scale": tensor.FromFloat32([]float32{0.5}, 1),
 		},
 	}
-	m := loadModule(t, src, runtime.LoadOptions{DType: runtime.BFloat16})
-	if m.DType() != runtime.BFloat16 {
+	m := loadModule(t, src, engine.LoadOptions{DType: tensor.BFloat16})
+	if m.DType() != tensor.BFloat16 {
 		t.Errorf("DType() = %q", m.DType())
 	}
 	st := call(t, m, "state", nil).([]any)
-	w, idx, scale := st[0].(*runtime.Tensor), st[1].(*runtime.Tensor), st[2].(*runtime.Tensor)
-	if w.DType != runtime.BFloat16 || scale.DType != runtime.BFloat16 {
+	w, idx, scale := st[0].(*tensor.Tensor), st[1].(*tensor.Tensor), st[2].(*tensor.Tensor)
+	if w.DType != tensor.BFloat16 || scale.DType != tensor.BFloat16 {
 		t.Errorf("floating parameter/buffer dtypes = %s, %s, want bfloat16", w.DType, scale.DType)
 	}
 	if got := fromBF16(w.Data); !reflect.DeepEqual(got, []float32{2, 4}) {
@@ -320,19 +321,19 @@ def state(self) -> Tuple[Tensor, Tensor, Tensor]:
 		t.Errorf("integer buffer = %+v (%v), want int64 [3 1]", idx, err)
 	}
 	// Floating inputs are cast to the load dtype.
-	y := call(t, m, "forward", map[string]any{"x": runtime.FromFloat32([]float32{1.5, -1}, 2)}).(*runtime.Tensor)
-	if y.DType != runtime.BFloat16 || !reflect.DeepEqual(fromBF16(y.Data), []float32{3, -4}) {
+	y := call(t, m, "forward", map[string]any{"x": tensor.FromFloat32([]float32{1.5, -1}, 2)}).(*tensor.Tensor)
+	if y.DType != tensor.BFloat16 || !reflect.DeepEqual(fromBF16(y.Data), []float32{3, -4}) {
 		t.Errorf("forward = %+v", y)
 	}
-	if _, err := Default().Load(m.Path(), runtime.LoadOptions{DType: runtime.Int64}); err == nil {
+	if _, err := Default().Load(m.Path(), engine.LoadOptions{DType: tensor.Int64}); err == nil {
 		t.Error("Load with an integer dtype succeeded")
 	}
 }
 
 func TestCallErrors(t *testing.T) {
-	m, _ := linearModule(t, runtime.LoadOptions{})
+	m, _ := linearModule(t, engine.LoadOptions{})
 	ctx := context.Background()
-	x := runtime.FromFloat32(seq(8, 0, 1), 2, 4)
+	x := tensor.FromFloat32(seq(8, 0, 1), 2, 4)
 	cases := []struct {
 		name   string
 		method string
@@ -345,13 +346,13 @@ func TestCallErrors(t *testing.T) {
 		{"wrong type", "forward", map[string]any{"x": x, "key": 5}, []string{"argument 'key'", "expected a value of type str, found int"}},
 		{"tensor for float", "forward", map[string]any{"x": x, "scale": x}, []string{"argument 'scale'", "found Tensor"}},
 		{"go type", "forward", map[string]any{"x": x, "scale": struct{}{}}, []string{`argument "scale"`, "struct {}"}},
-		{"bad tensor", "forward", map[string]any{"x": &runtime.Tensor{DType: runtime.Float32, Shape: []int64{3}, Data: make([]byte, 4)}}, []string{"needs 12 bytes, has 4"}},
-		{"bad dtype", "forward", map[string]any{"x": &runtime.Tensor{DType: "complex64", Shape: []int64{1}, Data: make([]byte, 8)}}, []string{"complex64"}},
-		{"shape mismatch", "forward", map[string]any{"x": runtime.FromFloat32(seq(6, 0, 1), 2, 3)}, []string{"torch: call forward", "mat1 and mat2 shapes cannot be multiplied"}},
+		{"bad tensor", "forward", map[string]any{"x": &tensor.Tensor{DType: tensor.Float32, Shape: []int64{3}, Data: make([]byte, 4)}}, []string{"needs 12 bytes, has 4"}},
+		{"bad dtype", "forward", map[string]any{"x": &tensor.Tensor{DType: "complex64", Shape: []int64{1}, Data: make([]byte, 8)}}, []string{"complex64"}},
+		{"shape mismatch", "forward", map[string]any{"x": tensor.FromFloat32(seq(6, 0, 1), 2, 3)}, []string{"torch: call forward", "mat1 and mat2 shapes cannot be multiplied"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := m.Call(ctx, c.method, c.kwargs, runtime.CallOptions{})
+			_, err := m.Call(ctx, c.method, c.kwargs, engine.CallOptions{})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -363,7 +364,7 @@ func TestCallErrors(t *testing.T) {
 			if strings.Contains(err.Error(), "Exception raised from") || strings.Contains(err.Error(), "frame #") {
 				t.Errorf("error carries a C++ backtrace: %q", err)
 			}
-			if errors.Is(err, runtime.ErrOutOfMemory) {
+			if errors.Is(err, engine.ErrOutOfMemory) {
 				t.Errorf("error %q is classified as out of memory", err)
 			}
 		})
@@ -381,15 +382,15 @@ func TestLoadErrors(t *testing.T) {
 	good := buildModule(t, ModuleSource{Source: "def forward(self) -> int:\n    return 1\n"})
 	cases := []struct {
 		name, path string
-		opts       runtime.LoadOptions
+		opts       engine.LoadOptions
 		want       string
 	}{
-		{"missing", filepath.Join(dir, "none.pt"), runtime.LoadOptions{}, "no such file"},
-		{"directory", dir, runtime.LoadOptions{}, "is a directory"},
-		{"garbage", garbage, runtime.LoadOptions{}, "torch: load " + garbage + ": not a TorchScript archive"},
-		{"bad device", good, runtime.LoadOptions{Device: "gpu7"}, "torch: load"},
-		{"cuda on cpu build", good, runtime.LoadOptions{Device: "cuda:0"}, "torch: load"},
-		{"bad dtype", good, runtime.LoadOptions{DType: "float64"}, "want float32, float16 or bfloat16"},
+		{"missing", filepath.Join(dir, "none.pt"), engine.LoadOptions{}, "no such file"},
+		{"directory", dir, engine.LoadOptions{}, "is a directory"},
+		{"garbage", garbage, engine.LoadOptions{}, "torch: load " + garbage + ": not a TorchScript archive"},
+		{"bad device", good, engine.LoadOptions{Device: "gpu7"}, "torch: load"},
+		{"cuda on cpu build", good, engine.LoadOptions{Device: "cuda:0"}, "torch: load"},
+		{"bad dtype", good, engine.LoadOptions{DType: "float64"}, "want float32, float16 or bfloat16"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -416,13 +417,13 @@ func TestDefineErrors(t *testing.T) {
 		t.Errorf("undefined attribute: error = %v", err)
 	}
 	err = BuildModule(ModuleSource{Source: "def forward(self) -> int:\n    return 1\n",
-		Parameters: map[string]*runtime.Tensor{"a": runtime.FromFloat32([]float32{1}, 1)},
-		Buffers:    map[string]*runtime.Tensor{"a": runtime.FromFloat32([]float32{1}, 1)}}, path)
+		Parameters: map[string]*tensor.Tensor{"a": tensor.FromFloat32([]float32{1}, 1)},
+		Buffers:    map[string]*tensor.Tensor{"a": tensor.FromFloat32([]float32{1}, 1)}}, path)
 	if err == nil || !strings.Contains(err.Error(), "both a parameter and a buffer") {
 		t.Errorf("duplicate name: error = %v", err)
 	}
 	err = DefineModule("def forward(self) -> int:\n    return 1\n",
-		map[string]*runtime.Tensor{"w": {DType: runtime.Float32, Shape: []int64{2}}}, path)
+		map[string]*tensor.Tensor{"w": {DType: tensor.Float32, Shape: []int64{2}}}, path)
 	if err == nil || !strings.Contains(err.Error(), "needs 8 bytes") {
 		t.Errorf("short tensor: error = %v", err)
 	}
@@ -433,11 +434,11 @@ func TestDefineErrors(t *testing.T) {
 }
 
 func TestCloseAndContext(t *testing.T) {
-	m, _ := linearModule(t, runtime.LoadOptions{})
-	x := runtime.FromFloat32(seq(8, 0, 1), 2, 4)
+	m, _ := linearModule(t, engine.LoadOptions{})
+	x := tensor.FromFloat32(seq(8, 0, 1), 2, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := m.Call(ctx, "forward", map[string]any{"x": x}, runtime.CallOptions{}); !errors.Is(err, context.Canceled) {
+	if _, err := m.Call(ctx, "forward", map[string]any{"x": x}, engine.CallOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled context: error = %v", err)
 	}
 	if err := m.Close(); err != nil {
@@ -446,24 +447,24 @@ func TestCloseAndContext(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := m.Call(context.Background(), "forward", map[string]any{"x": x}, runtime.CallOptions{}); !errors.Is(err, runtime.ErrClosed) {
+	if _, err := m.Call(context.Background(), "forward", map[string]any{"x": x}, engine.CallOptions{}); !errors.Is(err, engine.ErrClosed) {
 		t.Errorf("call after Close: error = %v", err)
 	}
 }
 
 // CUDA autocast is a no-op on CPU modules, whatever the dtype asked for.
 func TestAutocastIsNoOpOnCPU(t *testing.T) {
-	m, _ := linearModule(t, runtime.LoadOptions{})
-	x := runtime.FromFloat32(seq(8, 0, 1), 2, 4)
+	m, _ := linearModule(t, engine.LoadOptions{})
+	x := tensor.FromFloat32(seq(8, 0, 1), 2, 4)
 	plain := call(t, m, "forward", map[string]any{"x": x})
-	for _, dt := range []runtime.DType{runtime.Float16, runtime.BFloat16, "int64"} {
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16, "int64"} {
 		out, err := m.Call(context.Background(), "forward", map[string]any{"x": x},
-			runtime.CallOptions{Autocast: true, AutocastDType: dt})
+			engine.CallOptions{Autocast: true, AutocastDType: dt})
 		if err != nil {
 			t.Fatalf("autocast %s: %v", dt, err)
 		}
-		y := out.(map[string]any)["y"].(*runtime.Tensor)
-		if y.DType != runtime.Float32 || !reflect.DeepEqual(y.Data, plain.(map[string]any)["y"].(*runtime.Tensor).Data) {
+		y := out.(map[string]any)["y"].(*tensor.Tensor)
+		if y.DType != tensor.Float32 || !reflect.DeepEqual(y.Data, plain.(map[string]any)["y"].(*tensor.Tensor).Data) {
 			t.Errorf("autocast %s changed the CPU output: %+v", dt, y)
 		}
 	}

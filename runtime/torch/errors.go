@@ -3,12 +3,12 @@ package torch
 import (
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Error is a failure reported by libtorch (or by the shim while converting
-// values). An out-of-memory failure unwraps to runtime.ErrOutOfMemory; a
-// failure inside a TorchScript method unwraps to a *runtime.ScriptError
+// values). An out-of-memory failure unwraps to engine.ErrOutOfMemory; a
+// failure inside a TorchScript method unwraps to a *engine.ScriptError
 // holding the whole traceback.
 type Error struct {
 	// Op is the operation: "load", "call", "compile", "save", "define", ...
@@ -25,7 +25,7 @@ type Error struct {
 	OOM bool
 	// Script, for a failure inside a TorchScript method, is the
 	// interpreter's final line and whole traceback; nil otherwise.
-	Script *runtime.ScriptError
+	Script *engine.ScriptError
 }
 
 // Error formats the failure as "torch: OP [METHOD] (PATH): MESSAGE".
@@ -50,12 +50,12 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns runtime.ErrOutOfMemory for allocation failures and the
-// *runtime.ScriptError of a failure inside a TorchScript method.
+// Unwrap returns engine.ErrOutOfMemory for allocation failures and the
+// *engine.ScriptError of a failure inside a TorchScript method.
 func (e *Error) Unwrap() []error {
 	var errs []error
 	if e.OOM {
-		errs = append(errs, runtime.ErrOutOfMemory)
+		errs = append(errs, engine.ErrOutOfMemory)
 	}
 	if e.Script != nil {
 		errs = append(errs, e.Script)
@@ -94,7 +94,7 @@ func newError(op, path, method string, status int, msg string) *Error {
 	msg = strings.TrimSpace(msg)
 	e := &Error{Op: op, Path: path, Method: method, Message: msg, OOM: status == statusOOM || isOOMMessage(msg)}
 	if strings.Contains(msg, scriptTracebackMarker) {
-		e.Script = &runtime.ScriptError{Message: finalLine(msg), Traceback: msg}
+		e.Script = &engine.ScriptError{Message: finalLine(msg), Traceback: msg}
 		e.Message = e.Script.Message
 	}
 	return e

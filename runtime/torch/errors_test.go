@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 const failingSource = `
@@ -25,9 +26,9 @@ def boom(self, n: int) -> Tensor:
 `
 
 // A failure inside a TorchScript method keeps the interpreter's final line
-// as the message; the whole report is a *runtime.ScriptError.
+// as the message; the whole report is a *engine.ScriptError.
 func TestScriptErrorKeepsFinalLine(t *testing.T) {
-	m := loadModule(t, ModuleSource{Source: failingSource, Parameters: map[string]*runtime.Tensor{"w": runtime.FromFloat32(make([]float32, 6), 3, 2)}}, runtime.LoadOptions{})
+	m := loadModule(t, ModuleSource{Source: failingSource, Parameters: map[string]*tensor.Tensor{"w": tensor.FromFloat32(make([]float32, 6), 3, 2)}}, engine.LoadOptions{})
 	for _, tc := range []struct {
 		name   string
 		method string
@@ -36,14 +37,14 @@ func TestScriptErrorKeepsFinalLine(t *testing.T) {
 		inTB   string
 		oom    bool
 	}{
-		{"assert", "forward", map[string]any{"x": runtime.FromFloat32([]float32{500, 1, 1}, 1, 3)},
+		{"assert", "forward", map[string]any{"x": tensor.FromFloat32([]float32{500, 1, 1}, 1, 3)},
 			"RuntimeError: AssertionError: item too big", `assert bool(x.sum() < 100.0), "item too big"`, false},
-		{"operator", "forward", map[string]any{"x": runtime.FromFloat32([]float32{1, 1, 1, 1}, 1, 4)},
+		{"operator", "forward", map[string]any{"x": tensor.FromFloat32([]float32{1, 1, 1, 1}, 1, 4)},
 			"RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x4 and 3x2)", "return torch.matmul(x, self.w)", false},
 		{"oom", "boom", map[string]any{"n": 1 << 17}, "can't allocate memory", "torch.empty([n, n, n])", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := m.Call(context.Background(), tc.method, tc.args, runtime.CallOptions{})
+			_, err := m.Call(context.Background(), tc.method, tc.args, engine.CallOptions{})
 			var te *Error
 			if !errors.As(err, &te) {
 				t.Fatalf("error %v is not a *torch.Error", err)
@@ -51,22 +52,22 @@ func TestScriptErrorKeepsFinalLine(t *testing.T) {
 			if strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), tc.final) {
 				t.Errorf("message %q: want one line with %q", err, tc.final)
 			}
-			var se *runtime.ScriptError
+			var se *engine.ScriptError
 			if !errors.As(err, &se) {
-				t.Fatalf("error %v does not unwrap to a *runtime.ScriptError", err)
+				t.Fatalf("error %v does not unwrap to a *engine.ScriptError", err)
 			}
 			if se.Message != te.Message || !strings.Contains(se.Traceback, "Traceback of TorchScript") || !strings.Contains(se.Traceback, tc.inTB) ||
 				!strings.HasSuffix(se.Traceback, se.Message) {
 				t.Errorf("script error %+v", se)
 			}
-			if got := errors.Is(err, runtime.ErrOutOfMemory); got != tc.oom {
+			if got := errors.Is(err, engine.ErrOutOfMemory); got != tc.oom {
 				t.Errorf("errors.Is(err, ErrOutOfMemory) = %v", got)
 			}
 		})
 	}
 	// An error outside the interpreter has no script error.
-	_, err := m.Call(context.Background(), "forward", map[string]any{"y": runtime.FromFloat32([]float32{1}, 1)}, runtime.CallOptions{})
-	var se *runtime.ScriptError
+	_, err := m.Call(context.Background(), "forward", map[string]any{"y": tensor.FromFloat32([]float32{1}, 1)}, engine.CallOptions{})
+	var se *engine.ScriptError
 	if err == nil || errors.As(err, &se) {
 		t.Errorf("bad keyword: %v, script error %v", err, se)
 	}

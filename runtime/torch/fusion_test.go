@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // TorchScript's profiling executor optimizes a method after its first calls;
@@ -20,14 +20,14 @@ func TestRepeatedCallsOfFusibleModuleFinish(t *testing.T) {
 	c := newBenchCase("fusible-4x32", 4, 32, 32)
 	path := buildModule(t, ModuleSource{Source: c.source, Parameters: c.params})
 	// Closed only when the calls finish: Close waits for a running call.
-	m, err := Default().load(path, runtime.LoadOptions{})
+	m, err := Default().load(path, engine.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
 		for i := 0; i < 20; i++ {
-			if _, err := m.Call(context.Background(), "forward", c.kwargs(), runtime.CallOptions{}); err != nil {
+			if _, err := m.Call(context.Background(), "forward", c.kwargs(), engine.CallOptions{}); err != nil {
 				done <- err
 				return
 			}

@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Loading arbitrary bytes as a TorchScript archive returns a module or an
@@ -18,7 +20,7 @@ func FuzzLoad(f *testing.F) {
 	dir := f.TempDir()
 	path := filepath.Join(dir, "seed.pt")
 	if err := DefineModule("def forward(self, x: Tensor) -> Tensor:\n    return x * self.w\n",
-		map[string]*runtime.Tensor{"w": runtime.FromFloat32([]float32{1, 2}, 2)}, path); err != nil {
+		map[string]*tensor.Tensor{"w": tensor.FromFloat32([]float32{1, 2}, 2)}, path); err != nil {
 		f.Fatal(err)
 	}
 	good, err := os.ReadFile(path)
@@ -36,7 +38,7 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m, err := Default().Load(p, runtime.LoadOptions{})
+		m, err := Default().Load(p, engine.LoadOptions{})
 		if err != nil {
 			return
 		}
@@ -61,14 +63,14 @@ func FuzzCallBlob(f *testing.F) {
 	if err := DefineModule(blobSource, nil, path); err != nil {
 		f.Fatal(err)
 	}
-	m, err := Default().load(path, runtime.LoadOptions{})
+	m, err := Default().load(path, engine.LoadOptions{})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { m.Close() })
 	valid, err := encodeKwargs(map[string]any{
-		"x": runtime.FromFloat32([]float32{1}, 1), "n": 2, "s": "a", "l": []float64{1},
-		"o": []any{int64(1), "b"}, "d": map[string]any{"k": runtime.FromFloat32([]float32{2}, 1)},
+		"x": tensor.FromFloat32([]float32{1}, 1), "n": 2, "s": "a", "l": []float64{1},
+		"o": []any{int64(1), "b"}, "d": map[string]any{"k": tensor.FromFloat32([]float32{2}, 1)},
 	})
 	if err != nil {
 		f.Fatal(err)

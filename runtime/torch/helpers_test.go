@@ -10,7 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // buildModule builds src into a file under t.TempDir and returns its path.
@@ -24,7 +25,7 @@ func buildModule(t testing.TB, src ModuleSource) string {
 }
 
 // loadModule builds and loads src on CPU with opts.
-func loadModule(t testing.TB, src ModuleSource, opts runtime.LoadOptions) *Module {
+func loadModule(t testing.TB, src ModuleSource, opts engine.LoadOptions) *Module {
 	t.Helper()
 	path := buildModule(t, src)
 	m, err := Default().load(path, opts)
@@ -35,9 +36,9 @@ func loadModule(t testing.TB, src ModuleSource, opts runtime.LoadOptions) *Modul
 	return m
 }
 
-func call(t testing.TB, m runtime.Module, method string, kwargs map[string]any) any {
+func call(t testing.TB, m engine.Module, method string, kwargs map[string]any) any {
 	t.Helper()
-	out, err := m.Call(context.Background(), method, kwargs, runtime.CallOptions{})
+	out, err := m.Call(context.Background(), method, kwargs, engine.CallOptions{})
 	if err != nil {
 		t.Fatalf("call %s: %v", method, err)
 	}
@@ -46,9 +47,9 @@ func call(t testing.TB, m runtime.Module, method string, kwargs map[string]any) 
 
 func floats(t testing.TB, v any) []float32 {
 	t.Helper()
-	tn, ok := v.(*runtime.Tensor)
+	tn, ok := v.(*tensor.Tensor)
 	if !ok {
-		t.Fatalf("got %T, want *runtime.Tensor", v)
+		t.Fatalf("got %T, want *tensor.Tensor", v)
 	}
 	f, err := tn.Float32s()
 	if err != nil {

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // debianPythonTorch asks /usr/bin/python3 (Debian's python3-torch, built
@@ -54,7 +55,7 @@ func TestAutocastScopeSetsAndRestoresCUDAAutocast(t *testing.T) {
 	if before != after || before.Enabled {
 		t.Fatalf("without autocast: state %+v, after %+v; want disabled and unchanged", before, after)
 	}
-	for _, dt := range []runtime.DType{runtime.Float16, runtime.BFloat16} {
+	for _, dt := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
 		code, _ := dtypeCode(dt)
 		inside, after := shim.AutocastProbe(code)
 		if want := (shim.AutocastState{Enabled: true, DType: code}); inside != want {

@@ -6,7 +6,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // churnSource keeps five 1 MiB intermediates alive at once and frees them
@@ -29,8 +30,8 @@ def forward(self, x: Tensor) -> Tensor:
 // paid more for page faults than for arithmetic before the engine set
 // malloc's thresholds.
 func TestRepeatedCallsReuseMemory(t *testing.T) {
-	m := loadModule(t, ModuleSource{Source: churnSource}, runtime.LoadOptions{})
-	x := runtime.FromFloat32(make([]float32, 1<<18), 1<<18) // 1 MiB
+	m := loadModule(t, ModuleSource{Source: churnSource}, engine.LoadOptions{})
+	x := tensor.FromFloat32(make([]float32, 1<<18), 1<<18) // 1 MiB
 	for range 5 {
 		call(t, m, "forward", map[string]any{"x": x})
 	}

@@ -6,15 +6,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // minOutBuf is the smallest output buffer a call uses (an error message
@@ -22,11 +24,11 @@ import (
 const minOutBuf = 128
 
 // Module is a TorchScript module loaded by the engine; it implements
-// runtime.Module. Its methods are safe for concurrent use.
+// engine.Module. Its methods are safe for concurrent use.
 type Module struct {
 	eng     *Engine
 	path    string
-	dtype   runtime.DType
+	dtype   tensor.DType
 	stat    os.FileInfo
 	info    moduleInfo
 	methods []string
@@ -37,10 +39,10 @@ type Module struct {
 	mu      sync.RWMutex
 	h       shim.Handle
 	closed  bool
-	cleanup goruntime.Cleanup
+	cleanup runtime.Cleanup
 }
 
-func newModule(e *Engine, h shim.Handle, info moduleInfo, path string, dtype runtime.DType, st os.FileInfo) *Module {
+func newModule(e *Engine, h shim.Handle, info moduleInfo, path string, dtype tensor.DType, st os.FileInfo) *Module {
 	m := &Module{eng: e, h: h, info: info, path: path, dtype: dtype, stat: st,
 		outHint: make(map[string]*atomic.Int64, len(info.methods))}
 	m.methods = append([]string(nil), info.methods...)
@@ -51,7 +53,7 @@ func newModule(e *Engine, h shim.Handle, info moduleInfo, path string, dtype run
 		m.outHint[name] = v
 	}
 	// A safety net only: Close releases the module deterministically.
-	m.cleanup = goruntime.AddCleanup(m, func(h shim.Handle) { shim.Close(h) }, h)
+	m.cleanup = runtime.AddCleanup(m, func(h shim.Handle) { shim.Close(h) }, h)
 	return m
 }
 
@@ -60,12 +62,12 @@ func (m *Module) Methods() []string { return append([]string(nil), m.methods...)
 
 // Schema returns one method's schema: arguments without self, their
 // TorchScript types and defaults, and the return type.
-func (m *Module) Schema(method string) (runtime.MethodSchema, error) {
+func (m *Module) Schema(method string) (engine.MethodSchema, error) {
 	s, ok := m.info.schemas[method]
 	if !ok {
-		return runtime.MethodSchema{}, m.noMethod(method)
+		return engine.MethodSchema{}, m.noMethod(method)
 	}
-	s.Arguments = append([]runtime.Argument(nil), s.Arguments...)
+	s.Arguments = append([]engine.Argument(nil), s.Arguments...)
 	s.Returns = append([]string(nil), s.Returns...)
 	return s, nil
 }
@@ -79,7 +81,7 @@ func (m *Module) Device() string { return m.info.device }
 
 // DType returns the dtype floating parameters were cast to at load, or ""
 // when they kept their own.
-func (m *Module) DType() runtime.DType { return m.dtype }
+func (m *Module) DType() tensor.DType { return m.dtype }
 
 // Path returns the file the module was loaded from.
 func (m *Module) Path() string { return m.path }
@@ -91,11 +93,11 @@ func (m *Module) Compiled() bool { return m.info.compiled }
 func (m *Module) isCUDA() bool { return strings.HasPrefix(m.info.device, "cuda") }
 
 // Call runs method with keyword arguments. Values are nil, string, int64
-// (or int, int32), float64 (or float32), bool, *runtime.Tensor, lists
+// (or int, int32), float64 (or float32), bool, *tensor.Tensor, lists
 // ([]any or typed slices) and map[string]any; each is converted to the
 // argument's TorchScript type (an int is accepted for a float). Floating
 // input tensors are cast to the module's load dtype when one was given.
-// Outputs come back as nil, string, int64, float64, bool, *runtime.Tensor,
+// Outputs come back as nil, string, int64, float64, bool, *tensor.Tensor,
 // []any (lists and tuples) and map[string]any; output tensors own their data,
 // unless opts.Outputs is given: then their data is in that buffer until the
 // next call given it.
@@ -104,7 +106,7 @@ func (m *Module) isCUDA() bool { return strings.HasPrefix(m.info.device, "cuda")
 // libtorch runs to completion. opts.Autocast applies CUDA autocast with
 // opts.AutocastDType (default float16) on CUDA modules and is a no-op
 // elsewhere.
-func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any, opts runtime.CallOptions) (any, error) {
+func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any, opts engine.CallOptions) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -116,9 +118,9 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	if opts.Autocast && m.isCUDA() {
 		dt := opts.AutocastDType
 		if dt == "" {
-			dt = runtime.Float16
+			dt = tensor.Float16
 		}
-		if dt != runtime.Float16 && dt != runtime.BFloat16 {
+		if dt != tensor.Float16 && dt != tensor.BFloat16 {
 			return nil, fmt.Errorf("torch: call %s (%s): autocast dtype %q: want float16 or bfloat16", method, m.path, dt)
 		}
 		autocast, _ = dtypeCode(dt)
@@ -136,7 +138,7 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 		m.mu.RUnlock()
 		<-m.eng.sem
 		enc.release()
-		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, runtime.ErrClosed)
+		return nil, fmt.Errorf("torch: call %s (%s): %w", method, m.path, engine.ErrClosed)
 	}
 	var out []byte
 	if opts.Outputs != nil {
@@ -149,7 +151,7 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	} else {
 		out = make([]byte, hint.Load())
 	}
-	var pinner goruntime.Pinner
+	var pinner runtime.Pinner
 	if shim.NeedsPin(enc.ptrs) {
 		enc.pin(&pinner)
 	}
@@ -158,7 +160,7 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	m.mu.RUnlock()
 	<-m.eng.sem
 	enc.release()
-	goruntime.KeepAlive(m)
+	runtime.KeepAlive(m)
 	if opts.Outputs != nil {
 		// An output that overflowed the buffer is in fresh memory; the
 		// grown hint makes the buffer big enough from the next call on.
@@ -192,7 +194,7 @@ func (m *Module) save(path string) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.closed {
-		return runtime.ErrClosed
+		return engine.ErrClosed
 	}
 	res := shim.Save(m.h, path, make([]byte, 4096))
 	if res.Status != statusOK {
@@ -202,7 +204,7 @@ func (m *Module) save(path string) error {
 }
 
 // Close releases the module. It waits for calls in flight; later calls
-// return runtime.ErrClosed. Closing twice is a no-op.
+// return engine.ErrClosed. Closing twice is a no-op.
 func (m *Module) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -7,15 +7,15 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 // Without cgo the package registers no engine and its helpers say why.
 func TestWithoutCgo(t *testing.T) {
-	if _, err := runtime.DefaultEngine(); !errors.Is(err, runtime.ErrNoEngine) {
+	if _, err := engine.DefaultEngine(); !errors.Is(err, engine.ErrNoEngine) {
 		t.Errorf("DefaultEngine() error = %v, want ErrNoEngine", err)
 	}
-	if err := DefineModule("def forward(self) -> int:\n    return 1\n", nil, filepath.Join(t.TempDir(), "m.pt")); !errors.Is(err, runtime.ErrNoEngine) {
+	if err := DefineModule("def forward(self) -> int:\n    return 1\n", nil, filepath.Join(t.TempDir(), "m.pt")); !errors.Is(err, engine.ErrNoEngine) {
 		t.Errorf("DefineModule error = %v", err)
 	}
 	on := true

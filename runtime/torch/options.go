@@ -7,13 +7,15 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/infra"
+
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // ErrUnavailable is returned by this package's helpers in a build without
-// cgo; it wraps runtime.ErrNoEngine.
-var ErrUnavailable = fmt.Errorf("torch: package built without cgo: %w", runtime.ErrNoEngine)
+// cgo; it wraps engine.ErrNoEngine.
+var ErrUnavailable = fmt.Errorf("torch: package built without cgo: %w", engine.ErrNoEngine)
 
 // ModuleSource describes a TorchScript module built from source by
 // BuildModule.
@@ -23,10 +25,10 @@ type ModuleSource struct {
 	Source string
 	// Parameters are registered as parameters (self.NAME) before Source is
 	// compiled.
-	Parameters map[string]*runtime.Tensor
+	Parameters map[string]*tensor.Tensor
 	// Buffers are registered as buffers (self.NAME); unlike parameters they
 	// may be integer or bool.
-	Buffers map[string]*runtime.Tensor
+	Buffers map[string]*tensor.Tensor
 }
 
 // Variables read by CompileModule when the matching CompileOptions field is

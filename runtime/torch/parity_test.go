@@ -13,7 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // debianPython is Debian's interpreter, which has python3-torch and
@@ -80,7 +81,7 @@ func TestParityWithPyTorch(t *testing.T) {
 	f := makeParityFixture(t)
 	input := readFloat32File(t, filepath.Join(f.dir, "input.bin"))
 	want := readFloat32File(t, filepath.Join(f.dir, "output.bin"))
-	m, err := Default().Load(filepath.Join(f.dir, "model.pt"), runtime.LoadOptions{Device: "cpu", DType: runtime.Float32})
+	m, err := Default().Load(filepath.Join(f.dir, "model.pt"), engine.LoadOptions{Device: "cpu", DType: tensor.Float32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +90,8 @@ func TestParityWithPyTorch(t *testing.T) {
 	if err != nil || len(s.Arguments) != 1 || s.Arguments[0].Type != "Tensor" || !reflect.DeepEqual(s.Returns, []string{"Tensor"}) {
 		t.Fatalf("forward schema = %+v, %v", s, err)
 	}
-	out := call(t, m, "forward", map[string]any{s.Arguments[0].Name: runtime.FromFloat32(input, f.InputShape...)})
-	tn := out.(*runtime.Tensor)
+	out := call(t, m, "forward", map[string]any{s.Arguments[0].Name: tensor.FromFloat32(input, f.InputShape...)})
+	tn := out.(*tensor.Tensor)
 	if !reflect.DeepEqual(tn.Shape, f.OutputShape) {
 		t.Fatalf("output shape %v, want %v", tn.Shape, f.OutputShape)
 	}
@@ -109,7 +110,7 @@ func TestParityWithPyTorch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	got = floats(t, call(t, c, "forward", map[string]any{s.Arguments[0].Name: runtime.FromFloat32(input, f.InputShape...)}))
+	got = floats(t, call(t, c, "forward", map[string]any{s.Arguments[0].Name: tensor.FromFloat32(input, f.InputShape...)}))
 	if e := relErr(got, want); e > 1e-4 {
 		t.Errorf("%s compiled: relative error %.3g > 1e-4", f.Model, e)
 	} else {

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 	"sync"
 	"unsafe"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // The value blob is how values cross the cgo boundary, one blob per
@@ -45,20 +46,20 @@ const maxDepth = 64
 // maxDims bounds tensor rank in both directions.
 const maxDims = 64
 
-var dtypeCodes = map[runtime.DType]int{
-	runtime.Float32:  1,
-	runtime.Float16:  2,
-	runtime.BFloat16: 3,
-	runtime.Int64:    4,
-	runtime.Int32:    5,
-	runtime.Uint8:    6,
-	runtime.Bool:     7,
+var dtypeCodes = map[tensor.DType]int{
+	tensor.Float32:  1,
+	tensor.Float16:  2,
+	tensor.BFloat16: 3,
+	tensor.Int64:    4,
+	tensor.Int32:    5,
+	tensor.Uint8:    6,
+	tensor.Bool:     7,
 }
 
-var codeDTypes = [...]runtime.DType{1: runtime.Float32, 2: runtime.Float16, 3: runtime.BFloat16,
-	4: runtime.Int64, 5: runtime.Int32, 6: runtime.Uint8, 7: runtime.Bool}
+var codeDTypes = [...]tensor.DType{1: tensor.Float32, 2: tensor.Float16, 3: tensor.BFloat16,
+	4: tensor.Int64, 5: tensor.Int32, 6: tensor.Uint8, 7: tensor.Bool}
 
-func dtypeCode(d runtime.DType) (int, error) {
+func dtypeCode(d tensor.DType) (int, error) {
 	if c, ok := dtypeCodes[d]; ok {
 		return c, nil
 	}
@@ -81,7 +82,7 @@ func (e *encoder) str(s string) {
 
 // pin pins every tensor buffer the blob refers to; call p.Unpin after the
 // cgo call returns.
-func (e *encoder) pin(p *goruntime.Pinner) {
+func (e *encoder) pin(p *runtime.Pinner) {
 	for _, q := range e.ptrs {
 		if q != nil {
 			p.Pin(q)
@@ -116,7 +117,7 @@ func (e *encoder) release() {
 	encoders.Put(e)
 }
 
-func (e *encoder) tensor(t *runtime.Tensor) error {
+func (e *encoder) tensor(t *tensor.Tensor) error {
 	if t == nil {
 		return errors.New("nil *Tensor (pass nil itself for None)")
 	}
@@ -178,7 +179,7 @@ func (e *encoder) value(v any, depth int) error {
 	case string:
 		e.u8(tagStr)
 		e.str(x)
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		return e.tensor(x)
 	case []any:
 		e.u8(tagList)
@@ -231,7 +232,7 @@ func (e *encoder) value(v any, depth int) error {
 			e.u8(tagStr)
 			e.str(it)
 		}
-	case []*runtime.Tensor:
+	case []*tensor.Tensor:
 		e.u8(tagList)
 		e.u64(uint64(len(x)))
 		for i, it := range x {
@@ -255,7 +256,7 @@ func (e *encoder) value(v any, depth int) error {
 		}
 	default:
 		return fmt.Errorf("values of Go type %T cannot be passed (use nil, string, int64, float64, bool, "+
-			"*runtime.Tensor, []any or map[string]any)", v)
+			"*tensor.Tensor, []any or map[string]any)", v)
 	}
 	return nil
 }
@@ -334,7 +335,7 @@ func (d *decoder) count(minSize int) (int, error) {
 	return int(n), nil
 }
 
-func (d *decoder) tensor() (*runtime.Tensor, error) {
+func (d *decoder) tensor() (*tensor.Tensor, error) {
 	code, err := d.u8()
 	if err != nil {
 		return nil, err
@@ -351,13 +352,13 @@ func (d *decoder) tensor() (*runtime.Tensor, error) {
 		return nil, fmt.Errorf("malformed value blob: %d dimensions", ndim)
 	}
 	// One allocation holds the tensor and, for up to 4 dimensions, its shape.
-	var t *runtime.Tensor
+	var t *tensor.Tensor
 	var shape []int64
 	if ndim <= 4 {
 		ts := new(tensorAndShape)
 		t, shape = &ts.t, ts.shape[:ndim:ndim]
 	} else {
-		t, shape = new(runtime.Tensor), make([]int64, ndim)
+		t, shape = new(tensor.Tensor), make([]int64, ndim)
 	}
 	numel := uint64(1)
 	for i := range shape {
@@ -394,7 +395,7 @@ func (d *decoder) tensor() (*runtime.Tensor, error) {
 
 // tensorAndShape lets a decoded tensor and a small shape share an allocation.
 type tensorAndShape struct {
-	t     runtime.Tensor
+	t     tensor.Tensor
 	shape [4]int64
 }
 
@@ -475,7 +476,7 @@ type moduleInfo struct {
 	compiled bool
 	device   string
 	methods  []string // in libtorch's order
-	schemas  map[string]runtime.MethodSchema
+	schemas  map[string]engine.MethodSchema
 }
 
 // decodeInfo decodes a module-info blob:
@@ -497,9 +498,9 @@ func decodeInfo(b []byte) (moduleInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	info.schemas = make(map[string]runtime.MethodSchema, n)
+	info.schemas = make(map[string]engine.MethodSchema, n)
 	for i := 0; i < n; i++ {
-		var s runtime.MethodSchema
+		var s engine.MethodSchema
 		if s.Name, err = d.str(); err != nil {
 			return info, err
 		}
@@ -507,7 +508,7 @@ func decodeInfo(b []byte) (moduleInfo, error) {
 		if err != nil {
 			return info, err
 		}
-		s.Arguments = make([]runtime.Argument, na)
+		s.Arguments = make([]engine.Argument, na)
 		for j := range s.Arguments {
 			a := &s.Arguments[j]
 			if a.Name, err = d.str(); err != nil {

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // encodeOutput writes v in the output form the shim produces (tensor data
@@ -35,7 +36,7 @@ func encodeOutput(v any) []byte {
 		case string:
 			b = append(b, tagStr)
 			str(x)
-		case *runtime.Tensor:
+		case *tensor.Tensor:
 			code, _ := dtypeCode(x.DType)
 			b = append(b, tagTensor, byte(code))
 			b = binary.LittleEndian.AppendUint32(b, uint32(len(x.Shape)))
@@ -68,11 +69,11 @@ func encodeOutput(v any) []byte {
 func sampleValues() []any {
 	return []any{
 		nil, true, false, int64(-3), 2.5, "", "héllo",
-		runtime.FromFloat32([]float32{1, 2, 3}, 3),
-		&runtime.Tensor{DType: runtime.Bool, Shape: []int64{}, Data: []byte{1}},
-		&runtime.Tensor{DType: runtime.BFloat16, Shape: []int64{0, 2}, Data: []byte{}},
+		tensor.FromFloat32([]float32{1, 2, 3}, 3),
+		&tensor.Tensor{DType: tensor.Bool, Shape: []int64{}, Data: []byte{1}},
+		&tensor.Tensor{DType: tensor.BFloat16, Shape: []int64{0, 2}, Data: []byte{}},
 		[]any{}, []any{int64(1), "a", []any{nil}},
-		map[string]any{"y": runtime.FromInt64([]int64{4}, 1), "meta": map[string]any{"n": int64(2)}},
+		map[string]any{"y": tensor.FromInt64([]int64{4}, 1), "meta": map[string]any{"n": int64(2)}},
 	}
 }
 
@@ -93,7 +94,7 @@ func TestDecodeRoundTrip(t *testing.T) {
 // normTensors makes nil and empty tensor data compare equal.
 func normTensors(v any) any {
 	switch x := v.(type) {
-	case *runtime.Tensor:
+	case *tensor.Tensor:
 		c := *x
 		if len(c.Data) == 0 {
 			c.Data = nil
@@ -119,11 +120,11 @@ func normTensors(v any) any {
 }
 
 func TestDecodeAliasesOrCopies(t *testing.T) {
-	blob := encodeOutput(runtime.FromFloat32([]float32{1, 2}, 2))
+	blob := encodeOutput(tensor.FromFloat32([]float32{1, 2}, 2))
 	v, _ := decodeValue(blob, false)
-	alias := v.(*runtime.Tensor)
+	alias := v.(*tensor.Tensor)
 	c, _ := decodeValue(blob, true)
-	cp := c.(*runtime.Tensor)
+	cp := c.(*tensor.Tensor)
 	blob[len(blob)-1] ^= 0xff
 	if alias.Data[7] != blob[len(blob)-1] {
 		t.Error("aliasing decode copied the data")
@@ -137,7 +138,7 @@ func TestDecodeAliasesOrCopies(t *testing.T) {
 }
 
 func TestDecodeRejectsMalformed(t *testing.T) {
-	good := encodeOutput(map[string]any{"t": runtime.FromFloat32([]float32{1}, 1)})
+	good := encodeOutput(map[string]any{"t": tensor.FromFloat32([]float32{1}, 1)})
 	cases := map[string][]byte{
 		"empty":       {},
 		"unknown tag": {99},
@@ -161,8 +162,8 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 }
 
 func TestEncodeKwargs(t *testing.T) {
-	x := runtime.FromFloat32([]float32{1}, 1)
-	e, err := encodeKwargs(map[string]any{"b": []*runtime.Tensor{x, x}, "a": int(3), "c": []float32{0.5}})
+	x := tensor.FromFloat32([]float32{1}, 1)
+	e, err := encodeKwargs(map[string]any{"b": []*tensor.Tensor{x, x}, "a": int(3), "c": []float32{0.5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +175,8 @@ func TestEncodeKwargs(t *testing.T) {
 	}
 	e.release()
 	for _, bad := range []map[string]any{
-		{"x": (*runtime.Tensor)(nil)},
-		{"x": &runtime.Tensor{DType: runtime.Float32, Shape: []int64{2}, Data: []byte{1}}},
+		{"x": (*tensor.Tensor)(nil)},
+		{"x": &tensor.Tensor{DType: tensor.Float32, Shape: []int64{2}, Data: []byte{1}}},
 		{"x": complex(1, 2)},
 		{"x": []any{make(chan int)}},
 		{"x": map[string]any{"k": uint64(1)}},
@@ -199,7 +200,7 @@ func FuzzDecodeValue(f *testing.F) {
 		var check func(v any)
 		check = func(v any) {
 			switch x := v.(type) {
-			case *runtime.Tensor:
+			case *tensor.Tensor:
 				if err := x.Check(); err != nil {
 					t.Fatalf("decoded a bad tensor: %v", err)
 				}
@@ -252,10 +253,10 @@ func encodeInfo(info moduleInfo) []byte {
 }
 
 func sampleInfo() moduleInfo {
-	return moduleInfo{compiled: true, device: "cpu", methods: []string{"forward", "aux"}, schemas: map[string]runtime.MethodSchema{
-		"forward": {Name: "forward", Arguments: []runtime.Argument{{Name: "x", Type: "Tensor"},
+	return moduleInfo{compiled: true, device: "cpu", methods: []string{"forward", "aux"}, schemas: map[string]engine.MethodSchema{
+		"forward": {Name: "forward", Arguments: []engine.Argument{{Name: "x", Type: "Tensor"},
 			{Name: "n", Type: "int", HasDefault: true, Default: int64(3)}}, Returns: []string{"Dict[str, Tensor]"}},
-		"aux": {Name: "aux", Arguments: []runtime.Argument{}, Returns: []string{"NoneType"}},
+		"aux": {Name: "aux", Arguments: []engine.Argument{}, Returns: []string{"NoneType"}},
 	}}
 }
 

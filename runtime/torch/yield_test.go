@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // voluntarySwitches sums the voluntary context switches of this process's
@@ -48,7 +49,7 @@ func switchesPerCall(t *testing.T, m *Module, kw map[string]any, d time.Duration
 	before := voluntarySwitches(t)
 	calls := 0
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); calls++ {
-		if _, err := m.Call(context.Background(), "forward", kw, runtime.CallOptions{}); err != nil {
+		if _, err := m.Call(context.Background(), "forward", kw, engine.CallOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +88,7 @@ func TestBackToBackCallsKeepSchedulerQuiet(t *testing.T) {
 // many yields (goyield on a locked thread hands the P to another thread and
 // back), and many goroutines calling at once all finish.
 func TestYieldsWithLockedThreadAndManyCallers(t *testing.T) {
-	m := loadModule(t, ModuleSource{Source: outBufSource}, runtime.LoadOptions{})
+	m := loadModule(t, ModuleSource{Source: outBufSource}, engine.LoadOptions{})
 	saved := yieldEvery
 	yieldEvery = 100 * time.Microsecond // many yields in a short test
 	defer func() { yieldEvery = saved }()
@@ -95,18 +96,18 @@ func TestYieldsWithLockedThreadAndManyCallers(t *testing.T) {
 	for g := 0; g < 5; g++ {
 		go func(g int) {
 			if g == 0 {
-				goruntime.LockOSThread()
-				defer goruntime.UnlockOSThread()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
 			}
 			for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); {
 				v := float32(g + 1)
 				out, err := m.Call(context.Background(), "forward",
-					map[string]any{"x": runtime.FromFloat32([]float32{v}, 1)}, runtime.CallOptions{})
+					map[string]any{"x": tensor.FromFloat32([]float32{v}, 1)}, engine.CallOptions{})
 				if err != nil {
 					done <- err
 					return
 				}
-				if got, _ := out.(map[string]any)["double"].(*runtime.Tensor).Float32s(); got[0] != 2*v {
+				if got, _ := out.(map[string]any)["double"].(*tensor.Tensor).Float32s(); got[0] != 2*v {
 					done <- fmt.Errorf("goroutine %d: got %v, want %v", g, got, 2*v)
 					return
 				}

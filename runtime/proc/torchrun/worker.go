@@ -103,7 +103,7 @@ func WorkerFrom(lookup func(string) (string, bool)) (Worker, error) {
 }
 
 // LocalDevice returns the device this worker should use, given how many
-// CUDA devices it can see (runtime.Engine.CUDADeviceCount, or 0 on a CPU
+// CUDA devices it can see (engine.Engine.CUDADeviceCount, or 0 on a CPU
 // build): "cpu" when there are none, otherwise "cuda:LOCAL_RANK" — one device
 // per local worker, as torchrun's set_device convention has it. More local
 // workers than visible devices is an error rather than two workers sharing

@@ -11,8 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 func TestParseVariantAcceptsIDsAndAliases(t *testing.T) {
@@ -30,7 +31,7 @@ func TestParseVariantAcceptsIDsAndAliases(t *testing.T) {
 		t.Errorf("DefaultVariant = %q", DefaultVariant)
 	}
 	_, err := ParseVariant("medium")
-	if !errors.Is(err, runtime.ErrUnknownID) || !strings.Contains(err.Error(), `family "golden-choices" has no variant "medium" (known: small, large, 1.5b)`) {
+	if !errors.Is(err, spec.ErrUnknownID) || !strings.Contains(err.Error(), `family "golden-choices" has no variant "medium" (known: small, large, 1.5b)`) {
 		t.Errorf("unknown variant: %v", err)
 	}
 	if d := cmp.Diff([]Variant{VariantSmall, VariantLarge, VariantOnePointFiveB}, Variants()); d != "" {
@@ -48,7 +49,7 @@ func TestParseTaskAcceptsIDsAndAliases(t *testing.T) {
 			t.Errorf("ParseTask(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := ParseTask("upscale"); !errors.Is(err, runtime.ErrUnknownID) {
+	if _, err := ParseTask("upscale"); !errors.Is(err, spec.ErrUnknownID) {
 		t.Errorf("unknown task: %v", err)
 	}
 }
@@ -127,7 +128,7 @@ func TestClientVariantSelection(t *testing.T) {
 		}
 		c.Close()
 	}
-	if _, err := New(client.WithVariant("medium")); !errors.Is(err, runtime.ErrUnknownID) {
+	if _, err := New(client.WithVariant("medium")); !errors.Is(err, spec.ErrUnknownID) {
 		t.Errorf("New with an unknown variant: %v", err)
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -43,7 +44,7 @@ const DefaultVariant = VariantLarge
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -80,8 +81,7 @@ const DefaultTask = TaskEdit
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -101,15 +101,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "golden-choices",
 		DisplayName:   "Golden Choices",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "small",
 				Label:     "Small",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "checkpoints/small.pt",
@@ -123,7 +123,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				VariantID: "large",
 				Label:     "Large",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "checkpoints/large.pt",
@@ -142,11 +142,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				GoName:    "OnePointFiveB",
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "generate",
 				Label:  "Generate",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "scheduler",
 						Kind:    "string",
@@ -182,7 +182,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Choices: []string{"float32", "bfloat16"},
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "image",
 						Kind:       "image",
@@ -194,7 +194,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "edit",
 				Label:  "Edit",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "mode",
 						Kind:    "string",
@@ -203,7 +203,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Choices: []string{"replace", "blend"},
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "image",
 						Kind:       "image",
@@ -236,7 +236,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -532,7 +532,7 @@ func (p *GenerateParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *GenerateParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 4)
 	kw["scheduler"] = string(p.Scheduler)
@@ -548,7 +548,7 @@ func (p *GenerateParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *GenerateParams) LoadKwargs() map[string]any {
 	kw := make(map[string]any, 1)
 	kw["precision"] = string(p.Precision)
@@ -573,7 +573,7 @@ type GenerateResult struct {
 	// Image is artifact "image" (image).
 	//
 	// Always set.
-	Image *runtime.Image
+	Image *tensor.Image
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
@@ -652,7 +652,7 @@ func (p *EditParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *EditParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 1)
 	kw["mode"] = string(p.Mode)
@@ -661,7 +661,7 @@ func (p *EditParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *EditParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -681,7 +681,7 @@ type EditResult struct {
 	// Image is artifact "image" (image).
 	//
 	// Always set.
-	Image *runtime.Image
+	Image *tensor.Image
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

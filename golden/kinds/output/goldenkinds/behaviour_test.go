@@ -13,10 +13,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-func image() *runtime.Tensor { return runtime.FromUint8(make([]uint8, 2*2*3), 2, 2, 3) }
+func image() *tensor.Tensor { return tensor.FromUint8(make([]uint8, 2*2*3), 2, 2, 3) }
 
 func validParams() RunParams {
 	p := DefaultRunParams()
@@ -56,7 +57,7 @@ func TestValidParamsPass(t *testing.T) {
 		t.Fatalf("Validate() = %v", err)
 	}
 	p.Seed, p.Strength, p.Weights = new(int64(0)), new(0.25), []float64{0, 1}
-	p.Frames = []*runtime.Tensor{image()}
+	p.Frames = []*tensor.Tensor{image()}
 	if err := p.Validate(); err != nil {
 		t.Fatalf("Validate() with optional fields set = %v", err)
 	}
@@ -70,11 +71,11 @@ func TestValidateReportsEveryViolation(t *testing.T) {
 	p.Seed = new(int64(-1))
 	p.Guidance = math.NaN()
 	p.Strength = new(0.1)
-	p.Image = &runtime.Tensor{DType: runtime.Float32, Shape: []int64{2}, Data: make([]byte, 3)}
+	p.Image = &tensor.Tensor{DType: tensor.Float32, Shape: []int64{2}, Data: make([]byte, 3)}
 	p.Tags = []string{"ok", "Bad", "x", "y", "z"}
 	p.Sizes = []int64{8, 20}
 	p.Weights = []float64{0.5, 2}
-	p.Frames = []*runtime.Tensor{nil}
+	p.Frames = []*tensor.Tensor{nil}
 	p.Threads = 0
 	err := p.Validate()
 	if err == nil {
@@ -119,7 +120,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	p.Seed = new(int64(7))
 	p.Verbose = new(false)
 	p.Weights = []float64{}
-	p.Frames = []*runtime.Tensor{image()}
+	p.Frames = []*tensor.Tensor{image()}
 	b, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
@@ -182,10 +183,10 @@ func TestKwargsSplitByTarget(t *testing.T) {
 
 func TestResultFromOutputs(t *testing.T) {
 	out := map[string]any{
-		"video":     runtime.FromUint8(make([]uint8, 2*4*4*3), 2, 4, 4, 3),
-		"poster":    runtime.FromUint8(make([]uint8, 4*4*3), 4, 4, 3),
-		"embedding": runtime.FromFloat32([]float32{1, 2, 3}, 3),
-		"logits":    runtime.FromFloat32([]float32{1}, 1),
+		"video":     tensor.FromUint8(make([]uint8, 2*4*4*3), 2, 4, 4, 3),
+		"poster":    tensor.FromUint8(make([]uint8, 4*4*3), 4, 4, 3),
+		"embedding": tensor.FromFloat32([]float32{1, 2, 3}, 3),
+		"logits":    tensor.FromFloat32([]float32{1}, 1),
 		"caption":   "a cat",
 		"meta":      map[string]any{"k": "v"},
 	}
@@ -205,7 +206,7 @@ func TestResultFromOutputs(t *testing.T) {
 		t.Errorf("missing required artifact: %v", err)
 	}
 	out["caption"] = "c"
-	out["video"] = runtime.FromFloat32([]float32{1}, 1)
+	out["video"] = tensor.FromFloat32([]float32{1}, 1)
 	if err := new(RunResult).fromOutputs(out); err == nil || !strings.HasPrefix(err.Error(), `artifact "video": video: want uint8`) {
 		t.Errorf("wrong video: %v", err)
 	}
@@ -224,8 +225,8 @@ func TestClientReturnsErrorsNeverPanics(t *testing.T) {
 	if res != nil || err == nil {
 		t.Fatalf("Run = %v, %v; want the no-engine error", res, err)
 	}
-	if _, engineErr := runtime.DefaultEngine(); engineErr != nil && !errors.Is(err, runtime.ErrNoEngine) {
-		t.Errorf("Run error %v does not wrap runtime.ErrNoEngine", err)
+	if _, engineErr := engine.DefaultEngine(); engineErr != nil && !errors.Is(err, engine.ErrNoEngine) {
+		t.Errorf("Run error %v does not wrap engine.ErrNoEngine", err)
 	}
 	res, err = c.Run(context.Background(), RunParams{})
 	if res != nil || err == nil || !strings.Contains(err.Error(), "golden-kinds run: invalid params: prompt: is required") {
@@ -241,7 +242,7 @@ func TestClientReturnsErrorsNeverPanics(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := c.Noop(context.Background(), NoopParams{}); !errors.Is(err, runtime.ErrClosed) {
+	if _, err := c.Noop(context.Background(), NoopParams{}); !errors.Is(err, engine.ErrClosed) {
 		t.Errorf("use after Close: %v", err)
 	}
 }

@@ -15,12 +15,13 @@ import (
 	"fmt"
 	stdimage "image"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -43,7 +44,7 @@ const DefaultVariant = VariantDefault
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -80,8 +81,7 @@ const DefaultTask = TaskRun
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -101,15 +101,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "golden-kinds",
 		DisplayName:   "Golden Kinds",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "default",
 				Label:     "Default",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:      "model",
 						URI:       "checkpoints/kinds.pt",
@@ -134,11 +134,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				},
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "run",
 				Label:  "Run everything",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:   "prompt",
 						Label:     "Prompt",
@@ -165,16 +165,16 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:     "int",
 						Target:   "call_kwargs",
 						Required: true,
-						Minimum:  new(runtime.Number("1")),
-						Maximum:  new(runtime.Number("10")),
+						Minimum:  new(spec.Number("1")),
+						Maximum:  new(spec.Number("10")),
 					},
 					{
 						FieldID:    "num_frames",
 						Kind:       "int",
 						Target:     "call_kwargs",
 						Default:    int64(17),
-						Minimum:    new(runtime.Number("1")),
-						Maximum:    new(runtime.Number("257")),
+						Minimum:    new(spec.Number("1")),
+						Maximum:    new(spec.Number("257")),
 						MultipleOf: new(int64(8)),
 						Remainder:  1,
 					},
@@ -189,21 +189,21 @@ func Spec() *runtime.ModelInferenceSpec {
 						FieldID: "seed",
 						Kind:    "int",
 						Target:  "call_kwargs",
-						Minimum: new(runtime.Number("0")),
+						Minimum: new(spec.Number("0")),
 					},
 					{
 						FieldID: "guidance",
 						Kind:    "float",
 						Target:  "call_kwargs",
 						Default: 7.5,
-						Minimum: new(runtime.Number("0")),
-						Maximum: new(runtime.Number("20")),
+						Minimum: new(spec.Number("0")),
+						Maximum: new(spec.Number("20")),
 					},
 					{
 						FieldID: "strength",
 						Kind:    "float",
 						Target:  "call_kwargs",
-						Minimum: new(runtime.Number("0.25")),
+						Minimum: new(spec.Number("0.25")),
 					},
 					{
 						FieldID:  "ratio",
@@ -252,14 +252,14 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:       "int_list",
 						Target:     "call_kwargs",
 						Default:    []int64{16, 32},
-						Minimum:    new(runtime.Number("16")),
+						Minimum:    new(spec.Number("16")),
 						MultipleOf: new(int64(16)),
 					},
 					{
 						FieldID: "weights",
 						Kind:    "float_list",
 						Target:  "call_kwargs",
-						Maximum: new(runtime.Number("1")),
+						Maximum: new(spec.Number("1")),
 					},
 					{
 						FieldID: "mask",
@@ -278,7 +278,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Kind:    "int",
 						Target:  "load_kwargs",
 						Default: int64(1),
-						Minimum: new(runtime.Number("1")),
+						Minimum: new(spec.Number("1")),
 					},
 					{
 						FieldID: "device_map",
@@ -286,7 +286,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Target:  "load_kwargs",
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "video",
 						Kind:        "video",
@@ -328,8 +328,8 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "noop",
 				Label:  "Nothing in",
-				Inputs: []runtime.InferenceFieldSpec{},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Inputs: []spec.InferenceFieldSpec{},
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "text",
 						Kind:       "text",
@@ -354,7 +354,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -505,15 +505,15 @@ type RunParams struct {
 	// Latents is field "latents".
 	//
 	// Kind tensor; optional: nil leaves it to the model.
-	Latents *runtime.Tensor `json:"latents"`
+	Latents *tensor.Tensor `json:"latents"`
 	// Image is field "image".
 	//
 	// Kind image; required.
-	Image *runtime.Tensor `json:"image"`
+	Image *tensor.Tensor `json:"image"`
 	// Clip is field "clip".
 	//
 	// Kind video; optional: nil leaves it to the model.
-	Clip *runtime.Tensor `json:"clip"`
+	Clip *tensor.Tensor `json:"clip"`
 	// Tags is field "tags".
 	//
 	// Kind string_list; default ["a","b"]; min length 1; max length 4; pattern
@@ -534,7 +534,7 @@ type RunParams struct {
 	// Frames is field "frames".
 	//
 	// Kind tensor_list; optional: nil leaves it to the model; max length 8.
-	Frames []*runtime.Tensor `json:"frames"`
+	Frames []*tensor.Tensor `json:"frames"`
 	// Threads is field "threads".
 	//
 	// Kind int; passed when the model is loaded; default 1; minimum 1.
@@ -602,7 +602,7 @@ func (p *RunParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *RunParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 20)
 	kw["prompt"] = p.Prompt
@@ -654,7 +654,7 @@ func (p *RunParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *RunParams) LoadKwargs() map[string]any {
 	kw := make(map[string]any, 2)
 	kw["threads"] = p.Threads
@@ -684,19 +684,19 @@ type RunResult struct {
 	// The clip.
 	//
 	// Always set. Marked as a preview artifact.
-	Video *runtime.Video
+	Video *tensor.Video
 	// Poster is artifact "poster" (image).
 	//
 	// Nil when the model returned none.
-	Poster *runtime.Image
+	Poster *tensor.Image
 	// Embedding is artifact "embedding" (embedding).
 	//
 	// Nil when the model returned none.
-	Embedding *runtime.Embedding
+	Embedding *tensor.Embedding
 	// Logits is artifact "logits" (tensor).
 	//
 	// Nil when the model returned none.
-	Logits *runtime.Tensor
+	Logits *tensor.Tensor
 	// Caption is artifact "caption" (text).
 	//
 	// Always set.
@@ -755,12 +755,12 @@ func (p *NoopParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *NoopParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *NoopParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their

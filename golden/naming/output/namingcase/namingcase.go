@@ -12,11 +12,12 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -43,7 +44,7 @@ const DefaultVariant = Variant3D
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -84,8 +85,7 @@ const DefaultTask = TaskType
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -105,11 +105,11 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "golden-naming",
 		DisplayName:   "Golden Naming",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "3d",
 				Label:     "3D",
@@ -126,11 +126,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				Status:    "unknown",
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "type",
 				Label:  "Go keyword as a task",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "func",
 						Kind:    "string",
@@ -211,7 +211,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						GoName:  "NumStepsAlt",
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "rgb",
 						Kind:       "image",
@@ -231,8 +231,8 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "text-to-video",
 				Label:  "Initialisms in a task id",
-				Inputs: []runtime.InferenceFieldSpec{},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Inputs: []spec.InferenceFieldSpec{},
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "video",
 						Kind:       "video",
@@ -244,8 +244,8 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "名前",
 				Label:  "Unicode letters without upper case",
-				Inputs: []runtime.InferenceFieldSpec{},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Inputs: []spec.InferenceFieldSpec{},
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "名前",
 						Kind:       "text",
@@ -256,8 +256,8 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "3d",
 				Label:  "Leading digit",
-				Inputs: []runtime.InferenceFieldSpec{},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Inputs: []spec.InferenceFieldSpec{},
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "mesh",
 						Kind:       "tensor",
@@ -285,7 +285,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -470,7 +470,7 @@ func (p *TypeParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *TypeParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 13)
 	kw["func"] = p.Func
@@ -495,7 +495,7 @@ func (p *TypeParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *TypeParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -515,7 +515,7 @@ type TypeResult struct {
 	// RGB is artifact "rgb" (image).
 	//
 	// Always set.
-	RGB *runtime.Image
+	RGB *tensor.Image
 	// OutputLink is artifact "out_url" (text).
 	//
 	// Nil when the model returned none.
@@ -567,12 +567,12 @@ func (p *T2VParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *T2VParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *T2VParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -592,7 +592,7 @@ type T2VResult struct {
 	// Video is artifact "video" (video).
 	//
 	// Always set.
-	Video *runtime.Video
+	Video *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
@@ -635,12 +635,12 @@ func (p *U540DU524DParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *U540DU524DParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *U540DU524DParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -703,12 +703,12 @@ func (p *X3DParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *X3DParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *X3DParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -728,7 +728,7 @@ type X3DResult struct {
 	// Mesh is artifact "mesh" (tensor).
 	//
 	// Always set.
-	Mesh *runtime.Tensor
+	Mesh *tensor.Tensor
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

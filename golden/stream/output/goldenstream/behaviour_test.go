@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
 func TestStreamingAndBatchingSpec(t *testing.T) {
@@ -39,7 +39,7 @@ func TestStreamingTaskRunsOnceUntilWired(t *testing.T) {
 	if res != nil || err == nil {
 		t.Fatalf("Play = %v, %v; want an error and no result", res, err)
 	}
-	if _, engineErr := runtime.DefaultEngine(); engineErr != nil && !strings.Contains(err.Error(), "no execution engine") {
+	if _, engineErr := engine.DefaultEngine(); engineErr != nil && !strings.Contains(err.Error(), "no execution engine") {
 		t.Errorf("Play error %q does not say that no engine is linked", err)
 	}
 	if _, err := c.Encode(context.Background(), EncodeParams{}); err == nil || !strings.Contains(err.Error(), "frame: is required") {

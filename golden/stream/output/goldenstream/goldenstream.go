@@ -14,14 +14,15 @@ import (
 	"fmt"
 	stdimage "image"
 
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // FamilyID is the id of the model family.
@@ -48,7 +49,7 @@ const DefaultVariant = VariantV2
 func Variants() []Variant { return variantSet.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
-// DefaultVariant. An unknown id is an error wrapping runtime.ErrUnknownID that
+// DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
 func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
 
@@ -89,8 +90,7 @@ const DefaultTask = TaskPlay
 func Tasks() []Task { return taskSet.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
-// unknown id is an error wrapping runtime.ErrUnknownID that names the known
-// ids.
+// unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
 func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
@@ -110,15 +110,15 @@ func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
 // that the caller may change.
-func Spec() *runtime.ModelInferenceSpec {
-	return &runtime.ModelInferenceSpec{
+func Spec() *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
 		ModelFamilyID: "golden-stream",
 		DisplayName:   "Golden Stream",
-		Variants: []runtime.InferenceVariantSpec{
+		Variants: []spec.InferenceVariantSpec{
 			{
 				VariantID: "v1",
 				Label:     "Version 1",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "checkpoints/v1.pt",
@@ -132,7 +132,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				VariantID: "v2",
 				Label:     "Version 2",
-				Checkpoints: []runtime.InferenceCheckpointRef{
+				Checkpoints: []spec.InferenceCheckpointRef{
 					{
 						Role:     "model",
 						URI:      "checkpoints/v2.pt",
@@ -143,11 +143,11 @@ func Spec() *runtime.ModelInferenceSpec {
 				Status: "unknown",
 			},
 		},
-		Tasks: []runtime.InferenceTaskProfile{
+		Tasks: []spec.InferenceTaskProfile{
 			{
 				TaskID: "play",
 				Label:  "Play",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "action",
 						Kind:    "string",
@@ -163,7 +163,7 @@ func Spec() *runtime.ModelInferenceSpec {
 						Deprecated: "Speed is fixed by the realtime spec now.",
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "frames",
 						Kind:       "video",
@@ -177,7 +177,7 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "encode",
 				Label:  "Encode frames",
-				Inputs: []runtime.InferenceFieldSpec{
+				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:  "frame",
 						Kind:     "image",
@@ -185,14 +185,14 @@ func Spec() *runtime.ModelInferenceSpec {
 						Required: true,
 					},
 				},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "embedding",
 						Kind:       "embedding",
 						Required:   true,
 					},
 				},
-				Batching: &runtime.BatchingSpec{
+				Batching: &spec.BatchingSpec{
 					MaxBatchSize:    8,
 					PadToBatchSizes: []int{1, 2, 4, 8},
 				},
@@ -200,8 +200,8 @@ func Spec() *runtime.ModelInferenceSpec {
 			{
 				TaskID: "render",
 				Label:  "Render (old)",
-				Inputs: []runtime.InferenceFieldSpec{},
-				Outputs: []runtime.InferenceArtifactSpec{
+				Inputs: []spec.InferenceFieldSpec{},
+				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "frames",
 						Kind:       "video",
@@ -215,7 +215,7 @@ func Spec() *runtime.ModelInferenceSpec {
 		DefaultTaskID:    "play",
 		WorkloadType:     "world-model",
 		SupportsStream:   true,
-		Realtime: &runtime.RealtimeSpec{
+		Realtime: &spec.RealtimeSpec{
 			FPS:               12,
 			FirstChunkFrames:  5,
 			SteadyChunkFrames: 3,
@@ -240,7 +240,7 @@ var (
 )
 
 func init() {
-	runtime.DefaultRegistry.MustRegister(Spec())
+	spec.DefaultRegistry.MustRegister(Spec())
 }
 
 // WithVariant selects the variant a Client runs (the default is
@@ -405,7 +405,7 @@ func (p *PlayParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *PlayParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 2)
 	kw["action"] = string(p.Action)
@@ -415,7 +415,7 @@ func (p *PlayParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *PlayParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -435,7 +435,7 @@ type PlayResult struct {
 	// Frames is artifact "frames" (video).
 	//
 	// Always set. Marked as a preview artifact.
-	Frames *runtime.Video
+	Frames *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
@@ -485,7 +485,7 @@ type EncodeParams struct {
 	// Frame is field "frame".
 	//
 	// Kind image; required.
-	Frame *runtime.Tensor `json:"frame"`
+	Frame *tensor.Tensor `json:"frame"`
 }
 
 // DefaultEncodeParams returns the params of task "encode" with every default
@@ -513,7 +513,7 @@ func (p *EncodeParams) Validate() error {
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *EncodeParams) CallKwargs() map[string]any {
 	kw := make(map[string]any, 1)
 	if p.Frame != nil {
@@ -524,12 +524,12 @@ func (p *EncodeParams) CallKwargs() map[string]any {
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *EncodeParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // StackedInput returns the j-th input that batching stacks ("frame"), nil when
 // unset: client.RunBatch reads the items of a batch in place.
-func (p *EncodeParams) StackedInput(j int) *runtime.Tensor {
+func (p *EncodeParams) StackedInput(j int) *tensor.Tensor {
 	switch j {
 	case 0:
 		return p.Frame
@@ -562,7 +562,7 @@ type EncodeResult struct {
 	// Embedding is artifact "embedding" (embedding).
 	//
 	// Always set.
-	Embedding *runtime.Embedding
+	Embedding *tensor.Embedding
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.
@@ -631,12 +631,12 @@ func (p *RenderParams) Validate() error { return nil }
 
 // CallKwargs returns the fields whose target is call_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *RenderParams) CallKwargs() map[string]any { return map[string]any{} }
 
 // LoadKwargs returns the fields whose target is load_kwargs, keyed by field
 // id, in the engine's value form (string, int64, float64, bool,
-// *runtime.Tensor, []any); unset optional fields are left out.
+// *tensor.Tensor, []any); unset optional fields are left out.
 func (p *RenderParams) LoadKwargs() map[string]any { return map[string]any{} }
 
 // UnmarshalJSON decodes params keyed by field id. Absent keys keep their
@@ -656,7 +656,7 @@ type RenderResult struct {
 	// Frames is artifact "frames" (video).
 	//
 	// Always set.
-	Frames *runtime.Video
+	Frames *tensor.Video
 }
 
 // fromOutputs sets r from the runtime's outputs keyed by artifact id.

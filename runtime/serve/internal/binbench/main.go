@@ -31,7 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -41,9 +41,11 @@ import (
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve/internal/imagemodel"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func main() {
@@ -62,7 +64,7 @@ func main() {
 type bench struct {
 	name  string
 	about string
-	spec  *runtime.ModelInferenceSpec
+	spec  *spec.ModelInferenceSpec
 	task  string
 	call  map[string]any
 }
@@ -98,7 +100,7 @@ func run(rounds int, window time.Duration, frames, threads int) error {
 		return fmt.Errorf("building wfserve: %w", err)
 	}
 	world := filepath.Join(root, "manifests", "tiny-world.yaml")
-	specs := map[string]*runtime.ModelInferenceSpec{}
+	specs := map[string]*spec.ModelInferenceSpec{}
 	for _, m := range []string{imagemodel.Manifest(), world} {
 		f, diags, err := validate.File(m)
 		if err != nil || len(diags) > 0 {
@@ -129,7 +131,7 @@ func run(rounds int, window time.Duration, frames, threads int) error {
 			map[string]any{"prompt": "a lighthouse at dusk", "num_frames": int64(frames), "height": int64(128), "width": int64(128)}},
 	}
 	fmt.Printf("JSON vs binary tensors: wfserve on loopback, the remote client (runtime/remote); %d rounds × %v windows, intra-op threads %d, GOMAXPROCS %d, %d CPUs\n",
-		rounds, window, threads, goruntime.GOMAXPROCS(0), goruntime.NumCPU())
+		rounds, window, threads, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	for _, b := range benches {
 		if err := measure(url, b, rounds, window); err != nil {
 			return fmt.Errorf("%s: %w", b.name, err)
@@ -163,8 +165,8 @@ func measure(url string, b bench, rounds int, window time.Duration) error {
 			continue
 		}
 		for k, v := range first {
-			t, ok := v.(*runtime.Tensor)
-			u, _ := out[k].(*runtime.Tensor)
+			t, ok := v.(*tensor.Tensor)
+			u, _ := out[k].(*tensor.Tensor)
 			if ok && (u == nil || !bytes.Equal(t.Data, u.Data) || !slices.Equal(t.Shape, u.Shape)) {
 				return fmt.Errorf("%s: output %q differs from the %s answer", m.name, k, modes[0].name)
 			}

@@ -7,11 +7,12 @@ package imagemodel
 import (
 	"math/rand/v2"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Source is the classifier's TorchScript: 16×16 average pooling to a
@@ -28,7 +29,7 @@ const Checkpoint = "checkpoints/image-classifier.pt"
 
 // Manifest returns the path of image-classifier.yaml.
 func Manifest() string {
-	_, file, _, _ := goruntime.Caller(0)
+	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "image-classifier.yaml")
 }
 
@@ -39,19 +40,19 @@ func Build(dir string) error {
 	for i := range w {
 		w[i] = float32(r.NormFloat64() * 0.05)
 	}
-	return tinymodels.BuildSource(filepath.Join(dir, Checkpoint), torch.ModuleSource{Source: Source, Parameters: map[string]*runtime.Tensor{
-		"w": runtime.FromFloat32(w, 588, 10),
-		"b": runtime.FromFloat32(make([]float32, 10), 10),
+	return tinymodels.BuildSource(filepath.Join(dir, Checkpoint), torch.ModuleSource{Source: Source, Parameters: map[string]*tensor.Tensor{
+		"w": tensor.FromFloat32(w, 588, 10),
+		"b": tensor.FromFloat32(make([]float32, 10), 10),
 	}})
 }
 
 // Image returns a deterministic image, normalised as the manifest says
 // (values around [-2, 2.6]), seeded by seed.
-func Image(seed uint64) *runtime.Tensor {
+func Image(seed uint64) *tensor.Tensor {
 	r := rand.New(rand.NewPCG(seed, 7))
 	v := make([]float32, 3*224*224)
 	for i := range v {
 		v[i] = (r.Float32() - 0.45) / 0.226
 	}
-	return runtime.FromFloat32(v, 3, 224, 224)
+	return tensor.FromFloat32(v, 3, 224, 224)
 }

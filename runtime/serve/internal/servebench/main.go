@@ -33,7 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,7 +171,7 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 		kernels = "OPENBLAS_CORETYPE=" + v
 	}
 	fmt.Printf("serving load test: %d tokens per request, %d rounds × %v windows, intra-op threads %d, GOMAXPROCS %d, %d CPUs, BLAS kernels: %s\n",
-		ntok, rounds, window, threads, goruntime.GOMAXPROCS(0), goruntime.NumCPU(), kernels)
+		ntok, rounds, window, threads, runtime.GOMAXPROCS(0), runtime.NumCPU(), kernels)
 	for _, m := range models {
 		if err := measure(m, servers, rounds, window, ntok); err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)

@@ -17,9 +17,10 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // soak runs clients against wfserve -batch (batch-invariant, its default)
@@ -50,11 +51,11 @@ func soak(bin, dir, root string, env []string, clients int, d time.Duration, nto
 			parts[j] = strconv.FormatInt(ids[j], 10)
 		}
 		bodies[i] = []byte(fmt.Sprintf(`{"inputs":[{"name":"tokens","datatype":"INT64","shape":[%d],"data":[%s]}]}`, ntok, strings.Join(parts, ",")))
-		out, err := in.Run(context.Background(), "embed", map[string]any{"tokens": runtime.FromInt64(ids, int64(ntok))}, nil)
+		out, err := in.Run(context.Background(), "embed", map[string]any{"tokens": tensor.FromInt64(ids, int64(ntok))}, nil)
 		if err != nil {
 			return err
 		}
-		want[i] = out["embedding"].(*runtime.Tensor).Data
+		want[i] = out["embedding"].(*tensor.Tensor).Data
 	}
 	port, err := freePort()
 	if err != nil {
@@ -102,7 +103,7 @@ func soak(bin, dir, root string, env []string, clients int, d time.Duration, nto
 					failed.Add(1)
 					continue
 				}
-				if !bytes.Equal(out["embedding"].(*runtime.Tensor).Data, want[k]) {
+				if !bytes.Equal(out["embedding"].(*tensor.Tensor).Data, want[k]) {
 					mismatched.Add(1)
 				}
 			}

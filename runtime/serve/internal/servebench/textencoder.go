@@ -5,8 +5,9 @@ import (
 	"math/rand/v2"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Text-encoder sizes: those of BERT-tiny (2 layers, hidden 128, 2 heads
@@ -62,7 +63,7 @@ def forward(self, tokens: Tensor) -> Tensor:
 // projections, unit layer-norm gains).
 func buildTextEncoder(path string) error {
 	r := rand.New(rand.NewPCG(3, 4))
-	p := map[string]*runtime.Tensor{
+	p := map[string]*tensor.Tensor{
 		"word":  randn(r, 1.0, textVocab, textHidden),
 		"pos":   randn(r, 0.1, textPositions, textHidden),
 		"ln0_w": ones(textHidden),
@@ -86,7 +87,7 @@ func buildTextEncoder(path string) error {
 	return tinymodels.BuildSource(path, torch.ModuleSource{Source: textEncoderSource, Parameters: p})
 }
 
-func randn(r *rand.Rand, scale float64, shape ...int64) *runtime.Tensor {
+func randn(r *rand.Rand, scale float64, shape ...int64) *tensor.Tensor {
 	n := int64(1)
 	for _, d := range shape {
 		n *= d
@@ -95,15 +96,15 @@ func randn(r *rand.Rand, scale float64, shape ...int64) *runtime.Tensor {
 	for i := range v {
 		v[i] = float32(r.NormFloat64() * scale)
 	}
-	return runtime.FromFloat32(v, shape...)
+	return tensor.FromFloat32(v, shape...)
 }
 
-func ones(n int64) *runtime.Tensor {
+func ones(n int64) *tensor.Tensor {
 	v := make([]float32, n)
 	for i := range v {
 		v[i] = 1
 	}
-	return runtime.FromFloat32(v, n)
+	return tensor.FromFloat32(v, n)
 }
 
-func zeros(n int64) *runtime.Tensor { return runtime.FromFloat32(make([]float32, n), n) }
+func zeros(n int64) *tensor.Tensor { return tensor.FromFloat32(make([]float32, n), n) }

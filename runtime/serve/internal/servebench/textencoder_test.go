@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // TestTextEncoder checks the bench's text encoder as wfserve runs it: its
@@ -41,7 +42,7 @@ func TestTextEncoder(t *testing.T) {
 		for j := range tok {
 			tok[j] = int64((i*16+j)*7919) % textVocab
 		}
-		items[i] = map[string]any{"tokens": runtime.FromInt64(tok, 16)}
+		items[i] = map[string]any{"tokens": tensor.FromInt64(tok, 16)}
 	}
 	batched, err := c.RunBatch(ctx, "embed", items)
 	if err != nil {
@@ -77,7 +78,7 @@ func TestTextEncoder(t *testing.T) {
 
 func embedding(t *testing.T, out map[string]any) []float32 {
 	t.Helper()
-	e, ok := out["embedding"].(*runtime.Tensor)
+	e, ok := out["embedding"].(*tensor.Tensor)
 	if !ok {
 		t.Fatalf("outputs %v: no embedding tensor", out)
 	}

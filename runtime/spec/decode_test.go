@@ -1,4 +1,4 @@
-package runtime
+package spec
 
 import (
 	"encoding/json"
@@ -20,21 +20,21 @@ func TestDecodeErrorsNameTheSpecTypes(t *testing.T) {
 		{func() any { return new(ModelInferenceSpec) }, `{"variants": [{"variant_id": "a", "checkpoints": [{"role": "model", "uri": "x", "required": "yes"}]}]}`,
 			"json: cannot unmarshal string into Go struct field ModelInferenceSpec.variants.checkpoints.required of type bool"},
 		{func() any { return new(ModelInferenceSpec) }, `{"variants": [{"variant_id": "a", "checkpoints": [3]}]}`,
-			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.variants.checkpoints of type runtime.InferenceCheckpointRef"},
+			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.variants.checkpoints of type spec.InferenceCheckpointRef"},
 		{func() any { return new(ModelInferenceSpec) }, `{"tasks": [{"task_id": "t", "inputs": [{"field_id": "x", "kind": 3}]}]}`,
-			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.tasks.inputs.kind of type runtime.Kind"},
+			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.tasks.inputs.kind of type spec.Kind"},
 		{func() any { return new(ModelInferenceSpec) }, `{"tasks": [{"task_id": "t", "batching": {"max_batch_size": "x"}}]}`,
 			"json: cannot unmarshal string into Go struct field ModelInferenceSpec.tasks.batching.max_batch_size of type int"},
 		{func() any { return new(ModelInferenceSpec) }, `{"realtime": {"fps": "x"}}`,
 			"json: cannot unmarshal string into Go struct field ModelInferenceSpec.realtime.fps of type int"},
 		{func() any { return new(ModelInferenceSpec) }, `{"tasks": 3}`,
-			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.tasks of type []runtime.InferenceTaskProfile"},
+			"json: cannot unmarshal number into Go struct field ModelInferenceSpec.tasks of type []spec.InferenceTaskProfile"},
 		{func() any { return new(InferenceVariantSpec) }, `{"variant_id": 5}`,
 			"json: cannot unmarshal number into Go struct field InferenceVariantSpec.variant_id of type string"},
 		{func() any { return new(InferenceFieldSpec) }, `[1]`,
-			"json: cannot unmarshal array into Go value of type runtime.InferenceFieldSpec"},
+			"json: cannot unmarshal array into Go value of type spec.InferenceFieldSpec"},
 		{func() any { return new(RealtimeSpec) }, `"fast"`,
-			"json: cannot unmarshal string into Go value of type runtime.RealtimeSpec"},
+			"json: cannot unmarshal string into Go value of type spec.RealtimeSpec"},
 	} {
 		err := json.Unmarshal([]byte(tc.json), tc.into())
 		// encoding/json writes the path from the decoded value in full up

@@ -1,9 +1,11 @@
-package runtime
+package spec
 
 import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 func warmupTask() *InferenceTaskProfile {
@@ -11,9 +13,9 @@ func warmupTask() *InferenceTaskProfile {
 	return &InferenceTaskProfile{
 		TaskID: "embed",
 		Inputs: []InferenceFieldSpec{
-			{FieldID: "tokens", Kind: KindTensor, Target: TargetCallKwargs, Required: true, DType: Int64, Shape: Shape{"N", "L"}},
-			{FieldID: "mask", Kind: KindTensor, Target: TargetCallKwargs, Required: true, DType: Bool, Shape: Shape{"N", "T", "2"}},
-			{FieldID: "extra", Kind: KindTensor, Target: TargetCallKwargs, DType: Float32, Shape: Shape{"N", "*"}},
+			{FieldID: "tokens", Kind: KindTensor, Target: TargetCallKwargs, Required: true, DType: tensor.Int64, Shape: Shape{"N", "L"}},
+			{FieldID: "mask", Kind: KindTensor, Target: TargetCallKwargs, Required: true, DType: tensor.Bool, Shape: Shape{"N", "T", "2"}},
+			{FieldID: "extra", Kind: KindTensor, Target: TargetCallKwargs, DType: tensor.Float32, Shape: Shape{"N", "*"}},
 			{FieldID: "normalize", Kind: KindBool, Target: TargetCallKwargs, Default: true},
 			{FieldID: "mode", Kind: KindString, Target: TargetCallKwargs, Required: true},
 			{FieldID: "scale", Kind: KindFloat, Target: TargetLoadKwargs},
@@ -36,8 +38,8 @@ func TestWarmupValues(t *testing.T) {
 		t.Fatal(JoinProblems(ps))
 	}
 	want := map[string]any{
-		"tokens":    &Tensor{DType: Int64, Shape: []int64{1}, Data: make([]byte, 8)},
-		"mask":      &Tensor{DType: Bool, Shape: []int64{4, 2}, Data: make([]byte, 8)},
+		"tokens":    &tensor.Tensor{DType: tensor.Int64, Shape: []int64{1}, Data: make([]byte, 8)},
+		"mask":      &tensor.Tensor{DType: tensor.Bool, Shape: []int64{4, 2}, Data: make([]byte, 8)},
 		"normalize": true,
 	}
 	if !reflect.DeepEqual(vals, want) {
@@ -49,10 +51,10 @@ func TestWarmupValues(t *testing.T) {
 	if len(ps) > 0 {
 		t.Fatal(JoinProblems(ps))
 	}
-	if tk := vals["tokens"].(*Tensor); !reflect.DeepEqual(tk.Shape, []int64{16}) || len(tk.Data) != 128 {
+	if tk := vals["tokens"].(*tensor.Tensor); !reflect.DeepEqual(tk.Shape, []int64{16}) || len(tk.Data) != 128 {
 		t.Errorf("tokens %v", tk)
 	}
-	if m := vals["mask"].(*Tensor); !reflect.DeepEqual(m.Shape, []int64{8, 2}) {
+	if m := vals["mask"].(*tensor.Tensor); !reflect.DeepEqual(m.Shape, []int64{8, 2}) {
 		t.Errorf("mask %v", m)
 	}
 	if vals["normalize"] != false || vals["mode"] != "slow" {
@@ -64,7 +66,7 @@ func TestWarmupValues(t *testing.T) {
 	task.Inputs[0].Shape = Shape{"L"}
 	task.Inputs[1].Shape = Shape{"T", "2"}
 	vals, _ = task.WarmupValues()
-	if tk := vals["tokens"].(*Tensor); !reflect.DeepEqual(tk.Shape, []int64{16}) {
+	if tk := vals["tokens"].(*tensor.Tensor); !reflect.DeepEqual(tk.Shape, []int64{16}) {
 		t.Errorf("tokens %v", tk)
 	}
 }

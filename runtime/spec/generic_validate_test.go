@@ -1,4 +1,4 @@
-package runtime_test
+package spec_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,8 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
-	"github.com/worldfoundry/wfgen/runtime"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // TestGenericSpecValidates checks that the generic fallback is a valid
@@ -16,7 +17,7 @@ import (
 // schema_version, passes wfgen validate as JSON and as YAML, and the
 // validated family has the inferred field kinds.
 func TestGenericSpecValidates(t *testing.T) {
-	hints := map[string]runtime.GenericHints{
+	hints := map[string]spec.GenericHints{
 		"seed-example": {
 			DisplayName: "My World Model", DefaultModelRef: "org/my-world-model", WorkloadType: "video",
 			SupportedCallParams: []string{"prompt", "seed", "num_frames"},
@@ -32,7 +33,7 @@ func TestGenericSpecValidates(t *testing.T) {
 	}
 	for name, h := range hints {
 		t.Run(name, func(t *testing.T) {
-			s := runtime.GenericModelInferenceSpec("my-world-model", h)
+			s := spec.GenericModelInferenceSpec("my-world-model", h)
 			d, err := s.ToDict()
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 import (
 	"encoding/json"
@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // CallSpecKey is the metadata key under which examples/aoti/export.py
@@ -51,7 +54,7 @@ func DecodeCallSpec(recorded string) (CallSpec, error) {
 // sizes, names and "*", every named dimension has a range in Dims, and
 // every range is a named range of sizes.
 func (s *CallSpec) Check() error {
-	check := func(what string, d DType, sh Shape) error {
+	check := func(what string, d tensor.DType, sh spec.Shape) error {
 		if !d.Valid() {
 			return fmt.Errorf("%s: dtype %q is not one the engine passes (%s)", what, d, dtypeNames())
 		}
@@ -82,7 +85,7 @@ func (s *CallSpec) Check() error {
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Dims)) {
 		r := s.Dims[name]
-		if !Dim(name).Named() || r.Min < 0 || (r.Max != 0 && r.Max < r.Min) {
+		if !spec.Dim(name).Named() || r.Min < 0 || (r.Max != 0 && r.Max < r.Min) {
 			return fmt.Errorf("dimension %s: range %s is not a named range of sizes", name, r)
 		}
 	}
@@ -90,8 +93,8 @@ func (s *CallSpec) Check() error {
 }
 
 func dtypeNames() string {
-	s := make([]string, len(DTypes))
-	for i, d := range DTypes {
+	s := make([]string, len(tensor.DTypes))
+	for i, d := range tensor.DTypes {
 		s[i] = string(d)
 	}
 	return strings.Join(s, ", ")
@@ -137,9 +140,9 @@ type CallInput struct {
 	// Value is the baked-in value of a constant argument.
 	Value any `json:"value,omitempty"`
 	// DType is a tensor argument's element type.
-	DType DType `json:"dtype,omitempty"`
+	DType tensor.DType `json:"dtype,omitempty"`
 	// Shape is a tensor argument's shape: fixed sizes and names of Dims.
-	Shape Shape `json:"shape,omitempty"`
+	Shape spec.Shape `json:"shape,omitempty"`
 }
 
 // Restates reports whether v, a manifest or call value, is the value a
@@ -184,9 +187,9 @@ type CallOutput struct {
 	// Name is the key of a returned dict, or "output<i>".
 	Name string `json:"name"`
 	// DType is the tensor's element type.
-	DType DType `json:"dtype,omitempty"`
+	DType tensor.DType `json:"dtype,omitempty"`
 	// Shape is the tensor's shape: fixed sizes and names of Dims.
-	Shape Shape `json:"shape,omitempty"`
+	Shape spec.Shape `json:"shape,omitempty"`
 }
 
 // DimRange is the range of sizes a dynamic dimension was exported for.
@@ -236,7 +239,7 @@ func (in CallInput) String() string {
 	if in.Constant {
 		return fmt.Sprintf("%s = %v (constant)", in.Name, in.Value)
 	}
-	return in.Name + ": " + TensorContract{DType: in.DType, Shape: in.Shape}.String()
+	return in.Name + ": " + spec.TensorContract{DType: in.DType, Shape: in.Shape}.String()
 }
 
 // InputList writes the inputs as in messages.

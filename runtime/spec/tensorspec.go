@@ -1,4 +1,4 @@
-package runtime
+package spec
 
 import (
 	"encoding/json"
@@ -6,14 +6,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
-
-// DTypes lists the tensor element types a manifest may declare, in
-// documentation order.
-var DTypes = []DType{Float32, Float16, BFloat16, Int64, Int32, Uint8, Bool}
-
-// Valid reports whether d is one of DTypes.
-func (d DType) Valid() bool { return d.Size() > 0 }
 
 // Dim is one dimension of a declared shape: a fixed size ("64"), a named
 // size that every tensor of one call must agree on ("H", "N"), or "*" for
@@ -206,7 +201,7 @@ func (s *ImageSpec) Problems() []Problem {
 // contract accepts any tensor.
 type TensorContract struct {
 	// DType is the element type; "" accepts any.
-	DType DType
+	DType tensor.DType
 	// Shape is the declared shape; nil accepts any rank.
 	Shape Shape
 	// Image is the picture conversion of image and video values.

@@ -1,10 +1,13 @@
-package runtime
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Sentinel errors shared by every layer; test with errors.Is.
@@ -14,43 +17,9 @@ var (
 		"and build with CGO_ENABLED=1 and libtorch installed (Debian: apt-get install libtorch-dev)")
 	// ErrOutOfMemory means an allocation failed on the device (or host for CPU).
 	ErrOutOfMemory = errors.New("out of memory")
-	// ErrUnknownID means a family, variant or task id (or alias) is not known.
-	ErrUnknownID = errors.New("unknown id")
 	// ErrClosed means a module or client was used after Close.
 	ErrClosed = errors.New("use after close")
 )
-
-// DType names a tensor element type across the engine boundary.
-type DType string
-
-// Tensor element types the engine boundary supports.
-const (
-	Float32  DType = "float32"
-	Float16  DType = "float16"
-	BFloat16 DType = "bfloat16"
-	Int64    DType = "int64"
-	Int32    DType = "int32"
-	Uint8    DType = "uint8"
-	Bool     DType = "bool"
-)
-
-// Size returns the element size in bytes, or 0 for an unknown dtype.
-func (d DType) Size() int {
-	switch d {
-	case Float32, Int32:
-		return 4
-	case Float16, BFloat16:
-		return 2
-	case Int64:
-		return 8
-	case Uint8, Bool:
-		return 1
-	}
-	return 0
-}
-
-// IsFloating reports whether d is a floating-point type.
-func (d DType) IsFloating() bool { return d == Float32 || d == Float16 || d == BFloat16 }
 
 // LoadOptions say where and how a module is loaded.
 type LoadOptions struct {
@@ -59,10 +28,10 @@ type LoadOptions struct {
 	// DType, when set, casts floating parameters and buffers to it; integer
 	// buffers keep their dtype. A compiled (AOTInductor) checkpoint cannot
 	// be cast: a dtype other than its own is an error.
-	DType DType
+	DType tensor.DType
 	// Format is the checkpoint's declared format; "" recognises it from the
 	// file (ResolveCheckpointFormat).
-	Format CheckpointFormat
+	Format spec.CheckpointFormat
 }
 
 // CallOptions apply to one method call.
@@ -71,11 +40,11 @@ type CallOptions struct {
 	// no-op on CPU and other devices.
 	Autocast bool
 	// AutocastDType is the autocast dtype (float16 or bfloat16).
-	AutocastDType DType
+	AutocastDType tensor.DType
 	// Outputs, when not nil, is reused memory for the call's output tensors
 	// instead of fresh memory: they share it until the next call given the
 	// same buffer (see OutputBuffer). Engines that cannot use it ignore it.
-	Outputs *OutputBuffer
+	Outputs *tensor.OutputBuffer
 }
 
 // Argument describes one argument of a TorchScript method schema.
@@ -176,7 +145,7 @@ type Compiler interface {
 	// off (c's fields fall back to the engine's environment variables,
 	// WORLDFOUNDRY_TORCH_COMPILE and friends), or an error. A module it
 	// returns other than m is the caller's, alongside m.
-	Compile(m Module, c CompileSpec) (Module, error)
+	Compile(m Module, c spec.CompileSpec) (Module, error)
 }
 
 // CUDADevices returns how many CUDA devices e sees: 0 for an engine that is

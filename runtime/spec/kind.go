@@ -1,4 +1,4 @@
-package runtime
+package spec
 
 // Kind is the value type of an input field (InferenceFieldSpec.Kind). Its
 // methods answer the questions every layer asks about a kind — is it a

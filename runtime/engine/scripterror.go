@@ -1,4 +1,4 @@
-package runtime
+package engine
 
 // ScriptError is a failure raised inside a model's code (a TorchScript
 // method): the interpreter's final line, and the whole traceback it
@@ -6,7 +6,7 @@ package runtime
 // keeps only Message, so that an error stays one line (a batch that lists
 // failed items stays readable); the traceback is one errors.As away:
 //
-//	var se *runtime.ScriptError
+//	var se *engine.ScriptError
 //	if errors.As(err, &se) {
 //		log.Print(se.Traceback)
 //	}

@@ -5,7 +5,7 @@
 // backend such as runtime/torch implements, typed artifacts and the errors
 // shared by every layer. It never links cgo: a process that only needs specs,
 // params or validation stays cheap.
-package runtime
+package spec
 
 import (
 	"encoding/json"
@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Field targets accepted by InferenceFieldSpec.Target.
@@ -121,7 +123,7 @@ type InferenceFieldSpec struct {
 	Pattern string `json:"pattern,omitempty"`
 	// DType is the element type a tensor-like value must have (tensor,
 	// image, video and tensor_list fields).
-	DType DType `json:"dtype,omitempty" jsonschema:"enum=float32,enum=float16,enum=bfloat16,enum=int64,enum=int32,enum=uint8,enum=bool"`
+	DType tensor.DType `json:"dtype,omitempty" jsonschema:"enum=float32,enum=float16,enum=bfloat16,enum=int64,enum=int32,enum=uint8,enum=bool"`
 	// Shape is the shape a tensor-like value must have: fixed sizes,
 	// named dimensions bound once per call across the task's fields
 	// ([N, 3, H, W]) and "*" for any size. In a batchable task whose
@@ -162,7 +164,7 @@ type InferenceArtifactSpec struct {
 	// Description is free text for documentation.
 	Description string `json:"description"`
 	// DType is the element type a tensor-like artifact must have.
-	DType DType `json:"dtype,omitempty" jsonschema:"enum=float32,enum=float16,enum=bfloat16,enum=int64,enum=int32,enum=uint8,enum=bool"`
+	DType tensor.DType `json:"dtype,omitempty" jsonschema:"enum=float32,enum=float16,enum=bfloat16,enum=int64,enum=int32,enum=uint8,enum=bool"`
 	// Shape is the shape a tensor-like artifact must have (see the field's
 	// shape).
 	Shape Shape `json:"shape,omitempty"`

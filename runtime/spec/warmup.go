@@ -1,10 +1,12 @@
-package runtime
+package spec
 
 import (
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // WarmupSpec asks for a task to be warmed up: run on made-up inputs as soon
@@ -154,7 +156,7 @@ func (t *InferenceTaskProfile) WarmupValues() (map[string]any, []Problem) {
 
 // warmupTensor returns the zero tensor of required tensor-like field f, or
 // why it cannot be built.
-func (t *InferenceTaskProfile) warmupTensor(f *InferenceFieldSpec, sizes map[string]int64, batchDim string) (*Tensor, string) {
+func (t *InferenceTaskProfile) warmupTensor(f *InferenceFieldSpec, sizes map[string]int64, batchDim string) (*tensor.Tensor, string) {
 	if !f.DType.Valid() {
 		return nil, "declare its dtype, so that a warm-up tensor can be made"
 	}
@@ -185,7 +187,7 @@ func (t *InferenceTaskProfile) warmupTensor(f *InferenceFieldSpec, sizes map[str
 		}
 		n *= dims[i]
 	}
-	return &Tensor{DType: f.DType, Shape: dims, Data: make([]byte, n*int64(f.DType.Size()))}, ""
+	return &tensor.Tensor{DType: f.DType, Shape: dims, Data: make([]byte, n*int64(f.DType.Size()))}, ""
 }
 
 // warmupDim returns the warm-up size of named dimension name: its
