@@ -64,7 +64,7 @@ demo: setup
 	$(GO) run ./cmd/wfgen generate
 	$(GO) run ./examples/demo
 
-## bench: benchmarks whose figures are in docs/benchmarks.md, then the
+## bench: benchmarks whose figures are in docs/benchmarks/README.md, then the
 ## serving load test (wfserve with and without batching vs a Python server)
 ## and JSON vs binary tensors (an image in, a video out)
 bench: setup
@@ -73,7 +73,7 @@ bench: setup
 	$(GO) run ./runtime/serve/internal/binbench
 
 ## bench-compare: the comparisons with peers (C++ loop, Python, eager vs
-## compiled, FastAPI) in one run, printed as the table in docs/benchmarks.md
+## compiled, FastAPI) in one run, printed as the table in docs/benchmarks/README.md
 ## (ROUNDS=n rounds per interleaved benchmark)
 ROUNDS ?= 20
 bench-compare: setup

@@ -5,7 +5,7 @@
 // BenchmarkEmbedBatchInterleaved), compiled against eager modules
 // (runtime/torch BenchmarkCompileInterleaved) and, unless -serve=false, the
 // serving load test against FastAPI (runtime/serve/internal/servebench) —
-// and prints the Markdown table that docs/benchmarks.md shows, one row per
+// and prints the Markdown table that docs/benchmarks/README.md shows, one row per
 // comparison with its target.
 //
 // Each benchmark interleaves its columns round by round (see each one's

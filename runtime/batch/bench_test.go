@@ -12,7 +12,7 @@ import (
 
 // The executor's overhead against a hand-written loop over the same chunks,
 // with a forward cheap enough that the overhead is visible. Results are in
-// docs/benchmarks-batch.md.
+// docs/benchmarks/batch.md.
 
 // cheapForward squares each item (nanoseconds per item).
 func cheapForward(_ context.Context, b []float64) ([]float64, error) {

@@ -126,7 +126,7 @@ func (p *pythonPeer) pass() (time.Duration, error) {
 // libtorch (CPU): the executor against a direct loop of the same forward
 // calls; padded static sizes against unpadded dynamic sizes, both on the
 // compiled (frozen + fused) module; and the same loop in Python with
-// Debian's torch. Figures are in docs/benchmarks-batch.md.
+// Debian's torch. Figures are in docs/benchmarks/batch.md.
 func BenchmarkTorchEncoder(b *testing.B) {
 	ctx := context.Background()
 	path := buildEncoder(b)

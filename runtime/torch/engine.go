@@ -50,7 +50,7 @@ const (
 // every such call and wakes another thread to look for work, which finds
 // none and sleeps again, and the call takes the P back when it returns. On
 // one CPU those wake-ups preempt libtorch: +58 % on a 90 µs call, +8 % on a
-// 670 µs one (docs/benchmarks-engine.md). A second P, idle while the call
+// 670 µs one (docs/benchmarks/engine.md). A second P, idle while the call
 // runs, stops it.
 const singlePWarning = "torch: GOMAXPROCS=1 makes the Go runtime hand its P to another thread during every libtorch call " +
 	"over ~20 µs (+58 % on a 90 µs call on one CPU); run with GOMAXPROCS=2 or more (docs/engine.md, Scheduling)"

@@ -15,7 +15,7 @@ import (
 // every call, wakes another thread to take the P over, and polls every
 // 20 µs instead of backing off. Those wake-ups and timer interrupts land on
 // the core libtorch computes on. Yielding once every yieldEvery is a
-// scheduling point and stops all of it (docs/benchmarks-engine.md has the
+// scheduling point and stops all of it (docs/benchmarks/engine.md has the
 // figures).
 //
 // The yield is the runtime's goyield, not runtime.Gosched. Gosched puts the

@@ -165,7 +165,7 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 	// OpenBLAS picks its kernels (AVX2, AVX-512) for the CPU unless
 	// OPENBLAS_CORETYPE, which every server inherits, names them; on this
 	// text encoder that alone moves the figures by a third
-	// (docs/benchmarks.md, "Serving").
+	// (docs/benchmarks/README.md, "Serving").
 	kernels := "OpenBLAS's own choice"
 	if v := os.Getenv("OPENBLAS_CORETYPE"); v != "" {
 		kernels = "OPENBLAS_CORETYPE=" + v
