@@ -224,6 +224,9 @@ func TestDocPathsExist(t *testing.T) {
 		if strings.HasPrefix(f, "golden/") || strings.HasPrefix(f, "generated/") {
 			continue // generated docs name pages of the reader's repository
 		}
+		if f == "CHANGELOG.md" {
+			continue // names the pages that moved, where they were
+		}
 		data, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			continue // deleted in the work tree
