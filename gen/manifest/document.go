@@ -12,10 +12,11 @@
 package manifest
 
 import (
+	"encoding/json"
+	"strconv"
+
 	"github.com/worldfoundry/wfgen/runtime/spec"
 )
-
-import ()
 
 // SchemaVersion is the manifest format version this wfgen reads and writes.
 const SchemaVersion = 1
@@ -31,4 +32,44 @@ type Document struct {
 	SchemaVersion int `json:"schema_version" jsonschema:"required,minimum=1"`
 
 	spec.ModelInferenceSpec
+}
+
+// MarshalJSON writes the manifest's own keys, then the spec's. The spec's
+// JSON methods would otherwise be promoted from the embedded field and
+// write (or read) the spec alone.
+func (d Document) MarshalJSON() ([]byte, error) {
+	body, err := json.Marshal(d.ModelInferenceSpec)
+	if err != nil {
+		return nil, err
+	}
+	b := []byte{'{'}
+	if d.Schema != "" {
+		b = append(b, `"$schema":`...)
+		b = strconv.AppendQuote(b, d.Schema)
+		b = append(b, ',')
+	}
+	b = append(b, `"schema_version":`...)
+	b = strconv.AppendInt(b, int64(d.SchemaVersion), 10)
+	if len(body) > 2 {
+		b = append(b, ',')
+		return append(b, body[1:]...), nil
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads the manifest's own keys and the spec's (with the
+// spec's defaults).
+func (d *Document) UnmarshalJSON(b []byte) error {
+	var head struct {
+		Schema        string `json:"$schema"`
+		SchemaVersion int    `json:"schema_version"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &d.ModelInferenceSpec); err != nil {
+		return err
+	}
+	d.Schema, d.SchemaVersion = head.Schema, head.SchemaVersion
+	return nil
 }

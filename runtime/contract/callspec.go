@@ -58,7 +58,7 @@ func CheckCallSpec(task *wfspec.InferenceTaskProfile, variant *wfspec.InferenceV
 	}
 	supplied := map[string]bool{}
 	for _, f := range task.Inputs {
-		if f.Target != wfspec.TargetCallKwargs {
+		if !f.CallKwarg() {
 			continue
 		}
 		supplied[f.FieldID] = true
@@ -108,7 +108,7 @@ func (s *specChecker) field(f *wfspec.InferenceFieldSpec) {
 				in.Name, describeValue(in.Value), in.Name))
 		return
 	}
-	switch f.Kind {
+	switch f.Kind.Effective() {
 	case wfspec.KindTensor, wfspec.KindImage, wfspec.KindVideo:
 	default:
 		s.add(name, fmt.Sprintf("a field of kind tensor, image or video for input %s", in), fmt.Sprintf("kind %s", f.Kind))
@@ -176,7 +176,7 @@ func (s *specChecker) fits(n int64, p wfspec.Dim) string {
 
 func (s *specChecker) kwargs(label string, m map[string]any) {
 	for _, k := range sortedKeys(m) {
-		if f, ok := s.task.Field(k); ok && f.Target == wfspec.TargetCallKwargs {
+		if f, ok := s.task.Field(k); ok && f.CallKwarg() {
 			continue // a default of a field, checked with the field
 		}
 		name := fmt.Sprintf("%s %q", label, k)

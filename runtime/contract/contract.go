@@ -219,7 +219,7 @@ func check(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, 
 	for _, kw := range kwargs {
 		for _, k := range sortedKeys(kw.m) {
 			supplied[k] = true
-			if f, ok := task.Field(k); ok && f.Target == spec.TargetCallKwargs {
+			if f, ok := task.Field(k); ok && f.CallKwarg() {
 				continue // a default for a field, checked with the field
 			}
 			a, ok := args[k]
@@ -255,7 +255,7 @@ func check(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, 
 
 func (c *checker) checkFields(schema engine.MethodSchema, args map[string]engine.Argument, argTypes map[string]Type, supplied map[string]bool) {
 	for _, f := range c.task.Inputs {
-		if f.Target != spec.TargetCallKwargs {
+		if !f.CallKwarg() {
 			continue
 		}
 		supplied[f.FieldID] = true

@@ -33,7 +33,7 @@ func Variants[T ~string](spec *spec.ModelInferenceSpec) *Set[T] {
 	for i, v := range spec.Variants {
 		ids[i], aliases[i] = v.VariantID, v.Aliases
 	}
-	return ids2set[T](spec.ModelFamilyID, "variant", ids, aliases, spec.DefaultVariantID)
+	return ids2set[T](spec.ModelFamilyID, "variant", ids, aliases, spec.DefaultVariant())
 }
 
 // Tasks returns the table of a family's tasks, as Variants does for
@@ -44,7 +44,7 @@ func Tasks[T ~string](spec *spec.ModelInferenceSpec) *Set[T] {
 	for i, t := range spec.Tasks {
 		ids[i], aliases[i] = t.TaskID, t.Aliases
 	}
-	return ids2set[T](spec.ModelFamilyID, "task", ids, aliases, spec.DefaultTaskID)
+	return ids2set[T](spec.ModelFamilyID, "task", ids, aliases, spec.DefaultTask())
 }
 
 func ids2set[T ~string](family, what string, ids []string, aliases [][]string, def string) *Set[T] {

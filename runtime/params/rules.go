@@ -92,7 +92,7 @@ func compileField(t *spec.InferenceTaskProfile, s *spec.InferenceFieldSpec) (*Fi
 	if !s.Kind.Valid() {
 		return nil, fmt.Errorf("field %q: kind %q is not one of the field kinds", s.FieldID, s.Kind)
 	}
-	f := &Field{Spec: s, Kind: s.Kind, Presence: s.Presence(), path: s.FieldID}
+	f := &Field{Spec: s, Kind: s.Kind.Effective(), Presence: s.Presence(), path: s.FieldID}
 	if s.Minimum != nil {
 		if !s.Minimum.Valid() {
 			return nil, fmt.Errorf("field %q: minimum %q is not a number", s.FieldID, string(*s.Minimum))

@@ -29,9 +29,21 @@ var FieldKinds = []Kind{
 	KindStringList, KindIntList, KindFloatList, KindBoolList, KindTensorList,
 }
 
-// Valid reports whether k is one of the field kinds.
+// Effective returns the kind k stands for: k itself, or KindString for
+// the zero Kind. An empty kind is the seed's default, "string", in a Go
+// literal as in a decoded manifest: every method of Kind answers for it as
+// for KindString, and a field's JSON form (ToDict) says "string".
+func (k Kind) Effective() Kind {
+	if k == "" {
+		return KindString
+	}
+	return k
+}
+
+// Valid reports whether k is one of the field kinds (the zero Kind is
+// KindString).
 func (k Kind) Valid() bool {
-	switch k {
+	switch k.Effective() {
 	case KindString, KindInt, KindFloat, KindBool, KindTensor, KindImage, KindVideo,
 		KindStringList, KindIntList, KindFloatList, KindBoolList, KindTensorList:
 		return true
@@ -63,7 +75,7 @@ func (k Kind) Elem() Kind {
 	case KindTensorList:
 		return KindTensor
 	}
-	return k
+	return k.Effective()
 }
 
 // TensorLike reports whether values of k carry tensor data (tensor, image,
@@ -104,7 +116,7 @@ func (k Kind) Phrase() string {
 	case KindTensorList:
 		return "a list of tensors"
 	}
-	return "a " + string(k)
+	return "a " + string(k.Effective())
 }
 
 // TorchScriptType is the TorchScript type a value of k is passed as
@@ -140,7 +152,7 @@ func (k Kind) Allows(c Constraint) bool {
 	case ConstraintMultipleOf, ConstraintRemainder:
 		return k.Integer()
 	case ConstraintMinLength, ConstraintMaxLength:
-		return k == KindString || k.IsList()
+		return k.Effective() == KindString || k.IsList()
 	case ConstraintPattern, ConstraintChoices:
 		return k.Textual()
 	case ConstraintDType, ConstraintShape:

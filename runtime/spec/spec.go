@@ -1,10 +1,11 @@
-// Package runtime is the pure-Go runtime that wfgen-generated packages import.
+// Package spec holds the model inference spec types — the types a manifest
+// is decoded into, which generated packages and the runtime share — with
+// their kinds, shapes, realtime cadence, batching and warm-up settings, the
+// spec registry and the problems a spec can have. It never links cgo: a
+// process that only needs specs, params or validation stays cheap.
 //
-// It holds the model inference spec types (the same types a manifest is
-// decoded into), the spec registry, the Engine interface that an execution
-// backend such as runtime/torch implements, typed artifacts and the errors
-// shared by every layer. It never links cgo: a process that only needs specs,
-// params or validation stays cheap.
+// The seed's defaults hold for a spec written in Go as for a decoded one
+// (see DefaultID).
 package spec
 
 import (
@@ -59,7 +60,7 @@ type InferenceCheckpointRef struct {
 // (required true, status "unknown") to absent keys.
 func (c *InferenceCheckpointRef) UnmarshalJSON(b []byte) error {
 	type plain InferenceCheckpointRef
-	p := plain{Required: true, Status: "unknown"}
+	p := plain{Required: true, Status: StatusUnknown}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return decodeError[InferenceCheckpointRef, plain](err)
 	}
@@ -331,7 +332,7 @@ type InferenceVariantSpec struct {
 // UnmarshalJSON decodes a variant, applying the seed's default status.
 func (v *InferenceVariantSpec) UnmarshalJSON(b []byte) error {
 	type plain InferenceVariantSpec
-	p := plain{Status: "unknown"}
+	p := plain{Status: StatusUnknown}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return decodeError[InferenceVariantSpec, plain](err)
 	}
@@ -399,7 +400,7 @@ type ModelInferenceSpec struct {
 // UnmarshalJSON decodes a spec, applying the seed's default variant and task ids.
 func (s *ModelInferenceSpec) UnmarshalJSON(b []byte) error {
 	type plain ModelInferenceSpec
-	p := plain{DefaultVariantID: "default", DefaultTaskID: "default"}
+	p := plain{DefaultVariantID: DefaultID, DefaultTaskID: DefaultID}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return decodeError[ModelInferenceSpec, plain](err)
 	}
@@ -411,7 +412,7 @@ func (s *ModelInferenceSpec) UnmarshalJSON(b []byte) error {
 // default variant. An unknown id is an error naming the known ones.
 func (s *ModelInferenceSpec) Variant(id string) (*InferenceVariantSpec, error) {
 	if id == "" {
-		id = s.DefaultVariantID
+		id = s.DefaultVariant()
 	}
 	for i := range s.Variants {
 		if s.Variants[i].VariantID == id {
@@ -434,7 +435,7 @@ func (s *ModelInferenceSpec) Variant(id string) (*InferenceVariantSpec, error) {
 // task. An unknown id is an error naming the known ones.
 func (s *ModelInferenceSpec) Task(id string) (*InferenceTaskProfile, error) {
 	if id == "" {
-		id = s.DefaultTaskID
+		id = s.DefaultTask()
 	}
 	for i := range s.Tasks {
 		if s.Tasks[i].TaskID == id {
