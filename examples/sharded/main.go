@@ -149,7 +149,7 @@ func embed(ctx context.Context, stdout io.Writer, dir string, n, tokens int, tim
 		return err
 	}
 	defer enc.Close()
-	dev, _, err := enc.Runtime().Load()
+	dev, _, err := enc.Backend().(client.Loader).Load() // loads the model now
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func (g *goFile) variantEnum() {
 		consts = append(consts, enumConst{name: v.Const, value: v.Spec.VariantID, doc: docComment(doc, deprecated(v.Spec.Deprecated))})
 	}
 	g.enum(enumDecl{
-		typ: "Variant", what: "variant", plural: "Variants", ids: true, set: "variantSet",
+		typ: "Variant", what: "variant", plural: "Variants", ids: true, set: "variants",
 		doc:          "Variant is a variant of the family: a concrete checkpoint and its runtime settings.",
 		consts:       consts,
 		defaultConst: g.fam.DefaultVariant.Const,
@@ -96,7 +96,7 @@ func (g *goFile) taskEnum() {
 		consts = append(consts, enumConst{name: t.Const, value: t.Spec.TaskID, doc: docComment(doc, deprecated(t.Spec.Deprecated))})
 	}
 	g.enum(enumDecl{
-		typ: "Task", what: "task", plural: "Tasks", ids: true, set: "taskSet",
+		typ: "Task", what: "task", plural: "Tasks", ids: true, set: "tasks",
 		doc:          "Task is a task of the family: one runnable profile with typed inputs and outputs.",
 		consts:       consts,
 		defaultConst: g.fam.DefaultTask.Const,

@@ -51,8 +51,6 @@ func GoSource(fam *ir.Family) ([]byte, error) {
 		return nil, err
 	}
 	g.client()
-	g.remoteClient()
-	g.runner()
 	for _, t := range fam.Tasks {
 		if err := g.task(t); err != nil {
 			return nil, err

@@ -91,6 +91,10 @@ func (l *literal) value(v reflect.Value, depth int, elide bool) (jen.Code, error
 			if !f.IsExported() {
 				return nil, fmt.Errorf("%s has an unexported field %s that a literal cannot set", t, f.Name)
 			}
+			if c := constant(fv, t, f.Name); c != nil {
+				fields = append(fields, jen.Line().Id(f.Name).Op(":").Add(c))
+				continue
+			}
 			c, err := l.expr(fv, depth+1)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", f.Name, err)
@@ -150,6 +154,9 @@ func (l *literal) value(v reflect.Value, depth int, elide bool) (jen.Code, error
 			items = append(items, jen.Line())
 		}
 		return typ(v.Type()).Values(items...), nil
+	}
+	if c := constant(v, nil, ""); c != nil {
+		return c, nil
 	}
 	return l.scalar(v, false)
 }

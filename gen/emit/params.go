@@ -24,13 +24,7 @@ func (g *goFile) task(t *ir.Task) error {
 		return err
 	}
 	g.pictures(t)
-	g.validate(t)
-	g.kwargs(t, spec.TargetCallKwargs, "CallKwargs")
-	g.kwargs(t, spec.TargetLoadKwargs, "LoadKwargs")
-	if t.Batch != "" {
-		g.batchItem(t)
-	}
-	g.unmarshal(t)
+	g.paramsMethods(t)
 	g.result(t)
 	g.taskMethods(t)
 	return nil
@@ -155,162 +149,26 @@ func toAny[T any](s []T) []any {
 	return out
 }
 
-// checkFunc is the runtime/params function that checks a field, or "" when
-// the field has nothing to check.
-func checkFunc(f *ir.Field) string {
-	s := f.Spec
-	hasRules := false
-	for _, c := range spec.Constraints {
-		hasRules = hasRules || c.Set(s)
-	}
-	switch f.Kind {
-	case spec.KindString:
-		if !hasRules && f.Presence != spec.Required {
-			return ""
-		}
-		if f.Type.Pointer {
-			return "OptString"
-		}
-		return "String"
-	case spec.KindInt, spec.KindFloat:
-		if !hasRules {
-			return ""
-		}
-		name := map[spec.Kind]string{spec.KindInt: "Int", spec.KindFloat: "Float"}[f.Kind]
-		if f.Type.Pointer {
-			return "Opt" + name
-		}
-		return name
-	case spec.KindBool:
-		return ""
-	case spec.KindTensor, spec.KindImage, spec.KindVideo:
-		return "Tensor"
-	}
-	if !hasRules && f.Presence != spec.Required && f.Kind != spec.KindTensorList {
-		return ""
-	}
-	return map[spec.Kind]string{
-		spec.KindStringList: "Strings", spec.KindIntList: "Ints", spec.KindFloatList: "Floats",
-		spec.KindBoolList: "Bools", spec.KindTensorList: "Tensors",
-	}[f.Kind]
-}
-
-func (g *goFile) validate(t *ir.Task) {
-	doc := docComment("Validate checks every constraint of the manifest and reports all violations, each prefixed with its field path (the field id, and [i] for list items), joined with errors.Join.")
+// paramsMethods emits the params' methods that apply the task's
+// client.Task: Validate, CallKwargs, LoadKwargs and UnmarshalJSON.
+func (g *goFile) paramsMethods(t *ir.Task) {
 	recv := jen.Id("p").Op("*").Id(t.Params)
-	var body []jen.Code
-	for _, f := range t.Fields {
-		if fn := checkFunc(f); fn != "" {
-			body = append(body, jen.Qual(ir.ParamsPath, fn).Call(jen.Op("&").Id("c"), jen.Lit(f.Index), jen.Id("p").Dot(f.Name)))
-		}
-	}
-	if len(body) == 0 {
-		g.add(doc, jen.Func().Params(recv).Id("Validate").Params().Error().Add(short(jen.Return(jen.Nil()))))
-		return
-	}
-	stmts := append([]jen.Code{jen.Id("c").Op(":=").Id(t.Rules).Dot("Check").Call()}, body...)
-	stmts = append(stmts, jen.Return(jen.Id("c").Dot("Err").Call()))
-	g.add(doc, jen.Func().Params(recv).Id("Validate").Params().Error().Block(stmts...))
-}
-
-// wireValue returns the engine value form of a set field value.
-func wireValue(f *ir.Field) jen.Code {
-	val := jen.Id("p").Dot(f.Name)
-	switch {
-	case f.Type.Slice && f.Choice != nil:
-		return jen.Qual(ir.ParamsPath, "StringList").Call(val)
-	case f.Type.Slice:
-		return jen.Qual(ir.ParamsPath, "List").Call(val)
-	case f.Kind.TensorLike():
-		return val
-	}
-	if f.Type.Pointer {
-		val = jen.Op("*").Add(val)
-	}
-	if f.Choice != nil {
-		return jen.String().Call(val)
-	}
-	return val
-}
-
-func (g *goFile) kwargs(t *ir.Task, target, method string) {
-	var body []jen.Code
-	for _, f := range t.Fields {
-		if f.Spec.Target != target {
-			continue
-		}
-		set := jen.Id("kw").Index(jen.Lit(f.Spec.FieldID)).Op("=").Add(wireValue(f))
-		if f.Type.Pointer || f.Type.Slice {
-			body = append(body, jen.If(jen.Id("p").Dot(f.Name).Op("!=").Nil()).Block(set))
-		} else {
-			body = append(body, set)
-		}
-	}
-	doc := docComment(fmt.Sprintf("%s returns the fields whose target is %s, keyed by field id, in the engine's value form (string, int64, float64, bool, *tensor.Tensor, []any); unset optional fields are left out.", method, target))
-	fn := jen.Func().Params(jen.Id("p").Op("*").Id(t.Params)).Id(method).Params().Map(jen.String()).Any()
-	if len(body) == 0 {
-		g.add(doc, fn.Add(short(jen.Return(jen.Map(jen.String()).Any().Values()))))
-		return
-	}
-	stmts := append([]jen.Code{jen.Id("kw").Op(":=").Make(jen.Map(jen.String()).Any(), jen.Lit(len(body)))}, body...)
-	stmts = append(stmts, jen.Return(jen.Id("kw")))
-	g.add(doc, fn.Block(stmts...))
-}
-
-// batchItem emits what client.BatchParams asks of a batchable task's
-// params: StackedInput and BatchDiff.
-func (g *goFile) batchItem(t *ir.Task) {
-	recv := jen.Id("p").Op("*").Id(t.Params)
-	var cases, diffs []jen.Code
-	var stacked []string
-	for _, f := range t.Fields {
-		if f.Spec.Target != spec.TargetCallKwargs {
-			continue
-		}
-		if f.Spec.IsStacked() {
-			cases = append(cases, jen.Case(jen.Lit(len(stacked))).Block(jen.Return(jen.Id("p").Dot(f.Name))))
-			stacked = append(stacked, strconv.Quote(f.Spec.FieldID))
-			continue
-		}
-		a, b := jen.Id("p").Dot(f.Name), jen.Id("q").Dot(f.Name)
-		var differ jen.Code
-		switch {
-		case f.Kind == spec.KindTensorList:
-			differ = jen.Op("!").Qual(ir.ClientPath, "SameTensors").Call(a, b)
-		case f.Type.Slice:
-			differ = jen.Op("!").Qual(ir.ClientPath, "SameList").Call(a, b)
-		case f.Type.Pointer:
-			differ = jen.Op("!").Qual(ir.ClientPath, "SameOptional").Call(a, b)
-		default:
-			differ = jen.Add(a).Op("!=").Add(b)
-		}
-		diffs = append(diffs, jen.If(differ).Block(jen.Return(jen.Lit(f.Spec.FieldID))))
-	}
-	g.add(docComment(fmt.Sprintf("StackedInput returns the j-th input that batching stacks (%s), nil when unset: client.RunBatch reads the items of a batch in place.", strings.Join(stacked, ", "))),
-		jen.Func().Params(recv.Clone()).Id("StackedInput").Params(jen.Id("j").Int()).Op("*").Qual(ir.TensorPath, "Tensor").Block(
-			jen.Switch(jen.Id("j")).Block(cases...),
-			jen.Return(jen.Nil())))
-	diffs = append(diffs, jen.Return(jen.Lit("")))
-	g.add(docComment("BatchDiff returns the id of the first other call input whose value differs between p and q, \"\" when there is none: the items of one batch share those inputs."),
-		jen.Func().Params(recv).Id("BatchDiff").Params(jen.Id("q").Op("*").Id(t.Params)).String().Block(diffs...))
-}
-
-func (g *goFile) unmarshal(t *ir.Task) {
-	doc := "UnmarshalJSON decodes params keyed by field id. Absent keys keep their defaults (see " + t.Defaults + "); unknown keys are an error"
+	kwargs := jen.Map(jen.String()).Any()
+	g.add(docComment("Validate checks every rule of the manifest and reports all violations, each prefixed with its field path (the field id, [i] for list items)."),
+		jen.Func().Params(recv.Clone()).Id("Validate").Params().Error().Add(short(jen.Return(jen.Id(t.Var).Dot("Validate").Call(jen.Id("p"))))))
+	g.add(docComment("CallKwargs returns the call_kwargs fields keyed by field id, in the engine's value form; unset optional fields are left out."),
+		jen.Func().Params(recv.Clone()).Id("CallKwargs").Params().Add(kwargs.Clone()).Add(short(jen.Return(jen.Id(t.Var).Dot("CallKwargs").Call(jen.Id("p"))))))
+	g.add(docComment("LoadKwargs returns the load_kwargs fields, as CallKwargs does."),
+		jen.Func().Params(recv.Clone()).Id("LoadKwargs").Params().Add(kwargs.Clone()).Add(short(jen.Return(jen.Id(t.Var).Dot("LoadKwargs").Call(jen.Id("p"))))))
+	doc := "UnmarshalJSON decodes params keyed by field id: absent keys keep their defaults; unknown keys are an error"
 	for _, f := range t.Fields {
 		if f.Presence == spec.Required {
-			doc += ", and so is a missing required field"
+			doc += ", and so are missing required fields"
 			break
 		}
 	}
 	g.add(docComment(doc+"."),
-		jen.Func().Params(jen.Id("p").Op("*").Id(t.Params)).Id("UnmarshalJSON").Params(jen.Id("b").Index().Byte()).Error().Block(
-			jen.Type().Id("plain").Id(t.Params),
-			jen.Id("q").Op(":=").Id("plain").Call(jen.Id(t.Defaults).Call()),
-			jen.If(jen.Err().Op(":=").Id(t.Rules).Dot("DecodeJSON").Call(jen.Id("b"), jen.Op("&").Id("q")), jen.Err().Op("!=").Nil()).Block(
-				jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%s %s params: %w"), jen.Id("FamilyID"), jen.Id(t.Const), jen.Err()))),
-			jen.Op("*").Id("p").Op("=").Id(t.Params).Call(jen.Id("q")),
-			jen.Return(jen.Nil())))
+		jen.Func().Params(recv).Id("UnmarshalJSON").Params(jen.Id("b").Index().Byte()).Error().Add(short(jen.Return(jen.Id(t.Var).Dot("DecodeJSON").Call(jen.Id("b"), jen.Id("p"))))))
 }
 
 // pictures emits the picture setters of a task's image and video fields.

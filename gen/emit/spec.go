@@ -10,8 +10,9 @@ import (
 )
 
 // spec emits Spec (the family's spec as a Go literal), the package
-// variables built from it — the enum tables and the compiled field rules
-// the methods apply — and the init function that registers the spec.
+// variables built from it — the enum tables and the tasks (client.Task:
+// the compiled field rules, bound to the params and result types) the
+// methods apply — and the init function that registers the spec.
 func (g *goFile) spec() error {
 	lit, err := g.lit.expr(reflect.ValueOf(*g.fam.Spec), 0)
 	if err != nil {
@@ -22,12 +23,11 @@ func (g *goFile) spec() error {
 
 	vars := []jen.Code{
 		jen.Id("family").Op("=").Id("Spec").Call(),
-		jen.Id("variantSet").Op("=").Qual(ir.EnumPath, "Variants").Types(jen.Id("Variant")).Call(jen.Id("family")),
-		jen.Id("taskSet").Op("=").Qual(ir.EnumPath, "Tasks").Types(jen.Id("Task")).Call(jen.Id("family")),
+		jen.Id("variants").Op("=").Qual(ir.EnumPath, "Variants").Types(jen.Id("Variant")).Call(jen.Id("family")),
+		jen.Id("tasks").Op("=").Qual(ir.EnumPath, "Tasks").Types(jen.Id("Task")).Call(jen.Id("family")),
 	}
 	for _, t := range g.fam.Tasks {
-		task := jen.Op("&").Id("family").Dot("Tasks").Index(jen.Lit(t.Index))
-		vars = append(vars, jen.Id(t.Rules).Op("=").Qual(ir.ParamsPath, "MustCompile").Call(task))
+		vars = append(vars, jen.Id(t.Var).Op("=").Qual(ir.ClientPath, "NewTask").Types(jen.Id(t.Params), jen.Id(t.Result)).Call(jen.Id("family"), jen.Lit(t.Index), jen.Id(t.Defaults)))
 		for _, f := range t.Fields {
 			if f.Choice != nil {
 				field := jen.Op("&").Id("family").Dot("Tasks").Index(jen.Lit(t.Index)).Dot("Inputs").Index(jen.Lit(f.Index))
@@ -35,8 +35,8 @@ func (g *goFile) spec() error {
 			}
 		}
 	}
-	g.add(docComment("The family's spec, and the enum tables and field rules built from it that the methods below apply."), jen.Var().Defs(vars...))
-	g.add("", jen.Func().Id("init").Params().Block(
-		jen.Qual(ir.SpecPath, "DefaultRegistry").Dot("MustRegister").Call(jen.Id("Spec").Call())))
+	g.add(docComment("The family's spec, and the enum tables and tasks built from it that the methods below apply."), jen.Var().Defs(vars...))
+	g.add("", jen.Func().Id("init").Params().Add(
+		short(jen.Qual(ir.SpecPath, "DefaultRegistry").Dot("MustRegister").Call(jen.Id("Spec").Call()))))
 	return nil
 }

@@ -388,10 +388,8 @@ func (s *scope) declare(b *builder, name, what, at string) bool {
 var (
 	packageNames = []string{
 		"FamilyID", "Variant", "Variants", "ParseVariant", "DefaultVariant",
-		"Task", "Tasks", "ParseTask", "DefaultTask", "Spec", "Client", "New", "WithVariant",
-		// Reserved for remote clients.
-		"Runner", "RemoteClient", "NewRemote",
+		"Task", "Tasks", "ParseTask", "DefaultTask", "Spec", "Client", "New", "NewRemote", "NewClient", "WithVariant",
 	}
-	clientMethods = []string{"Close", "Runtime", "Remote", "Variant"}
-	paramsMethods = []string{"Validate", "CallKwargs", "LoadKwargs", "UnmarshalJSON", "StackedInput", "BatchDiff"}
+	clientMethods = []string{"Backend", "Close", "Variant"}
+	paramsMethods = []string{"Validate", "CallKwargs", "LoadKwargs", "UnmarshalJSON"}
 )

@@ -86,9 +86,9 @@ type Task struct {
 	Batch string
 	// Stream names the stream method of a streaming task ("" otherwise).
 	Stream string
-	// Rules names the package variable holding the task's compiled field
-	// rules.
-	Rules string
+	// Var names the package variable holding the task's *client.Task (its
+	// compiled rules and the params and result types it binds).
+	Var string
 	// Fields are the task's inputs, in manifest order.
 	Fields []*Field
 	// Artifacts are the task's outputs, in manifest order.

@@ -51,7 +51,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		Params:   goName + "Params",
 		Result:   goName + "Result",
 		Defaults: "Default" + goName + "Params",
-		Rules:    "rules" + goName,
+		Var:      "task" + goName,
 	}
 	if ts.Batching != nil {
 		t.Batch = goName + "Batch"

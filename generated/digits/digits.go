@@ -12,13 +12,11 @@ package digits
 
 import (
 	"context"
-	"fmt"
 	stdimage "image"
 
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
-	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -42,26 +40,26 @@ const (
 const DefaultVariant = VariantDefault
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant { return variantSet.Values() }
+func Variants() []Variant { return variants.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
+func ParseVariant(s string) (Variant, error) { return variants.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool { return variantSet.Valid(v) }
+func (v Variant) Valid() bool { return variants.Valid(v) }
 
 // String returns the variant id.
 func (v Variant) String() string { return string(v) }
 
 // MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
+func (v Variant) MarshalText() ([]byte, error) { return variants.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
+func (v *Variant) UnmarshalText(b []byte) error { return variants.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -77,25 +75,25 @@ const (
 const DefaultTask = TaskClassify
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task { return taskSet.Values() }
+func Tasks() []Task { return tasks.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
-func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
+func ParseTask(s string) (Task, error) { return tasks.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool { return taskSet.Valid(v) }
+func (v Task) Valid() bool { return tasks.Valid(v) }
 
 // String returns the task id.
 func (v Task) String() string { return string(v) }
 
 // MarshalText returns the task id; a value that is not one of the tasks is an
 // error.
-func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
+func (v Task) MarshalText() ([]byte, error) { return tasks.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
+func (v *Task) UnmarshalText(b []byte) error { return tasks.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -127,15 +125,15 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:     "pixels",
 						Label:       "Picture",
-						Kind:        "image",
-						Target:      "call_kwargs",
+						Kind:        spec.KindImage,
+						Target:      spec.TargetCallKwargs,
 						Required:    true,
 						Description: "The digit, 8x8 pixels, white on black.",
-						DType:       "float32",
+						DType:       tensor.Float32,
 						Shape:       spec.Shape{"N", "1", "8", "8"},
 						Image: &spec.ImageSpec{
-							Layout:   "CHW",
-							Channels: "L",
+							Layout:   spec.LayoutCHW,
+							Channels: spec.ChannelsL,
 							Range:    []float64{0.0, 1.0},
 							Mean:     []float64{0.3},
 							Std:      []float64{0.4},
@@ -145,18 +143,18 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "logits",
-						Kind:        "tensor",
+						Kind:        spec.ArtifactTensor,
 						Required:    true,
 						Description: "One score per digit; the largest wins.",
-						DType:       "float32",
+						DType:       tensor.Float32,
 						Shape:       spec.Shape{"N", "10"},
 					},
 					{
 						ArtifactID:  "label",
-						Kind:        "tensor",
+						Kind:        spec.ArtifactTensor,
 						Required:    true,
 						Description: "The digit read, 0 to 9.",
-						DType:       "int64",
+						DType:       tensor.Int64,
 						Shape:       spec.Shape{"N"},
 					},
 				},
@@ -176,111 +174,50 @@ func Spec() *spec.ModelInferenceSpec {
 	}
 }
 
-// The family's spec, and the enum tables and field rules built from it that
-// the methods below apply.
+// The family's spec, and the enum tables and tasks built from it that the
+// methods below apply.
 var (
-	family        = Spec()
-	variantSet    = enum.Variants[Variant](family)
-	taskSet       = enum.Tasks[Task](family)
-	rulesClassify = params.MustCompile(&family.Tasks[0])
+	family       = Spec()
+	variants     = enum.Variants[Variant](family)
+	tasks        = enum.Tasks[Task](family)
+	taskClassify = client.NewTask[ClassifyParams, ClassifyResult](family, 0, DefaultClassifyParams)
 )
 
-func init() {
-	spec.DefaultRegistry.MustRegister(Spec())
-}
+func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
-// Client runs the tasks of the family on one variant. It is safe for
-// concurrent use. Create it with New and release it with Close.
+// Client runs the tasks of the family on one variant, in this process (New) or
+// on a server that speaks the Open Inference Protocol (NewRemote): its
+// methods, params, results and errors are the same either way. Each method
+// validates its params first; an invalid params, a backend failure (such as no
+// linked engine) or an output that does not match the task's artifacts is an
+// error, never a partial result. It is safe for concurrent use; release it
+// with Close (Backend, Variant and Close are client.Family's).
 type Client struct {
-	rt *client.Client
+	client.Family[Variant]
 }
 
-// New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see package
-// runtime/client.
+// NewClient returns a client of the family over b, a backend of its spec: what
+// New and NewRemote make, or any other client.Backend.
+func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
+
+// New returns a client that runs the family in this process, through the
+// registered engine. Options select the variant (WithVariant), device, dtype
+// and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
-	rt, err := client.New(Spec(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rt: rt}, nil
+	return client.Open[Client](client.New(family, opts...))
 }
 
-// Runtime returns the untyped runtime client underneath (nil for a Client that
-// New did not create).
-func (c *Client) Runtime() *client.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
+// NewRemote returns a client that runs the family on the server at baseURL
+// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
+// of a model with the manifest's inputs. Options select the variant, a bearer
+// token and the HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
+	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
-
-// Variant returns the variant the client runs.
-func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
-
-// Close releases the client's model. It is safe to call more than once.
-func (c *Client) Close() error {
-	if c == nil || c.rt == nil {
-		return nil
-	}
-	return c.rt.Close()
-}
-
-// RemoteClient runs the tasks of the family on a server that speaks the Open
-// Inference Protocol (KServe v2): wfserve, or any server that serves a model
-// with the manifest's inputs. Its methods are the Client's, with the same
-// params, results and errors. It is safe for concurrent use.
-type RemoteClient struct {
-	rt *remote.Client
-}
-
-// NewRemote returns a client of the family's model at the server baseURL (such
-// as "http://host:8000"). Options select the variant, a bearer token and the
-// HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
-	rt, err := remote.New(Spec(), baseURL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RemoteClient{rt: rt}, nil
-}
-
-// Remote returns the untyped remote client underneath (nil for a RemoteClient
-// that NewRemote did not create).
-func (c *RemoteClient) Remote() *remote.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
-}
-
-// Variant returns the variant the client runs.
-func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
-
-// Close releases nothing the server holds (each call is a request); it is
-// there so that RemoteClient is a Runner.
-func (c *RemoteClient) Close() error { return nil }
-
-// Runner is what both clients of the family do: code written against it runs
-// the tasks in-process (Client, from New) or on a server (RemoteClient, from
-// NewRemote), by changing the constructor.
-type Runner interface {
-	// Classify runs task "classify".
-	Classify(ctx context.Context, p ClassifyParams, opts ...client.CallOption) (*ClassifyResult, error)
-	// ClassifyBatch runs it over many items.
-	ClassifyBatch(ctx context.Context, ps []ClassifyParams, opts ...batch.Option) ([]*ClassifyResult, error)
-	// Close releases the client.
-	Close() error
-}
-
-var (
-	_ Runner = (*Client)(nil)
-	_ Runner = (*RemoteClient)(nil)
-)
 
 // ClassifyParams are the inputs of task "classify" (Read a digit). Start from
 // DefaultClassifyParams, which fills in every default; optional fields without
@@ -310,60 +247,20 @@ func (p *ClassifyParams) SetPixelsFromImage(img stdimage.Image) error {
 	return pixels.SetImage(&p.Pixels, img, &family.Tasks[0].Inputs[0])
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *ClassifyParams) Validate() error {
-	c := rulesClassify.Check()
-	params.Tensor(&c, 0, p.Pixels)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *ClassifyParams) Validate() error { return taskClassify.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *ClassifyParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 1)
-	if p.Pixels != nil {
-		kw["pixels"] = p.Pixels
-	}
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *ClassifyParams) CallKwargs() map[string]any { return taskClassify.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *ClassifyParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *ClassifyParams) LoadKwargs() map[string]any { return taskClassify.LoadKwargs(p) }
 
-// StackedInput returns the j-th input that batching stacks ("pixels"), nil
-// when unset: client.RunBatch reads the items of a batch in place.
-func (p *ClassifyParams) StackedInput(j int) *tensor.Tensor {
-	switch j {
-	case 0:
-		return p.Pixels
-	}
-	return nil
-}
-
-// BatchDiff returns the id of the first other call input whose value differs
-// between p and q, "" when there is none: the items of one batch share those
-// inputs.
-func (p *ClassifyParams) BatchDiff(q *ClassifyParams) string {
-	return ""
-}
-
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultClassifyParams); unknown keys are an error, and so is a
-// missing required field.
-func (p *ClassifyParams) UnmarshalJSON(b []byte) error {
-	type plain ClassifyParams
-	q := plain(DefaultClassifyParams())
-	if err := rulesClassify.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskClassify, err)
-	}
-	*p = ClassifyParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error, and so are missing required fields.
+func (p *ClassifyParams) UnmarshalJSON(b []byte) error { return taskClassify.DecodeJSON(b, p) }
 
 // ClassifyResult holds the outputs of task "classify".
 type ClassifyResult struct {
@@ -381,50 +278,24 @@ type ClassifyResult struct {
 	Label *tensor.Tensor
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *ClassifyResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 0)
-	client.Decode(&o, 0, &r.Logits)
-	client.Decode(&o, 1, &r.Label)
-	return o.Err()
-}
-
-// Classify runs task "classify" (Read a digit) on the client's variant. It
-// validates p first; an invalid p, a runtime failure (such as no linked
-// engine) or an output that does not match the task's artifacts is an error,
-// never a partial result. opts are per-call options such as
-// client.WithOutputBuffer.
+// Classify runs task "classify" (Read a digit). opts are per-call options such
+// as client.WithOutputBuffer.
 //
-// The task is batchable (at most 64 items per forward call). ClassifyBatch
-// runs many items.
+// The task's batching names its batch dimension (N), so this call runs as a
+// batch of one: the path of ClassifyBatch with one item.
 func (c *Client) Classify(ctx context.Context, p ClassifyParams, opts ...client.CallOption) (*ClassifyResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "classify"}, &p, (*ClassifyResult).fromOutputs, opts...)
-}
-
-// Classify runs task "classify" on the server, as Client.Classify does
-// in-process.
-func (c *RemoteClient) Classify(ctx context.Context, p ClassifyParams, opts ...client.CallOption) (*ClassifyResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "classify"}, &p, (*ClassifyResult).fromOutputs, opts...)
-}
-
-// ClassifyBatch runs task "classify" over many items on the server (one
-// request per item, several in flight, which a batching server merges), as
-// Client.ClassifyBatch does in-process.
-func (c *RemoteClient) ClassifyBatch(ctx context.Context, ps []ClassifyParams, opts ...batch.Option) ([]*ClassifyResult, error) {
-	return client.RunBatch(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "classify"}, ps, (*ClassifyResult).fromOutputs, opts...)
+	return taskClassify.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // ClassifyBatch runs task "classify" over many items: per-item tensors are
 // stacked along a new leading dimension and run in batches of at most 64
 // items, short batches padded to the static sizes [1 8 64] by repeating their
 // last item; on out-of-memory only the failed slice is split and retried.
-// Results are in input order.
-//
-// Every item is validated first and all violations are reported with their
-// item index. Non-tensor fields must be equal across the items. opts (see
-// package runtime/batch) add a progress hook, per-item errors and more; with
-// batch.WithPerItemErrors, items that failed on their own are nil and the
-// error lists them.
+// Results are in input order. Every item is validated first, and the items
+// must share every input that batching does not stack (client.BatchConflict).
+// opts (see package runtime/batch) add a progress hook, per-item errors and
+// more; with batch.WithPerItemErrors, items that failed on their own are nil
+// and the error lists them.
 func (c *Client) ClassifyBatch(ctx context.Context, ps []ClassifyParams, opts ...batch.Option) ([]*ClassifyResult, error) {
-	return client.RunBatch(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "classify"}, ps, (*ClassifyResult).fromOutputs, opts...)
+	return taskClassify.RunBatch(ctx, c.Backend(), ps, opts...)
 }

@@ -14,12 +14,10 @@ package ltxvideo
 
 import (
 	"context"
-	"fmt"
 	stdimage "image"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
-	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -44,26 +42,26 @@ const (
 const DefaultVariant = Variant2BV0_9
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant { return variantSet.Values() }
+func Variants() []Variant { return variants.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
+func ParseVariant(s string) (Variant, error) { return variants.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool { return variantSet.Valid(v) }
+func (v Variant) Valid() bool { return variants.Valid(v) }
 
 // String returns the variant id.
 func (v Variant) String() string { return string(v) }
 
 // MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
+func (v Variant) MarshalText() ([]byte, error) { return variants.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
+func (v *Variant) UnmarshalText(b []byte) error { return variants.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -81,25 +79,25 @@ const (
 const DefaultTask = TaskTextToVideo
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task { return taskSet.Values() }
+func Tasks() []Task { return tasks.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
-func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
+func ParseTask(s string) (Task, error) { return tasks.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool { return taskSet.Valid(v) }
+func (v Task) Valid() bool { return tasks.Valid(v) }
 
 // String returns the task id.
 func (v Task) String() string { return string(v) }
 
 // MarshalText returns the task id; a value that is not one of the tasks is an
 // error.
-func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
+func (v Task) MarshalText() ([]byte, error) { return tasks.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
+func (v *Task) UnmarshalText(b []byte) error { return tasks.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -134,23 +132,23 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:   "prompt",
 						Label:     "Prompt",
-						Kind:      "string",
-						Target:    "call_kwargs",
+						Kind:      spec.KindString,
+						Target:    spec.TargetCallKwargs,
 						Required:  true,
 						MinLength: new(1),
 					},
 					{
 						FieldID: "negative_prompt",
 						Label:   "Negative prompt",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "worst quality, inconsistent motion, blurry, jittery, distorted",
 					},
 					{
 						FieldID:     "num_frames",
 						Label:       "Frames",
-						Kind:        "int",
-						Target:      "call_kwargs",
+						Kind:        spec.KindInt,
+						Target:      spec.TargetCallKwargs,
 						Default:     int64(161),
 						Description: "Number of frames, 8k+1.",
 						Minimum:     new(spec.Number("9")),
@@ -161,8 +159,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:    "height",
 						Label:      "Height",
-						Kind:       "int",
-						Target:     "call_kwargs",
+						Kind:       spec.KindInt,
+						Target:     spec.TargetCallKwargs,
 						Default:    int64(480),
 						Minimum:    new(spec.Number("256")),
 						Maximum:    new(spec.Number("1280")),
@@ -171,8 +169,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:    "width",
 						Label:      "Width",
-						Kind:       "int",
-						Target:     "call_kwargs",
+						Kind:       spec.KindInt,
+						Target:     spec.TargetCallKwargs,
 						Default:    int64(704),
 						Minimum:    new(spec.Number("256")),
 						Maximum:    new(spec.Number("1280")),
@@ -181,8 +179,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID: "frame_rate",
 						Label:   "Frame rate",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Default: int64(25),
 						Minimum: new(spec.Number("1")),
 						Maximum: new(spec.Number("60")),
@@ -190,8 +188,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID: "num_inference_steps",
 						Label:   "Steps",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Default: int64(50),
 						Minimum: new(spec.Number("1")),
 						Maximum: new(spec.Number("200")),
@@ -199,8 +197,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID: "guidance_scale",
 						Label:   "Guidance scale",
-						Kind:    "float",
-						Target:  "call_kwargs",
+						Kind:    spec.KindFloat,
+						Target:  spec.TargetCallKwargs,
 						Default: 3.0,
 						Minimum: new(spec.Number("1.0")),
 						Maximum: new(spec.Number("20.0")),
@@ -208,15 +206,15 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID: "seed",
 						Label:   "Seed",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Minimum: new(spec.Number("0")),
 					},
 				},
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "video",
-						Kind:       "video",
+						Kind:       spec.ArtifactVideo,
 						Required:   true,
 						Preview:    true,
 					},
@@ -230,23 +228,23 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:  "image",
 						Label:    "First frame",
-						Kind:     "image",
-						Target:   "call_kwargs",
+						Kind:     spec.KindImage,
+						Target:   spec.TargetCallKwargs,
 						Required: true,
 					},
 					{
 						FieldID:   "prompt",
 						Label:     "Prompt",
-						Kind:      "string",
-						Target:    "call_kwargs",
+						Kind:      spec.KindString,
+						Target:    spec.TargetCallKwargs,
 						Required:  true,
 						MinLength: new(1),
 					},
 					{
 						FieldID:    "num_frames",
 						Label:      "Frames",
-						Kind:       "int",
-						Target:     "call_kwargs",
+						Kind:       spec.KindInt,
+						Target:     spec.TargetCallKwargs,
 						Default:    int64(161),
 						Minimum:    new(spec.Number("9")),
 						Maximum:    new(spec.Number("257")),
@@ -256,8 +254,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID: "num_inference_steps",
 						Label:   "Steps",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Default: int64(50),
 						Minimum: new(spec.Number("1")),
 						Maximum: new(spec.Number("200")),
@@ -265,15 +263,15 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID: "seed",
 						Label:   "Seed",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Minimum: new(spec.Number("0")),
 					},
 				},
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "video",
-						Kind:       "video",
+						Kind:       spec.ArtifactVideo,
 						Required:   true,
 						Preview:    true,
 					},
@@ -289,112 +287,51 @@ func Spec() *spec.ModelInferenceSpec {
 	}
 }
 
-// The family's spec, and the enum tables and field rules built from it that
-// the methods below apply.
+// The family's spec, and the enum tables and tasks built from it that the
+// methods below apply.
 var (
-	family            = Spec()
-	variantSet        = enum.Variants[Variant](family)
-	taskSet           = enum.Tasks[Task](family)
-	rulesTextToVideo  = params.MustCompile(&family.Tasks[0])
-	rulesImageToVideo = params.MustCompile(&family.Tasks[1])
+	family           = Spec()
+	variants         = enum.Variants[Variant](family)
+	tasks            = enum.Tasks[Task](family)
+	taskTextToVideo  = client.NewTask[TextToVideoParams, TextToVideoResult](family, 0, DefaultTextToVideoParams)
+	taskImageToVideo = client.NewTask[ImageToVideoParams, ImageToVideoResult](family, 1, DefaultImageToVideoParams)
 )
 
-func init() {
-	spec.DefaultRegistry.MustRegister(Spec())
-}
+func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
-// Client runs the tasks of the family on one variant. It is safe for
-// concurrent use. Create it with New and release it with Close.
+// Client runs the tasks of the family on one variant, in this process (New) or
+// on a server that speaks the Open Inference Protocol (NewRemote): its
+// methods, params, results and errors are the same either way. Each method
+// validates its params first; an invalid params, a backend failure (such as no
+// linked engine) or an output that does not match the task's artifacts is an
+// error, never a partial result. It is safe for concurrent use; release it
+// with Close (Backend, Variant and Close are client.Family's).
 type Client struct {
-	rt *client.Client
+	client.Family[Variant]
 }
 
-// New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see package
-// runtime/client.
+// NewClient returns a client of the family over b, a backend of its spec: what
+// New and NewRemote make, or any other client.Backend.
+func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
+
+// New returns a client that runs the family in this process, through the
+// registered engine. Options select the variant (WithVariant), device, dtype
+// and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
-	rt, err := client.New(Spec(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rt: rt}, nil
+	return client.Open[Client](client.New(family, opts...))
 }
 
-// Runtime returns the untyped runtime client underneath (nil for a Client that
-// New did not create).
-func (c *Client) Runtime() *client.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
+// NewRemote returns a client that runs the family on the server at baseURL
+// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
+// of a model with the manifest's inputs. Options select the variant, a bearer
+// token and the HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
+	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
-
-// Variant returns the variant the client runs.
-func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
-
-// Close releases the client's model. It is safe to call more than once.
-func (c *Client) Close() error {
-	if c == nil || c.rt == nil {
-		return nil
-	}
-	return c.rt.Close()
-}
-
-// RemoteClient runs the tasks of the family on a server that speaks the Open
-// Inference Protocol (KServe v2): wfserve, or any server that serves a model
-// with the manifest's inputs. Its methods are the Client's, with the same
-// params, results and errors. It is safe for concurrent use.
-type RemoteClient struct {
-	rt *remote.Client
-}
-
-// NewRemote returns a client of the family's model at the server baseURL (such
-// as "http://host:8000"). Options select the variant, a bearer token and the
-// HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
-	rt, err := remote.New(Spec(), baseURL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RemoteClient{rt: rt}, nil
-}
-
-// Remote returns the untyped remote client underneath (nil for a RemoteClient
-// that NewRemote did not create).
-func (c *RemoteClient) Remote() *remote.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
-}
-
-// Variant returns the variant the client runs.
-func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
-
-// Close releases nothing the server holds (each call is a request); it is
-// there so that RemoteClient is a Runner.
-func (c *RemoteClient) Close() error { return nil }
-
-// Runner is what both clients of the family do: code written against it runs
-// the tasks in-process (Client, from New) or on a server (RemoteClient, from
-// NewRemote), by changing the constructor.
-type Runner interface {
-	// TextToVideo runs task "text-to-video".
-	TextToVideo(ctx context.Context, p TextToVideoParams, opts ...client.CallOption) (*TextToVideoResult, error)
-	// ImageToVideo runs task "image-to-video".
-	ImageToVideo(ctx context.Context, p ImageToVideoParams, opts ...client.CallOption) (*ImageToVideoResult, error)
-	// Close releases the client.
-	Close() error
-}
-
-var (
-	_ Runner = (*Client)(nil)
-	_ Runner = (*RemoteClient)(nil)
-)
 
 // TextToVideoParams are the inputs of task "text-to-video" (Text to video).
 // Start from DefaultTextToVideoParams, which fills in every default; optional
@@ -456,58 +393,20 @@ func DefaultTextToVideoParams() TextToVideoParams {
 	}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *TextToVideoParams) Validate() error {
-	c := rulesTextToVideo.Check()
-	params.String(&c, 0, p.Prompt)
-	params.Int(&c, 2, p.NumFrames)
-	params.Int(&c, 3, p.Height)
-	params.Int(&c, 4, p.Width)
-	params.Int(&c, 5, p.FrameRate)
-	params.Int(&c, 6, p.NumInferenceSteps)
-	params.Float(&c, 7, p.GuidanceScale)
-	params.OptInt(&c, 8, p.Seed)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *TextToVideoParams) Validate() error { return taskTextToVideo.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *TextToVideoParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 9)
-	kw["prompt"] = p.Prompt
-	kw["negative_prompt"] = p.NegativePrompt
-	kw["num_frames"] = p.NumFrames
-	kw["height"] = p.Height
-	kw["width"] = p.Width
-	kw["frame_rate"] = p.FrameRate
-	kw["num_inference_steps"] = p.NumInferenceSteps
-	kw["guidance_scale"] = p.GuidanceScale
-	if p.Seed != nil {
-		kw["seed"] = *p.Seed
-	}
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *TextToVideoParams) CallKwargs() map[string]any { return taskTextToVideo.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *TextToVideoParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *TextToVideoParams) LoadKwargs() map[string]any { return taskTextToVideo.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultTextToVideoParams); unknown keys are an error, and so
-// is a missing required field.
-func (p *TextToVideoParams) UnmarshalJSON(b []byte) error {
-	type plain TextToVideoParams
-	q := plain(DefaultTextToVideoParams())
-	if err := rulesTextToVideo.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskTextToVideo, err)
-	}
-	*p = TextToVideoParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error, and so are missing required fields.
+func (p *TextToVideoParams) UnmarshalJSON(b []byte) error { return taskTextToVideo.DecodeJSON(b, p) }
 
 // TextToVideoResult holds the outputs of task "text-to-video".
 type TextToVideoResult struct {
@@ -517,26 +416,10 @@ type TextToVideoResult struct {
 	Video *tensor.Video
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *TextToVideoResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 0)
-	client.Decode(&o, 0, &r.Video)
-	return o.Err()
-}
-
-// TextToVideo runs task "text-to-video" (Text to video) on the client's
-// variant. It validates p first; an invalid p, a runtime failure (such as no
-// linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result. opts are per-call options such as
-// client.WithOutputBuffer.
+// TextToVideo runs task "text-to-video" (Text to video). opts are per-call
+// options such as client.WithOutputBuffer.
 func (c *Client) TextToVideo(ctx context.Context, p TextToVideoParams, opts ...client.CallOption) (*TextToVideoResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*TextToVideoResult).fromOutputs, opts...)
-}
-
-// TextToVideo runs task "text-to-video" on the server, as Client.TextToVideo
-// does in-process.
-func (c *RemoteClient) TextToVideo(ctx context.Context, p TextToVideoParams, opts ...client.CallOption) (*TextToVideoResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*TextToVideoResult).fromOutputs, opts...)
+	return taskTextToVideo.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // ImageToVideoParams are the inputs of task "image-to-video" (Image to video).
@@ -585,53 +468,20 @@ func (p *ImageToVideoParams) SetImageFromImage(img stdimage.Image) error {
 	return pixels.SetImage(&p.Image, img, &family.Tasks[1].Inputs[0])
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *ImageToVideoParams) Validate() error {
-	c := rulesImageToVideo.Check()
-	params.Tensor(&c, 0, p.Image)
-	params.String(&c, 1, p.Prompt)
-	params.Int(&c, 2, p.NumFrames)
-	params.Int(&c, 3, p.NumInferenceSteps)
-	params.OptInt(&c, 4, p.Seed)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *ImageToVideoParams) Validate() error { return taskImageToVideo.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *ImageToVideoParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 5)
-	if p.Image != nil {
-		kw["image"] = p.Image
-	}
-	kw["prompt"] = p.Prompt
-	kw["num_frames"] = p.NumFrames
-	kw["num_inference_steps"] = p.NumInferenceSteps
-	if p.Seed != nil {
-		kw["seed"] = *p.Seed
-	}
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *ImageToVideoParams) CallKwargs() map[string]any { return taskImageToVideo.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *ImageToVideoParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *ImageToVideoParams) LoadKwargs() map[string]any { return taskImageToVideo.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultImageToVideoParams); unknown keys are an error, and so
-// is a missing required field.
-func (p *ImageToVideoParams) UnmarshalJSON(b []byte) error {
-	type plain ImageToVideoParams
-	q := plain(DefaultImageToVideoParams())
-	if err := rulesImageToVideo.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskImageToVideo, err)
-	}
-	*p = ImageToVideoParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error, and so are missing required fields.
+func (p *ImageToVideoParams) UnmarshalJSON(b []byte) error { return taskImageToVideo.DecodeJSON(b, p) }
 
 // ImageToVideoResult holds the outputs of task "image-to-video".
 type ImageToVideoResult struct {
@@ -641,24 +491,8 @@ type ImageToVideoResult struct {
 	Video *tensor.Video
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *ImageToVideoResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 1)
-	client.Decode(&o, 0, &r.Video)
-	return o.Err()
-}
-
-// ImageToVideo runs task "image-to-video" (Image to video) on the client's
-// variant. It validates p first; an invalid p, a runtime failure (such as no
-// linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result. opts are per-call options such as
-// client.WithOutputBuffer.
+// ImageToVideo runs task "image-to-video" (Image to video). opts are per-call
+// options such as client.WithOutputBuffer.
 func (c *Client) ImageToVideo(ctx context.Context, p ImageToVideoParams, opts ...client.CallOption) (*ImageToVideoResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "image-to-video"}, &p, (*ImageToVideoResult).fromOutputs, opts...)
-}
-
-// ImageToVideo runs task "image-to-video" on the server, as
-// Client.ImageToVideo does in-process.
-func (c *RemoteClient) ImageToVideo(ctx context.Context, p ImageToVideoParams, opts ...client.CallOption) (*ImageToVideoResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "image-to-video"}, &p, (*ImageToVideoResult).fromOutputs, opts...)
+	return taskImageToVideo.Run(ctx, c.Backend(), &p, opts...)
 }

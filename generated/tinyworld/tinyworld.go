@@ -11,11 +11,9 @@ package tinyworld
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
-	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/stream"
@@ -39,26 +37,26 @@ const (
 const DefaultVariant = VariantDefault
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant { return variantSet.Values() }
+func Variants() []Variant { return variants.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
+func ParseVariant(s string) (Variant, error) { return variants.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool { return variantSet.Valid(v) }
+func (v Variant) Valid() bool { return variants.Valid(v) }
 
 // String returns the variant id.
 func (v Variant) String() string { return string(v) }
 
 // MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
+func (v Variant) MarshalText() ([]byte, error) { return variants.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
+func (v *Variant) UnmarshalText(b []byte) error { return variants.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -76,25 +74,25 @@ const (
 const DefaultTask = TaskGenerate
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task { return taskSet.Values() }
+func Tasks() []Task { return tasks.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
-func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
+func ParseTask(s string) (Task, error) { return tasks.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool { return taskSet.Valid(v) }
+func (v Task) Valid() bool { return tasks.Valid(v) }
 
 // String returns the task id.
 func (v Task) String() string { return string(v) }
 
 // MarshalText returns the task id; a value that is not one of the tasks is an
 // error.
-func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
+func (v Task) MarshalText() ([]byte, error) { return tasks.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
+func (v *Task) UnmarshalText(b []byte) error { return tasks.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -126,8 +124,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:     "prompt",
 						Label:       "Prompt",
-						Kind:        "string",
-						Target:      "call_kwargs",
+						Kind:        spec.KindString,
+						Target:      spec.TargetCallKwargs,
 						Required:    true,
 						Description: "Text that seeds the clip's colours.",
 						MinLength:   new(1),
@@ -135,16 +133,16 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID: "seed",
 						Label:   "Seed",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Default: int64(0),
 						Minimum: new(spec.Number("0")),
 					},
 					{
 						FieldID:     "num_frames",
 						Label:       "Frames",
-						Kind:        "int",
-						Target:      "call_kwargs",
+						Kind:        spec.KindInt,
+						Target:      spec.TargetCallKwargs,
 						Default:     int64(9),
 						Description: "Number of frames; must be 4k+1.",
 						Minimum:     new(spec.Number("1")),
@@ -155,8 +153,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:    "height",
 						Label:      "Height",
-						Kind:       "int",
-						Target:     "call_kwargs",
+						Kind:       spec.KindInt,
+						Target:     spec.TargetCallKwargs,
 						Default:    int64(32),
 						Minimum:    new(spec.Number("16")),
 						Maximum:    new(spec.Number("128")),
@@ -165,8 +163,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:    "width",
 						Label:      "Width",
-						Kind:       "int",
-						Target:     "call_kwargs",
+						Kind:       spec.KindInt,
+						Target:     spec.TargetCallKwargs,
 						Default:    int64(32),
 						Minimum:    new(spec.Number("16")),
 						Maximum:    new(spec.Number("128")),
@@ -176,7 +174,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "video",
-						Kind:       "video",
+						Kind:       spec.ArtifactVideo,
 						Required:   true,
 						Preview:    true,
 					},
@@ -190,8 +188,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:     "speed",
 						Label:       "Speed",
-						Kind:        "float",
-						Target:      "call_kwargs",
+						Kind:        spec.KindFloat,
+						Target:      spec.TargetCallKwargs,
 						Default:     2.0,
 						Description: "Pixels moved per chunk while a movement control is on.",
 						Minimum:     new(spec.Number("0")),
@@ -201,7 +199,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "frames",
-						Kind:       "video",
+						Kind:       spec.ArtifactVideo,
 						Required:   true,
 					},
 				},
@@ -225,114 +223,51 @@ func Spec() *spec.ModelInferenceSpec {
 	}
 }
 
-// The family's spec, and the enum tables and field rules built from it that
-// the methods below apply.
+// The family's spec, and the enum tables and tasks built from it that the
+// methods below apply.
 var (
-	family        = Spec()
-	variantSet    = enum.Variants[Variant](family)
-	taskSet       = enum.Tasks[Task](family)
-	rulesGenerate = params.MustCompile(&family.Tasks[0])
-	rulesStep     = params.MustCompile(&family.Tasks[1])
+	family       = Spec()
+	variants     = enum.Variants[Variant](family)
+	tasks        = enum.Tasks[Task](family)
+	taskGenerate = client.NewTask[GenerateParams, GenerateResult](family, 0, DefaultGenerateParams)
+	taskStep     = client.NewTask[StepParams, StepResult](family, 1, DefaultStepParams)
 )
 
-func init() {
-	spec.DefaultRegistry.MustRegister(Spec())
-}
+func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
-// Client runs the tasks of the family on one variant. It is safe for
-// concurrent use. Create it with New and release it with Close.
+// Client runs the tasks of the family on one variant, in this process (New) or
+// on a server that speaks the Open Inference Protocol (NewRemote): its
+// methods, params, results and errors are the same either way. Each method
+// validates its params first; an invalid params, a backend failure (such as no
+// linked engine) or an output that does not match the task's artifacts is an
+// error, never a partial result. It is safe for concurrent use; release it
+// with Close (Backend, Variant and Close are client.Family's).
 type Client struct {
-	rt *client.Client
+	client.Family[Variant]
 }
 
-// New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see package
-// runtime/client.
+// NewClient returns a client of the family over b, a backend of its spec: what
+// New and NewRemote make, or any other client.Backend.
+func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
+
+// New returns a client that runs the family in this process, through the
+// registered engine. Options select the variant (WithVariant), device, dtype
+// and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
-	rt, err := client.New(Spec(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rt: rt}, nil
+	return client.Open[Client](client.New(family, opts...))
 }
 
-// Runtime returns the untyped runtime client underneath (nil for a Client that
-// New did not create).
-func (c *Client) Runtime() *client.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
+// NewRemote returns a client that runs the family on the server at baseURL
+// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
+// of a model with the manifest's inputs. Options select the variant, a bearer
+// token and the HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
+	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
-
-// Variant returns the variant the client runs.
-func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
-
-// Close releases the client's model. It is safe to call more than once.
-func (c *Client) Close() error {
-	if c == nil || c.rt == nil {
-		return nil
-	}
-	return c.rt.Close()
-}
-
-// RemoteClient runs the tasks of the family on a server that speaks the Open
-// Inference Protocol (KServe v2): wfserve, or any server that serves a model
-// with the manifest's inputs. Its methods are the Client's, with the same
-// params, results and errors. It is safe for concurrent use.
-type RemoteClient struct {
-	rt *remote.Client
-}
-
-// NewRemote returns a client of the family's model at the server baseURL (such
-// as "http://host:8000"). Options select the variant, a bearer token and the
-// HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
-	rt, err := remote.New(Spec(), baseURL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RemoteClient{rt: rt}, nil
-}
-
-// Remote returns the untyped remote client underneath (nil for a RemoteClient
-// that NewRemote did not create).
-func (c *RemoteClient) Remote() *remote.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
-}
-
-// Variant returns the variant the client runs.
-func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
-
-// Close releases nothing the server holds (each call is a request); it is
-// there so that RemoteClient is a Runner.
-func (c *RemoteClient) Close() error { return nil }
-
-// Runner is what both clients of the family do: code written against it runs
-// the tasks in-process (Client, from New) or on a server (RemoteClient, from
-// NewRemote), by changing the constructor.
-type Runner interface {
-	// Generate runs task "generate".
-	Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error)
-	// Step runs task "step".
-	Step(ctx context.Context, p StepParams, opts ...client.CallOption) (*StepResult, error)
-	// StepStream starts a realtime session of it.
-	StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error)
-	// Close releases the client.
-	Close() error
-}
-
-var (
-	_ Runner = (*Client)(nil)
-	_ Runner = (*RemoteClient)(nil)
-)
 
 // GenerateParams are the inputs of task "generate" (Generate a clip). Start
 // from DefaultGenerateParams, which fills in every default; optional fields
@@ -375,49 +310,20 @@ func DefaultGenerateParams() GenerateParams {
 	}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *GenerateParams) Validate() error {
-	c := rulesGenerate.Check()
-	params.String(&c, 0, p.Prompt)
-	params.Int(&c, 1, p.Seed)
-	params.Int(&c, 2, p.NumFrames)
-	params.Int(&c, 3, p.Height)
-	params.Int(&c, 4, p.Width)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *GenerateParams) Validate() error { return taskGenerate.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *GenerateParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 5)
-	kw["prompt"] = p.Prompt
-	kw["seed"] = p.Seed
-	kw["num_frames"] = p.NumFrames
-	kw["height"] = p.Height
-	kw["width"] = p.Width
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *GenerateParams) CallKwargs() map[string]any { return taskGenerate.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *GenerateParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *GenerateParams) LoadKwargs() map[string]any { return taskGenerate.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultGenerateParams); unknown keys are an error, and so is a
-// missing required field.
-func (p *GenerateParams) UnmarshalJSON(b []byte) error {
-	type plain GenerateParams
-	q := plain(DefaultGenerateParams())
-	if err := rulesGenerate.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskGenerate, err)
-	}
-	*p = GenerateParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error, and so are missing required fields.
+func (p *GenerateParams) UnmarshalJSON(b []byte) error { return taskGenerate.DecodeJSON(b, p) }
 
 // GenerateResult holds the outputs of task "generate".
 type GenerateResult struct {
@@ -427,26 +333,10 @@ type GenerateResult struct {
 	Video *tensor.Video
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *GenerateResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 0)
-	client.Decode(&o, 0, &r.Video)
-	return o.Err()
-}
-
-// Generate runs task "generate" (Generate a clip) on the client's variant. It
-// validates p first; an invalid p, a runtime failure (such as no linked
-// engine) or an output that does not match the task's artifacts is an error,
-// never a partial result. opts are per-call options such as
-// client.WithOutputBuffer.
+// Generate runs task "generate" (Generate a clip). opts are per-call options
+// such as client.WithOutputBuffer.
 func (c *Client) Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs, opts...)
-}
-
-// Generate runs task "generate" on the server, as Client.Generate does
-// in-process.
-func (c *RemoteClient) Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs, opts...)
+	return taskGenerate.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // StepParams are the inputs of task "step" (Step the session). Start from
@@ -469,40 +359,20 @@ func DefaultStepParams() StepParams {
 	}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *StepParams) Validate() error {
-	c := rulesStep.Check()
-	params.Float(&c, 0, p.Speed)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *StepParams) Validate() error { return taskStep.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *StepParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 1)
-	kw["speed"] = p.Speed
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *StepParams) CallKwargs() map[string]any { return taskStep.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *StepParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *StepParams) LoadKwargs() map[string]any { return taskStep.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultStepParams); unknown keys are an error.
-func (p *StepParams) UnmarshalJSON(b []byte) error {
-	type plain StepParams
-	q := plain(DefaultStepParams())
-	if err := rulesStep.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskStep, err)
-	}
-	*p = StepParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *StepParams) UnmarshalJSON(b []byte) error { return taskStep.DecodeJSON(b, p) }
 
 // StepResult holds the outputs of task "step".
 type StepResult struct {
@@ -512,43 +382,20 @@ type StepResult struct {
 	Frames *tensor.Video
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *StepResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 1)
-	client.Decode(&o, 0, &r.Frames)
-	return o.Err()
-}
-
-// Step runs task "step" (Step the session) on the client's variant. It
-// validates p first; an invalid p, a runtime failure (such as no linked
-// engine) or an output that does not match the task's artifacts is an error,
-// never a partial result. opts are per-call options such as
+// Step runs task "step" (Step the session). opts are per-call options such as
 // client.WithOutputBuffer.
 //
 // The task streams realtime chunks; this method runs one chunk, StepStream a
 // whole session.
 func (c *Client) Step(ctx context.Context, p StepParams, opts ...client.CallOption) (*StepResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs, opts...)
-}
-
-// Step runs task "step" on the server, as Client.Step does in-process.
-func (c *RemoteClient) Step(ctx context.Context, p StepParams, opts ...client.CallOption) (*StepResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, (*StepResult).fromOutputs, opts...)
-}
-
-// StepStream starts a realtime session of task "step" on the server, its
-// chunks streamed as Server-Sent Events, as Client.StepStream does in-process.
-func (c *RemoteClient) StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error) {
-	return client.RunStream(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, opts...)
+	return taskStep.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // StepStream starts a realtime session of task "step": iterate the returned
 // session's Chunks (or Channel) to generate chunk after chunk at the family's
 // realtime cadence, and change its controls with SetControls while it plays.
-// It validates p first.
-//
 // opts (see package runtime/stream) set pacing, initial controls and a chunk
 // limit.
 func (c *Client) StepStream(ctx context.Context, p StepParams, opts ...stream.Option) (*stream.Session, error) {
-	return client.RunStream(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "step"}, &p, opts...)
+	return taskStep.RunStream(ctx, c.Backend(), &p, opts...)
 }

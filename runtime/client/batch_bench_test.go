@@ -19,6 +19,7 @@ import (
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
 	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/torch"
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
@@ -97,7 +98,7 @@ func BenchmarkEmbedBatchInterleaved(b *testing.B) {
 	py := startBatchPeer(b, path)
 	ctx := context.Background()
 	ps := batchJob()
-	mod, err := c.Runtime().Module()
+	mod, err := c.Backend().(*client.Client).Module()
 	if err != nil {
 		b.Fatal(err)
 	}

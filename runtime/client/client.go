@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"os"
 	"sync"
 
@@ -143,9 +144,21 @@ type loaded struct {
 	device   string
 	dtype    tensor.DType
 	autocast engine.CallOptions
-	schemas  map[string]engine.MethodSchema // by method name
-	outputs  map[string]params.OutputRules  // by task id: declared output dtypes and shapes
-	callSpec *engine.CallSpec               // a compiled package's call spec; nil for TorchScript
+	tasks    []loadedTask     // by task index
+	callSpec *engine.CallSpec // a compiled package's call spec; nil for TorchScript
+}
+
+// loadedTask is what a call of one task needs, resolved at load.
+type loadedTask struct {
+	// args are the names of the arguments the task's method declares.
+	args map[string]bool
+	// outputs are the artifacts' declared dtypes and shapes.
+	outputs params.OutputRules
+	// base is the variant's call_kwargs, then the task's
+	// default_call_kwargs, in the engine's value form; baseErr is why
+	// they have none.
+	base    map[string]any
+	baseErr error
 }
 
 // New returns a client for spec. It resolves the variant and checks the
@@ -272,10 +285,12 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac,
-		schemas: map[string]engine.MethodSchema{}, outputs: map[string]params.OutputRules{}}
+	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac, tasks: make([]loadedTask, len(c.spec.Tasks))}
 	for i := range c.spec.Tasks {
-		l.outputs[c.spec.Tasks[i].TaskID] = params.CompileOutputs(&c.spec.Tasks[i])
+		t := &c.spec.Tasks[i]
+		lt := &l.tasks[i]
+		lt.outputs = params.CompileOutputs(t)
+		lt.base, lt.baseErr = MergeKwargs(c.variant.CallKwargs, t.DefaultCallKwargs)
 	}
 	var errs []error
 	methods := mod.Methods()
@@ -294,7 +309,10 @@ func (c *Client) loadLocked() (*loaded, error) {
 		t := &c.spec.Tasks[i]
 		schema, err := mod.Schema(t.MethodName())
 		if err == nil {
-			l.schemas[t.MethodName()] = schema
+			l.tasks[i].args = map[string]bool{}
+			for _, a := range schema.Arguments {
+				l.tasks[i].args[a.Name] = true
+			}
 		}
 		if l.callSpec != nil {
 			err = contract.CheckCallSpec(checkedTask(t, schema), c.variant, *l.callSpec)
@@ -370,54 +388,96 @@ func checkedTask(t *spec.InferenceTaskProfile, schema engine.MethodSchema) *spec
 	return &cp
 }
 
-// Run runs one task with the caller's call and load kwargs (params split by
-// target) and returns the outputs keyed by artifact id. Load kwargs select
-// nothing in a TorchScript checkpoint and are accepted for the manifest's
-// sake; they do not change the loaded module. A task whose batching names
-// its batch dimension (batching.dim) runs as a batch of one, so that the
-// method always sees that dimension. Outputs whose dtype or shape break
-// the artifacts' declarations are an error wrapping
+// taskIndex returns the index of task in the client's spec: task is one of
+// its Tasks (a generated Task's, a server's), or a task of another copy
+// of the family's spec, matched by id.
+func (c *Client) taskIndex(task *spec.InferenceTaskProfile) (int, error) {
+	for i := range c.spec.Tasks {
+		if &c.spec.Tasks[i] == task {
+			return i, nil
+		}
+	}
+	for i := range c.spec.Tasks {
+		if c.spec.Tasks[i].TaskID == task.TaskID {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: task %q is not a task of the family: %w", c.where(""), task.TaskID, spec.ErrUnknownID)
+}
+
+// kwargs returns the call kwargs of item of in: the task's base kwargs
+// (variant call_kwargs, then default_call_kwargs) and the item's set
+// call_kwargs fields over them.
+func (l *loaded) kwargs(ti int, task *spec.InferenceTaskProfile, in Inputs, item int) (map[string]any, error) {
+	lt := &l.tasks[ti]
+	if lt.baseErr != nil {
+		return nil, lt.baseErr
+	}
+	kw := make(map[string]any, len(lt.base)+len(task.Inputs))
+	for k, v := range lt.base {
+		kw[k] = v
+	}
+	for f := range task.Inputs {
+		if !task.Inputs[f].CallKwarg() {
+			continue
+		}
+		if v := in.Input(item, f); v != nil {
+			kw[task.Inputs[f].FieldID] = v
+		}
+	}
+	return kw, nil
+}
+
+// Call runs one call of task (a task of Spec) with the one item of in and
+// returns the outputs keyed by artifact id. Load kwargs select nothing in
+// a TorchScript checkpoint and are accepted for the manifest's sake; they
+// do not change the loaded module. A task whose batching names its batch
+// dimension (batching.dim) runs as a batch of one, through CallBatch, so
+// that the method always sees that dimension; any other task calls its
+// method once with the call kwargs: the variant's call_kwargs, then the
+// task's default_call_kwargs, then the item's set fields. Outputs whose
+// dtype or shape break the artifacts' declarations are an error wrapping
 // params.ErrOutputContract.
 //
 // opts set per-call options (WithOutputBuffer).
-func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any, opts ...CallOption) (map[string]any, error) {
-	task, err := c.spec.Task(taskID)
+func (c *Client) Call(ctx context.Context, task *spec.InferenceTaskProfile, in Inputs, opts ...CallOption) (map[string]any, error) {
+	ti, err := c.taskIndex(task)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+		return nil, err
 	}
-	var co CallOptions
-	for _, o := range opts {
-		o(&co)
+	if err := OneItem(in); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
+	co := callOptions(opts)
 	if b := task.Batching; b != nil && b.Dim != "" {
-		res, err := c.runBatch(ctx, task, []map[string]any{call}, co)
+		var out map[string]any
+		err := c.callBatch(ctx, ti, task, in, co, func(_ int, m map[string]any) error {
+			out = maps.Clone(m)
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		return res[0], nil
+		return out, nil
 	}
 	l, err := c.load()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
-	out, err := c.call(ctx, l, task, call, co)
+	out, err := c.call(ctx, l, ti, task, in, co)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	return out, nil
 }
 
-func (c *Client) kwargs(task *spec.InferenceTaskProfile, call map[string]any) (map[string]any, error) {
-	return MergeKwargs(c.variant.CallKwargs, task.DefaultCallKwargs, call)
-}
-
-func (c *Client) call(ctx context.Context, l *loaded, task *spec.InferenceTaskProfile, call map[string]any, co CallOptions) (map[string]any, error) {
-	kw, err := c.kwargs(task, call)
+func (c *Client) call(ctx context.Context, l *loaded, ti int, task *spec.InferenceTaskProfile, in Inputs, co CallOptions) (map[string]any, error) {
+	kw, err := l.kwargs(ti, task, in, 0)
 	if err != nil {
 		return nil, err
 	}
 	if task.Stream {
-		c.oneChunk(l, task, kw)
+		c.oneChunk(l.tasks[ti].args, kw)
 	}
 	raw, err := l.mod.Call(ctx, task.MethodName(), kw, co.engine(l.autocast))
 	if err != nil {
@@ -427,109 +487,116 @@ func (c *Client) call(ctx context.Context, l *loaded, task *spec.InferenceTaskPr
 		delete(m, ArgState)
 		delete(m, "realtime")
 	}
-	return l.checkedOutputs(task, raw)
+	return l.checkedOutputs(ti, task, raw)
 }
 
 // checkedOutputs maps a method's return value onto the task's artifacts
 // (Outputs) and checks their declared dtypes and shapes.
-func (l *loaded) checkedOutputs(task *spec.InferenceTaskProfile, raw any) (map[string]any, error) {
+func (l *loaded) checkedOutputs(ti int, task *spec.InferenceTaskProfile, raw any) (map[string]any, error) {
 	out, err := Outputs(task, raw)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.outputs[task.TaskID].Check(out); err != nil {
+	if err := l.tasks[ti].outputs.Check(out); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// oneChunk supplies the reserved stream arguments the method declares and
-// the caller left out, so that Run of a streaming task produces the first
-// chunk of a fresh session: first_chunk_frames frames, every control off, no
-// state.
-func (c *Client) oneChunk(l *loaded, task *spec.InferenceTaskProfile, kw map[string]any) {
-	rt := spec.RealtimeSpecFromPayload(c.spec.Realtime, nil)
-	for _, a := range l.schemas[task.MethodName()].Arguments {
-		if _, given := kw[a.Name]; given {
-			continue
+// oneChunk supplies the reserved stream arguments the method declares
+// (args) and the caller left out, so that a call of a streaming task
+// produces the first chunk of a fresh session: first_chunk_frames frames,
+// every control off, no state.
+func (c *Client) oneChunk(args map[string]bool, kw map[string]any) {
+	rt := spec.DefaultRealtimeSpec()
+	if c.spec.Realtime != nil {
+		rt = *c.spec.Realtime
+	}
+	if _, given := kw[ArgNumFrames]; args[ArgNumFrames] && !given {
+		kw[ArgNumFrames] = int64(rt.FirstChunkFrames)
+	}
+	if _, given := kw[ArgControls]; args[ArgControls] && !given {
+		zeros := make([]any, len(rt.Controls))
+		for i := range zeros {
+			zeros[i] = 0.0
 		}
-		switch a.Name {
-		case ArgNumFrames:
-			kw[a.Name] = int64(rt.FirstChunkFrames)
-		case ArgControls:
-			zeros := make([]any, len(rt.Controls))
-			for i := range zeros {
-				zeros[i] = 0.0
-			}
-			kw[a.Name] = zeros
-		}
+		kw[ArgControls] = zeros
 	}
 }
 
-// RunBatch runs a batchable task over many items: each item's tensor kwargs
-// are stacked along a new leading dimension, batches follow the task's
-// batching settings (max size, static pad sizes, out-of-memory halving; see
-// package batch), and each output tensor is split back per item. Non-tensor
-// kwargs must be equal across the items of a call (an error names the
-// field otherwise). opts are passed to batch.Run after the manifest's and
-// are checked with the same rules (batch.NewConfig). An AOTInductor
-// package takes only the batch sizes it was exported for
+// CallBatch runs a batchable task (a task of Spec) over the items of in:
+// each item's stacked inputs (call_kwargs fields of kind tensor, image or
+// video) are stacked along a new leading dimension, batches follow the
+// task's batching settings (max size, static pad sizes, out-of-memory
+// halving; see package batch), and each output tensor is split back per
+// item. The items must share forward calls (BatchConflict: equal stacked
+// dtypes and shapes, equal other inputs); an error names the first that
+// does not, before anything is loaded. opts are passed to batch.Run after
+// the manifest's and are checked with the same rules (batch.NewConfig). An
+// AOTInductor package takes only the batch sizes it was exported for
 // (contract.BatchRange): larger batches are split, shorter ones padded up
 // to its minimum (batch.WithBatchRange).
+//
+// When the run is over, each is called with every item that ran, in
+// order, and its outputs keyed by artifact id: views of the forward call's
+// output, in a map that each must not keep. With batch.WithPerItemErrors
+// the error lists the items that failed on their own, which each does not
+// see; a sharded run (batch.WithSharding) calls each on the ranks that
+// receive the outputs only.
 //
 // A task is batched only when spec.InferenceTaskProfile.BatchingProblems
 // finds nothing, whether the spec comes from a validated manifest or was
 // built by hand: in particular it needs a required call_kwargs input of
 // kind tensor, image or video, and every item must give that input as a
 // tensor. Nothing runs otherwise.
-func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error) {
-	task, err := c.spec.Task(taskID)
+func (c *Client) CallBatch(ctx context.Context, task *spec.InferenceTaskProfile, in Inputs, each func(item int, out map[string]any) error, opts ...batch.Option) error {
+	ti, err := c.taskIndex(task)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+		return err
 	}
-	return c.runBatch(ctx, task, items, CallOptions{}, opts...)
+	return c.callBatch(ctx, ti, task, in, CallOptions{}, each, opts...)
 }
 
-// runBatch is RunBatch with the per-call options of every forward call.
-func (c *Client) runBatch(ctx context.Context, task *spec.InferenceTaskProfile, items []map[string]any, co CallOptions, opts ...batch.Option) ([]map[string]any, error) {
-	outs, err := c.runStacked(ctx, task, mapItems(items), co, opts...)
+// callBatch is CallBatch with the per-call options of every forward call.
+func (c *Client) callBatch(ctx context.Context, ti int, task *spec.InferenceTaskProfile, in Inputs, co CallOptions, each func(int, map[string]any) error, opts ...batch.Option) error {
+	outs, err := c.runStacked(ctx, ti, task, in, co, opts...)
 	if outs == nil {
-		return nil, err
+		return err
 	}
-	res := make([]map[string]any, len(outs))
+	m := make(map[string]any, len(task.Outputs))
 	for i, o := range outs {
-		if o.ran() {
-			res[i] = make(map[string]any, len(o.f.ids))
-			o.fill(res[i])
+		if !o.ran() {
+			continue
+		}
+		o.fill(m)
+		if err := each(i, m); err != nil {
+			return err
 		}
 	}
-	return res, err
+	return err
 }
 
-// Stream runs a streaming task as a realtime session: chunk after chunk the
-// task's method is called with the params' call kwargs plus, where its
-// schema declares them, num_frames (frames wanted), controls (List[float]
-// in the realtime spec's control order) and state (what the previous step
-// returned under the "state" key; None first). The method returns a dict
-// with the task's video artifact, optionally "state" and optionally
-// "realtime" (metadata that may change the cadence of later chunks;
-// malformed metadata is ignored). opts configure the session (pacing,
-// controls, chunk limit).
-func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
-	task, err := c.spec.Task(taskID)
+// CallStream runs a streaming task (a task of Spec) as a realtime session
+// with the one item of in: chunk after chunk the task's method is called
+// with the call kwargs plus, where its schema declares them, num_frames
+// (frames wanted), controls (List[float] in the realtime spec's control
+// order) and state (what the previous step returned under the "state" key;
+// None first). The method returns a dict with the task's video artifact,
+// optionally "state" and optionally "realtime" (metadata that may change
+// the cadence of later chunks; malformed metadata is ignored). opts
+// configure the session (pacing, controls, chunk limit).
+func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile, in Inputs, opts ...stream.Option) (*stream.Session, error) {
+	ti, err := c.taskIndex(task)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+		return nil, err
+	}
+	if err := OneItem(in); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	if !task.Stream {
 		return nil, fmt.Errorf("%s: task is not a streaming task (stream: true)", c.where(task.TaskID))
 	}
-	var video string
-	for _, a := range task.Outputs {
-		if a.Kind == spec.ArtifactVideo {
-			video = a.ArtifactID
-			break
-		}
-	}
+	video := streamVideo(task)
 	if video == "" {
 		return nil, fmt.Errorf("%s: a streaming task needs a video artifact", c.where(task.TaskID))
 	}
@@ -537,15 +604,11 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
-	base, err := c.kwargs(task, call)
+	base, err := l.kwargs(ti, task, in, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
-	schema := l.schemas[task.MethodName()]
-	has := map[string]bool{}
-	for _, a := range schema.Arguments {
-		has[a.Name] = true
-	}
+	has := l.tasks[ti].args
 	step := func(ctx context.Context, req stream.StepRequest) (stream.StepResult, error) {
 		kw := make(map[string]any, len(base)+3)
 		for k, v := range base {
@@ -577,6 +640,64 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 		return res, nil
 	}
 	return stream.New(c.spec.Realtime, step, opts...)
+}
+
+// streamVideo returns the id of a streaming task's video artifact, "" when
+// it has none.
+func streamVideo(task *spec.InferenceTaskProfile) string {
+	for _, a := range task.Outputs {
+		if a.Kind == spec.ArtifactVideo {
+			return a.ArtifactID
+		}
+	}
+	return ""
+}
+
+// kwargsInputs resolves a task by id and returns call and load kwargs (any
+// Go values EngineValue converts) as its Inputs: the untyped entry points
+// (Run, RunBatch, Stream) over Call, CallBatch and CallStream.
+func (c *Client) kwargsInputs(ctx context.Context, taskID string, items []map[string]any, load map[string]any) (*spec.InferenceTaskProfile, Inputs, error) {
+	task, err := c.spec.Task(taskID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	in, err := KwargsOf(ctx, task, items, load)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	return task, in, nil
+}
+
+// Run runs task taskID with untyped call and load kwargs keyed by field id
+// (values EngineValue converts): Call with them as Inputs (KwargsOf).
+func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any, opts ...CallOption) (map[string]any, error) {
+	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, load)
+	if err != nil {
+		return nil, err
+	}
+	return c.Call(ctx, task, in, opts...)
+}
+
+// RunBatch runs task taskID over items given as untyped call kwargs
+// (values EngineValue converts) and returns each item's outputs in input
+// order, nil for an item that failed on its own: CallBatch with them as
+// Inputs (KwargsOf).
+func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error) {
+	task, in, err := c.kwargsInputs(ctx, taskID, items, nil)
+	if err != nil {
+		return nil, err
+	}
+	return CollectBatch(ctx, c, task, in, opts...)
+}
+
+// Stream starts a realtime session of task taskID with untyped call kwargs
+// (values EngineValue converts): CallStream with them as Inputs (KwargsOf).
+func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
+	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.CallStream(ctx, task, in, opts...)
 }
 
 // Chunks is a convenience over Stream that returns the session's iterator.

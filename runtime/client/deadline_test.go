@@ -34,7 +34,7 @@ func TestRunBatchHonoursDeadlineDuringPreparation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, _, err := c.Runtime().Load(); err != nil {
+	if _, _, err := c.Backend().(*client.Client).Load(); err != nil {
 		t.Fatal(err)
 	}
 	ps := make([]tinyencoder.EmbedParams, bigBatch)
@@ -65,7 +65,7 @@ func TestRunBatchHonoursDeadlineDuringPreparation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = c.Runtime().RunBatch(ctx, "embed", items)
+	_, err = c.Backend().(*client.Client).RunBatch(ctx, "embed", items)
 	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > time.Millisecond+deadlineSlack {
 		t.Errorf("Client.RunBatch: err %v after %v; want context.DeadlineExceeded within %v", err, took, deadlineSlack)
 	}

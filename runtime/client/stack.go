@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/gob"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"sort"
 
@@ -17,24 +15,6 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	wftensor "github.com/worldfoundry/wfgen/runtime/tensor"
 )
-
-// stackedItems is a batch as runStacked reads it: column by column, so that
-// neither the typed path (generated params) nor the map path needs a kwargs
-// map or a tensor per item.
-type stackedItems struct {
-	// n is the number of items.
-	n int
-	// call is item 0's call kwargs; its stacked entries are replaced by the
-	// stacked tensors of each forward call.
-	call map[string]any
-	// ids are the call kwargs that batching stacks.
-	ids []string
-	// tensor returns item i's value of ids[j] (nil when the item has none).
-	tensor func(i, j int) *wftensor.Tensor
-	// differs returns the first call kwarg, other than ids, in which item i
-	// (> 0) differs from item 0, or "" when they agree.
-	differs func(i int) string
-}
 
 // itemOutputs is one item's outputs: a row of the forward call that ran it.
 // The zero value is an item that did not run (batch.WithPerItemErrors).
@@ -63,51 +43,61 @@ func (o itemOutputs) fill(m map[string]any) {
 	}
 }
 
-// mapItems describes per-item kwargs maps as stackedItems: every tensor in
-// item 0's kwargs is stacked (sorted by name); every other value must be
-// equal across the items.
-func mapItems(items []map[string]any) stackedItems {
-	s := stackedItems{n: len(items)}
-	if len(items) == 0 {
-		return s
-	}
-	s.call = items[0]
-	for k, v := range items[0] {
-		if _, ok := v.(*wftensor.Tensor); ok {
-			s.ids = append(s.ids, k)
-		}
-	}
-	sort.Strings(s.ids)
-	s.tensor = func(i, j int) *wftensor.Tensor {
-		t, _ := items[i][s.ids[j]].(*wftensor.Tensor)
-		return t
-	}
-	s.differs = func(i int) string {
-		for k, v := range items[0] {
-			if _, stacked := v.(*wftensor.Tensor); stacked {
-				continue
-			}
-			if w, ok := items[i][k]; !ok || !sameValue(v, w) {
-				return k
-			}
-		}
-		for k := range items[i] {
-			if _, ok := items[0][k]; !ok {
-				return k
-			}
-		}
-		return ""
-	}
-	return s
-}
-
-// runStacked runs a batchable task over items (see Client.RunBatch): each
-// forward call stacks the items' tensors straight into one reused input
-// buffer per stacked kwarg and splits the outputs into per-item views,
-// allocating per call, not per item.
-func (c *Client) runStacked(ctx context.Context, task *spec.InferenceTaskProfile, items stackedItems, co CallOptions, opts ...batch.Option) ([]itemOutputs, error) {
+// runStacked runs a batchable task over the items of in (see
+// Client.CallBatch): each forward call stacks the items' tensors straight
+// into one reused input buffer per stacked input and splits the outputs
+// into per-item views, allocating per call, not per item.
+func (c *Client) runStacked(ctx context.Context, ti int, task *spec.InferenceTaskProfile, in Inputs, co CallOptions, opts ...batch.Option) ([]itemOutputs, error) {
 	if _, _, err := c.batchConfig(task, nil, opts); err != nil { // before loading anything
 		return nil, err
+	}
+	n := in.Len()
+	if n == 0 {
+		if _, err := c.load(); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.where(""), err)
+		}
+		return []itemOutputs{}, nil
+	}
+	fail := func(i int, format string, args ...any) error {
+		return fmt.Errorf("%s: item %d: %s", c.where(task.TaskID), i, fmt.Sprintf(format, args...))
+	}
+	// What is stacked: the stacked inputs item 0 gives a tensor for.
+	var stacked []int
+	var first []*wftensor.Tensor
+	for f := range task.Inputs {
+		fs := &task.Inputs[f]
+		if !fs.IsStacked() {
+			continue
+		}
+		v := in.Input(0, f)
+		t, isTensor := v.(*wftensor.Tensor)
+		switch {
+		case isTensor && t != nil:
+			if err := t.Check(); err != nil {
+				return nil, fail(0, "field %q: %v", fs.FieldID, err)
+			}
+			stacked, first = append(stacked, f), append(first, t)
+		case v != nil || fs.Required:
+			return nil, fail(0, "field %q is stacked by batching and required, but the item gives %s, not a tensor", fs.FieldID, describe(v))
+		}
+	}
+	if len(stacked) == 0 {
+		return nil, fail(0, "no tensor kwarg to stack: the items would share one call")
+	}
+	// Every item must share forward calls with the first (the one rule,
+	// BatchConflict): say so before anything is loaded or run.
+	for i := 1; i < n; i++ {
+		if err := checkEvery(ctx, i); err != nil {
+			return nil, fmt.Errorf("%s: stopped while preparing item %d of %d: %w", c.where(task.TaskID), i, n, err)
+		}
+		if why := BatchConflict(task, in, i, in, 0); why != "" {
+			return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), &BatchConflictError{Item: i, Reason: why})
+		}
+		for j, f := range stacked {
+			if t := in.Input(i, f).(*wftensor.Tensor); len(t.Data) != len(first[j].Data) {
+				return nil, fail(i, "field %q: %v", task.Inputs[f].FieldID, t.Check())
+			}
+		}
 	}
 	l, err := c.load()
 	if err != nil {
@@ -117,59 +107,16 @@ func (c *Client) runStacked(ctx context.Context, task *spec.InferenceTaskProfile
 	if err != nil {
 		return nil, err
 	}
-	if items.n == 0 {
-		return []itemOutputs{}, nil
-	}
-	fail := func(i int, format string, args ...any) error {
-		return fmt.Errorf("%s: item %d: %s", c.where(task.TaskID), i, fmt.Sprintf(format, args...))
-	}
-	kw, err := c.kwargs(task, items.call)
+	kw, err := l.kwargs(ti, task, in, 0)
 	if err != nil {
 		return nil, fail(0, "%v", err)
-	}
-	for _, f := range task.Inputs {
-		if f.Required && f.IsStacked() && !slices.Contains(items.ids, f.FieldID) {
-			return nil, fail(0, "field %q is stacked by batching and required, but the item gives %s, not a tensor", f.FieldID, describe(kw[f.FieldID]))
-		}
-	}
-	if len(items.ids) == 0 {
-		return nil, fail(0, "no tensor kwarg to stack: the items would share one call")
-	}
-	// Every item must stack with the first: say so before anything runs.
-	first := make([]*wftensor.Tensor, len(items.ids))
-	for j := range items.ids {
-		first[j] = items.tensor(0, j)
-		if err := first[j].Check(); err != nil {
-			return nil, fail(0, "field %q: %v", items.ids[j], err)
-		}
-	}
-	for i := 1; i < items.n; i++ {
-		if err := checkEvery(ctx, i); err != nil {
-			return nil, fmt.Errorf("%s: stopped while preparing item %d of %d: %w", c.where(task.TaskID), i, items.n, err)
-		}
-		for j, id := range items.ids {
-			t := items.tensor(i, j)
-			if t == nil {
-				return nil, fail(i, "field %q is stacked by batching, but the item gives no tensor (item 0 does)", id)
-			}
-			if t.DType != first[j].DType || !slices.Equal(t.Shape, first[j].Shape) {
-				return nil, fail(i, "field %q is %s%v, but item 0's is %s%v: the items of a batch must agree on dtype and shape",
-					id, t.DType, t.Shape, first[j].DType, first[j].Shape)
-			}
-			if len(t.Data) != len(first[j].Data) {
-				return nil, fail(i, "field %q: %v", id, t.Check())
-			}
-		}
-		if k := items.differs(i); k != "" {
-			return nil, fail(i, "field %q differs from item 0's: the items of a batch share every input that batching does not stack", k)
-		}
 	}
 
 	// One input buffer and one tensor per stacked kwarg and lane, reused by
 	// every forward call of the lane (the engine copies its inputs), sized
 	// for the largest call these items make: a single item is one row (or
 	// its pad size), not max_batch_size rows.
-	rowsAtMost := min(items.n, cfg.MaxBatchSize)
+	rowsAtMost := min(n, cfg.MaxBatchSize)
 	maxRows := max(rowsAtMost, cfg.PaddedSize(rowsAtMost))
 	type laneInputs struct {
 		call    map[string]any
@@ -179,14 +126,14 @@ func (c *Client) runStacked(ctx context.Context, task *spec.InferenceTaskProfile
 	for k := range lanes {
 		ln := &lanes[k]
 		ln.call = maps.Clone(kw)
-		ln.stacked = make([]wftensor.Tensor, len(items.ids))
-		for j, id := range items.ids {
+		ln.stacked = make([]wftensor.Tensor, len(stacked))
+		for j, f := range stacked {
 			ln.stacked[j] = wftensor.Tensor{
 				DType: first[j].DType,
 				Shape: append([]int64{0}, first[j].Shape...),
 				Data:  make([]byte, 0, maxRows*len(first[j].Data)),
 			}
-			ln.call[id] = &ln.stacked[j]
+			ln.call[task.Inputs[f].FieldID] = &ln.stacked[j]
 		}
 	}
 	forward := func(ctx context.Context, rows []int) ([]itemOutputs, error) {
@@ -197,7 +144,7 @@ func (c *Client) runStacked(ctx context.Context, task *spec.InferenceTaskProfile
 			st.Shape[0] = int64(len(rows))
 			st.Data = st.Data[:0]
 			for _, i := range rows {
-				st.Data = append(st.Data, items.tensor(i, j).Data...)
+				st.Data = append(st.Data, in.Input(i, stacked[j]).(*wftensor.Tensor).Data...)
 			}
 		}
 		call := ln.call
@@ -205,7 +152,7 @@ func (c *Client) runStacked(ctx context.Context, task *spec.InferenceTaskProfile
 		if err != nil {
 			return nil, err
 		}
-		out, err := l.checkedOutputs(task, raw)
+		out, err := l.checkedOutputs(ti, task, raw)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +166,7 @@ func (c *Client) runStacked(ctx context.Context, task *spec.InferenceTaskProfile
 		}
 		return res, nil
 	}
-	rows := make([]int, items.n)
+	rows := make([]int, n)
 	for i := range rows {
 		rows[i] = i
 	}
@@ -287,76 +234,6 @@ func splitOutputs(out map[string]any, n int) (*forwardOutputs, error) {
 	return f, nil
 }
 
-// sameValue reports whether two engine values are equal: == where both are
-// comparable (no allocation), reflect.DeepEqual otherwise (lists).
-func sameValue(a, b any) bool {
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
-		return false
-	}
-	if ta == nil || ta.Comparable() {
-		return a == b
-	}
-	return reflect.DeepEqual(a, b)
-}
-
-// typedItems describes a batch of generated params as stackedItems: tensor
-// and differs are the params' StackedInput and BatchDiff (see BatchParams),
-// tensor indexed by the task's stacked inputs in declaration order. Stacked
-// inputs that item 0 leaves unset are not stacked, and every item must
-// leave them unset.
-func typedItems(task *spec.InferenceTaskProfile, n int, call map[string]any, tensor func(i, j int) *wftensor.Tensor, differs func(i int) string) stackedItems {
-	s := stackedItems{n: n, call: call}
-	var kept, unset []int
-	var unsetIDs []string
-	j := 0
-	for _, f := range task.Inputs {
-		if !f.IsStacked() {
-			continue
-		}
-		if n > 0 && tensor(0, j) != nil {
-			kept = append(kept, j)
-			s.ids = append(s.ids, f.FieldID)
-		} else {
-			unset = append(unset, j)
-			unsetIDs = append(unsetIDs, f.FieldID)
-		}
-		j++
-	}
-	s.tensor = func(i, j int) *wftensor.Tensor { return tensor(i, kept[j]) }
-	s.differs = func(i int) string {
-		for k, j := range unset {
-			if tensor(i, j) != nil {
-				return unsetIDs[k]
-			}
-		}
-		return differs(i)
-	}
-	return s
-}
-
-// SameOptional reports whether two optional params fields give the same
-// call kwarg: both unset, or both set to equal values (generated BatchDiff
-// methods use it).
-func SameOptional[T comparable](a, b *T) bool {
-	return a == b || a != nil && b != nil && *a == *b
-}
-
-// SameList reports whether two list params fields give the same call
-// kwarg: both unset (nil), or both set with equal items.
-func SameList[T comparable](a, b []T) bool {
-	return (a == nil) == (b == nil) && slices.Equal(a, b)
-}
-
-// SameTensors reports whether two tensor-list params fields give the same
-// call kwarg: both unset (nil), or both set with tensors of equal dtype,
-// shape and contents.
-func SameTensors(a, b []*wftensor.Tensor) bool {
-	return (a == nil) == (b == nil) && slices.EqualFunc(a, b, func(x, y *wftensor.Tensor) bool {
-		return x == y || x != nil && y != nil && x.DType == y.DType && slices.Equal(x.Shape, y.Shape) && bytes.Equal(x.Data, y.Data)
-	})
-}
-
 // GobEncode encodes the item's outputs keyed by artifact id, so that a
 // sharded run (batch.WithSharding) can send them to other ranks.
 func (o itemOutputs) GobEncode() ([]byte, error) {
@@ -391,31 +268,4 @@ func (o *itemOutputs) GobDecode(data []byte) error {
 	}
 	*o = itemOutputs{f: f}
 	return nil
-}
-
-// BatchKey identifies what an item (its call kwargs) must share with others
-// to run in one forward call with them: the dtype and shape of each tensor,
-// and every other value with its type. Items with equal keys stack; the
-// server's cross-request batcher groups requests by it and the remote
-// client checks a batch's items with it before sending them.
-func BatchKey(call map[string]any) (string, error) {
-	keys := slices.Sorted(maps.Keys(call))
-	var sb bytes.Buffer
-	for _, k := range keys {
-		sb.WriteString(k)
-		sb.WriteByte('=')
-		switch v := call[k].(type) {
-		case *wftensor.Tensor:
-			fmt.Fprintf(&sb, "tensor %s%v", v.DType, v.Shape)
-		default:
-			b, err := json.Marshal(v)
-			if err != nil {
-				return "", fmt.Errorf("kwarg %q: %w", k, err)
-			}
-			fmt.Fprintf(&sb, "%T ", v)
-			sb.Write(b)
-		}
-		sb.WriteByte(';')
-	}
-	return sb.String(), nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
+	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
 
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -89,7 +90,7 @@ func TestEmbedBatchLanesMatchOneLane(t *testing.T) {
 	for i := range ps {
 		items[i] = ps[i].CallKwargs()
 	}
-	maps, err := c.Runtime().RunBatch(ctx, "embed", items, batch.WithLanes(2))
+	maps, err := c.Backend().(*client.Client).RunBatch(ctx, "embed", items, batch.WithLanes(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +123,8 @@ func TestBatchRefusesItemsThatDoNotStack(t *testing.T) {
 		ps   []tinyencoder.EmbedParams
 		want string
 	}{
-		{"shared field differs", differ, `item 5: field "normalize" differs from item 0's`},
-		{"tensor shape differs", short, `item 7: field "tokens" is int64[4], but item 0's is int64[6]`},
+		{"shared field differs", differ, `item 5: field "normalize" differs from the first item's`},
+		{"tensor shape differs", short, `item 7: field "tokens" is int64[4], but the first item's is int64[6]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := c.EmbedBatch(ctx, tc.ps, stats)
@@ -134,7 +135,7 @@ func TestBatchRefusesItemsThatDoNotStack(t *testing.T) {
 			for i := range tc.ps {
 				items[i] = tc.ps[i].CallKwargs()
 			}
-			outs, err := c.Runtime().RunBatch(ctx, "embed", items, stats)
+			outs, err := c.Backend().(*client.Client).RunBatch(ctx, "embed", items, stats)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || outs != nil || calls != 0 {
 				t.Errorf("maps: %d outputs, %d calls, error %v; want %q", len(outs), calls, err, tc.want)
 			}
@@ -142,11 +143,11 @@ func TestBatchRefusesItemsThatDoNotStack(t *testing.T) {
 	}
 
 	items := []map[string]any{{"tokens": tokens(0)}, {"tokens": tokens(1), "normalize": false}}
-	if _, err := c.Runtime().RunBatch(ctx, "embed", items); err == nil || !strings.Contains(err.Error(), `item 1: field "normalize" differs`) {
+	if _, err := c.Backend().(*client.Client).RunBatch(ctx, "embed", items); err == nil || !strings.Contains(err.Error(), `item 1: field "normalize" differs`) {
 		t.Errorf("an item setting a kwarg item 0 leaves out: %v", err)
 	}
 	items = []map[string]any{{"tokens": tokens(0)}, {"normalize": true}}
-	if _, err := c.Runtime().RunBatch(ctx, "embed", items); err == nil || !strings.Contains(err.Error(), `item 1: field "tokens" is stacked by batching, but the item gives no tensor`) {
+	if _, err := c.Backend().(*client.Client).RunBatch(ctx, "embed", items); err == nil || !strings.Contains(err.Error(), `item 1: field "tokens" is stacked by batching, but the item gives no tensor`) {
 		t.Errorf("an item without the stacked tensor: %v", err)
 	}
 }
@@ -176,17 +177,46 @@ func TestEmbedBatchAllocationsPerItem(t *testing.T) {
 	}
 }
 
-func TestSameHelpers(t *testing.T) {
-	one, one2, two := int64(1), int64(1), int64(2)
-	if !client.SameOptional[int64](nil, nil) || !client.SameOptional(&one, &one2) || client.SameOptional(&one, &two) || client.SameOptional(&one, nil) {
-		t.Error("SameOptional")
+// The one batch-compatibility rule: stacked inputs agree on dtype and
+// shape (or are unset in both); every other call input is equal or unset
+// in both, lists and tensor lists item by item; load kwargs do not count.
+func TestBatchConflict(t *testing.T) {
+	task := &wfspec.InferenceTaskProfile{TaskID: "t", Inputs: []wfspec.InferenceFieldSpec{
+		{FieldID: "tokens", Kind: wfspec.KindTensor, Target: wfspec.TargetCallKwargs, Required: true},
+		{FieldID: "mask", Kind: wfspec.KindTensor, Target: wfspec.TargetCallKwargs},
+		{FieldID: "seed", Kind: wfspec.KindInt, Target: wfspec.TargetCallKwargs},
+		{FieldID: "tags", Kind: wfspec.KindStringList, Target: wfspec.TargetCallKwargs},
+		{FieldID: "refs", Kind: wfspec.KindTensorList, Target: wfspec.TargetCallKwargs},
+		{FieldID: "threads", Kind: wfspec.KindInt, Target: wfspec.TargetLoadKwargs},
+	}}
+	base := func() map[string]any {
+		return map[string]any{"tokens": tokens(1), "seed": int64(3), "tags": []any{"a"}, "refs": []any{tokens(1)}, "threads": int64(1)}
 	}
-	if !client.SameList[string](nil, nil) || client.SameList([]string{}, nil) || !client.SameList([]string{"a"}, []string{"a"}) || client.SameList([]string{"a"}, []string{"b"}) {
-		t.Error("SameList")
-	}
-	x, y := tokens(1), tokens(1)
-	if !client.SameTensors([]*tensor.Tensor{x}, []*tensor.Tensor{y}) || client.SameTensors([]*tensor.Tensor{x}, []*tensor.Tensor{tokens(2)}) ||
-		client.SameTensors(nil, []*tensor.Tensor{}) || client.SameTensors([]*tensor.Tensor{x}, []*tensor.Tensor{nil}) {
-		t.Error("SameTensors")
+	for _, c := range []struct {
+		name   string
+		change func(m map[string]any)
+		want   string // "" when the items may share a forward call
+	}{
+		{"equal", func(map[string]any) {}, ""},
+		{"other stacked values", func(m map[string]any) { m["tokens"] = tokens(2) }, ""},
+		{"load kwargs", func(m map[string]any) { m["threads"] = int64(4) }, ""},
+		{"equal tensor list", func(m map[string]any) { m["refs"] = []any{tokens(1)} }, ""},
+		{"stacked shape", func(m map[string]any) { m["tokens"] = tensor.FromInt64([]int64{1, 2}, 2) }, `field "tokens" is int64[2], but the first item's is int64[6]`},
+		{"stacked dtype", func(m map[string]any) { m["tokens"] = tensor.FromFloat32([]float32{1}, 1) }, `field "tokens" is float32[1]`},
+		{"stacked set in one", func(m map[string]any) { m["mask"] = tokens(1) }, `field "mask" is stacked by batching, but the item gives a tensor (the first item gives none)`},
+		{"stacked unset in one", func(m map[string]any) { delete(m, "tokens") }, `field "tokens" is stacked by batching, but the item gives no tensor (the first item does)`},
+		{"scalar", func(m map[string]any) { m["seed"] = int64(4) }, `field "seed" differs from the first item's`},
+		{"optional unset in one", func(m map[string]any) { delete(m, "seed") }, `field "seed" differs`},
+		{"list", func(m map[string]any) { m["tags"] = []any{"a", "b"} }, `field "tags" differs`},
+		{"empty list and unset", func(m map[string]any) { m["tags"] = []any{} }, `field "tags" differs`},
+		{"tensor list contents", func(m map[string]any) { m["refs"] = []any{tokens(2)} }, `field "refs" differs`},
+	} {
+		b := base()
+		c.change(b)
+		in := client.Kwargs(task, base(), b)
+		got := client.BatchConflict(task, in, 1, in, 0)
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s: BatchConflict = %q, want %q", c.name, got, c.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 
@@ -15,16 +16,6 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
-
-// Params is what a generated params type provides to run its task.
-type Params interface {
-	// Validate checks every rule of the manifest.
-	Validate() error
-	// CallKwargs returns the fields passed to the task's method.
-	CallKwargs() map[string]any
-	// LoadKwargs returns the fields passed when the model is loaded.
-	LoadKwargs() map[string]any
-}
 
 // CallOptions are the per-call settings a generated task method takes.
 type CallOptions struct {
@@ -53,93 +44,240 @@ func (o CallOptions) engine(base engine.CallOptions) engine.CallOptions {
 	return base
 }
 
-// Backend runs the tasks of one family variant with untyped kwargs and
-// outputs keyed by artifact id. *Client runs them in-process through the
-// engine; a remote client runs them on a server. The typed entry points
-// (Run, RunBatch, RunStream) that generated methods call work on either, so
-// a generated in-process client and a generated remote client share their
-// method bodies.
+func callOptions(opts []CallOption) CallOptions {
+	var co CallOptions
+	for _, o := range opts {
+		o(&co)
+	}
+	return co
+}
+
+// Backend runs the tasks of one family variant: *Client in this process
+// through the engine, *remote.Client on a server. A generated Client sits
+// on one, whichever constructor made it (New, NewRemote, NewClient), as
+// grpc's generated clients sit on one ClientConnInterface: its methods are
+// the same either way, and give the same results.
+//
+// The task is resolved once, by the caller (a generated Task, a server
+// that read the request): a backend is given the task itself, a task of
+// its Spec, and the inputs as Inputs.
 type Backend interface {
-	// Run runs one task (see Client.Run).
-	Run(ctx context.Context, task string, call, load map[string]any, opts ...CallOption) (map[string]any, error)
-	// RunBatch runs a batchable task over many items (see Client.RunBatch).
-	RunBatch(ctx context.Context, task string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error)
-	// Stream starts a realtime session of a streaming task (see Client.Stream).
-	Stream(ctx context.Context, task string, call map[string]any, opts ...stream.Option) (*stream.Session, error)
+	// Spec returns the family's spec.
+	Spec() *spec.ModelInferenceSpec
+	// Variant returns the variant the backend runs.
+	Variant() *spec.InferenceVariantSpec
+	// Call runs one call of task with the inputs' one item and returns its
+	// outputs keyed by artifact id (see Client.Call).
+	Call(ctx context.Context, task *spec.InferenceTaskProfile, in Inputs, opts ...CallOption) (map[string]any, error)
+	// CallBatch runs a batchable task over the inputs' items and hands
+	// each item that ran its outputs (see Client.CallBatch).
+	CallBatch(ctx context.Context, task *spec.InferenceTaskProfile, in Inputs, each func(item int, out map[string]any) error, opts ...batch.Option) error
+	// CallStream starts a realtime session of a streaming task with the
+	// inputs' one item (see Client.CallStream).
+	CallStream(ctx context.Context, task *spec.InferenceTaskProfile, in Inputs, opts ...stream.Option) (*stream.Session, error)
+	// Close releases what the backend holds.
+	Close() error
 }
 
-var _ Backend = (*Client)(nil)
-
-// Decoder sets a generated result from a task's outputs keyed by artifact
-// id (the result type's fromOutputs method).
-type Decoder[R any] func(r *R, out map[string]any) error
-
-// TaskRef names a task of a family for the typed entry points (Run,
-// RunBatch, RunStream) that generated methods call.
-type TaskRef struct {
-	// Family is the family id.
-	Family string
-	// Task is the task id.
-	Task string
+// Loader is the optional capability of a backend that holds the model in
+// this process (*Client): load it now rather than on first use, and say
+// on which device and dtype it runs. Find it with a type assertion on the
+// interface: b.(client.Loader).
+type Loader interface {
+	Load() (device string, dtype tensor.DType, err error)
 }
+
+var (
+	_ Backend = (*Client)(nil)
+	_ Loader  = (*Client)(nil)
+)
+
+// Task is one task of a generated family bound to its Go params type P and
+// result type R: the generated methods are one-line calls of its methods.
+// It reads params in place, by reflection over the struct fields it
+// matched once (NewTask) to the task's inputs — no map is built to
+// validate, batch or send them — and decodes outputs into R's fields, one
+// per artifact in the task's order.
+type Task[P, R any] struct {
+	family   *spec.ModelInferenceSpec
+	spec     *spec.InferenceTaskProfile
+	rules    params.Rules
+	fields   []int // fields[i]: index in P of the field of input i
+	plain    reflect.Type
+	defaults func() P
+}
+
+// NewTask binds task index of family (the generated package's spec) to P
+// and R, and defaults to P's defaults (for JSON decoding). P must have one
+// field per input, tagged json:"<field id>"; R one field per artifact, in
+// order. It panics otherwise: it runs when a generated package is
+// initialised, from a spec that passed validation.
+func NewTask[P, R any](family *spec.ModelInferenceSpec, index int, defaults func() P) *Task[P, R] {
+	t := &Task[P, R]{family: family, spec: &family.Tasks[index], rules: params.MustCompile(&family.Tasks[index]), defaults: defaults}
+	pt := reflect.TypeFor[P]()
+	byID := map[string]int{}
+	var plain []reflect.StructField
+	for k := range pt.NumField() {
+		f := pt.Field(k)
+		byID[f.Tag.Get("json")] = k
+		plain = append(plain, reflect.StructField{Name: f.Name, Type: f.Type, Tag: f.Tag})
+	}
+	t.plain = reflect.StructOf(plain)
+	for i := range t.spec.Inputs {
+		k, ok := byID[t.spec.Inputs[i].FieldID]
+		if !ok {
+			panic(fmt.Sprintf("client: %s has no field tagged json:%q", pt, t.spec.Inputs[i].FieldID))
+		}
+		t.fields = append(t.fields, k)
+	}
+	if rt := reflect.TypeFor[R](); rt.NumField() != len(t.spec.Outputs) {
+		panic(fmt.Sprintf("client: %s has %d fields for %d artifacts", rt, rt.NumField(), len(t.spec.Outputs)))
+	}
+	return t
+}
+
+// Spec returns the task's spec.
+func (t *Task[P, R]) Spec() *spec.InferenceTaskProfile { return t.spec }
 
 // where prefixes errors of the typed entry points.
-func (t TaskRef) where() string { return t.Family + " " + t.Task }
+func (t *Task[P, R]) where() string { return t.family.ModelFamilyID + " " + t.spec.TaskID }
 
-// notNew is the error of a method called on a generated Client that New did
-// not create.
-func (t TaskRef) notNew() error { return fmt.Errorf("%s: client not created with New", t.where()) }
+// notNew is the error of a method called on a generated Client that no
+// constructor made.
+func (t *Task[P, R]) notNew() error {
+	return fmt.Errorf("%s: client not created with New", t.where())
+}
 
-// Run validates p, runs the task on c with the per-call options and decodes
-// its outputs: the body of every generated task method. An invalid p, a runtime failure or an output
-// that does not match the task's artifacts is an error, never a partial
-// result.
-func Run[R any](ctx context.Context, c Backend, t TaskRef, p Params, decode Decoder[R], opts ...CallOption) (*R, error) {
-	if err := p.Validate(); err != nil {
+// Validate checks every rule of the manifest on p and reports all
+// violations, each prefixed with its field path (the field id, and [i] for
+// list items), joined with errors.Join: the body of a generated Validate.
+func (t *Task[P, R]) Validate(p *P) error {
+	c := t.rules.Check()
+	v := reflect.ValueOf(p).Elem()
+	for i, k := range t.fields {
+		params.Value(&c, i, v.Field(k))
+	}
+	return c.Err()
+}
+
+// CallKwargs returns p's fields whose target is call_kwargs, keyed by field
+// id, in the engine's value form; unset optional fields are left out.
+func (t *Task[P, R]) CallKwargs(p *P) map[string]any {
+	return CallKwargs(t.spec, t.one(p), 0)
+}
+
+// LoadKwargs returns p's fields whose target is load_kwargs, as
+// CallKwargs does.
+func (t *Task[P, R]) LoadKwargs(p *P) map[string]any {
+	return LoadKwargs(t.spec, t.one(p), 0)
+}
+
+// DecodeJSON decodes params keyed by field id into p: absent keys keep
+// their defaults, unknown keys are an error, and so is a missing required
+// field (the body of a generated UnmarshalJSON).
+func (t *Task[P, R]) DecodeJSON(b []byte, p *P) error {
+	q := reflect.New(t.plain)
+	q.Elem().Set(reflect.ValueOf(t.defaults()).Convert(t.plain))
+	if err := t.rules.DecodeJSON(b, q.Interface()); err != nil {
+		return fmt.Errorf("%s params: %w", t.where(), err)
+	}
+	reflect.ValueOf(p).Elem().Set(q.Elem().Convert(reflect.TypeFor[P]()))
+	return nil
+}
+
+// Inputs returns ps as the Inputs of the task, read in place.
+func (t *Task[P, R]) Inputs(ps []P) Inputs { return paramsInputs[P]{fields: t.fields, ps: ps} }
+
+func (t *Task[P, R]) one(p *P) Inputs { return paramsInputs[P]{fields: t.fields, p: p} }
+
+// paramsInputs are generated params as Inputs: ps, or the one p.
+type paramsInputs[P any] struct {
+	fields []int
+	ps     []P
+	p      *P
+}
+
+func (in paramsInputs[P]) Len() int {
+	if in.p != nil {
+		return 1
+	}
+	return len(in.ps)
+}
+
+func (in paramsInputs[P]) Input(item, field int) any {
+	p := in.p
+	if p == nil {
+		p = &in.ps[item]
+	}
+	return engineField(reflect.ValueOf(p).Elem().Field(in.fields[field]))
+}
+
+// engineField returns a params field's value in the engine's value form,
+// nil when unset.
+func engineField(v reflect.Value) any {
+	switch v.Kind() {
+	case reflect.String:
+		return v.String()
+	case reflect.Int64:
+		return v.Int()
+	case reflect.Float64:
+		return v.Float()
+	case reflect.Bool:
+		return v.Bool()
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		if v.Type() == tensorType {
+			return v.Interface()
+		}
+		return engineField(v.Elem())
+	case reflect.Slice:
+		if v.IsNil() {
+			return nil
+		}
+		out := make([]any, v.Len())
+		for j := range out {
+			out[j] = engineField(v.Index(j))
+		}
+		return out
+	}
+	return v.Interface()
+}
+
+// Run validates p, runs the task on b and decodes its outputs into an R:
+// the body of every generated task method. An invalid p, a backend failure
+// or an output that does not match the task's artifacts is an error, never
+// a partial result.
+func (t *Task[P, R]) Run(ctx context.Context, b Backend, p *P, opts ...CallOption) (*R, error) {
+	if err := t.Validate(p); err != nil {
 		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), err)
 	}
-	if isNil(c) {
+	if isNil(b) {
 		return nil, t.notNew()
 	}
-	out, err := c.Run(ctx, t.Task, p.CallKwargs(), p.LoadKwargs(), opts...)
+	out, err := b.Call(ctx, t.spec, t.one(p), opts...)
 	if err != nil {
 		return nil, err
 	}
 	r := new(R)
-	if err := decode(r, out); err != nil {
+	if err := t.decode(r, out); err != nil {
 		return nil, fmt.Errorf("%s: %w", t.where(), err)
 	}
 	return r, nil
 }
 
-// BatchParams is what the generated params of a batchable task add to
-// Params, so that an in-process batch reads its items in place, without a
-// kwargs map per item.
-type BatchParams[P any] interface {
-	*P
-	Params
-	// StackedInput returns the j-th of the task's stacked inputs (call_kwargs
-	// inputs of kind tensor, image or video, in declaration order; see
-	// spec.InferenceFieldSpec.IsStacked), nil when unset.
-	StackedInput(j int) *tensor.Tensor
-	// BatchDiff returns the id of the first other call_kwargs input whose
-	// value differs between the params and q, "" when there is none: the
-	// items of a batch share those inputs.
-	BatchDiff(q *P) string
-}
-
 // RunBatch validates every item (all violations are reported with their
-// item index), runs the task over the items in batches (see
-// Client.RunBatch) and decodes each item's outputs: the body of every
-// generated <Task>Batch method. With batch.WithPerItemErrors, items that
-// failed on their own are nil and the error lists them.
+// item index), runs the task over the items on b (Backend.CallBatch) and
+// decodes each item's outputs: the body of every generated <Task>Batch
+// method. With batch.WithPerItemErrors, items that failed on their own are
+// nil and the error lists them.
 //
-// In-process, the items' tensors are copied straight into each forward
-// call's input buffer and every output is a view of the call's output:
-// nothing is allocated per item but what the results hold. Decoders must
-// not keep the map they are given.
-func RunBatch[P any, PP BatchParams[P], R any](ctx context.Context, c Backend, t TaskRef, ps []P, decode Decoder[R], opts ...batch.Option) ([]*R, error) {
-	if isNil(c) {
+// In-process, the items' tensors are copied straight from ps into each
+// forward call's input buffer and every output is a view of the call's
+// output: nothing is allocated per item but what the results hold.
+func (t *Task[P, R]) RunBatch(ctx context.Context, b Backend, ps []P, opts ...batch.Option) ([]*R, error) {
+	if isNil(b) {
 		return nil, t.notNew()
 	}
 	var errs []error
@@ -147,77 +285,52 @@ func RunBatch[P any, PP BatchParams[P], R any](ctx context.Context, c Backend, t
 		if err := checkEvery(ctx, i); err != nil {
 			return nil, fmt.Errorf("%s: stopped while validating item %d of %d: %w", t.where(), i, len(ps), err)
 		}
-		if err := PP(&ps[i]).Validate(); err != nil {
+		if err := t.Validate(&ps[i]); err != nil {
 			errs = append(errs, fmt.Errorf("item %d: %w", i, err))
 		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), errors.Join(errs...))
 	}
-	local, ok := c.(*Client)
-	if !ok {
-		items := make([]map[string]any, len(ps))
-		for i := range ps {
-			items[i] = PP(&ps[i]).CallKwargs()
-		}
-		outs, err := c.RunBatch(ctx, t.Task, items, opts...)
-		if outs == nil {
-			return nil, err
-		}
-		res := make([]*R, len(outs))
-		for i, out := range outs {
-			if out == nil {
-				continue
-			}
-			r := new(R)
-			if derr := decode(r, out); derr != nil {
-				return nil, fmt.Errorf("%s: item %d: %w", t.where(), i, derr)
-			}
-			res[i] = r
-		}
-		return res, err
-	}
-	task, err := local.spec.Task(t.Task)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", local.where(""), err)
-	}
-	var call map[string]any
-	if len(ps) > 0 {
-		call = PP(&ps[0]).CallKwargs()
-	}
-	items := typedItems(task, len(ps), call,
-		func(i, j int) *tensor.Tensor { return PP(&ps[i]).StackedInput(j) },
-		func(i int) string { return PP(&ps[i]).BatchDiff(&ps[0]) })
-	outs, err := local.runStacked(ctx, task, items, CallOptions{}, opts...)
-	if outs == nil {
-		return nil, err
-	}
-	res := make([]*R, len(outs))
-	rs := make([]R, len(outs))
-	m := make(map[string]any, len(task.Outputs))
-	for i, o := range outs {
-		if !o.ran() {
-			continue
-		}
-		o.fill(m)
-		if derr := decode(&rs[i], m); derr != nil {
-			return nil, fmt.Errorf("%s: item %d: %w", t.where(), i, derr)
+	res := make([]*R, len(ps))
+	rs := make([]R, len(ps))
+	got := 0
+	err := b.CallBatch(ctx, t.spec, t.Inputs(ps), func(i int, out map[string]any) error {
+		if err := t.decode(&rs[i], out); err != nil {
+			return fmt.Errorf("%s: item %d: %w", t.where(), i, err)
 		}
 		res[i] = &rs[i]
+		got++
+		return nil
+	}, opts...)
+	var itemErrs batch.ItemErrors
+	if err != nil && !errors.As(err, &itemErrs) || err == nil && got == 0 && len(ps) > 0 {
+		return nil, err // failed as a whole, or a rank of a sharded run that receives nothing
 	}
 	return res, err
 }
 
-// RunStream validates p and starts a realtime session of the task (see
-// Client.Stream): the body of every generated <Task>Stream method.
-func RunStream(ctx context.Context, c Backend, t TaskRef, p Params, opts ...stream.Option) (*stream.Session, error) {
-	if isNil(c) {
+// RunStream validates p and starts a realtime session of the task on b:
+// the body of every generated <Task>Stream method.
+func (t *Task[P, R]) RunStream(ctx context.Context, b Backend, p *P, opts ...stream.Option) (*stream.Session, error) {
+	if isNil(b) {
 		return nil, t.notNew()
 	}
-	if err := p.Validate(); err != nil {
+	if err := t.Validate(p); err != nil {
 		return nil, fmt.Errorf("%s: invalid params: %w", t.where(), err)
 	}
-	return c.Stream(ctx, t.Task, p.CallKwargs(), opts...)
+	return b.CallStream(ctx, t.spec, t.one(p), opts...)
+}
+
+// decode sets r's fields from the outputs, artifact by artifact.
+func (t *Task[P, R]) decode(r *R, out map[string]any) error {
+	v := reflect.ValueOf(r).Elem()
+	for i := range t.spec.Outputs {
+		if err := decodeArtifact(t.family, &t.spec.Outputs[i], out, v.Field(i).Addr().Interface()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkEvery is how often (in items) loops over a batch's items check their
@@ -235,8 +348,8 @@ func checkEvery(ctx context.Context, i int) error {
 	return ctx.Err()
 }
 
-// isNil reports whether b is nil or a nil pointer (the runtime of a
-// generated client that New did not create).
+// isNil reports whether b is nil or a nil pointer (the backend of a
+// generated client that no constructor made).
 func isNil(b Backend) bool {
 	if b == nil {
 		return true
@@ -245,40 +358,19 @@ func isNil(b Backend) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// Artifacts decodes a task's outputs into the fields of a generated result,
-// artifact by artifact (see Decode). It keeps the first error.
-type Artifacts struct {
-	out  map[string]any
-	spec *spec.ModelInferenceSpec
-	arts []spec.InferenceArtifactSpec
-	err  error
-}
-
-// NewArtifacts starts decoding the outputs of task index task of spec.
-func NewArtifacts(out map[string]any, spec *spec.ModelInferenceSpec, task int) Artifacts {
-	return Artifacts{out: out, spec: spec, arts: spec.Tasks[task].Outputs}
-}
-
-// Err returns the first problem found, or nil.
-func (o *Artifacts) Err() error { return o.err }
-
-// Decode sets *dst from artifact i of the task: dst is the result field of
-// the artifact's Go type (*tensor.Video, *tensor.Image,
-// *tensor.Embedding, *tensor.Tensor, string or *string for text,
-// json.RawMessage); a video plays at the family's VideoFPS. A required artifact the model did not return, or a
-// value the kind cannot hold, is an error naming the artifact; after the
-// first error Decode does nothing.
-func Decode[T any](o *Artifacts, i int, dst *T) {
-	if o.err != nil {
-		return
-	}
-	a := &o.arts[i]
-	v, ok := o.out[a.ArtifactID]
+// decodeArtifact sets *dst from artifact a of the outputs: dst points to
+// the result field of the artifact's Go type (*tensor.Video,
+// *tensor.Image, *tensor.Embedding, *tensor.Tensor, string or *string for
+// text, json.RawMessage); a video plays at the family's VideoFPS. A
+// required artifact the model did not return, or a value the kind cannot
+// hold, is an error naming the artifact.
+func decodeArtifact(family *spec.ModelInferenceSpec, a *spec.InferenceArtifactSpec, out map[string]any, dst any) error {
+	v, ok := out[a.ArtifactID]
 	if !ok || v == nil {
 		if a.Required {
-			o.err = fmt.Errorf("artifact %q: required, but the model returned none", a.ArtifactID)
+			return fmt.Errorf("artifact %q: required, but the model returned none", a.ArtifactID)
 		}
-		return
+		return nil
 	}
 	var err error
 	if t, ok := v.(*tensor.Tensor); ok && (a.Kind == spec.ArtifactImage || a.Kind == spec.ArtifactVideo) &&
@@ -286,13 +378,12 @@ func Decode[T any](o *Artifacts, i int, dst *T) {
 		// A picture the manifest declares in another layout, range or
 		// dtype becomes uint8 [H,W,C] first.
 		if v, err = pixels.Artifact(t, a); err != nil {
-			o.err = fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
-			return
+			return fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
 		}
 	}
-	switch d := any(dst).(type) {
+	switch d := dst.(type) {
 	case **tensor.Video:
-		*d, err = tensor.AsVideo(v, float64(o.spec.VideoFPS(a)))
+		*d, err = tensor.AsVideo(v, float64(family.VideoFPS(a)))
 	case **tensor.Image:
 		*d, err = tensor.AsImage(v)
 	case **tensor.Embedding:
@@ -312,6 +403,7 @@ func Decode[T any](o *Artifacts, i int, dst *T) {
 		err = fmt.Errorf("no decoding into %T", dst)
 	}
 	if err != nil {
-		o.err = fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
+		return fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
 	}
+	return nil
 }

@@ -16,12 +16,12 @@ import (
 
 // How a warm-up call ran (WarmupCall.Path).
 const (
-	// WarmupRun is one Client.Run of a task that is not batched.
+	// WarmupRun is one Client.Call of a task that is not batched.
 	WarmupRun = "run"
-	// WarmupBatch is one Client.RunBatch of WarmupCall.Size items: one
+	// WarmupBatch is one Client.CallBatch of WarmupCall.Size items: one
 	// forward call at that batch size.
 	WarmupBatch = "batch"
-	// WarmupStream is one chunk of a Client.Stream session.
+	// WarmupStream is one chunk of a Client.CallStream session.
 	WarmupStream = "stream"
 )
 
@@ -103,14 +103,14 @@ func (c *Client) Warmup(ctx context.Context, opts ...batch.Option) (WarmupReport
 // they cannot be made), in rounds of one call each — warmup.runs rounds,
 // by default as many as make MinWarmupCalls calls:
 //
-//   - a batchable task: RunBatch of n copies of the item at each size n of
+//   - a batchable task: CallBatch of n copies of the item at each size n of
 //     batch.Config.WarmupSizes — each pad size, or the max batch size alone
 //     when batching is invariant — so each is one forward call at that
 //     size; a batchable task without a batch dimension (batching.dim) also
-//     gets one Run, which calls its method unbatched;
-//   - a streaming task: one unpaced Stream session of WarmupStreamChunks
-//     chunks with every control off;
-//   - any other task: one Run.
+//     gets one Call, which calls its method unbatched;
+//   - a streaming task: one unpaced CallStream session of
+//     WarmupStreamChunks chunks with every control off;
+//   - any other task: one Call.
 func (c *Client) WarmupTask(ctx context.Context, taskID string, opts ...batch.Option) (WarmupReport, error) {
 	var rep WarmupReport
 	task, err := c.spec.Task(taskID)
@@ -143,7 +143,11 @@ func (c *Client) warmTask(ctx context.Context, task *spec.InferenceTaskProfile, 
 	fail := func(what string, err error) error {
 		return fmt.Errorf("%s: warm-up%s: %w", c.where(task.TaskID), what, err)
 	}
-	call, load, err := warmupKwargs(task)
+	ti, err := c.taskIndex(task)
+	if err != nil {
+		return fail("", err)
+	}
+	item, err := warmupKwargs(task)
 	if err != nil {
 		return fail("", err)
 	}
@@ -174,7 +178,7 @@ func (c *Client) warmTask(ctx context.Context, task *spec.InferenceTaskProfile, 
 	for r := range warmupRounds(task, len(sizes)) {
 		switch {
 		case task.Stream:
-			if err := c.warmStream(ctx, task, call, r, record); err != nil {
+			if err := c.warmStream(ctx, task, item, r, record); err != nil {
 				return fail(fmt.Sprintf(" (stream, run %d)", r), err)
 			}
 			continue
@@ -182,11 +186,10 @@ func (c *Client) warmTask(ctx context.Context, task *spec.InferenceTaskProfile, 
 			for _, n := range sizes {
 				items := make([]map[string]any, n)
 				for i := range items {
-					items[i] = call
+					items[i] = item
 				}
 				if err := record(WarmupCall{Path: WarmupBatch, Size: n, Run: r}, func() error {
-					_, err := c.RunBatch(ctx, task.TaskID, items, opts...)
-					return err
+					return c.callBatch(ctx, ti, task, Kwargs(task, items...), CallOptions{}, func(int, map[string]any) error { return nil }, opts...)
 				}); err != nil {
 					return fail(fmt.Sprintf(" (batch of %d, run %d)", n, r), err)
 				}
@@ -196,7 +199,7 @@ func (c *Client) warmTask(ctx context.Context, task *spec.InferenceTaskProfile, 
 			}
 		}
 		if err := record(WarmupCall{Path: WarmupRun, Run: r}, func() error {
-			_, err := c.Run(ctx, task.TaskID, call, load)
+			_, err := c.Call(ctx, task, Kwargs(task, item))
 			return err
 		}); err != nil {
 			return fail(fmt.Sprintf(" (run %d)", r), err)
@@ -227,8 +230,8 @@ func warmupRounds(task *spec.InferenceTaskProfile, sizes int) int {
 
 // warmStream runs one warm-up session of a streaming task, recording each
 // chunk as it arrives.
-func (c *Client) warmStream(ctx context.Context, task *spec.InferenceTaskProfile, call map[string]any, run int, record func(WarmupCall, func() error) error) error {
-	s, err := c.Stream(ctx, task.TaskID, call, stream.WithPacing(false), stream.WithMaxChunks(WarmupStreamChunks))
+func (c *Client) warmStream(ctx context.Context, task *spec.InferenceTaskProfile, item map[string]any, run int, record func(WarmupCall, func() error) error) error {
+	s, err := c.CallStream(ctx, task, Kwargs(task, item), stream.WithPacing(false), stream.WithMaxChunks(WarmupStreamChunks))
 	if err != nil {
 		return err
 	}
@@ -248,16 +251,16 @@ func (c *Client) warmStream(ctx context.Context, task *spec.InferenceTaskProfile
 	return nil
 }
 
-// warmupKwargs returns the call and load kwargs of one warm-up call of task
-// (of one item when it is batched): spec.InferenceTaskProfile.
+// warmupKwargs returns the inputs of one warm-up call of task (of one item
+// when it is batched) keyed by field id: spec.InferenceTaskProfile.
 // WarmupValues, each value checked against its field and in the form the
 // generated params give it.
-func warmupKwargs(task *spec.InferenceTaskProfile) (call, load map[string]any, err error) {
+func warmupKwargs(task *spec.InferenceTaskProfile) (map[string]any, error) {
 	values, ps := task.WarmupValues()
 	if len(ps) > 0 {
-		return nil, nil, errors.New(spec.JoinProblems(ps))
+		return nil, errors.New(spec.JoinProblems(ps))
 	}
-	call, load = map[string]any{}, map[string]any{}
+	item := map[string]any{}
 	for i := range task.Inputs {
 		f := &task.Inputs[i]
 		v, ok := values[f.FieldID]
@@ -267,7 +270,7 @@ func warmupKwargs(task *spec.InferenceTaskProfile) (call, load map[string]any, e
 		if !f.Kind.TensorLike() {
 			rules, err := params.CompileField(f)
 			if err != nil {
-				return nil, nil, fmt.Errorf("field %q: %w", f.FieldID, err)
+				return nil, fmt.Errorf("field %q: %w", f.FieldID, err)
 			}
 			nv, vs := rules.CheckValue(v)
 			if len(vs) > 0 {
@@ -275,17 +278,13 @@ func warmupKwargs(task *spec.InferenceTaskProfile) (call, load map[string]any, e
 				for j, x := range vs {
 					errs[j] = x
 				}
-				return nil, nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, errors.Join(errs...))
+				return nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, errors.Join(errs...))
 			}
 			if v, err = EngineValue(nv); err != nil {
-				return nil, nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, err)
+				return nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, err)
 			}
 		}
-		if f.Target == spec.TargetLoadKwargs {
-			load[f.FieldID] = v
-		} else {
-			call[f.FieldID] = v
-		}
+		item[f.FieldID] = v
 	}
-	return call, load, nil
+	return item, nil
 }

@@ -2,6 +2,7 @@ package params
 
 import (
 	"errors"
+	"reflect"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -160,4 +161,58 @@ func (f *Field) list(c *Check, isNil bool, n int) bool {
 	}
 	f.checkLen(c, n)
 	return true
+}
+
+var tensorType = reflect.TypeFor[*tensor.Tensor]()
+
+// Value checks field i's value held in a params struct field v, of the Go
+// type the generator gives the field's kind: string (or a choice type),
+// int64, float64 or bool, a pointer to one for an optional scalar, a slice
+// of one for a list, *tensor.Tensor or []*tensor.Tensor. It checks what the
+// function of the kind (String, OptString, Int, OptInt, Floats, Tensor, …)
+// checks: a generated Validate applies it to each field in turn.
+func Value(c *Check, i int, v reflect.Value) {
+	f := c.rules[i]
+	if v.Kind() == reflect.Pointer && v.Type() != tensorType {
+		if v.IsNil() {
+			return // an unset optional scalar
+		}
+		v = v.Elem()
+		if f.Kind == spec.KindString {
+			f.checkString(c, f.path, v.String(), true)
+			return
+		}
+	}
+	switch f.Kind {
+	case spec.KindString:
+		String(c, i, v.String())
+	case spec.KindInt:
+		f.checkInt(c, f.path, v.Int())
+	case spec.KindFloat:
+		f.checkFloat(c, f.path, v.Float())
+	case spec.KindBool:
+	case spec.KindTensor, spec.KindImage, spec.KindVideo:
+		Tensor(c, i, v.Interface().(*tensor.Tensor))
+	default:
+		if !f.list(c, v.IsNil(), v.Len()) {
+			return
+		}
+		for j := range v.Len() {
+			x := v.Index(j)
+			switch f.Kind {
+			case spec.KindStringList:
+				f.checkString(c, f.itemPath(j), x.String(), false)
+			case spec.KindIntList:
+				f.checkInt(c, f.itemPath(j), x.Int())
+			case spec.KindFloatList:
+				f.checkFloat(c, f.itemPath(j), x.Float())
+			case spec.KindTensorList:
+				if x.IsNil() {
+					c.add(violation(f.itemPath(j), "is nil"))
+					continue
+				}
+				f.checkTensor(c, f.itemPath(j), x.Interface().(*tensor.Tensor))
+			}
+		}
+	}
 }

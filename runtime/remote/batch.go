@@ -21,47 +21,46 @@ import (
 // batch).
 const requestBytes = 4 << 20
 
-// RunBatch runs a batchable task over many items on the server, as
-// client.Client.RunBatch does in-process, with the same results bit for
-// bit: the items go in batch requests (oip.BatchParameter) of whole
+// CallBatch runs a batchable task (a task of Spec) over the items of in on
+// the server, as client.Client.CallBatch does in-process, with the same
+// results bit for bit: the items go in batch requests (oip.BatchParameter) of whole
 // max-size batches, which the server runs through the batch executor — the
 // same batches, the same padding — so no answer depends on how the server
 // groups requests. Two requests are in flight at once. The outputs are in
 // input order.
 //
-// The items must stack as in-process (client.BatchKey: equal tensor dtypes
-// and shapes, equal other values); an item that does not is an error before
-// anything is sent. opts are checked as in-process (batch.NewConfig over the
-// task's batching settings): WithMaxBatchSize sets the batch size, WithStats
-// is called after every answered request, and with WithPerItemErrors an
-// item that failed on its own gets its own error while the others' outputs
-// are returned with a batch.ItemErrors. Any other failure, or ctx ending,
-// stops every request in flight and returns no outputs.
-func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error) {
-	task, err := c.spec.Task(taskID)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
-	}
+// The items must share forward calls as in-process (client.BatchConflict);
+// an item that does not is an error before anything is sent. opts are
+// checked as in-process (batch.NewConfig over the task's batching
+// settings): WithMaxBatchSize sets the batch size, WithStats is called
+// after every answered request, and with WithPerItemErrors an item that
+// failed on its own gets its own error while the others' outputs are
+// handed to each with a batch.ItemErrors. each is called once every
+// request is answered. Any other failure, or ctx ending, stops every
+// request in flight and hands no outputs.
+func (c *Client) CallBatch(ctx context.Context, task *spec.InferenceTaskProfile, in client.Inputs, each func(item int, out map[string]any) error, opts ...batch.Option) error {
 	all, err := batch.TaskOptions(task)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+		return fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	cfg, err := batch.NewConfig(append(all, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+		return fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
-	outs := make([]map[string]any, len(items))
-	if len(items) == 0 {
-		return outs, nil
+	n := in.Len()
+	if n == 0 {
+		return nil
 	}
-	if err := stackable(items); err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	stacked, err := stackable(task, in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
-	per := cfg.MaxBatchSize * max(1, requestBytes/max(1, itemBytes(items[0])*cfg.MaxBatchSize))
+	outs := make([]map[string]any, n)
+	per := cfg.MaxBatchSize * max(1, requestBytes/max(1, itemBytes(in, stacked)*cfg.MaxBatchSize))
 	type part struct{ from, to int }
 	var parts []part
-	for from := 0; from < len(items); from += per {
-		parts = append(parts, part{from, min(from+per, len(items))})
+	for from := 0; from < n; from += per {
+		parts = append(parts, part{from, min(from+per, n)})
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -79,7 +78,7 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 		go func() {
 			defer wg.Done()
 			for p := range jobs {
-				o, errs, err := c.runItems(ctx, task, items[p.from:p.to], cfg.PerItemErrors)
+				o, errs, err := c.runItems(ctx, task, in, stacked, p.from, p.to, cfg.PerItemErrors)
 				select {
 				case results <- done{p, o, errs, err}:
 				case <-ctx.Done():
@@ -100,18 +99,18 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 	}()
 	defer func() { cancel(); wg.Wait() }() // no request outlives RunBatch
 
-	st := batch.Stats{Items: len(items)}
+	st := batch.Stats{Items: n}
 	var itemErrs batch.ItemErrors
 	for range parts {
 		var d done
 		select {
 		case d = <-results:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: batch: stopped after %d of %d items: %w", c.where(task.TaskID), st.Done, st.Items, ctx.Err())
+			return fmt.Errorf("%s: batch: stopped after %d of %d items: %w", c.where(task.TaskID), st.Done, st.Items, ctx.Err())
 		}
 		if d.err != nil {
 			cancel()
-			return nil, fmt.Errorf("%s: items %d to %d: %w", c.where(task.TaskID), d.p.from, d.p.to-1, d.err)
+			return fmt.Errorf("%s: items %d to %d: %w", c.where(task.TaskID), d.p.from, d.p.to-1, d.err)
 		}
 		n := d.p.to - d.p.from
 		st.Calls += (n + cfg.MaxBatchSize - 1) / cfg.MaxBatchSize
@@ -126,29 +125,44 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 			cfg.OnStats(st)
 		}
 	}
-	if len(itemErrs) > 0 {
-		slices.SortFunc(itemErrs, func(a, b batch.ItemError) int { return a.Index - b.Index })
-		return outs, fmt.Errorf("%s: %w", c.where(task.TaskID), itemErrs)
-	}
-	return outs, nil
-}
-
-// runItems sends one batch request of items and returns their outputs.
-func (c *Client) runItems(ctx context.Context, task *spec.InferenceTaskProfile, items []map[string]any, perItem bool) ([]map[string]any, []oip.ItemError, error) {
-	call := make(map[string]any, len(items[0]))
-	for k, v := range items[0] {
-		call[k] = v
-	}
-	for k, v := range items[0] {
-		t, ok := v.(*tensor.Tensor)
-		if !ok {
+	for i, out := range outs {
+		if out == nil {
 			continue
 		}
-		data := make([]byte, 0, len(items)*len(t.Data))
-		for _, it := range items {
-			data = append(data, it[k].(*tensor.Tensor).Data...)
+		if err := each(i, out); err != nil {
+			return err
 		}
-		call[k] = &tensor.Tensor{DType: t.DType, Shape: append([]int64{int64(len(items))}, t.Shape...), Data: data}
+	}
+	if len(itemErrs) > 0 {
+		slices.SortFunc(itemErrs, func(a, b batch.ItemError) int { return a.Index - b.Index })
+		return fmt.Errorf("%s: %w", c.where(task.TaskID), itemErrs)
+	}
+	return nil
+}
+
+// RunBatch runs task taskID over items given as untyped call kwargs and
+// returns each item's outputs in input order (nil for an item that failed
+// on its own): CallBatch with them as Inputs (client.KwargsOf).
+func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error) {
+	task, in, err := c.kwargsInputs(ctx, taskID, items, nil)
+	if err != nil {
+		return nil, err
+	}
+	return client.CollectBatch(ctx, c, task, in, opts...)
+}
+
+// runItems sends one batch request of the items [from, to) of in and
+// returns their outputs: the stacked inputs stacked along a new leading
+// dimension, every other input item from's (which the others share).
+func (c *Client) runItems(ctx context.Context, task *spec.InferenceTaskProfile, in client.Inputs, stacked []int, from, to int, perItem bool) ([]map[string]any, []oip.ItemError, error) {
+	call := client.CallKwargs(task, in, from)
+	for _, f := range stacked {
+		t := in.Input(from, f).(*tensor.Tensor)
+		data := make([]byte, 0, (to-from)*len(t.Data))
+		for i := from; i < to; i++ {
+			data = append(data, in.Input(i, f).(*tensor.Tensor).Data...)
+		}
+		call[task.Inputs[f].FieldID] = &tensor.Tensor{DType: t.DType, Shape: append([]int64{int64(to - from)}, t.Shape...), Data: data}
 	}
 	req, err := c.inferRequest(task, call, nil)
 	if err != nil {
@@ -166,48 +180,36 @@ func (c *Client) runItems(ctx context.Context, task *spec.InferenceTaskProfile, 
 	if err != nil {
 		return nil, nil, err
 	}
-	outs, err := oip.DecodeBatchOutputs(task, resp.Outputs, len(items), failed)
+	outs, err := oip.DecodeBatchOutputs(task, resp.Outputs, to-from, failed)
 	return outs, failed, err
 }
 
 // stackable checks that the items can share forward calls, as the
-// in-process batch executor requires: their batch keys agree.
-func stackable(items []map[string]any) error {
-	first, err := client.BatchKey(items[0])
-	if err != nil {
-		return fmt.Errorf("item 0: %w", err)
-	}
-	if first == "" || !hasTensor(items[0]) {
-		return errors.New("item 0: no tensor kwarg to stack: the items would share one call")
-	}
-	for i := 1; i < len(items); i++ {
-		k, err := client.BatchKey(items[i])
-		if err != nil {
-			return fmt.Errorf("item %d: %w", i, err)
-		}
-		if k != first {
-			return fmt.Errorf("item %d: its inputs do not stack with item 0's: the items of a batch agree on their tensors' dtypes and shapes and on every other input", i)
+// in-process batch executor requires (client.BatchConflict), and returns
+// the stacked inputs: the task's stacked fields item 0 gives a tensor for.
+func stackable(task *spec.InferenceTaskProfile, in client.Inputs) ([]int, error) {
+	var stacked []int
+	for f := range task.Inputs {
+		if _, ok := in.Input(0, f).(*tensor.Tensor); ok && task.Inputs[f].IsStacked() {
+			stacked = append(stacked, f)
 		}
 	}
-	return nil
+	if len(stacked) == 0 {
+		return nil, errors.New("item 0: no tensor kwarg to stack: the items would share one call")
+	}
+	for i := 1; i < in.Len(); i++ {
+		if why := client.BatchConflict(task, in, i, in, 0); why != "" {
+			return nil, &client.BatchConflictError{Item: i, Reason: why}
+		}
+	}
+	return stacked, nil
 }
 
-func hasTensor(call map[string]any) bool {
-	for _, v := range call {
-		if _, ok := v.(*tensor.Tensor); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// itemBytes returns the tensor bytes of one item.
-func itemBytes(call map[string]any) int {
+// itemBytes returns the stacked tensor bytes of one item.
+func itemBytes(in client.Inputs, stacked []int) int {
 	n := 0
-	for _, v := range call {
-		if t, ok := v.(*tensor.Tensor); ok {
-			n += len(t.Data)
-		}
+	for _, f := range stacked {
+		n += len(in.Input(0, f).(*tensor.Tensor).Data)
 	}
 	return n
 }

@@ -1,10 +1,8 @@
 // Package remote runs a family's tasks on a server that speaks the Open
 // Inference Protocol (KServe v2) REST API, such as cmd/wfserve, and returns
 // their outputs in exactly the form the in-process runtime/client returns:
-// a Client implements client.Backend, so the typed entry points generated
-// methods call (client.Run, client.RunBatch, client.RunStream) work on it
-// unchanged, and a generated remote client differs from the in-process one
-// only in its constructor.
+// a Client is a client.Backend, so a generated Client made by NewRemote is
+// the same type, with the same methods, as one made by New.
 //
 // The mapping of fields and artifacts onto named tensors is package oip's.
 // Any OIP server that serves a model with the family's inputs works for Run
@@ -83,7 +81,8 @@ type Client struct {
 	spec    *spec.ModelInferenceSpec
 	base    *url.URL
 	model   string
-	variant string
+	variant string                     // the id requests name; "" for the server's default
+	vspec   *spec.InferenceVariantSpec // the variant, the family's default when none is named
 	token   string
 	http    *http.Client
 	tracer  trace.Tracer // WithTracerProvider; nil: the global provider
@@ -112,22 +111,28 @@ func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client
 			return nil, err
 		}
 	}
+	v, err := spec.Variant(c.variant)
+	if err != nil {
+		return nil, err
+	}
 	if c.variant != "" {
-		v, err := spec.Variant(c.variant)
-		if err != nil {
-			return nil, err
-		}
 		c.variant = v.VariantID
 	}
+	c.vspec = v
 	return c, nil
 }
 
 // Spec returns the client's family spec.
 func (c *Client) Spec() *spec.ModelInferenceSpec { return c.spec }
 
-// Variant returns the variant id requests name, or "" for the server's
-// default.
-func (c *Client) Variant() string { return c.variant }
+// Variant returns the variant the requests run: the one WithVariant named,
+// else the family's default, which a server runs when a request names
+// none.
+func (c *Client) Variant() *spec.InferenceVariantSpec { return c.vspec }
+
+// Close releases nothing the server holds (each call is a request); it is
+// there so that a Client is a client.Backend.
+func (c *Client) Close() error { return nil }
 
 // StatusError is an error answer of the server: its HTTP status and the
 // protocol error body's message. errors.Is matches context.DeadlineExceeded
@@ -269,23 +274,47 @@ func statusError(resp *http.Response) error {
 	return &StatusError{Status: resp.StatusCode, Message: e.Error}
 }
 
-// Run runs one task on the server with call and load kwargs and returns
-// the outputs keyed by artifact id, as client.Client.Run does: tensors as
-// *tensor.Tensor, text and json artifacts as strings. Errors name the
-// family, variant and task; the server's answer is a *StatusError.
+// Call runs one call of task (a task of Spec) with the one item of in on
+// the server and returns the outputs keyed by artifact id, as
+// client.Client.Call does: tensors as *tensor.Tensor, text and json
+// artifacts as strings. Errors name the family, variant and task; the
+// server's answer is a *StatusError.
 //
 // Per-call options are for in-process memory (client.WithOutputBuffer) and
 // have no effect on a request.
-func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any, _ ...client.CallOption) (map[string]any, error) {
-	task, err := c.spec.Task(taskID)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+func (c *Client) Call(ctx context.Context, task *spec.InferenceTaskProfile, in client.Inputs, _ ...client.CallOption) (map[string]any, error) {
+	if err := client.OneItem(in); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
-	out, err := c.run(ctx, task, call, load)
+	out, err := c.run(ctx, task, client.CallKwargs(task, in, 0), client.LoadKwargs(task, in, 0))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	return out, nil
+}
+
+// Run runs task taskID with untyped call and load kwargs keyed by field id:
+// Call with them as Inputs (client.KwargsOf).
+func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any, opts ...client.CallOption) (map[string]any, error) {
+	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, load)
+	if err != nil {
+		return nil, err
+	}
+	return c.Call(ctx, task, in, opts...)
+}
+
+// kwargsInputs resolves a task by id and returns untyped kwargs as its
+// Inputs, for Run, RunBatch and Stream.
+func (c *Client) kwargsInputs(ctx context.Context, taskID string, items []map[string]any, load map[string]any) (*spec.InferenceTaskProfile, client.Inputs, error) {
+	task, err := c.spec.Task(taskID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	in, err := client.KwargsOf(ctx, task, items, load)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	return task, in, nil
 }
 
 func (c *Client) run(ctx context.Context, task *spec.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {

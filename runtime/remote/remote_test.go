@@ -56,7 +56,7 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		t.Error("nil spec accepted")
 	}
 	rc, err := remote.New(spec, "http://h/", remote.WithVariant("latest"))
-	if err != nil || rc.Variant() != "v1" {
+	if err != nil || rc.Variant().VariantID != "v1" {
 		t.Errorf("alias: %v %v", rc, err)
 	}
 }

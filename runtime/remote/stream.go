@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 
@@ -21,8 +22,9 @@ import (
 // maxEventBytes bounds one Server-Sent Event (a chunk's frames as JSON).
 const maxEventBytes = 256 << 20
 
-// Stream starts a realtime session of a streaming task on the server and
-// returns it as a local *stream.Session, as client.Client.Stream does: its
+// CallStream starts a realtime session of a streaming task (a task of
+// Spec) with the one item of in on the server and returns it as a local
+// *stream.Session, as client.Client.CallStream does: its
 // chunks are the server's, in order, checked like local ones. The session's
 // options apply where the work is: pacing and the chunk limit are sent to
 // the server (which releases chunks at playback time; the local session
@@ -35,10 +37,9 @@ const maxEventBytes = 256 << 20
 // stopped Chunks loop whose context is cancelled), the chunk limit is
 // reached, or an error. Cancel ctx to release a session that is left
 // unfinished.
-func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
-	task, err := c.spec.Task(taskID)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile, in client.Inputs, opts ...stream.Option) (*stream.Session, error) {
+	if err := client.OneItem(in); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	if !task.Stream {
 		return nil, fmt.Errorf("%s: task is not a streaming task (stream: true)", c.where(task.TaskID))
@@ -53,7 +54,7 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 	if video == "" {
 		return nil, fmt.Errorf("%s: a streaming task needs a video artifact", c.where(task.TaskID))
 	}
-	req, err := c.request(task, call, nil)
+	req, err := c.request(task, client.CallKwargs(task, in, 0), nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
@@ -72,6 +73,16 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 	}
 	rs.local = sess
 	return sess, nil
+}
+
+// Stream starts a realtime session of task taskID with untyped call
+// kwargs: CallStream with them as Inputs (client.KwargsOf).
+func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
+	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.CallStream(ctx, task, in, opts...)
 }
 
 // remoteSession is the server side of a local session: the event stream

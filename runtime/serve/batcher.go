@@ -17,9 +17,12 @@ import (
 // batcher is the dynamic batcher of one batchable task of one variant:
 // concurrent requests are queued, and a single goroutine merges the queued
 // requests that can share a forward call into batches of up to the task's
-// max_batch_size, run through client.RunBatch (so padding, out-of-memory
-// splitting and per-item errors are the batch executor's) on one of the
-// variant's engine slots, and hands each request its own output or error.
+// max_batch_size, run through the client's CallBatch (so padding,
+// out-of-memory splitting and per-item errors are the batch executor's) on
+// one of the variant's engine slots, and hands each request its own output
+// or error. Which requests may share a forward call is the in-process
+// executor's rule, client.BatchConflict, over the requests' decoded
+// values.
 // A request whose context ends leaves the queue at once. The queue needs
 // no bound of its own: every request in it was admitted (Config.MaxQueue).
 type batcher struct {
@@ -45,8 +48,8 @@ type batcher struct {
 // pending is one queued request.
 type pending struct {
 	ctx     context.Context
-	call    map[string]any
-	key     string // requests with equal keys can share a forward call
+	call    map[string]any // the decoded call inputs, keyed by field id
+	in      client.Inputs  // call as the task's inputs
 	arrived time.Time
 	result  chan result // buffered: the batcher never blocks on it
 }
@@ -74,11 +77,7 @@ func (b *batcher) close() {
 // its error at once and takes the request out of the queue (a batch it
 // already joined still runs for the others).
 func (b *batcher) submit(ctx context.Context, call map[string]any) (map[string]any, error) {
-	key, err := client.BatchKey(call)
-	if err != nil {
-		return nil, err
-	}
-	p := &pending{ctx: ctx, call: call, key: key, arrived: time.Now(), result: make(chan result, 1)}
+	p := &pending{ctx: ctx, call: call, in: client.Kwargs(b.task, call), arrived: time.Now(), result: make(chan result, 1)}
 	b.mu.Lock()
 	select {
 	case <-b.stop:
@@ -128,8 +127,8 @@ func (b *batcher) loop() {
 	}
 }
 
-// next waits for the next batch: up to max queued requests sharing the
-// oldest one's key, once that group is full, its delay has passed, or
+// next waits for the next batch: up to max queued requests that may share
+// a forward call with the oldest one, once that group is full, its delay has passed, or
 // every request the server is working on is queued here (no other can
 // join).
 func (b *batcher) next() (run []*pending, stopped bool) {
@@ -165,12 +164,13 @@ func (b *batcher) next() (run []*pending, stopped bool) {
 	}
 }
 
-// group returns up to max queued requests with the oldest one's key; b.mu
-// is held.
+// group returns up to max queued requests that may share a forward call
+// with the oldest one (client.BatchConflict); b.mu is held.
 func (b *batcher) group() []*pending {
 	var g []*pending
+	first := b.waiting[0]
 	for _, p := range b.waiting {
-		if p.key == b.waiting[0].key {
+		if p == first || client.BatchConflict(b.task, p.in, 0, first.in, 0) == "" {
 			g = append(g, p)
 			if len(g) == b.max {
 				break
@@ -221,7 +221,7 @@ func (b *batcher) run(run []*pending) {
 	b.stats.batches.Add(1)
 	b.stats.batched.Add(int64(len(run)))
 	bctx, ran := batchStarted(ctx, run) // batch size, queue waits, spans (tracing.go)
-	outs, err := b.client.RunBatch(bctx, b.task.TaskID, items, batch.WithPerItemErrors())
+	outs, err := client.CollectBatch(bctx, b.client, b.task, client.Kwargs(b.task, items...), batch.WithPerItemErrors())
 	ran(err)
 	var itemErrs batch.ItemErrors
 	errors.As(err, &itemErrs)

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -154,7 +156,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 }
 
 // inferBatch answers a batch request (oip.BatchParameter): its items run
-// through client.RunBatch on one of the variant's engine slots — the
+// through the client's CallBatch on one of the variant's engine slots — the
 // batches and padding of the in-process batch executor, so each item's
 // answer is the in-process client's — never merged with other requests.
 func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.Context, rc *http.ResponseController, deadline time.Time, hold *holding, m *model, v *variant, task *spec.InferenceTaskProfile, req *oip.InferenceRequest, binary func(string) bool) {
@@ -190,7 +192,7 @@ func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.
 		opts = append(opts, batch.WithPerItemErrors())
 	}
 	out, err := onSlot(ctx, s, v, func() ([]map[string]any, error) {
-		return v.client.RunBatch(ctx, task.TaskID, items, opts...)
+		return client.CollectBatch(ctx, v.client, task, client.Kwargs(task, items...), opts...)
 	})
 	var itemErrs batch.ItemErrors
 	if out != nil && (err == nil || errors.As(err, &itemErrs)) {
@@ -359,15 +361,27 @@ func wantsStream(r *http.Request, req *oip.InferenceRequest, task *spec.Inferenc
 	return want, nil
 }
 
-// run runs one request: through the task's batcher when it has one, else
-// directly on one of its variant's engine slots.
+// run runs one request, its decoded inputs in call and load: through the
+// task's batcher when it has one, else directly on one of its variant's
+// engine slots.
 func (s *Server) run(ctx context.Context, v *variant, task *spec.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
-	if b := v.batchers[task.TaskID]; b != nil {
+	if b := v.batchers[task]; b != nil {
 		return b.submit(ctx, call)
 	}
 	return onSlot(ctx, s, v, func() (map[string]any, error) {
-		return v.client.Run(ctx, task.TaskID, call, load)
+		return v.client.Call(ctx, task, client.Kwargs(task, withLoad(call, load)))
 	})
+}
+
+// withLoad returns a request's call kwargs with its load kwargs, one map
+// keyed by field id (call itself when there are none).
+func withLoad(call, load map[string]any) map[string]any {
+	if len(load) == 0 {
+		return call
+	}
+	m := maps.Clone(call)
+	maps.Copy(m, load)
+	return m
 }
 
 // onSlot runs fn on one of v's engine slots and returns what it returns,

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/generated/tinyencoder"
+	"github.com/worldfoundry/wfgen/generated/tinyworld"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/remote"
@@ -29,7 +31,7 @@ func remoteClient(t testing.TB, s *started, name string, opts ...remote.Option) 
 
 // TestRemoteResultsEqualInProcess runs the same calls in-process and
 // through a server on loopback, with and without cross-request batching,
-// through the typed entry points the generated clients call: the results
+// through the generated Client over either backend (NewClient): the results
 // are identical, tensor for tensor — with tensors sent binary (the remote
 // client's default) and as JSON numbers (remote.WithJSONTensors).
 func TestRemoteResultsEqualInProcess(t *testing.T) {
@@ -45,34 +47,33 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 		s := start(t, serve.Config{Batching: batching, BatchDelay: 2 * time.Millisecond})
 		encRe := remoteClient(t, s, "tiny-encoder", append([]remote.Option{remote.WithVariant("default")}, opts...)...)
 		worldRe := remoteClient(t, s, "tiny-world", opts...)
-		var backends = []client.Backend{encIn, encRe}
+		encs := []*tinyencoder.Client{tinyencoder.NewClient(encIn), tinyencoder.NewClient(encRe)}
 
-		// Run, through client.Run with the generated decoding.
-		embed := client.TaskRef{Family: "tiny-encoder", Task: "embed"}
+		// One call.
 		for i := range 5 {
-			p := &embedParams{tokens: tokens(i, 6+i), normalize: i%2 == 0}
+			p := tinyencoder.EmbedParams{Tokens: tokens(i, 6+i), Normalize: i%2 == 0}
 			var got [2]*tensor.Embedding
-			for j, b := range backends {
-				r, err := client.Run(ctx, b, embed, p, decodeEmbedding(encIn.Spec()))
+			for j, c := range encs {
+				r, err := c.Embed(ctx, p)
 				if err != nil {
 					t.Fatalf("batching %v, backend %d: %v", batching, j, err)
 				}
-				got[j] = r
+				got[j] = r.Embedding
 			}
 			if !tensorsEqual(got[0].Vector, got[1].Vector) {
 				t.Errorf("batching %v item %d: in-process %v, remote %v", batching, i, got[0].Vector, got[1].Vector)
 			}
 		}
 
-		// RunBatch, 37 items (padding, several batches).
-		ps := make([]embedParams, 37)
+		// A batch, 37 items (padding, several batches).
+		ps := make([]tinyencoder.EmbedParams, 37)
 		for i := range ps {
-			ps[i] = embedParams{tokens: tokens(i, 6), normalize: true}
+			ps[i] = tinyencoder.EmbedParams{Tokens: tokens(i, 6), Normalize: true}
 		}
-		var res [2][]*tensor.Embedding
-		for j, b := range backends {
+		var res [2][]*tinyencoder.EmbedResult
+		for j, c := range encs {
 			var stats []batch.Stats
-			r, err := client.RunBatch(ctx, b, embed, ps, decodeEmbedding(encIn.Spec()), batch.WithStats(func(s batch.Stats) { stats = append(stats, s) }))
+			r, err := c.EmbedBatch(ctx, ps, batch.WithStats(func(s batch.Stats) { stats = append(stats, s) }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,34 +86,38 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 		// in-process run stacks 8 items, the server as many as arrived):
 		// equal within float32 rounding.
 		for i := range ps {
-			if d := maxDiff(t, res[0][i].Vector, res[1][i].Vector); d > 1e-6 {
+			if d := maxDiff(t, res[0][i].Embedding.Vector, res[1][i].Embedding.Vector); d > 1e-6 {
 				t.Errorf("batching %v batch item %d differs by %g", batching, i, d)
 			}
 		}
 
-		// A video task with defaults and an alias.
-		gen := client.TaskRef{Family: "tiny-world", Task: "text-to-video"}
-		wp := &worldParams{call: map[string]any{"prompt": "a lighthouse", "seed": int64(7), "num_frames": int64(13), "height": int64(16), "width": int64(48)}}
+		// A video task with defaults.
+		wp := tinyworld.DefaultGenerateParams()
+		wp.Prompt, wp.Seed, wp.NumFrames, wp.Height, wp.Width = "a lighthouse", 7, 13, 16, 48
 		var vids [2]*tensor.Video
 		for j, b := range []client.Backend{worldIn, worldRe} {
-			v, err := client.Run(ctx, b, gen, wp, decodeVideo(worldIn.Spec()))
+			r, err := tinyworld.NewClient(b).Generate(ctx, wp)
 			if err != nil {
 				t.Fatal(err)
 			}
-			vids[j] = v
+			vids[j] = r.Video
 		}
 		if !tensorsEqual(vids[0].Frames, vids[1].Frames) || vids[0].FPS != vids[1].FPS || vids[1].Frames.Shape[0] != 13 {
 			t.Errorf("video: in-process %v %v, remote %v %v", vids[0].Frames.Shape, vids[0].FPS, vids[1].Frames.Shape, vids[1].FPS)
 		}
 
-		// A stream task run once answers its first chunk, as in-process.
+		// A stream task run once answers its first chunk, as in-process
+		// (the untyped entry point, by task id).
 		out := [2]map[string]any{}
-		for j, b := range []client.Backend{worldIn, worldRe} {
-			o, err := b.Run(ctx, "step", map[string]any{"speed": 3.0}, nil)
+		for j, o := range []func() (map[string]any, error){
+			func() (map[string]any, error) { return worldIn.Run(ctx, "step", map[string]any{"speed": 3.0}, nil) },
+			func() (map[string]any, error) { return worldRe.Run(ctx, "step", map[string]any{"speed": 3.0}, nil) },
+		} {
+			m, err := o()
 			if err != nil {
 				t.Fatal(err)
 			}
-			out[j] = o
+			out[j] = m
 		}
 		if !tensorsEqual(out[0]["frames"].(*tensor.Tensor), out[1]["frames"].(*tensor.Tensor)) {
 			t.Error("first chunk of a stream task run once differs")
@@ -133,62 +138,6 @@ func remoteResultsEqualInProcess(t *testing.T, opts ...remote.Option) {
 		if md, err := encRe.Metadata(ctx); err != nil || md.Name != "tiny-encoder" {
 			t.Errorf("metadata %v %v", md, err)
 		}
-	}
-}
-
-// embedParams are the tiny encoder's params as a generated type gives them.
-type embedParams struct {
-	tokens    *tensor.Tensor
-	normalize bool
-}
-
-func (p *embedParams) Validate() error { return nil }
-func (p *embedParams) CallKwargs() map[string]any {
-	return map[string]any{"tokens": p.tokens, "normalize": p.normalize}
-}
-func (p *embedParams) LoadKwargs() map[string]any { return map[string]any{} }
-func (p *embedParams) StackedInput(j int) *tensor.Tensor {
-	if j == 0 {
-		return p.tokens
-	}
-	return nil
-}
-func (p *embedParams) BatchDiff(q *embedParams) string {
-	if p.normalize != q.normalize {
-		return "normalize"
-	}
-	return ""
-}
-
-// worldParams are untyped call kwargs as params.
-type worldParams struct{ call map[string]any }
-
-func (p *worldParams) Validate() error            { return nil }
-func (p *worldParams) CallKwargs() map[string]any { return p.call }
-func (p *worldParams) LoadKwargs() map[string]any { return map[string]any{} }
-
-// decodeEmbedding and decodeVideo decode as generated results do.
-func decodeEmbedding(spec *spec.ModelInferenceSpec) client.Decoder[tensor.Embedding] {
-	return func(r *tensor.Embedding, out map[string]any) error {
-		o := client.NewArtifacts(out, spec, 0)
-		var e *tensor.Embedding
-		client.Decode(&o, 0, &e)
-		if o.Err() == nil {
-			*r = *e
-		}
-		return o.Err()
-	}
-}
-
-func decodeVideo(spec *spec.ModelInferenceSpec) client.Decoder[tensor.Video] {
-	return func(r *tensor.Video, out map[string]any) error {
-		o := client.NewArtifacts(out, spec, 0)
-		var v *tensor.Video
-		client.Decode(&o, 0, &v)
-		if o.Err() == nil {
-			*r = *v
-		}
-		return o.Err()
 	}
 }
 

@@ -207,8 +207,8 @@ type variant struct {
 	client   *client.Client
 	loaded   atomic.Bool
 	loadErr  atomic.Pointer[error]
-	slots    slots               // engine calls at once (Config.MaxConcurrent)
-	batchers map[string]*batcher // by task id, batchable tasks only
+	slots    slots                                   // engine calls at once (Config.MaxConcurrent)
+	batchers map[*spec.InferenceTaskProfile]*batcher // batchable tasks only
 }
 
 // Server serves families over OIP; it is an http.Handler. Create it with
@@ -301,12 +301,12 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 			if err != nil {
 				return nil, err
 			}
-			v := &variant{id: vid, client: c, slots: newSlots(cfg.MaxConcurrent), batchers: map[string]*batcher{}}
+			v := &variant{id: vid, client: c, slots: newSlots(cfg.MaxConcurrent), batchers: map[*spec.InferenceTaskProfile]*batcher{}}
 			if cfg.Batching {
 				for j := range f.Spec.Tasks {
 					t := &f.Spec.Tasks[j]
 					if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-						v.batchers[t.TaskID] = newBatcher(c, t, v.slots, cfg.BatchDelay, &s.counters, s.active.Load)
+						v.batchers[t] = newBatcher(c, t, v.slots, cfg.BatchDelay, &s.counters, s.active.Load)
 					}
 				}
 			}

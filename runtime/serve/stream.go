@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 
@@ -90,7 +91,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.Respons
 		return v.slots.acquire(ctx)
 	}
 	opts = append(opts, stream.WithGate(gate))
-	sess, err := v.client.Stream(ctx, task.TaskID, call, opts...)
+	sess, err := v.client.CallStream(ctx, task, client.Kwargs(task, call), opts...)
 	if err != nil {
 		writeError(w, err)
 		return

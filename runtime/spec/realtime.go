@@ -78,10 +78,10 @@ func RealtimeSpecFromPayload(value any, fallback *RealtimeSpec) RealtimeSpec {
 	var m map[string]any
 	switch v := value.(type) {
 	case RealtimeSpec:
-		m = v.ToPayload()
+		return v.over(out)
 	case *RealtimeSpec:
 		if v != nil {
-			m = v.ToPayload()
+			return v.over(out)
 		}
 	case map[string]any:
 		m = v
@@ -111,6 +111,27 @@ func RealtimeSpecFromPayload(value any, fallback *RealtimeSpec) RealtimeSpec {
 	if b, ok := m["stateful"].(bool); ok {
 		out.Stateful = b
 	}
+	return out
+}
+
+// over returns r over out, field by field as a payload would set it: the
+// counts only when positive and at most 1<<20, the transport only when
+// not empty.
+func (r RealtimeSpec) over(out RealtimeSpec) RealtimeSpec {
+	if n, ok := positiveInt(r.FPS); ok {
+		out.FPS = n
+	}
+	if n, ok := positiveInt(r.FirstChunkFrames); ok {
+		out.FirstChunkFrames = n
+	}
+	if n, ok := positiveInt(r.SteadyChunkFrames); ok {
+		out.SteadyChunkFrames = n
+	}
+	out.Controls = slices.Clone(r.Controls)
+	if r.Transport != "" {
+		out.Transport = r.Transport
+	}
+	out.Stateful = r.Stateful
 	return out
 }
 

@@ -9,11 +9,9 @@ package goldenchoices
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
-	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -41,26 +39,26 @@ const (
 const DefaultVariant = VariantLarge
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant { return variantSet.Values() }
+func Variants() []Variant { return variants.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
+func ParseVariant(s string) (Variant, error) { return variants.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool { return variantSet.Valid(v) }
+func (v Variant) Valid() bool { return variants.Valid(v) }
 
 // String returns the variant id.
 func (v Variant) String() string { return string(v) }
 
 // MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
+func (v Variant) MarshalText() ([]byte, error) { return variants.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
+func (v *Variant) UnmarshalText(b []byte) error { return variants.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -78,25 +76,25 @@ const (
 const DefaultTask = TaskEdit
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task { return taskSet.Values() }
+func Tasks() []Task { return tasks.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
-func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
+func ParseTask(s string) (Task, error) { return tasks.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool { return taskSet.Valid(v) }
+func (v Task) Valid() bool { return tasks.Valid(v) }
 
 // String returns the task id.
 func (v Task) String() string { return string(v) }
 
 // MarshalText returns the task id; a value that is not one of the tasks is an
 // error.
-func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
+func (v Task) MarshalText() ([]byte, error) { return tasks.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
+func (v *Task) UnmarshalText(b []byte) error { return tasks.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -149,35 +147,35 @@ func Spec() *spec.ModelInferenceSpec {
 				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "scheduler",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "euler-a",
 						Choices: []string{"ddim", "euler-a", "1.5"},
 					},
 					{
 						FieldID: "sampler",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Choices: []string{"fast", "exact"},
 					},
 					{
 						FieldID:  "quality",
-						Kind:     "string",
-						Target:   "call_kwargs",
+						Kind:     spec.KindString,
+						Target:   spec.TargetCallKwargs,
 						Required: true,
 						Choices:  []string{"low", "high"},
 					},
 					{
 						FieldID: "styles",
-						Kind:    "string_list",
-						Target:  "call_kwargs",
+						Kind:    spec.KindStringList,
+						Target:  spec.TargetCallKwargs,
 						Default: []string{"photo"},
 						Choices: []string{"photo", "anime", "sketch"},
 					},
 					{
 						FieldID: "precision",
-						Kind:    "string",
-						Target:  "load_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetLoadKwargs,
 						Default: "float32",
 						Choices: []string{"float32", "bfloat16"},
 					},
@@ -185,7 +183,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "image",
-						Kind:       "image",
+						Kind:       spec.ArtifactImage,
 						Required:   true,
 					},
 				},
@@ -197,8 +195,8 @@ func Spec() *spec.ModelInferenceSpec {
 				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "mode",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "blend",
 						Choices: []string{"replace", "blend"},
 					},
@@ -206,7 +204,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "image",
-						Kind:       "image",
+						Kind:       spec.ArtifactImage,
 						Required:   true,
 					},
 				},
@@ -219,118 +217,57 @@ func Spec() *spec.ModelInferenceSpec {
 	}
 }
 
-// The family's spec, and the enum tables and field rules built from it that
-// the methods below apply.
+// The family's spec, and the enum tables and tasks built from it that the
+// methods below apply.
 var (
 	family                  = Spec()
-	variantSet              = enum.Variants[Variant](family)
-	taskSet                 = enum.Tasks[Task](family)
-	rulesGenerate           = params.MustCompile(&family.Tasks[0])
+	variants                = enum.Variants[Variant](family)
+	tasks                   = enum.Tasks[Task](family)
+	taskGenerate            = client.NewTask[GenerateParams, GenerateResult](family, 0, DefaultGenerateParams)
 	valuesGenerateScheduler = enum.Choices[GenerateScheduler](&family.Tasks[0].Inputs[0])
 	valuesGenerateSampler   = enum.Choices[GenerateSampler](&family.Tasks[0].Inputs[1])
 	valuesGenerateQuality   = enum.Choices[GenerateQuality](&family.Tasks[0].Inputs[2])
 	valuesGenerateStyles    = enum.Choices[GenerateStyles](&family.Tasks[0].Inputs[3])
 	valuesGeneratePrecision = enum.Choices[GeneratePrecision](&family.Tasks[0].Inputs[4])
-	rulesEdit               = params.MustCompile(&family.Tasks[1])
+	taskEdit                = client.NewTask[EditParams, EditResult](family, 1, DefaultEditParams)
 	valuesEditMode          = enum.Choices[EditMode](&family.Tasks[1].Inputs[0])
 )
 
-func init() {
-	spec.DefaultRegistry.MustRegister(Spec())
-}
+func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
-// Client runs the tasks of the family on one variant. It is safe for
-// concurrent use. Create it with New and release it with Close.
+// Client runs the tasks of the family on one variant, in this process (New) or
+// on a server that speaks the Open Inference Protocol (NewRemote): its
+// methods, params, results and errors are the same either way. Each method
+// validates its params first; an invalid params, a backend failure (such as no
+// linked engine) or an output that does not match the task's artifacts is an
+// error, never a partial result. It is safe for concurrent use; release it
+// with Close (Backend, Variant and Close are client.Family's).
 type Client struct {
-	rt *client.Client
+	client.Family[Variant]
 }
 
-// New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see package
-// runtime/client.
+// NewClient returns a client of the family over b, a backend of its spec: what
+// New and NewRemote make, or any other client.Backend.
+func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
+
+// New returns a client that runs the family in this process, through the
+// registered engine. Options select the variant (WithVariant), device, dtype
+// and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
-	rt, err := client.New(Spec(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rt: rt}, nil
+	return client.Open[Client](client.New(family, opts...))
 }
 
-// Runtime returns the untyped runtime client underneath (nil for a Client that
-// New did not create).
-func (c *Client) Runtime() *client.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
+// NewRemote returns a client that runs the family on the server at baseURL
+// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
+// of a model with the manifest's inputs. Options select the variant, a bearer
+// token and the HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
+	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
-
-// Variant returns the variant the client runs.
-func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
-
-// Close releases the client's model. It is safe to call more than once.
-func (c *Client) Close() error {
-	if c == nil || c.rt == nil {
-		return nil
-	}
-	return c.rt.Close()
-}
-
-// RemoteClient runs the tasks of the family on a server that speaks the Open
-// Inference Protocol (KServe v2): wfserve, or any server that serves a model
-// with the manifest's inputs. Its methods are the Client's, with the same
-// params, results and errors. It is safe for concurrent use.
-type RemoteClient struct {
-	rt *remote.Client
-}
-
-// NewRemote returns a client of the family's model at the server baseURL (such
-// as "http://host:8000"). Options select the variant, a bearer token and the
-// HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
-	rt, err := remote.New(Spec(), baseURL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RemoteClient{rt: rt}, nil
-}
-
-// Remote returns the untyped remote client underneath (nil for a RemoteClient
-// that NewRemote did not create).
-func (c *RemoteClient) Remote() *remote.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
-}
-
-// Variant returns the variant the client runs.
-func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
-
-// Close releases nothing the server holds (each call is a request); it is
-// there so that RemoteClient is a Runner.
-func (c *RemoteClient) Close() error { return nil }
-
-// Runner is what both clients of the family do: code written against it runs
-// the tasks in-process (Client, from New) or on a server (RemoteClient, from
-// NewRemote), by changing the constructor.
-type Runner interface {
-	// Generate runs task "generate".
-	Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error)
-	// Edit runs task "edit".
-	Edit(ctx context.Context, p EditParams, opts ...client.CallOption) (*EditResult, error)
-	// Close releases the client.
-	Close() error
-}
-
-var (
-	_ Runner = (*Client)(nil)
-	_ Runner = (*RemoteClient)(nil)
-)
 
 // GenerateScheduler holds the allowed values of field "scheduler" of task
 // "generate".
@@ -517,56 +454,20 @@ func DefaultGenerateParams() GenerateParams {
 	}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *GenerateParams) Validate() error {
-	c := rulesGenerate.Check()
-	params.String(&c, 0, p.Scheduler)
-	params.OptString(&c, 1, p.Sampler)
-	params.String(&c, 2, p.Quality)
-	params.Strings(&c, 3, p.Styles)
-	params.String(&c, 4, p.Precision)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *GenerateParams) Validate() error { return taskGenerate.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *GenerateParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 4)
-	kw["scheduler"] = string(p.Scheduler)
-	if p.Sampler != nil {
-		kw["sampler"] = string(*p.Sampler)
-	}
-	kw["quality"] = string(p.Quality)
-	if p.Styles != nil {
-		kw["styles"] = params.StringList(p.Styles)
-	}
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *GenerateParams) CallKwargs() map[string]any { return taskGenerate.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *GenerateParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 1)
-	kw["precision"] = string(p.Precision)
-	return kw
-}
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *GenerateParams) LoadKwargs() map[string]any { return taskGenerate.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultGenerateParams); unknown keys are an error, and so is a
-// missing required field.
-func (p *GenerateParams) UnmarshalJSON(b []byte) error {
-	type plain GenerateParams
-	q := plain(DefaultGenerateParams())
-	if err := rulesGenerate.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskGenerate, err)
-	}
-	*p = GenerateParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error, and so are missing required fields.
+func (p *GenerateParams) UnmarshalJSON(b []byte) error { return taskGenerate.DecodeJSON(b, p) }
 
 // GenerateResult holds the outputs of task "generate".
 type GenerateResult struct {
@@ -576,26 +477,10 @@ type GenerateResult struct {
 	Image *tensor.Image
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *GenerateResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 0)
-	client.Decode(&o, 0, &r.Image)
-	return o.Err()
-}
-
-// Generate runs task "generate" (Generate) on the client's variant. It
-// validates p first; an invalid p, a runtime failure (such as no linked
-// engine) or an output that does not match the task's artifacts is an error,
-// never a partial result. opts are per-call options such as
+// Generate runs task "generate" (Generate). opts are per-call options such as
 // client.WithOutputBuffer.
 func (c *Client) Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs, opts...)
-}
-
-// Generate runs task "generate" on the server, as Client.Generate does
-// in-process.
-func (c *RemoteClient) Generate(ctx context.Context, p GenerateParams, opts ...client.CallOption) (*GenerateResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "generate"}, &p, (*GenerateResult).fromOutputs, opts...)
+	return taskGenerate.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // EditMode holds the allowed values of field "mode" of task "edit".
@@ -641,40 +526,20 @@ func DefaultEditParams() EditParams {
 	}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *EditParams) Validate() error {
-	c := rulesEdit.Check()
-	params.String(&c, 0, p.Mode)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *EditParams) Validate() error { return taskEdit.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *EditParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 1)
-	kw["mode"] = string(p.Mode)
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *EditParams) CallKwargs() map[string]any { return taskEdit.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *EditParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *EditParams) LoadKwargs() map[string]any { return taskEdit.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultEditParams); unknown keys are an error.
-func (p *EditParams) UnmarshalJSON(b []byte) error {
-	type plain EditParams
-	q := plain(DefaultEditParams())
-	if err := rulesEdit.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEdit, err)
-	}
-	*p = EditParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *EditParams) UnmarshalJSON(b []byte) error { return taskEdit.DecodeJSON(b, p) }
 
 // EditResult holds the outputs of task "edit".
 type EditResult struct {
@@ -684,22 +549,8 @@ type EditResult struct {
 	Image *tensor.Image
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *EditResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 1)
-	client.Decode(&o, 0, &r.Image)
-	return o.Err()
-}
-
-// Edit runs task "edit" (Edit) on the client's variant. It validates p first;
-// an invalid p, a runtime failure (such as no linked engine) or an output that
-// does not match the task's artifacts is an error, never a partial result.
-// opts are per-call options such as client.WithOutputBuffer.
+// Edit runs task "edit" (Edit). opts are per-call options such as
+// client.WithOutputBuffer.
 func (c *Client) Edit(ctx context.Context, p EditParams, opts ...client.CallOption) (*EditResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "edit"}, &p, (*EditResult).fromOutputs, opts...)
-}
-
-// Edit runs task "edit" on the server, as Client.Edit does in-process.
-func (c *RemoteClient) Edit(ctx context.Context, p EditParams, opts ...client.CallOption) (*EditResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "edit"}, &p, (*EditResult).fromOutputs, opts...)
+	return taskEdit.Run(ctx, c.Backend(), &p, opts...)
 }

@@ -19,11 +19,9 @@ package goldenescapes
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
-	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 )
@@ -46,26 +44,26 @@ const (
 const DefaultVariant = VariantDefault
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant { return variantSet.Values() }
+func Variants() []Variant { return variants.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
+func ParseVariant(s string) (Variant, error) { return variants.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool { return variantSet.Valid(v) }
+func (v Variant) Valid() bool { return variants.Valid(v) }
 
 // String returns the variant id.
 func (v Variant) String() string { return string(v) }
 
 // MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
+func (v Variant) MarshalText() ([]byte, error) { return variants.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
+func (v *Variant) UnmarshalText(b []byte) error { return variants.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -81,25 +79,25 @@ const (
 const DefaultTask = TaskRun
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task { return taskSet.Values() }
+func Tasks() []Task { return tasks.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
-func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
+func ParseTask(s string) (Task, error) { return tasks.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool { return taskSet.Valid(v) }
+func (v Task) Valid() bool { return tasks.Valid(v) }
 
 // String returns the task id.
 func (v Task) String() string { return string(v) }
 
 // MarshalText returns the task id; a value that is not one of the tasks is an
 // error.
-func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
+func (v Task) MarshalText() ([]byte, error) { return tasks.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
+func (v *Task) UnmarshalText(b []byte) error { return tasks.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -123,16 +121,16 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:     "text",
 						Label:       "Text */ with a bell \a, a NUL \x00 and a BOM \ufeff",
-						Kind:        "string",
-						Target:      "call_kwargs",
+						Kind:        spec.KindString,
+						Target:      spec.TargetCallKwargs,
 						Default:     "default with \"quotes\", `ticks`, */ and \\ backslash\nand a newline",
 						Description: "A description with `backticks`, */, /* and\nnewlines.",
 						Pattern:     "^[^<]*$",
 					},
 					{
 						FieldID: "mode",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "50%",
 						Choices: []string{"a\"b", "50%", "x`y", "*/"},
 					},
@@ -140,7 +138,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "out",
-						Kind:        "text",
+						Kind:        spec.ArtifactText,
 						Required:    true,
 						Description: "Output */ with `ticks`.",
 					},
@@ -155,110 +153,51 @@ func Spec() *spec.ModelInferenceSpec {
 	}
 }
 
-// The family's spec, and the enum tables and field rules built from it that
-// the methods below apply.
+// The family's spec, and the enum tables and tasks built from it that the
+// methods below apply.
 var (
 	family        = Spec()
-	variantSet    = enum.Variants[Variant](family)
-	taskSet       = enum.Tasks[Task](family)
-	rulesRun      = params.MustCompile(&family.Tasks[0])
+	variants      = enum.Variants[Variant](family)
+	tasks         = enum.Tasks[Task](family)
+	taskRun       = client.NewTask[RunParams, RunResult](family, 0, DefaultRunParams)
 	valuesRunMode = enum.Choices[RunMode](&family.Tasks[0].Inputs[1])
 )
 
-func init() {
-	spec.DefaultRegistry.MustRegister(Spec())
-}
+func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
-// Client runs the tasks of the family on one variant. It is safe for
-// concurrent use. Create it with New and release it with Close.
+// Client runs the tasks of the family on one variant, in this process (New) or
+// on a server that speaks the Open Inference Protocol (NewRemote): its
+// methods, params, results and errors are the same either way. Each method
+// validates its params first; an invalid params, a backend failure (such as no
+// linked engine) or an output that does not match the task's artifacts is an
+// error, never a partial result. It is safe for concurrent use; release it
+// with Close (Backend, Variant and Close are client.Family's).
 type Client struct {
-	rt *client.Client
+	client.Family[Variant]
 }
 
-// New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see package
-// runtime/client.
+// NewClient returns a client of the family over b, a backend of its spec: what
+// New and NewRemote make, or any other client.Backend.
+func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
+
+// New returns a client that runs the family in this process, through the
+// registered engine. Options select the variant (WithVariant), device, dtype
+// and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
-	rt, err := client.New(Spec(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rt: rt}, nil
+	return client.Open[Client](client.New(family, opts...))
 }
 
-// Runtime returns the untyped runtime client underneath (nil for a Client that
-// New did not create).
-func (c *Client) Runtime() *client.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
+// NewRemote returns a client that runs the family on the server at baseURL
+// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
+// of a model with the manifest's inputs. Options select the variant, a bearer
+// token and the HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
+	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
-
-// Variant returns the variant the client runs.
-func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
-
-// Close releases the client's model. It is safe to call more than once.
-func (c *Client) Close() error {
-	if c == nil || c.rt == nil {
-		return nil
-	}
-	return c.rt.Close()
-}
-
-// RemoteClient runs the tasks of the family on a server that speaks the Open
-// Inference Protocol (KServe v2): wfserve, or any server that serves a model
-// with the manifest's inputs. Its methods are the Client's, with the same
-// params, results and errors. It is safe for concurrent use.
-type RemoteClient struct {
-	rt *remote.Client
-}
-
-// NewRemote returns a client of the family's model at the server baseURL (such
-// as "http://host:8000"). Options select the variant, a bearer token and the
-// HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
-	rt, err := remote.New(Spec(), baseURL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RemoteClient{rt: rt}, nil
-}
-
-// Remote returns the untyped remote client underneath (nil for a RemoteClient
-// that NewRemote did not create).
-func (c *RemoteClient) Remote() *remote.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
-}
-
-// Variant returns the variant the client runs.
-func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
-
-// Close releases nothing the server holds (each call is a request); it is
-// there so that RemoteClient is a Runner.
-func (c *RemoteClient) Close() error { return nil }
-
-// Runner is what both clients of the family do: code written against it runs
-// the tasks in-process (Client, from New) or on a server (RemoteClient, from
-// NewRemote), by changing the constructor.
-type Runner interface {
-	// Run runs task "run".
-	Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error)
-	// Close releases the client.
-	Close() error
-}
-
-var (
-	_ Runner = (*Client)(nil)
-	_ Runner = (*RemoteClient)(nil)
-)
 
 // RunMode holds the allowed values of field "mode" of task "run".
 type RunMode string
@@ -322,42 +261,20 @@ func DefaultRunParams() RunParams {
 	}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *RunParams) Validate() error {
-	c := rulesRun.Check()
-	params.String(&c, 0, p.Text)
-	params.String(&c, 1, p.Mode)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *RunParams) Validate() error { return taskRun.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *RunParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 2)
-	kw["text"] = p.Text
-	kw["mode"] = string(p.Mode)
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *RunParams) CallKwargs() map[string]any { return taskRun.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *RunParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *RunParams) LoadKwargs() map[string]any { return taskRun.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultRunParams); unknown keys are an error.
-func (p *RunParams) UnmarshalJSON(b []byte) error {
-	type plain RunParams
-	q := plain(DefaultRunParams())
-	if err := rulesRun.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskRun, err)
-	}
-	*p = RunParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *RunParams) UnmarshalJSON(b []byte) error { return taskRun.DecodeJSON(b, p) }
 
 // RunResult holds the outputs of task "run".
 type RunResult struct {
@@ -369,22 +286,8 @@ type RunResult struct {
 	Out string
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *RunResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 0)
-	client.Decode(&o, 0, &r.Out)
-	return o.Err()
-}
-
-// Run runs task "run" (Run: DO NOT EDIT) on the client's variant. It validates
-// p first; an invalid p, a runtime failure (such as no linked engine) or an
-// output that does not match the task's artifacts is an error, never a partial
-// result. opts are per-call options such as client.WithOutputBuffer.
+// Run runs task "run" (Run: DO NOT EDIT). opts are per-call options such as
+// client.WithOutputBuffer.
 func (c *Client) Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs, opts...)
-}
-
-// Run runs task "run" on the server, as Client.Run does in-process.
-func (c *RemoteClient) Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs, opts...)
+	return taskRun.Run(ctx, c.Backend(), &p, opts...)
 }

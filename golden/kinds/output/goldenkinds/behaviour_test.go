@@ -13,7 +13,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/worldfoundry/wfgen/runtime/batch"
+	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/stream"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
@@ -181,6 +185,23 @@ func TestKwargsSplitByTarget(t *testing.T) {
 	}
 }
 
+// outputsBackend answers every call with its outputs: a client.Backend
+// that NewClient runs the typed methods on, without an engine or server.
+type outputsBackend struct{ out map[string]any }
+
+func (outputsBackend) Spec() *spec.ModelInferenceSpec      { return Spec() }
+func (outputsBackend) Variant() *spec.InferenceVariantSpec { return &Spec().Variants[0] }
+func (b outputsBackend) Call(context.Context, *spec.InferenceTaskProfile, client.Inputs, ...client.CallOption) (map[string]any, error) {
+	return b.out, nil
+}
+func (outputsBackend) CallBatch(context.Context, *spec.InferenceTaskProfile, client.Inputs, func(int, map[string]any) error, ...batch.Option) error {
+	return errors.New("no batches")
+}
+func (outputsBackend) CallStream(context.Context, *spec.InferenceTaskProfile, client.Inputs, ...stream.Option) (*stream.Session, error) {
+	return nil, errors.New("no streams")
+}
+func (outputsBackend) Close() error { return nil }
+
 func TestResultFromOutputs(t *testing.T) {
 	out := map[string]any{
 		"video":     tensor.FromUint8(make([]uint8, 2*4*4*3), 2, 4, 4, 3),
@@ -190,8 +211,10 @@ func TestResultFromOutputs(t *testing.T) {
 		"caption":   "a cat",
 		"meta":      map[string]any{"k": "v"},
 	}
-	var r RunResult
-	if err := r.fromOutputs(out); err != nil {
+	ctx := context.Background()
+	c := NewClient(outputsBackend{out})
+	r, err := c.Run(ctx, validParams())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Video == nil || r.Video.Frames != out["video"] || r.Poster == nil || r.Embedding == nil || r.Logits != out["logits"] {
@@ -202,12 +225,12 @@ func TestResultFromOutputs(t *testing.T) {
 	}
 
 	delete(out, "caption")
-	if err := new(RunResult).fromOutputs(out); err == nil || err.Error() != `artifact "caption": required, but the model returned none` {
+	if _, err := c.Run(ctx, validParams()); err == nil || err.Error() != `golden-kinds run: artifact "caption": required, but the model returned none` {
 		t.Errorf("missing required artifact: %v", err)
 	}
 	out["caption"] = "c"
 	out["video"] = tensor.FromFloat32([]float32{1}, 1)
-	if err := new(RunResult).fromOutputs(out); err == nil || !strings.HasPrefix(err.Error(), `artifact "video": video: want uint8`) {
+	if _, err := c.Run(ctx, validParams()); err == nil || !strings.HasPrefix(err.Error(), `golden-kinds run: artifact "video": video: want uint8`) {
 		t.Errorf("wrong video: %v", err)
 	}
 }

@@ -12,12 +12,10 @@ package goldenkinds
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	stdimage "image"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
-	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -41,26 +39,26 @@ const (
 const DefaultVariant = VariantDefault
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant { return variantSet.Values() }
+func Variants() []Variant { return variants.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
+func ParseVariant(s string) (Variant, error) { return variants.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool { return variantSet.Valid(v) }
+func (v Variant) Valid() bool { return variants.Valid(v) }
 
 // String returns the variant id.
 func (v Variant) String() string { return string(v) }
 
 // MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
+func (v Variant) MarshalText() ([]byte, error) { return variants.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
+func (v *Variant) UnmarshalText(b []byte) error { return variants.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -78,25 +76,25 @@ const (
 const DefaultTask = TaskRun
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task { return taskSet.Values() }
+func Tasks() []Task { return tasks.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
-func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
+func ParseTask(s string) (Task, error) { return tasks.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool { return taskSet.Valid(v) }
+func (v Task) Valid() bool { return tasks.Valid(v) }
 
 // String returns the task id.
 func (v Task) String() string { return string(v) }
 
 // MarshalText returns the task id; a value that is not one of the tasks is an
 // error.
-func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
+func (v Task) MarshalText() ([]byte, error) { return tasks.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
+func (v *Task) UnmarshalText(b []byte) error { return tasks.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -142,8 +140,8 @@ func Spec() *spec.ModelInferenceSpec {
 					{
 						FieldID:   "prompt",
 						Label:     "Prompt",
-						Kind:      "string",
-						Target:    "call_kwargs",
+						Kind:      spec.KindString,
+						Target:    spec.TargetCallKwargs,
 						Required:  true,
 						MinLength: new(1),
 						MaxLength: new(200),
@@ -151,27 +149,27 @@ func Spec() *spec.ModelInferenceSpec {
 					},
 					{
 						FieldID: "style",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "plain",
 					},
 					{
 						FieldID: "note",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 					},
 					{
 						FieldID:  "count",
-						Kind:     "int",
-						Target:   "call_kwargs",
+						Kind:     spec.KindInt,
+						Target:   spec.TargetCallKwargs,
 						Required: true,
 						Minimum:  new(spec.Number("1")),
 						Maximum:  new(spec.Number("10")),
 					},
 					{
 						FieldID:    "num_frames",
-						Kind:       "int",
-						Target:     "call_kwargs",
+						Kind:       spec.KindInt,
+						Target:     spec.TargetCallKwargs,
 						Default:    int64(17),
 						Minimum:    new(spec.Number("1")),
 						Maximum:    new(spec.Number("257")),
@@ -180,68 +178,68 @@ func Spec() *spec.ModelInferenceSpec {
 					},
 					{
 						FieldID:    "height",
-						Kind:       "int",
-						Target:     "call_kwargs",
+						Kind:       spec.KindInt,
+						Target:     spec.TargetCallKwargs,
 						Default:    int64(64),
 						MultipleOf: new(int64(16)),
 					},
 					{
 						FieldID: "seed",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Minimum: new(spec.Number("0")),
 					},
 					{
 						FieldID: "guidance",
-						Kind:    "float",
-						Target:  "call_kwargs",
+						Kind:    spec.KindFloat,
+						Target:  spec.TargetCallKwargs,
 						Default: 7.5,
 						Minimum: new(spec.Number("0")),
 						Maximum: new(spec.Number("20")),
 					},
 					{
 						FieldID: "strength",
-						Kind:    "float",
-						Target:  "call_kwargs",
+						Kind:    spec.KindFloat,
+						Target:  spec.TargetCallKwargs,
 						Minimum: new(spec.Number("0.25")),
 					},
 					{
 						FieldID:  "ratio",
-						Kind:     "float",
-						Target:   "call_kwargs",
+						Kind:     spec.KindFloat,
+						Target:   spec.TargetCallKwargs,
 						Required: true,
 					},
 					{
 						FieldID: "enabled",
-						Kind:    "bool",
-						Target:  "call_kwargs",
+						Kind:    spec.KindBool,
+						Target:  spec.TargetCallKwargs,
 						Default: true,
 					},
 					{
 						FieldID: "verbose",
-						Kind:    "bool",
-						Target:  "call_kwargs",
+						Kind:    spec.KindBool,
+						Target:  spec.TargetCallKwargs,
 					},
 					{
 						FieldID: "latents",
-						Kind:    "tensor",
-						Target:  "call_kwargs",
+						Kind:    spec.KindTensor,
+						Target:  spec.TargetCallKwargs,
 					},
 					{
 						FieldID:  "image",
-						Kind:     "image",
-						Target:   "call_kwargs",
+						Kind:     spec.KindImage,
+						Target:   spec.TargetCallKwargs,
 						Required: true,
 					},
 					{
 						FieldID: "clip",
-						Kind:    "video",
-						Target:  "call_kwargs",
+						Kind:    spec.KindVideo,
+						Target:  spec.TargetCallKwargs,
 					},
 					{
 						FieldID:   "tags",
-						Kind:      "string_list",
-						Target:    "call_kwargs",
+						Kind:      spec.KindStringList,
+						Target:    spec.TargetCallKwargs,
 						Default:   []string{"a", "b"},
 						MinLength: new(1),
 						MaxLength: new(4),
@@ -249,75 +247,75 @@ func Spec() *spec.ModelInferenceSpec {
 					},
 					{
 						FieldID:    "sizes",
-						Kind:       "int_list",
-						Target:     "call_kwargs",
+						Kind:       spec.KindIntList,
+						Target:     spec.TargetCallKwargs,
 						Default:    []int64{16, 32},
 						Minimum:    new(spec.Number("16")),
 						MultipleOf: new(int64(16)),
 					},
 					{
 						FieldID: "weights",
-						Kind:    "float_list",
-						Target:  "call_kwargs",
+						Kind:    spec.KindFloatList,
+						Target:  spec.TargetCallKwargs,
 						Maximum: new(spec.Number("1")),
 					},
 					{
 						FieldID: "mask",
-						Kind:    "bool_list",
-						Target:  "call_kwargs",
+						Kind:    spec.KindBoolList,
+						Target:  spec.TargetCallKwargs,
 						Default: []bool{true, false},
 					},
 					{
 						FieldID:   "frames",
-						Kind:      "tensor_list",
-						Target:    "call_kwargs",
+						Kind:      spec.KindTensorList,
+						Target:    spec.TargetCallKwargs,
 						MaxLength: new(8),
 					},
 					{
 						FieldID: "threads",
-						Kind:    "int",
-						Target:  "load_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetLoadKwargs,
 						Default: int64(1),
 						Minimum: new(spec.Number("1")),
 					},
 					{
 						FieldID: "device_map",
-						Kind:    "string",
-						Target:  "load_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetLoadKwargs,
 					},
 				},
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID:  "video",
-						Kind:        "video",
+						Kind:        spec.ArtifactVideo,
 						Required:    true,
 						Preview:     true,
 						Description: "The clip.",
 					},
 					{
 						ArtifactID: "poster",
-						Kind:       "image",
+						Kind:       spec.ArtifactImage,
 					},
 					{
 						ArtifactID: "embedding",
-						Kind:       "embedding",
+						Kind:       spec.ArtifactEmbedding,
 					},
 					{
 						ArtifactID: "logits",
-						Kind:       "tensor",
+						Kind:       spec.ArtifactTensor,
 					},
 					{
 						ArtifactID: "caption",
-						Kind:       "text",
+						Kind:       spec.ArtifactText,
 						Required:   true,
 					},
 					{
 						ArtifactID: "summary",
-						Kind:       "text",
+						Kind:       spec.ArtifactText,
 					},
 					{
 						ArtifactID: "meta",
-						Kind:       "json",
+						Kind:       spec.ArtifactJSON,
 					},
 				},
 				DefaultCallKwargs: map[string]any{
@@ -332,7 +330,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "text",
-						Kind:       "text",
+						Kind:       spec.ArtifactText,
 					},
 				},
 			},
@@ -343,112 +341,51 @@ func Spec() *spec.ModelInferenceSpec {
 	}
 }
 
-// The family's spec, and the enum tables and field rules built from it that
-// the methods below apply.
+// The family's spec, and the enum tables and tasks built from it that the
+// methods below apply.
 var (
-	family     = Spec()
-	variantSet = enum.Variants[Variant](family)
-	taskSet    = enum.Tasks[Task](family)
-	rulesRun   = params.MustCompile(&family.Tasks[0])
-	rulesNoop  = params.MustCompile(&family.Tasks[1])
+	family   = Spec()
+	variants = enum.Variants[Variant](family)
+	tasks    = enum.Tasks[Task](family)
+	taskRun  = client.NewTask[RunParams, RunResult](family, 0, DefaultRunParams)
+	taskNoop = client.NewTask[NoopParams, NoopResult](family, 1, DefaultNoopParams)
 )
 
-func init() {
-	spec.DefaultRegistry.MustRegister(Spec())
-}
+func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
-// Client runs the tasks of the family on one variant. It is safe for
-// concurrent use. Create it with New and release it with Close.
+// Client runs the tasks of the family on one variant, in this process (New) or
+// on a server that speaks the Open Inference Protocol (NewRemote): its
+// methods, params, results and errors are the same either way. Each method
+// validates its params first; an invalid params, a backend failure (such as no
+// linked engine) or an output that does not match the task's artifacts is an
+// error, never a partial result. It is safe for concurrent use; release it
+// with Close (Backend, Variant and Close are client.Family's).
 type Client struct {
-	rt *client.Client
+	client.Family[Variant]
 }
 
-// New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see package
-// runtime/client.
+// NewClient returns a client of the family over b, a backend of its spec: what
+// New and NewRemote make, or any other client.Backend.
+func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
+
+// New returns a client that runs the family in this process, through the
+// registered engine. Options select the variant (WithVariant), device, dtype
+// and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
-	rt, err := client.New(Spec(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rt: rt}, nil
+	return client.Open[Client](client.New(family, opts...))
 }
 
-// Runtime returns the untyped runtime client underneath (nil for a Client that
-// New did not create).
-func (c *Client) Runtime() *client.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
+// NewRemote returns a client that runs the family on the server at baseURL
+// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
+// of a model with the manifest's inputs. Options select the variant, a bearer
+// token and the HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
+	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
-
-// Variant returns the variant the client runs.
-func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
-
-// Close releases the client's model. It is safe to call more than once.
-func (c *Client) Close() error {
-	if c == nil || c.rt == nil {
-		return nil
-	}
-	return c.rt.Close()
-}
-
-// RemoteClient runs the tasks of the family on a server that speaks the Open
-// Inference Protocol (KServe v2): wfserve, or any server that serves a model
-// with the manifest's inputs. Its methods are the Client's, with the same
-// params, results and errors. It is safe for concurrent use.
-type RemoteClient struct {
-	rt *remote.Client
-}
-
-// NewRemote returns a client of the family's model at the server baseURL (such
-// as "http://host:8000"). Options select the variant, a bearer token and the
-// HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
-	rt, err := remote.New(Spec(), baseURL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RemoteClient{rt: rt}, nil
-}
-
-// Remote returns the untyped remote client underneath (nil for a RemoteClient
-// that NewRemote did not create).
-func (c *RemoteClient) Remote() *remote.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
-}
-
-// Variant returns the variant the client runs.
-func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
-
-// Close releases nothing the server holds (each call is a request); it is
-// there so that RemoteClient is a Runner.
-func (c *RemoteClient) Close() error { return nil }
-
-// Runner is what both clients of the family do: code written against it runs
-// the tasks in-process (Client, from New) or on a server (RemoteClient, from
-// NewRemote), by changing the constructor.
-type Runner interface {
-	// Run runs task "run".
-	Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error)
-	// Noop runs task "noop".
-	Noop(ctx context.Context, p NoopParams, opts ...client.CallOption) (*NoopResult, error)
-	// Close releases the client.
-	Close() error
-}
-
-var (
-	_ Runner = (*Client)(nil)
-	_ Runner = (*RemoteClient)(nil)
-)
 
 // RunParams are the inputs of task "run" (Run everything). Start from
 // DefaultRunParams, which fills in every default; optional fields without a
@@ -577,105 +514,20 @@ func (p *RunParams) SetClipFromFrames(frames []stdimage.Image) error {
 	return pixels.SetFrames(&p.Clip, frames, &family.Tasks[0].Inputs[14])
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *RunParams) Validate() error {
-	c := rulesRun.Check()
-	params.String(&c, 0, p.Prompt)
-	params.Int(&c, 3, p.Count)
-	params.Int(&c, 4, p.NumFrames)
-	params.Int(&c, 5, p.Height)
-	params.OptInt(&c, 6, p.Seed)
-	params.Float(&c, 7, p.Guidance)
-	params.OptFloat(&c, 8, p.Strength)
-	params.Tensor(&c, 12, p.Latents)
-	params.Tensor(&c, 13, p.Image)
-	params.Tensor(&c, 14, p.Clip)
-	params.Strings(&c, 15, p.Tags)
-	params.Ints(&c, 16, p.Sizes)
-	params.Floats(&c, 17, p.Weights)
-	params.Tensors(&c, 19, p.Frames)
-	params.Int(&c, 20, p.Threads)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *RunParams) Validate() error { return taskRun.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *RunParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 20)
-	kw["prompt"] = p.Prompt
-	kw["style"] = p.Style
-	if p.Note != nil {
-		kw["note"] = *p.Note
-	}
-	kw["count"] = p.Count
-	kw["num_frames"] = p.NumFrames
-	kw["height"] = p.Height
-	if p.Seed != nil {
-		kw["seed"] = *p.Seed
-	}
-	kw["guidance"] = p.Guidance
-	if p.Strength != nil {
-		kw["strength"] = *p.Strength
-	}
-	kw["ratio"] = p.Ratio
-	kw["enabled"] = p.Enabled
-	if p.Verbose != nil {
-		kw["verbose"] = *p.Verbose
-	}
-	if p.Latents != nil {
-		kw["latents"] = p.Latents
-	}
-	if p.Image != nil {
-		kw["image"] = p.Image
-	}
-	if p.Clip != nil {
-		kw["clip"] = p.Clip
-	}
-	if p.Tags != nil {
-		kw["tags"] = params.List(p.Tags)
-	}
-	if p.Sizes != nil {
-		kw["sizes"] = params.List(p.Sizes)
-	}
-	if p.Weights != nil {
-		kw["weights"] = params.List(p.Weights)
-	}
-	if p.Mask != nil {
-		kw["mask"] = params.List(p.Mask)
-	}
-	if p.Frames != nil {
-		kw["frames"] = params.List(p.Frames)
-	}
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *RunParams) CallKwargs() map[string]any { return taskRun.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *RunParams) LoadKwargs() map[string]any {
-	kw := make(map[string]any, 2)
-	kw["threads"] = p.Threads
-	if p.DeviceMap != nil {
-		kw["device_map"] = *p.DeviceMap
-	}
-	return kw
-}
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *RunParams) LoadKwargs() map[string]any { return taskRun.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultRunParams); unknown keys are an error, and so is a
-// missing required field.
-func (p *RunParams) UnmarshalJSON(b []byte) error {
-	type plain RunParams
-	q := plain(DefaultRunParams())
-	if err := rulesRun.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskRun, err)
-	}
-	*p = RunParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error, and so are missing required fields.
+func (p *RunParams) UnmarshalJSON(b []byte) error { return taskRun.DecodeJSON(b, p) }
 
 // RunResult holds the outputs of task "run".
 type RunResult struct {
@@ -711,30 +563,10 @@ type RunResult struct {
 	Meta json.RawMessage
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *RunResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 0)
-	client.Decode(&o, 0, &r.Video)
-	client.Decode(&o, 1, &r.Poster)
-	client.Decode(&o, 2, &r.Embedding)
-	client.Decode(&o, 3, &r.Logits)
-	client.Decode(&o, 4, &r.Caption)
-	client.Decode(&o, 5, &r.Summary)
-	client.Decode(&o, 6, &r.Meta)
-	return o.Err()
-}
-
-// Run runs task "run" (Run everything) on the client's variant. It validates p
-// first; an invalid p, a runtime failure (such as no linked engine) or an
-// output that does not match the task's artifacts is an error, never a partial
-// result. opts are per-call options such as client.WithOutputBuffer.
+// Run runs task "run" (Run everything). opts are per-call options such as
+// client.WithOutputBuffer.
 func (c *Client) Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs, opts...)
-}
-
-// Run runs task "run" on the server, as Client.Run does in-process.
-func (c *RemoteClient) Run(ctx context.Context, p RunParams, opts ...client.CallOption) (*RunResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "run"}, &p, (*RunResult).fromOutputs, opts...)
+	return taskRun.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // NoopParams are the inputs of task "noop" (Nothing in). Start from
@@ -748,32 +580,20 @@ func DefaultNoopParams() NoopParams {
 	return NoopParams{}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *NoopParams) Validate() error { return nil }
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *NoopParams) Validate() error { return taskNoop.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *NoopParams) CallKwargs() map[string]any { return map[string]any{} }
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *NoopParams) CallKwargs() map[string]any { return taskNoop.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *NoopParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *NoopParams) LoadKwargs() map[string]any { return taskNoop.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultNoopParams); unknown keys are an error.
-func (p *NoopParams) UnmarshalJSON(b []byte) error {
-	type plain NoopParams
-	q := plain(DefaultNoopParams())
-	if err := rulesNoop.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskNoop, err)
-	}
-	*p = NoopParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *NoopParams) UnmarshalJSON(b []byte) error { return taskNoop.DecodeJSON(b, p) }
 
 // NoopResult holds the outputs of task "noop".
 type NoopResult struct {
@@ -783,22 +603,8 @@ type NoopResult struct {
 	Text *string
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *NoopResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 1)
-	client.Decode(&o, 0, &r.Text)
-	return o.Err()
-}
-
-// Noop runs task "noop" (Nothing in) on the client's variant. It validates p
-// first; an invalid p, a runtime failure (such as no linked engine) or an
-// output that does not match the task's artifacts is an error, never a partial
-// result. opts are per-call options such as client.WithOutputBuffer.
+// Noop runs task "noop" (Nothing in). opts are per-call options such as
+// client.WithOutputBuffer.
 func (c *Client) Noop(ctx context.Context, p NoopParams, opts ...client.CallOption) (*NoopResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs, opts...)
-}
-
-// Noop runs task "noop" on the server, as Client.Noop does in-process.
-func (c *RemoteClient) Noop(ctx context.Context, p NoopParams, opts ...client.CallOption) (*NoopResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "noop"}, &p, (*NoopResult).fromOutputs, opts...)
+	return taskNoop.Run(ctx, c.Backend(), &p, opts...)
 }

@@ -10,11 +10,9 @@ package namingcase
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
-	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -41,26 +39,26 @@ const (
 const DefaultVariant = Variant3D
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant { return variantSet.Values() }
+func Variants() []Variant { return variants.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
+func ParseVariant(s string) (Variant, error) { return variants.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool { return variantSet.Valid(v) }
+func (v Variant) Valid() bool { return variants.Valid(v) }
 
 // String returns the variant id.
 func (v Variant) String() string { return string(v) }
 
 // MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
+func (v Variant) MarshalText() ([]byte, error) { return variants.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
+func (v *Variant) UnmarshalText(b []byte) error { return variants.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -82,25 +80,25 @@ const (
 const DefaultTask = TaskType
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task { return taskSet.Values() }
+func Tasks() []Task { return tasks.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
-func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
+func ParseTask(s string) (Task, error) { return tasks.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool { return taskSet.Valid(v) }
+func (v Task) Valid() bool { return tasks.Valid(v) }
 
 // String returns the task id.
 func (v Task) String() string { return string(v) }
 
 // MarshalText returns the task id; a value that is not one of the tasks is an
 // error.
-func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
+func (v Task) MarshalText() ([]byte, error) { return tasks.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
+func (v *Task) UnmarshalText(b []byte) error { return tasks.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -133,80 +131,80 @@ func Spec() *spec.ModelInferenceSpec {
 				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "func",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "f",
 					},
 					{
 						FieldID: "range",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Default: int64(1),
 					},
 					{
 						FieldID: "go",
-						Kind:    "bool",
-						Target:  "call_kwargs",
+						Kind:    spec.KindBool,
+						Target:  spec.TargetCallKwargs,
 						Default: false,
 					},
 					{
 						FieldID: "_2nd_pass",
-						Kind:    "bool",
-						Target:  "call_kwargs",
+						Kind:    spec.KindBool,
+						Target:  spec.TargetCallKwargs,
 						Default: true,
 					},
 					{
 						FieldID: "model_id",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "m",
 					},
 					{
 						FieldID: "image_url",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "https://example.com/x.png",
 					},
 					{
 						FieldID: "target_fps",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Default: int64(24),
 					},
 					{
 						FieldID: "rgb_mean",
-						Kind:    "float_list",
-						Target:  "call_kwargs",
+						Kind:    spec.KindFloatList,
+						Target:  spec.TargetCallKwargs,
 						Default: []float64{0.5, 0.5, 0.5},
 					},
 					{
 						FieldID: "http_api_json",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "{}",
 					},
 					{
 						FieldID: "user_ids",
-						Kind:    "int_list",
-						Target:  "call_kwargs",
+						Kind:    spec.KindIntList,
+						Target:  spec.TargetCallKwargs,
 						Default: []int64{},
 					},
 					{
 						FieldID: "userId",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "u",
 					},
 					{
 						FieldID: "num_steps",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Default: int64(10),
 					},
 					{
 						FieldID: "numSteps",
-						Kind:    "int",
-						Target:  "call_kwargs",
+						Kind:    spec.KindInt,
+						Target:  spec.TargetCallKwargs,
 						Default: int64(20),
 						GoName:  "NumStepsAlt",
 					},
@@ -214,17 +212,17 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "rgb",
-						Kind:       "image",
+						Kind:       spec.ArtifactImage,
 						Required:   true,
 					},
 					{
 						ArtifactID: "out_url",
-						Kind:       "text",
+						Kind:       spec.ArtifactText,
 						GoName:     "OutputLink",
 					},
 					{
 						ArtifactID: "größe",
-						Kind:       "json",
+						Kind:       spec.ArtifactJSON,
 					},
 				},
 			},
@@ -235,7 +233,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "video",
-						Kind:       "video",
+						Kind:       spec.ArtifactVideo,
 						Required:   true,
 					},
 				},
@@ -248,7 +246,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "名前",
-						Kind:       "text",
+						Kind:       spec.ArtifactText,
 						Required:   true,
 					},
 				},
@@ -260,7 +258,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "mesh",
-						Kind:       "tensor",
+						Kind:       spec.ArtifactTensor,
 						Required:   true,
 					},
 				},
@@ -272,118 +270,53 @@ func Spec() *spec.ModelInferenceSpec {
 	}
 }
 
-// The family's spec, and the enum tables and field rules built from it that
-// the methods below apply.
+// The family's spec, and the enum tables and tasks built from it that the
+// methods below apply.
 var (
-	family          = Spec()
-	variantSet      = enum.Variants[Variant](family)
-	taskSet         = enum.Tasks[Task](family)
-	rulesType       = params.MustCompile(&family.Tasks[0])
-	rulesT2V        = params.MustCompile(&family.Tasks[1])
-	rulesU540DU524D = params.MustCompile(&family.Tasks[2])
-	rulesX3D        = params.MustCompile(&family.Tasks[3])
+	family         = Spec()
+	variants       = enum.Variants[Variant](family)
+	tasks          = enum.Tasks[Task](family)
+	taskType       = client.NewTask[TypeParams, TypeResult](family, 0, DefaultTypeParams)
+	taskT2V        = client.NewTask[T2VParams, T2VResult](family, 1, DefaultT2VParams)
+	taskU540DU524D = client.NewTask[U540DU524DParams, U540DU524DResult](family, 2, DefaultU540DU524DParams)
+	taskX3D        = client.NewTask[X3DParams, X3DResult](family, 3, DefaultX3DParams)
 )
 
-func init() {
-	spec.DefaultRegistry.MustRegister(Spec())
-}
+func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
-// Client runs the tasks of the family on one variant. It is safe for
-// concurrent use. Create it with New and release it with Close.
+// Client runs the tasks of the family on one variant, in this process (New) or
+// on a server that speaks the Open Inference Protocol (NewRemote): its
+// methods, params, results and errors are the same either way. Each method
+// validates its params first; an invalid params, a backend failure (such as no
+// linked engine) or an output that does not match the task's artifacts is an
+// error, never a partial result. It is safe for concurrent use; release it
+// with Close (Backend, Variant and Close are client.Family's).
 type Client struct {
-	rt *client.Client
+	client.Family[Variant]
 }
 
-// New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see package
-// runtime/client.
+// NewClient returns a client of the family over b, a backend of its spec: what
+// New and NewRemote make, or any other client.Backend.
+func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
+
+// New returns a client that runs the family in this process, through the
+// registered engine. Options select the variant (WithVariant), device, dtype
+// and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
-	rt, err := client.New(Spec(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rt: rt}, nil
+	return client.Open[Client](client.New(family, opts...))
 }
 
-// Runtime returns the untyped runtime client underneath (nil for a Client that
-// New did not create).
-func (c *Client) Runtime() *client.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
+// NewRemote returns a client that runs the family on the server at baseURL
+// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
+// of a model with the manifest's inputs. Options select the variant, a bearer
+// token and the HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
+	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
-
-// Variant returns the variant the client runs.
-func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
-
-// Close releases the client's model. It is safe to call more than once.
-func (c *Client) Close() error {
-	if c == nil || c.rt == nil {
-		return nil
-	}
-	return c.rt.Close()
-}
-
-// RemoteClient runs the tasks of the family on a server that speaks the Open
-// Inference Protocol (KServe v2): wfserve, or any server that serves a model
-// with the manifest's inputs. Its methods are the Client's, with the same
-// params, results and errors. It is safe for concurrent use.
-type RemoteClient struct {
-	rt *remote.Client
-}
-
-// NewRemote returns a client of the family's model at the server baseURL (such
-// as "http://host:8000"). Options select the variant, a bearer token and the
-// HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
-	rt, err := remote.New(Spec(), baseURL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RemoteClient{rt: rt}, nil
-}
-
-// Remote returns the untyped remote client underneath (nil for a RemoteClient
-// that NewRemote did not create).
-func (c *RemoteClient) Remote() *remote.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
-}
-
-// Variant returns the variant the client runs.
-func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
-
-// Close releases nothing the server holds (each call is a request); it is
-// there so that RemoteClient is a Runner.
-func (c *RemoteClient) Close() error { return nil }
-
-// Runner is what both clients of the family do: code written against it runs
-// the tasks in-process (Client, from New) or on a server (RemoteClient, from
-// NewRemote), by changing the constructor.
-type Runner interface {
-	// Type runs task "type".
-	Type(ctx context.Context, p TypeParams, opts ...client.CallOption) (*TypeResult, error)
-	// T2V runs task "text-to-video".
-	T2V(ctx context.Context, p T2VParams, opts ...client.CallOption) (*T2VResult, error)
-	// U540DU524D runs task "名前".
-	U540DU524D(ctx context.Context, p U540DU524DParams, opts ...client.CallOption) (*U540DU524DResult, error)
-	// X3D runs task "3d".
-	X3D(ctx context.Context, p X3DParams, opts ...client.CallOption) (*X3DResult, error)
-	// Close releases the client.
-	Close() error
-}
-
-var (
-	_ Runner = (*Client)(nil)
-	_ Runner = (*RemoteClient)(nil)
-)
 
 // TypeParams are the inputs of task "type" (Go keyword as a task). Start from
 // DefaultTypeParams, which fills in every default; optional fields without a
@@ -463,52 +396,20 @@ func DefaultTypeParams() TypeParams {
 	}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *TypeParams) Validate() error { return nil }
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *TypeParams) Validate() error { return taskType.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *TypeParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 13)
-	kw["func"] = p.Func
-	kw["range"] = p.Range
-	kw["go"] = p.Go
-	kw["_2nd_pass"] = p.X2NdPass
-	kw["model_id"] = p.ModelID
-	kw["image_url"] = p.ImageURL
-	kw["target_fps"] = p.TargetFPS
-	if p.RGBMean != nil {
-		kw["rgb_mean"] = params.List(p.RGBMean)
-	}
-	kw["http_api_json"] = p.HTTPAPIJSON
-	if p.UserIDs != nil {
-		kw["user_ids"] = params.List(p.UserIDs)
-	}
-	kw["userId"] = p.UserID
-	kw["num_steps"] = p.NumSteps
-	kw["numSteps"] = p.NumStepsAlt
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *TypeParams) CallKwargs() map[string]any { return taskType.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *TypeParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *TypeParams) LoadKwargs() map[string]any { return taskType.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultTypeParams); unknown keys are an error.
-func (p *TypeParams) UnmarshalJSON(b []byte) error {
-	type plain TypeParams
-	q := plain(DefaultTypeParams())
-	if err := rulesType.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskType, err)
-	}
-	*p = TypeParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *TypeParams) UnmarshalJSON(b []byte) error { return taskType.DecodeJSON(b, p) }
 
 // TypeResult holds the outputs of task "type".
 type TypeResult struct {
@@ -526,27 +427,10 @@ type TypeResult struct {
 	GroU00DFE json.RawMessage
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *TypeResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 0)
-	client.Decode(&o, 0, &r.RGB)
-	client.Decode(&o, 1, &r.OutputLink)
-	client.Decode(&o, 2, &r.GroU00DFE)
-	return o.Err()
-}
-
-// Type runs task "type" (Go keyword as a task) on the client's variant. It
-// validates p first; an invalid p, a runtime failure (such as no linked
-// engine) or an output that does not match the task's artifacts is an error,
-// never a partial result. opts are per-call options such as
-// client.WithOutputBuffer.
+// Type runs task "type" (Go keyword as a task). opts are per-call options such
+// as client.WithOutputBuffer.
 func (c *Client) Type(ctx context.Context, p TypeParams, opts ...client.CallOption) (*TypeResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs, opts...)
-}
-
-// Type runs task "type" on the server, as Client.Type does in-process.
-func (c *RemoteClient) Type(ctx context.Context, p TypeParams, opts ...client.CallOption) (*TypeResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "type"}, &p, (*TypeResult).fromOutputs, opts...)
+	return taskType.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // T2VParams are the inputs of task "text-to-video" (Initialisms in a task id).
@@ -560,32 +444,20 @@ func DefaultT2VParams() T2VParams {
 	return T2VParams{}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *T2VParams) Validate() error { return nil }
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *T2VParams) Validate() error { return taskT2V.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *T2VParams) CallKwargs() map[string]any { return map[string]any{} }
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *T2VParams) CallKwargs() map[string]any { return taskT2V.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *T2VParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *T2VParams) LoadKwargs() map[string]any { return taskT2V.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultT2VParams); unknown keys are an error.
-func (p *T2VParams) UnmarshalJSON(b []byte) error {
-	type plain T2VParams
-	q := plain(DefaultT2VParams())
-	if err := rulesT2V.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskT2V, err)
-	}
-	*p = T2VParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *T2VParams) UnmarshalJSON(b []byte) error { return taskT2V.DecodeJSON(b, p) }
 
 // T2VResult holds the outputs of task "text-to-video".
 type T2VResult struct {
@@ -595,25 +467,10 @@ type T2VResult struct {
 	Video *tensor.Video
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *T2VResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 1)
-	client.Decode(&o, 0, &r.Video)
-	return o.Err()
-}
-
-// T2V runs task "text-to-video" (Initialisms in a task id) on the client's
-// variant. It validates p first; an invalid p, a runtime failure (such as no
-// linked engine) or an output that does not match the task's artifacts is an
-// error, never a partial result. opts are per-call options such as
-// client.WithOutputBuffer.
+// T2V runs task "text-to-video" (Initialisms in a task id). opts are per-call
+// options such as client.WithOutputBuffer.
 func (c *Client) T2V(ctx context.Context, p T2VParams, opts ...client.CallOption) (*T2VResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs, opts...)
-}
-
-// T2V runs task "text-to-video" on the server, as Client.T2V does in-process.
-func (c *RemoteClient) T2V(ctx context.Context, p T2VParams, opts ...client.CallOption) (*T2VResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "text-to-video"}, &p, (*T2VResult).fromOutputs, opts...)
+	return taskT2V.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // U540DU524DParams are the inputs of task "名前" (Unicode letters without upper
@@ -628,32 +485,20 @@ func DefaultU540DU524DParams() U540DU524DParams {
 	return U540DU524DParams{}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *U540DU524DParams) Validate() error { return nil }
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *U540DU524DParams) Validate() error { return taskU540DU524D.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *U540DU524DParams) CallKwargs() map[string]any { return map[string]any{} }
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *U540DU524DParams) CallKwargs() map[string]any { return taskU540DU524D.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *U540DU524DParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *U540DU524DParams) LoadKwargs() map[string]any { return taskU540DU524D.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultU540DU524DParams); unknown keys are an error.
-func (p *U540DU524DParams) UnmarshalJSON(b []byte) error {
-	type plain U540DU524DParams
-	q := plain(DefaultU540DU524DParams())
-	if err := rulesU540DU524D.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskU540DU524D, err)
-	}
-	*p = U540DU524DParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *U540DU524DParams) UnmarshalJSON(b []byte) error { return taskU540DU524D.DecodeJSON(b, p) }
 
 // U540DU524DResult holds the outputs of task "名前".
 type U540DU524DResult struct {
@@ -663,26 +508,10 @@ type U540DU524DResult struct {
 	U540DU524D string
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *U540DU524DResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 2)
-	client.Decode(&o, 0, &r.U540DU524D)
-	return o.Err()
-}
-
-// U540DU524D runs task "名前" (Unicode letters without upper case) on the
-// client's variant. It validates p first; an invalid p, a runtime failure
-// (such as no linked engine) or an output that does not match the task's
-// artifacts is an error, never a partial result. opts are per-call options
-// such as client.WithOutputBuffer.
+// U540DU524D runs task "名前" (Unicode letters without upper case). opts are
+// per-call options such as client.WithOutputBuffer.
 func (c *Client) U540DU524D(ctx context.Context, p U540DU524DParams, opts ...client.CallOption) (*U540DU524DResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*U540DU524DResult).fromOutputs, opts...)
-}
-
-// U540DU524D runs task "名前" on the server, as Client.U540DU524D does
-// in-process.
-func (c *RemoteClient) U540DU524D(ctx context.Context, p U540DU524DParams, opts ...client.CallOption) (*U540DU524DResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "名前"}, &p, (*U540DU524DResult).fromOutputs, opts...)
+	return taskU540DU524D.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // X3DParams are the inputs of task "3d" (Leading digit). Start from
@@ -696,32 +525,20 @@ func DefaultX3DParams() X3DParams {
 	return X3DParams{}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *X3DParams) Validate() error { return nil }
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *X3DParams) Validate() error { return taskX3D.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *X3DParams) CallKwargs() map[string]any { return map[string]any{} }
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *X3DParams) CallKwargs() map[string]any { return taskX3D.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *X3DParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *X3DParams) LoadKwargs() map[string]any { return taskX3D.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultX3DParams); unknown keys are an error.
-func (p *X3DParams) UnmarshalJSON(b []byte) error {
-	type plain X3DParams
-	q := plain(DefaultX3DParams())
-	if err := rulesX3D.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, Task3D, err)
-	}
-	*p = X3DParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *X3DParams) UnmarshalJSON(b []byte) error { return taskX3D.DecodeJSON(b, p) }
 
 // X3DResult holds the outputs of task "3d".
 type X3DResult struct {
@@ -731,22 +548,8 @@ type X3DResult struct {
 	Mesh *tensor.Tensor
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *X3DResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 3)
-	client.Decode(&o, 0, &r.Mesh)
-	return o.Err()
-}
-
-// X3D runs task "3d" (Leading digit) on the client's variant. It validates p
-// first; an invalid p, a runtime failure (such as no linked engine) or an
-// output that does not match the task's artifacts is an error, never a partial
-// result. opts are per-call options such as client.WithOutputBuffer.
+// X3D runs task "3d" (Leading digit). opts are per-call options such as
+// client.WithOutputBuffer.
 func (c *Client) X3D(ctx context.Context, p X3DParams, opts ...client.CallOption) (*X3DResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs, opts...)
-}
-
-// X3D runs task "3d" on the server, as Client.X3D does in-process.
-func (c *RemoteClient) X3D(ctx context.Context, p X3DParams, opts ...client.CallOption) (*X3DResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "3d"}, &p, (*X3DResult).fromOutputs, opts...)
+	return taskX3D.Run(ctx, c.Backend(), &p, opts...)
 }

@@ -11,13 +11,11 @@ package goldenstream
 
 import (
 	"context"
-	"fmt"
 	stdimage "image"
 
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
-	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -46,26 +44,26 @@ const (
 const DefaultVariant = VariantV2
 
 // Variants returns every variant in manifest order.
-func Variants() []Variant { return variantSet.Values() }
+func Variants() []Variant { return variants.Values() }
 
 // ParseVariant returns the variant with id or alias s; "" selects
 // DefaultVariant. An unknown id is an error wrapping spec.ErrUnknownID that
 // names the known ids.
-func ParseVariant(s string) (Variant, error) { return variantSet.Parse(s) }
+func ParseVariant(s string) (Variant, error) { return variants.Parse(s) }
 
 // Valid reports whether v is one of the variants of Variant.
-func (v Variant) Valid() bool { return variantSet.Valid(v) }
+func (v Variant) Valid() bool { return variants.Valid(v) }
 
 // String returns the variant id.
 func (v Variant) String() string { return string(v) }
 
 // MarshalText returns the variant id; a value that is not one of the variants
 // is an error.
-func (v Variant) MarshalText() ([]byte, error) { return variantSet.MarshalText(v) }
+func (v Variant) MarshalText() ([]byte, error) { return variants.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseVariant does; unknown ids
 // are an error.
-func (v *Variant) UnmarshalText(b []byte) error { return variantSet.UnmarshalText(v, b) }
+func (v *Variant) UnmarshalText(b []byte) error { return variants.UnmarshalText(v, b) }
 
 // Task is a task of the family: one runnable profile with typed inputs and
 // outputs.
@@ -87,25 +85,25 @@ const (
 const DefaultTask = TaskPlay
 
 // Tasks returns every task in manifest order.
-func Tasks() []Task { return taskSet.Values() }
+func Tasks() []Task { return tasks.Values() }
 
 // ParseTask returns the task with id or alias s; "" selects DefaultTask. An
 // unknown id is an error wrapping spec.ErrUnknownID that names the known ids.
-func ParseTask(s string) (Task, error) { return taskSet.Parse(s) }
+func ParseTask(s string) (Task, error) { return tasks.Parse(s) }
 
 // Valid reports whether v is one of the tasks of Task.
-func (v Task) Valid() bool { return taskSet.Valid(v) }
+func (v Task) Valid() bool { return tasks.Valid(v) }
 
 // String returns the task id.
 func (v Task) String() string { return string(v) }
 
 // MarshalText returns the task id; a value that is not one of the tasks is an
 // error.
-func (v Task) MarshalText() ([]byte, error) { return taskSet.MarshalText(v) }
+func (v Task) MarshalText() ([]byte, error) { return tasks.MarshalText(v) }
 
 // UnmarshalText sets v from an id or alias, as ParseTask does; unknown ids are
 // an error.
-func (v *Task) UnmarshalText(b []byte) error { return taskSet.UnmarshalText(v, b) }
+func (v *Task) UnmarshalText(b []byte) error { return tasks.UnmarshalText(v, b) }
 
 // Spec returns the family's inference spec exactly as the manifest gives it
 // (with the manifest format's defaults applied). Every call returns a new copy
@@ -150,15 +148,15 @@ func Spec() *spec.ModelInferenceSpec {
 				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID: "action",
-						Kind:    "string",
-						Target:  "call_kwargs",
+						Kind:    spec.KindString,
+						Target:  spec.TargetCallKwargs,
 						Default: "forward",
 						Choices: []string{"forward", "left", "right"},
 					},
 					{
 						FieldID:    "speed",
-						Kind:       "float",
-						Target:     "call_kwargs",
+						Kind:       spec.KindFloat,
+						Target:     spec.TargetCallKwargs,
 						Default:    1.0,
 						Deprecated: "Speed is fixed by the realtime spec now.",
 					},
@@ -166,7 +164,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "frames",
-						Kind:       "video",
+						Kind:       spec.ArtifactVideo,
 						Required:   true,
 						Preview:    true,
 					},
@@ -180,15 +178,15 @@ func Spec() *spec.ModelInferenceSpec {
 				Inputs: []spec.InferenceFieldSpec{
 					{
 						FieldID:  "frame",
-						Kind:     "image",
-						Target:   "call_kwargs",
+						Kind:     spec.KindImage,
+						Target:   spec.TargetCallKwargs,
 						Required: true,
 					},
 				},
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "embedding",
-						Kind:       "embedding",
+						Kind:       spec.ArtifactEmbedding,
 						Required:   true,
 					},
 				},
@@ -204,7 +202,7 @@ func Spec() *spec.ModelInferenceSpec {
 				Outputs: []spec.InferenceArtifactSpec{
 					{
 						ArtifactID: "frames",
-						Kind:       "video",
+						Kind:       spec.ArtifactVideo,
 						Required:   true,
 					},
 				},
@@ -227,120 +225,53 @@ func Spec() *spec.ModelInferenceSpec {
 	}
 }
 
-// The family's spec, and the enum tables and field rules built from it that
-// the methods below apply.
+// The family's spec, and the enum tables and tasks built from it that the
+// methods below apply.
 var (
 	family           = Spec()
-	variantSet       = enum.Variants[Variant](family)
-	taskSet          = enum.Tasks[Task](family)
-	rulesPlay        = params.MustCompile(&family.Tasks[0])
+	variants         = enum.Variants[Variant](family)
+	tasks            = enum.Tasks[Task](family)
+	taskPlay         = client.NewTask[PlayParams, PlayResult](family, 0, DefaultPlayParams)
 	valuesPlayAction = enum.Choices[PlayAction](&family.Tasks[0].Inputs[0])
-	rulesEncode      = params.MustCompile(&family.Tasks[1])
-	rulesRender      = params.MustCompile(&family.Tasks[2])
+	taskEncode       = client.NewTask[EncodeParams, EncodeResult](family, 1, DefaultEncodeParams)
+	taskRender       = client.NewTask[RenderParams, RenderResult](family, 2, DefaultRenderParams)
 )
 
-func init() {
-	spec.DefaultRegistry.MustRegister(Spec())
-}
+func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 
 // WithVariant selects the variant a Client runs (the default is
 // DefaultVariant).
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
-// Client runs the tasks of the family on one variant. It is safe for
-// concurrent use. Create it with New and release it with Close.
+// Client runs the tasks of the family on one variant, in this process (New) or
+// on a server that speaks the Open Inference Protocol (NewRemote): its
+// methods, params, results and errors are the same either way. Each method
+// validates its params first; an invalid params, a backend failure (such as no
+// linked engine) or an output that does not match the task's artifacts is an
+// error, never a partial result. It is safe for concurrent use; release it
+// with Close (Backend, Variant and Close are client.Family's).
 type Client struct {
-	rt *client.Client
+	client.Family[Variant]
 }
 
-// New returns a client for the family. Options select the variant
-// (WithVariant), device, dtype and checkpoint location; see package
-// runtime/client.
+// NewClient returns a client of the family over b, a backend of its spec: what
+// New and NewRemote make, or any other client.Backend.
+func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
+
+// New returns a client that runs the family in this process, through the
+// registered engine. Options select the variant (WithVariant), device, dtype
+// and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
-	rt, err := client.New(Spec(), opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rt: rt}, nil
+	return client.Open[Client](client.New(family, opts...))
 }
 
-// Runtime returns the untyped runtime client underneath (nil for a Client that
-// New did not create).
-func (c *Client) Runtime() *client.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
+// NewRemote returns a client that runs the family on the server at baseURL
+// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
+// of a model with the manifest's inputs. Options select the variant, a bearer
+// token and the HTTP client; see package runtime/remote.
+func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
+	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
-
-// Variant returns the variant the client runs.
-func (c *Client) Variant() Variant { return Variant(c.rt.Variant().VariantID) }
-
-// Close releases the client's model. It is safe to call more than once.
-func (c *Client) Close() error {
-	if c == nil || c.rt == nil {
-		return nil
-	}
-	return c.rt.Close()
-}
-
-// RemoteClient runs the tasks of the family on a server that speaks the Open
-// Inference Protocol (KServe v2): wfserve, or any server that serves a model
-// with the manifest's inputs. Its methods are the Client's, with the same
-// params, results and errors. It is safe for concurrent use.
-type RemoteClient struct {
-	rt *remote.Client
-}
-
-// NewRemote returns a client of the family's model at the server baseURL (such
-// as "http://host:8000"). Options select the variant, a bearer token and the
-// HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*RemoteClient, error) {
-	rt, err := remote.New(Spec(), baseURL, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &RemoteClient{rt: rt}, nil
-}
-
-// Remote returns the untyped remote client underneath (nil for a RemoteClient
-// that NewRemote did not create).
-func (c *RemoteClient) Remote() *remote.Client {
-	if c == nil {
-		return nil
-	}
-	return c.rt
-}
-
-// Variant returns the variant the client runs.
-func (c *RemoteClient) Variant() Variant { return Variant(c.rt.Variant()) }
-
-// Close releases nothing the server holds (each call is a request); it is
-// there so that RemoteClient is a Runner.
-func (c *RemoteClient) Close() error { return nil }
-
-// Runner is what both clients of the family do: code written against it runs
-// the tasks in-process (Client, from New) or on a server (RemoteClient, from
-// NewRemote), by changing the constructor.
-type Runner interface {
-	// Play runs task "play".
-	Play(ctx context.Context, p PlayParams, opts ...client.CallOption) (*PlayResult, error)
-	// PlayStream starts a realtime session of it.
-	PlayStream(ctx context.Context, p PlayParams, opts ...stream.Option) (*stream.Session, error)
-	// Encode runs task "encode".
-	Encode(ctx context.Context, p EncodeParams, opts ...client.CallOption) (*EncodeResult, error)
-	// EncodeBatch runs it over many items.
-	EncodeBatch(ctx context.Context, ps []EncodeParams, opts ...batch.Option) ([]*EncodeResult, error)
-	// Render runs task "render".
-	Render(ctx context.Context, p RenderParams, opts ...client.CallOption) (*RenderResult, error)
-	// Close releases the client.
-	Close() error
-}
-
-var (
-	_ Runner = (*Client)(nil)
-	_ Runner = (*RemoteClient)(nil)
-)
 
 // PlayAction holds the allowed values of field "action" of task "play".
 type PlayAction string
@@ -394,41 +325,20 @@ func DefaultPlayParams() PlayParams {
 	}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *PlayParams) Validate() error {
-	c := rulesPlay.Check()
-	params.String(&c, 0, p.Action)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *PlayParams) Validate() error { return taskPlay.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *PlayParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 2)
-	kw["action"] = string(p.Action)
-	kw["speed"] = p.Speed
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *PlayParams) CallKwargs() map[string]any { return taskPlay.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *PlayParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *PlayParams) LoadKwargs() map[string]any { return taskPlay.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultPlayParams); unknown keys are an error.
-func (p *PlayParams) UnmarshalJSON(b []byte) error {
-	type plain PlayParams
-	q := plain(DefaultPlayParams())
-	if err := rulesPlay.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskPlay, err)
-	}
-	*p = PlayParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *PlayParams) UnmarshalJSON(b []byte) error { return taskPlay.DecodeJSON(b, p) }
 
 // PlayResult holds the outputs of task "play".
 type PlayResult struct {
@@ -438,44 +348,22 @@ type PlayResult struct {
 	Frames *tensor.Video
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *PlayResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 0)
-	client.Decode(&o, 0, &r.Frames)
-	return o.Err()
-}
-
-// Play runs task "play" (Play) on the client's variant. It validates p first;
-// an invalid p, a runtime failure (such as no linked engine) or an output that
-// does not match the task's artifacts is an error, never a partial result.
-// opts are per-call options such as client.WithOutputBuffer.
+// Play runs task "play" (Play). opts are per-call options such as
+// client.WithOutputBuffer.
 //
 // The task streams realtime chunks; this method runs one chunk, PlayStream a
 // whole session.
 func (c *Client) Play(ctx context.Context, p PlayParams, opts ...client.CallOption) (*PlayResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs, opts...)
-}
-
-// Play runs task "play" on the server, as Client.Play does in-process.
-func (c *RemoteClient) Play(ctx context.Context, p PlayParams, opts ...client.CallOption) (*PlayResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, (*PlayResult).fromOutputs, opts...)
-}
-
-// PlayStream starts a realtime session of task "play" on the server, its
-// chunks streamed as Server-Sent Events, as Client.PlayStream does in-process.
-func (c *RemoteClient) PlayStream(ctx context.Context, p PlayParams, opts ...stream.Option) (*stream.Session, error) {
-	return client.RunStream(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, opts...)
+	return taskPlay.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // PlayStream starts a realtime session of task "play": iterate the returned
 // session's Chunks (or Channel) to generate chunk after chunk at the family's
 // realtime cadence, and change its controls with SetControls while it plays.
-// It validates p first.
-//
 // opts (see package runtime/stream) set pacing, initial controls and a chunk
 // limit.
 func (c *Client) PlayStream(ctx context.Context, p PlayParams, opts ...stream.Option) (*stream.Session, error) {
-	return client.RunStream(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "play"}, &p, opts...)
+	return taskPlay.RunStream(ctx, c.Backend(), &p, opts...)
 }
 
 // EncodeParams are the inputs of task "encode" (Encode frames). Start from
@@ -502,60 +390,20 @@ func (p *EncodeParams) SetFrameFromImage(img stdimage.Image) error {
 	return pixels.SetImage(&p.Frame, img, &family.Tasks[1].Inputs[0])
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *EncodeParams) Validate() error {
-	c := rulesEncode.Check()
-	params.Tensor(&c, 0, p.Frame)
-	return c.Err()
-}
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *EncodeParams) Validate() error { return taskEncode.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *EncodeParams) CallKwargs() map[string]any {
-	kw := make(map[string]any, 1)
-	if p.Frame != nil {
-		kw["frame"] = p.Frame
-	}
-	return kw
-}
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *EncodeParams) CallKwargs() map[string]any { return taskEncode.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *EncodeParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *EncodeParams) LoadKwargs() map[string]any { return taskEncode.LoadKwargs(p) }
 
-// StackedInput returns the j-th input that batching stacks ("frame"), nil when
-// unset: client.RunBatch reads the items of a batch in place.
-func (p *EncodeParams) StackedInput(j int) *tensor.Tensor {
-	switch j {
-	case 0:
-		return p.Frame
-	}
-	return nil
-}
-
-// BatchDiff returns the id of the first other call input whose value differs
-// between p and q, "" when there is none: the items of one batch share those
-// inputs.
-func (p *EncodeParams) BatchDiff(q *EncodeParams) string {
-	return ""
-}
-
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultEncodeParams); unknown keys are an error, and so is a
-// missing required field.
-func (p *EncodeParams) UnmarshalJSON(b []byte) error {
-	type plain EncodeParams
-	q := plain(DefaultEncodeParams())
-	if err := rulesEncode.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskEncode, err)
-	}
-	*p = EncodeParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error, and so are missing required fields.
+func (p *EncodeParams) UnmarshalJSON(b []byte) error { return taskEncode.DecodeJSON(b, p) }
 
 // EncodeResult holds the outputs of task "encode".
 type EncodeResult struct {
@@ -565,50 +413,26 @@ type EncodeResult struct {
 	Embedding *tensor.Embedding
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *EncodeResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 1)
-	client.Decode(&o, 0, &r.Embedding)
-	return o.Err()
-}
-
-// Encode runs task "encode" (Encode frames) on the client's variant. It
-// validates p first; an invalid p, a runtime failure (such as no linked
-// engine) or an output that does not match the task's artifacts is an error,
-// never a partial result. opts are per-call options such as
+// Encode runs task "encode" (Encode frames). opts are per-call options such as
 // client.WithOutputBuffer.
 //
-// The task is batchable (at most 8 items per forward call). EncodeBatch runs
-// many items.
+// The task is batchable (at most 8 items per forward call): EncodeBatch runs
+// many items; this call runs the method once, unbatched.
 func (c *Client) Encode(ctx context.Context, p EncodeParams, opts ...client.CallOption) (*EncodeResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs, opts...)
-}
-
-// Encode runs task "encode" on the server, as Client.Encode does in-process.
-func (c *RemoteClient) Encode(ctx context.Context, p EncodeParams, opts ...client.CallOption) (*EncodeResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "encode"}, &p, (*EncodeResult).fromOutputs, opts...)
-}
-
-// EncodeBatch runs task "encode" over many items on the server (one request
-// per item, several in flight, which a batching server merges), as
-// Client.EncodeBatch does in-process.
-func (c *RemoteClient) EncodeBatch(ctx context.Context, ps []EncodeParams, opts ...batch.Option) ([]*EncodeResult, error) {
-	return client.RunBatch(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "encode"}, ps, (*EncodeResult).fromOutputs, opts...)
+	return taskEncode.Run(ctx, c.Backend(), &p, opts...)
 }
 
 // EncodeBatch runs task "encode" over many items: per-item tensors are stacked
 // along a new leading dimension and run in batches of at most 8 items, short
 // batches padded to the static sizes [1 2 4 8] by repeating their last item;
 // on out-of-memory only the failed slice is split and retried. Results are in
-// input order.
-//
-// Every item is validated first and all violations are reported with their
-// item index. Non-tensor fields must be equal across the items. opts (see
-// package runtime/batch) add a progress hook, per-item errors and more; with
+// input order. Every item is validated first, and the items must share every
+// input that batching does not stack (client.BatchConflict). opts (see package
+// runtime/batch) add a progress hook, per-item errors and more; with
 // batch.WithPerItemErrors, items that failed on their own are nil and the
 // error lists them.
 func (c *Client) EncodeBatch(ctx context.Context, ps []EncodeParams, opts ...batch.Option) ([]*EncodeResult, error) {
-	return client.RunBatch(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "encode"}, ps, (*EncodeResult).fromOutputs, opts...)
+	return taskEncode.RunBatch(ctx, c.Backend(), ps, opts...)
 }
 
 // RenderParams are the inputs of task "render" (Render (old)). Start from
@@ -624,32 +448,20 @@ func DefaultRenderParams() RenderParams {
 	return RenderParams{}
 }
 
-// Validate checks every constraint of the manifest and reports all violations,
-// each prefixed with its field path (the field id, and [i] for list items),
-// joined with errors.Join.
-func (p *RenderParams) Validate() error { return nil }
+// Validate checks every rule of the manifest and reports all violations, each
+// prefixed with its field path (the field id, [i] for list items).
+func (p *RenderParams) Validate() error { return taskRender.Validate(p) }
 
-// CallKwargs returns the fields whose target is call_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *RenderParams) CallKwargs() map[string]any { return map[string]any{} }
+// CallKwargs returns the call_kwargs fields keyed by field id, in the engine's
+// value form; unset optional fields are left out.
+func (p *RenderParams) CallKwargs() map[string]any { return taskRender.CallKwargs(p) }
 
-// LoadKwargs returns the fields whose target is load_kwargs, keyed by field
-// id, in the engine's value form (string, int64, float64, bool,
-// *tensor.Tensor, []any); unset optional fields are left out.
-func (p *RenderParams) LoadKwargs() map[string]any { return map[string]any{} }
+// LoadKwargs returns the load_kwargs fields, as CallKwargs does.
+func (p *RenderParams) LoadKwargs() map[string]any { return taskRender.LoadKwargs(p) }
 
-// UnmarshalJSON decodes params keyed by field id. Absent keys keep their
-// defaults (see DefaultRenderParams); unknown keys are an error.
-func (p *RenderParams) UnmarshalJSON(b []byte) error {
-	type plain RenderParams
-	q := plain(DefaultRenderParams())
-	if err := rulesRender.DecodeJSON(b, &q); err != nil {
-		return fmt.Errorf("%s %s params: %w", FamilyID, TaskRender, err)
-	}
-	*p = RenderParams(q)
-	return nil
-}
+// UnmarshalJSON decodes params keyed by field id: absent keys keep their
+// defaults; unknown keys are an error.
+func (p *RenderParams) UnmarshalJSON(b []byte) error { return taskRender.DecodeJSON(b, p) }
 
 // RenderResult holds the outputs of task "render".
 type RenderResult struct {
@@ -659,25 +471,10 @@ type RenderResult struct {
 	Frames *tensor.Video
 }
 
-// fromOutputs sets r from the runtime's outputs keyed by artifact id.
-func (r *RenderResult) fromOutputs(out map[string]any) error {
-	o := client.NewArtifacts(out, family, 2)
-	client.Decode(&o, 0, &r.Frames)
-	return o.Err()
-}
-
-// Render runs task "render" (Render (old)) on the client's variant. It
-// validates p first; an invalid p, a runtime failure (such as no linked
-// engine) or an output that does not match the task's artifacts is an error,
-// never a partial result. opts are per-call options such as
+// Render runs task "render" (Render (old)). opts are per-call options such as
 // client.WithOutputBuffer.
 //
 // Deprecated: Use play.
 func (c *Client) Render(ctx context.Context, p RenderParams, opts ...client.CallOption) (*RenderResult, error) {
-	return client.Run(ctx, c.Runtime(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs, opts...)
-}
-
-// Render runs task "render" on the server, as Client.Render does in-process.
-func (c *RemoteClient) Render(ctx context.Context, p RenderParams, opts ...client.CallOption) (*RenderResult, error) {
-	return client.Run(ctx, c.Remote(), client.TaskRef{Family: FamilyID, Task: "render"}, &p, (*RenderResult).fromOutputs, opts...)
+	return taskRender.Run(ctx, c.Backend(), &p, opts...)
 }
