@@ -1,6 +1,7 @@
 package device
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -124,5 +125,28 @@ func TestAutocast(t *testing.T) {
 				t.Fatalf("= %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAutocastTakesStrings pins the autocast row of docs/differences.md:
+// the seed's autocast_context takes a tensor, a torch.device or a string
+// as the device and a torch.dtype as the dtype; Autocast takes the device
+// and the dtype as strings only — a dtype as Python prints it
+// ("torch.bfloat16") included — and dtype "" means auto.
+func TestAutocastTakesStrings(t *testing.T) {
+	ft := reflect.TypeOf(Autocast)
+	str := reflect.TypeFor[string]()
+	if ft.NumIn() != 4 || ft.In(1) != str || ft.In(2) != str {
+		t.Fatalf("Autocast is %v; the row says the device and dtype are strings", ft)
+	}
+	ampere := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 40)}}
+	for _, dt := range []string{"torch.bfloat16", "bf16", "", "auto"} {
+		got, err := Autocast(ampere, "cuda:0", dt, true)
+		if err != nil || got != (engine.CallOptions{Autocast: true, AutocastDType: tensor.BFloat16}) {
+			t.Errorf("Autocast(cuda:0, %q) = %+v, %v; want bfloat16 autocast", dt, got, err)
+		}
+	}
+	if got, err := Autocast(ampere, "cuda:0", "torch.float16", true); err != nil || got.AutocastDType != tensor.Float16 {
+		t.Errorf("Autocast(cuda:0, torch.float16) = %+v, %v", got, err)
 	}
 }

@@ -340,8 +340,78 @@ func TestParseBool(t *testing.T) {
 			t.Errorf("ParseBool(%q) = %v, %v (the seed's word for off)", s, v, err)
 		}
 	}
+	// y/t and n/f are wfgen's own (docs/differences.md, switch values).
+	for _, s := range []string{"y", "T"} {
+		if v, err := ParseBool("X", s); err != nil || !v {
+			t.Errorf("ParseBool(%q) = %v, %v (wfgen's short word for on)", s, v, err)
+		}
+	}
+	for _, s := range []string{"N", "f"} {
+		if v, err := ParseBool("X", s); err != nil || v {
+			t.Errorf("ParseBool(%q) = %v, %v (wfgen's short word for off)", s, v, err)
+		}
+	}
+	// Anything else is an error, where the seed keeps the default.
+	for _, s := range []string{"2", "maybe", "ja", "onn", "-1"} {
+		if _, err := ParseBool("X", s); err == nil {
+			t.Errorf("ParseBool(%q) accepted", s)
+		}
+	}
 	if _, err := ParseBool("X", "2"); err == nil || !strings.Contains(err.Error(), `X="2"`) {
 		t.Errorf("ParseBool(2) error = %v", err)
+	}
+}
+
+// TestPatchSDPARecordedOnly: WORLDFOUNDRY_PATCH_SDPA is read and recorded
+// (State.PatchSDPA) but patches nothing — there is no Python function to
+// patch under libtorch — so SDPAPatched stays false and the engine gets the
+// same flags whatever its value (docs/differences.md).
+func TestPatchSDPARecordedOnly(t *testing.T) {
+	var flags []Flags
+	for _, v := range []string{"", "1", "0"} {
+		e := &fakeEngine{flags: torchDefaults()}
+		st, err := NewPolicy(e, vars(map[string]string{EnvPatchSDPA: v})).Install(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := v != "0"; st.PatchSDPA != want || st.SDPAPatched {
+			t.Errorf("%s=%q: PatchSDPA %v SDPAPatched %v; want %v and false", EnvPatchSDPA, v, st.PatchSDPA, st.SDPAPatched, want)
+		}
+		flags = append(flags, e.flags)
+	}
+	if flags[0] != flags[1] || flags[1] != flags[2] {
+		t.Errorf("the flags depend on %s: %+v", EnvPatchSDPA, flags)
+	}
+}
+
+// TestCuDNNAndEfficientRunAsAuto: libtorch 1.13 has switches for the flash
+// and math SDPA kernels only, so the cudnn and efficient policies are
+// recorded but write the flags auto writes (docs/differences.md), while
+// flash and math each turn the other kernel off.
+func TestCuDNNAndEfficientRunAsAuto(t *testing.T) {
+	flagsOf := func(policy string) (State, Flags) {
+		e := &fakeEngine{flags: Flags{MatmulPrecision: PrecisionHighest}} // both kernels off before
+		st, err := NewPolicy(e, vars(nil)).Install(Options{AttentionBackend: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, e.flags
+	}
+	_, auto := flagsOf(AttentionAuto)
+	if !auto.FlashSDP || !auto.MathSDP {
+		t.Fatalf("auto flags %+v: want both kernels on", auto)
+	}
+	for _, p := range []string{AttentionCuDNN, AttentionEfficient} {
+		st, f := flagsOf(p)
+		if st.AttentionBackend != p || f != auto {
+			t.Errorf("%s: state %q, flags %+v; want the policy recorded and auto's flags %+v", p, st.AttentionBackend, f, auto)
+		}
+	}
+	if _, f := flagsOf(AttentionFlash); !f.FlashSDP || f.MathSDP {
+		t.Errorf("flash flags %+v", f)
+	}
+	if _, f := flagsOf(AttentionMath); f.FlashSDP || !f.MathSDP {
+		t.Errorf("math flags %+v", f)
 	}
 }
 

@@ -138,6 +138,31 @@ func TestParseLevel(t *testing.T) {
 	}
 }
 
+// TestLevelNumbersAreSlogs: WORLDFOUNDRY_LOG_LEVEL's names mean the same in
+// Go and Python (debug, info, warning, error, critical), but a number is a
+// slog level in Go — -4 debug, 0 info, 4 warn, 8 error, 12 critical — and a
+// logging level in Python — 10 DEBUG, 20 INFO, 30 WARNING, 40 ERROR, 50
+// CRITICAL (docs/differences.md). Every Python number is above Go's error
+// (Python's 10, DEBUG, is ERROR+2 here), so a number meant for Python
+// silences a Go process.
+func TestLevelNumbersAreSlogs(t *testing.T) {
+	for _, c := range []struct {
+		name, number string
+	}{{"debug", "-4"}, {"info", "0"}, {"warning", "4"}, {"error", "8"}, {"critical", "12"}} {
+		byName, err1 := logctx.ParseLevel(c.name)
+		byNumber, err2 := logctx.ParseLevel(c.number)
+		if err1 != nil || err2 != nil || byName != byNumber {
+			t.Errorf("%s = %v, %s = %v (%v, %v); want the same level", c.name, byName, c.number, byNumber, err1, err2)
+		}
+	}
+	for _, python := range []string{"10", "20", "30", "40", "50"} {
+		l, err := logctx.ParseLevel(python)
+		if err != nil || l <= slog.LevelError {
+			t.Errorf("ParseLevel(%q) = %v, %v; want a slog level above error, not Python's meaning", python, l, err)
+		}
+	}
+}
+
 func TestFieldsFlowIntoEveryRecord(t *testing.T) {
 	logctx.SetProcessFields(logctx.Fields{"run_id": "proc-run", "host_role": "ctl"})
 	t.Cleanup(func() { logctx.SetProcessFields(nil) })

@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ const (
 	escapeEnv = "WFGEN_PROC_TEST_ESCAPE" // "0": the tree has no grandchild in its own session
 	bytesEnv  = "WFGEN_PROC_TEST_BYTES"  // how much the writer writes
 	codeEnv   = "WFGEN_PROC_TEST_CODE"   // exit code of the exit role
+	linesEnv  = "WFGEN_PROC_TEST_LINES"  // "N L": the lines role writes N numbered lines of L bytes
 )
 
 // helperLife bounds how long a helper sleeps, so nothing leaks for long if
@@ -95,6 +98,15 @@ func runHelper(role string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+	case "lines":
+		var n, l int
+		fmt.Sscan(os.Getenv(linesEnv), &n, &l)
+		w := bufio.NewWriter(os.Stdout)
+		for i := range n {
+			line := fmt.Sprintf("%06d", i)
+			fmt.Fprintf(w, "%s%s\n", line, strings.Repeat(".", max(0, l-len(line)-1)))
+		}
+		w.Flush()
 	case "log":
 		if _, err := logctx.Configure(logctx.Options{Writer: os.Stdout, Format: logctx.FormatJSON}); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -3,13 +3,15 @@ package spec
 import (
 	"encoding/json"
 	"errors"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // specFixture is a small family with two variants and two tasks.
@@ -125,6 +127,51 @@ func TestCheckpoints(t *testing.T) {
 	}
 	if got := base.CheckpointMap(); !reflect.DeepEqual(got, map[string]string{"vae": "vae.pt", "model": "model.pt"}) {
 		t.Errorf("CheckpointMap = %v", got)
+	}
+}
+
+// TestPrimaryCheckpointIsTheModelRole pins a noticed difference
+// (docs/differences.md): the primary checkpoint is the one with role
+// "model", else the first — not the seed's role primary, base or
+// checkpoint.
+func TestPrimaryCheckpointIsTheModelRole(t *testing.T) {
+	for _, c := range []struct {
+		roles []string
+		want  string
+	}{
+		{[]string{"primary", "model"}, "model.pt"},
+		{[]string{"vae", "checkpoint"}, "vae.pt"},
+		{[]string{"base", "primary"}, "base.pt"},
+		{[]string{"text_encoder", "base"}, "text_encoder.pt"},
+	} {
+		v := InferenceVariantSpec{VariantID: "v"}
+		for _, r := range c.roles {
+			v.Checkpoints = append(v.Checkpoints, InferenceCheckpointRef{Role: r, URI: r + ".pt"})
+		}
+		if got := v.PrimaryCheckpointURI(); got != c.want {
+			t.Errorf("roles %v: primary %q, want %q", c.roles, got, c.want)
+		}
+	}
+}
+
+// TestIDLookupIsExact pins a noticed difference (docs/differences.md):
+// Variant and Task match ids and aliases exactly, where the seed
+// normalises case, surrounding spaces and '_' for '-'.
+func TestIDLookupIsExact(t *testing.T) {
+	s := specFixture()
+	s.Tasks[0].Aliases = append(s.Tasks[0].Aliases, "text-to-video")
+	for _, id := range []string{"BASE", " base", "base ", "Large", "X-L"} {
+		if v, err := s.Variant(id); !errors.Is(err, ErrUnknownID) {
+			t.Errorf("Variant(%q) = %v, %v; want ErrUnknownID", id, v, err)
+		}
+	}
+	for _, id := range []string{"Generate", "T2V", "text_to_video", " step"} {
+		if tk, err := s.Task(id); !errors.Is(err, ErrUnknownID) {
+			t.Errorf("Task(%q) = %v, %v; want ErrUnknownID", id, tk, err)
+		}
+	}
+	if tk, err := s.Task("text-to-video"); err != nil || tk.TaskID != "generate" {
+		t.Errorf("Task(text-to-video) = %v, %v", tk, err)
 	}
 }
 
@@ -346,13 +393,14 @@ func TestPartToDict(t *testing.T) {
 	// Parts built in Go with nil lists and maps give [] and {}, as the seed's
 	// to_dict does, and a field keeps its null default.
 	empty := map[string]func() (map[string]any, error){
-		"variant":  (&InferenceVariantSpec{VariantID: "v"}).ToDict,
-		"task":     (&InferenceTaskProfile{TaskID: "t"}).ToDict,
-		"field":    (&InferenceFieldSpec{FieldID: "f"}).ToDict,
-		"artifact": (&InferenceArtifactSpec{ArtifactID: "a", Kind: ArtifactJSON}).ToDict,
+		"variant":    (&InferenceVariantSpec{VariantID: "v", Checkpoints: []InferenceCheckpointRef{{Role: "model", URI: "m.pt"}}}).ToDict,
+		"checkpoint": (&InferenceCheckpointRef{Role: "model", URI: "m.pt"}).ToDict,
+		"task":       (&InferenceTaskProfile{TaskID: "t"}).ToDict,
+		"field":      (&InferenceFieldSpec{FieldID: "f"}).ToDict,
+		"artifact":   (&InferenceArtifactSpec{ArtifactID: "a", Kind: ArtifactJSON}).ToDict,
 	}
 	wantEmpty := map[string]map[string]any{
-		"variant": {"checkpoints": []any{}, "load_kwargs": map[string]any{}, "call_kwargs": map[string]any{}, "aliases": []any{}, "notes": []any{}},
+		"variant": {"load_kwargs": map[string]any{}, "call_kwargs": map[string]any{}, "aliases": []any{}, "notes": []any{}},
 		"task":    {"inputs": []any{}, "outputs": []any{}, "default_call_kwargs": map[string]any{}, "aliases": []any{}},
 		"field":   {"choices": []any{}, "default": nil},
 	}
@@ -362,6 +410,12 @@ func TestPartToDict(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		hasKeys(t, what, d)
+		// Nothing else: a part set only where the seed has keys gives the
+		// seed's keys alone — no derived model_ref or checkpoint_map in a
+		// variant's dict (docs/differences.md).
+		if keys := slices.Sorted(maps.Keys(d)); !slices.Equal(keys, slices.Sorted(slices.Values(seedKeys[what]))) {
+			t.Errorf("%s dict keys %v, want exactly the seed's %v", what, keys, seedKeys[what])
+		}
 		for k, want := range wantEmpty[what] {
 			if got, ok := d[k]; !ok || !reflect.DeepEqual(got, want) {
 				t.Errorf("%s dict %q = %#v, want %#v", what, k, got, want)

@@ -63,3 +63,38 @@ func TestResolveCompileErrors(t *testing.T) {
 		t.Errorf("unknown mode: %+v, %v", c, err)
 	}
 }
+
+// TestCompileIsAFreeze: compiling is a TorchScript freeze, with libtorch's
+// frozen-graph fusions for the default backends — never torch.compile. Every
+// backend maps to one of the two freeze levels, and mode, fullgraph and
+// dynamic, which torch.compile would honour, are validated and recorded
+// (the cache key has them) but do not change what runs: the level is the
+// backend's whatever they are (docs/differences.md).
+func TestCompileIsAFreeze(t *testing.T) {
+	for backend, level := range compileBackends {
+		if level != levelFreeze && level != levelFreezeOptimize {
+			t.Errorf("backend %s runs level %d, which is not a freeze", backend, level)
+		}
+	}
+	on, off := true, false
+	for _, backend := range []string{"inductor", "eager"} {
+		base, err := resolveCompile(CompileOptions{Backend: backend}, env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range compileModes {
+			for _, fg := range []*bool{&on, &off} {
+				for _, dyn := range []*bool{&on, &off} {
+					c, err := resolveCompile(CompileOptions{Backend: backend, Mode: mode, Fullgraph: fg, Dynamic: dyn}, env(nil))
+					if err != nil || c.unsupported != "" {
+						t.Fatalf("%s %s: %v %s", backend, mode, err, c.unsupported)
+					}
+					if c.level != base.level || c.mode != mode || c.fullgraph != *fg || c.dynamic != *dyn {
+						t.Errorf("%s mode %s fullgraph %v dynamic %v: level %d (want %d), recorded %s %v %v",
+							backend, mode, *fg, *dyn, c.level, base.level, c.mode, c.fullgraph, c.dynamic)
+					}
+				}
+			}
+		}
+	}
+}

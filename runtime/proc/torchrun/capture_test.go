@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/worldfoundry/wfgen/runtime/logctx"
 )
 
 // standIn writes an executable shell script that stands in for the Python
@@ -98,6 +100,36 @@ func TestRunCapturedCancel(t *testing.T) {
 	}
 	if left := capturesLeft(t, tmp); len(left) != 0 {
 		t.Errorf("capture folders left behind: %v", left)
+	}
+}
+
+// TestRunCapturedEnvironment checks the launcher's environment: env as
+// given (the caller's own variables are not added to it) plus the
+// correlation fields of ctx in WORLDFOUNDRY_LOG_CONTEXT and the lifecycle
+// file in WORLDFOUNDRY_LIFECYCLE_PATH, which the seed's run_torchrun_module
+// does not pass (docs/differences.md).
+func TestRunCapturedEnvironment(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Setenv("WFGEN_NOT_PASSED", "1")
+	py := standIn(t, `printf 'context=%s\nlifecycle=%s\nmine=%s\nnot_passed=%s\n' "$WORLDFOUNDRY_LOG_CONTEXT" "$WORLDFOUNDRY_LIFECYCLE_PATH" "$MY_VAR" "$WFGEN_NOT_PASSED"`)
+	ctx := logctx.With(context.Background(), logctx.Fields{"run_id": "job-9", "rank": 0})
+	c, err := RunCaptured(ctx, Launch{Python: py, NProcPerNode: 1, Module: "w"}, []string{"MY_VAR=mine"})
+	if err != nil || c.ReturnCode != 0 {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(c.Stdout), "\n") {
+		k, v, _ := strings.Cut(l, "=")
+		got[k] = v
+	}
+	if got["context"] != `{"rank":0,"run_id":"job-9"}` {
+		t.Errorf("WORLDFOUNDRY_LOG_CONTEXT = %q", got["context"])
+	}
+	if !strings.HasSuffix(got["lifecycle"], ".lifecycle.jsonl") {
+		t.Errorf("WORLDFOUNDRY_LIFECYCLE_PATH = %q", got["lifecycle"])
+	}
+	if got["mine"] != "mine" || got["not_passed"] != "" {
+		t.Errorf("env: MY_VAR %q, WFGEN_NOT_PASSED %q; want the given env only", got["mine"], got["not_passed"])
 	}
 }
 

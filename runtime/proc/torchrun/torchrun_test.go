@@ -341,3 +341,94 @@ func freePort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// TestBootstrapArgvAndLibuv runs the launcher's real argv — python3 -c
+// Bootstrap, where the seed runs python -m torch.distributed.run — against a
+// stand-in torch package, and checks what the bootstrap does before
+// torch.distributed.run starts (docs/differences.md): it passes the
+// launch's arguments through, sets USE_LIBUV=0 and
+// TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 and makes TCPStore default to
+// use_libuv=False, unless USE_LIBUV is set.
+func TestBootstrapArgvAndLibuv(t *testing.T) {
+	py, err := exec.LookPath(DefaultPython)
+	if err != nil {
+		t.Skipf("no %s: %v", DefaultPython, err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"torch/__init__.py": "",
+		"torch/distributed/__init__.py": `class TCPStore:
+    def __init__(self, host, port, use_libuv=True):
+        """TCPStore(host_name, port, ..., use_libuv=True)"""
+        self.use_libuv = use_libuv
+`,
+		"torch/distributed/run.py": `import json, os, sys
+import torch.distributed as d
+print(json.dumps({"args": sys.argv[1:], "name": __name__, "USE_LIBUV": os.environ.get("USE_LIBUV"),
+    "share": os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"), "store_libuv": d.TCPStore("h", 1).use_libuv}))
+`,
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := Launch{NProcPerNode: 2, Module: "pkg.worker", Args: []string{"--steps", "3"}}
+	argv, err := l.Command()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if argv[0] != "python3" || argv[1] != "-c" || argv[2] != Bootstrap {
+		t.Fatalf("argv starts %q, want python3 -c Bootstrap", argv[:2])
+	}
+	type report struct {
+		Args       []string
+		Name       string
+		Libuv      *string `json:"USE_LIBUV"`
+		Share      *string
+		StoreLibuv bool `json:"store_libuv"`
+	}
+	run := func(libuv string) report {
+		t.Helper()
+		cmd := exec.Command(py, argv[1:]...)
+		for _, kv := range os.Environ() {
+			if k, _, _ := strings.Cut(kv, "="); k != "USE_LIBUV" && k != "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" && k != "PYTHONPATH" {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, "PYTHONPATH="+dir)
+		if libuv != "" {
+			cmd.Env = append(cmd.Env, "USE_LIBUV="+libuv)
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("USE_LIBUV=%q: %v\n%s", libuv, err, out)
+		}
+		var r report
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("USE_LIBUV=%q: %v: %s", libuv, err, out)
+		}
+		return r
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "<unset>"
+		}
+		return *p
+	}
+	r := run("")
+	if !slices.Equal(r.Args, argv[3:]) || r.Name != "__main__" {
+		t.Errorf("torch.distributed.run got args %q as %s, want %q as __main__", r.Args, r.Name, argv[3:])
+	}
+	if str(r.Libuv) != "0" || str(r.Share) != "1" || r.StoreLibuv {
+		t.Errorf("USE_LIBUV unset: USE_LIBUV %s, share %s, store use_libuv %v; want 0, 1, false", str(r.Libuv), str(r.Share), r.StoreLibuv)
+	}
+	r = run("1")
+	if str(r.Libuv) != "1" || str(r.Share) != "<unset>" || !r.StoreLibuv {
+		t.Errorf("USE_LIBUV=1: USE_LIBUV %s, share %s, store use_libuv %v; want torch's defaults", str(r.Libuv), str(r.Share), r.StoreLibuv)
+	}
+}
