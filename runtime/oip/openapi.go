@@ -195,7 +195,7 @@ func familyPaths(s *spec.ModelInferenceSpec, paths, schemas obj) error {
 	inferResponses := func() obj {
 		return withErrors(obj{"200": okInfer}, "400", "401", "404", "413", "429", "500", "503", "504")
 	}
-	desc := fmt.Sprintf("Runs a task of %s (the request parameter `task`; default %q).", fam, s.DefaultTaskID)
+	desc := fmt.Sprintf("Runs a task of %s (the request parameter `task`; default %q).", fam, s.DefaultTask())
 	idPart := strings.ReplaceAll(fam, "-", "_")
 
 	paths[base] = obj{"get": op("modelMetadata_"+idPart, "model", "Metadata of "+fam,
