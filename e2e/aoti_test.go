@@ -119,6 +119,7 @@ func main() {
 // module, give the package's outputs: the encoder's as direct engine calls
 // give them, mobilenet's as Python's torch._inductor.aoti_load_package.
 func TestAOTIGeneratedClients(t *testing.T) {
+	t.Parallel()
 	if v := torch.Default().LibtorchVersion(); !v.AtLeast(2, 6) {
 		t.Skipf("AOTInductor packages need libtorch ≥ 2.6 (this engine: %s); run make test-libtorch2", v)
 	}

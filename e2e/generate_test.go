@@ -86,6 +86,7 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 }
 
 func TestGeneratedClientInFreshModule(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a module and a program; skipped with -short")
 	}

@@ -25,6 +25,7 @@ import (
 // the same checkpoints; --example, which runs the model, says how to build
 // a wfgen with the engine in that module.
 func TestGoToolImportInFreshModule(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds wfgen in a fresh module; skipped with -short")
 	}

@@ -95,6 +95,7 @@ func errOutput(err error) string {
 // (never Debian's default include path) and the program runs through the
 // rpath the flags add.
 func TestDownstreamModuleWithCustomLibtorch(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the engine's shim for a relocated libtorch; skipped with -short")
 	}
@@ -198,6 +199,7 @@ func TestDownstreamModuleWithCustomLibtorch(t *testing.T) {
 // CUDA libraries when the build has them; it refuses a directory that is not
 // a libtorch.
 func TestLibtorchPCVariants(t *testing.T) {
+	t.Parallel()
 	root := repoRoot(t)
 	prefix := relocatedLibtorch(t)
 	_, pc := writePC(t, root, prefix)

@@ -8,52 +8,35 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
 
 // pkgDir is this package's folder (tests change the working folder).
 var pkgDir, _ = os.Getwd()
 
-var (
-	buildOnce sync.Once
-	builtPath string
-	buildErr  error
-	buildDir  string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+// wfgenBin holds the wfgen executable, built once per test run (with VCS
+// stamping, as go build in a checkout does) and removed at the end.
+var wfgenBin = enginetest.Checkpoints{Name: "wfgen-bin", Build: func(dir string) error {
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "wfgen"), ".")
+	cmd.Dir = pkgDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	os.Exit(code)
-}
+	return nil
+}}
 
-// builtWfgen builds wfgen once per test run (with VCS stamping, as go
-// build in a checkout does) and returns the executable.
+func TestMain(m *testing.M) { enginetest.Main(m) }
+
+// builtWfgen returns the wfgen executable, built once.
 func builtWfgen(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: builds wfgen")
 	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "wfgen-bin-")
-		if buildErr != nil {
-			return
-		}
-		builtPath = filepath.Join(buildDir, "wfgen")
-		cmd := exec.Command("go", "build", "-o", builtPath, ".")
-		cmd.Dir = pkgDir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v", buildErr)
-	}
-	return builtPath
+	return wfgenBin.Path(t, "wfgen")
 }
 
 func TestHelpForEveryCommand(t *testing.T) {

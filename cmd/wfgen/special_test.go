@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
 
 // wfgenWithin runs the CLI in-process and fails the test when it does not
@@ -22,13 +24,8 @@ func wfgenWithin(t *testing.T, args ...string) (int, string, string) {
 		c, o, e := wfgenRun(args...)
 		done <- result{c, o, e}
 	}()
-	select {
-	case r := <-done:
-		return r.code, r.out, r.err
-	case <-time.After(20 * time.Second):
-		t.Fatalf("wfgen %v blocked", args)
-		return 0, "", ""
-	}
+	r := enginetest.Receive(t, fmt.Sprintf("wfgen %v (blocked?)", args), done)
+	return r.code, r.out, r.err
 }
 
 // A named pipe (or a link to one) among the manifests hangs nothing:

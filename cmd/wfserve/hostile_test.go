@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +18,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/worldfoundry/wfgen/examples/tinymodels"
 )
 
 // wfserveProc is wfserve running as a process of its own, as operators run
@@ -33,35 +30,12 @@ type wfserveProc struct {
 	exitErr error         // its exit status, once exited is closed
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
 // startProc builds wfserve once, starts it on a loopback port with the
 // demo manifests and args, and waits until it serves.
 func startProc(t *testing.T, args ...string) *wfserveProc {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "wfserve-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "wfserve")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	dir := t.TempDir()
-	if err := tinymodels.Build(dir); err != nil {
-		t.Fatal(err)
-	}
+	binPath := wfserveBin.Path(t, "wfserve")
+	dir := tiny.Dir(t)
 	manifests := filepath.Join("..", "..", "manifests")
 	all := append([]string{"-addr", "127.0.0.1:0", "-checkpoint-root", dir, "-device", "cpu"}, args...)
 	all = append(all, filepath.Join(manifests, "tiny-encoder.yaml"), filepath.Join(manifests, "tiny-world.yaml"))
@@ -75,21 +49,14 @@ func startProc(t *testing.T, args ...string) *wfserveProc {
 		p.cmd.Process.Kill()
 		<-p.exited
 	})
-	addr := regexp.MustCompile(`msg=serving addr=(\S+)`)
-	for deadline := time.Now().Add(2 * time.Minute); p.url == ""; {
-		if m := addr.FindStringSubmatch(p.stderr.String()); m != nil {
-			p.url = "http://" + m[1]
-		}
+	p.url = servingURL(t, p.stderr, func() string {
 		select {
 		case <-p.exited:
-			t.Fatalf("exited (%v) before serving:\n%s", p.exitErr, p.stderr.String())
+			return fmt.Sprintf("exited (%v)", p.exitErr)
 		default:
+			return ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving after 2 minutes:\n%s", p.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 	return p
 }
 
@@ -144,6 +111,7 @@ const MemorySlack = 320 << 20
 // the in-flight budget admits as many as it holds, the others are refused
 // 429 and retried.
 func TestMemoryBoundUnderLargeRequests(t *testing.T) {
+	t.Parallel()
 	const budget = int64(64 << 20)
 	p := startProc(t, "-max-inflight-bytes", strconv.FormatInt(budget, 10), "-max-body", strconv.Itoa(16<<20), "-timeout", "5m")
 	body := largeTokens(2 << 20)
@@ -203,6 +171,7 @@ func TestMemoryBoundUnderLargeRequests(t *testing.T) {
 // answered 200 (it ran) or 503 with Connection: close (it did not), no
 // connection breaks under a request, and wfserve exits 0.
 func TestDrainUnderLoadResetsNothing(t *testing.T) {
+	t.Parallel()
 	p := startProc(t, "-drain-timeout", "60s")
 	const clients = 32
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}

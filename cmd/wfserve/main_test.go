@@ -2,17 +2,19 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's and the test's
@@ -34,14 +36,59 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// tiny holds the demo families' checkpoints, built once for the package's
+// tests (in-process and wfserve processes alike) and removed when they are
+// over.
+var tiny = enginetest.Checkpoints{Name: "wfserve-test", Build: tinymodels.Build}
+
+// wfserveBin holds the wfserve executable, built once.
+var wfserveBin = enginetest.Checkpoints{Name: "wfserve-bin", Build: func(dir string) error {
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "wfserve"), ".").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return nil
+}}
+
+func TestMain(m *testing.M) { enginetest.Main(m) }
+
+var servingRecord = regexp.MustCompile(`msg=serving addr=(\S+)`)
+
+// servingURL waits until stderr has the record of the address wfserve
+// serves on and returns its URL; exited, polled meanwhile, says how the
+// server ended ("" while it runs), which fails the test.
+func servingURL(t *testing.T, stderr *syncBuffer, exited func() string) string {
+	t.Helper()
+	var url string
+	enginetest.WaitFor(t, "wfserve to serve", func() bool {
+		if m := servingRecord.FindStringSubmatch(stderr.String()); m != nil {
+			url = "http://" + m[1]
+			return true
+		}
+		if how := exited(); how != "" {
+			t.Fatalf("%s before serving:\n%s", how, stderr.String())
+		}
+		return false
+	})
+	return url
+}
+
+// runExit is exited for run's exit code on done.
+func runExit(done <-chan int) func() string {
+	return func() string {
+		select {
+		case code := <-done:
+			return fmt.Sprintf("exited %d", code)
+		default:
+			return ""
+		}
+	}
+}
+
 // TestServeAndStopOnSIGTERM runs the command on a loopback port with the
 // demo manifests, answers an infer request, and stops cleanly (exit 0) on
 // SIGTERM.
 func TestServeAndStopOnSIGTERM(t *testing.T) {
-	dir := t.TempDir()
-	if err := tinymodels.Build(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := tiny.Dir(t)
 	manifests := filepath.Join("..", "..", "manifests")
 	var stderr syncBuffer
 	done := make(chan int, 1)
@@ -49,22 +96,7 @@ func TestServeAndStopOnSIGTERM(t *testing.T) {
 		done <- run([]string{"-addr", "127.0.0.1:0", "-checkpoint-root", dir, "-device", "cpu", "-batch",
 			filepath.Join(manifests, "tiny-encoder.yaml"), filepath.Join(manifests, "tiny-world.yaml")}, &bytes.Buffer{}, &stderr)
 	}()
-	addr := regexp.MustCompile(`msg=serving addr=(\S+)`)
-	var url string
-	for deadline := time.Now().Add(60 * time.Second); url == ""; {
-		if m := addr.FindStringSubmatch(stderr.String()); m != nil {
-			url = "http://" + m[1]
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("exited %d before serving:\n%s", code, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving after 60 s:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	url := servingURL(t, &stderr, runExit(done))
 	resp, err := http.Post(url+"/v2/models/tiny-encoder/infer", "application/json",
 		strings.NewReader(`{"inputs":[{"name":"tokens","datatype":"INT64","shape":[3],"data":[1,2,3]}]}`))
 	if err != nil {
@@ -75,13 +107,8 @@ func TestServeAndStopOnSIGTERM(t *testing.T) {
 		t.Errorf("infer: %d", resp.StatusCode)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("exit %d after SIGTERM:\n%s", code, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("still running 30 s after SIGTERM")
+	if code := enginetest.Receive(t, "wfserve to stop after SIGTERM", done); code != 0 {
+		t.Errorf("exit %d after SIGTERM:\n%s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "msg=stopped") {
 		t.Errorf("no stop record:\n%s", stderr.String())

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,7 +18,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
 
 // TestTracingFromEnvironment: which OTEL_* settings turn tracing on, off,
@@ -121,32 +120,14 @@ func TestExportsTracesByOTLP(t *testing.T) {
 		t.Setenv(k, "")
 	}
 
-	dir := t.TempDir()
-	if err := tinymodels.Build(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := tiny.Dir(t)
 	var stderr syncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"-addr", "127.0.0.1:0", "-checkpoint-root", dir, "-device", "cpu",
 			filepath.Join("..", "..", "manifests", "tiny-encoder.yaml")}, &bytes.Buffer{}, &stderr)
 	}()
-	addr := regexp.MustCompile(`msg=serving addr=(\S+)`)
-	var url string
-	for deadline := time.Now().Add(60 * time.Second); url == ""; {
-		if m := addr.FindStringSubmatch(stderr.String()); m != nil {
-			url = "http://" + m[1]
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("exited %d before serving:\n%s", code, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving after 60 s:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+	url := servingURL(t, &stderr, runExit(done))
 	if !strings.Contains(stderr.String(), "otlp_traces="+rcv.URL) {
 		t.Errorf("the serving record does not name the OTLP endpoint:\n%s", stderr.String())
 	}
@@ -169,35 +150,26 @@ func TestExportsTracesByOTLP(t *testing.T) {
 	}
 
 	want := []string{"POST /v2/models/{model}/infer", "serve.queue", "serve.engine"}
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	var got, service []string
+	missing := ""
+	enginetest.WaitFor(t, "the request's spans to be exported", func() bool {
 		col.mu.Lock()
-		got, service := append([]string(nil), col.spans[tid]...), append([]string(nil), col.service...)
+		got, service = append([]string(nil), col.spans[tid]...), append([]string(nil), col.service...)
 		col.mu.Unlock()
-		missing := ""
+		missing = ""
 		for _, w := range want {
 			if !strings.Contains(strings.Join(got, "|"), w) {
 				missing = w
 			}
 		}
-		if missing == "" {
-			if len(service) == 0 || service[0] != "wfserve" {
-				t.Errorf("service.name %v, want wfserve", service)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("span %q of trace %s never exported (got %v; all %v)\n%s", missing, tid, got, col.spans, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
+		return missing == ""
+	})
+	if len(service) == 0 || service[0] != "wfserve" {
+		t.Errorf("service.name %v, want wfserve", service)
 	}
 
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("exit %d after SIGTERM:\n%s", code, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("still running 30 s after SIGTERM")
+	if code := enginetest.Receive(t, "wfserve to stop after SIGTERM", done); code != 0 {
+		t.Errorf("exit %d after SIGTERM:\n%s", code, stderr.String())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/proc"
 	"github.com/worldfoundry/wfgen/runtime/proc/torchrun"
 )
@@ -174,13 +175,11 @@ func stragglers(mark string) []string {
 func checkNoStragglers(t *testing.T, mark string) {
 	t.Helper()
 	var left []string
-	for range 20 { // a killed process can take a moment to be reaped
-		if left = stragglers(mark); len(left) == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	// A killed process can take a moment to be reaped; one still alive
+	// after enginetest.Patience was left behind.
+	if !enginetest.Await(func() bool { left = stragglers(mark); return len(left) == 0 }) {
+		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 	}
-	t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
 }
 
 // TestTwoNodes is a true two-node run on one machine: two torchrun agents
@@ -295,11 +294,7 @@ func TestStragglersSeesTaggedProcesses(t *testing.T) {
 	// readable in /proc a moment later (the kernel sets it up after the
 	// close-on-exec pipe that Start waits for is closed).
 	var left []string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if left = stragglers(mark); len(left) > 0 {
-			break
-		}
-	}
+	enginetest.Await(func() bool { left = stragglers(mark); return len(left) > 0 })
 	if len(left) != 1 || !strings.Contains(left[0], "sleep 30") {
 		t.Errorf("running tagged process: stragglers = %q", left)
 	}

@@ -25,6 +25,7 @@ func loadGolden(t *testing.T, c string) []*ir.Family {
 }
 
 func TestGenerateCachedReusesOnlyVerifiedFiles(t *testing.T) {
+	t.Parallel()
 	files := loadGolden(t, "kinds")
 	want, err := emit.Generate(files)
 	if err != nil {
@@ -76,6 +77,7 @@ func TestGenerateCachedReusesOnlyVerifiedFiles(t *testing.T) {
 }
 
 func TestFingerprintSeesEveryInput(t *testing.T) {
+	t.Parallel()
 	fams := loadGolden(t, "kinds")
 	base := emit.Fingerprint(fams[0])
 	if !bytes.Equal(base, emit.Fingerprint(fams[0])) {
@@ -104,6 +106,7 @@ func TestFingerprintSeesEveryInput(t *testing.T) {
 // the fingerprint follows it: only the origin, not the path as given,
 // reaches the output.
 func TestOriginIsTheRecordedPath(t *testing.T) {
+	t.Parallel()
 	files := loadGolden(t, "kinds")
 	files[0].File.Origin = "golden/kinds/input/kinds.yaml"
 	out, origins, err := emit.GenerateWithOrigins(files, "", nil)

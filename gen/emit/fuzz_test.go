@@ -168,6 +168,7 @@ func exportImporter(t *testing.T, fset *token.FileSet) types.Importer {
 // type-checks; each bad-* manifest is refused by validate with a message
 // naming the problem.
 func TestTrustCases(t *testing.T) {
+	t.Parallel()
 	want := map[string]string{
 		"bad-field-validate.yaml": `task "run" field "validate" both become the Go name Validate`,
 		"bad-task-close.yaml":     `the Client method Close and task "close" both become the Go name Close`,
@@ -209,6 +210,7 @@ func TestTrustCases(t *testing.T) {
 // so that no family package takes it (issue 32: a family named like an
 // import of its own code could not be imported beside it).
 func TestReservedNamesCoverGeneratedImports(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob(filepath.Join("..", "..", "generated", "*", "*.go"))
 	golden, _ := filepath.Glob(filepath.Join(goldenRoot, "*", "output", "*", "*.go"))
 	files = append(files, golden...)

@@ -61,6 +61,7 @@ func generatedPackages(t *testing.T, root string) map[string]string {
 // with the manifest it came from, using go-cmp, and one that imports only
 // generated/all and finds every family in the registry.
 func TestGeneratedPackagesCompileVetAndMatchManifests(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs a test binary; skipped with -short")
 	}

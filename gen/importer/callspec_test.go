@@ -32,6 +32,7 @@ func encoderCallSpec() engine.CallSpec {
 // the call spec it came from: fields, dtypes, shapes and the batch range
 // are the export's, the baked-in argument a warning.
 func TestSkeletonFromCallSpec(t *testing.T) {
+	t.Parallel()
 	ck := Checkpoint{Path: "models/encoder.pt2", SHA256: strings.Repeat("ab", 32), SizeBytes: 373535}
 	res, err := SkeletonFromCallSpec(ck, encoderCallSpec(), Options{})
 	if err != nil {

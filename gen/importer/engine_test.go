@@ -39,6 +39,7 @@ def encode(self, tokens: List[str], weights: List[float] = [0.5, 0.25], keep: Li
 `
 
 func TestImportBuiltModule(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "checkpoints", "kinds.pt")
 	if err := os.MkdirAll(filepath.Dir(ckpt), 0o755); err != nil {
@@ -131,6 +132,7 @@ func TestImportBuiltModule(t *testing.T) {
 }
 
 func TestImportUnknownMethodAndBadFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "m.pt")
 	if err := torch.BuildModule(torch.ModuleSource{Source: kindsSource}, ckpt); err != nil {
@@ -166,6 +168,7 @@ def forward(self, tokens: Tensor, normalize: bool = True) -> Dict[str, Tensor]:
 // skeleton validates, and the runtime client runs it with the checks the
 // declared contract implies.
 func TestImportExamples(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "enc.pt")
 	table := make([]float32, 40)

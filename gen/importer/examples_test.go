@@ -29,6 +29,7 @@ func shapeText(s spec.Shape) string {
 // and tensor artifact carries a TODO comment about its dtype and shape and
 // declares neither.
 func TestSkeletonTensorTODOs(t *testing.T) {
+	t.Parallel()
 	res, err := Skeleton(checkpoint, schemas, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +64,7 @@ func exampleSchemas() []engine.MethodSchema {
 }
 
 func TestSkeletonExamples(t *testing.T) {
+	t.Parallel()
 	ck := checkpoint
 	ck.ReturnKeys = map[string][]contract.ReturnKey{"forward": {{Name: "logits", Always: true}, {Name: "pooled", Always: true}, {Name: "extra"}}}
 	ck.Outputs = map[string]Output{"forward": {
@@ -131,6 +133,7 @@ func TestSkeletonExamples(t *testing.T) {
 }
 
 func TestSkeletonExampleErrors(t *testing.T) {
+	t.Parallel()
 	f32 := func(shape ...int64) Example {
 		n := int64(1)
 		for _, d := range shape {
@@ -159,6 +162,7 @@ func TestSkeletonExampleErrors(t *testing.T) {
 }
 
 func TestReadExample(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "tokens.npy")
 	if err := artifactio.WriteNPY(good, tensor.FromInt64([]int64{1, 2, 3, 4, 5, 6}, 2, 3)); err != nil {

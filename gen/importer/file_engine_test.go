@@ -228,6 +228,7 @@ func sameDefault(engine, code any) bool {
 // skeleton (and warnings) Import writes with the engine, for every method
 // alone and all of them together.
 func TestImportFileMatchesEngine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for name, ckpt := range checkpoints(t, dir) {
 		t.Run(name, func(t *testing.T) {
@@ -300,6 +301,7 @@ func splitEach(ms []string) [][]string {
 // AOTInductor package, read from its metadata, with the engine's (needs
 // libtorch ≥ 2.6 and Python's torch 2.6 to export: the libtorch 2.x lane).
 func TestImportFilePackageMatchesEngine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: exports a package")
 	}

@@ -61,6 +61,7 @@ const echoCode = `class Echo(Module):
 // Examples need the engine; a signature that cannot be read is an error
 // that says where.
 func TestImportFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "echo.pt")
 	writeZip(t, ckpt, map[string]string{"echo/data.pkl": "\x80\x02c__torch__\nEcho\nq\x00)\x81}", "echo/code/__torch__.py": echoCode, "echo/version": "3"})
@@ -106,6 +107,7 @@ func TestImportFile(t *testing.T) {
 // TestImportFilePackage imports an AOTInductor package from the call spec
 // in its metadata, without an engine.
 func TestImportFilePackage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	spec := `{"version": 1, "inputs": [{"name": "features", "dtype": "float32", "shape": ["batch", 32]}, {"name": "normalize", "keyword": true, "constant": true, "value": true}], "outputs": [{"name": "embedding", "dtype": "float32", "shape": ["batch", 16]}, {"name": "norm", "dtype": "float32", "shape": ["batch"]}], "returns": "dict", "dims": {"batch": {"min": 1, "max": 16}}}`
 	q, _ := json.Marshal(spec)

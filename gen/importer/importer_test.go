@@ -2,7 +2,6 @@ package importer
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/contract"
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
@@ -22,6 +22,7 @@ import (
 )
 
 func TestFieldKind(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		typ      string
 		kind     string
@@ -62,6 +63,7 @@ func TestFieldKind(t *testing.T) {
 }
 
 func TestFamilyIDFromPath(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"model.pt":                  "model",
 		"/x/Tiny_Model.v2.pt":       "tiny-model-v2",
@@ -115,6 +117,7 @@ var checkpoint = Checkpoint{
 }
 
 func TestSkeleton(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join("manifests", "my-model.yaml")
 	res, err := Skeleton(checkpoint, schemas, Options{Output: out})
 	if err != nil {
@@ -210,6 +213,7 @@ func TestSkeleton(t *testing.T) {
 }
 
 func TestSkeletonOptions(t *testing.T) {
+	t.Parallel()
 	one := schemas[1:2:2]
 	res, err := Skeleton(checkpoint, one, Options{FamilyID: "custom_id", SchemaRef: "../schema/manifest.schema.json"})
 	if err != nil {
@@ -249,6 +253,7 @@ func TestSkeletonOptions(t *testing.T) {
 }
 
 func TestGoNameCollisions(t *testing.T) {
+	t.Parallel()
 	m := []engine.MethodSchema{{Name: "forward", Arguments: []engine.Argument{
 		{Name: "num_frames", Type: "int"}, {Name: "numFrames", Type: "int"}, {Name: "NumFrames", Type: "int"},
 	}, Returns: []string{"Tensor"}}}
@@ -289,6 +294,7 @@ class Net(Module):
 `
 
 func TestWriteFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "m.yaml")
 	for _, data := range []string{"first\n", "second\n"} {
@@ -308,72 +314,33 @@ func TestWriteFile(t *testing.T) {
 	}
 }
 
-// fakeEngine serves fixed schemas, to test Import without libtorch.
-type fakeEngine struct {
-	engine.Engine
-	schemas []engine.MethodSchema
-	loadErr error
-	closed  bool
-}
-
-func (e *fakeEngine) Load(path string, opts engine.LoadOptions) (engine.Module, error) {
-	if e.loadErr != nil {
-		return nil, e.loadErr
-	}
-	if opts.Device != "cpu" {
-		return nil, errors.New("want cpu")
-	}
-	return &fakeModule{e}, nil
-}
-
-type fakeModule struct{ e *fakeEngine }
-
-func (m *fakeModule) Methods() []string {
-	var out []string
-	for _, s := range m.e.schemas {
-		out = append(out, s.Name)
-	}
-	return out
-}
-
-func (m *fakeModule) Schema(method string) (engine.MethodSchema, error) {
-	for _, s := range m.e.schemas {
-		if s.Name == method {
-			return s, nil
-		}
-	}
-	return engine.MethodSchema{}, errors.New("no method")
-}
-
-func (m *fakeModule) Call(context.Context, string, map[string]any, engine.CallOptions) (any, error) {
-	return nil, errors.New("not callable")
-}
-func (m *fakeModule) Device() string { return "cpu" }
-func (m *fakeModule) Close() error   { m.e.closed = true; return nil }
-
 func TestImportWithFakeEngine(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "fake.pt")
 	if err := os.WriteFile(path, []byte("checkpoint bytes"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := &fakeEngine{schemas: schemas}
+	e := &enginetest.Engine{Schemas: schemas}
 	res, err := Import(e, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, diags := validate.Bytes("fake.yaml", res.YAML)
-	if len(diags) > 0 || len(f.Spec.Tasks) != 1 || f.Spec.Tasks[0].MethodName() != "forward" || !e.closed {
-		t.Fatalf("default method import: %v %+v closed=%v", diags, f.Spec.Tasks, e.closed)
+	if len(diags) > 0 || len(f.Spec.Tasks) != 1 || f.Spec.Tasks[0].MethodName() != "forward" || e.Closed() != 1 {
+		t.Fatalf("default method import: %v %+v closed %d modules", diags, f.Spec.Tasks, e.Closed())
+	}
+	if l := e.Loads(); len(l) != 1 || l[0].Path != path || l[0].Options.Device != "cpu" {
+		t.Errorf("loads %+v, want %s on the cpu", l, path)
 	}
 	ck := f.Spec.Variants[0].Checkpoints[0]
 	sum := sha256.Sum256([]byte("checkpoint bytes"))
 	if ck.SizeBytes != 16 || ck.SHA256 != hex.EncodeToString(sum[:]) {
 		t.Errorf("checkpoint facts %+v", ck)
 	}
-	if _, err := Import(e, path, Options{Methods: []string{"forward", "nope"}}); err == nil || !strings.Contains(err.Error(), "its methods: forward, encode_text, describe") {
+	if _, err := Import(e, path, Options{Methods: []string{"forward", "nope"}}); err == nil || !strings.Contains(err.Error(), "its methods: describe, encode_text, forward") {
 		t.Errorf("unknown method: %v", err)
 	}
-	e.loadErr = errors.New("not a TorchScript archive")
+	e.LoadErr = errors.New("not a TorchScript archive")
 	if _, err := Import(e, path, Options{}); err == nil || !strings.Contains(err.Error(), "not a TorchScript archive") {
 		t.Errorf("load error: %v", err)
 	}

@@ -86,6 +86,7 @@ func exportWithPython(t *testing.T, path string) pythonOutputs {
 // method through the runtime client with Python's results; generated into
 // a typed package, it compiles and runs too (skipped with -short).
 func TestImportPythonExport(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "py_kinds.pt")
 	want := exportWithPython(t, ckpt)

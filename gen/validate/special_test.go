@@ -7,22 +7,18 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
 
-// within fails the test when f does not return within a few seconds (a
-// blocking open of a named pipe never returns).
+// within fails the test when f does not return within
+// enginetest.Patience (a blocking open of a named pipe never returns).
 func within(t *testing.T, what string, f func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s blocked", what)
-	}
+	done := make(chan struct{}, 1)
+	go func() { f(); done <- struct{}{} }()
+	enginetest.Receive(t, what+" (blocked?)", done)
 }
 
 // A named pipe (or a symbolic link to one, or to a folder) with a manifest

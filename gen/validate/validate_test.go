@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/worldfoundry/wfgen/gen/ir"
@@ -413,8 +414,13 @@ func TestWriteDiagnostics(t *testing.T) {
 }
 
 // However many workers run, the bytes of manifest source being parsed at
-// once stay within parseBudget; small files still go side by side.
-func TestParseBudget(t *testing.T) {
+// once stay within parseBudget; small files still go side by side. The
+// test runs in a synctest bubble: a parse's sleep ends only once every
+// other worker is blocked (parsing or waiting for the budget), so the
+// files that can be parsed side by side are.
+func TestParseBudget(t *testing.T) { synctest.Test(t, testParseBudget) }
+
+func testParseBudget(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 8 {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("big%d.yaml", i)))

@@ -20,6 +20,7 @@ var rewriteLoop = regexp.MustCompile(`(?m)^for n in ([A-Za-z0-9 ]+); do gofmt -r
 // has a Stack and a Compiler). The recipe was run for real on a
 // downstream module (see the changelog); this keeps its lists true.
 func TestChangelogRewrite(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
 	if err != nil {
 		t.Fatal(err)

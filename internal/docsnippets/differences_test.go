@@ -78,6 +78,7 @@ func differenceRows(t *testing.T, data string) (topics, cells []string) {
 // tests"), at least one, and every item of "Noticed, not changed" names at
 // least one; and each named test exists in the module.
 func TestDifferencesNameTests(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile(filepath.Join(root, "docs", "differences.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,7 @@ func TestDifferencesNameTests(t *testing.T) {
 
 // TestDifferenceRowsParse checks the reader on a page of its own.
 func TestDifferenceRowsParse(t *testing.T) {
+	t.Parallel()
 	page := "# D\n\n| topic | wfgen | test |\n| --- | --- | --- |\n" +
 		"| a | x | `TestA`, `TestB` |\n| b | y | the package's tests |\n\n" +
 		"## Noticed, not changed\n\n- **One.** Text\n  more. Test: `TestC`.\n- **Two.** None.\n"

@@ -111,6 +111,7 @@ func slug(h string) string {
 // and the docs: the file or folder exists, and an anchor into a Markdown
 // page names one of its headings.
 func TestLinksResolve(t *testing.T) {
+	t.Parallel()
 	anchorsOf := map[string]map[string]bool{}
 	anchors := func(path string) (map[string]bool, error) {
 		if a, ok := anchorsOf[path]; ok {
@@ -166,6 +167,7 @@ func TestLinksResolve(t *testing.T) {
 // TestLinkScan checks the scanner on a page with every case it handles,
 // so that a link checker that finds nothing cannot pass unnoticed.
 func TestLinkScan(t *testing.T) {
+	t.Parallel()
 	page := "# Title\n\n" +
 		"## The `runtime/spec` package (types)\n\n" +
 		"## Title\n\n" +
@@ -208,6 +210,7 @@ var docPath = regexp.MustCompile(`(?:^|[^\w/.-])(docs/[\w./-]*\w\.md)`)
 // A path into a folder this repository does not have is another
 // project's and is left alone.
 func TestDocPathsExist(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command("git", "ls-files", "-z")
 	cmd.Dir = root
 	out, err := cmd.Output()

@@ -297,6 +297,7 @@ func tolerated(err error) bool {
 
 // TestSnippetsBuild type-checks every Go snippet of the pages.
 func TestSnippetsBuild(t *testing.T) {
+	t.Parallel()
 	names, known := packages(t)
 	var all []snippet
 	for _, p := range pages(t) {
@@ -349,6 +350,7 @@ func TestSnippetsBuild(t *testing.T) {
 // reports a snippet that does not build: a test that cannot fail would
 // prove nothing about the docs.
 func TestSnippetForms(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	page := filepath.Join(dir, "page.md")
 	md := "# Page\n\n" +

@@ -69,6 +69,7 @@ func rows(ref *aoti.Reference, n int) []*tensor.Tensor {
 // last batch of 4 to the pad size 8, and gives each item what a direct
 // call of the package gives it.
 func TestAOTIEncoderBatchSplitsAndPadsWithinTheExportedRange(t *testing.T) {
+	t.Parallel()
 	f := aotiFixture(t, aoti.Encoder)
 	ref, err := aoti.ReadReference(f.Reference)
 	if err != nil {
@@ -129,6 +130,7 @@ func TestAOTIEncoderBatchSplitsAndPadsWithinTheExportedRange(t *testing.T) {
 // named: a field for an argument the export baked in, a misnamed artifact,
 // a dtype the package was not exported with.
 func TestAOTIManifestDisagreeingWithThePackageFailsAtLoad(t *testing.T) {
+	t.Parallel()
 	f := aotiFixture(t, aoti.Encoder)
 	spec := aotiSpec(t, "aoti-encoder")
 	task := &spec.Tasks[0]
@@ -171,6 +173,7 @@ func TestAOTIManifestDisagreeingWithThePackageFailsAtLoad(t *testing.T) {
 // mobilenet_v3_small through the client gives Python's logits for each
 // picture of the reference batch.
 func TestAOTIMobileNetThroughTheClient(t *testing.T) {
+	t.Parallel()
 	f := aotiFixture(t, aoti.MobileNet)
 	ref, err := aoti.ReadReference(f.Reference)
 	if err != nil {

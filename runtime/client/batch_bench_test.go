@@ -94,7 +94,7 @@ func BenchmarkEmbedBatch(b *testing.B) {
 // (target: ≥ 1.2 over py-slice).
 func BenchmarkEmbedBatchInterleaved(b *testing.B) {
 	c := newTinyEncoder(b)
-	path := filepath.Join(checkpoints(b), tinymodels.Files["tiny-encoder"])
+	path := filepath.Join(tiny.Dir(b), tinymodels.Files["tiny-encoder"])
 	py := startBatchPeer(b, path)
 	ctx := context.Background()
 	ps := batchJob()

@@ -60,6 +60,7 @@ func TestResolveCheckpointErrors(t *testing.T) {
 }
 
 func TestVerifyCheckpoint(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "m.pt")
 	writeFile(t, p, "hello")
 	const sum = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"

@@ -19,7 +19,7 @@ import (
 // and setting, shared by the clients — and compiling changes no result.
 func TestCompiledVariant(t *testing.T) {
 	t.Setenv(torch.EnvCompileCacheDir, t.TempDir())
-	dir := checkpoints(t)
+	dir := tiny.Dir(t)
 	tokens := tensor.FromInt64([]int64{3, 1, 4, 1, 5, 9}, 6)
 	run := func(spec *wfspec.ModelInferenceSpec) (engine.Module, []float32) {
 		t.Helper()
@@ -82,7 +82,8 @@ func TestCompiledVariant(t *testing.T) {
 // output, two calls given the same buffer return their tensors in the same
 // memory; two calls without one do not.
 func TestRunWithOutputBuffer(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	c, err := client.New(loadSpec(t, "tiny-world"), client.WithCheckpointRoot(dir), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/validate"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/infra"
 	"github.com/worldfoundry/wfgen/runtime/stream"
@@ -23,35 +22,11 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
+// tiny holds the tiny families' checkpoints (examples/tinymodels), built once
+// for the package's tests and removed when they are over.
+var tiny = enginetest.Checkpoints{Name: "client-test", Build: tinymodels.Build}
 
-// TestMain removes the checkpoints the package's tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// checkpoints builds the tiny checkpoints once for the package's tests.
-func checkpoints(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "wfgen-client-test")
-		if buildErr == nil {
-			buildErr = tinymodels.Build(buildDir)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildDir
-}
+func TestMain(m *testing.M) { enginetest.Main(m) }
 
 func loadSpec(t *testing.T, name string) *wfspec.ModelInferenceSpec {
 	t.Helper()
@@ -71,7 +46,8 @@ func tokens(i int) *tensor.Tensor {
 }
 
 func TestEncoderRunAndBatchMatchDirectCalls(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	c, err := client.New(loadSpec(t, "tiny-encoder"), client.WithCheckpointRoot(dir), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +110,8 @@ func assertClose(t *testing.T, got, want []float32, tol float64) {
 }
 
 func TestWorldGenerateAndStream(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	spec := loadSpec(t, "tiny-world")
 	c, err := client.New(spec, client.WithCheckpointRoot(dir))
 	if err != nil {
@@ -176,7 +153,8 @@ func TestWorldGenerateAndStream(t *testing.T) {
 }
 
 func TestStreamStateCarriesAcrossChunks(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	c, err := client.New(loadSpec(t, "tiny-world"), client.WithCheckpointRoot(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +186,8 @@ func TestStreamStateCarriesAcrossChunks(t *testing.T) {
 }
 
 func TestContractMismatchFailsAtLoad(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	spec := loadSpec(t, "tiny-encoder")
 	spec.Tasks[0].Inputs[1].Kind = wfspec.KindString // normalize: bool in the checkpoint
 	c, err := client.New(spec, client.WithCheckpointRoot(dir))
@@ -223,7 +202,8 @@ func TestContractMismatchFailsAtLoad(t *testing.T) {
 }
 
 func TestCorruptedCheckpointRefused(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	spec := loadSpec(t, "tiny-encoder")
 	spec.Variants[0].Checkpoints[0].SHA256 = strings.Repeat("0", 64)
 	c, err := client.New(spec, client.WithCheckpointRoot(dir))
@@ -238,7 +218,7 @@ func TestCorruptedCheckpointRefused(t *testing.T) {
 }
 
 func TestCheckpointRootFromEnvAndClose(t *testing.T) {
-	dir := checkpoints(t)
+	dir := tiny.Dir(t)
 	t.Setenv(client.CheckpointRootEnv, dir)
 	c, err := client.New(loadSpec(t, "tiny-encoder"))
 	if err != nil {
@@ -257,7 +237,7 @@ func TestCheckpointRootFromEnvAndClose(t *testing.T) {
 }
 
 func TestDropCachesReleasesUnusedModules(t *testing.T) {
-	dir := checkpoints(t)
+	dir := tiny.Dir(t)
 	c, err := client.New(loadSpec(t, "tiny-encoder"), client.WithCheckpointRoot(dir))
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,10 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/torch"
@@ -23,31 +23,23 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-var mobileNetOnce struct {
-	sync.Once
-	path string
-	err  error
-}
+// mobileNetCkpt holds torchvision's mobilenet_v3_small as TorchScript
+// (testdata/mobilenet.py, random weights), built once per test binary.
+var mobileNetCkpt = enginetest.Checkpoints{Name: "client-mobilenet", Build: func(dir string) error {
+	if out, err := exec.Command(debianPython, filepath.Join("testdata", "mobilenet.py"), filepath.Join(dir, "mobilenet.pt")).CombinedOutput(); err != nil {
+		return fmt.Errorf("mobilenet.py: %v\n%s", err, out)
+	}
+	return nil
+}}
 
-// mobileNet returns torchvision's mobilenet_v3_small as TorchScript
-// (testdata/mobilenet.py, random weights), built once per test binary, or
-// skips when Debian's python3-torchvision is missing.
+// mobileNet returns the mobilenet checkpoint, or skips when Debian's
+// python3-torchvision is missing.
 func mobileNet(t testing.TB) string {
 	t.Helper()
 	if err := exec.Command(debianPython, "-c", "import torch, torchvision").Run(); err != nil {
 		t.Skipf("%s cannot import torch and torchvision: install python3-torchvision (scripts/setup.sh)", debianPython)
 	}
-	dir := checkpoints(t)
-	mobileNetOnce.Do(func() {
-		mobileNetOnce.path = filepath.Join(dir, "mobilenet.pt")
-		if out, err := exec.Command(debianPython, filepath.Join("testdata", "mobilenet.py"), mobileNetOnce.path).CombinedOutput(); err != nil {
-			mobileNetOnce.err = fmt.Errorf("mobilenet.py: %v\n%s", err, out)
-		}
-	})
-	if mobileNetOnce.err != nil {
-		t.Fatal(mobileNetOnce.err)
-	}
-	return mobileNetOnce.path
+	return mobileNetCkpt.Path(t, "mobilenet.pt")
 }
 
 // invModel is a model of the invariance tests: where its checkpoint is, the
@@ -77,21 +69,13 @@ func imageItem(i int) *tensor.Tensor {
 	return tensor.FromFloat32(v, 3, 224, 224)
 }
 
+// built returns the path of a checkpoint that build writes, built once per
+// test binary.
 func built(name string, build func(string) error) func(testing.TB) string {
-	var once sync.Once
-	var path string
-	var err error
+	c := &enginetest.Checkpoints{Name: name, Build: func(dir string) error { return build(filepath.Join(dir, name+".pt")) }}
 	return func(t testing.TB) string {
 		t.Helper()
-		dir := checkpoints(t)
-		once.Do(func() {
-			path = filepath.Join(dir, name+".pt")
-			err = build(path)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return c.Path(t, name+".pt")
 	}
 }
 
@@ -161,6 +145,7 @@ func floatsOf(t *testing.T, b []byte) []float32 {
 // So padding every call to one size makes an item's output independent of
 // how it was batched; nothing less does for every model.
 func TestBatchCompositionBitIdentity(t *testing.T) {
+	t.Parallel()
 	// classes lists, per model, the batch sizes whose outputs agree on
 	// libtorch 1.13.
 	classes := map[string][][]int{
@@ -265,6 +250,7 @@ func invariantSpec(md invModel, invariant bool) *spec.ModelInferenceSpec {
 // the models whose batch of one takes another kernel path, the item's
 // answer alone differs from its answer in a batch.
 func TestRunBatchInvariant(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, md := range invModels[1:] {
 		t.Run(md.name, func(t *testing.T) {

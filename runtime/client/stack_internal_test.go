@@ -12,6 +12,7 @@ import (
 // An item's outputs survive gob, which carries them between the ranks of a
 // sharded run.
 func TestItemOutputsGob(t *testing.T) {
+	t.Parallel()
 	f, err := splitOutputs(map[string]any{
 		"b": tensor.FromFloat32([]float32{1, 2, 3, 4}, 2, 2),
 		"a": tensor.FromInt64([]int64{7, 8}, 2),

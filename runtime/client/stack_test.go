@@ -16,7 +16,7 @@ import (
 
 func newTinyEncoder(t testing.TB) *tinyencoder.Client {
 	t.Helper()
-	c, err := tinyencoder.New(client.WithCheckpointRoot(checkpoints(t)), client.WithDevice("cpu"))
+	c, err := tinyencoder.New(client.WithCheckpointRoot(tiny.Dir(t)), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +37,7 @@ func embedParams(n int, normalize bool) []tinyencoder.EmbedParams {
 // The typed batch path (items read in place) gives each item what a call
 // of its own gives, across full, padded and single batches.
 func TestEmbedBatchMatchesEmbed(t *testing.T) {
+	t.Parallel()
 	c := newTinyEncoder(t)
 	ctx := context.Background()
 	for _, normalize := range []bool{true, false} {
@@ -71,6 +72,7 @@ func TestEmbedBatchMatchesEmbed(t *testing.T) {
 // returns the same bytes, item by item, through both the typed and the map
 // path: each lane stacks into buffers of its own.
 func TestEmbedBatchLanesMatchOneLane(t *testing.T) {
+	t.Parallel()
 	c := newTinyEncoder(t)
 	ctx := context.Background()
 	ps := embedParams(203, true)
@@ -109,6 +111,7 @@ func TestEmbedBatchLanesMatchOneLane(t *testing.T) {
 // typed path and the map path refuse the same batches, naming the item and
 // the field, before anything runs.
 func TestBatchRefusesItemsThatDoNotStack(t *testing.T) {
+	t.Parallel()
 	c := newTinyEncoder(t)
 	ctx := context.Background()
 	calls := 0
@@ -181,6 +184,7 @@ func TestEmbedBatchAllocationsPerItem(t *testing.T) {
 // shape (or are unset in both); every other call input is equal or unset
 // in both, lists and tensor lists item by item; load kwargs do not count.
 func TestBatchConflict(t *testing.T) {
+	t.Parallel()
 	task := &wfspec.InferenceTaskProfile{TaskID: "t", Inputs: []wfspec.InferenceFieldSpec{
 		{FieldID: "tokens", Kind: wfspec.KindTensor, Target: wfspec.TargetCallKwargs, Required: true},
 		{FieldID: "mask", Kind: wfspec.KindTensor, Target: wfspec.TargetCallKwargs},

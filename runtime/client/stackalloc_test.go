@@ -14,7 +14,7 @@ import (
 // runs, not for max_batch_size rows (issue 31: a served 16 MiB request
 // allocated 128 MiB, eight times its input, through the batch-of-one path).
 func TestOneItemAllocatesOneRow(t *testing.T) {
-	c, err := client.New(loadSpec(t, "tiny-encoder"), client.WithCheckpointRoot(checkpoints(t)), client.WithDevice("cpu"))
+	c, err := client.New(loadSpec(t, "tiny-encoder"), client.WithCheckpointRoot(tiny.Dir(t)), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)
 	}

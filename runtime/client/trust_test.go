@@ -24,7 +24,8 @@ import (
 // world model's generate takes a prompt and ints, so five items would be
 // one call whose frames get cut into five "items".
 func TestRunBatchRefusesTaskWithoutTensorInput(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	spec := loadSpec(t, "tiny-world")
 	task, err := spec.Task("generate")
 	if err != nil {
@@ -59,6 +60,7 @@ func TestRunBatchRefusesTaskWithoutTensorInput(t *testing.T) {
 // task's max batch size is refused before anything runs (or loads: the
 // checkpoint root here is empty).
 func TestRunBatchChecksRunTimeOptions(t *testing.T) {
+	t.Parallel()
 	c, err := client.New(loadSpec(t, "tiny-encoder"), client.WithCheckpointRoot(t.TempDir()), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +121,8 @@ func flipTensorBytes(t *testing.T, src string, n int) string {
 // and size like one found through the manifest; skipping the check is an
 // explicit option.
 func TestCheckpointPathIsVerified(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	good := filepath.Join(dir, tinymodels.Files["tiny-encoder"])
 	sum, err := client.FileSHA256(good)
 	if err != nil {
@@ -166,7 +169,7 @@ func TestCheckpointPathIsVerified(t *testing.T) {
 // A malformed WORLDFOUNDRY_* variable fails the load, naming the variable,
 // as infra.Run does; once it is fixed the next load succeeds.
 func TestMalformedPolicyVariableFailsLoad(t *testing.T) {
-	dir := checkpoints(t)
+	dir := tiny.Dir(t)
 	if _, err := infra.Uninstall(); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +198,8 @@ func TestMalformedPolicyVariableFailsLoad(t *testing.T) {
 // Errors say each thing once: the family/variant prefix and the task do
 // not repeat.
 func TestLoadErrorSaysEachThingOnce(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	spec := loadSpec(t, "tiny-encoder")
 	spec.Tasks[0].Inputs[1].Kind = wfspec.KindString // normalize: bool in the checkpoint
 	c, err := client.New(spec, client.WithCheckpointRoot(dir))
@@ -247,6 +251,7 @@ func defineModule(t *testing.T, source string) string {
 // keys of a dict built from literals in its TorchScript code, and the
 // return type in its schema.
 func TestReturnedArtifactsCheckedAtLoad(t *testing.T) {
+	t.Parallel()
 	x := tensor.FromFloat32([]float32{1, 2, 3}, 3)
 	for _, tc := range []struct {
 		name, source string
@@ -332,6 +337,7 @@ def forward(self, x: Tensor) -> Dict[str, Tensor]:
 // A per-item failure inside TorchScript keeps the interpreter's last line
 // in the message; the traceback stays reachable with errors.As.
 func TestPerItemScriptErrorIsShort(t *testing.T) {
+	t.Parallel()
 	path := defineModule(t, `
 def forward(self, x: Tensor) -> Tensor:
     y = self.check(x)
@@ -378,7 +384,8 @@ def check(self, x: Tensor) -> Tensor:
 // WithoutCheckpointVerification loads a file that differs from what the
 // manifest declares, by path or found through the manifest.
 func TestWithoutCheckpointVerification(t *testing.T) {
-	dir := checkpoints(t)
+	t.Parallel()
+	dir := tiny.Dir(t)
 	spec := loadSpec(t, "tiny-encoder")
 	spec.Variants[0].Checkpoints[0].SHA256 = strings.Repeat("0", 64)
 	spec.Variants[0].Checkpoints[0].SizeBytes = 5

@@ -13,6 +13,7 @@ import (
 type mode string
 
 func TestMergeKwargsPrecedenceAndForms(t *testing.T) {
+	t.Parallel()
 	n := int64(7)
 	var unset *float64
 	tensor := wftensor.FromFloat32([]float32{1, 2}, 2)
@@ -38,6 +39,7 @@ func TestMergeKwargsPrecedenceAndForms(t *testing.T) {
 }
 
 func TestOutputs(t *testing.T) {
+	t.Parallel()
 	one := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "video", Kind: "video", Required: true}}}
 	two := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
 		{ArtifactID: "video", Kind: "video", Required: true}, {ArtifactID: "caption", Kind: "text"}}}

@@ -64,6 +64,7 @@ var warmupModels = []warmupModel{
 // asked, and times the first requests at one batch size, each a RunBatch of
 // that many items. It is skipped unless the benchmark runs it.
 func TestWarmupProbe(t *testing.T) {
+	t.Parallel()
 	arg := os.Getenv(warmupProbeEnv)
 	if arg == "" {
 		t.Skip("run by BenchmarkWarmup in a fresh process")
@@ -190,7 +191,7 @@ func BenchmarkWarmup(b *testing.B) {
 		b.Run(wm.name, func(b *testing.B) {
 			var path string
 			if wm.inv < 0 {
-				path = filepath.Join(checkpoints(b), tinymodels.Files["tiny-encoder"])
+				path = filepath.Join(tiny.Dir(b), tinymodels.Files["tiny-encoder"])
 			} else {
 				path = invModels[wm.inv].path(b)
 			}

@@ -4,85 +4,25 @@ package client_test
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
-	"github.com/worldfoundry/wfgen/runtime/torch"
 
-	"github.com/worldfoundry/wfgen/runtime/engine"
 	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
-	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
-
-// recordingEngine is libtorch with a hook: every module call it loads is
-// recorded (method and kwargs, tensors by dtype and shape) before it runs.
-type recordingEngine struct {
-	engine.Engine
-	mu    sync.Mutex
-	calls []string
-}
-
-func (e *recordingEngine) Load(path string, o engine.LoadOptions) (engine.Module, error) {
-	m, err := e.Engine.Load(path, o)
-	if err != nil {
-		return nil, err
-	}
-	return &recordingModule{Module: m, e: e}, nil
-}
-
-// take returns the calls recorded since the last take.
-func (e *recordingEngine) take() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	c := e.calls
-	e.calls = nil
-	return c
-}
-
-type recordingModule struct {
-	engine.Module
-	e *recordingEngine
-}
-
-func (m *recordingModule) Call(ctx context.Context, method string, kw map[string]any, o engine.CallOptions) (any, error) {
-	keys := make([]string, 0, len(kw))
-	for k := range kw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := []string{method}
-	for _, k := range keys {
-		switch v := kw[k].(type) {
-		case *tensor.Tensor:
-			parts = append(parts, fmt.Sprintf("%s=%s%v", k, v.DType, v.Shape))
-		default:
-			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
-		}
-	}
-	m.e.mu.Lock()
-	m.e.calls = append(m.e.calls, strings.Join(parts, " "))
-	m.e.mu.Unlock()
-	return m.Module.Call(ctx, method, kw, o)
-}
 
 // recordedClient returns a client of spec on a fresh copy of the checkpoint
 // that build writes (so that no module cached by another test is reused),
-// through a recording engine.
-func recordedClient(t *testing.T, spec *wfspec.ModelInferenceSpec, build func(string) error, opts ...client.Option) (*client.Client, *recordingEngine) {
+// through the fake engine over libtorch, which records every call.
+func recordedClient(t *testing.T, spec *wfspec.ModelInferenceSpec, build func(string) error, opts ...client.Option) (*client.Client, *enginetest.Engine) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "model.pt")
-	if err := build(path); err != nil {
-		t.Fatal(err)
-	}
-	eng := &recordingEngine{Engine: torch.Default()}
+	path := enginetest.Fresh(t, "model.pt", build)
+	eng := enginetest.OverDefault(t)
 	c, err := client.New(spec, append([]client.Option{client.WithEngine(eng), client.WithCheckpointPath(path), client.WithDevice("cpu")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +52,7 @@ func reported(r client.WarmupReport, task string) []warmed {
 // pad size (1, 2, 4, 8) on sequences of 16 zero tokens (warmup.dims), with
 // the field's default; invariant batching warms up the max size alone.
 func TestWarmupRunsEachPadSize(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	spec := loadSpec(t, "tiny-encoder")
 	c, eng := recordedClient(t, spec, tinymodels.BuildEncoder)
@@ -125,7 +66,7 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 		"forward normalize=true tokens=int64[4 16]",
 		"forward normalize=true tokens=int64[8 16]",
 	}
-	if got := eng.take(); !slices.Equal(got, want) {
+	if got := eng.TakeCalls(); !slices.Equal(got, want) {
 		t.Errorf("engine calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	wantRep := []warmed{{"batch", 1, 0, 0, true}, {"batch", 2, 0, 0, true}, {"batch", 4, 0, 0, true}, {"batch", 8, 0, 0, true}}
@@ -143,7 +84,7 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eng.take(); !slices.Equal(got, []string{want[3], want[3], want[3]}) || rep.Load != 0 {
+	if got := eng.TakeCalls(); !slices.Equal(got, []string{want[3], want[3], want[3]}) || rep.Load != 0 {
 		t.Errorf("invariant warm-up: engine calls %q, report %+v", got, rep)
 	}
 	if got := reported(rep, "embed"); !slices.Equal(got, []warmed{{"batch", 8, 0, 0, true}, {"batch", 8, 1, 0, true}, {"batch", 8, 2, 0, true}}) {
@@ -153,7 +94,7 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eng.take(); !slices.Equal(got, []string{want[0], want[3], want[0], want[3]}) {
+	if got := eng.TakeCalls(); !slices.Equal(got, []string{want[0], want[3], want[0], want[3]}) {
 		t.Errorf("pad sizes 1, 8: engine calls %q, report %+v", got, rep)
 	}
 
@@ -165,7 +106,7 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := "forward normalize=true tokens=int64[8 1]"
-	if got := eng2.take(); !slices.Equal(got, []string{w, w}) {
+	if got := eng2.TakeCalls(); !slices.Equal(got, []string{w, w}) {
 		t.Errorf("invariant client, runs 2: engine calls %q", got)
 	}
 	if got := reported(rep, "embed"); !slices.Equal(got, []warmed{{"batch", 8, 0, 0, true}, {"batch", 8, 1, 0, true}}) {
@@ -178,11 +119,12 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 // first chunk, then a steady one carrying the state), two by default;
 // tasks without a warmup block are left alone by Warmup.
 func TestWarmupPlainAndStreamingTasks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	spec := loadSpec(t, "tiny-world")
 	c, eng := recordedClient(t, spec, tinymodels.BuildWorld)
 	rep, err := c.Warmup(ctx)
-	if err != nil || len(rep.Calls) != 0 || len(eng.take()) != 0 || rep.Load <= 0 {
+	if err != nil || len(rep.Calls) != 0 || len(eng.TakeCalls()) != 0 || rep.Load <= 0 {
 		t.Fatalf("no task asks for a warm-up: report %+v, %v", rep, err)
 	}
 
@@ -197,7 +139,7 @@ func TestWarmupPlainAndStreamingTasks(t *testing.T) {
 	first := "step controls=[0 0 0 0] num_frames=4 speed=2"
 	steady := "step controls=[0 0 0 0] num_frames=2 speed=2 state=float32[3]"
 	want := []string{gen, gen, gen, first, steady, first, steady}
-	if got := eng.take(); !slices.Equal(got, want) {
+	if got := eng.TakeCalls(); !slices.Equal(got, want) {
 		t.Errorf("engine calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if got := reported(rep, "generate"); !slices.Equal(got, []warmed{{"run", 0, 0, 0, true}, {"run", 0, 1, 0, true}, {"run", 0, 2, 0, true}}) {
@@ -213,7 +155,7 @@ func TestWarmupPlainAndStreamingTasks(t *testing.T) {
 	if _, err := c.Warmup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := eng.take(); !slices.Equal(got, []string{gen, first, steady}) {
+	if got := eng.TakeCalls(); !slices.Equal(got, []string{gen, first, steady}) {
 		t.Errorf("runs 1: engine calls %q", got)
 	}
 }
@@ -221,6 +163,7 @@ func TestWarmupPlainAndStreamingTasks(t *testing.T) {
 // A warm-up that cannot be built fails before anything runs, naming the
 // task and what is missing; so does one whose input breaks its field.
 func TestWarmupRefusesWhatCannotBeBuilt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	spec := loadSpec(t, "tiny-world")
 	c, eng := recordedClient(t, spec, tinymodels.BuildWorld)
@@ -234,7 +177,7 @@ func TestWarmupRefusesWhatCannotBeBuilt(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `warm-up value of field "num_frames"`) {
 		t.Errorf("err = %v, want the num_frames value refused", err)
 	}
-	if got := eng.take(); len(got) != 0 {
+	if got := eng.TakeCalls(); len(got) != 0 {
 		t.Errorf("engine calls %q, want none", got)
 	}
 }

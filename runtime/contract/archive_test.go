@@ -9,6 +9,7 @@ import (
 )
 
 func TestMethodReturnKeys(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		code string
 		want []ReturnKey
@@ -44,6 +45,7 @@ func TestMethodReturnKeys(t *testing.T) {
 
 // Methods as torch.jit.script serializes them (PyTorch 1.13).
 func TestMethodReturnsComplete(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		code     string
@@ -191,6 +193,7 @@ class Net(Module):
 `
 
 func TestReadReturns(t *testing.T) {
+	t.Parallel()
 	data := archive(t, map[string]string{"net/data.pkl": pkl, "net/code/__torch__/pkg.py": netCode, "net/version": "3"})
 	got := ReadReturns(bytes.NewReader(data), int64(len(data)))
 	want := map[string]MethodReturns{

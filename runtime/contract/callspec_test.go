@@ -45,6 +45,7 @@ func encoderTask() *spec.InferenceTaskProfile {
 func ptr[T any](v T) *T { return &v }
 
 func TestCheckCallSpec(t *testing.T) {
+	t.Parallel()
 	if err := CheckCallSpec(encoderTask(), nil, encoderSpec()); err != nil {
 		t.Fatalf("matching task: %v", err)
 	}
@@ -160,6 +161,7 @@ func TestCheckCallSpec(t *testing.T) {
 }
 
 func TestBatchRange(t *testing.T) {
+	t.Parallel()
 	task := encoderTask()
 	if r, ok := BatchRange(task, encoderSpec()); !ok || r != (engine.DimRange{Min: 2, Max: 16}) {
 		t.Fatalf("got %v %v", r, ok)

@@ -1,13 +1,13 @@
 package contract
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 )
@@ -79,6 +79,7 @@ func videoSchema() engine.MethodSchema {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	type tc struct {
 		name    string
 		task    *spec.InferenceTaskProfile
@@ -312,6 +313,7 @@ func list(ps []Problem) string {
 }
 
 func TestCheckVariantCallKwargs(t *testing.T) {
+	t.Parallel()
 	task := &spec.InferenceTaskProfile{TaskID: "t", Inputs: []spec.InferenceFieldSpec{field("x", spec.KindTensor, true)},
 		Outputs: []spec.InferenceArtifactSpec{artifact("y", spec.ArtifactTensor)}}
 	schema := engine.MethodSchema{Arguments: []engine.Argument{arg("x", "Tensor"), arg("size", "str")}, Returns: []string{"Tensor"}}
@@ -333,43 +335,19 @@ func TestCheckVariantCallKwargs(t *testing.T) {
 	}
 }
 
-// fakeModule is a loaded module as the engine would present it.
-type fakeModule struct {
-	schemas   map[string]engine.MethodSchema
-	schemaErr error
-}
-
-func (m *fakeModule) Methods() []string {
-	var out []string
-	for k := range m.schemas {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-func (m *fakeModule) Schema(name string) (engine.MethodSchema, error) {
-	if m.schemaErr != nil {
-		return engine.MethodSchema{}, m.schemaErr
-	}
-	return m.schemas[name], nil
-}
-func (m *fakeModule) Call(context.Context, string, map[string]any, engine.CallOptions) (any, error) {
-	return nil, errors.New("not callable")
-}
-func (m *fakeModule) Device() string { return "cpu" }
-func (m *fakeModule) Close() error   { return nil }
-
 func TestCheckModule(t *testing.T) {
+	t.Parallel()
 	good := engine.MethodSchema{Name: "encode", Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor"}}
-	mod := &fakeModule{schemas: map[string]engine.MethodSchema{"encode": good, "forward": {Name: "forward"}}}
+	mod := enginetest.NewModule(good, engine.MethodSchema{Name: "forward"})
 	if err := CheckModule(embedTask(), nil, mod); err != nil {
 		t.Fatalf("CheckModule: %v", err)
 	}
-	mod = &fakeModule{schemas: map[string]engine.MethodSchema{"forward": {Name: "forward"}}}
+	mod = enginetest.NewModule(engine.MethodSchema{Name: "forward"})
 	if err := CheckModule(embedTask(), nil, mod); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), `method: expected a method named "encode", found methods forward`) {
 		t.Fatalf("missing method: err = %v", err)
 	}
-	mod = &fakeModule{schemas: map[string]engine.MethodSchema{"encode": good}, schemaErr: engine.ErrClosed}
+	mod = enginetest.NewModule(good)
+	mod.Engine().SchemaErr = engine.ErrClosed
 	if err := CheckModule(embedTask(), nil, mod); !errors.Is(err, engine.ErrClosed) || errors.Is(err, ErrMismatch) {
 		t.Fatalf("schema error: err = %v", err)
 	}

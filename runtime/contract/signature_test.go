@@ -87,6 +87,7 @@ func readSigs(t *testing.T, files map[string]string) (*Signatures, error) {
 }
 
 func TestReadSignatures(t *testing.T) {
+	t.Parallel()
 	s, err := readSigs(t, map[string]string{
 		"net/data.pkl": pkl, "net/code/__torch__/pkg.py": sigCode,
 		// (tensor, ["a", "b'\"\\\n\t\x01é"])
@@ -161,6 +162,7 @@ func TestReadSignatures(t *testing.T) {
 // TestReadSignaturesRefuses checks that archives that are not TorchScript,
 // or hold more than the reader reads, are errors that say so.
 func TestReadSignaturesRefuses(t *testing.T) {
+	t.Parallel()
 	huge := strings.Repeat("# padding\n", MaxCodeBytes/10+1)
 	for name, c := range map[string]struct {
 		files map[string]string
@@ -211,6 +213,7 @@ func TestReadSignaturesRefuses(t *testing.T) {
 }
 
 func TestSignatureErrorsAreLocated(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ sig, want string }{
 		{"def f(self: M, x: Tensor = ) -> Tensor:", "3:30: the signature of f: missing default after \"=\""},
 		{"def f(self: M, x: Tensor, x: int) -> Tensor:", "3:29: the signature of f: argument x declared twice"},
@@ -235,6 +238,7 @@ func TestSignatureErrorsAreLocated(t *testing.T) {
 }
 
 func TestReadConstants(t *testing.T) {
+	t.Parallel()
 	got, err := readConstants([]byte(tensorAndString))
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +289,7 @@ func blowup(n int) string {
 }
 
 func TestReadCallSpec(t *testing.T) {
+	t.Parallel()
 	spec := `{"version": 1, "inputs": [{"name": "features", "dtype": "float32", "shape": ["batch", 32]}, {"name": "normalize", "keyword": true, "constant": true, "value": true}], "outputs": [{"name": "embedding", "dtype": "float32", "shape": ["batch", 16]}], "returns": "dict", "dims": {"batch": {"min": 1, "max": 16}}}`
 	meta := func(s string) string {
 		b, _ := json.Marshal(s)

@@ -54,6 +54,7 @@ func callField(id string, kind spec.Kind, required bool, def any) spec.Inference
 }
 
 func TestRealSchemasParse(t *testing.T) {
+	t.Parallel()
 	m := loadGenerator(t)
 	for _, name := range m.Methods() {
 		s, err := m.Schema(name)
@@ -74,6 +75,7 @@ func TestRealSchemasParse(t *testing.T) {
 }
 
 func TestCheckModuleWithLibtorch(t *testing.T) {
+	t.Parallel()
 	m := loadGenerator(t)
 	good := &spec.InferenceTaskProfile{
 		TaskID: "text-to-video",
@@ -134,6 +136,7 @@ func TestCheckModuleWithLibtorch(t *testing.T) {
 // The conversions the contract accepts are the ones the engine performs:
 // an int for a float (also inside lists), and not a float for an int.
 func TestEngineConversionsMatchContract(t *testing.T) {
+	t.Parallel()
 	m := loadGenerator(t)
 	frames := tensor.FromFloat32([]float32{1, 2}, 2)
 	ok := map[string]any{"prompt": "p", "frames": frames, "guidance": int64(2), "scales": []any{int64(1), int64(2)}, "seed": int64(3)}
@@ -183,6 +186,7 @@ def viahelper(self, x: Tensor) -> Dict[str, Tensor]:
 // literal plus an item given in a branch is complete; keys built from an
 // argument or by another method are not.
 func TestReadReturnsFromLibtorchArchive(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.pt")
 	if err := torch.DefineModule(keysSource, nil, path); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseType(t *testing.T) {
+	t.Parallel()
 	// Both printed forms libtorch 1.13 produces (checked against its
 	// FunctionSchema printing and annotation_str) give the same type.
 	cases := map[string]string{

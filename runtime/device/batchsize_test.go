@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
@@ -86,7 +87,7 @@ const meminfo8G = "MemTotal:       24000000 kB\nMemFree:         1000000 kB\nMem
 func TestChooseBatchSize(t *testing.T) {
 	t.Setenv(EnvLocalRank, "")
 	writeMeminfo(t, meminfo8G) // 8 GiB available
-	eng := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 78.5), gpu(1, 7, 5, 12), gpu(2, 8, 6, 23)}, current: 2}
+	eng := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 0, 78.5), enginetest.GPU(1, 7, 5, 12), enginetest.GPU(2, 8, 6, 23)}, Current: 2}
 	cases := []struct {
 		name          string
 		env           map[string]string

@@ -6,44 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
-// fakeEngine reports a configurable set of CUDA devices.
-type fakeEngine struct {
-	gpus       []engine.DeviceInfo
-	current    int
-	currentErr error
-}
-
-func (f *fakeEngine) Name() string         { return "fake" }
-func (f *fakeEngine) Version() string      { return "0.1" }
-func (f *fakeEngine) CUDADeviceCount() int { return len(f.gpus) }
-func (f *fakeEngine) CUDACurrentDevice() (int, error) {
-	return f.current, f.currentErr
-}
-func (f *fakeEngine) CUDADevice(i int) (engine.DeviceInfo, error) {
-	if i < 0 || i >= len(f.gpus) {
-		return engine.DeviceInfo{}, fmt.Errorf("no CUDA device %d", i)
-	}
-	return f.gpus[i], nil
-}
-func (f *fakeEngine) Load(string, engine.LoadOptions) (engine.Module, error) {
-	return nil, errors.New("fake engine loads nothing")
-}
-func (f *fakeEngine) EmptyCache() error        { return nil }
-func (f *fakeEngine) Synchronize(string) error { return nil }
-
-func gpu(i, major, minor int, freeGiB float64) engine.DeviceInfo {
-	return engine.DeviceInfo{Index: i, Name: fmt.Sprintf("GPU%d sm_%d%d", i, major, minor), Major: major, Minor: minor,
-		FreeBytes: uint64(freeGiB * gib), TotalBytes: uint64(freeGiB*gib) + gib}
-}
-
 // eightGPUs is an eight-GPU workspace whose current device is 2.
-func eightGPUs() *fakeEngine {
-	f := &fakeEngine{current: 2}
+func eightGPUs() *enginetest.Engine {
+	f := &enginetest.Engine{Current: 2}
 	for i := range 8 {
-		f.gpus = append(f.gpus, gpu(i, 8, 0, 79))
+		f.GPUs = append(f.GPUs, enginetest.GPU(i, 8, 0, 79))
 	}
 	return f
 }
@@ -85,7 +56,7 @@ func TestParse(t *testing.T) {
 func TestResolve(t *testing.T) {
 	t.Setenv(EnvLocalRank, "")
 	t.Setenv("CUDA_VISIBLE_DEVICES", "")
-	two := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 6, 20), gpu(1, 8, 6, 20)}, current: 1}
+	two := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 6, 20), enginetest.GPU(1, 8, 6, 20)}, Current: 1}
 	cases := []struct {
 		name     string
 		eng      engine.Engine
@@ -104,14 +75,14 @@ func TestResolve(t *testing.T) {
 		{"index out of range even with fallback", two, "cuda:2", true, "", "only 2 CUDA devices"},
 		{"no engine, no fallback", nil, "cuda", false, "", `device "cuda" requested but no CUDA device is available (no engine is linked`},
 		{"no engine, fallback", nil, "cuda", true, "cpu", ""},
-		{"zero GPUs, no fallback", &fakeEngine{}, "cuda:0", false, "", "engine fake 0.1 reports 0 CUDA devices"},
-		{"zero GPUs, fallback", &fakeEngine{}, "cuda:3", true, "cpu", ""},
+		{"zero GPUs, no fallback", &enginetest.Engine{}, "cuda:0", false, "", "engine fake 0.1 reports 0 CUDA devices"},
+		{"zero GPUs, fallback", &enginetest.Engine{}, "cuda:3", true, "cpu", ""},
 		{"mps without fallback", two, "mps", false, "", `device "mps" is not supported (the fake 0.1 engine runs on cpu and cuda only)`},
 		{"mps with fallback", two, "mps", true, "cpu", ""},
 		{"npu without engine", nil, "npu:0", false, "", "no engine is linked"},
 		{"typo never falls back", two, "gpu", true, "", `"gpu" is not a device`},
-		{"current device error", &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 20)}, currentErr: errors.New("driver gone")}, "cuda", false, "", "driver gone"},
-		{"current device out of range", &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 20)}, current: 3}, "cuda", false, "", "current CUDA device 3 but 1 CUDA device is visible"},
+		{"current device error", &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 0, 20)}, CurrentErr: errors.New("driver gone")}, "cuda", false, "", "driver gone"},
+		{"current device out of range", &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 0, 20)}, Current: 3}, "cuda", false, "", "current CUDA device 3 but 1 CUDA device is visible"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +103,7 @@ func TestResolve(t *testing.T) {
 func TestResolveNamesCUDAVisibleDevices(t *testing.T) {
 	t.Setenv("CUDA_VISIBLE_DEVICES", "6,7")
 	t.Setenv(EnvLocalRank, "")
-	eng := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 9, 0, 79), gpu(1, 9, 0, 79)}}
+	eng := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 9, 0, 79), enginetest.GPU(1, 9, 0, 79)}}
 	_, err := Resolve(eng, "cuda:5", false)
 	if err == nil || !strings.Contains(err.Error(), `CUDA_VISIBLE_DEVICES="6,7"`) {
 		t.Errorf("err = %v, want CUDA_VISIBLE_DEVICES named", err)
@@ -147,16 +118,16 @@ func TestLocalRank(t *testing.T) {
 		want string
 		err  string
 	}{
-		{"3", eightGPUs(), "cuda:3", ""},                                              // torchrun on one 8-GPU node: rank 3 → cuda:3, not the current device 2
-		{"0", eightGPUs(), "cuda:0", ""},                                              //
-		{"", eightGPUs(), "cuda:2", ""},                                               // unset: the engine's current device
-		{" 5 ", eightGPUs(), "cuda:5", ""},                                            // spaces ignored
-		{"3", &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 40)}}, "cuda:0", ""}, // one visible device per rank
-		{"3", &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 40), gpu(1, 8, 0, 40)}}, "", "LOCAL_RANK=3 but only 2 CUDA devices are visible"},
+		{"3", eightGPUs(), "cuda:3", ""},   // torchrun on one 8-GPU node: rank 3 → cuda:3, not the current device 2
+		{"0", eightGPUs(), "cuda:0", ""},   //
+		{"", eightGPUs(), "cuda:2", ""},    // unset: the engine's current device
+		{" 5 ", eightGPUs(), "cuda:5", ""}, // spaces ignored
+		{"3", &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 0, 40)}}, "cuda:0", ""}, // one visible device per rank
+		{"3", &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 0, 40), enginetest.GPU(1, 8, 0, 40)}}, "", "LOCAL_RANK=3 but only 2 CUDA devices are visible"},
 		{"x", eightGPUs(), "", `LOCAL_RANK="x" is not a non-negative integer`},
 		{"-1", eightGPUs(), "", `LOCAL_RANK="-1"`},
-		{"3", nil, "cpu", ""},           // CPU-only process
-		{"3", &fakeEngine{}, "cpu", ""}, // CPU build
+		{"3", nil, "cpu", ""},                  // CPU-only process
+		{"3", &enginetest.Engine{}, "cpu", ""}, // CPU build
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("rank %q", tc.rank), func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -30,10 +31,10 @@ func TestParseDType(t *testing.T) {
 
 func TestResolveDType(t *testing.T) {
 	t.Setenv(EnvLocalRank, "")
-	ampere := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 6, 22)}}
-	hopper := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 9, 0, 79)}}
-	turing := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 7, 5, 15)}}
-	mixed := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 7, 0, 15), gpu(1, 8, 0, 40)}, current: 1}
+	ampere := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 6, 22)}}
+	hopper := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 9, 0, 79)}}
+	turing := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 7, 5, 15)}}
+	mixed := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 7, 0, 15), enginetest.GPU(1, 8, 0, 40)}, Current: 1}
 	cases := []struct {
 		name   string
 		eng    engine.Engine
@@ -81,8 +82,8 @@ func TestResolveDType(t *testing.T) {
 
 func TestAutocast(t *testing.T) {
 	t.Setenv(EnvLocalRank, "")
-	ampere := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 40)}}
-	volta := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 7, 0, 15)}}
+	ampere := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 0, 40)}}
+	volta := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 7, 0, 15)}}
 	on := func(d tensor.DType) engine.CallOptions {
 		return engine.CallOptions{Autocast: true, AutocastDType: d}
 	}
@@ -108,7 +109,7 @@ func TestAutocast(t *testing.T) {
 		// The seed's missing-torch path: a no-op context, not an error.
 		{"cuda without engine is a no-op", nil, "cuda:0", "bf16", true, engine.CallOptions{}, ""},
 		{"bare cuda without engine is a no-op", nil, "cuda", "auto", true, engine.CallOptions{}, ""},
-		{"cuda with no CUDA device is a no-op", &fakeEngine{}, "cuda:1", "fp16", true, engine.CallOptions{}, ""},
+		{"cuda with no CUDA device is a no-op", &enginetest.Engine{}, "cuda:1", "fp16", true, engine.CallOptions{}, ""},
 		{"bad dtype on cuda without engine", nil, "cuda", "int8", true, engine.CallOptions{}, "not an inference dtype"},
 		{"bad device", nil, "tpu", "auto", true, engine.CallOptions{}, "is not a device"},
 	}
@@ -139,7 +140,7 @@ func TestAutocastTakesStrings(t *testing.T) {
 	if ft.NumIn() != 4 || ft.In(1) != str || ft.In(2) != str {
 		t.Fatalf("Autocast is %v; the row says the device and dtype are strings", ft)
 	}
-	ampere := &fakeEngine{gpus: []engine.DeviceInfo{gpu(0, 8, 0, 40)}}
+	ampere := &enginetest.Engine{GPUs: []engine.DeviceInfo{enginetest.GPU(0, 8, 0, 40)}}
 	for _, dt := range []string{"torch.bfloat16", "bf16", "", "auto"} {
 		got, err := Autocast(ampere, "cuda:0", dt, true)
 		if err != nil || got != (engine.CallOptions{Autocast: true, AutocastDType: tensor.BFloat16}) {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/dist"
 
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -58,8 +59,8 @@ type workerLine struct {
 
 // TestKilledWorkerFailsTheOthers starts four worker processes with
 // torchrun's variables, lets them all-reduce, kills one with SIGKILL and
-// checks that every other one returns an error (not a hang, not a crash)
-// within the group's timeout.
+// checks that every other one returns an error (not a hang, not a crash):
+// its collective fails on the dead peer or at the group's timeout.
 func TestKilledWorkerFailsTheOthers(t *testing.T) {
 	requireEngine(t)
 	exe, err := os.Executable()
@@ -132,11 +133,23 @@ func TestKilledWorkerFailsTheOthers(t *testing.T) {
 				if r == victim {
 					continue
 				}
-				var last workerLine
-				for l := range lines[r] {
-					last = l
+				// The rank's last line and exit; only a hang makes the
+				// wait reach enginetest.Patience (the group's timeout is
+				// 8 s), and how long it took is logged, not asserted.
+				type end struct {
+					last workerLine
+					err  error
 				}
-				err := cmds[r].Wait()
+				ended := make(chan end, 1)
+				go func() {
+					var last workerLine
+					for l := range lines[r] {
+						last = l
+					}
+					ended <- end{last, cmds[r].Wait()}
+				}()
+				e := enginetest.Receive(t, fmt.Sprintf("rank %d to fail after the kill", r), ended)
+				last, err := e.last, e.err
 				took := time.Since(killed)
 				if last.Error == "" {
 					t.Errorf("rank %d ended without an error line (%v)", r, err)
@@ -147,9 +160,6 @@ func TestKilledWorkerFailsTheOthers(t *testing.T) {
 				}
 				if !last.Failed {
 					t.Errorf("rank %d: error does not match ErrGroupFailed: %s", r, last.Error)
-				}
-				if took > timeout+5*time.Second {
-					t.Errorf("rank %d took %v after the kill, timeout %v", r, took, timeout)
 				}
 				t.Logf("rank %d failed %v after the kill (waited %d ms, timeout=%v): %s", r, took.Round(time.Millisecond), last.WaitMS, last.Timeout, last.Error)
 			}
@@ -182,9 +192,38 @@ func sigpipeWorker() int {
 		tid, _ := strconv.Atoi(task.Name())
 		syscall.Tgkill(os.Getpid(), tid, syscall.SIGPIPE)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Alive once no thread has SIGPIPE pending any more: every one was
+	// delivered (a fatal one would have ended the process).
+	for deadline := time.Now().Add(enginetest.Patience); sigpipePending(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			fmt.Println("SIGPIPE still pending")
+			return 3
+		}
+	}
 	fmt.Printf("alive after SIGPIPE to %d threads\n", len(tasks))
 	return 0
+}
+
+// sigpipePending reports whether a thread of the process (or the process)
+// has SIGPIPE pending, from /proc/self/task/*/status.
+func sigpipePending() bool {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // the thread has exited
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(l, ":")
+			if !ok || (k != "SigPnd" && k != "ShdPnd") {
+				continue
+			}
+			if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(syscall.SIGPIPE-1)) != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // TestSIGPIPEOnLibtorchThreadsIsSurvived checks that a process in a group

@@ -2,30 +2,16 @@ package infra
 
 import (
 	"errors"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
 
-type fakeSync struct {
-	mu      sync.Mutex
-	devices []string
-	err     error
-}
-
-func (f *fakeSync) Synchronize(device string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.devices = append(f.devices, device)
-	return f.err
-}
-
-func (f *fakeSync) EmptyCache() error { return f.err }
-
 func TestSyncTimerOff(t *testing.T) {
-	s := &fakeSync{}
+	s := &enginetest.Engine{}
 	var lines []string
 	for _, v := range []string{"", "0", "garbage"} {
 		tm := NewSyncTimer(TimerOptions{Name: "x", Sync: s, Log: func(l string) { lines = append(lines, l) },
@@ -41,13 +27,17 @@ func TestSyncTimerOff(t *testing.T) {
 			t.Errorf("disabled span measured %v", d)
 		}
 	}
-	if len(s.devices) != 0 || len(lines) != 0 {
-		t.Errorf("disabled timer synchronised %v and logged %v", s.devices, lines)
+	if len(s.Syncs()) != 0 || len(lines) != 0 {
+		t.Errorf("disabled timer synchronised %v and logged %v", s.Syncs(), lines)
 	}
 }
 
-func TestSyncTimerBlockAndFunc(t *testing.T) {
-	s := &fakeSync{}
+// The test runs in a synctest bubble: its clock moves only by the sleep, so
+// the span measures exactly the 2 ms slept.
+func TestSyncTimerBlockAndFunc(t *testing.T) { synctest.Test(t, testSyncTimerBlockAndFunc) }
+
+func testSyncTimerBlockAndFunc(t *testing.T) {
+	s := &enginetest.Engine{}
 	var lines []string
 	tm := NewSyncTimer(TimerOptions{Name: "decode", Device: "cuda:1", FlagEnv: "MY_TIMER", Sync: s,
 		Log: func(l string) { lines = append(lines, l) }, Getenv: vars(map[string]string{"MY_TIMER": "1"})})
@@ -56,31 +46,30 @@ func TestSyncTimerBlockAndFunc(t *testing.T) {
 	}
 	span := tm.Start()
 	time.Sleep(2 * time.Millisecond)
-	if d := span.Stop(); d < 2*time.Millisecond {
-		t.Errorf("span = %v, want at least the 2ms slept", d)
+	if d := span.Stop(); d != 2*time.Millisecond {
+		t.Errorf("span = %v, want the 2ms slept", d)
 	}
 	want := errors.New("boom")
 	wrapped := tm.Wrap(func() error { return want })
 	if err := wrapped(); err != want {
 		t.Errorf("wrapped error = %v", err)
 	}
-	if strings.Join(s.devices, ",") != "cuda:1,cuda:1,cuda:1,cuda:1" {
-		t.Errorf("synchronised %v, want cuda:1 before start and stop of both measurements", s.devices)
+	if strings.Join(s.Syncs(), ",") != "cuda:1,cuda:1,cuda:1,cuda:1" {
+		t.Errorf("synchronised %v, want cuda:1 before start and stop of both measurements", s.Syncs())
 	}
-	re := regexp.MustCompile(`^decode takes \d+\.\d{4}s$`)
-	if len(lines) != 2 || !re.MatchString(lines[0]) || !re.MatchString(lines[1]) {
+	if len(lines) != 2 || lines[0] != "decode takes 0.0020s" || lines[1] != "decode takes 0.0000s" {
 		t.Errorf("log lines = %q", lines)
 	}
 }
 
 func TestSyncTimerCPUAndErrors(t *testing.T) {
-	s := &fakeSync{err: errors.New("device lost")}
+	s := &enginetest.Engine{SyncErr: errors.New("device lost")}
 	var lines []string
 	tm := NewSyncTimer(TimerOptions{Name: "n", Device: "cpu", Sync: s, Log: func(l string) { lines = append(lines, l) },
 		Getenv: vars(map[string]string{EnvSyncTimer: "on"})})
 	tm.Start().Stop()
-	if len(s.devices) != 0 || len(lines) != 1 {
-		t.Errorf("cpu timer synchronised %v, logged %q", s.devices, lines)
+	if len(s.Syncs()) != 0 || len(lines) != 1 {
+		t.Errorf("cpu timer synchronised %v, logged %q", s.Syncs(), lines)
 	}
 	lines = nil
 	tm = NewSyncTimer(TimerOptions{Name: "n", Sync: s, Log: func(l string) { lines = append(lines, l) },
@@ -96,7 +85,7 @@ func TestDropCaches(t *testing.T) {
 	un1 := RegisterCacheDropper("b-modules", func() { order = append(order, "b") })
 	un2 := RegisterCacheDropper("a-compiled", func() { order = append(order, "a") })
 	defer un1()
-	s := &fakeSync{}
+	s := &enginetest.Engine{}
 	if err := dropCaches(s); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +94,7 @@ func TestDropCaches(t *testing.T) {
 	}
 	un2()
 	order = nil
-	s.err = errors.New("cuda busy")
+	s.SyncErr = errors.New("cuda busy")
 	if err := dropCaches(s); err == nil || !strings.Contains(err.Error(), "cuda busy") {
 		t.Errorf("EmptyCache failure: error = %v", err)
 	}
@@ -122,8 +111,12 @@ func TestDropCaches(t *testing.T) {
 // is read when a measurement starts (not at construction), a timer without
 // a name measures but logs nothing, and the decorator form takes functions
 // with arguments and results.
-func TestSyncTimerSeedBehaviour(t *testing.T) {
-	s := &fakeSync{}
+//
+// It runs in a synctest bubble, whose clock moves only by the sleep.
+func TestSyncTimerSeedBehaviour(t *testing.T) { synctest.Test(t, testSyncTimerSeedBehaviour) }
+
+func testSyncTimerSeedBehaviour(t *testing.T) {
+	s := &enginetest.Engine{}
 	env := map[string]string{}
 	var lines []string
 	logTo := func(l string) { lines = append(lines, l) }
@@ -137,10 +130,10 @@ func TestSyncTimerSeedBehaviour(t *testing.T) {
 	}
 	span := named.Start()
 	time.Sleep(time.Millisecond)
-	if d := span.Stop(); d < time.Millisecond {
-		t.Errorf("span = %v", d)
+	if d := span.Stop(); d != time.Millisecond {
+		t.Errorf("span = %v, want the 1ms slept", d)
 	}
-	if len(lines) != 1 || !regexp.MustCompile(`^vae decode takes 0\.\d{4}s$`).MatchString(lines[0]) {
+	if len(lines) != 1 || lines[0] != "vae decode takes 0.0010s" {
 		t.Errorf("log = %q, want the seed's \"NAME takes X.XXXXs\"", lines)
 	}
 	env[EnvSyncTimer] = "0" // and off again
@@ -151,7 +144,9 @@ func TestSyncTimerSeedBehaviour(t *testing.T) {
 	env[EnvSyncTimer] = "1"
 	lines = nil
 	anonymous := NewSyncTimer(TimerOptions{Sync: s, Log: logTo, Getenv: vars(env)})
-	if d := anonymous.Start().Stop(); d <= 0 || len(lines) != 0 {
+	span = anonymous.Start()
+	time.Sleep(time.Millisecond)
+	if d := span.Stop(); d != time.Millisecond || len(lines) != 0 {
 		t.Errorf("unnamed timer: %v, logged %q; want a measurement and no line", d, lines)
 	}
 

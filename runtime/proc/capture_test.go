@@ -161,6 +161,7 @@ func verifyPattern(t *testing.T, path string, size int64) {
 // TestRunCorrelationReachesChildLogs: fields bound in the parent travel
 // through the environment and appear in every record the child logs.
 func TestRunCorrelationReachesChildLogs(t *testing.T) {
+	t.Parallel()
 	c := selfCommand(t, "log", logctx.EnvLevel+"=info")
 	ctx := logctx.With(context.Background(), logctx.Fields{"run_id": "run-77", "rank": 0, "model": "tiny"})
 	res, err := Run(ctx, c)
@@ -186,6 +187,7 @@ func TestRunCorrelationReachesChildLogs(t *testing.T) {
 }
 
 func TestRunStartFailure(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Command{Path: filepath.Join(dir, "no-such-program"), LogDir: dir, Name: "x"})
 	if err == nil || res == nil || res.PID != 0 || res.Success() {
@@ -198,6 +200,7 @@ func TestRunStartFailure(t *testing.T) {
 }
 
 func TestRunRejectsBadCommands(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := map[string]Command{
 		"no path":       {LogDir: dir},
@@ -218,6 +221,7 @@ func TestRunRejectsBadCommands(t *testing.T) {
 }
 
 func TestRunAlreadyCanceledContext(t *testing.T) {
+	t.Parallel()
 	c := selfCommand(t, "sleeper")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -7,6 +7,7 @@ import (
 )
 
 func TestCUDAVisibleDevices(t *testing.T) {
+	t.Parallel()
 	s := func(v string) *string { return &v }
 	cases := []struct {
 		device    string
@@ -105,6 +106,7 @@ func TestCUDAVisibleDevicesFromEnvironment(t *testing.T) {
 }
 
 func TestEnvHelpers(t *testing.T) {
+	t.Parallel()
 	env := []string{"A=1", "B=2", "A=3"}
 	if v, ok := EnvValue(env, "A"); v != "3" || !ok {
 		t.Errorf("EnvValue = %q, %v", v, ok)

@@ -16,6 +16,7 @@ import (
 // lines (the seed's read_text_tail keeps 20 lines) — the values, and that
 // Run applies them when a Command leaves them 0.
 func TestRunDefaults(t *testing.T) {
+	t.Parallel()
 	if DefaultGrace != 5*time.Second || DefaultTailBytes != 64<<10 || DefaultTailLines != 200 {
 		t.Errorf("defaults: grace %v, tail %d bytes / %d lines; want 5s, 64 KiB / 200", DefaultGrace, DefaultTailBytes, DefaultTailLines)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/logctx"
 )
 
@@ -63,17 +64,12 @@ func readReports(t *testing.T, path string) []reported {
 // waitReports polls until n helpers have reported.
 func waitReports(t *testing.T, path string, n int) []reported {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := readReports(t, path)
-		if len(r) >= n {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d helpers reported: %v", len(r), n, r)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var r []reported
+	enginetest.WaitFor(t, fmt.Sprintf("%d helpers to report", n), func() bool {
+		r = readReports(t, path)
+		return len(r) >= n
+	})
+	return r
 }
 
 // isAlive checks /proc: the process exists, is the same one (start time)
@@ -173,6 +169,7 @@ func TestRunNonZeroExitIsAResult(t *testing.T) {
 // ignores SIGTERM, one leaves the group with setsid and has a child of its
 // own) and sleeps; after the timeout none of them is alive.
 func TestRunTimeoutKillsEveryDescendant(t *testing.T) {
+	t.Parallel()
 	reportPath := filepath.Join(t.TempDir(), "report")
 	cleanup(t, &reportPath)
 	c := selfCommand(t, "tree", reportEnv+"="+reportPath)
@@ -248,6 +245,7 @@ func pidSet(v any) map[int64]bool {
 }
 
 func TestRunContextCancelTerminatesGroup(t *testing.T) {
+	t.Parallel()
 	reportPath := filepath.Join(t.TempDir(), "report")
 	cleanup(t, &reportPath)
 	c := selfCommand(t, "tree", reportEnv+"="+reportPath, escapeEnv+"=0")
@@ -276,6 +274,7 @@ func TestRunContextCancelTerminatesGroup(t *testing.T) {
 }
 
 func TestRunTerminatesStragglers(t *testing.T) {
+	t.Parallel()
 	for _, leave := range []bool{false, true} {
 		t.Run(fmt.Sprintf("leave=%v", leave), func(t *testing.T) {
 			reportPath := filepath.Join(t.TempDir(), "report")

@@ -19,6 +19,7 @@ func writeFile(t testing.TB, data string) string {
 }
 
 func TestTail(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		data     string
@@ -56,6 +57,7 @@ func TestTail(t *testing.T) {
 }
 
 func TestTailMissingAndBadInput(t *testing.T) {
+	t.Parallel()
 	if got, err := Tail(filepath.Join(t.TempDir(), "missing.log"), 10, 10); got != "" || err != nil {
 		t.Errorf("missing file: %q, %v", got, err)
 	}
@@ -93,6 +95,7 @@ func sparseFile(t testing.TB, size int64, tail string) string {
 // cut in the middle of a multi-byte character and whose window starts in the
 // middle of one. (Time independent of size is shown by BenchmarkTail.)
 func TestTailSparseMultiGiB(t *testing.T) {
+	t.Parallel()
 	// "€" is e2 82 ac; the file ends after e2 82.
 	body := "€€€ window starts inside this line\nline two ✓\nline three €\nlast €\xe2\x82"
 	p := sparseFile(t, 8<<30, body)

@@ -46,6 +46,7 @@ func startTree(t *testing.T, ownGroup bool, escape bool) (*exec.Cmd, []reported)
 }
 
 func TestTerminateGroup(t *testing.T) {
+	t.Parallel()
 	cmd, reps := startTree(t, true, false)
 	pgid := cmd.Process.Pid
 	term, err := TerminateGroup(pgid, 300*time.Millisecond)
@@ -70,6 +71,7 @@ func TestTerminateGroup(t *testing.T) {
 }
 
 func TestTerminateGroupSparesProcessesThatLeftIt(t *testing.T) {
+	t.Parallel()
 	cmd, reps := startTree(t, true, true)
 	if _, err := TerminateGroup(cmd.Process.Pid, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -97,6 +99,7 @@ func parentIsEscaper(r reported, reps []reported) bool {
 }
 
 func TestTerminateTree(t *testing.T) {
+	t.Parallel()
 	// Not in its own group: the tree shares the test's group, so only
 	// tree termination can stop it without touching the test itself.
 	cmd, reps := startTree(t, false, true)
@@ -143,6 +146,7 @@ func TestTerminateRefusesDangerousTargets(t *testing.T) {
 }
 
 func TestParseStat(t *testing.T) {
+	t.Parallel()
 	line := "4242 (we ird) (name)) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10\n"
 	p, err := parseStat([]byte(line))
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 // server keeps apart are a batch it refuses (client.BatchConflictError),
 // so both decide by the same rule.
 func TestBatcherGroupsAsInProcess(t *testing.T) {
+	t.Parallel()
 	fam := tinyencoder.Spec()
 	task := &fam.Tasks[0]
 	model, err := oip.NewModel(fam)

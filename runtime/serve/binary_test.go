@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/gen/validate"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/remote"
@@ -35,7 +36,7 @@ var (
 // beside the tiny ones.
 func imageSpec(t testing.TB) *spec.ModelInferenceSpec {
 	t.Helper()
-	dir := checkpoints(t)
+	dir := tiny.Dir(t)
 	imageOnce.Do(func() { imageErr = imagemodel.Build(dir) })
 	if imageErr != nil {
 		t.Fatal(imageErr)
@@ -151,6 +152,7 @@ func decodeAnswer(t testing.TB, h http.Header, b []byte) *oip.InferenceResponse 
 // and equal the in-process client's outputs bit for bit, as the JSON
 // answers do.
 func TestBinaryTensorData(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := startWithImage(t, serve.Config{})
 	enc, world := inProcess(t, "tiny-encoder"), inProcess(t, "tiny-world")
@@ -290,6 +292,7 @@ func TestBinaryTensorData(t *testing.T) {
 // each is a 400 with the protocol's error body saying what is wrong and
 // where, never a 500.
 func TestBinaryTensorDataRefusals(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{})
 	tokens := `{"name":"tokens","datatype":"INT64","shape":[4],"parameters":{"binary_data_size":%d}}`
 	req := func(size int, more string) string {
@@ -377,6 +380,7 @@ func rawPost(t testing.TB, url, body string, h http.Header) (int, http.Header, [
 // the in-flight budget from its Content-Length, so a body that does not
 // fit beside one being read is 429 at once.
 func TestBinaryTensorDataLimits(t *testing.T) {
+	t.Parallel()
 	spec := imageSpec(t)
 	image := imagemodel.Image(2)
 	classify, _ := spec.Task("classify")
@@ -415,16 +419,16 @@ func TestBinaryTensorDataLimits(t *testing.T) {
 	// being read holds 2 MiB; the image's ~0.6 MiB body needs 1.2 MiB more.
 	s = newServer(serve.Config{MaxBodyBytes: 1 << 20, MaxInflightBytes: 3 << 20})
 	conn := rawRequest(t, s.url, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\n%s: 10\r\nContent-Length: %d\r\n\r\n{\"inputs\"", u, oip.HeaderContentLength, 1<<20))
-	waitFor(t, "the first body to be reserved", func() bool { return s.srv.Stats().InflightBytes >= 2<<20 })
+	enginetest.WaitFor(t, "the first body to be reserved", func() bool { return s.srv.Stats().InflightBytes >= 2<<20 })
 	if code, h, b := post(t, s.url+u, body, oip.HeaderContentLength, hl); code != 429 || h.Get("Retry-After") == "" || !strings.Contains(errorBody(t, b), "the requests in flight hold") {
 		t.Errorf("binary body beside one being read: %d %v %s", code, h, b)
 	}
 	conn.Close()
-	waitFor(t, "the in-flight bytes to return", func() bool { return s.srv.Stats().InflightBytes == 0 })
+	enginetest.WaitFor(t, "the in-flight bytes to return", func() bool { return s.srv.Stats().InflightBytes == 0 })
 	if code, _, b := post(t, s.url+u, body, oip.HeaderContentLength, hl); code != 200 {
 		t.Errorf("binary body alone: %d %s", code, b)
 	}
-	waitFor(t, "the in-flight bytes to return", func() bool { return s.srv.Stats().InflightBytes == 0 })
+	enginetest.WaitFor(t, "the in-flight bytes to return", func() bool { return s.srv.Stats().InflightBytes == 0 })
 }
 
 // countingTransport records the requests a client sends and the answers
@@ -454,6 +458,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // the results are the in-process client's bit for bit either way, the
 // binary bodies several times smaller.
 func TestRemoteBinaryTensors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := startWithImage(t, serve.Config{})
 	spec := imageSpec(t)

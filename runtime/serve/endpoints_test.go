@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
@@ -19,6 +19,7 @@ const embedBody = `{"id":"req-1","inputs":[{"name":"tokens","datatype":"INT64","
 // TestEndpoints checks every endpoint with plain HTTP requests, as curl
 // would send them: statuses, bodies and the protocol's error bodies.
 func TestEndpoints(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{})
 	u := s.url
 	for _, c := range []struct {
@@ -109,6 +110,7 @@ func TestEndpoints(t *testing.T) {
 // events, sends controls to it and checks that it ends, and its controls
 // URL with it, when the client goes away.
 func TestStreamOverSSE(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{})
 	body := `{"parameters":{"task":"step","paced":false,"controls":{"right":1}},"inputs":[{"name":"speed","datatype":"FP32","shape":[1],"data":[2.5]}]}`
 	ctx, cancel := context.WithCancel(context.Background())
@@ -180,22 +182,16 @@ func TestStreamOverSSE(t *testing.T) {
 	}
 	// The client goes away: the session ends and its URL with it.
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		code, _, _ = call(t, "POST", s.url+info.ControlsURL, `{"controls":{}}`)
-		if code == 404 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session still open 5 s after its client went away (status %d)", code)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	enginetest.WaitFor(t, "the session to end after its client went away", func() bool {
+		code, _, _ := call(t, "POST", s.url+info.ControlsURL, `{"controls":{}}`)
+		return code == 404
+	})
 }
 
 // TestBearerToken checks that every endpoint but the health probes needs
 // the token.
 func TestBearerToken(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{Token: "s3cret"})
 	for _, p := range []string{"/v2/health/live", "/v2/health/ready"} {
 		if code, _, _ := call(t, "GET", s.url+p, ""); code != 200 {

@@ -9,14 +9,15 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/validate"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
@@ -25,38 +26,16 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
-// TestMain removes the checkpoints the package's tests built.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+// tiny holds the demo families' checkpoints and the attention encoder's,
+// built once for the package's tests and removed when they are over.
+var tiny = enginetest.Checkpoints{Name: "serve-test", Build: func(dir string) error {
+	if err := tinymodels.Build(dir); err != nil {
+		return err
 	}
-	os.Exit(code)
-}
+	return tinymodels.BuildAttention(filepath.Join(dir, "checkpoints", "attention-encoder.pt"))
+}}
 
-// checkpoints builds the tiny checkpoints once for the package's tests.
-func checkpoints(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "wfgen-serve-test")
-		if buildErr == nil {
-			buildErr = tinymodels.Build(buildDir)
-		}
-		if buildErr == nil {
-			buildErr = tinymodels.BuildAttention(filepath.Join(buildDir, "checkpoints", "attention-encoder.pt"))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildDir
-}
+func TestMain(m *testing.M) { enginetest.Main(m) }
 
 // loadSpec loads a manifest of manifests/, or of testdata/ (the attention
 // encoder).
@@ -76,7 +55,7 @@ func loadSpec(t testing.TB, name string) *spec.ModelInferenceSpec {
 // clientOptions are the options every test client (in-process or served)
 // is created with.
 func clientOptions(t testing.TB) []client.Option {
-	return []client.Option{client.WithCheckpointRoot(checkpoints(t)), client.WithDevice("cpu")}
+	return []client.Option{client.WithCheckpointRoot(tiny.Dir(t)), client.WithDevice("cpu")}
 }
 
 // inProcess returns an in-process client of a family.
@@ -129,13 +108,46 @@ func start(t testing.TB, cfg serve.Config) *started {
 // startFamilies serves specs with cfg on a loopback port.
 func startFamilies(t testing.TB, cfg serve.Config, specs ...*spec.ModelInferenceSpec) *started {
 	t.Helper()
-	logs := &logSink{}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	}
 	var fams []serve.Family
 	for _, sp := range specs {
 		fams = append(fams, serve.Family{Spec: sp, Options: clientOptions(t)})
+	}
+	return serveFamilies(t, cfg, fams...)
+}
+
+// plain is the family of manifests/ named name, served on libtorch.
+func plain(t testing.TB, name string) serve.Family {
+	return serve.Family{Spec: loadSpec(t, name), Options: clientOptions(t)}
+}
+
+// onEngine is the family of manifests/ named name served on eng (the fake
+// engine, usually over libtorch), from a copy of the checkpoints: clients
+// cache modules by path, so eng's modules are this test's alone.
+func onEngine(t testing.TB, name string, eng *enginetest.Engine) serve.Family {
+	t.Helper()
+	return serve.Family{Spec: loadSpec(t, name),
+		Options: []client.Option{client.WithCheckpointRoot(tiny.Copy(t)), client.WithDevice("cpu"), client.WithEngine(eng)}}
+}
+
+// gated returns a fake engine over libtorch whose calls wait at a gate
+// until the test opens it. The test must open it before its servers close
+// (defer gate.Open()): closing waits for the calls in the engine. A server
+// of a gated family whose manifest asks for a warm-up (the tiny encoder)
+// needs Config.NoWarmup: Load would wait at the gate.
+func gated(t testing.TB) (*enginetest.Engine, *enginetest.Gate) {
+	t.Helper()
+	g := enginetest.NewGate()
+	e := enginetest.OverDefault(t)
+	e.OnCall = g.Hold
+	return e, g
+}
+
+// serveFamilies serves fams with cfg on a loopback port.
+func serveFamilies(t testing.TB, cfg serve.Config, fams ...serve.Family) *started {
+	t.Helper()
+	logs := &logSink{}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	}
 	srv, err := serve.New(cfg, fams...)
 	if err != nil {
@@ -157,6 +169,23 @@ func startFamilies(t testing.TB, cfg serve.Config, specs ...*spec.ModelInference
 	return &started{srv: srv, http: hs, logs: logs, url: "http://" + ln.Addr().String()}
 }
 
+// inflight is a handler that counts the requests h is handling: zero once
+// every handler has returned, and so every access log record is written.
+type inflight struct {
+	h http.Handler
+	n atomic.Int64
+}
+
+func (f *inflight) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.n.Add(1)
+	defer f.n.Add(-1)
+	f.h.ServeHTTP(w, r)
+}
+
+// patientClient is http.DefaultClient with a bound that only a hang
+// reaches (a server that never answers fails the test, not go test).
+var patientClient = &http.Client{Timeout: enginetest.Patience}
+
 // call sends a request and returns the status, the headers and the body.
 func call(t testing.TB, method, url, body string, header ...string) (int, http.Header, []byte) {
 	t.Helper()
@@ -171,7 +200,7 @@ func call(t testing.TB, method, url, body string, header ...string) (int, http.H
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := patientClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
 
@@ -47,17 +48,6 @@ func readResponse(t *testing.T, conn net.Conn) *http.Response {
 	return resp
 }
 
-// waitFor polls cond until it holds, failing after a minute (a hang).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after a minute", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 const chunkedInfer = "POST /v2/models/tiny-encoder/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 // Bodies trickling a byte at a time hold their connections only until the
@@ -65,6 +55,7 @@ const chunkedInfer = "POST /v2/models/tiny-encoder/infer HTTP/1.1\r\nHost: x\r\n
 // are admitted once their bodies are read), and never hold up a shutdown
 // beyond that deadline.
 func TestSlowBodiesDoNotLockOthersOut(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{Timeout: 3 * time.Second, MaxQueue: 4})
 	const tricklers = 16
 	conns := make([]net.Conn, tricklers)
@@ -89,7 +80,7 @@ func TestSlowBodiesDoNotLockOthersOut(t *testing.T) {
 	}
 	defer func() { close(stop); wg.Wait() }()
 	// Every trickler's first bytes are reserved: they are all being read.
-	waitFor(t, "the trickling bodies to be read", func() bool { return s.srv.Stats().InflightBytes >= tricklers*64<<10 })
+	enginetest.WaitFor(t, "the trickling bodies to be read", func() bool { return s.srv.Stats().InflightBytes >= tricklers*64<<10 })
 	for i := range 8 {
 		if code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody); code != 200 {
 			t.Fatalf("request %d while %d bodies trickle: %d %s", i, tricklers, code, b)
@@ -101,12 +92,13 @@ func TestSlowBodiesDoNotLockOthersOut(t *testing.T) {
 			t.Errorf("trickler %d: %d %v, want 408 and the connection closed", i, resp.StatusCode, resp.Header)
 		}
 	}
-	waitFor(t, "the in-flight bytes to return", func() bool { return s.srv.Stats().InflightBytes == 0 })
+	enginetest.WaitFor(t, "the in-flight bytes to return", func() bool { return s.srv.Stats().InflightBytes == 0 })
 }
 
 // A request without the token is answered 401 before its body is read:
 // a client that never sends the body it announced gets its answer anyway.
 func TestUnauthenticatedBodyIsNotRead(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{Token: "s3cret"})
 	for _, head := range []string{
 		chunkedInfer,
@@ -122,6 +114,7 @@ func TestUnauthenticatedBodyIsNotRead(t *testing.T) {
 // A keep-alive connection that sends nothing is closed after the idle
 // timeout, so idle connections cannot be hoarded.
 func TestIdleConnectionsClose(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{IdleTimeout: 100 * time.Millisecond})
 	conn := rawRequest(t, s.url, "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
 	rd := bufio.NewReader(conn)
@@ -137,28 +130,33 @@ func TestIdleConnectionsClose(t *testing.T) {
 }
 
 // A slow model's calls hold its own engine slot, never another model's:
-// with more tiny-world work queued than fits in the deadline, the encoder
-// still answers every request.
+// with tiny-world calls held in the engine (the fake engine's gate) and
+// more queued behind them, the encoder still answers every request.
 func TestSlowModelDoesNotBlockAnother(t *testing.T) {
-	s := start(t, serve.Config{Timeout: 2 * time.Second})
-	const slow = 40 // at ≥ 0.1 s each, more than the deadline's worth
+	t.Parallel()
+	world, gate := gated(t)
+	defer gate.Open()
+	s := serveFamilies(t, serve.Config{Timeout: 2 * time.Second}, onEngine(t, "tiny-world", world), plain(t, "tiny-encoder"))
+	const slow = 40
 	var wg sync.WaitGroup
 	for range slow {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
+			code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", worldBody)
 			if code != 200 && code != http.StatusGatewayTimeout {
 				t.Errorf("slow request: %d %.200s", code, b)
 			}
 		}()
 	}
-	waitFor(t, "the slow requests to be admitted", func() bool { return s.srv.Stats().Admitted >= slow/2 })
+	gate.Entered(t)
+	enginetest.WaitFor(t, "the slow requests to be admitted", func() bool { return s.srv.Stats().Admitted >= slow/2 })
 	for i := range 10 {
 		if code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody); code != 200 {
-			t.Errorf("encoder request %d behind %d slow tiny-world ones: %d %s", i, slow, code, b)
+			t.Errorf("encoder request %d behind %d held tiny-world ones: %d %s", i, slow, code, b)
 		}
 	}
+	gate.Open()
 	wg.Wait()
 }
 
@@ -166,11 +164,16 @@ func TestSlowModelDoesNotBlockAnother(t *testing.T) {
 // leave it at once: later requests are never refused for the room they
 // took.
 func TestExpiredRequestsLeaveTheBatchQueue(t *testing.T) {
+	t.Parallel()
 	// The batch delay is longer than the test: a batch runs only when
 	// every admitted request waits in the batcher, which the tiny-world
-	// requests looping alongside prevent, so the encoder requests wait in
-	// the queue until their deadline.
-	s := start(t, serve.Config{Batching: true, BatchDelay: time.Hour, Timeout: 300 * time.Millisecond, MaxQueue: 8})
+	// requests looping alongside prevent (their calls are held in the
+	// engine), so the encoder requests wait in the queue until their
+	// deadline.
+	world, gate := gated(t)
+	defer gate.Open()
+	s := serveFamilies(t, serve.Config{Batching: true, BatchDelay: time.Hour, Timeout: 300 * time.Millisecond, MaxQueue: 8},
+		plain(t, "tiny-encoder"), onEngine(t, "tiny-world", world))
 	stop := make(chan struct{})
 	var bg sync.WaitGroup
 	for range 2 {
@@ -183,7 +186,7 @@ func TestExpiredRequestsLeaveTheBatchQueue(t *testing.T) {
 					return
 				default:
 				}
-				call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
+				call(t, "POST", s.url+"/v2/models/tiny-world/infer", worldBody)
 			}
 		}()
 	}
@@ -203,15 +206,17 @@ func TestExpiredRequestsLeaveTheBatchQueue(t *testing.T) {
 		wg.Wait()
 	}
 	close(stop)
+	gate.Open()
 	bg.Wait()
-	waitFor(t, "the admitted requests to be answered", func() bool { return s.srv.Stats().Admitted == 0 })
+	enginetest.WaitFor(t, "the admitted requests to be answered", func() bool { return s.srv.Stats().Admitted == 0 })
 }
 
 // Every refusal is logged with its error's text.
 func TestAccessLogCarriesTheError(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{})
 	call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", `{"inputs":[]}`, "X-Request-ID", "bad-1")
-	waitFor(t, "the access log record", func() bool {
+	enginetest.WaitFor(t, "the access log record", func() bool {
 		for _, r := range s.logs.all() {
 			if r["request_id"] == "bad-1" {
 				return true

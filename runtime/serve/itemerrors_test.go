@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/remote"
@@ -40,6 +41,7 @@ const pickyMessage = "out of range"
 // message, every other request its own result. The remote RunBatch with
 // WithPerItemErrors reports exactly those items.
 func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "picky.pt")
 	if err := torch.BuildModule(torch.ModuleSource{Source: pickySource,
 		Parameters: map[string]*tensor.Tensor{"scale": tensor.FromFloat32([]float32{2}, 1)}}, path); err != nil {
@@ -55,8 +57,12 @@ func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
 		}},
 	}
 	logs := &logSink{}
+	// The first request's call is held in the engine until every request
+	// is admitted, so that the others queue and are batched.
+	eng, gate := gated(t)
+	defer gate.Open()
 	srv, err := serve.New(serve.Config{Batching: true, BatchDelay: 100 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(logs, nil))},
-		serve.Family{Spec: spec, Options: []client.Option{client.WithDevice("cpu")}})
+		serve.Family{Spec: spec, Options: []client.Option{client.WithDevice("cpu"), client.WithEngine(eng)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +70,8 @@ func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
 	if err := srv.Load(); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv)
+	handling := &inflight{h: srv}
+	hs := httptest.NewServer(handling)
 	defer hs.Close()
 	rc, err := remote.New(spec, hs.URL)
 	if err != nil {
@@ -89,6 +96,9 @@ func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
 			outs[i], errs[i] = rc.Run(context.Background(), "embed", item(i), nil)
 		}()
 	}
+	gate.Entered(t)
+	enginetest.WaitFor(t, "every request to be admitted", func() bool { return srv.Stats().Admitted == n })
+	gate.Open()
 	wg.Wait()
 	for i := range n {
 		var se *remote.StatusError
@@ -129,8 +139,8 @@ func TestBatchedItemErrorsGoToTheirRequests(t *testing.T) {
 		t.Errorf("RunBatch without per-item errors: %v", err)
 	}
 	// The requests the failed RunBatch abandoned are logged as such, not
-	// as answered.
-	time.Sleep(100 * time.Millisecond)
+	// as answered (once their handlers have returned).
+	enginetest.WaitFor(t, "the abandoned requests' handlers to return", func() bool { return handling.n.Load() == 0 })
 	for _, r := range logs.all() {
 		if r["status"] == 200.0 && r["bytes"] == 0.0 {
 			t.Errorf("an unanswered request logged as 200: %v", r)

@@ -16,24 +16,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-// slowPrompt makes the tiny world's generate slow however warm the engine
-// is: its TorchScript hashes the prompt one character at a time, about
-// 0.5 µs each here, so 200,000 characters take about 100 ms.
-var slowPrompt = strings.Repeat("slow ", 40000)
-
-// slowBody asks the tiny world for one small frame seeded by slowPrompt.
-var slowBody = `{"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["` + slowPrompt + `"]},{"name":"num_frames","datatype":"INT64","shape":[1],"data":[1]},{"name":"height","datatype":"INT64","shape":[1],"data":[16]},{"name":"width","datatype":"INT64","shape":[1],"data":[16]}]}`
+// worldBody asks the tiny world for one small frame.
+const worldBody = `{"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["a red fox"]},{"name":"num_frames","datatype":"INT64","shape":[1],"data":[1]},{"name":"height","datatype":"INT64","shape":[1],"data":[16]},{"name":"width","datatype":"INT64","shape":[1],"data":[16]}]}`
 
 // TestBodyAndTensorLimits sends a body over the size limit and a tensor
 // over the tensor limit: each is refused with its status and error body,
 // and the server goes on serving.
 func TestBodyAndTensorLimits(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{MaxBodyBytes: 4096, MaxTensorBytes: 256})
 	big := `{"inputs":[{"name":"tokens","datatype":"INT64","shape":[3000],"data":[` + strings.Repeat("1,", 2999) + `1]}]}`
 	code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", big)
@@ -54,20 +51,26 @@ func TestBodyAndTensorLimits(t *testing.T) {
 // message counting from arrival), that the call it abandoned in the engine
 // holds only its own model's slot (another model answers at once), a
 // client deadline through the remote client (Run and RunBatch), and that
-// the server drains the abandoned work.
+// the server drains the abandoned work. The tiny world's calls are held in
+// the engine (a gate of the fake engine) until the test lets them go: each
+// deadline passes while its call is in the engine, however fast or slow
+// the machine.
 func TestDeadlines(t *testing.T) {
-	// The call is in the engine when the deadline passes: slowBody takes
-	// five times as long.
+	t.Parallel()
 	const timeout = 20 * time.Millisecond
-	s := start(t, serve.Config{Timeout: timeout})
-	code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
+	world, gate := gated(t)
+	defer gate.Open()
+	s := serveFamilies(t, serve.Config{Timeout: timeout}, onEngine(t, "tiny-world", world), plain(t, "tiny-encoder"))
+	code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", worldBody)
 	if code != http.StatusGatewayTimeout || !strings.Contains(errorBody(t, b), fmt.Sprintf("deadline (%v from its arrival) passed before it finished", timeout)) {
 		t.Errorf("past the deadline: %d %.200s", code, b)
 	}
-	// The abandoned call still holds the tiny world's engine slot; the
-	// encoder has slots of its own. (Its deadline is short: its first
-	// calls, which TorchScript profiles, may not fit in it, so it is
-	// retried; TestSlowModelDoesNotBlockAnother shows the slots apart.)
+	// The abandoned call still holds the tiny world's engine slot (it is
+	// still at the gate); the encoder has slots of its own. (Its first
+	// calls, which TorchScript profiles, may not fit in the short
+	// deadline, so it is retried; TestSlowModelDoesNotBlockAnother shows
+	// the slots apart.)
+	gate.Entered(t)
 	for range 200 {
 		code, _, b = call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody)
 		if code != http.StatusGatewayTimeout {
@@ -77,48 +80,68 @@ func TestDeadlines(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("another model after a 504: %d %s", code, b)
 	}
+	gate.Open()
 
-	// The client's own deadline: the remote client gives up at it.
-	s2 := start(t, serve.Config{Batching: true})
-	world := remoteClient(t, s2, "tiny-world")
+	// The client's own deadline: the remote client gives up at it, while
+	// the call it started is held in the engine.
+	worldB, gateB := gated(t)
+	defer gateB.Open()
+	encB, gateEnc := gated(t)
+	defer gateEnc.Open()
+	s2 := serveFamilies(t, serve.Config{Batching: true, NoWarmup: true}, onEngine(t, "tiny-world", worldB), onEngine(t, "tiny-encoder", encB))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	_, err := world.Run(ctx, "generate", map[string]any{"prompt": slowPrompt, "num_frames": int64(1), "height": int64(16), "width": int64(16)}, nil)
+	_, err := remoteClient(t, s2, "tiny-world").Run(ctx, "generate", map[string]any{"prompt": "a red fox", "num_frames": int64(1), "height": int64(16), "width": int64(16)}, nil)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("client deadline: %v", err)
 	}
-	enc := remoteClient(t, s2, "tiny-encoder")
 	items := make([]map[string]any, 5000)
 	for i := range items {
 		items[i] = map[string]any{"tokens": tokens(i, 8), "normalize": true}
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
-	outs, err := enc.RunBatch(ctx, "embed", items)
+	outs, err := remoteClient(t, s2, "tiny-encoder").RunBatch(ctx, "embed", items)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || outs != nil {
 		t.Errorf("RunBatch deadline: %d outputs, %v", len(outs), err)
 	}
-	// Nothing is left queued or running: the server drains at once.
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Once the engine lets the abandoned calls go, nothing is left queued
+	// or running: the server drains.
+	gateB.Open()
+	gateEnc.Open()
+	sctx, scancel := context.WithTimeout(context.Background(), enginetest.Patience)
 	defer scancel()
 	if err := s2.srv.Shutdown(sctx); err != nil {
 		t.Errorf("drain after abandoned requests: %v", err)
 	}
 }
 
-// TestQueueLimit fills a one-request queue: the requests beyond it are
-// answered 429 with Retry-After at once, none hangs, and every other
-// request succeeds.
+// TestQueueLimit fills a one-request queue: while one request is in the
+// engine (held there by the fake engine's gate), the requests beyond it
+// are answered 429 with Retry-After at once and none hangs; the one
+// admitted is answered once the engine lets it go.
 func TestQueueLimit(t *testing.T) {
-	s := start(t, serve.Config{MaxQueue: 1})
-	const n = 12
+	t.Parallel()
+	world, gate := gated(t)
+	defer gate.Open()
+	s := serveFamilies(t, serve.Config{MaxQueue: 1}, onEngine(t, "tiny-world", world))
+	first := make(chan int, 1)
+	go func() {
+		code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", worldBody)
+		if code != 200 {
+			t.Errorf("the admitted request: %d %s", code, b)
+		}
+		first <- code
+	}()
+	gate.Entered(t)
+	const n = 11
 	codes := make([]int, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code, h, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", slowBody)
+			code, h, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", worldBody)
 			codes[i] = code
 			if code == http.StatusTooManyRequests && (h.Get("Retry-After") == "" || !strings.Contains(errorBody(t, b), "too many requests queued")) {
 				t.Errorf("429 without Retry-After or error body: %v %s", h, b)
@@ -126,19 +149,15 @@ func TestQueueLimit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	ok, refused := 0, 0
-	for _, c := range codes {
-		switch c {
-		case 200:
-			ok++
-		case 429:
-			refused++
-		default:
-			t.Errorf("status %d", c)
+	for i, c := range codes {
+		if c != http.StatusTooManyRequests {
+			t.Errorf("request %d while the queue is full: status %d, want 429", i, c)
 		}
 	}
-	if ok == 0 || refused == 0 {
-		t.Errorf("%d ok, %d refused: want both", ok, refused)
+	gate.Open()
+	enginetest.Receive(t, "the admitted request's answer", first)
+	if code, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer", worldBody); code != 200 {
+		t.Errorf("after the queue emptied: %d %s", code, b)
 	}
 }
 
@@ -147,22 +166,24 @@ func TestQueueLimit(t *testing.T) {
 // batches, each gets its own result (equal to running it alone), and
 // requests that cannot share a forward call are never merged.
 func TestCrossRequestBatching(t *testing.T) {
-	// A queue delay long enough that the requests below arrive within it
-	// even on a loaded machine (the test measures merging, not speed).
-	s := start(t, serve.Config{Batching: true, BatchDelay: 250 * time.Millisecond})
+	t.Parallel()
 	enc := inProcess(t, "tiny-encoder")
+	eng, gate := gated(t)
+	defer gate.Open()
+	s := serveFamilies(t, serve.Config{Batching: true, BatchDelay: 250 * time.Millisecond, NoWarmup: true}, onEngine(t, "tiny-encoder", eng))
 	re := remoteClient(t, s, "tiny-encoder")
 	const n = 24
 	var wg sync.WaitGroup
-	// A long sequence first keeps the batcher busy while the others queue.
+	// A first request keeps the batcher busy (held in the engine) while
+	// the others queue.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if _, err := re.Run(context.Background(), "embed", map[string]any{"tokens": tokens(0, 100_000), "normalize": true}, nil); err != nil {
+		if _, err := re.Run(context.Background(), "embed", map[string]any{"tokens": tokens(0, 9), "normalize": true}, nil); err != nil {
 			t.Error(err)
 		}
 	}()
-	time.Sleep(5 * time.Millisecond)
+	gate.Entered(t)
 	got := make([]map[string]any, n)
 	for i := range n {
 		wg.Add(1)
@@ -175,6 +196,8 @@ func TestCrossRequestBatching(t *testing.T) {
 			got[i] = out
 		}()
 	}
+	enginetest.WaitFor(t, "every request to be admitted", func() bool { return s.srv.Stats().Admitted == n+1 })
+	gate.Open()
 	wg.Wait()
 	for i := range n {
 		want, err := enc.Run(context.Background(), "embed", map[string]any{"tokens": tokens(i, 5+i%3), "normalize": i%4 != 0}, nil)
@@ -202,6 +225,7 @@ func TestCrossRequestBatching(t *testing.T) {
 // every client call ends (nothing hangs), and later ones are refused
 // cleanly.
 func TestShutdownUnderLoad(t *testing.T) {
+	t.Parallel()
 	for _, batching := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
 			logs := &logSinkCounter{}
@@ -263,8 +287,9 @@ func TestShutdownUnderLoad(t *testing.T) {
 					}
 				}()
 			}
-			time.Sleep(300 * time.Millisecond)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			// Shut down under load: once the clients have had answers.
+			enginetest.WaitFor(t, "the clients to be answered", func() bool { return answered.Load() >= 16 })
+			ctx, cancel := context.WithTimeout(context.Background(), enginetest.Patience)
 			defer cancel()
 			errc := make(chan error, 1)
 			go func() { errc <- hs.Shutdown(ctx) }()
@@ -329,11 +354,8 @@ func TestFailedNewLeavesNothingRunning(t *testing.T) {
 			t.Fatalf("New with one family twice: %v, want the duplicate name", err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Fatalf("%d goroutines after 20 failed New calls, %d before", n, before)
-	}
+	// Goroutines end a little after New returns: a leak waits out
+	// enginetest.Patience and fails.
+	enginetest.WaitFor(t, fmt.Sprintf("the goroutines to return to the %d there were before 20 failed New calls (%d now)", before, runtime.NumGoroutine()),
+		func() bool { return runtime.NumGoroutine() <= before })
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
 
@@ -94,21 +95,18 @@ func value(fams map[string]*dto.MetricFamily, name string, labels map[string]str
 
 // waitMetrics scrapes until ok holds for the scrape (the metrics of a
 // request are recorded once its handler returns, which may be just after
-// its client read the answer), failing after a generous bound.
+// its client read the answer), failing when only a hang would keep them
+// from matching (enginetest.WaitFor).
 func waitMetrics(t testing.TB, url, token string, ok func(map[string]*dto.MetricFamily) error) map[string]*dto.MetricFamily {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fams := scrape(t, url, token)
-		err := ok(fams)
-		if err == nil {
-			return fams
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics never matched: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
+	var fams map[string]*dto.MetricFamily
+	var err error
+	enginetest.WaitFor(t, "the metrics to match", func() bool {
+		fams = scrape(t, url, token)
+		err = ok(fams)
+		return err == nil
+	})
+	return fams
 }
 
 // want is one expected metric value.
@@ -140,6 +138,7 @@ func mtc(model, task, code string) map[string]string {
 // GET /metrics, which needs the bearer token like every endpoint but the
 // health probes. No label carries what a client chose.
 func TestMetricsCountKnownTraffic(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret"
 	s := start(t, serve.Config{Token: token, MaxQueue: 7, MaxSessions: 3})
 	auth := []string{"Authorization", "Bearer " + token}
@@ -239,6 +238,7 @@ func engineVersion(fams map[string]*dto.MetricFamily) string {
 // the batch-size histogram holds one observation per batch run, summing to
 // the requests batched, as the server's own counts have it.
 func TestMetricsBatchSizes(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{Batching: true, BatchDelay: 5 * time.Millisecond, MaxConcurrent: 1})
 	const clients, each = 8, 5
 	var wg sync.WaitGroup
@@ -282,6 +282,7 @@ func TestMetricsBatchSizes(t *testing.T) {
 // TestMetricsDisabled: with DisableMetrics, /metrics is an unknown
 // endpoint.
 func TestMetricsDisabled(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{DisableMetrics: true})
 	if code, _, b := call(t, http.MethodGet, s.url+"/metrics", ""); code != http.StatusNotFound {
 		t.Fatalf("GET /metrics with metrics off: %d %s", code, b)
@@ -294,6 +295,7 @@ func TestMetricsDisabled(t *testing.T) {
 // TestMetricsDuringDrain: a draining server still answers /metrics, so the
 // drain can be watched.
 func TestMetricsDuringDrain(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -312,6 +314,7 @@ func TestMetricsDuringDrain(t *testing.T) {
 // wfserve_* metric a server exports, and only those (the engine's device
 // memory is exported where the engine has CUDA devices).
 func TestDocsNameEveryMetric(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "serving.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 // the batch parameter) are valid for the document's request schema when,
 // and only when, the server answers 200 (else 400).
 func TestOpenAPIRequestSchemasAgreeWithTheServer(t *testing.T) {
+	t.Parallel()
 	s := start(t, serve.Config{})
 	_, _, doc := call(t, "GET", s.url+"/openapi.json", "")
 	c := jsonschema.NewCompiler()

@@ -90,6 +90,7 @@ func promQuery(t *testing.T, base, query string) ([]map[string]string, []float64
 // Prometheus's HTTP API for the request rate, a latency quantile and the
 // targets' health.
 func TestPrometheusScrapesMetrics(t *testing.T) {
+	t.Parallel()
 	bin := prometheusBinary(t)
 	const token = "prom-scrape-token"
 	s := start(t, serve.Config{Token: token})
@@ -222,6 +223,7 @@ func yamlBlock(t *testing.T, doc, prefix string) string {
 // TestDocsPrometheusExamples checks docs/serving.md's scrape config and
 // alert rules with promtool (Debian's prometheus package).
 func TestDocsPrometheusExamples(t *testing.T) {
+	t.Parallel()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool is not installed (Debian's prometheus package; scripts/setup.sh installs it)")

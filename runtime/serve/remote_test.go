@@ -35,6 +35,7 @@ func remoteClient(t testing.TB, s *started, name string, opts ...remote.Option) 
 // are identical, tensor for tensor — with tensors sent binary (the remote
 // client's default) and as JSON numbers (remote.WithJSONTensors).
 func TestRemoteResultsEqualInProcess(t *testing.T) {
+	t.Parallel()
 	t.Run("binary", func(t *testing.T) { remoteResultsEqualInProcess(t) })
 	t.Run("json", func(t *testing.T) { remoteResultsEqualInProcess(t, remote.WithJSONTensors()) })
 }
@@ -164,6 +165,7 @@ func streamFrames(t *testing.T, s *stream.Session, ctx context.Context, at func(
 // generated one, exactly as in-process. Two concurrent sessions with
 // different controls never see each other's state.
 func TestRemoteStreamAppliesControls(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := start(t, serve.Config{})
 	worldIn := inProcess(t, "tiny-world")

@@ -43,6 +43,7 @@ func embedding(out map[string]any) []byte { return out["embedding"].(*tensor.Ten
 // (invariant, the server's default) and off — on a model whose answers
 // depend on the batch size.
 func TestRemoteBatchEqualsInProcess(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	items := make([]map[string]any, 37) // four full batches and a padded one
 	for i := range items {
@@ -85,6 +86,7 @@ func TestRemoteBatchEqualsInProcess(t *testing.T) {
 // requests get answers that do not depend on how the server grouped them:
 // each is bit for bit what an in-process client in the same mode answers.
 func TestBatchInvariantServing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	in := attentionClient(t, client.WithBatchInvariant())
 	s := startFamilies(t, serve.Config{Batching: true, BatchInvariant: true, BatchDelay: time.Millisecond}, loadSpec(t, "attention-encoder"))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
@@ -29,29 +29,24 @@ func spanKey(s sdktrace.ReadOnlySpan) string {
 
 // waitSpans waits until the recorder holds an ended span of each key
 // (spanKey; the server ends a request's span once its handler returns, which may be
-// just after its client read the answer), failing after a generous bound.
+// just after its client read the answer), failing when only a hang would
+// keep them from ending (enginetest.WaitFor).
 func waitSpans(t *testing.T, sr *tracetest.SpanRecorder, names ...string) map[string]sdktrace.ReadOnlySpan {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		byName := map[string]sdktrace.ReadOnlySpan{}
+	var byName map[string]sdktrace.ReadOnlySpan
+	enginetest.WaitFor(t, fmt.Sprintf("the spans %q", names), func() bool {
+		byName = map[string]sdktrace.ReadOnlySpan{}
 		for _, s := range sr.Ended() {
 			byName[spanKey(s)] = s
 		}
-		missing := ""
 		for _, n := range names {
 			if byName[n] == nil {
-				missing = n
+				return false
 			}
 		}
-		if missing == "" {
-			return byName
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no span %q among %v", missing, byName)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return true
+	})
+	return byName
 }
 
 func attr(s sdktrace.ReadOnlySpan, key string) attribute.Value {
@@ -80,6 +75,7 @@ func childOf(t *testing.T, child sdktrace.ReadOnlySpan, parent trace.SpanContext
 // engine call. A batched request's engine span is linked to the batch's
 // span, a root of its own linked to the request's server span.
 func TestTraceFromRemoteClientToEngine(t *testing.T) {
+	t.Parallel()
 	for _, batching := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
 			sr := tracetest.NewSpanRecorder()
@@ -138,6 +134,7 @@ func TestTraceFromRemoteClientToEngine(t *testing.T) {
 // carries; without tracing, nothing is recorded and the request is served
 // as usual.
 func TestTraceparentHeader(t *testing.T) {
+	t.Parallel()
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	s := start(t, serve.Config{TracerProvider: tp})

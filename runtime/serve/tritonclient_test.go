@@ -45,6 +45,7 @@ func tritonClientDir() string {
 // python3-rapidjson, python3-geventhttpclient: scripts/setup.sh) are not
 // there.
 func TestTritonClientBinary(t *testing.T) {
+	t.Parallel()
 	lib := tritonClientDir()
 	if _, err := os.Stat(filepath.Join(lib, "tritonclient", "http", "__init__.py")); err != nil {
 		t.Skipf("Triton's Python client is not at %s: put the src/python/library folder of github.com/triton-inference-server/client there, or set WFGEN_TRITONCLIENT to it (docs/serving.md)", lib)

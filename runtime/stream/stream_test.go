@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/worldfoundry/wfgen/runtime/kvcache"
@@ -583,8 +584,12 @@ func TestCancelDuringStep(t *testing.T) {
 
 // Cancelling while a paced chunk waits for its playback time stops the wait
 // (the real clock; the chunk period is 9 s, so a test that does not stop
-// promptly hangs visibly).
-func TestCancelDuringPacingWait(t *testing.T) {
+// promptly hangs visibly). It runs in a synctest bubble: the system clock
+// is the bubble's, so the cancellation 20 ms in always falls in chunk 1's
+// wait, and the wait costs no real time.
+func TestCancelDuringPacingWait(t *testing.T) { synctest.Test(t, testCancelDuringPacingWait) }
+
+func testCancelDuringPacingWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := &recorder{}

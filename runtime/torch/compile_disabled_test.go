@@ -5,11 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 )
-
-// otherModule is an engine.Module that no libtorch engine loaded.
-type otherModule struct{ engine.Module }
 
 // TestCompileDisabledReturnsModule checks the seed's
 // compile_module_if_enabled(module, enabled=False) is module, in cgo and
@@ -18,7 +16,7 @@ type otherModule struct{ engine.Module }
 // module of another engine is an error (ErrUnavailable without cgo).
 func TestCompileDisabledReturnsModule(t *testing.T) {
 	off, on := false, true
-	m := otherModule{}
+	m := enginetest.NewModule()         // a module no libtorch engine loaded
 	t.Setenv(EnvCompileStrict, "maybe") // not read while disabled
 	if got, err := CompileModule(m, CompileOptions{Enabled: &off, Backend: "no-such-backend"}); err != nil || got != engine.Module(m) {
 		t.Errorf("enabled=false: %v, %v; want the module itself", got, err)

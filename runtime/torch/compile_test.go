@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -185,7 +186,7 @@ func TestCompileFailures(t *testing.T) {
 		!strings.Contains(err.Error(), `mode "fastest"`) {
 		t.Errorf("unknown mode, strict: error = %v", err)
 	}
-	if _, err := CompileModule(fakeModule{}, CompileOptions{Enabled: &on}); err == nil {
+	if _, err := CompileModule(enginetest.NewModule(), CompileOptions{Enabled: &on}); err == nil {
 		t.Error("compiling a foreign module succeeded")
 	}
 	if n := len(files(t, cache)); n != 0 {
@@ -260,6 +261,3 @@ func TestCompileCacheRecovers(t *testing.T) {
 		t.Errorf("changed file not reported: %s", logs)
 	}
 }
-
-// fakeModule is an engine.Module from another engine.
-type fakeModule struct{ engine.Module }

@@ -67,6 +67,7 @@ func goWorker() int {
 }
 
 func TestCommand(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		l    Launch
@@ -103,6 +104,7 @@ func TestCommand(t *testing.T) {
 }
 
 func TestCommandRejectsBadLaunches(t *testing.T) {
+	t.Parallel()
 	bad := map[string]Launch{
 		"no procs":         {Module: "w"},
 		"neither":          {NProcPerNode: 1},
@@ -131,6 +133,7 @@ func TestCommandRejectsBadLaunches(t *testing.T) {
 // TestRunReturnsResultOnFailure runs the launch with a stand-in interpreter
 // that exits 7: the Result comes back, with no error.
 func TestRunReturnsResultOnFailure(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +244,7 @@ func checkRun(t *testing.T, res *proc.Result, err error) {
 // two workers each. It is the reference for the Go workers' process groups
 // (examples/sharded has the Go two-node job).
 func TestTorchrunPythonWorkers(t *testing.T) {
+	// Not parallel: torchrun --standalone rendezvouses on the fixed port 29400.
 	requireTorch(t)
 	dir, err := filepath.Abs("testdata")
 	if err != nil {
@@ -294,6 +298,7 @@ func TestTorchrunPythonWorkers(t *testing.T) {
 // torchrun --no_python, once single-node (standalone) and once through the
 // multi-node form on a loopback rendezvous endpoint.
 func TestTorchrunGoWorkers(t *testing.T) {
+	// Not parallel: torchrun --standalone rendezvouses on the fixed port 29400.
 	requireTorch(t)
 	exe, err := os.Executable()
 	if err != nil {
@@ -350,6 +355,7 @@ func freePort(t *testing.T) int {
 // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 and makes TCPStore default to
 // use_libuv=False, unless USE_LIBUV is set.
 func TestBootstrapArgvAndLibuv(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath(DefaultPython)
 	if err != nil {
 		t.Skipf("no %s: %v", DefaultPython, err)

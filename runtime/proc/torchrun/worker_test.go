@@ -18,6 +18,7 @@ func goodEnv() map[string]string {
 }
 
 func TestWorkerFrom(t *testing.T) {
+	t.Parallel()
 	w, err := WorkerFrom(lookupIn(goodEnv()))
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +62,7 @@ func TestWorkerFrom(t *testing.T) {
 }
 
 func TestLocalDevice(t *testing.T) {
+	t.Parallel()
 	w := Worker{LocalRank: 1, LocalWorldSize: 2}
 	for devices, want := range map[int]string{0: "cpu", 2: "cuda:1", 8: "cuda:1"} {
 		if got, err := w.LocalDevice(devices); err != nil || got != want {
