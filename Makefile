@@ -59,7 +59,10 @@ test-libtorch2:
 ## demo: the main job end to end (see README): bindings generated, tiny
 ## checkpoints built from TorchScript source, batched embedding, the digits
 ## CNN (trained with python3-torch on first run, cached in out/digits) read
-## batched with its accuracy printed, realtime stream
+## batched with its accuracy printed, realtime stream, and the learned world
+## model (trained on first run, cached in out/worldmodel; docs/worldmodel.md)
+## played against its simulator with its position accuracy and pixel error
+## printed and out/worldmodel.gif written
 demo: setup
 	$(GO) run ./cmd/wfgen generate
 	$(GO) run ./examples/demo

@@ -3,8 +3,10 @@
 // clients wfgen generated from manifests/, embeds a few hundred token
 // sequences in batches, reads the held-out handwritten digits with a small
 // CNN trained on real data (trained with Debian's python3-torch on first run,
-// cached under out/digits) and prints its accuracy, and plays the tiny world
-// model as a realtime stream, writing PNGs and GIFs to out/.
+// cached under out/digits) and prints its accuracy, plays the tiny world
+// model as a realtime stream, and plays a world model learned from a
+// simulator (trained on first run, cached under out/worldmodel) against that
+// simulator, printing how close it stays; it writes PNGs and GIFs to out/.
 package main
 
 import (
@@ -20,9 +22,11 @@ import (
 
 	trainer "github.com/worldfoundry/wfgen/examples/digits"
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/examples/worldmodel"
 	"github.com/worldfoundry/wfgen/generated/digits"
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
 	"github.com/worldfoundry/wfgen/generated/tinyworld"
+	learned "github.com/worldfoundry/wfgen/generated/worldmodel"
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
@@ -57,7 +61,10 @@ func run(ctx context.Context, out string, items, chunks int) error {
 	if err := classify(ctx, out); err != nil {
 		return err
 	}
-	return world(ctx, root, out, chunks)
+	if err := world(ctx, root, out, chunks); err != nil {
+		return err
+	}
+	return learnedWorld(ctx, out)
 }
 
 // minAccuracy is the held-out accuracy below which the demo fails.
@@ -247,6 +254,70 @@ func world(ctx context.Context, root, out string, chunks int) error {
 	fmt.Printf("outputs: %s, %s, %s (in %s)\n", clipPath, artifactio.PreviewPath(clipPath), streamPath, abs)
 	if _, err := os.Stat(streamPath); err != nil {
 		return err
+	}
+	return nil
+}
+
+// learnedWorld trains the world model on its simulator (first run only),
+// plays worldmodel.DemoEpisodes random episodes through the generated
+// client's stream, measures them against the simulator, and writes a
+// rollout beside the simulator's frames to out/worldmodel.gif.
+func learnedWorld(ctx context.Context, out string) error {
+	root := filepath.Join(out, "worldmodel")
+	start := time.Now()
+	rep, err := worldmodel.Ensure(ctx, root)
+	if err != nil {
+		return err
+	}
+	if rep != nil {
+		threads := "threads"
+		if rep.Threads == 1 {
+			threads = "thread"
+		}
+		fmt.Printf("worldmodel: trained in %.1fs (python3-torch on %d %s, %d steps of %d transitions; %v with start-up); next frame exactly right in %.4f of held-out transitions\n",
+			rep.Seconds, rep.Threads, threads, rep.Steps, rep.Batch, time.Since(start).Round(100*time.Millisecond), rep.FrameAccuracy)
+	} else {
+		fmt.Printf("worldmodel: using the trained checkpoint cached in %s\n", root)
+	}
+	w, err := learned.New(client.WithCheckpointRoot(root), client.WithDevice("cpu"))
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	start = time.Now()
+	q, _, err := worldmodel.Evaluate(ctx, w, worldmodel.RandomEpisodes(worldmodel.DemoSeed, worldmodel.DemoEpisodes, worldmodel.DemoSteps))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("worldmodel: %v (streamed through worldmodel.PlayStream in %v)\n", q, time.Since(start).Round(time.Millisecond))
+
+	// A scripted walk for the GIF: right, up, left, a pause, down, right.
+	ep := worldmodel.Episode{Start: worldmodel.State{
+		Sprite: worldmodel.Point{X: 4, Y: 22}, Ball: worldmodel.Point{X: 20, Y: 6}, Velocity: worldmodel.Point{X: 1, Y: 1}}}
+	for _, leg := range []struct {
+		a worldmodel.Action
+		n int
+	}{{worldmodel.Right, 10}, {worldmodel.Up, 8}, {worldmodel.Left, 6}, {worldmodel.None, 4}, {worldmodel.Down, 6}, {worldmodel.Right, 6}} {
+		for range leg.n {
+			ep.Actions = append(ep.Actions, leg.a)
+		}
+	}
+	model, err := worldmodel.Rollout(ctx, w, ep)
+	if err != nil {
+		return err
+	}
+	first := ep.StartFrames()
+	video, err := worldmodel.SideBySide(append(slices.Clone(first), model...), append(slices.Clone(first), ep.Frames()...), float64(learned.Spec().Realtime.FPS))
+	if err != nil {
+		return err
+	}
+	gifPath := filepath.Join(out, "worldmodel.gif")
+	if err := artifactio.WriteGIF(gifPath, video, nil); err != nil {
+		return err
+	}
+	fmt.Printf("worldmodel: %s shows the model (left) beside the simulator (right) on %d scripted steps\n", gifPath, len(ep.Actions))
+	if q.PositionAccuracy < worldmodel.MinPositionAccuracy {
+		return fmt.Errorf("worldmodel: sprite within one pixel in %.4f of the steps, below %.2f", q.PositionAccuracy, worldmodel.MinPositionAccuracy)
 	}
 	return nil
 }

@@ -20,4 +20,5 @@ import (
 	_ "github.com/worldfoundry/wfgen/generated/tinyencoder"
 	_ "github.com/worldfoundry/wfgen/generated/tinyworld"
 	_ "github.com/worldfoundry/wfgen/generated/want2v"
+	_ "github.com/worldfoundry/wfgen/generated/worldmodel"
 )

@@ -1,0 +1,319 @@
+"""Train the world model on a simulator of its own, or replay episodes with it.
+
+The simulator is a walled 32x32 room seen from above, drawn in five colours:
+a 4x4 sprite that the player moves 2 pixels a step (up, down, left, right or
+not at all; a wall stops it), and a 2x2 ball that moves diagonally by
+itself, 1 pixel a step on each axis, and bounces off the walls. The ball is
+drawn over the sprite, in a blend of both colours where they overlap, so
+both are always whole in a frame. Everything about it is deterministic; the
+Go package examples/worldmodel has the same simulator (sim.go) and its tests
+check the two agree pixel for pixel.
+
+The model is an action-conditioned next-frame predictor: from the last two
+frames and the action it predicts the next frame, pixel by pixel, as one of
+the five colours (a small fully convolutional network over the frames'
+colour classes). Its TorchScript checkpoint has the streaming method the
+manifest (manifests/worldmodel.yaml) runs:
+
+    step(num_frames: int, controls: List[float],
+         start: Optional[Tensor] = None,
+         state: Optional[Tensor] = None) -> Dict[str, Tensor]
+
+controls are [up, down, left, right] (the realtime spec's control order);
+the strongest control at 0.5 or more is the action, none below that. state
+is the last two frames, uint8 [2, 32, 32, 3]; without it the session starts
+from start (two frames of the same shape), or from the checkpoint's own
+start frames. It returns {"frames": uint8 [num_frames, 32, 32, 3], "state":
+the last two frames}, each frame predicted from the two before it.
+
+    train: /usr/bin/python3 train.py train --out DIR
+           writes DIR/checkpoints/worldmodel.pt and prints a JSON report.
+    check: /usr/bin/python3 train.py check --episodes JSON --sim OUT
+                                           [--model PT --rollout OUT]
+           reads episodes ({"episodes": [{"sprite": [x, y], "ball": [x, y],
+           "velocity": [vx, vy], "actions": [a, ...]}, ...]}, actions 0 none,
+           1 up, 2 down, 3 left, 4 right), and writes what the simulator
+           shows after each action to OUT (uint8 [E, T, 32, 32, 3], raw) and,
+           with --model, what the checkpoint's step method makes of the same
+           start frames and actions, called one frame at a time as the
+           runtime's stream calls it.
+
+Training is deterministic: fixed seeds, one thread and
+torch.use_deterministic_algorithms, so the same torch build writes the same
+weights every time. It takes one to two minutes on one CPU core. One thread,
+not two: on a machine whose cores are busy with other work, OpenMP's
+spinning threads made two-thread training ten times slower, not faster.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+SIZE = 32      # frame height and width, walls included
+SPRITE = 4     # sprite side
+BALL = 2       # ball side
+MOVE = 2       # pixels the sprite moves per step
+# Colours: background, wall, sprite, ball, ball over sprite.
+PALETTE = [[16, 20, 36], [110, 116, 128], [250, 196, 40], [64, 200, 250], [157, 198, 145]]
+CLASSES = len(PALETTE)
+NONE, UP, DOWN, LEFT, RIGHT = range(5)
+ACTION_DX = np.array([0, 0, 0, -MOVE, MOVE])
+ACTION_DY = np.array([0, -MOVE, MOVE, 0, 0])
+# The checkpoint's own start: sprite, ball and ball velocity.
+DEFAULT_START = ((6, 20), (20, 8), (1, 1))
+
+SEED = 7
+STEPS = 2500
+BATCH = 64
+THREADS = 1
+WIDTH = 32     # channels of the network
+
+
+# ---------------------------------------------------------------- simulator
+
+def step(s, a):
+    """The next states of states s (a tuple of int arrays sx, sy, bx, by, vx, vy) under actions a."""
+    sx, sy, bx, by, vx, vy = s
+    hi = SIZE - 1 - SPRITE
+    sx = np.clip(sx + ACTION_DX[a], 1, hi)
+    sy = np.clip(sy + ACTION_DY[a], 1, hi)
+
+    def axis(b, v):
+        n = b + v
+        out = (n < 1) | (n > SIZE - 1 - BALL)
+        v = np.where(out, -v, v)
+        return np.where(out, b + v, n), v
+
+    bx, vx = axis(bx, vx)
+    by, vy = axis(by, vy)
+    return sx, sy, bx, by, vx, vy
+
+
+def render(s):
+    """Colour classes uint8 [N, SIZE, SIZE] of states s."""
+    sx, sy, bx, by = s[:4]
+    n = len(sx)
+    r = np.arange(SIZE)
+    c = np.zeros((n, SIZE, SIZE), np.uint8)
+    c[:, 0, :] = c[:, -1, :] = c[:, :, 0] = c[:, :, -1] = 1
+
+    def box(x, y, side):
+        rows = (r >= y[:, None]) & (r < y[:, None] + side)
+        cols = (r >= x[:, None]) & (r < x[:, None] + side)
+        return rows[:, :, None] & cols[:, None, :]
+
+    c[box(sx, sy, SPRITE)] = 2
+    m = box(bx, by, BALL)
+    c[m] = np.where(c[m] == 2, 4, 3)
+    return c
+
+
+def pixels(classes):
+    """RGB uint8 [..., SIZE, SIZE, 3] of colour classes."""
+    return np.array(PALETTE, np.uint8)[classes]
+
+
+def random_states(rng, n):
+    return (rng.integers(1, SIZE - SPRITE, n), rng.integers(1, SIZE - SPRITE, n),
+            rng.integers(1, SIZE - BALL, n), rng.integers(1, SIZE - BALL, n),
+            rng.choice([-1, 1], n), rng.choice([-1, 1], n))
+
+
+def start_states(sprite, ball, velocity):
+    """The states of an episode's reset and the one after it, with no action between."""
+    s0 = tuple(np.asarray(v, np.int64) for v in (*np.asarray(sprite).T, *np.asarray(ball).T, *np.asarray(velocity).T))
+    return s0, step(s0, np.zeros(len(s0[0]), np.int64))
+
+
+def transitions(rng, n):
+    """n random transitions: two frames, an action, the next frame (colour classes)."""
+    s0 = random_states(rng, n)
+    s1 = step(s0, rng.integers(0, 5, n))
+    a = rng.integers(0, 5, n)
+    return render(s0), render(s1), a, render(step(s1, a))
+
+
+# -------------------------------------------------------------------- model
+
+class WorldModel(nn.Module):
+    """Next frame from the last two and an action, as one colour per pixel.
+
+    The frames' colour classes (one-hot) and the action (four planes, none
+    all zero) go through a space-to-depth (2x2), four 3x3 convolutions (one
+    dilated) and back to full size as per-pixel class scores, added to a
+    learned bias towards each pixel's current colour.
+    """
+
+    def __init__(self, start: torch.Tensor):
+        super().__init__()
+        c = WIDTH
+        self.net = nn.Sequential(
+            nn.PixelUnshuffle(2),
+            nn.Conv2d(4 * (2 * CLASSES + 4), c, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(c, c, 3, padding=2, dilation=2), nn.ReLU(),
+            nn.Conv2d(c, c, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(c, 4 * CLASSES, 1),
+            nn.PixelShuffle(2),
+        )
+        # A learned bias towards each pixel's current colour: most pixels
+        # keep theirs, so the network learns the changes.
+        self.keep = nn.Parameter(torch.tensor(3.0))
+        self.register_buffer("palette", torch.tensor(PALETTE, dtype=torch.uint8))
+        self.register_buffer("start_frames", start)
+
+    def logits(self, prev: torch.Tensor, cur: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Class scores float32 [N, CLASSES, H, W] from classes int64 [N, H, W] and actions int64 [N]."""
+        n, h, w = cur.shape
+        k = self.palette.size(0)
+        planes = nn.functional.one_hot(action, 5)[:, 1:].to(torch.float32).view(n, 4, 1, 1).expand(n, 4, h, w)
+        now = nn.functional.one_hot(cur, k).permute(0, 3, 1, 2).to(torch.float32)
+        x = torch.cat([nn.functional.one_hot(prev, k).permute(0, 3, 1, 2).to(torch.float32), now, planes], 1)
+        return self.net(x) + self.keep * now
+
+    @torch.jit.export
+    def classes(self, frames: torch.Tensor) -> torch.Tensor:
+        """The nearest palette colour of each pixel of uint8 [..., H, W, 3] frames, int64 [..., H, W]."""
+        d = (frames.to(torch.int32).unsqueeze(-2) - self.palette.to(torch.int32)).pow(2).sum(-1)
+        return d.argmin(-1)
+
+    def forward(self, frames: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The next frame of each pair: frames uint8 [N, 2, H, W, 3], actions int64 [N] -> uint8 [N, H, W, 3]."""
+        c = self.classes(frames)
+        return self.palette[self.logits(c[:, 0], c[:, 1], actions).argmax(1)]
+
+    @torch.jit.export
+    def step(self, num_frames: int, controls: List[float], start: Optional[torch.Tensor] = None,
+             state: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        if len(controls) != 4:
+            raise ValueError("controls: want 4 values [up, down, left, right], got " + str(len(controls)))
+        if num_frames < 1:
+            raise ValueError("num_frames: want at least 1, got " + str(num_frames))
+        if state is not None:
+            s = state
+        elif start is not None:
+            s = start
+        else:
+            s = self.start_frames
+        if s.dtype != torch.uint8 or s.shape != self.start_frames.shape:
+            raise ValueError("state and start: want uint8 [2, 32, 32, 3] (two frames)")
+        action = 0
+        best = 0.5
+        for i in range(4):
+            if controls[i] > best or (controls[i] == best and action == 0):
+                action = i + 1
+                best = controls[i]
+        a = torch.full([1], action, dtype=torch.int64)
+        c = self.classes(s)
+        prev, cur = c[0:1], c[1:2]
+        out: List[torch.Tensor] = []
+        with torch.no_grad():
+            for _ in range(num_frames):
+                nxt = self.logits(prev, cur, a).argmax(1)
+                out.append(nxt)
+                prev, cur = cur, nxt
+        return {"frames": self.palette[torch.cat(out)], "state": self.palette[torch.cat([prev, cur])]}
+
+
+def default_start():
+    (sx, sy), (bx, by), (vx, vy) = DEFAULT_START
+    s0, s1 = start_states([[sx, sy]], [[bx, by]], [[vx, vy]])
+    return torch.from_numpy(pixels(np.concatenate([render(s0), render(s1)])))
+
+
+def train(args):
+    start = time.time()
+    torch.manual_seed(SEED)
+    torch.set_num_threads(THREADS)
+    torch.use_deterministic_algorithms(True)
+    rng = np.random.default_rng(SEED)
+    model = WorldModel(default_start())
+    torch.jit.script(model)  # fail before training, not after
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=STEPS, pct_start=0.1)
+    model.train()
+    loss = torch.zeros(())
+    for _ in range(STEPS):
+        prev, cur, a, nxt = (torch.from_numpy(v).long() for v in transitions(rng, BATCH))
+        loss = nn.functional.cross_entropy(model.logits(prev, cur, a), nxt)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    model.eval()
+    trained = time.time() - start
+
+    # One-step accuracy on transitions never trained on.
+    held = np.random.default_rng(SEED + 1)
+    prev, cur, a, nxt = (torch.from_numpy(v).long() for v in transitions(held, 4000))
+    with torch.no_grad():
+        pred = torch.cat([model.logits(prev[i:i + 500], cur[i:i + 500], a[i:i + 500]).argmax(1) for i in range(0, 4000, 500)])
+    right = pred == nxt
+
+    ckpt = os.path.join(args.out, "checkpoints", "worldmodel.pt")
+    os.makedirs(os.path.dirname(ckpt), exist_ok=True)
+    tmp = ckpt + ".tmp"
+    torch.jit.script(model).save(tmp)
+    os.replace(tmp, ckpt)
+    json.dump({"seconds": round(trained, 2), "steps": STEPS, "batch": BATCH, "threads": THREADS,
+               "parameters": sum(p.numel() for p in model.parameters()),
+               "loss": round(float(loss), 6),
+               "pixel_accuracy": float(right.to(torch.float64).mean()),
+               "frame_accuracy": float(right.all(2).all(1).to(torch.float64).mean())}, sys.stdout)
+    print()
+
+
+def check(args):
+    with open(args.episodes) as f:
+        eps = json.load(f)["episodes"]
+    actions = np.array([e["actions"] for e in eps], np.int64)  # [E, T]
+    s, s1 = start_states([e["sprite"] for e in eps], [e["ball"] for e in eps], [e["velocity"] for e in eps])
+    starts = np.stack([render(s), render(s1)], 1)  # [E, 2, H, W]
+    s = s1
+    frames = []
+    for t in range(actions.shape[1]):
+        s = step(s, actions[:, t])
+        frames.append(render(s))
+    with open(args.sim, "wb") as f:
+        f.write(pixels(np.stack(frames, 1)).tobytes())
+    if not args.model:
+        return
+    torch.set_num_threads(1)
+    model = torch.jit.load(args.model)
+    model.eval()
+    with open(args.rollout, "wb") as f:
+        for e in range(len(eps)):
+            start = torch.from_numpy(pixels(starts[e]))
+            state: Optional[torch.Tensor] = None
+            for a in actions[e]:
+                controls = [0.0] * 4
+                if a != NONE:
+                    controls[a - 1] = 1.0
+                out = model.step(num_frames=1, controls=controls, start=start, state=state)
+                state = out["state"]
+                f.write(out["frames"].numpy().tobytes())
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("--out", required=True)
+    c = sub.add_parser("check")
+    c.add_argument("--episodes", required=True)
+    c.add_argument("--sim", required=True)
+    c.add_argument("--model")
+    c.add_argument("--rollout")
+    args = p.parse_args()
+    {"train": train, "check": check}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
