@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,9 +19,10 @@ import (
 )
 
 // moduleKey identifies one loaded module: the same file (by path, size and
-// modification time) in the same format on the same device with the same
-// dtype, compiled the same way.
+// modification time) loaded by the same engine in the same format on the
+// same device with the same dtype, compiled the same way.
 type moduleKey struct {
+	engine  any // the engine, or a value of its own when it is not comparable
 	path    string
 	size    int64
 	mtime   time.Time
@@ -53,7 +55,11 @@ func acquire(e engine.Engine, path string, format spec.CheckpointFormat, device 
 	if err != nil {
 		return nil, moduleKey{}, fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
 	}
-	key := moduleKey{path, st.Size(), st.ModTime(), format, device, dtype, compileKey(compile)}
+	var eng any = e
+	if t := reflect.TypeOf(e); t == nil || !t.Comparable() {
+		eng = new(int) // an engine that cannot be a map key shares nothing
+	}
+	key := moduleKey{eng, path, st.Size(), st.ModTime(), format, device, dtype, compileKey(compile)}
 	cache.Lock()
 	ent, ok := cache.entries[key]
 	if !ok {
