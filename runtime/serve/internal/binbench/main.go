@@ -23,9 +23,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 	"net"
 	"net/http"
 	"os"
@@ -36,7 +36,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
@@ -78,7 +77,7 @@ type mode struct {
 var modes = []mode{{"JSON", []remote.Option{remote.WithJSONTensors()}}, {"binary", nil}}
 
 func run(rounds int, window time.Duration, frames, threads int) error {
-	root, err := moduleRoot()
+	root, err := benchproc.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -108,7 +107,7 @@ func run(rounds int, window time.Duration, frames, threads int) error {
 		}
 		specs[f.Spec.ModelFamilyID] = f.Spec
 	}
-	port, err := freePort()
+	port, err := benchproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -119,8 +118,8 @@ func run(rounds int, window time.Duration, frames, threads int) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	defer stop(cmd)
-	if err := waitReady(url, 60*time.Second); err != nil {
+	defer benchproc.Stop(cmd)
+	if err := benchproc.WaitReady(url, 60*time.Second); err != nil {
 		return err
 	}
 
@@ -219,7 +218,7 @@ func measure(url string, b bench, rounds int, window time.Duration) error {
 				}
 				return v / n
 			}
-			fmt.Printf("%-8s %8d %10.1f %10s %14d %14d %8d\n", m.name, c, float64(n)/r.took.Seconds(), pct(r.lat, 50), perReq(r.sent), perReq(r.received), r.failed)
+			fmt.Printf("%-8s %8d %10.1f %10s %14d %14d %8d\n", m.name, c, float64(n)/r.took.Seconds(), benchproc.Percentile(r.lat, 50, 10*time.Microsecond), perReq(r.sent), perReq(r.received), r.failed)
 		}
 		j, bn := res[key{"JSON", c}], res[key{"binary", c}]
 		fmt.Printf("at %d client(s): binary ÷ JSON req/s %.2f×; bytes on the wire JSON ÷ binary %.2f×\n", c,
@@ -305,74 +304,3 @@ func load(url string, b bench, m mode, conc int, d time.Duration) result {
 }
 
 // pct returns the nearest-rank percentile of sorted latencies.
-func pct(sorted []time.Duration, p int) string {
-	if len(sorted) == 0 {
-		return "-"
-	}
-	i := (p*len(sorted)+99)/100 - 1
-	return sorted[max(i, 0)].Round(10 * time.Microsecond).String()
-}
-
-func waitReady(url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v2/health/ready", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready after %v", timeout)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// stop ends the server process this program started: SIGTERM, then
-// SIGKILL after 10 s.
-func stop(cmd *exec.Cmd) {
-	if cmd.Process == nil {
-		return
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
-}
-
-// moduleRoot finds the folder of go.mod from the working directory up.
-func moduleRoot() (string, error) {
-	d, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		d = parent
-	}
-}

@@ -21,14 +21,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -102,7 +101,7 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 	if err := buildTextEncoder(filepath.Join(dir, "checkpoints", "text-encoder.pt")); err != nil {
 		return err
 	}
-	root, err := moduleRoot()
+	root, err := benchproc.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -122,14 +121,14 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 	var servers []*server
 	defer func() {
 		for _, s := range servers {
-			stop(s)
+			benchproc.Stop(s.cmd)
 		}
 	}()
 	for _, c := range []struct {
 		name  string
 		extra []string
 	}{{"wfserve", nil}, {"wfserve -batch", []string{"-batch", "-batch-delay", delay.String()}}} {
-		port, err := freePort()
+		port, err := benchproc.FreePort()
 		if err != nil {
 			return err
 		}
@@ -138,7 +137,7 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 		cmd.Env, cmd.Stderr = env, os.Stderr
 		servers = append(servers, &server{name: c.name, url: "http://127.0.0.1:" + port, cmd: cmd})
 	}
-	port, err := freePort()
+	port, err := benchproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -158,7 +157,7 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 		}
 	}
 	for _, s := range servers {
-		if err := waitReady(s.url, 60*time.Second); err != nil {
+		if err := benchproc.WaitReady(s.url, 60*time.Second); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
@@ -179,7 +178,7 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 	}
 	if soakFor > 0 {
 		for _, s := range servers {
-			stop(s)
+			benchproc.Stop(s.cmd)
 		}
 		servers = nil
 		return soak(bin, dir, root, env, 32, soakFor, ntok)
@@ -258,7 +257,7 @@ func measure(m model, servers []*server, rounds int, window time.Duration, ntok 
 				}
 				return (d / time.Duration(len(ls))).Round(time.Microsecond).String()
 			}
-			fmt.Printf("%-26s %8d %10.0f %10s %10s %8d %12s %12s\n", s.name, c, rps[k], pct(ls, 50), pct(ls, 99), errs[k], perReq(srvCPU[k]), perReq(loadCPU[k]))
+			fmt.Printf("%-26s %8d %10.0f %10s %10s %8d %12s %12s\n", s.name, c, rps[k], benchproc.Percentile(ls, 50, time.Microsecond), benchproc.Percentile(ls, 99, time.Microsecond), errs[k], perReq(srvCPU[k]), perReq(loadCPU[k]))
 		}
 	}
 	py32 := rps[key{servers[2].name, 32}]
@@ -382,74 +381,3 @@ func selfCPU() time.Duration {
 }
 
 // pct returns the nearest-rank percentile of sorted latencies.
-func pct(sorted []time.Duration, p int) string {
-	if len(sorted) == 0 {
-		return "-"
-	}
-	i := (p*len(sorted)+99)/100 - 1
-	return sorted[max(i, 0)].Round(time.Microsecond).String()
-}
-
-func waitReady(url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v2/health/ready", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready after %v", timeout)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// stop ends a server process this program started: SIGTERM, then SIGKILL
-// after 10 s.
-func stop(s *server) {
-	if s.cmd.Process == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
-}
-
-// moduleRoot finds the folder of go.mod from the working directory up.
-func moduleRoot() (string, error) {
-	d, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		d = parent
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -57,7 +58,7 @@ func soak(bin, dir, root string, env []string, clients int, d time.Duration, nto
 		}
 		want[i] = out["embedding"].(*tensor.Tensor).Data
 	}
-	port, err := freePort()
+	port, err := benchproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -67,8 +68,8 @@ func soak(bin, dir, root string, env []string, clients int, d time.Duration, nto
 	if err := srv.cmd.Start(); err != nil {
 		return err
 	}
-	defer stop(srv)
-	if err := waitReady(srv.url, 60*time.Second); err != nil {
+	defer benchproc.Stop(srv.cmd)
+	if err := benchproc.WaitReady(srv.url, 60*time.Second); err != nil {
 		return err
 	}
 	rss0 := rss(srv.cmd.Process.Pid)
