@@ -25,7 +25,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 	"net"
 	"net/http"
 	"os"
@@ -43,6 +42,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve/internal/imagemodel"
 
+	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )

@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -41,6 +40,7 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 )
 
 func main() {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 
+	"github.com/worldfoundry/wfgen/runtime/serve/internal/benchproc"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
