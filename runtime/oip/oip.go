@@ -371,7 +371,7 @@ func decodeRequest(body []byte, lim Limits, binary bool) (*InferenceRequest, err
 func jsonMessage(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		where := te.Field
+		where := fieldPath(te.Field)
 		if where == "" {
 			where = "the request"
 		}
@@ -386,6 +386,21 @@ func jsonMessage(err error) string {
 		return "empty body (want a JSON object)"
 	}
 	return err.Error()
+}
+
+// fieldPath drops the array indices that newer encoding/json versions
+// put in UnmarshalTypeError.Field ("inputs.0.shape.0"), so a client
+// reads the same path ("inputs.shape") whichever Go built the server.
+func fieldPath(field string) string {
+	parts := strings.Split(field, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "" && strings.Trim(p, "0123456789") == "" {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(kept, ".")
 }
 
 // isInt reports whether k is an integer kind.
