@@ -13,8 +13,10 @@
 # containers; the tests run their own), and python3-numpy /
 # python3-rapidjson / python3-geventhttpclient, the dependencies of Triton's
 # Python HTTP client, the third-party OIP client the binary tensor test
-# drives (its source is not installed here: docs/serving.md). Idempotent:
-# does nothing when all is there.
+# drives (its source is not installed here: docs/serving.md), and
+# protobuf-compiler, the protoc that runtime/oip/oippb's Go files are
+# generated with (its test checks they are current). Idempotent: does
+# nothing when all is there.
 set -euo pipefail
 
 need=()
@@ -31,6 +33,7 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 if ! /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1; then need+=(python3-numpy); fi
 if ! /usr/bin/python3 -c 'import rapidjson' >/dev/null 2>&1; then need+=(python3-rapidjson); fi
 if ! /usr/bin/python3 -c 'import geventhttpclient' >/dev/null 2>&1; then need+=(python3-geventhttpclient); fi
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
