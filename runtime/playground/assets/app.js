@@ -1,0 +1,546 @@
+/* The wfgen playground: builds a form per task from the family description
+   (runtime/playground's Family JSON) and calls the Open Inference Protocol
+   REST API; a streaming task gets a live view driven from the keyboard. */
+'use strict';
+(() => {
+  const WF = window.WF = window.WF || {};
+  const ds = document.body.dataset, main = document.getElementById('main');
+  const isStatic = ds.static === '1';
+  const query = new URLSearchParams(location.search);
+  const st = WF.state = {
+    server: isStatic ? (query.get('server') || localStorage.getItem('wf-server') || '') : '',
+    token: sessionStorage.getItem('wf-token') || '',
+  };
+  WF.sessions = {};
+  WF.results = {}; // the last outputs of each task, by task id
+
+  function el(tag, props, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {})) {
+      if (v == null || v === false) continue;
+      if (k === 'class') e.className = v;
+      else if (k === 'text') e.textContent = v;
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? '' : v);
+    }
+    for (const k of kids.flat()) if (k != null && k !== false && k !== '') e.append(k);
+    return e;
+  }
+
+  const base = () => st.server.replace(/\/+$/, '');
+  const headers = (extra) => Object.assign(st.token ? {Authorization: 'Bearer ' + st.token} : {}, extra);
+  WF.errorText = async (r) => {
+    const t = await r.text();
+    try { const j = JSON.parse(t); if (j.error) return j.error; } catch (e) { /* not JSON */ }
+    return r.status + ' ' + (t || r.statusText);
+  };
+  async function api(path, init) {
+    init = Object.assign({}, init);
+    init.headers = headers(init.headers);
+    const r = await fetch(base() + path, init);
+    if (r.status === 401) askToken();
+    return r;
+  }
+
+  // The connection box: the bearer token (wfserve -token-file) and, for
+  // the static page, the server's URL.
+  const conn = document.getElementById('conn'), connMsg = document.getElementById('conn-msg');
+  const tokenIn = document.getElementById('token'), serverIn = document.getElementById('server');
+  tokenIn.value = st.token;
+  if (serverIn) serverIn.value = st.server;
+  document.getElementById('conn-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    st.token = tokenIn.value.trim();
+    sessionStorage.setItem('wf-token', st.token);
+    if (serverIn) { st.server = serverIn.value.trim(); localStorage.setItem('wf-server', st.server); }
+    connMsg.textContent = 'Saved.';
+    if (!loaded) init();
+  });
+  function askToken() {
+    conn.open = true;
+    connMsg.textContent = 'This server needs a bearer token: enter it and save.';
+    tokenIn.setAttribute('aria-invalid', 'true');
+    tokenIn.focus();
+  }
+
+  let loaded = false; // the page is built: saving the token keeps its form
+  async function init() {
+    let fams = window.WF_FAMILIES;
+    if (!fams) {
+      let r;
+      try { r = await api(ds.desc); } catch (e) { return fatal('Cannot reach the server: ' + e.message); }
+      if (!r.ok) return fatal('Cannot load the models: ' + await WF.errorText(r));
+      fams = await r.json();
+    }
+    tokenIn.removeAttribute('aria-invalid');
+    loaded = true;
+    if (!ds.family) return index(fams);
+    const f = fams.find((x) => x.id === ds.family);
+    if (!f) return fatal('No model ' + ds.family);
+    family(f);
+  }
+  function fatal(msg) { main.replaceChildren(el('p', {class: 'error', role: 'alert', text: msg})); }
+
+  function index(fams) {
+    document.title = 'Playground';
+    main.replaceChildren(el('h1', {text: 'Served models'}), el('ul', {class: 'families'}, fams.map((f) =>
+      el('li', {}, el('a', {href: ds.home + 'playground/' + encodeURIComponent(f.id), text: f.name}),
+        el('span', {class: 'help', text: ' ' + f.id + ' · ' + f.tasks.map((t) => t.label + (t.stream ? ' (live)' : '')).join(', ')}),
+        f.description ? el('p', {text: f.description}) : null))));
+  }
+
+  function family(f) {
+    document.title = f.name + ' · playground';
+    let ver = null;
+    if (f.versions.length > 1) {
+      ver = el('select', {id: 'version'}, f.versions.map((v) => el('option', {value: v, text: v})));
+    }
+    const path = (suffix) => '/v2/models/' + encodeURIComponent(f.id) +
+      (ver ? '/versions/' + encodeURIComponent(ver.value) : '') + suffix;
+    main.replaceChildren(el('h1', {text: f.name}), f.description ? el('p', {text: f.description}) : null,
+      ver ? el('p', {}, el('label', {for: 'version', text: 'Variant '}), ver) : null,
+      f.tasks.map((t) => taskView(f, t, path)));
+  }
+
+  const id = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
+
+  function bounds(fi) {
+    const b = [fi.kind + (fi.shape && fi.kind.match(/tensor|image|video/) ? ' ' + fi.datatype + ' [' + fi.shape.map((d) => d < 0 ? '*' : d) + ']' : '')];
+    if (fi.presence === 'required') b.push('required');
+    if (fi.default !== undefined) b.push('default ' + JSON.stringify(fi.default));
+    if (fi.minimum != null || fi.maximum != null) b.push((fi.minimum ?? '…') + ' to ' + (fi.maximum ?? '…'));
+    if (fi.multiple_of) b.push(fi.multiple_of + 'k' + (fi.remainder ? '+' + fi.remainder : ''));
+    if (fi.min_length != null || fi.max_length != null) b.push('length ' + (fi.min_length ?? 0) + ' to ' + (fi.max_length ?? '…'));
+    if (fi.pattern) b.push('matches ' + fi.pattern);
+    return b.join(' · ');
+  }
+
+  // fieldView builds one field's label, control, help and error slot;
+  // value() gives its input tensor, or null to leave it out.
+  function fieldView(t, fi) {
+    const fid = id(t.id, fi.name), help = fid + '-help', err = fid + '-err';
+    const aria = {id: fid, name: fi.name, 'aria-describedby': help + ' ' + err};
+    let control, value;
+    const scalar = (v) => {
+      if (fi.kind.startsWith('int')) return /^[-+]?\d+$/.test(v) ? Number(v) : v;
+      if (fi.kind.startsWith('float')) return v !== '' && isFinite(Number(v)) ? Number(v) : v;
+      if (fi.kind.startsWith('bool')) return v === 'true' || v === '1';
+      return v;
+    };
+    const dt = {string: 'BYTES', int: 'INT64', float: 'FP64', bool: 'BOOL'}[fi.kind.replace('_list', '')];
+    if (fi.choices) {
+      control = el('select', aria, fi.presence === 'required' ? null : el('option', {value: '', text: '(default)'}),
+        fi.choices.map((c) => el('option', {value: c, text: c, selected: c === fi.default})));
+    } else if (fi.kind === 'bool') {
+      control = el('input', Object.assign({type: 'checkbox', checked: fi.default === true}, aria));
+    } else if (fi.kind === 'int' || fi.kind === 'float') {
+      control = el('input', Object.assign({type: 'number', inputmode: fi.kind === 'int' ? 'numeric' : 'decimal',
+        step: fi.kind === 'int' ? (fi.multiple_of || 1) : 'any', min: fi.minimum, max: fi.maximum,
+        value: fi.default}, aria));
+    } else if (fi.kind === 'image' || fi.kind === 'video') {
+      const pic = pictureInput(fi, aria);
+      control = pic.node;
+      value = pic.value;
+    } else if (fi.kind === 'tensor' || fi.kind === 'tensor_list') {
+      control = el('textarea', Object.assign({rows: 3, placeholder: 'JSON: nested arrays of numbers'}, aria));
+    } else if (fi.kind.endsWith('_list')) {
+      control = el('input', Object.assign({type: 'text', placeholder: 'comma-separated',
+        value: fi.default ? fi.default.join(', ') : null}, aria));
+    } else {
+      control = el('input', Object.assign({type: 'text', value: fi.default, maxlength: null}, aria));
+    }
+    if (!value) {
+      value = async () => {
+        const c = control;
+        if (fi.kind === 'bool') return {name: fi.name, datatype: 'BOOL', shape: [1], data: [c.checked]};
+        const v = c.value.trim();
+        if (v === '' && fi.kind !== 'string') return null;
+        if (v === '' && fi.presence !== 'required' && !c.value) return null;
+        if (fi.kind === 'tensor' || fi.kind === 'tensor_list') return tensorInput(fi, v);
+        if (fi.kind.endsWith('_list')) {
+          const items = v.split(',').map((s) => s.trim()).filter((s) => s !== '').map(scalar);
+          return {name: fi.name, datatype: dt, shape: [items.length], data: items};
+        }
+        return {name: fi.name, datatype: dt, shape: [1], data: [fi.kind === 'string' ? c.value : scalar(v)]};
+      };
+    }
+    const error = el('p', {class: 'error', id: err, role: 'alert'});
+    const node = el('div', {class: 'field'},
+      el('label', {for: fid}, fi.label, el('span', {class: 'kind', text: ' (' + fi.name + ')'})), control,
+      el('p', {class: 'help', id: help}, fi.description ? fi.description + ' ' : '', el('small', {text: bounds(fi)})),
+      error);
+    return {fi, node, value, control,
+      setError(msg) {
+        error.textContent = msg || '';
+        if (msg) control.setAttribute('aria-invalid', 'true'); else control.removeAttribute('aria-invalid');
+      }};
+  }
+
+  function tensorInput(fi, text) {
+    const v = JSON.parse(text), shape = [];
+    for (let x = v; Array.isArray(x); x = x[0]) shape.push(x.length);
+    const dt = fi.datatype === 'ANY' ? 'FP32' : fi.datatype;
+    return {name: fi.name, datatype: dt, shape, data: Array.isArray(v) ? v.flat(Infinity) : [v]};
+  }
+
+  // pictureInput is an image or video field: files (a video's frames, in
+  // name order) or, for an image, a drawing pad; value() converts the
+  // picture as the description's levels say (runtime/pixels' rule).
+  function pictureInput(fi, aria) {
+    const p = fi.picture, video = fi.kind === 'video';
+    const dims = video ? fi.shape.slice(1) : fi.shape;
+    const chw = p.layout === 'CHW';
+    const fixed = (d) => (dims && d >= 0 ? d : 0);
+    const H = fixed(dims ? dims[chw ? 1 : 0] : -1), W = fixed(dims ? dims[chw ? 2 : 1] : -1);
+    const file = el('input', Object.assign({type: 'file', accept: 'image/*', multiple: video}, aria));
+    let pad = null, drawn = false;
+    const parts = [file];
+    if (!video) {
+      const size = 160;
+      pad = el('canvas', {class: 'pad', width: size, height: size, role: 'img', 'aria-label': 'Drawing pad: draw with the mouse or a finger'});
+      const g = pad.getContext('2d');
+      const clear = () => { g.fillStyle = '#000'; g.fillRect(0, 0, size, size); drawn = false; };
+      clear();
+      let last = null;
+      const at = (ev) => { const r = pad.getBoundingClientRect(); return [(ev.clientX - r.left) * size / r.width, (ev.clientY - r.top) * size / r.height]; };
+      pad.addEventListener('pointerdown', (ev) => { last = at(ev); pad.setPointerCapture(ev.pointerId); });
+      pad.addEventListener('pointermove', (ev) => {
+        if (!last) return;
+        const q = at(ev);
+        g.strokeStyle = '#fff'; g.lineWidth = size / 9; g.lineCap = 'round';
+        g.beginPath(); g.moveTo(last[0], last[1]); g.lineTo(q[0], q[1]); g.stroke();
+        last = q; drawn = true; file.value = '';
+      });
+      pad.addEventListener('pointerup', () => { last = null; });
+      parts.push(el('div', {class: 'padbox'}, el('span', {class: 'help', text: 'or draw:'}), pad,
+        el('button', {type: 'button', text: 'Clear', onclick: clear})));
+    }
+    const pixelsOf = (src, w, h) => {
+      const c = el('canvas', {width: w, height: h}), g = c.getContext('2d');
+      g.imageSmoothingEnabled = true; g.imageSmoothingQuality = 'high';
+      g.drawImage(src, 0, 0, w, h);
+      return g.getImageData(0, 0, w, h).data;
+    };
+    const convert = (rgba, h, w) => {
+      const order = p.channels, C = order === 'L' ? 1 : order === 'RGBA' ? 4 : 3, out = new Array(h * w * C);
+      for (let i = 0; i < h * w; i++) {
+        const r = rgba[4 * i], g = rgba[4 * i + 1], b = rgba[4 * i + 2], a = rgba[4 * i + 3];
+        // luma as runtime/pixels computes it: (19595 R + 38470 G + 7471 B + 32768) >> 16
+        const px = order === 'L' ? [Math.floor((19595 * r + 38470 * g + 7471 * b + 32768) / 65536)]
+          : order === 'BGR' ? [b, g, r] : order === 'RGBA' ? [r, g, b, a] : [r, g, b];
+        for (let k = 0; k < C; k++) {
+          const v = p.levels ? p.levels[k][px[k]] : px[k];
+          out[chw ? (k * h * w + i) : (i * C + k)] = v;
+        }
+      }
+      return {data: out, shape: chw ? [C, h, w] : [h, w, C]};
+    };
+    const datatype = fi.datatype === 'ANY' ? (p.levels ? 'FP32' : 'UINT8') : fi.datatype;
+    const value = async () => {
+      const files = [...file.files].sort((a, b) => a.name.localeCompare(b.name));
+      let frames = [];
+      if (files.length) {
+        for (const f of files) {
+          const bm = await createImageBitmap(f, {colorSpaceConversion: 'none', premultiplyAlpha: 'none'});
+          const h = H || bm.height, w = W || bm.width;
+          frames.push(convert(pixelsOf(bm, w, h), h, w));
+        }
+      } else if (pad && drawn) {
+        const h = H || 32, w = W || 32;
+        frames.push(convert(pixelsOf(pad, w, h), h, w));
+      }
+      if (!frames.length) return null;
+      if (!video) return {name: fi.name, datatype, shape: frames[0].shape, data: frames[0].data};
+      return {name: fi.name, datatype, shape: [frames.length, ...frames[0].shape], data: frames.flatMap((x) => x.data)};
+    };
+    return {node: el('div', {class: 'picture'}, parts), value};
+  }
+
+  // placeError shows a server error at the field it names (quoted, or as
+  // "field NAME" / "input NAME"), else under the form.
+  function placeError(views, formErr, msg) {
+    for (const v of views) {
+      const n = v.fi.name.replace(/\.0$/, '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      if (msg.includes('"' + v.fi.name.replace(/\.0$/, '') + '"') || new RegExp('\\b(field|input)s?\\(?s?\\)? ' + n + '\\b').test(msg) || msg.startsWith(v.fi.name + ':')) {
+        v.setError(msg);
+        v.control.focus();
+        return;
+      }
+    }
+    formErr.textContent = msg;
+  }
+
+  async function collect(views) {
+    const inputs = [];
+    for (const v of views) {
+      let x;
+      try { x = await v.value(); } catch (e) { v.setError(String(e.message || e)); throw e; }
+      if (x) inputs.push(x);
+    }
+    return inputs;
+  }
+
+  function taskView(f, t, path) {
+    const hid = id(t.id, 'h');
+    const views = t.inputs.map((fi) => fieldView(t, fi));
+    const formErr = el('p', {class: 'error', role: 'alert', id: id(t.id, 'err')});
+    const results = el('div', {class: 'results', id: id(t.id, 'results'), 'aria-live': 'polite'});
+    const clear = () => { formErr.textContent = ''; views.forEach((v) => v.setError('')); };
+    const form = el('form', {novalidate: true, 'aria-labelledby': hid}, views.map((v) => v.node));
+    const sec = el('section', {class: 'task', id: id('task', t.id), 'aria-labelledby': hid},
+      el('h2', {id: hid, text: t.label}), t.description ? el('p', {text: t.description}) : null, form);
+    if (t.stream) {
+      sec.append(liveView(f, t, views, path, clear, formErr));
+      sec.append(formErr);
+      return sec;
+    }
+    const run = el('button', {type: 'submit', id: id(t.id, 'run'), text: 'Run'}), status = el('p', {class: 'status', role: 'status'});
+    form.append(el('div', {class: 'actions'}, run, status), formErr);
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clear();
+      let inputs;
+      try { inputs = await collect(views); } catch (e) { return; }
+      run.disabled = true;
+      status.textContent = 'Running…';
+      const t0 = performance.now();
+      try {
+        const r = await api(path('/infer'), {method: 'POST', headers: {'Content-Type': 'application/json'},
+          body: JSON.stringify({parameters: {task: t.id}, inputs})});
+        if (!r.ok) { status.textContent = ''; return placeError(views, formErr, await WF.errorText(r)); }
+        const res = await r.json();
+        status.textContent = 'Done in ' + Math.round(performance.now() - t0) + ' ms.';
+        render(results, t, res.outputs || []);
+      } catch (e) {
+        status.textContent = '';
+        formErr.textContent = String(e.message || e);
+      } finally { run.disabled = false; }
+    });
+    sec.append(results);
+    return sec;
+  }
+
+  // render shows each output as people look at it.
+  function render(box, t, outputs) {
+    WF.results[t.id] = outputs;
+    box.replaceChildren(...outputs.map((o) => {
+      const a = t.outputs.find((x) => x.name === o.name) || {kind: 'tensor'};
+      const data = (o.data || []).flat(Infinity);
+      const fig = el('figure', {class: 'out', 'data-output': o.name},
+        el('figcaption', {text: o.name + ' · ' + a.kind + ' · ' + o.datatype + ' [' + o.shape + ']'}));
+      if (a.kind === 'text') fig.append(el('pre', {text: String(data[0])}));
+      else if (a.kind === 'json') {
+        let s = String(data[0]);
+        try { s = JSON.stringify(JSON.parse(s), null, 2); } catch (e) { /* as sent */ }
+        fig.append(el('pre', {text: s}));
+      } else if (a.kind === 'video' || a.kind === 'image') fig.append(player(a, o.shape, data, a.fps || 16));
+      else fig.append(plot(data.map(Number), o.shape));
+      return fig;
+    }));
+  }
+
+  // frames turns an image or video tensor into ImageData frames, undoing
+  // the artifact's conversion.
+  function frames(a, shape, data) {
+    const p = a.picture || {layout: 'HWC', channels: 'RGB'};
+    const s = shape.length === 4 ? shape.slice(1) : shape, T = shape.length === 4 ? shape[0] : 1;
+    const chw = p.layout === 'CHW', C = chw ? s[0] : s[2], H = chw ? s[1] : s[0], W = chw ? s[2] : s[1];
+    const lo = p.range ? p.range[0] : 0, hi = p.range ? p.range[1] : 1;
+    const floating = p.range || p.mean || !/INT|UINT8|BOOL/.test(a.datatype || 'UINT8');
+    const level = (v, k) => {
+      v = Number(v);
+      if (floating) {
+        if (p.mean) v = v * p.std[k] + p.mean[k];
+        v = (v - lo) / (hi - lo) * 255;
+      }
+      return v > 0 ? Math.min(255, Math.round(v)) : 0;
+    };
+    const out = [];
+    for (let f = 0; f < T; f++) {
+      const img = new ImageData(W, H), off = f * H * W * C;
+      for (let i = 0; i < H * W; i++) {
+        const at = (k) => level(data[off + (chw ? k * H * W + i : i * C + k)], k);
+        const v = C === 1 ? [at(0), at(0), at(0), 255] : [at(0), at(1), at(2), C === 4 ? at(3) : 255];
+        if (p.channels === 'BGR') [v[0], v[2]] = [v[2], v[0]];
+        img.data.set(v, 4 * i);
+      }
+      out.push(img);
+    }
+    return out;
+  }
+  WF.frames = frames;
+
+  function player(a, shape, data, fps) {
+    const fr = frames(a, shape, data);
+    const c = el('canvas', {class: 'frames', width: fr[0].width, height: fr[0].height, role: 'img',
+      'aria-label': a.kind + ': ' + fr.length + ' frame(s) of ' + fr[0].width + '×' + fr[0].height});
+    const g = c.getContext('2d');
+    let i = 0;
+    g.putImageData(fr[0], 0, 0);
+    if (fr.length > 1) {
+      const timer = setInterval(() => {
+        if (!c.isConnected) return clearInterval(timer);
+        i = (i + 1) % fr.length;
+        g.putImageData(fr[i], 0, 0);
+      }, 1000 / fps);
+    }
+    return c;
+  }
+
+  // plot draws numbers as bars (class scores, an embedding) with a summary
+  // screen readers read; a single number is text.
+  function plot(v, shape) {
+    if (v.length === 1) return el('p', {class: 'scalar', text: String(v[0])});
+    let best = 0;
+    v.forEach((x, i) => { if (x > v[best]) best = i; });
+    const min = Math.min(0, ...v), max = Math.max(0, ...v), w = 320, h = 96;
+    const c = el('canvas', {class: 'plot', width: w, height: h, role: 'img'});
+    const g = c.getContext('2d'), bw = w / v.length, y0 = h * max / ((max - min) || 1);
+    g.fillStyle = '#eef'; g.fillRect(0, 0, w, h);
+    v.forEach((x, i) => {
+      g.fillStyle = i === best ? '#c60' : '#36a';
+      const y = h * x / ((max - min) || 1);
+      g.fillRect(i * bw + (bw > 3 ? 1 : 0), y0 - Math.max(y, 0), Math.max(bw - (bw > 3 ? 2 : 0), 1), Math.abs(y) || 1);
+    });
+    const summary = v.length + ' values from ' + min.toPrecision(4) + ' to ' + max.toPrecision(4) +
+      '; largest ' + v[best].toPrecision(4) + ' at index ' + best;
+    c.setAttribute('aria-label', summary);
+    return el('div', {}, c, el('p', {class: 'summary', 'data-argmax': best, text: summary}));
+  }
+
+  const keyLabel = (k) => ({ArrowUp: '↑', ArrowDown: '↓', ArrowLeft: '←', ArrowRight: '→', ' ': 'Space'}[k] || k.toUpperCase());
+
+  // liveView runs a realtime session: the client asks for each chunk
+  // (lockstep, its own clock at the realtime fps), so a key pressed
+  // between two frames applies to the next frame the server makes.
+  function liveView(f, t, views, path, clear, formErr) {
+    const rt = t.realtime, interval = 1000 / rt.fps;
+    const video = t.outputs.find((o) => o.kind === 'video') || t.outputs[0];
+    const canvas = el('canvas', {class: 'live', id: id(t.id, 'live'), tabindex: 0, width: 32, height: 32, role: 'img', 'aria-label': 'Live frames (not started)'});
+    const start = el('button', {type: 'button', id: id(t.id, 'start'), text: 'Start'});
+    const stop = el('button', {type: 'button', id: id(t.id, 'stop'), text: 'Stop', disabled: true});
+    const status = el('p', {class: 'status', role: 'status', text: 'Not started.'});
+    const keyOf = {}, btn = {};
+    for (const c of rt.controls) for (const k of c.keys) keyOf[k.length === 1 ? k.toLowerCase() : k] = c.name;
+    const pads = rt.controls.map((c) => (btn[c.name] = el('button', {type: 'button', class: 'ctl', 'aria-pressed': 'false', 'data-control': c.name},
+      c.name, c.keys.length ? el('kbd', {text: c.keys.map(keyLabel).join(' ')}) : null)));
+    const stat = {}, dl = el('dl', {class: 'stats'});
+    for (const [k, label] of [['frames', 'Frames'], ['fps', 'Frame rate'], ['rtt', 'Round trip'], ['step', 'Server step'], ['key', 'Key to frame']]) {
+      dl.append(el('dt', {text: label}), stat[k] = el('dd', {text: '–', 'data-stat': k}));
+    }
+    let s = null;
+    const press = (name) => {
+      if (!s || !s.running) return;
+      s.queue.push({c: name, t: performance.now()});
+    };
+    const hold = (name, on) => {
+      if (!s) return;
+      if (on) s.held.add(name); else s.held.delete(name);
+      btn[name].setAttribute('aria-pressed', String(on));
+    };
+    for (const c of rt.controls) {
+      const b = btn[c.name];
+      b.addEventListener('pointerdown', () => { press(c.name); hold(c.name, true); });
+      for (const e of ['pointerup', 'pointerleave', 'pointercancel']) b.addEventListener(e, () => hold(c.name, false));
+      b.addEventListener('click', (ev) => { if (ev.detail === 0) press(c.name); });
+    }
+    const typing = (e) => /^(INPUT|TEXTAREA|SELECT)$/.test(e.target.tagName);
+    document.addEventListener('keydown', (ev) => {
+      const c = keyOf[ev.key.length === 1 ? ev.key.toLowerCase() : ev.key];
+      if (!c || !s || !s.running || typing(ev)) return;
+      ev.preventDefault();
+      if (!ev.repeat) press(c);
+      hold(c, true);
+    });
+    document.addEventListener('keyup', (ev) => {
+      const c = keyOf[ev.key.length === 1 ? ev.key.toLowerCase() : ev.key];
+      if (c && s) hold(c, false);
+    });
+
+    // next is the controls of the next chunk: the oldest press not yet
+    // sent (a press moves one frame), else the keys held.
+    const next = () => {
+      const p = s.queue.shift();
+      const c = p ? p.c : [...s.held].pop();
+      return {controls: c ? {[c]: 1} : {}, pressed: p ? p.t : null};
+    };
+    const ms = (x) => x.toFixed(x < 10 ? 1 : 0) + ' ms';
+    const ack = (k) => {
+      if (!s.running) return;
+      const n = next();
+      s.sent[k + 1] = {at: performance.now(), pressed: n.pressed};
+      s.conn.send({controls: n.controls, ack: k});
+    };
+    const g = canvas.getContext('2d');
+    const chunk = (resp) => {
+      const now = performance.now(), k = resp.parameters.index;
+      const out = resp.outputs.find((o) => o.name === video.name) || resp.outputs[0];
+      const fr = frames(video, out.shape, (out.data || []).flat(Infinity));
+      if (canvas.width !== fr[0].width) { canvas.width = fr[0].width; canvas.height = fr[0].height; }
+      fr.forEach((img, i) => setTimeout(() => { if (s && s.running) g.putImageData(img, 0, 0); }, i * interval));
+      s.index = k;
+      s.frames += fr.length;
+      s.arrivals.push(now);
+      if (s.arrivals.length > 11) s.arrivals.shift();
+      const sent = s.sent[k];
+      delete s.sent[k];
+      if (sent) {
+        s.rtt.push(now - sent.at);
+        stat.rtt.textContent = ms(now - sent.at);
+        if (sent.pressed != null) {
+          requestAnimationFrame(() => {
+            const l = performance.now() - sent.pressed;
+            s.keyLatency.push(l);
+            const mean = s.keyLatency.reduce((a, b) => a + b, 0) / s.keyLatency.length;
+            stat.key.textContent = ms(l) + ' (mean ' + ms(mean) + ' of ' + s.keyLatency.length + ')';
+          });
+        }
+      }
+      stat.frames.textContent = String(s.frames);
+      stat.step.textContent = ms(resp.parameters.latency_ms);
+      const a = s.arrivals;
+      if (a.length > 1) stat.fps.textContent = ((a.length - 1) * 1000 / (a[a.length - 1] - a[0])).toFixed(1) + ' chunks/s';
+      canvas.setAttribute('aria-label', 'Live frames: chunk ' + k);
+      s.due = (s.due ?? now) + fr.length * interval;
+      setTimeout(() => ack(k), Math.max(0, s.due - performance.now()));
+    };
+    const end = (msg) => {
+      if (!s) return;
+      s.running = false;
+      s.conn.close();
+      start.disabled = false; stop.disabled = true;
+      status.textContent = msg;
+    };
+    start.addEventListener('click', async () => {
+      clear();
+      let inputs;
+      try { inputs = await collect(views); } catch (e) { return; }
+      s = WF.sessions[t.id] = {running: true, queue: [], held: new Set(), sent: {}, rtt: [], keyLatency: [], arrivals: [], frames: 0, index: -1, due: null};
+      for (const k in stat) stat[k].textContent = '–';
+      start.disabled = true; stop.disabled = false;
+      status.textContent = 'Starting…';
+      const me = s;
+      me.conn = WF.transport.open({
+        url: base() + path('/infer'), base: base(), headers: headers(),
+        request: {parameters: {task: t.id, stream: true, lockstep: true, paced: false}, inputs},
+        onSession(info) { me.id = info.id; me.controlsURL = info.controls_url; status.textContent = 'Playing: use the keys or the buttons.'; canvas.focus(); },
+        onChunk(resp) { if (me.running) chunk(resp); },
+        onError(msg) {
+          if (!me.running) return;
+          if (me.index < 0) placeError(views, formErr, msg);
+          end('Stopped: ' + msg);
+        },
+        onEnd() { if (me.running) end('The session ended.'); },
+      });
+    });
+    stop.addEventListener('click', () => end('Stopped.'));
+    return el('div', {class: 'liveview'},
+      el('div', {class: 'actions'}, start, stop, status),
+      el('div', {class: 'stage'}, canvas, el('div', {class: 'pads', role: 'group', 'aria-label': 'Controls'}, pads)),
+      el('p', {class: 'help', text: 'Keys: ' + rt.controls.map((c) => c.name + ' ' + (c.keys.map(keyLabel).join('/') || '(button only)')).join(', ') +
+        '. Each press moves one frame; holding a key keeps it on. ' + rt.fps + ' frames a second.'}),
+      dl);
+  }
+
+  init();
+})();
