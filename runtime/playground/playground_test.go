@@ -161,7 +161,7 @@ func TestHandler(t *testing.T) {
 	}
 	for _, c := range []struct {
 		path, ctype, want string
-		status             int
+		status            int
 	}{
 		{"/", "text/html", `data-desc="/playground/_/families.json"`, 200},
 		{"/playground/worldmodel", "text/html", `data-family="worldmodel"`, 200},
