@@ -3,6 +3,7 @@ module github.com/worldfoundry/wfgen
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/dave/jennifer v1.7.1
 	github.com/google/go-cmp v0.7.0
 	github.com/invopop/jsonschema v0.14.0

@@ -1,5 +1,7 @@
 package oip
 
+import "encoding/json"
+
 // wfserve's realtime sessions extension: an infer request to a streaming
 // task that asks for its stream (Accept: text/event-stream, or the
 // parameter "stream": true) is answered with Server-Sent Events, in order:
@@ -9,6 +11,18 @@ package oip
 // SessionInfo.ControlsURL and a ControlsRequest body. The stream's request
 // parameters are "paced" (default true), "max_chunks" (default 0: until the
 // client goes away) and "controls" (the initial controls).
+//
+// The same session runs on one WebSocket (SessionsSubprotocol) at
+// GET /v2/models/{name}[/versions/{version}]/stream: the client's first
+// message is the infer request (JSON text, without "stream"); then the
+// server sends each event as a Message (text) — a chunk's Message carries
+// the InferenceResponse with its video as binary data (the binary tensor
+// extension's "binary_data_size" parameter) and is followed by one binary
+// message holding that data — while the client sends ControlsRequest
+// messages, each answered by EventControls or EventRefused (a message with
+// only an ack is answered only when refused). A session that
+// fails, or a request refused before it opens, ends with EventError and a
+// close code of CloseCodeBase plus the HTTP status it would have had.
 const (
 	// EventSession carries SessionInfo.
 	EventSession = "session"
@@ -19,7 +33,35 @@ const (
 	EventEnd = "end"
 	// EventError carries an ErrorResponse; the stream ends.
 	EventError = "error"
+	// EventControls answers a ControlsRequest message on a WebSocket
+	// session with the controls in effect (a ControlsRequest).
+	EventControls = "controls"
+	// EventRefused answers a ControlsRequest message the session refused
+	// with an ErrorResponse; the controls and the session go on unchanged.
+	EventRefused = "refused"
 )
+
+// SessionsSubprotocol is the WebSocket subprotocol of a session: a client
+// offers it and the server selects it.
+const SessionsSubprotocol = "wfgen.session.v1"
+
+// BearerSubprotocol prefixes a second subprotocol a browser offers to
+// carry the bearer token, which its WebSocket API cannot send as a header:
+// BearerSubprotocol + base64url(token), without padding (Kubernetes' API
+// server does the same). The server never selects it.
+const BearerSubprotocol = "base64url.bearer.wfgen."
+
+// CloseCodeBase plus an HTTP status is the close code of a WebSocket
+// session refused or failed with that status (4400 a bad request, 4429
+// too many sessions, 4503 the server shutting down).
+const CloseCodeBase = 4000
+
+// Message is one text message of a WebSocket session from the server: an
+// event's name and its data, as the Server-Sent Event would carry them.
+type Message struct {
+	Event string          `json:"event"`
+	Data  json.RawMessage `json:"data"`
+}
 
 // SessionsExtension is the extension name GET /v2 lists for sessions.
 const SessionsExtension = "sessions"

@@ -1,16 +1,14 @@
 package remote
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"sync"
+
+	"github.com/coder/websocket"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
@@ -19,7 +17,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
-// maxEventBytes bounds one Server-Sent Event (a chunk's frames as JSON).
+// maxEventBytes bounds one message of a session (a chunk's frames).
 const maxEventBytes = 256 << 20
 
 // CallStream starts a realtime session of a streaming task (a task of
@@ -85,8 +83,9 @@ func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any,
 	return c.CallStream(ctx, task, in, opts...)
 }
 
-// remoteSession is the server side of a local session: the event stream
-// and the session's controls URL.
+// remoteSession is the server side of a local session: one WebSocket
+// (oip.SessionsSubprotocol) that carries the chunks out and the controls
+// and acks in.
 type remoteSession struct {
 	c         *Client
 	ctx       context.Context
@@ -97,12 +96,24 @@ type remoteSession struct {
 	maxChunks int
 	local     *stream.Session
 
-	mu       sync.Mutex // guards the fields below
-	body     io.ReadCloser
-	events   *bufio.Reader
-	controls string          // the session's controls URL, once open
-	pending  stream.Controls // controls set before it opened
-	closed   error           // why the stream is over
+	mu      sync.Mutex // guards the fields below
+	conn    *websocket.Conn
+	events  chan wsEvent    // the session's events, in order, from read
+	answers chan wsEvent    // answers to controls messages, in order
+	done    chan struct{}   // closed by fail: read stops delivering
+	pending stream.Controls // controls set before it opened
+	closed  error           // why the session is over
+
+	ctl sync.Mutex // one controls message at a time: answers come in order
+}
+
+// wsEvent is one message of the session: an event and, for a chunk, its
+// binary data; or why the connection ended.
+type wsEvent struct {
+	name string
+	data []byte
+	raw  []byte
+	err  error
 }
 
 // open starts the server session with the controls the first step has.
@@ -116,118 +127,129 @@ func (r *remoteSession) open(controls stream.Controls) error {
 	// JSON text. In lockstep the server makes each chunk only once this
 	// side has taken the one before (step acks it), so controls set in
 	// between apply to it, as they do in-process.
-	req.Parameters = oip.Parameters{"task": r.task.TaskID, "stream": true, "paced": r.paced, "max_chunks": r.maxChunks,
+	req.Parameters = oip.Parameters{"task": r.task.TaskID, "paced": r.paced, "max_chunks": r.maxChunks,
 		"controls": string(ctl), "lockstep": true}
 	b, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	hreq, err := http.NewRequestWithContext(r.ctx, http.MethodPost, r.c.path("infer"), bytes.NewReader(b))
+	u := r.c.path("stream")
+	hreq, err := http.NewRequestWithContext(r.ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
 	r.c.authorize(hreq)
-	resp, err := r.c.http.Do(hreq)
+	conn, resp, err := websocket.Dial(r.ctx, u, &websocket.DialOptions{
+		HTTPClient:      r.c.http,
+		HTTPHeader:      hreq.Header,
+		Subprotocols:    []string{oip.SessionsSubprotocol},
+		CompressionMode: websocket.CompressionDisabled,
+	})
 	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			defer resp.Body.Close()
+			return statusError(resp)
+		}
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		return statusError(resp)
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		resp.Body.Close()
-		return fmt.Errorf("the server answered %s, not a stream (text/event-stream): it does not support wfserve's sessions", ct)
-	}
-	r.body, r.events = resp.Body, bufio.NewReaderSize(resp.Body, 64<<10)
-	name, data, err := r.next()
-	if err != nil {
-		r.body.Close()
+	conn.SetReadLimit(maxEventBytes)
+	if err := conn.Write(r.ctx, websocket.MessageText, b); err != nil {
+		conn.CloseNow()
 		return err
 	}
-	if name != oip.EventSession {
-		r.body.Close()
-		return fmt.Errorf("the stream began with event %q, want %q", name, oip.EventSession)
+	r.conn = conn
+	r.events, r.answers, r.done = make(chan wsEvent, 4), make(chan wsEvent, 1), make(chan struct{})
+	go r.read()
+	ev := <-r.events
+	switch {
+	case ev.err != nil:
+		return ev.err
+	case ev.name == oip.EventError:
+		return r.serverError(ev.data)
+	case ev.name != oip.EventSession:
+		return fmt.Errorf("the session began with event %q, want %q", ev.name, oip.EventSession)
 	}
 	var info oip.SessionInfo
-	if err := json.Unmarshal(data, &info); err != nil || info.ControlsURL == "" {
-		r.body.Close()
-		return fmt.Errorf("malformed session event: %s", data)
+	if err := json.Unmarshal(ev.data, &info); err != nil || info.ID == "" {
+		return fmt.Errorf("malformed session event: %s", ev.data)
 	}
-	u := *r.c.base
-	u.Path, u.RawPath = r.c.base.Path+info.ControlsURL, ""
-	r.controls = u.String()
 	return nil
 }
 
-// readLine reads one line, however long (up to maxEventBytes).
-func (r *remoteSession) readLine() ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := r.events.ReadSlice('\n')
-		if len(line)+len(frag) > maxEventBytes {
-			return nil, fmt.Errorf("an event is larger than %d bytes", maxEventBytes)
+// read takes the session's messages until the connection ends or the
+// session fails: answers to controls to r.answers (dropped when nobody
+// waits for one: the server answers an ack only to refuse it), everything
+// else to r.events, then the reason it ended.
+func (r *remoteSession) read() {
+	defer close(r.answers)
+	defer close(r.events)
+	put := func(ev wsEvent) bool {
+		select {
+		case r.events <- ev:
+			return true
+		case <-r.done:
+			return false
 		}
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			line = append(line, frag...)
-			continue
-		case err != nil:
-			return nil, eventError(err)
-		}
-		return append(line, frag...), nil
 	}
-}
-
-// next reads one event: its name and data.
-func (r *remoteSession) next() (name string, data []byte, err error) {
 	for {
-		line, err := r.readLine()
+		typ, b, err := r.conn.Read(r.ctx)
+		if err == nil && typ != websocket.MessageText {
+			err = errors.New("a binary message where an event was expected")
+		}
+		var msg oip.Message
+		if err == nil {
+			if err = json.Unmarshal(b, &msg); err != nil {
+				err = fmt.Errorf("malformed message: %w", err)
+			}
+		}
 		if err != nil {
-			return "", nil, err
+			if closeStatus(err) >= 0 {
+				err = fmt.Errorf("the server closed the session without ending it: %w", err)
+			}
+			put(wsEvent{err: err})
+			return
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
-			if name != "" || data != nil {
-				if name == "" {
-					name = "message"
-				}
-				return name, data, nil
+		ev := wsEvent{name: msg.Event, data: msg.Data}
+		switch ev.name {
+		case oip.EventControls, oip.EventRefused:
+			select {
+			case r.answers <- ev:
+			default:
 			}
 			continue
-		}
-		if line[0] == ':' {
-			continue // a comment
-		}
-		field, value := sseField(line)
-		switch field {
-		case "event":
-			name = string(value)
-		case "data":
-			if len(data)+len(value) > maxEventBytes {
-				return "", nil, fmt.Errorf("an event is larger than %d bytes", maxEventBytes)
+		case oip.EventChunk:
+			typ, ev.raw, err = r.conn.Read(r.ctx)
+			if err == nil && typ != websocket.MessageBinary {
+				err = errors.New("a chunk's data is not a binary message")
 			}
-			if data != nil {
-				data = append(data, '\n')
+			if err != nil {
+				put(wsEvent{err: fmt.Errorf("a chunk's data: %w", err)})
+				return
 			}
-			data = append(data, value...)
+		}
+		if !put(ev) {
+			return
 		}
 	}
 }
 
-// sseField splits one line into its field and value.
-func sseField(line []byte) (string, []byte) {
-	field, value, _ := bytes.Cut(line, []byte(":"))
-	return string(field), bytes.TrimPrefix(value, []byte(" "))
+// closeStatus is the close code of a connection that ended with err, or
+// -1 when it did not end by a close frame.
+func closeStatus(err error) websocket.StatusCode {
+	return websocket.CloseStatus(err)
 }
 
-func eventError(err error) error {
-	if errors.Is(err, io.EOF) {
-		return errors.New("the server closed the stream without ending it")
+// serverError is the error of an EventError's data.
+func (r *remoteSession) serverError(data []byte) error {
+	var e oip.ErrorResponse
+	json.Unmarshal(data, &e)
+	// The close frame that follows carries the status.
+	for ev := range r.events {
+		if code := closeStatus(ev.err); code >= oip.CloseCodeBase && code < oip.CloseCodeBase+1000 {
+			return &StatusError{Status: int(code) - oip.CloseCodeBase, Message: e.Error}
+		}
 	}
-	return err
+	return fmt.Errorf("server: %s", e.Error)
 }
 
 // step returns the server's next chunk.
@@ -238,21 +260,23 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 		r.mu.Unlock()
 		return stream.StepResult{}, err
 	}
-	if r.body == nil {
+	if r.conn == nil {
 		controls := req.Controls
 		if r.pending != nil {
 			controls = r.pending
 		}
 		if err := r.open(controls); err != nil {
 			r.closed = err
+			if r.conn != nil {
+				close(r.done)
+				r.conn.CloseNow()
+			}
 			r.mu.Unlock()
 			return stream.StepResult{}, err
 		}
 	}
-	u := r.controls
 	r.mu.Unlock()
-	// A cancelled step ends the server session: reading is interrupted by
-	// closing the stream.
+	// A cancelled step ends the server session: the connection closes.
 	stop := context.AfterFunc(ctx, func() { r.fail(ctx.Err()) })
 	defer stop()
 	if req.Index > 0 {
@@ -260,8 +284,7 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 		// asks for this one only then), and any controls it set since
 		// have reached the server: let the server make this one.
 		ack := int64(req.Index - 1)
-		var ans oip.ControlsRequest
-		if err := r.c.do(ctx, http.MethodPost, u, oip.ControlsRequest{Ack: &ack}, &ans); err != nil {
+		if err := r.send(ctx, oip.ControlsRequest{Ack: &ack}); err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
@@ -270,20 +293,21 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 			return stream.StepResult{}, err
 		}
 	}
-	name, data, err := r.next()
-	if err != nil {
+	ev, ok := <-r.events
+	if !ok || ev.err != nil {
+		err := ev.err
 		if ctx.Err() != nil {
 			err = ctx.Err()
+		} else if err == nil {
+			err = r.closedErr()
 		}
 		r.fail(err)
 		return stream.StepResult{}, err
 	}
-	switch name {
+	switch ev.name {
 	case oip.EventChunk:
 	case oip.EventError:
-		var e oip.ErrorResponse
-		json.Unmarshal(data, &e)
-		err := fmt.Errorf("server: %s", e.Error)
+		err := r.serverError(ev.data)
 		r.fail(err)
 		return stream.StepResult{}, err
 	case oip.EventEnd:
@@ -291,14 +315,16 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 		r.fail(err)
 		return stream.StepResult{}, err
 	default:
-		err := fmt.Errorf("unexpected event %q", name)
+		err := fmt.Errorf("unexpected event %q", ev.name)
 		r.fail(err)
 		return stream.StepResult{}, err
 	}
-	var resp oip.InferenceResponse
-	if err := json.Unmarshal(data, &resp); err != nil {
+	header := ev.data
+	resp, err := oip.DecodeBinaryResponse(append(header[:len(header):len(header)], ev.raw...), int64(len(header)))
+	if err != nil {
+		err = fmt.Errorf("malformed chunk: %w", err)
 		r.fail(err)
-		return stream.StepResult{}, fmt.Errorf("malformed chunk event: %w", err)
+		return stream.StepResult{}, err
 	}
 	out, err := oip.DecodeOutputs(r.task, resp.Outputs)
 	if err != nil {
@@ -318,34 +344,66 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 	return res, nil
 }
 
-// fail ends the server session (closing the stream) for err.
-func (r *remoteSession) fail(err error) {
+// send writes one controls message.
+func (r *remoteSession) send(ctx context.Context, m oip.ControlsRequest) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return r.conn.Write(ctx, websocket.MessageText, b)
+}
+
+// closedErr is why the session is over.
+func (r *remoteSession) closedErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed == nil {
+	if r.closed != nil {
+		return r.closed
+	}
+	return errors.New("the session has ended")
+}
+
+// fail ends the server session (closing the connection) for err.
+func (r *remoteSession) fail(err error) {
+	r.mu.Lock()
+	first := r.closed == nil
+	if first {
 		r.closed = err
 	}
-	if r.body != nil {
-		r.body.Close()
+	conn := r.conn
+	r.mu.Unlock()
+	if first && conn != nil {
+		close(r.done)
+		conn.Close(websocket.StatusNormalClosure, "")
 	}
 }
 
 // sendControls is the local session's controls hook: once the server
-// session is open, the controls are sent to it before they apply locally.
-// Before it opens they go with the request that opens it.
+// session is open, the controls are sent to it and apply locally only when
+// it took them. Before it opens they go with the request that opens it.
 func (r *remoteSession) sendControls(c stream.Controls) error {
 	r.mu.Lock()
-	u, closed := r.controls, r.closed
-	if u == "" {
+	open, closed := r.conn != nil, r.closed
+	if !open {
 		r.pending = c // open sends them
 	}
 	r.mu.Unlock()
-	if u == "" || closed != nil {
+	if !open || closed != nil {
 		return nil
 	}
-	var ans oip.ControlsRequest
-	if err := r.c.do(r.ctx, http.MethodPost, u, oip.ControlsRequest{Controls: c}, &ans); err != nil {
+	r.ctl.Lock()
+	defer r.ctl.Unlock()
+	if err := r.send(r.ctx, oip.ControlsRequest{Controls: c}); err != nil {
 		return fmt.Errorf("%s: controls: %w", r.c.where(r.task.TaskID), err)
+	}
+	ev, ok := <-r.answers
+	switch {
+	case !ok:
+		return fmt.Errorf("%s: controls: %w", r.c.where(r.task.TaskID), r.closedErr())
+	case ev.name == oip.EventRefused:
+		var e oip.ErrorResponse
+		json.Unmarshal(ev.data, &e)
+		return fmt.Errorf("%s: controls: %w", r.c.where(r.task.TaskID), &StatusError{Status: http.StatusBadRequest, Message: e.Error})
 	}
 	return nil
 }

@@ -173,7 +173,7 @@ func TestStreamOverSSE(t *testing.T) {
 		t.Errorf("bad control: %d %s", code, b)
 	}
 	code, _, b = call(t, "POST", s.url+info.ControlsURL, `{"controls":`)
-	if code != 400 || !strings.Contains(errorBody(t, b), "malformed controls body") {
+	if code != 400 || !strings.Contains(errorBody(t, b), "malformed controls") {
 		t.Errorf("malformed controls: %d %s", code, b)
 	}
 	code, _, _ = call(t, "POST", s.url+strings.Replace(info.ControlsURL, "tiny-world", "tiny-encoder", 1), `{"controls":{}}`)

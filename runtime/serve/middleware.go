@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/runtime/logctx"
+	"github.com/worldfoundry/wfgen/runtime/oip"
 )
 
 // arrival returns when the request arrived (observe stamps it).
@@ -105,7 +107,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v2/health/") || bearer(r.Header.Get("Authorization"), s.cfg.Token) {
+		if strings.HasPrefix(r.URL.Path, "/v2/health/") || bearer(r.Header.Get("Authorization"), s.cfg.Token) || wsBearer(r, s.cfg.Token) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -123,6 +125,28 @@ func bearer(header, token string) bool {
 	}
 	got = strings.TrimSpace(got)
 	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// wsBearer reports whether a WebSocket upgrade request offers token as
+// the subprotocol oip.BearerSubprotocol + base64url(token): a browser's
+// WebSocket cannot send an Authorization header.
+func wsBearer(r *http.Request, token string) bool {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return false
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(h, ",") {
+			enc, ok := strings.CutPrefix(strings.TrimSpace(p), oip.BearerSubprotocol)
+			if !ok {
+				continue
+			}
+			got, err := base64.RawURLEncoding.DecodeString(enc)
+			if err == nil && subtle.ConstantTimeCompare(got, []byte(token)) == 1 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // newID returns n random bytes in hex.

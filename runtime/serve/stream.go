@@ -18,8 +18,14 @@ import (
 
 // session is one open stream.
 type session struct {
-	model *model
-	s     *stream.Session
+	model   *model
+	variant *variant
+	task    *spec.InferenceTaskProfile
+	video   string // the task's video artifact
+	id      string
+	s       *stream.Session
+	ctx     context.Context // ends with the session
+	close   func()          // ends the session and forgets it
 
 	mu    sync.Mutex
 	acked int64         // last chunk the client took (lockstep), -1 before any
@@ -63,50 +69,15 @@ func (se *session) waitAck(ctx context.Context, i int64) error {
 // the one before, see oip.ControlsRequest.Ack). Every chunk runs on one of
 // the variant's engine slots, like a request.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, m *model, v *variant, task *spec.InferenceTaskProfile, call map[string]any, req *oip.InferenceRequest) {
-	opts, lockstep, err := streamOptions(req.Parameters)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if s.nsessions.Add(1) > int64(s.cfg.MaxSessions) {
-		s.nsessions.Add(-1)
-		writeError(w, withStatus(http.StatusTooManyRequests, "%d realtime sessions are open, the limit; retry later", s.cfg.MaxSessions))
-		return
-	}
-	defer s.nsessions.Add(-1)
-
 	// The session ends when the client goes away or the server shuts down.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stopOnShutdown := context.AfterFunc(s.streamCtx, cancel)
-	defer stopOnShutdown()
-
-	se := &session{model: m, acked: -1, acks: make(chan struct{})}
-	gate := func(ctx context.Context, i int) (func(), error) {
-		if lockstep && i > 0 {
-			if err := se.waitAck(ctx, int64(i-1)); err != nil {
-				return nil, err
-			}
-		}
-		return v.slots.acquire(ctx)
-	}
-	opts = append(opts, stream.WithGate(gate))
-	sess, err := v.client.CallStream(ctx, task, client.Kwargs(task, call), opts...)
+	se, err := s.openSession(ctx, m, v, task, call, req.Parameters)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	se.s = sess
-	var video string
-	for _, a := range task.Outputs {
-		if a.Kind == spec.ArtifactVideo {
-			video = a.ArtifactID
-			break
-		}
-	}
-	id := newID(16)
-	s.sessions.Store(id, se)
-	defer s.sessions.Delete(id)
+	defer se.close()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -124,13 +95,78 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.Respons
 		}
 		return rc.Flush()
 	}
-	info := oip.SessionInfo{ID: id, ControlsURL: "/v2/models/" + m.oip.Spec.ModelFamilyID + "/sessions/" + id, Realtime: sess.Spec().ToPayload()}
+	s.pump(ctx, r.Context(), se, req.ID, send, nil)
+}
+
+// openSession starts a realtime session of task with the stream
+// parameters p (see stream) and registers it under a fresh id for its
+// controls; close ends it. It is refused (429) when MaxSessions are open.
+// The session ends when ctx does or the server shuts down.
+func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *spec.InferenceTaskProfile, call map[string]any, p oip.Parameters) (*session, error) {
+	opts, lockstep, err := streamOptions(p)
+	if err != nil {
+		return nil, err
+	}
+	if s.nsessions.Add(1) > int64(s.cfg.MaxSessions) {
+		s.nsessions.Add(-1)
+		return nil, withStatus(http.StatusTooManyRequests, "%d realtime sessions are open, the limit; retry later", s.cfg.MaxSessions)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stopOnShutdown := context.AfterFunc(s.streamCtx, cancel)
+	se := &session{model: m, variant: v, task: task, acked: -1, acks: make(chan struct{})}
+	gate := func(ctx context.Context, i int) (func(), error) {
+		if lockstep && i > 0 {
+			if err := se.waitAck(ctx, int64(i-1)); err != nil {
+				return nil, err
+			}
+		}
+		return v.slots.acquire(ctx)
+	}
+	opts = append(opts, stream.WithGate(gate))
+	sess, err := v.client.CallStream(ctx, task, client.Kwargs(task, call), opts...)
+	if err != nil {
+		stopOnShutdown()
+		cancel()
+		s.nsessions.Add(-1)
+		return nil, err
+	}
+	se.s, se.ctx = sess, ctx
+	for _, a := range task.Outputs {
+		if a.Kind == spec.ArtifactVideo {
+			se.video = a.ArtifactID
+			break
+		}
+	}
+	se.id = newID(16)
+	s.sessions.Store(se.id, se)
+	se.close = func() {
+		s.sessions.Delete(se.id)
+		stopOnShutdown()
+		cancel()
+		s.nsessions.Add(-1)
+	}
+	return se, nil
+}
+
+// pump sends a session's events until it ends: EventSession, one
+// EventChunk per chunk, then EventEnd, or EventError when it fails while
+// its client (whose context is client) still listens. chunk, when not
+// nil, sends a chunk's response in place of send(EventChunk, ...); binary
+// says which outputs it takes as binary data.
+func (s *Server) pump(ctx, client context.Context, se *session, reqID string, send func(event string, data any) error, chunk func(*oip.InferenceResponse) error) {
+	m, sess := se.model, se.s
+	info := oip.SessionInfo{ID: se.id, ControlsURL: "/v2/models/" + m.oip.Spec.ModelFamilyID + "/sessions/" + se.id, Realtime: sess.Spec().ToPayload()}
 	if send(oip.EventSession, info) != nil {
 		return
 	}
+	raw := chunk != nil
+	binary := func(string) bool { return raw }
+	if chunk == nil {
+		chunk = func(resp *oip.InferenceResponse) error { return send(oip.EventChunk, resp) }
+	}
 	for c, err := range sess.Chunks(ctx) {
 		if err != nil {
-			if r.Context().Err() == nil { // someone is still listening
+			if client.Err() == nil { // someone is still listening
 				msg := err.Error()
 				if s.streamCtx.Err() != nil {
 					msg = "the server is shutting down: " + msg
@@ -139,23 +175,23 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.Respons
 			}
 			return
 		}
-		out, err := oip.EncodeOutputs(task, map[string]any{video: c.Video.Frames}, nil)
+		out, err := oip.EncodeOutputsBinary(se.task, map[string]any{se.video: c.Video.Frames}, nil, binary)
 		if err != nil {
 			send(oip.EventError, oip.ErrorResponse{Error: err.Error()})
 			return
 		}
 		resp := oip.InferenceResponse{
-			ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: v.id, ID: req.ID, Outputs: out,
+			ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: se.variant.id, ID: reqID, Outputs: out,
 			Parameters: oip.Parameters{
-				"task":              task.TaskID,
+				"task":              se.task.TaskID,
 				oip.ChunkIndex:      c.Index,
 				oip.ChunkFirstFrame: c.FirstFrame,
 				oip.ChunkLatencyMS:  float64(c.Latency.Microseconds()) / 1000,
 				oip.ChunkRealtime:   realtimeText(sess.Spec()),
 			},
 		}
-		if send(oip.EventChunk, &resp) != nil {
-			return // the client went away; ctx ends with the request
+		if chunk(&resp) != nil {
+			return // the client went away; ctx ends with it
 		}
 	}
 	send(oip.EventEnd, struct{}{})
@@ -212,23 +248,32 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var req oip.ControlsRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, withStatus(http.StatusBadRequest, "malformed controls body: %v (want {\"controls\": {\"NAME\": NUMBER, ...}} and/or {\"ack\": CHUNK})", err))
+	ans, _, err := se.apply(body)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// apply applies a ControlsRequest body to the session (POST .../sessions/{id}
+// or a WebSocket message) and returns the controls in effect, and whether
+// the body set any.
+func (se *session) apply(body []byte) (ans oip.ControlsRequest, set bool, err error) {
+	var req oip.ControlsRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return ans, false, withStatus(http.StatusBadRequest, "malformed controls: %v (want {\"controls\": {\"NAME\": NUMBER, ...}} and/or {\"ack\": CHUNK})", err)
+	}
 	if req.Controls == nil && req.Ack == nil {
-		writeError(w, withStatus(http.StatusBadRequest, "the body has neither a \"controls\" object nor an \"ack\""))
-		return
+		return ans, false, withStatus(http.StatusBadRequest, "neither a \"controls\" object nor an \"ack\"")
 	}
 	if req.Controls != nil {
 		if err := se.s.SetControls(req.Controls); err != nil {
-			writeError(w, &statusError{status: http.StatusBadRequest, err: err})
-			return
+			return ans, false, &statusError{status: http.StatusBadRequest, err: err}
 		}
 	}
 	if req.Ack != nil {
 		se.ack(*req.Ack)
 	}
-	writeJSON(w, http.StatusOK, oip.ControlsRequest{Controls: se.s.Controls()})
+	return oip.ControlsRequest{Controls: se.s.Controls()}, req.Controls != nil, nil
 }
