@@ -333,38 +333,47 @@ func decodeRequest(body []byte, lim Limits, binary bool) (*InferenceRequest, err
 		}
 		return nil, &badRequest{msg: "malformed request body: " + jsonMessage(err), err: err}
 	}
+	if err := checkRequest(&req, lim, binary); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// checkRequest checks a decoded request's inputs and outputs (see
+// DecodeRequest); binary: its inputs may be binary (binary_data_size).
+func checkRequest(req *InferenceRequest, lim Limits, binary bool) error {
 	if lim.MaxInputs > 0 && len(req.Inputs) > lim.MaxInputs {
-		return nil, bad("the request has %d inputs, at most %d are allowed", len(req.Inputs), lim.MaxInputs)
+		return bad("the request has %d inputs, at most %d are allowed", len(req.Inputs), lim.MaxInputs)
 	}
 	seen := make(map[string]bool, len(req.Inputs))
 	for i := range req.Inputs {
 		in := &req.Inputs[i]
 		if in.Name == "" {
-			return nil, bad("inputs[%d]: no name", i)
+			return bad("inputs[%d]: no name", i)
 		}
 		if seen[in.Name] {
-			return nil, bad("input %q: given twice", in.Name)
+			return bad("input %q: given twice", in.Name)
 		}
 		seen[in.Name] = true
 		if !in.Datatype.Valid() {
-			return nil, bad("input %q: datatype %q is not an OIP datatype (%s)", in.Name, in.Datatype, datatypeList(Datatypes))
+			return bad("input %q: datatype %q is not an OIP datatype (%s)", in.Name, in.Datatype, datatypeList(Datatypes))
 		}
 		if in.Shape == nil {
-			return nil, bad("input %q: no shape", in.Name)
+			return bad("input %q: no shape", in.Name)
 		}
 		if _, err := elements(in.Shape); err != nil {
-			return nil, bad("input %q: %v", in.Name, err)
+			return bad("input %q: %v", in.Name, err)
 		}
 		if err := checkData(in, binary); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for i, o := range req.Outputs {
 		if o.Name == "" {
-			return nil, bad("outputs[%d]: no name", i)
+			return bad("outputs[%d]: no name", i)
 		}
 	}
-	return &req, nil
+	return nil
 }
 
 // jsonMessage shortens encoding/json's errors to what a client needs.

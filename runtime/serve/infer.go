@@ -60,166 +60,210 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	c, err := s.resolve(ctx, m, pathVariant(r), req, strings.Contains(r.Header.Get("Accept"), "text/event-stream"), hold)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if c.stream && binary != nil {
+		writeError(w, errBinaryStream)
+		return
+	}
+	if c.stream {
+		hold.done() // the session holds its inputs; it counts against MaxSessions
+		markStream(ctx)
+		s.stream(w, r, rc, m, c.v, c.task, c.call, req)
+		return
+	}
+	if !deadline.IsZero() {
+		rc.SetWriteDeadline(deadline.Add(writeGrace))
+	}
+	var resp *oip.InferenceResponse
+	if c.batch {
+		outs, itemErrs, err := s.executeBatch(ctx, c)
+		if err == nil {
+			resp, err = c.batchResponse(outs, itemErrs, binary)
+		}
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client went away: nobody to answer
+			}
+			writeError(w, err)
+			return
+		}
+		writeInfer(w, resp)
+		return
+	}
+	out, err := s.execute(ctx, c)
+	if err == nil {
+		resp, err = c.response(out, binary)
+	}
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away: nobody to answer
+		}
+		writeError(w, err)
+		return
+	}
+	writeInfer(w, resp)
+}
+
+// inferCall is an infer request resolved against its model, whatever the
+// transport it came by (REST, gRPC): the variant and task that run it,
+// what it asks for, and its decoded inputs.
+type inferCall struct {
+	m       *model
+	v       *variant
+	task    *spec.InferenceTaskProfile
+	req     *oip.InferenceRequest
+	stream  bool // answered with a realtime session
+	batch   bool // a batch request (oip.BatchParameter)
+	perItem bool // a batch's failed items are listed, not the batch failed
+
+	call, load map[string]any   // a request's inputs (not a batch)
+	items      []map[string]any // a batch's items
+}
+
+// resolve resolves a decoded infer request to model m: its variant (pv,
+// the one the path names, else the default or the "variant" parameter's),
+// its task (the "task" parameter's or the default), the outputs it asks
+// for, whether it asks for a stream (accept: it takes one when it does not
+// say, as REST's Accept: text/event-stream does) or is a batch, and its
+// inputs decoded and checked against the task, their bytes held in hold.
+// Every refusal is the REST status's error (400, 404, 429).
+func (s *Server) resolve(ctx context.Context, m *model, pv *variant, req *oip.InferenceRequest, accept bool, hold *holding) (*inferCall, error) {
 	version := ""
-	if pv := pathVariant(r); pv != nil {
+	if pv != nil {
 		version = pv.id
 	}
 	vs, err := m.oip.Variant(version, req.Parameters)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, err
 	}
-	v := m.variants[vs.VariantID]
-	task, err := m.oip.Task(req.Parameters)
+	c := &inferCall{m: m, v: m.variants[vs.VariantID], req: req}
+	c.task, err = m.oip.Task(req.Parameters)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, err
 	}
-	setObs(ctx, s.tel.obs(m, task.TaskID))
-	if err := oip.CheckOutputs(task, req.Outputs); err != nil {
-		writeError(w, err)
-		return
+	setObs(ctx, s.tel.obs(m, c.task.TaskID))
+	if err := oip.CheckOutputs(c.task, req.Outputs); err != nil {
+		return nil, err
 	}
-	streaming, err := wantsStream(r, req, task)
-	if err != nil {
-		writeError(w, err)
-		return
+	if c.stream, err = wantsStream(accept, req, c.task); err != nil {
+		return nil, err
 	}
-	batched, _, err := req.Parameters.BoolParam(oip.BatchParameter)
-	if err != nil {
-		writeError(w, err)
-		return
+	if c.batch, _, err = req.Parameters.BoolParam(oip.BatchParameter); err != nil {
+		return nil, err
 	}
-	if batched {
-		if streaming {
-			writeError(w, withStatus(http.StatusBadRequest, "parameter %q: a stream is not a batch", oip.BatchParameter))
-			return
+	if c.batch {
+		if c.stream {
+			return nil, withStatus(http.StatusBadRequest, "parameter %q: a stream is not a batch", oip.BatchParameter)
 		}
-		s.inferBatch(w, r, ctx, rc, deadline, hold, m, v, task, req, binary)
-		return
+		if c.perItem, _, err = req.Parameters.BoolParam(oip.ItemErrorsParameter); err != nil {
+			return nil, err
+		}
+		if c.items, _, err = m.oip.BatchArgs(c.task, req.Inputs, s.lim); err != nil {
+			return nil, err
+		}
+		var n int64
+		for _, it := range c.items {
+			n += tensorBytes(it)
+		}
+		if err := hold.add(n); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	if _, ok := req.Parameters[oip.ItemErrorsParameter]; ok {
-		writeError(w, withStatus(http.StatusBadRequest, "parameter %q applies to a batch request (parameter %q: true)", oip.ItemErrorsParameter, oip.BatchParameter))
-		return
+		return nil, withStatus(http.StatusBadRequest, "parameter %q applies to a batch request (parameter %q: true)", oip.ItemErrorsParameter, oip.BatchParameter)
 	}
-	call, load, err := m.oip.Args(task, req.Inputs, s.lim)
-	if err != nil {
-		writeError(w, err)
-		return
+	if c.call, c.load, err = m.oip.Args(c.task, req.Inputs, s.lim); err != nil {
+		return nil, err
 	}
-	if err := hold.add(tensorBytes(call) + tensorBytes(load)); err != nil {
-		writeError(w, err)
-		return
+	if err := hold.add(tensorBytes(c.call) + tensorBytes(c.load)); err != nil {
+		return nil, err
 	}
-	if streaming && binary != nil {
-		writeError(w, errBinaryStream)
-		return
-	}
-	if streaming {
-		hold.done() // the session holds its inputs; it counts against MaxSessions
-		markStream(ctx)
-		s.stream(w, r, rc, m, v, task, call, req)
-		return
-	}
-	release, err := s.adm.admit()
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer release()
-	if !deadline.IsZero() {
-		rc.SetWriteDeadline(deadline.Add(writeGrace))
-	}
-	out, err := s.run(ctx, v, task, call, load)
-	if err != nil {
-		switch {
-		case r.Context().Err() != nil:
-			return // the client went away: nobody to answer
-		case ctx.Err() != nil:
-			err = &statusError{status: http.StatusGatewayTimeout, err: fmt.Errorf("the request's deadline (%v from its arrival) passed before it finished: %w", s.cfg.Timeout, ctx.Err())}
-		}
-		writeError(w, err)
-		return
-	}
-	outs, err := oip.EncodeOutputsBinary(task, out, req.Outputs, binary)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeInfer(w, &oip.InferenceResponse{
-		ModelName:    m.oip.Spec.ModelFamilyID,
-		ModelVersion: v.id,
-		ID:           req.ID,
-		Parameters:   oip.Parameters{"task": task.TaskID},
-		Outputs:      outs,
-	})
+	return c, nil
 }
 
-// inferBatch answers a batch request (oip.BatchParameter): its items run
-// through the client's CallBatch on one of the variant's engine slots — the
-// batches and padding of the in-process batch executor, so each item's
-// answer is the in-process client's — never merged with other requests.
-func (s *Server) inferBatch(w http.ResponseWriter, r *http.Request, ctx context.Context, rc *http.ResponseController, deadline time.Time, hold *holding, m *model, v *variant, task *spec.InferenceTaskProfile, req *oip.InferenceRequest, binary func(string) bool) {
-	perItem, _, err := req.Parameters.BoolParam(oip.ItemErrorsParameter)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	items, _, err := m.oip.BatchArgs(task, req.Inputs, s.lim)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	var n int64
-	for _, it := range items {
-		n += tensorBytes(it)
-	}
-	if err := hold.add(n); err != nil {
-		writeError(w, err)
-		return
-	}
+// execute runs a resolved request (neither a stream nor a batch): it is
+// admitted (429 beyond MaxQueue), then runs on one of its variant's engine
+// slots or through its task's batcher until ctx ends (504: ctx carries the
+// request's deadline).
+func (s *Server) execute(ctx context.Context, c *inferCall) (map[string]any, error) {
 	release, err := s.adm.admit()
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, err
 	}
 	defer release()
-	if !deadline.IsZero() {
-		rc.SetWriteDeadline(deadline.Add(writeGrace))
+	out, err := s.run(ctx, c.v, c.task, c.call, c.load)
+	if err != nil && ctx.Err() != nil {
+		err = s.deadlinePassed(ctx)
 	}
+	return out, err
+}
+
+// executeBatch runs a resolved batch request: its items run through the
+// client's CallBatch on one of the variant's engine slots — the batches
+// and padding of the in-process batch executor, so each item's answer is
+// the in-process client's — never merged with other requests. With
+// perItem, the items that failed are returned in itemErrs and the others
+// answered.
+func (s *Server) executeBatch(ctx context.Context, c *inferCall) (outs []map[string]any, itemErrs batch.ItemErrors, err error) {
+	release, err := s.adm.admit()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer release()
 	var opts []batch.Option
-	if perItem {
+	if c.perItem {
 		opts = append(opts, batch.WithPerItemErrors())
 	}
-	out, err := onSlot(ctx, s, v, func() ([]map[string]any, error) {
-		return client.CollectBatch(ctx, v.client, task, client.Kwargs(task, items...), opts...)
+	out, err := onSlot(ctx, s, c.v, func() ([]map[string]any, error) {
+		return client.CollectBatch(ctx, c.v.client, c.task, client.Kwargs(c.task, c.items...), opts...)
 	})
-	var itemErrs batch.ItemErrors
 	if out != nil && (err == nil || errors.As(err, &itemErrs)) {
-		s.answerBatch(w, m, v, task, req, out, itemErrs, binary)
-		return
+		return out, itemErrs, nil
 	}
-	switch {
-	case r.Context().Err() != nil:
-		return // the client went away: nobody to answer
-	case ctx.Err() != nil:
-		err = &statusError{status: http.StatusGatewayTimeout, err: fmt.Errorf("the request's deadline (%v from its arrival) passed before it finished: %w", s.cfg.Timeout, ctx.Err())}
+	if err == nil {
+		err = fmt.Errorf("the batch returned no outputs")
 	}
-	writeError(w, err)
+	if ctx.Err() != nil {
+		err = s.deadlinePassed(ctx)
+	}
+	return nil, nil, err
 }
 
-// answerBatch writes a batch's outputs, listing its failed items.
-func (s *Server) answerBatch(w http.ResponseWriter, m *model, v *variant, task *spec.InferenceTaskProfile, req *oip.InferenceRequest, outs []map[string]any, itemErrs batch.ItemErrors, binary func(string) bool) {
-	if outs == nil {
-		writeError(w, fmt.Errorf("the batch returned no outputs"))
-		return
-	}
-	encoded, err := oip.EncodeBatchOutputsBinary(task, outs, req.Outputs, binary)
+// deadlinePassed is the error of a request whose context ended before it
+// finished (504).
+func (s *Server) deadlinePassed(ctx context.Context) error {
+	return &statusError{status: http.StatusGatewayTimeout, err: fmt.Errorf("the request's deadline (%v from its arrival) passed before it finished: %w", s.cfg.Timeout, ctx.Err())}
+}
+
+// response is the answer to a request: its outputs (those it asked for,
+// binary where binary says), the variant and task that ran.
+func (c *inferCall) response(out map[string]any, binary func(string) bool) (*oip.InferenceResponse, error) {
+	outs, err := oip.EncodeOutputsBinary(c.task, out, c.req.Outputs, binary)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, err
 	}
-	p := oip.Parameters{"task": task.TaskID, oip.BatchParameter: true}
+	return &oip.InferenceResponse{
+		ModelName:    c.m.oip.Spec.ModelFamilyID,
+		ModelVersion: c.v.id,
+		ID:           c.req.ID,
+		Parameters:   oip.Parameters{"task": c.task.TaskID},
+		Outputs:      outs,
+	}, nil
+}
+
+// batchResponse is the answer to a batch request, listing its failed
+// items.
+func (c *inferCall) batchResponse(outs []map[string]any, itemErrs batch.ItemErrors, binary func(string) bool) (*oip.InferenceResponse, error) {
+	encoded, err := oip.EncodeBatchOutputsBinary(c.task, outs, c.req.Outputs, binary)
+	if err != nil {
+		return nil, err
+	}
+	p := oip.Parameters{"task": c.task.TaskID, oip.BatchParameter: true}
 	if len(itemErrs) > 0 {
 		list := make([]oip.ItemError, len(itemErrs))
 		for i, e := range itemErrs {
@@ -227,12 +271,11 @@ func (s *Server) answerBatch(w http.ResponseWriter, m *model, v *variant, task *
 		}
 		b, err := json.Marshal(list)
 		if err != nil {
-			writeError(w, err)
-			return
+			return nil, err
 		}
 		p[oip.ItemErrorsParameter] = string(b)
 	}
-	writeInfer(w, &oip.InferenceResponse{ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: v.id, ID: req.ID, Parameters: p, Outputs: encoded})
+	return &oip.InferenceResponse{ModelName: c.m.oip.Spec.ModelFamilyID, ModelVersion: c.v.id, ID: c.req.ID, Parameters: p, Outputs: encoded}, nil
 }
 
 // bodyCost is how many bytes of the in-flight budget one byte of a body
@@ -336,17 +379,17 @@ func tensorBytes(kwargs map[string]any) int64 {
 var streamParameters = []string{"paced", "max_chunks", "controls", "lockstep"}
 
 // wantsStream reports whether a request asks for a stream: the parameter
-// "stream" (a boolean), else an Accept header that takes
-// text/event-stream from a streaming task. stream: true on a task that
+// "stream" (a boolean), else accept (REST: an Accept header that takes
+// text/event-stream) from a streaming task. stream: true on a task that
 // does not stream, and stream parameters on a request that does not ask
 // for one, are refused (400), never ignored.
-func wantsStream(r *http.Request, req *oip.InferenceRequest, task *spec.InferenceTaskProfile) (bool, error) {
+func wantsStream(accept bool, req *oip.InferenceRequest, task *spec.InferenceTaskProfile) (bool, error) {
 	want, given, err := req.Parameters.BoolParam("stream")
 	if err != nil {
 		return false, err
 	}
 	if !given {
-		want = task.Stream && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+		want = task.Stream && accept
 	}
 	if want && !task.Stream {
 		return false, withStatus(http.StatusBadRequest, "parameter \"stream\" is true, but task %q is not a streaming task", task.TaskID)

@@ -54,6 +54,7 @@ type metrics struct {
 
 	requests  *prometheus.CounterVec   // model, task, code
 	http      *prometheus.CounterVec   // handler, code
+	grpc      *prometheus.CounterVec   // method, code (grpc.go)
 	httpByKey sync.Map                 // httpKey → prometheus.Counter, looked up without hashing labels
 	duration  *prometheus.HistogramVec // model, task
 	queue     *prometheus.HistogramVec // model, task
@@ -110,7 +111,7 @@ func newMetrics(s *Server) *metrics {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wfserve_requests_total",
-			Help: "Infer requests answered, by model (family id), task and HTTP status code (499: the client went away).",
+			Help: "Infer requests answered, by model (family id), task and HTTP status code (499: the client went away; a gRPC call counts under the status its answer would have over REST).",
 		}, []string{"model", "task", "code"}),
 		http: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wfserve_http_requests_total",
@@ -140,7 +141,11 @@ func newMetrics(s *Server) *metrics {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	m.reg.MustRegister(m.requests, m.http, m.duration, m.queue, m.compute, m.batchSize,
+	m.grpc = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wfserve_grpc_requests_total",
+		Help: "gRPC calls answered, by full method name and gRPC status code (OK, InvalidArgument, ...).",
+	}, []string{"method", "code"})
+	m.reg.MustRegister(m.requests, m.http, m.grpc, m.duration, m.queue, m.compute, m.batchSize,
 		gauge("wfserve_queue_depth", "Infer requests admitted now, queued or running.",
 			func() float64 { return float64(s.adm.requests.Load()) }),
 		gauge("wfserve_queue_capacity", "Infer requests that may be admitted at once (-max-queue); beyond it requests are answered 429.",
@@ -366,18 +371,28 @@ func (t *telemetry) finish(s *Server, r *http.Request, ri *reqInfo, rec *recorde
 			pattern = "none"
 		}
 		t.m.httpCounter(pattern, rec.status).Inc()
-		if o := ri.obs; o != nil {
-			if rec.status == http.StatusOK {
-				o.ok.Inc()
-			} else {
-				o.requests.WithLabelValues(codeLabel(rec.status)).Inc()
-			}
-			if !ri.stream {
-				o.duration.Observe(end.Sub(ri.arrived).Seconds())
-			}
-		}
+		ri.answered(rec.status, end)
 	}
 	if ri.span != nil {
 		t.endSpan(r, ri, rec, end)
+	}
+}
+
+// answered records the answer to an infer request (REST or gRPC) with
+// the HTTP status it has (or would have over REST): the requests counter
+// and, unless it was a stream, its duration. Other requests (ri.obs nil)
+// are not counted here.
+func (ri *reqInfo) answered(code int, end time.Time) {
+	o := ri.obs
+	if o == nil || o.requests == nil {
+		return
+	}
+	if code == http.StatusOK {
+		o.ok.Inc()
+	} else {
+		o.requests.WithLabelValues(codeLabel(code)).Inc()
+	}
+	if !ri.stream {
+		o.duration.Observe(end.Sub(ri.arrived).Seconds())
 	}
 }
