@@ -1,0 +1,467 @@
+package serve
+
+// The Open Inference Protocol's gRPC API (oippb.GRPCInferenceServiceServer:
+// ServerLive, ServerReady, ServerMetadata, ModelReady, ModelMetadata,
+// ModelInfer) and wfgen's realtime sessions on one bidirectional stream
+// (oippb.RealtimeInferenceServiceServer: ModelStreamInfer), served by the
+// same Server as the REST API: the same models, tasks and variants, the
+// same limits (in-flight bytes, admission, engine slots, tensor size,
+// sessions), the same bearer token, deadlines and metrics. An infer call
+// runs through the REST path's own steps (resolve, execute, response in
+// infer.go); only the message conversions (oippb) and the status codes
+// differ. Errors are the REST statuses mapped to gRPC codes (grpcCode).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/reflection"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/worldfoundry/wfgen/runtime/logctx"
+	"github.com/worldfoundry/wfgen/runtime/oip"
+	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
+)
+
+// RealtimeExtension is the extension the gRPC ServerMetadata lists for the
+// realtime session RPC (wfgen.realtime.RealtimeInferenceService).
+const RealtimeExtension = "realtime_sessions"
+
+// The methods that need no bearer token and are answered while the server
+// drains: the health probes, as GET /v2/health/live and /ready.
+const (
+	methodServerLive  = "/inference.GRPCInferenceService/ServerLive"
+	methodServerReady = "/inference.GRPCInferenceService/ServerReady"
+)
+
+// GRPCServer returns a gRPC server that serves s over the Open Inference
+// Protocol's gRPC API and the realtime session RPC, with the gRPC
+// reflection service (so that tools such as grpcurl need no .proto), and
+// these bounds: a message of at most Config.MaxBodyBytes, a connection
+// closed after Config.IdleTimeout without an RPC. opts are added after
+// them. Serve it on a listener of its own (wfserve -grpc-addr); to stop,
+// call Shutdown (which ends open sessions and waits for infer calls), then
+// the gRPC server's GracefulStop.
+func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	base := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(min(s.cfg.MaxBodyBytes, 1<<31-1))),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.IdleTimeout}),
+		grpc.ConnectionTimeout(10 * time.Second),
+		grpc.ChainUnaryInterceptor(s.grpcUnary),
+		grpc.ChainStreamInterceptor(s.grpcStream),
+	}
+	gs := grpc.NewServer(append(base, opts...)...)
+	svc := &grpcService{s: s}
+	oippb.RegisterGRPCInferenceServiceServer(gs, svc)
+	oippb.RegisterRealtimeInferenceServiceServer(gs, svc)
+	reflection.Register(gs)
+	return gs
+}
+
+// grpcService implements the gRPC services over a Server.
+type grpcService struct {
+	oippb.UnimplementedGRPCInferenceServiceServer
+	oippb.UnimplementedRealtimeInferenceServiceServer
+	s *Server
+}
+
+// grpcCode is the gRPC code of a REST status: 400 InvalidArgument, 401
+// Unauthenticated, 404 NotFound, 408 and 504 DeadlineExceeded, 413 and 429
+// ResourceExhausted, 499 (the client went away) Canceled, 503
+// Unavailable, 500 and any other Internal.
+func grpcCode(httpStatus int) codes.Code {
+	switch httpStatus {
+	case http.StatusOK:
+		return codes.OK
+	case http.StatusBadRequest:
+		return codes.InvalidArgument
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusForbidden:
+		return codes.PermissionDenied
+	case http.StatusNotFound:
+		return codes.NotFound
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return codes.DeadlineExceeded
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	case statusClientGone:
+		return codes.Canceled
+	case http.StatusServiceUnavailable:
+		return codes.Unavailable
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return codes.Unimplemented
+	}
+	if httpStatus >= 400 && httpStatus < 500 {
+		return codes.InvalidArgument
+	}
+	return codes.Internal
+}
+
+// httpOfCode is the REST status of a gRPC code, for errors gRPC itself
+// made (a message too large, a cancelled call).
+func httpOfCode(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return http.StatusOK
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return http.StatusBadRequest
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
+	case codes.Canceled:
+		return statusClientGone
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.Unimplemented:
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}
+
+// grpcAnswer returns the REST status and the gRPC error of a handler's
+// error, given the call's own context (ended: the client went away or its
+// deadline passed).
+func grpcAnswer(call context.Context, err error) (int, error) {
+	if err == nil {
+		return http.StatusOK, nil
+	}
+	if st, ok := grpcstatus.FromError(err); ok {
+		return httpOfCode(st.Code()), err
+	}
+	code := status(err)
+	switch {
+	case errors.Is(call.Err(), context.Canceled):
+		code = statusClientGone
+	case errors.Is(call.Err(), context.DeadlineExceeded):
+		code = http.StatusGatewayTimeout
+	}
+	msg := err.Error()
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		msg = "request larger than the limit of " + strconv.FormatInt(mbe.Limit, 10) + " bytes"
+	}
+	return code, grpcstatus.Error(grpcCode(code), msg)
+}
+
+// grpcUnary is the unary calls' middleware: what observe, drainGuard and
+// auth do for REST requests.
+func (s *Server) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, done := s.grpcBegin(ctx, info.FullMethod, func(md metadata.MD) { grpc.SetHeader(ctx, md) })
+	var resp any
+	err := s.grpcGuard(ctx, info.FullMethod)
+	if err == nil {
+		resp, err = handler(ctx, req)
+	}
+	return resp, done(err)
+}
+
+// grpcStream is the streaming calls' middleware (see grpcUnary).
+func (s *Server) grpcStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, done := s.grpcBegin(ss.Context(), info.FullMethod, func(md metadata.MD) { ss.SetHeader(md) })
+	err := s.grpcGuard(ctx, info.FullMethod)
+	if err == nil {
+		err = handler(srv, &grpcServerStream{ServerStream: ss, ctx: ctx})
+	}
+	return done(err)
+}
+
+// grpcServerStream is a ServerStream with the middleware's context.
+type grpcServerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (g *grpcServerStream) Context() context.Context { return g.ctx }
+
+// grpcBegin stamps a call's arrival, gives it a correlation id (the
+// x-request-id metadata, or a fresh one sent back in that header) and
+// starts its span; done maps the handler's error to the gRPC status,
+// records the call's metrics and writes its access log record.
+func (s *Server) grpcBegin(ctx context.Context, method string, header func(metadata.MD)) (context.Context, func(error) error) {
+	start := time.Now()
+	s.lastSeen.Store(start.UnixNano())
+	call := ctx
+	md, _ := metadata.FromIncomingContext(ctx)
+	id := first(md, "x-request-id")
+	if id == "" || len(id) > 128 {
+		id = newID(8)
+	}
+	header(metadata.Pairs("x-request-id", id))
+	ri := &reqInfo{arrived: start}
+	ctx = context.WithValue(ctx, infoKey{}, ri)
+	fields := logctx.Fields{"request_id": id}
+	ctx = s.tel.startGRPCSpan(ctx, md, method, ri, id, fields)
+	ctx = logctx.With(ctx, fields)
+	return ctx, func(err error) error {
+		code, gerr := grpcAnswer(call, err)
+		end := time.Now()
+		gcode := grpcstatus.Code(gerr)
+		if m := s.tel.m; m != nil {
+			m.grpc.WithLabelValues(method, gcode.String()).Inc()
+			ri.answered(code, end)
+		}
+		if ri.span != nil {
+			if o := ri.obs; o != nil {
+				ri.span.SetAttributes(o.attrs()...)
+			}
+			ri.span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(gcode)))
+			if code >= 500 {
+				ri.span.SetStatus(otelcodes.Error, grpcstatus.Convert(gerr).Message())
+			}
+			ri.span.End(trace.WithTimestamp(end))
+		}
+		attrs := []slog.Attr{
+			slog.String("method", method), slog.String("code", gcode.String()), slog.Int("status", code),
+			slog.Float64("duration_ms", float64(end.Sub(start).Microseconds())/1000),
+		}
+		if p, ok := peer.FromContext(call); ok && p.Addr != nil {
+			attrs = append(attrs, slog.String("remote", p.Addr.String()))
+		}
+		if gerr != nil {
+			attrs = append(attrs, slog.String("error", grpcstatus.Convert(gerr).Message()))
+		}
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "grpc request", attrs...)
+		return gerr
+	}
+}
+
+// first returns the first value of a metadata key.
+func first(md metadata.MD, key string) string {
+	if v := md.Get(key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// grpcGuard refuses a call while the server drains (Unavailable) and a
+// call without the bearer token (Unauthenticated: the authorization
+// metadata, "Bearer TOKEN"); the health probes pass both.
+func (s *Server) grpcGuard(ctx context.Context, method string) error {
+	if method == methodServerLive || method == methodServerReady {
+		return nil
+	}
+	if s.draining.Load() {
+		return errDraining
+	}
+	if s.cfg.Token == "" {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if bearer(v, s.cfg.Token) {
+			return nil
+		}
+	}
+	return withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send the metadata authorization: Bearer TOKEN)")
+}
+
+// startGRPCSpan starts a call's server span, a child of the trace context
+// its metadata carry (traceparent). Without a tracer it does nothing.
+func (t *telemetry) startGRPCSpan(ctx context.Context, md metadata.MD, method string, ri *reqInfo, id string, fields logctx.Fields) context.Context {
+	if t.tracer == nil {
+		return ctx
+	}
+	ctx = t.prop.Extract(ctx, mdCarrier(md))
+	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	ctx, span := t.tracer.Start(ctx, strings.TrimPrefix(method, "/"), trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(ri.arrived),
+		trace.WithAttributes(
+			attribute.String("rpc.system", "grpc"),
+			attribute.String("rpc.service", service),
+			attribute.String("rpc.method", name),
+			attribute.String("wfserve.request_id", id)))
+	ri.span = span
+	if sc := span.SpanContext(); sc.IsValid() {
+		fields["trace_id"] = sc.TraceID().String()
+	}
+	return ctx
+}
+
+// mdCarrier reads a trace context from gRPC metadata.
+type mdCarrier metadata.MD
+
+func (c mdCarrier) Get(key string) string { return first(metadata.MD(c), key) }
+func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+func (c mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// lookup resolves a model name (family id or alias) and version (variant
+// id or alias, "" for none) as the REST paths' {model} and {version} are:
+// 404 for an unknown one. v is nil when version is "".
+func (s *Server) lookup(name, version string) (*model, *variant, error) {
+	m, ok := s.models[name]
+	if !ok {
+		return nil, nil, withStatus(http.StatusNotFound, "no model %q (served: %s)", name, s.modelNames())
+	}
+	if version == "" {
+		return m, nil, nil
+	}
+	vs, err := m.oip.Spec.Variant(version)
+	if err != nil {
+		return m, nil, &statusError{status: http.StatusNotFound, err: err}
+	}
+	return m, m.variants[vs.VariantID], nil
+}
+
+// ServerLive answers that the server is live.
+func (g *grpcService) ServerLive(context.Context, *oippb.ServerLiveRequest) (*oippb.ServerLiveResponse, error) {
+	return &oippb.ServerLiveResponse{Live: true}, nil
+}
+
+// ServerReady answers whether every variant has loaded and the server is
+// not draining (GET /v2/health/ready's 200 or 503).
+func (g *grpcService) ServerReady(context.Context, *oippb.ServerReadyRequest) (*oippb.ServerReadyResponse, error) {
+	return &oippb.ServerReadyResponse{Ready: g.s.ready() == nil}, nil
+}
+
+// ServerMetadata answers GET /v2's metadata, with the realtime session
+// RPC among the extensions.
+func (g *grpcService) ServerMetadata(context.Context, *oippb.ServerMetadataRequest) (*oippb.ServerMetadataResponse, error) {
+	md := g.s.metadata()
+	return &oippb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: append(md.Extensions, RealtimeExtension)}, nil
+}
+
+// metadata is the server's metadata (GET /v2).
+func (s *Server) metadata() oip.ServerMetadata {
+	return oip.ServerMetadata{Name: s.cfg.Name, Version: s.cfg.Version, Extensions: []string{oip.SessionsExtension, oip.BinaryExtension}}
+}
+
+// ModelReady answers whether a model's variant (the default one when the
+// request names no version) has loaded; NotFound for an unknown one.
+func (g *grpcService) ModelReady(ctx context.Context, r *oippb.ModelReadyRequest) (*oippb.ModelReadyResponse, error) {
+	m, v, err := g.s.lookup(r.GetName(), r.GetVersion())
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		dv, _ := m.oip.Spec.Variant("")
+		v = m.variants[dv.VariantID]
+	}
+	return &oippb.ModelReadyResponse{Ready: v.ready(m) == nil}, nil
+}
+
+// ModelMetadata answers a model's metadata, as GET /v2/models/{model}
+// does; the REST metadata's parameters (the default task and variant,
+// every task's inputs and outputs) are the property "parameters", as JSON
+// text, and each input's and output's parameters are left out.
+func (g *grpcService) ModelMetadata(ctx context.Context, r *oippb.ModelMetadataRequest) (*oippb.ModelMetadataResponse, error) {
+	m, _, err := g.s.lookup(r.GetName(), r.GetVersion())
+	if err != nil {
+		return nil, err
+	}
+	md := m.oip.Metadata()
+	out := &oippb.ModelMetadataResponse{Name: md.Name, Versions: md.Versions, Platform: md.Platform}
+	tensors := func(ts []oip.TensorMetadata) []*oippb.ModelMetadataResponse_TensorMetadata {
+		list := make([]*oippb.ModelMetadataResponse_TensorMetadata, len(ts))
+		for i, t := range ts {
+			list[i] = &oippb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: string(t.Datatype), Shape: t.Shape}
+		}
+		return list
+	}
+	out.Inputs, out.Outputs = tensors(md.Inputs), tensors(md.Outputs)
+	if len(md.Parameters) > 0 {
+		b, err := json.Marshal(md.Parameters)
+		if err != nil {
+			return nil, err
+		}
+		out.Properties = map[string]string{"parameters": string(b)}
+	}
+	return out, nil
+}
+
+// ModelInfer runs an infer request as POST /v2/models/{model}/infer does:
+// its bytes are held in the in-flight budget (twice the message, as twice
+// a REST body), it is decoded and resolved, admitted, run on its variant's
+// engine slots (or batcher, or as a batch) within the earlier of the
+// call's gRPC deadline and the server's Timeout from its arrival, and
+// answered with raw_output_contents. A request that asks for a stream is
+// refused: sessions are RealtimeInferenceService/ModelStreamInfer's.
+func (g *grpcService) ModelInfer(ctx context.Context, r *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
+	s := g.s
+	if !s.inflight.enter(false) {
+		return nil, errDraining
+	}
+	defer s.inflight.leave()
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	m, pv, err := s.lookup(r.GetModelName(), r.GetModelVersion())
+	if m == nil {
+		setObs(ctx, s.tel.unknownModel)
+	} else {
+		setObs(ctx, s.tel.obs(m, ""))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, requestInfo(ctx).arrived.Add(s.cfg.Timeout))
+		defer cancel()
+	}
+	hold := &holding{a: &s.adm}
+	defer hold.done()
+	if err := hold.add(bodyCost * int64(proto.Size(r))); err != nil {
+		return nil, err
+	}
+	req, err := oippb.Request(r, s.lim)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.resolve(ctx, m, pv, req, false, hold)
+	if err != nil {
+		return nil, err
+	}
+	if c.stream {
+		return nil, withStatus(http.StatusBadRequest, "parameter \"stream\": a realtime session runs on the bidirectional RPC wfgen.realtime.RealtimeInferenceService/ModelStreamInfer")
+	}
+	var resp *oip.InferenceResponse
+	if c.batch {
+		outs, itemErrs, err := s.executeBatch(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		resp, err = c.batchResponse(outs, itemErrs, allBinary)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		out, err := s.execute(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if resp, err = c.response(out, allBinary); err != nil {
+			return nil, err
+		}
+	}
+	return oippb.Response(resp)
+}
+
+// allBinary answers every output raw (raw_output_contents).
+func allBinary(string) bool { return true }

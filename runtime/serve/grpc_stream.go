@@ -1,0 +1,195 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/worldfoundry/wfgen/runtime/oip"
+	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
+)
+
+// ModelStreamInfer runs a realtime session on one bidirectional stream:
+// the first message opens it (the infer request, as a REST request that
+// asks for a stream: same limits, MaxSessions included, and stream
+// parameters), then the server sends the session message and one chunk
+// message per chunk while the client's control messages set controls and
+// ack chunks (lockstep), as the REST controls endpoint does; a refused
+// control is answered with an error_message and the session goes on. The
+// stream ends OK after the last chunk, with Unavailable when the server
+// shuts down, and with the session's error otherwise. The first message
+// must arrive within the server's read limit (DeadlineExceeded).
+func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelStreamInferServer) error {
+	s := g.s
+	if !s.inflight.enter(false) {
+		return errDraining
+	}
+	defer s.inflight.leave()
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	ctx := st.Context()
+	markStream(ctx)
+	start, err := s.firstMessage(st)
+	if err != nil {
+		return err
+	}
+	m, pv, err := s.lookup(start.GetModelName(), start.GetModelVersion())
+	if m == nil {
+		setObs(ctx, s.tel.unknownModel)
+	} else {
+		setObs(ctx, s.tel.obs(m, ""))
+	}
+	if err != nil {
+		return err
+	}
+	hold := &holding{a: &s.adm}
+	defer hold.done()
+	if err := hold.add(bodyCost * int64(proto.Size(start))); err != nil {
+		return err
+	}
+	req, err := oippb.Request(start, s.lim)
+	if err != nil {
+		return err
+	}
+	c, err := s.resolve(ctx, m, pv, req, true, hold)
+	if err != nil {
+		return err
+	}
+	if !c.stream {
+		return withStatus(http.StatusBadRequest, "task %q is not a streaming task (or the request says \"stream\": false): call ModelInfer", c.task.TaskID)
+	}
+	hold.done() // the session holds its inputs; it counts against MaxSessions
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	se, err := s.openSession(sctx, m, c.v, c.task, c.call, req.Parameters)
+	if err != nil {
+		return err
+	}
+	defer se.close()
+
+	// One Send at a time (the chunks and the refusals), and none once the
+	// handler has returned.
+	var mu sync.Mutex
+	closed := false
+	defer func() {
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+	}()
+	send := func(msg *oippb.ModelStreamInferResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return errors.New("the stream has ended")
+		}
+		return st.Send(msg)
+	}
+	// The reader: controls in. The client's half-close ends the controls,
+	// not the session.
+	go func() {
+		for {
+			msg, err := st.Recv()
+			if err != nil {
+				return
+			}
+			if err := se.control(msg.GetControls()); err != nil {
+				if send(&oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_ErrorMessage{ErrorMessage: err.Error()}}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	var failed string
+	event := func(name string, data any) error {
+		switch name {
+		case oip.EventSession:
+			info := data.(oip.SessionInfo)
+			rt, err := json.Marshal(info.Realtime)
+			if err != nil {
+				return err
+			}
+			return send(&oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_Session{Session: &oippb.SessionInfo{Id: info.ID, Realtime: string(rt)}}})
+		case oip.EventError:
+			if e, ok := data.(oip.ErrorResponse); ok {
+				failed = e.Error
+			} else {
+				failed = "the session failed"
+			}
+		}
+		return nil
+	}
+	chunk := func(resp *oip.InferenceResponse) error {
+		out, err := oippb.Response(resp)
+		if err != nil {
+			return err
+		}
+		return send(&oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_Chunk{Chunk: out}})
+	}
+	s.pump(se.ctx, ctx, se, req.ID, event, chunk)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err() // the client went away
+	case s.streamCtx.Err() != nil:
+		return errDraining
+	case failed != "":
+		return grpcstatus.Error(codes.Internal, failed)
+	}
+	return nil
+}
+
+// control applies a control message to a session: its controls from the
+// next chunk, its ack. A message without either is refused.
+func (se *session) control(c *oippb.SessionControls) error {
+	if c == nil {
+		return withStatus(http.StatusBadRequest, "a message after the first must be controls (the session is open)")
+	}
+	if len(c.GetControls()) == 0 && c.Ack == nil {
+		return withStatus(http.StatusBadRequest, "the controls message has neither controls nor an ack")
+	}
+	if len(c.GetControls()) > 0 {
+		if err := se.s.SetControls(c.GetControls()); err != nil {
+			return err
+		}
+	}
+	if c.Ack != nil {
+		se.ack(c.GetAck())
+	}
+	return nil
+}
+
+// firstMessage receives a session's first message, the infer request that
+// opens it, within the server's read limit.
+func (s *Server) firstMessage(st oippb.RealtimeInferenceService_ModelStreamInferServer) (*oippb.ModelInferRequest, error) {
+	type received struct {
+		msg *oippb.ModelStreamInferRequest
+		err error
+	}
+	ch := make(chan received, 1)
+	go func() {
+		msg, err := st.Recv()
+		ch <- received{msg, err}
+	}()
+	t := time.NewTimer(s.readLimit())
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		start := r.msg.GetStart()
+		if start == nil {
+			return nil, withStatus(http.StatusBadRequest, "the first message must be start, the infer request that opens the session")
+		}
+		return start, nil
+	case <-t.C:
+		// Returning ends the stream, and with it the Recv above.
+		return nil, withStatus(http.StatusRequestTimeout, "no infer request within %v of the stream's start", s.readLimit())
+	}
+}
