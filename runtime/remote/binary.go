@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -32,13 +31,13 @@ func (c *Client) inferRequest(task *spec.InferenceTaskProfile, call, load map[st
 
 // binaryBody returns the body of an infer request and, when its inputs
 // travel binary, the length of its JSON part (else 0).
-func binaryBody(req *oip.InferenceRequest) (io.Reader, int, error) {
+func binaryBody(req *oip.InferenceRequest) ([]byte, int, error) {
 	header, data, err := req.EncodeBody()
 	if err != nil {
 		return nil, 0, err
 	}
 	if data == nil {
-		return bytes.NewReader(header), 0, nil
+		return header, 0, nil
 	}
 	n := len(header)
 	for _, d := range data {
@@ -49,7 +48,7 @@ func binaryBody(req *oip.InferenceRequest) (io.Reader, int, error) {
 	for _, d := range data {
 		body = append(body, d...)
 	}
-	return bytes.NewReader(body), len(header), nil
+	return body, len(header), nil
 }
 
 // decodeBinary decodes an answer of the binary tensor data extension

@@ -87,6 +87,7 @@ type Client struct {
 	http    *http.Client
 	tracer  trace.Tracer // WithTracerProvider; nil: the global provider
 	asJSON  bool         // WithJSONTensors
+	retries int          // WithRetries
 }
 
 var _ client.Backend = (*Client)(nil)
@@ -207,36 +208,47 @@ func (c *Client) request(task *spec.InferenceTaskProfile, call, load map[string]
 func (c *Client) do(ctx context.Context, method, u string, body any, out any) (err error) {
 	ctx, span := c.startSpan(ctx, method, u)
 	defer func() { endSpan(span, err) }()
-	var rd io.Reader
+	var payload []byte
 	var binaryHeader int
 	if req, ok := body.(*oip.InferenceRequest); ok {
-		r, n, err := binaryBody(req)
+		b, n, err := binaryBody(req)
 		if err != nil {
 			return err
 		}
-		rd, binaryHeader = r, n
+		payload, binaryHeader = b, n
 	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
+		payload = b
 	}
-	hreq, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return err
-	}
-	switch {
-	case binaryHeader > 0:
-		hreq.Header.Set("Content-Type", oip.BinaryContentType)
-		hreq.Header.Set(oip.HeaderContentLength, strconv.Itoa(binaryHeader))
-	case body != nil:
-		hreq.Header.Set("Content-Type", "application/json")
-	}
-	c.authorize(hreq)
-	resp, err := c.http.Do(hreq)
-	if err != nil {
-		return err
+	var resp *http.Response
+	for attempt := 0; ; attempt++ {
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(payload)
+		}
+		hreq, err := http.NewRequestWithContext(ctx, method, u, rd)
+		if err != nil {
+			return err
+		}
+		switch {
+		case binaryHeader > 0:
+			hreq.Header.Set("Content-Type", oip.BinaryContentType)
+			hreq.Header.Set(oip.HeaderContentLength, strconv.Itoa(binaryHeader))
+		case body != nil:
+			hreq.Header.Set("Content-Type", "application/json")
+		}
+		c.authorize(hreq)
+		resp, err = c.http.Do(hreq)
+		if attempt < c.retries && c.retry(ctx, attempt, resp, err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -10,7 +10,10 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/coder/websocket"
 
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/remote"
@@ -127,40 +130,114 @@ func worldSpec() *spec.ModelInferenceSpec {
 	}
 }
 
-// sseServer answers a stream with the given event text after the session
-// event.
-func sseServer(t *testing.T, events string, controls *[]string) *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.Path, "/sessions/") {
-			b, _ := io.ReadAll(r.Body)
-			*controls = append(*controls, string(b))
-			io.WriteString(w, string(b))
+// fakeSession is a WebSocket session server that plays a script of
+// messages after the session event, recording what the client sends.
+type fakeSession struct {
+	*httptest.Server
+	mu     sync.Mutex
+	sent   []string      // the client's messages after its request
+	ended  chan struct{} // closed when the session's handler returned
+	params oip.Parameters
+}
+
+// msg is one scripted message: text, or binary data; in lockstep, sent
+// once the client acked chunk ackBefore.
+type msg struct {
+	text      string
+	binary    []byte
+	ackBefore int
+}
+
+func wsServer(t *testing.T, script ...msg) *fakeSession {
+	f := &fakeSession{ended: make(chan struct{})}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(f.ended)
+		if r.URL.Path != "/v2/models/w/stream" {
+			t.Errorf("session at %s", r.URL.Path)
+		}
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{oip.SessionsSubprotocol}})
+		if err != nil {
+			t.Error(err)
 			return
 		}
-		if r.Header.Get("Accept") != "text/event-stream" {
-			t.Errorf("stream request without Accept: text/event-stream")
+		defer c.CloseNow()
+		ctx := context.Background()
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Error(err)
+			return
 		}
 		var req oip.InferenceRequest
-		json.NewDecoder(r.Body).Decode(&req)
-		if req.Parameters["stream"] != true || req.Parameters["paced"] != false || req.Parameters["max_chunks"] != json.Number("3") ||
-			req.Parameters["controls"] != "{}" || req.Parameters["lockstep"] != true {
-			t.Errorf("stream parameters %v", req.Parameters)
+		if err := json.Unmarshal(b, &req); err != nil {
+			t.Error(err)
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, ": a comment\r\nevent: session\r\ndata: {\"id\":\"s1\",\"controls_url\":\"/v2/models/w/sessions/s1\"}\r\n\r\n")
-		io.WriteString(w, events)
+		f.params = req.Parameters
+		read := make(chan struct{})
+		acks := make(chan int, 16)
+		go func() {
+			defer close(read)
+			for {
+				_, b, err := c.Read(ctx)
+				if err != nil {
+					return
+				}
+				f.mu.Lock()
+				f.sent = append(f.sent, string(b))
+				f.mu.Unlock()
+				var cr oip.ControlsRequest
+				if json.Unmarshal(b, &cr) == nil && cr.Ack != nil {
+					acks <- int(*cr.Ack)
+				}
+				if strings.Contains(string(b), `"controls":{`) {
+					c.Write(ctx, websocket.MessageText, []byte(`{"event":"controls","data":`+string(b)+`}`))
+				}
+			}
+		}()
+		c.Write(ctx, websocket.MessageText, []byte(`{"event":"session","data":{"id":"s1","controls_url":"/v2/models/w/sessions/s1"}}`))
+		acked := -1
+		for _, m := range script {
+			for acked < m.ackBefore {
+				select {
+				case acked = <-acks:
+				case <-read:
+					return
+				}
+			}
+			if m.binary != nil {
+				c.Write(ctx, websocket.MessageBinary, m.binary)
+			} else {
+				c.Write(ctx, websocket.MessageText, []byte(m.text))
+			}
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+		<-read
 	}))
+	return f
 }
 
-func chunkEvent(i int) string {
-	return fmt.Sprintf("event: chunk\ndata: {\"model_name\":\"w\",\"parameters\":{\"index\":%d},\"outputs\":[{\"name\":\"frames\",\"datatype\":\"UINT8\",\"shape\":[1,1,1,3],\"data\":[%d,0,0]}]}\n\n", i, i)
+// chunk is the two messages of chunk i: its header and a frame of one
+// pixel (i, 0, 0) per frame.
+func chunk(i, frames int) []msg {
+	data := make([]byte, 3*frames)
+	for f := range frames {
+		data[3*f] = byte(i)
+	}
+	header := fmt.Sprintf(`{"event":"chunk","data":{"model_name":"w","parameters":{"index":%d},"outputs":[{"name":"frames","datatype":"UINT8","shape":[%d,1,1,3],"parameters":{"binary_data_size":%d}}]}}`, i, frames, len(data))
+	return []msg{{text: header, ackBefore: i - 1}, {binary: data, ackBefore: -1}}
 }
 
-func TestStreamEvents(t *testing.T) {
-	var controls []string
-	hs := sseServer(t, chunkEvent(0)+chunkEvent(1)+chunkEvent(2)+"event: end\ndata: {}\n\n", &controls)
-	defer hs.Close()
-	rc, _ := remote.New(worldSpec(), hs.URL)
+func script(parts ...[]msg) []msg {
+	var all []msg
+	for _, p := range parts {
+		all = append(all, p...)
+	}
+	return all
+}
+
+func TestStreamMessages(t *testing.T) {
+	f := wsServer(t, script(chunk(0, 1), chunk(1, 1), chunk(2, 1), []msg{{text: `{"event":"end","data":{}}`, ackBefore: 2}})...)
+	defer f.Close()
+	rc, _ := remote.New(worldSpec(), f.URL)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sess, err := rc.Stream(ctx, "step", nil, stream.WithPacing(false), stream.WithMaxChunks(3))
@@ -182,21 +259,32 @@ func TestStreamEvents(t *testing.T) {
 		}
 		n++
 	}
+	<-f.ended
+	p := f.params
+	if _, ok := p["stream"]; ok || p["paced"] != false || p["max_chunks"] != json.Number("3") || p["controls"] != "{}" || p["lockstep"] != true {
+		t.Errorf("stream parameters %v", p)
+	}
 	// The controls go when they are set; each chunk after the first is
 	// asked for by acking the one before (lockstep).
-	if want := []string{`{"controls":{"left":1}}`, `{"controls":null,"ack":0}`, `{"controls":null,"ack":1}`}; n != 3 || !slices.Equal(controls, want) {
-		t.Errorf("%d chunks, controls sent %v, want %v", n, controls, want)
+	if want := []string{`{"controls":{"left":1}}`, `{"controls":null,"ack":0}`, `{"controls":null,"ack":1}`}; n != 3 || !slices.Equal(f.sent, want) {
+		t.Errorf("%d chunks, controls sent %v, want %v", n, f.sent, want)
 	}
 
-	// A server that fails, or closes the stream without ending it.
-	for events, want := range map[string]string{
-		chunkEvent(0) + "event: error\ndata: {\"error\":\"boom\"}\n\n": "server: boom",
-		chunkEvent(0):                    "closed the stream without ending it",
-		chunkEvent(0) + "event: odd\n\n": `unexpected event "odd"`,
-		"event: chunk\ndata: {\"outputs\":[{\"name\":\"frames\",\"datatype\":\"UINT8\",\"shape\":[2,1,1,3],\"data\":[0,0,0,0,0,0]}]}\n\n": "2 frames, 1 were asked for",
+	// A server that fails, closes the session without ending it, or
+	// sends what a session does not hold.
+	for _, c := range []struct {
+		script []msg
+		want   string
+	}{
+		{script(chunk(0, 1), []msg{{text: `{"event":"error","data":{"error":"boom"}}`, ackBefore: 0}}), "server: boom"},
+		{chunk(0, 1), "closed the session without ending it"},
+		{script(chunk(0, 1), []msg{{text: `{"event":"odd","data":{}}`, ackBefore: 0}}), `unexpected event "odd"`},
+		{chunk(0, 2), "2 frames, 1 were asked for"},
+		{[]msg{{text: chunk(0, 1)[0].text, ackBefore: -1}, {text: "{}", ackBefore: -1}}, "a chunk's data is not a binary message"},
+		{[]msg{{binary: []byte{1}, ackBefore: -1}}, "a binary message where an event was expected"},
 	} {
-		hs := sseServer(t, events, &controls)
-		rc, _ := remote.New(worldSpec(), hs.URL)
+		f := wsServer(t, c.script...)
+		rc, _ := remote.New(worldSpec(), f.URL)
 		sess, err := rc.Stream(ctx, "step", nil, stream.WithPacing(false), stream.WithMaxChunks(3))
 		if err != nil {
 			t.Fatal(err)
@@ -205,9 +293,9 @@ func TestStreamEvents(t *testing.T) {
 		for _, err := range sess.Chunks(ctx) {
 			last = err
 		}
-		if last == nil || !strings.Contains(last.Error(), want) {
-			t.Errorf("events %q: %v, want %q", events, last, want)
+		if last == nil || !strings.Contains(last.Error(), c.want) {
+			t.Errorf("script %v: %v, want %q", c.script, last, c.want)
 		}
-		hs.Close()
+		f.Close()
 	}
 }

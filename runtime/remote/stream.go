@@ -283,14 +283,12 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 		// The consumer has taken the previous chunk (the local session
 		// asks for this one only then), and any controls it set since
 		// have reached the server: let the server make this one.
+		// An ack that cannot be sent means the connection is gone: the
+		// next event says why (the server's error, or how it closed).
 		ack := int64(req.Index - 1)
-		if err := r.send(ctx, oip.ControlsRequest{Ack: &ack}); err != nil {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-			}
-			err = fmt.Errorf("ack of chunk %d: %w", ack, err)
-			r.fail(err)
-			return stream.StepResult{}, err
+		if err := r.send(ctx, oip.ControlsRequest{Ack: &ack}); err != nil && ctx.Err() != nil {
+			r.fail(ctx.Err())
+			return stream.StepResult{}, ctx.Err()
 		}
 	}
 	ev, ok := <-r.events
