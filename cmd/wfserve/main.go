@@ -1,10 +1,12 @@
 // Command wfserve serves model families over the Open Inference Protocol
-// (KServe v2) REST API: it validates the manifests given as arguments,
-// loads every variant's checkpoint through libtorch and answers health,
+// (KServe v2) REST API, and its gRPC API with -grpc-addr: it validates the
+// manifests given as arguments, loads every variant's checkpoint through
+// libtorch and answers health,
 // metadata, readiness and infer requests, realtime streams as Server-Sent
-// Events, with optional cross-request batching and bearer-token auth. On
-// SIGTERM or SIGINT it stops being ready, refuses new work, drains the
-// requests in flight and exits. See docs/serving.md.
+// Events (over gRPC: on one bidirectional RPC), with optional
+// cross-request batching and bearer-token auth. On SIGTERM or SIGINT it
+// stops being ready, refuses new work, drains the requests in flight (REST
+// and gRPC) and exits. See docs/serving.md.
 //
 //	wfserve [flags] MANIFEST_OR_FOLDER...
 package main
@@ -23,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/logctx"
@@ -32,9 +36,9 @@ import (
 
 const usage = `usage: wfserve [flags] MANIFEST_OR_FOLDER...
 Serves the families of the manifests (folders are searched for *.yaml, *.yml,
-*.json) over the Open Inference Protocol REST API. Exit 0 after a clean
-shutdown, 1 when a manifest is invalid or a model fails to load, 2 on usage
-errors.`
+*.json) over the Open Inference Protocol REST API (and its gRPC API with
+-grpc-addr). Exit 0 after a clean shutdown, 1 when a manifest is invalid or
+a model fails to load, 2 on usage errors.`
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -50,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var cfg serve.Config
 	addr := fs.String("addr", ":8080", "listen `address`")
+	grpcAddr := fs.String("grpc-addr", "", "also serve the protocol's gRPC API (and realtime sessions on its bidirectional RPC) on `address` (default: no gRPC)")
 	root := fs.String("checkpoint-root", "", "`folder` relative checkpoint URIs resolve against after the manifest's folder (default $WORLDFOUNDRY_CHECKPOINT_ROOT)")
 	device := fs.String("device", "", "`device` to run on: cpu, cuda, cuda:N (default cuda, else cpu)")
 	dtype := fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
@@ -149,6 +154,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
 		return 2
 	}
+	var gln net.Listener
+	if *grpcAddr != "" {
+		if gln, err = net.Listen("tcp", *grpcAddr); err != nil {
+			ln.Close()
+			fmt.Fprintf(stderr, "wfserve: %v\n", err)
+			return 2
+		}
+	}
 	names := make([]string, len(fams))
 	for i, f := range fams {
 		names[i] = f.Spec.ModelFamilyID
@@ -157,12 +170,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		slog.Bool("batching", cfg.Batching), slog.Bool("auth", cfg.Token != ""),
 		slog.Bool("metrics", *metrics), slog.String("otlp_traces", otlpEndpoint),
 		slog.Float64("load_s", time.Since(start).Seconds()))
+	if gln != nil {
+		log.Info("serving grpc", slog.String("grpc_addr", gln.Addr().String()))
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	hs := srv.HTTPServer()
-	served := make(chan error, 1)
+	served := make(chan error, 2) // the HTTP and gRPC servers
 	go func() { served <- hs.Serve(ln) }()
+	var gs *grpc.Server
+	if gln != nil {
+		gs = srv.GRPCServer()
+		go func() { served <- gs.Serve(gln) }()
+	}
 	select {
 	case err := <-served:
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
@@ -186,6 +207,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		log.Error("http shutdown", slog.String("error", err.Error()))
 		code = 1
 	}
+	if gs != nil && !grpcStop(ctx, gs) {
+		log.Error("grpc shutdown", slog.String("error", "calls still running at the drain timeout: stopped"))
+		code = 1
+	}
 	log.Info("stopped")
 	return code
+}
+
+// grpcStop stops a gRPC server gracefully (no new calls, the running ones
+// finish), or at once when ctx ends first; it reports whether it was
+// graceful.
+func grpcStop(ctx context.Context, gs *grpc.Server) bool {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		gs.Stop()
+		<-done
+		return false
+	}
 }
