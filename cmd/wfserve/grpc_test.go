@@ -75,6 +75,15 @@ func TestGrpcServeAndDrain(t *testing.T) {
 	}
 	addr := m[1]
 
+	// docs/serving.md's grpcurl example sends the request this test sends.
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "serving.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(docs), "-d '"+docsModelInfer+"' localhost:8081 inference.GRPCInferenceService/ModelInfer") {
+		t.Errorf("docs/serving.md's grpcurl example does not send the request this test sends:\n%s", docsModelInfer)
+	}
+
 	// The REST answer, binary.
 	req, _ := http.NewRequest("POST", url+"/v2/models/tiny-encoder/infer",
 		strings.NewReader(`{"inputs":[{"name":"tokens","datatype":"INT64","shape":[4],"data":[1,2,3,4]}],"parameters":{"binary_data_output":true}}`))
