@@ -73,6 +73,21 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	return gs
 }
 
+// grpcMethods are the full names of the methods GRPCServer serves (the
+// reflection service's left out).
+func grpcMethods() []string {
+	var out []string
+	for _, d := range []grpc.ServiceDesc{oippb.GRPCInferenceService_ServiceDesc, oippb.RealtimeInferenceService_ServiceDesc} {
+		for _, m := range d.Methods {
+			out = append(out, "/"+d.ServiceName+"/"+m.MethodName)
+		}
+		for _, st := range d.Streams {
+			out = append(out, "/"+d.ServiceName+"/"+st.StreamName)
+		}
+	}
+	return out
+}
+
 // grpcService implements the gRPC services over a Server.
 type grpcService struct {
 	oippb.UnimplementedGRPCInferenceServiceServer

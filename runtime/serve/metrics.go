@@ -145,6 +145,9 @@ func newMetrics(s *Server) *metrics {
 		Name: "wfserve_grpc_requests_total",
 		Help: "gRPC calls answered, by full method name and gRPC status code (OK, InvalidArgument, ...).",
 	}, []string{"method", "code"})
+	for _, method := range grpcMethods() { // every method's OK series exists from the start
+		m.grpc.WithLabelValues(method, "OK")
+	}
 	m.reg.MustRegister(m.requests, m.http, m.grpc, m.duration, m.queue, m.compute, m.batchSize,
 		gauge("wfserve_queue_depth", "Infer requests admitted now, queued or running.",
 			func() float64 { return float64(s.adm.requests.Load()) }),
