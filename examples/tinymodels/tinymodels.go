@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/torch"
 
@@ -68,10 +69,9 @@ def step(self, num_frames: int, controls: List[float], speed: float = 2.0, state
 // embeddings, two heads of self-attention, mean pooling, L2 norm): tokens
 // int64 [N, L] to float32 [N, 128]. It is the smallest model here whose
 // batch of one takes another kernel path than larger batches (the
-// attention's batched matmul), as a BERT-sized encoder does, so its
-// answers differ in the last bits with the batch size — what tests of
-// batch invariance need (the tiny encoder gives the same bits at every
-// size).
+// attention's batched matmul) on some CPUs, as a BERT-sized encoder does,
+// so its answers differ in the last bits with the batch size there (on an
+// AVX-512 AMD EPYC they do not: SizeSensitiveSource differs everywhere).
 const AttentionSource = `
 def forward(self, tokens: Tensor) -> Tensor:
     n = tokens.size(0)
@@ -86,13 +86,36 @@ def forward(self, tokens: Tensor) -> Tensor:
 
 // BuildAttention writes the attention encoder's checkpoint to path.
 func BuildAttention(path string) error {
+	return BuildSource(path, torch.ModuleSource{Source: AttentionSource,
+		Parameters: map[string]*tensor.Tensor{"table": attentionTable()}})
+}
+
+// attentionTable is the attention encoder's token embeddings.
+func attentionTable() *tensor.Tensor {
 	r := rand.New(rand.NewPCG(5, 6))
 	v := make([]float32, 1000*128)
 	for i := range v {
 		v[i] = float32(r.NormFloat64())
 	}
-	return BuildSource(path, torch.ModuleSource{Source: AttentionSource,
-		Parameters: map[string]*tensor.Tensor{"table": tensor.FromFloat32(v, 1000, 128)}})
+	return tensor.FromFloat32(v, 1000, 128)
+}
+
+// SizeSensitiveSource is the attention encoder with one change: its pooled
+// vector moves by 5e-8 times the batch size before the norm, so an item's
+// output differs in its last bits between any two batch sizes on every CPU.
+// The attention encoder's own kernels do that on some CPUs and not on
+// others (docs/batching.md); tests of batch invariance use this model so
+// that what they check can fail on any machine.
+var SizeSensitiveSource = strings.Replace(AttentionSource, "v = c.mean(dim=1)\n", "v = c.mean(dim=1) + 5e-8 * float(n)\n", 1)
+
+// BuildSizeSensitive writes the size-sensitive encoder's checkpoint (the
+// attention encoder's weights) to path.
+func BuildSizeSensitive(path string) error {
+	if SizeSensitiveSource == AttentionSource {
+		return fmt.Errorf("tinymodels: the attention source changed; SizeSensitiveSource adds nothing")
+	}
+	return BuildSource(path, torch.ModuleSource{Source: SizeSensitiveSource,
+		Parameters: map[string]*tensor.Tensor{"table": attentionTable()}})
 }
 
 // Files are the checkpoint file names Build writes, relative to its folder,

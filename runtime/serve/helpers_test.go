@@ -26,23 +26,23 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-// tiny holds the demo families' checkpoints and the attention encoder's,
+// tiny holds the demo families' checkpoints and the size-sensitive encoder's,
 // built once for the package's tests and removed when they are over.
 var tiny = enginetest.Checkpoints{Name: "serve-test", Build: func(dir string) error {
 	if err := tinymodels.Build(dir); err != nil {
 		return err
 	}
-	return tinymodels.BuildAttention(filepath.Join(dir, "checkpoints", "attention-encoder.pt"))
+	return tinymodels.BuildSizeSensitive(filepath.Join(dir, "checkpoints", "size-sensitive.pt"))
 }}
 
 func TestMain(m *testing.M) { enginetest.Main(m) }
 
-// loadSpec loads a manifest of manifests/, or of testdata/ (the attention
+// loadSpec loads a manifest of manifests/, or of testdata/ (the size-sensitive
 // encoder).
 func loadSpec(t testing.TB, name string) *spec.ModelInferenceSpec {
 	t.Helper()
 	path := filepath.Join("..", "..", "manifests", name+".yaml")
-	if name == "attention-encoder" {
+	if name == "size-sensitive" {
 		path = filepath.Join("testdata", name+".yaml")
 	}
 	f, diags, err := validate.File(path)

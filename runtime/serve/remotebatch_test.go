@@ -14,8 +14,8 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-// attentionItem is item i of the attention encoder's tests: 32 token ids.
-func attentionItem(i int) map[string]any {
+// sizeSensitiveItem is item i of the size-sensitive encoder's tests: 32 token ids.
+func sizeSensitiveItem(i int) map[string]any {
 	r := rand.New(rand.NewPCG(uint64(i), 21))
 	v := make([]int64, 32)
 	for j := range v {
@@ -24,10 +24,10 @@ func attentionItem(i int) map[string]any {
 	return map[string]any{"tokens": tensor.FromInt64(v, 32)}
 }
 
-// attentionClient is an in-process client of the attention encoder.
-func attentionClient(t *testing.T, opts ...client.Option) *client.Client {
+// sizeSensitiveClient is an in-process client of the size-sensitive encoder.
+func sizeSensitiveClient(t *testing.T, opts ...client.Option) *client.Client {
 	t.Helper()
-	c, err := client.New(loadSpec(t, "attention-encoder"), append(clientOptions(t), opts...)...)
+	c, err := client.New(loadSpec(t, "size-sensitive"), append(clientOptions(t), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +47,14 @@ func TestRemoteBatchEqualsInProcess(t *testing.T) {
 	ctx := context.Background()
 	items := make([]map[string]any, 37) // four full batches and a padded one
 	for i := range items {
-		items[i] = attentionItem(i)
+		items[i] = sizeSensitiveItem(i)
 	}
 	for _, batching := range []bool{false, true} {
 		var opts []client.Option
 		if batching {
 			opts = append(opts, client.WithBatchInvariant())
 		}
-		in := attentionClient(t, opts...)
+		in := sizeSensitiveClient(t, opts...)
 		want, err := in.RunBatch(ctx, "embed", items)
 		if err != nil {
 			t.Fatal(err)
@@ -67,10 +67,10 @@ func TestRemoteBatchEqualsInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !batching && bytes.Equal(embedding(alone), embedding(want[0])) {
-			t.Fatal("the attention encoder gives the same bits alone and in a batch: this test could not fail")
+			t.Fatal("the size-sensitive encoder gives the same bits alone and in a batch: this test could not fail")
 		}
-		s := startFamilies(t, serve.Config{Batching: batching, BatchInvariant: batching}, loadSpec(t, "attention-encoder"))
-		got, err := remoteClient(t, s, "attention-encoder").RunBatch(ctx, "embed", items)
+		s := startFamilies(t, serve.Config{Batching: batching, BatchInvariant: batching}, loadSpec(t, "size-sensitive"))
+		got, err := remoteClient(t, s, "size-sensitive").RunBatch(ctx, "embed", items)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,9 +88,9 @@ func TestRemoteBatchEqualsInProcess(t *testing.T) {
 func TestBatchInvariantServing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	in := attentionClient(t, client.WithBatchInvariant())
-	s := startFamilies(t, serve.Config{Batching: true, BatchInvariant: true, BatchDelay: time.Millisecond}, loadSpec(t, "attention-encoder"))
-	re := remoteClient(t, s, "attention-encoder")
+	in := sizeSensitiveClient(t, client.WithBatchInvariant())
+	s := startFamilies(t, serve.Config{Batching: true, BatchInvariant: true, BatchDelay: time.Millisecond}, loadSpec(t, "size-sensitive"))
+	re := remoteClient(t, s, "size-sensitive")
 	const clients, each = 32, 8
 	var wg sync.WaitGroup
 	for c := range clients {
@@ -98,7 +98,7 @@ func TestBatchInvariantServing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for k := range each {
-				item := attentionItem(c*each + k)
+				item := sizeSensitiveItem(c*each + k)
 				got, err := re.Run(ctx, "embed", item, nil)
 				if err != nil {
 					t.Error(err)
