@@ -21,8 +21,9 @@ import (
 // asks for a stream: same limits, MaxSessions included, and stream
 // parameters), then the server sends the session message and one chunk
 // message per chunk while the client's control messages set controls and
-// ack chunks (lockstep), as the REST controls endpoint does; a refused
-// control is answered with an error_message and the session goes on. The
+// ack chunks (lockstep), as the REST controls endpoint does; a control
+// message that sets controls is answered with the controls in effect, a
+// refused one with an error_message, and the session goes on. The
 // stream ends OK after the last chunk, with Unavailable when the server
 // shuts down, and with the session's error otherwise. The first message
 // must arrive within the server's read limit (DeadlineExceeded).
@@ -99,10 +100,18 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 			if err != nil {
 				return
 			}
-			if err := se.control(msg.GetControls()); err != nil {
-				if send(&oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_ErrorMessage{ErrorMessage: err.Error()}}) != nil {
-					return
-				}
+			ans, err := se.control(msg.GetControls())
+			var out *oippb.ModelStreamInferResponse
+			switch {
+			case err != nil:
+				out = &oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_ErrorMessage{ErrorMessage: err.Error()}}
+			case ans != nil:
+				out = &oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_Controls{Controls: ans}}
+			default:
+				continue // an ack alone is answered only when refused
+			}
+			if send(out) != nil {
+				return
 			}
 		}
 	}()
@@ -145,23 +154,26 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 }
 
 // control applies a control message to a session: its controls from the
-// next chunk, its ack. A message without either is refused.
-func (se *session) control(c *oippb.SessionControls) error {
+// next chunk, its ack. It returns the controls in effect when the message
+// set some (nil for an ack alone). A message without either is refused.
+func (se *session) control(c *oippb.SessionControls) (*oippb.SessionControls, error) {
 	if c == nil {
-		return withStatus(http.StatusBadRequest, "a message after the first must be controls (the session is open)")
+		return nil, withStatus(http.StatusBadRequest, "a message after the first must be controls (the session is open)")
 	}
 	if len(c.GetControls()) == 0 && c.Ack == nil {
-		return withStatus(http.StatusBadRequest, "the controls message has neither controls nor an ack")
+		return nil, withStatus(http.StatusBadRequest, "the controls message has neither controls nor an ack")
 	}
+	var ans *oippb.SessionControls
 	if len(c.GetControls()) > 0 {
 		if err := se.s.SetControls(c.GetControls()); err != nil {
-			return err
+			return nil, err
 		}
+		ans = &oippb.SessionControls{Controls: se.s.Controls()}
 	}
 	if c.Ack != nil {
 		se.ack(c.GetAck())
 	}
-	return nil
+	return ans, nil
 }
 
 // firstMessage receives a session's first message, the infer request that

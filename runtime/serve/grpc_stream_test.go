@@ -22,9 +22,9 @@ import (
 // TestGrpcStreamAppliesControls runs a realtime session on the
 // bidirectional RPC: its chunks are the in-process stream's, bit for bit,
 // with controls sent after chunk 1 was taken applied from chunk 2 (the
-// session in lockstep, as the SSE path's remote client runs it); a refused
-// control is answered and the session goes on; it ends OK after
-// max_chunks.
+// session in lockstep, as the remote client runs it); controls are
+// answered with the controls in effect, a refused one with its error, and
+// the session goes on; it ends OK after max_chunks.
 func TestGrpcStreamAppliesControls(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -80,6 +80,7 @@ func TestGrpcStreamAppliesControls(t *testing.T) {
 	}
 	var got []*tensor.Tensor
 	refused := ""
+	var answered map[string]float64
 	for {
 		msg, err := st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -90,6 +91,10 @@ func TestGrpcStreamAppliesControls(t *testing.T) {
 		}
 		if e := msg.GetErrorMessage(); e != "" {
 			refused = e
+			continue
+		}
+		if c := msg.GetControls(); c != nil {
+			answered = c.Controls
 			continue
 		}
 		c := msg.GetChunk()
@@ -121,6 +126,9 @@ func TestGrpcStreamAppliesControls(t *testing.T) {
 		if !tensorsEqual(want[i], got[i]) {
 			t.Errorf("chunk %d differs from the in-process stream whose controls switched at chunk 2", i)
 		}
+	}
+	if answered["forward"] != 1 || answered["right"] != 0 {
+		t.Errorf("the controls answer: %v", answered)
 	}
 	if !strings.Contains(refused, `unknown control "jump"`) {
 		t.Errorf("refused control: %q", refused)

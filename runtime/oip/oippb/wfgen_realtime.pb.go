@@ -176,6 +176,7 @@ type ModelStreamInferResponse struct {
 	//	*ModelStreamInferResponse_Session
 	//	*ModelStreamInferResponse_Chunk
 	//	*ModelStreamInferResponse_ErrorMessage
+	//	*ModelStreamInferResponse_Controls
 	Message       isModelStreamInferResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -245,6 +246,15 @@ func (x *ModelStreamInferResponse) GetErrorMessage() string {
 	return ""
 }
 
+func (x *ModelStreamInferResponse) GetControls() *SessionControls {
+	if x != nil {
+		if x, ok := x.Message.(*ModelStreamInferResponse_Controls); ok {
+			return x.Controls
+		}
+	}
+	return nil
+}
+
 type isModelStreamInferResponse_Message interface {
 	isModelStreamInferResponse_Message()
 }
@@ -267,11 +277,19 @@ type ModelStreamInferResponse_ErrorMessage struct {
 	ErrorMessage string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3,oneof"`
 }
 
+type ModelStreamInferResponse_Controls struct {
+	// The controls in effect, answering a control message that set
+	// controls (one that only acks a chunk is answered only when refused).
+	Controls *SessionControls `protobuf:"bytes,4,opt,name=controls,proto3,oneof"`
+}
+
 func (*ModelStreamInferResponse_Session) isModelStreamInferResponse_Message() {}
 
 func (*ModelStreamInferResponse_Chunk) isModelStreamInferResponse_Message() {}
 
 func (*ModelStreamInferResponse_ErrorMessage) isModelStreamInferResponse_Message() {}
+
+func (*ModelStreamInferResponse_Controls) isModelStreamInferResponse_Message() {}
 
 // SessionInfo describes an open session.
 type SessionInfo struct {
@@ -344,11 +362,12 @@ const file_wfgen_realtime_proto_rawDesc = "" +
 	"\rControlsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\x06\n" +
-	"\x04_ack\"\xbc\x01\n" +
+	"\x04_ack\"\xfb\x01\n" +
 	"\x18ModelStreamInferResponse\x127\n" +
 	"\asession\x18\x01 \x01(\v2\x1b.wfgen.realtime.SessionInfoH\x00R\asession\x125\n" +
 	"\x05chunk\x18\x02 \x01(\v2\x1d.inference.ModelInferResponseH\x00R\x05chunk\x12%\n" +
-	"\rerror_message\x18\x03 \x01(\tH\x00R\ferrorMessageB\t\n" +
+	"\rerror_message\x18\x03 \x01(\tH\x00R\ferrorMessage\x12=\n" +
+	"\bcontrols\x18\x04 \x01(\v2\x1f.wfgen.realtime.SessionControlsH\x00R\bcontrolsB\t\n" +
 	"\amessage\"9\n" +
 	"\vSessionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -384,13 +403,14 @@ var file_wfgen_realtime_proto_depIdxs = []int32{
 	4, // 2: wfgen.realtime.SessionControls.controls:type_name -> wfgen.realtime.SessionControls.ControlsEntry
 	3, // 3: wfgen.realtime.ModelStreamInferResponse.session:type_name -> wfgen.realtime.SessionInfo
 	6, // 4: wfgen.realtime.ModelStreamInferResponse.chunk:type_name -> inference.ModelInferResponse
-	0, // 5: wfgen.realtime.RealtimeInferenceService.ModelStreamInfer:input_type -> wfgen.realtime.ModelStreamInferRequest
-	2, // 6: wfgen.realtime.RealtimeInferenceService.ModelStreamInfer:output_type -> wfgen.realtime.ModelStreamInferResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	1, // 5: wfgen.realtime.ModelStreamInferResponse.controls:type_name -> wfgen.realtime.SessionControls
+	0, // 6: wfgen.realtime.RealtimeInferenceService.ModelStreamInfer:input_type -> wfgen.realtime.ModelStreamInferRequest
+	2, // 7: wfgen.realtime.RealtimeInferenceService.ModelStreamInfer:output_type -> wfgen.realtime.ModelStreamInferResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_wfgen_realtime_proto_init() }
@@ -408,6 +428,7 @@ func file_wfgen_realtime_proto_init() {
 		(*ModelStreamInferResponse_Session)(nil),
 		(*ModelStreamInferResponse_Chunk)(nil),
 		(*ModelStreamInferResponse_ErrorMessage)(nil),
+		(*ModelStreamInferResponse_Controls)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -40,8 +40,10 @@ type RealtimeInferenceServiceClient interface {
 	// stream parameters of the REST API: paced, max_chunks, controls,
 	// lockstep); every later message sets controls and/or acknowledges a
 	// chunk. The server answers with a session message, then one chunk per
-	// message; the stream ends OK after the last chunk (max_chunks), or with
-	// the status of the error that ended the session.
+	// message, and answers each control message that sets controls with the
+	// controls in effect (or its refusal); the stream ends OK after the last
+	// chunk (max_chunks), or with the status of the error that ended the
+	// session.
 	ModelStreamInfer(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ModelStreamInferRequest, ModelStreamInferResponse], error)
 }
 
@@ -77,8 +79,10 @@ type RealtimeInferenceServiceServer interface {
 	// stream parameters of the REST API: paced, max_chunks, controls,
 	// lockstep); every later message sets controls and/or acknowledges a
 	// chunk. The server answers with a session message, then one chunk per
-	// message; the stream ends OK after the last chunk (max_chunks), or with
-	// the status of the error that ended the session.
+	// message, and answers each control message that sets controls with the
+	// controls in effect (or its refusal); the stream ends OK after the last
+	// chunk (max_chunks), or with the status of the error that ended the
+	// session.
 	ModelStreamInfer(grpc.BidiStreamingServer[ModelStreamInferRequest, ModelStreamInferResponse]) error
 	mustEmbedUnimplementedRealtimeInferenceServiceServer()
 }
