@@ -15,8 +15,9 @@
 # Python HTTP client, the third-party OIP client the binary tensor test
 # drives (its source is not installed here: docs/serving.md), and
 # protobuf-compiler, the protoc that runtime/oip/oippb's Go files are
-# generated with (its test checks they are current). Idempotent: does
-# nothing when all is there.
+# generated with (its test checks they are current), and haproxy, the load
+# balancer the replica test (cmd/wfserve) puts in front of two wfserve
+# processes. Idempotent: does nothing when all is there.
 set -euo pipefail
 
 need=()
@@ -34,6 +35,7 @@ if ! /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1; then need+=(python3-num
 if ! /usr/bin/python3 -c 'import rapidjson' >/dev/null 2>&1; then need+=(python3-rapidjson); fi
 if ! /usr/bin/python3 -c 'import geventhttpclient' >/dev/null 2>&1; then need+=(python3-geventhttpclient); fi
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+[ -x /usr/sbin/haproxy ] || need+=(haproxy)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

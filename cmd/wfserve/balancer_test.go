@@ -1,0 +1,412 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/worldfoundry/wfgen/generated/tinyencoder"
+	"github.com/worldfoundry/wfgen/generated/tinyworld"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/oip"
+	"github.com/worldfoundry/wfgen/runtime/remote"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
+)
+
+// haproxyConfig is the load balancer of docs/serving.md ("Scale-out"):
+// round robin over the replicas without affinity, readiness checks every
+// 100 ms, a failed connection tried again on the other replica, the
+// WebSocket upgrade passed through; the response names the replica (for
+// the test).
+const haproxyConfig = `defaults
+  mode http
+  timeout connect 2s
+  timeout client 60s
+  timeout server 60s
+  timeout tunnel 1h
+  retries 2
+  option redispatch 1
+
+frontend wfserve
+  bind 127.0.0.1:%d
+  default_backend replicas
+
+backend replicas
+  balance roundrobin
+  option httpchk GET /v2/health/ready
+  http-check expect status 200
+  http-response set-header X-Replica %%[srv_name]
+  server r1 127.0.0.1:%d check inter 100ms fall 1 rise 1
+  server r2 127.0.0.1:%d check inter 100ms fall 1 rise 1
+`
+
+// haproxyPath finds haproxy (/usr/sbin is not on every PATH), or skips.
+func haproxyPath(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/haproxy"); err == nil {
+		return "/usr/sbin/haproxy"
+	}
+	t.Skip("haproxy is not installed (scripts/setup.sh installs Debian's haproxy)")
+	return ""
+}
+
+// freePort returns a loopback port nothing listens on (now).
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startHAProxy runs Debian's haproxy in front of the replicas' ports and
+// returns its URL once it answers readiness.
+func startHAProxy(t *testing.T, p1, p2 int) string {
+	t.Helper()
+	bin := haproxyPath(t)
+	fe := freePort(t)
+	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, fe, p1, p2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-db", "-f", cfg)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d", fe)
+	enginetest.WaitFor(t, "haproxy to serve", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("haproxy exited:\n%s", out.String())
+		default:
+		}
+		resp, err := http.Get(url + "/v2/health/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return url
+}
+
+// replicasSeen sends readiness probes through the balancer until every
+// replica named answered one.
+func replicasSeen(t *testing.T, url string, names ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	enginetest.WaitFor(t, fmt.Sprintf("the balancer to route to %v", names), func() bool {
+		resp, err := http.Get(url + "/v2/health/ready")
+		if err == nil {
+			resp.Body.Close()
+			seen[resp.Header.Get("X-Replica")] = resp.StatusCode == 200
+		}
+		for _, n := range names {
+			if !seen[n] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// load runs the tiny encoder's Embed from 32 clients through the balancer
+// until stop is closed, each client checking every answer against want;
+// started is closed once every client had an answer. It returns the
+// answers and the failures.
+func load(enc *tinyencoder.Client, p tinyencoder.EmbedParams, want []byte, stop <-chan struct{}, started chan<- struct{}) (ok, failed int64, errs []string) {
+	const clients = 32
+	var nOK, nFailed atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var first sync.WaitGroup
+	first.Add(clients)
+	go func() { first.Wait(); close(started) }()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			once := sync.OnceFunc(first.Done)
+			defer once()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := enc.Embed(context.Background(), p)
+				switch {
+				case err != nil:
+					nFailed.Add(1)
+					mu.Lock()
+					if len(errs) < 2 {
+						errs = append(errs, err.Error())
+					}
+					mu.Unlock()
+				case !bytes.Equal(res.Embedding.Vector.Data, want):
+					nFailed.Add(1)
+					mu.Lock()
+					errs = append(errs, "an answer differs from the in-process client's")
+					mu.Unlock()
+				default:
+					nOK.Add(1)
+					once()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return nOK.Load(), nFailed.Load(), errs
+}
+
+// wsOpen opens a paced realtime session of the tiny world through the
+// balancer and returns it with its session id.
+func wsOpen(t *testing.T, url string) (*websocket.Conn, oip.SessionInfo) {
+	t.Helper()
+	c, _, err := websocket.Dial(context.Background(), url+"/v2/models/tiny-world/stream", &websocket.DialOptions{Subprotocols: []string{oip.SessionsSubprotocol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(16 << 20)
+	t.Cleanup(func() { c.CloseNow() })
+	if err := c.Write(context.Background(), websocket.MessageText, []byte(`{"parameters":{"task":"step"},"inputs":[]}`)); err != nil {
+		t.Fatal(err)
+	}
+	var info oip.SessionInfo
+	if ev := wsEvent(t, c); ev.Event != oip.EventSession || json.Unmarshal(ev.Data, &info) != nil {
+		t.Fatalf("first event %q %s", ev.Event, ev.Data)
+	}
+	return c, info
+}
+
+// wsEvent reads one event of a session (and a chunk's binary message).
+func wsEvent(t *testing.T, c *websocket.Conn) oip.Message {
+	t.Helper()
+	msg, err := wsNext(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
+func wsNext(c *websocket.Conn) (oip.Message, error) {
+	var msg oip.Message
+	_, b, err := c.Read(context.Background())
+	if err != nil {
+		return msg, err
+	}
+	if err := json.Unmarshal(b, &msg); err != nil {
+		return msg, err
+	}
+	if msg.Event == oip.EventChunk {
+		if _, _, err := c.Read(context.Background()); err != nil {
+			return msg, err
+		}
+	}
+	return msg, nil
+}
+
+// replicaOf says which replica holds a session: the one whose controls
+// URL knows it.
+func replicaOf(t *testing.T, info oip.SessionInfo, replicas map[string]*wfserveProc) string {
+	t.Helper()
+	for name, p := range replicas {
+		resp, err := http.Post(p.url+info.ControlsURL, "application/json", strings.NewReader(`{"controls":{}}`))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return name
+			}
+		}
+	}
+	t.Fatalf("no replica holds session %s", info.ID)
+	return ""
+}
+
+// Two wfserve replicas behind Debian's haproxy, round robin without
+// affinity: the generated remote clients give the in-process answers,
+// REST and a realtime stream over WebSocket with controls alike. A
+// replica killed (SIGKILL) under load from 32 clients: the stream it
+// held ends with an error, the other replica's stream goes on, and the
+// failed requests are counted; with remote.WithRetries no request fails
+// when the other replica is killed.
+func TestReplicasBehindHAProxy(t *testing.T) {
+	haproxyPath(t)
+	t.Parallel()
+	ctx := context.Background()
+	port1, port2 := freePort(t), freePort(t)
+	replicas := map[string]*wfserveProc{
+		"r1": startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", port1)),
+		"r2": startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", port2)),
+	}
+	lb := startHAProxy(t, port1, port2)
+	replicasSeen(t, lb, "r1", "r2")
+
+	// The in-process answers.
+	opts := []client.Option{client.WithCheckpointRoot(tiny.Dir(t)), client.WithDevice("cpu")}
+	encIn, err := tinyencoder.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer encIn.Close()
+	p := tinyencoder.DefaultEmbedParams()
+	p.Tokens = tensor.FromInt64([]int64{3, 1, 4, 1, 5, 9, 2, 6}, 8)
+	resIn, err := encIn.Embed(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := resIn.Embedding.Vector.Data
+
+	// Through the balancer: requests and a stream with controls.
+	encRe, err := tinyencoder.NewRemote(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		res, err := encRe.Embed(ctx, p)
+		if err != nil || !bytes.Equal(res.Embedding.Vector.Data, want) {
+			t.Fatalf("Embed through the balancer: %v, or an answer that differs", err)
+		}
+	}
+	worldIn, err := tinyworld.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worldIn.Close()
+	worldRe, err := tinyworld.NewRemote(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frames := func(w *tinyworld.Client) [][]byte {
+		sess, err := w.StepStream(ctx, tinyworld.DefaultStepParams(), stream.WithPacing(false), stream.WithMaxChunks(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [][]byte
+		for c, err := range sess.Chunks(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, c.Video.Frames.Data)
+			if c.Index == 1 {
+				if err := sess.SetControls(stream.Controls{"right": 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return got
+	}
+	if in, re := frames(worldIn), frames(worldRe); len(re) != 5 || !slicesEqual(in, re) {
+		t.Errorf("the stream through the balancer differs from the in-process one (%d chunks)", len(re))
+	}
+
+	// One paced stream on each replica.
+	streams := map[string]*websocket.Conn{}
+	for len(streams) < 2 {
+		c, info := wsOpen(t, lb)
+		if r := replicaOf(t, info, replicas); streams[r] == nil {
+			streams[r] = c
+		} else {
+			c.CloseNow()
+		}
+	}
+
+	// Kill r1 under load, without retries.
+	stop := make(chan struct{})
+	started := make(chan struct{})
+	var ok, failed int64
+	var errs []string
+	done := make(chan struct{})
+	go func() { ok, failed, errs = load(encRe, p, want, stop, started); close(done) }()
+	<-started
+	replicas["r1"].cmd.Process.Kill()
+	<-replicas["r1"].exited
+	// Its stream ends with an error; r2's goes on.
+	for {
+		msg, err := wsNext(streams["r1"])
+		if err != nil {
+			t.Logf("the stream on the killed replica ended: %v", err)
+			break
+		}
+		if msg.Event == oip.EventEnd {
+			t.Fatal("the stream on the killed replica ended as if by itself")
+		}
+	}
+	for range 2 {
+		if ev := wsEvent(t, streams["r2"]); ev.Event != oip.EventChunk {
+			t.Errorf("the other replica's stream: event %q %s", ev.Event, ev.Data)
+		}
+	}
+	replicasSeen(t, lb, "r2")
+	close(stop)
+	<-done
+	t.Logf("r1 killed under 32 clients without retries: %d answers, %d failed %v", ok, failed, errs)
+	if ok == 0 {
+		t.Error("no answers under load")
+	}
+
+	// Bring r1 back, then kill r2 under load with retries: nothing fails.
+	replicas["r1"] = startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", port1))
+	replicasSeen(t, lb, "r1", "r2")
+	encRetry, err := tinyencoder.NewRemote(lb, remote.WithRetries(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, started, done = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { ok, failed, errs = load(encRetry, p, want, stop, started); close(done) }()
+	<-started
+	replicas["r2"].cmd.Process.Kill()
+	<-replicas["r2"].exited
+	replicasSeen(t, lb, "r1")
+	// The load goes on past the kill while these run.
+	for range 64 {
+		if _, err := encRetry.Embed(ctx, p); err != nil {
+			t.Errorf("after the kill, with retries: %v", err)
+		}
+	}
+	close(stop)
+	<-done
+	t.Logf("r2 killed under 32 clients with remote.WithRetries(5): %d answers, %d failed %v", ok, failed, errs)
+	if failed != 0 {
+		t.Errorf("%d requests failed with retries: %v", failed, errs)
+	}
+}
+
+func slicesEqual(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
