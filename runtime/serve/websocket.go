@@ -145,39 +145,19 @@ func (s *Server) openWS(ctx context.Context, r *http.Request, c *websocket.Conn)
 	if err != nil {
 		return nil, err
 	}
-	version := ""
-	if pv := pathVariant(r); pv != nil {
-		version = pv.id
-	}
-	vs, err := m.oip.Variant(version, req.Parameters)
-	if err != nil {
-		return nil, err
-	}
-	v := m.variants[vs.VariantID]
-	task, err := m.oip.Task(req.Parameters)
-	if err != nil {
-		return nil, err
-	}
-	setObs(r.Context(), s.tel.obs(m, task.TaskID))
-	if !task.Stream {
-		return nil, withStatus(http.StatusBadRequest, "task %q is not a streaming task: send it to /v2/models/%s/infer", task.TaskID, m.oip.Spec.ModelFamilyID)
-	}
-	for _, k := range []string{"stream", oip.BatchParameter, oip.BinaryDataOutput, oip.BinaryData} {
+	for _, k := range []string{oip.BinaryDataOutput, oip.BinaryData} {
 		if _, ok := req.Parameters[k]; ok {
-			return nil, withStatus(http.StatusBadRequest, "parameter %q does not apply to a WebSocket session (it always streams, one item, its video as binary messages)", k)
+			return nil, withStatus(http.StatusBadRequest, "parameter %q does not apply to a WebSocket session (its video always travels as binary messages)", k)
 		}
 	}
-	if err := oip.CheckOutputs(task, req.Outputs); err != nil {
-		return nil, err
-	}
-	call, load, err := m.oip.Args(task, req.Inputs, s.lim)
+	ic, err := s.resolve(r.Context(), m, pathVariant(r), req, true, hold)
 	if err != nil {
 		return nil, err
 	}
-	if err := hold.add(tensorBytes(call) + tensorBytes(load)); err != nil {
-		return nil, err
+	if !ic.stream {
+		return nil, withStatus(http.StatusBadRequest, "task %q is not a streaming task: send it to /v2/models/%s/infer", ic.task.TaskID, m.oip.Spec.ModelFamilyID)
 	}
-	return s.openSession(ctx, m, v, task, call, req.Parameters)
+	return s.openSession(ctx, ic.m, ic.v, ic.task, ic.call, req.Parameters)
 }
 
 // wsConn sends a session's messages; a chunk's header and its binary

@@ -188,9 +188,10 @@ func TestWebSocketRefusals(t *testing.T) {
 		ws.sendText(first)
 		ws.refusedWith(code, text)
 	}
-	refused("tiny-encoder", `{"parameters":{"task":"embed"},"inputs":[{"name":"tokens","datatype":"INT64","shape":[1,2],"data":[1,2]}]}`, 4400, `task "embed" is not a streaming task`)
+	refused("tiny-encoder", `{"parameters":{"task":"embed"},"inputs":[{"name":"tokens","datatype":"INT64","shape":[2],"data":[1,2]}]}`, 4400, `task "embed" is not a streaming task`)
 	refused("tiny-world", `{"inputs":`, 4400, "malformed request")
-	refused("tiny-world", strings.Replace(wsWorldRequest, `"paced"`, `"stream":true,"paced"`, 1), 4400, `parameter "stream" does not apply`)
+	refused("tiny-world", strings.Replace(wsWorldRequest, `"paced"`, `"batch":true,"paced"`, 1), 4400, "a stream is not a batch")
+	refused("tiny-world", strings.Replace(wsWorldRequest, `"paced"`, `"binary_data_output":true,"paced"`, 1), 4400, `parameter "binary_data_output" does not apply`)
 	refused("tiny-world", strings.Replace(wsWorldRequest, `2.5`, `-1`, 1), 4400, "speed")
 
 	// The one session allowed is open: another is refused 4429.
