@@ -1,5 +1,13 @@
 package oip
 
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
+)
+
 // CheckRawRequest checks a request built from a transport that carries
 // every input's elements as raw bytes in Tensor.Raw (the protocol's gRPC
 // API: raw_input_contents, in the binary tensor data extension's form —
@@ -33,4 +41,66 @@ func CheckRawRequest(req *InferenceRequest, lim Limits) error {
 		}
 	}
 	return nil
+}
+
+// EncodeInputsRaw is EncodeInputs with every input raw, as the protocol's
+// gRPC API carries them (raw_input_contents): tensor, image and video
+// inputs share the kwargs' tensor data, scalar and list inputs are encoded
+// in the binary extension's form (INT64, FP64 and BOOL elements
+// little-endian, a BYTES element a 4-byte length and its bytes). Each has
+// Raw, no Data and no parameters.
+func EncodeInputsRaw(task *spec.InferenceTaskProfile, call, load map[string]any) ([]Tensor, error) {
+	ts, err := encodeInputs(task, call, load, binaryTensor)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ts {
+		t := &ts[i]
+		t.Parameters = nil
+		if t.Raw != nil {
+			continue
+		}
+		raw := []byte{}
+		err := walkData(t.Data, t.Shape, func(tok []byte) error {
+			switch t.Datatype {
+			case Bytes:
+				s, err := parseString(tok)
+				if err != nil {
+					return err
+				}
+				raw = binary.LittleEndian.AppendUint32(raw, uint32(len(s)))
+				raw = append(raw, s...)
+			case Bool:
+				b, err := parseBool(tok)
+				if err != nil {
+					return err
+				}
+				if b {
+					raw = append(raw, 1)
+				} else {
+					raw = append(raw, 0)
+				}
+			case Int64:
+				n, err := parseInt(tok, Int64)
+				if err != nil {
+					return err
+				}
+				raw = binary.LittleEndian.AppendUint64(raw, uint64(n))
+			case FP64:
+				f, err := parseFloat(tok)
+				if err != nil {
+					return err
+				}
+				raw = binary.LittleEndian.AppendUint64(raw, math.Float64bits(f))
+			default:
+				return fmt.Errorf("datatype %s", t.Datatype)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", t.Name, err)
+		}
+		t.Raw, t.Data = raw, nil
+	}
+	return ts, nil
 }

@@ -25,7 +25,6 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -95,67 +94,6 @@ type grpcService struct {
 	s *Server
 }
 
-// grpcCode is the gRPC code of a REST status: 400 InvalidArgument, 401
-// Unauthenticated, 404 NotFound, 408 and 504 DeadlineExceeded, 413 and 429
-// ResourceExhausted, 499 (the client went away) Canceled, 503
-// Unavailable, 500 and any other Internal.
-func grpcCode(httpStatus int) codes.Code {
-	switch httpStatus {
-	case http.StatusOK:
-		return codes.OK
-	case http.StatusBadRequest:
-		return codes.InvalidArgument
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound:
-		return codes.NotFound
-	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
-		return codes.DeadlineExceeded
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
-		return codes.ResourceExhausted
-	case statusClientGone:
-		return codes.Canceled
-	case http.StatusServiceUnavailable:
-		return codes.Unavailable
-	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		return codes.Unimplemented
-	}
-	if httpStatus >= 400 && httpStatus < 500 {
-		return codes.InvalidArgument
-	}
-	return codes.Internal
-}
-
-// httpOfCode is the REST status of a gRPC code, for errors gRPC itself
-// made (a message too large, a cancelled call).
-func httpOfCode(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Canceled:
-		return statusClientGone
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	}
-	return http.StatusInternalServerError
-}
-
 // grpcAnswer returns the REST status and the gRPC error of a handler's
 // error, given the call's own context (ended: the client went away or its
 // deadline passed).
@@ -164,7 +102,7 @@ func grpcAnswer(call context.Context, err error) (int, error) {
 		return http.StatusOK, nil
 	}
 	if st, ok := grpcstatus.FromError(err); ok {
-		return httpOfCode(st.Code()), err
+		return oippb.HTTPStatus(st.Code()), err
 	}
 	code := status(err)
 	switch {
@@ -178,7 +116,7 @@ func grpcAnswer(call context.Context, err error) (int, error) {
 	if errors.As(err, &mbe) {
 		msg = "request larger than the limit of " + strconv.FormatInt(mbe.Limit, 10) + " bytes"
 	}
-	return code, grpcstatus.Error(grpcCode(code), msg)
+	return code, grpcstatus.Error(oippb.Code(code), msg)
 }
 
 // grpcUnary is the unary calls' middleware: what observe, drainGuard and

@@ -274,16 +274,7 @@ func Response(r *oip.InferenceResponse) (*ModelInferResponse, error) {
 		if t.Raw == nil && t.Data != nil {
 			return nil, fmt.Errorf("output %q is JSON data, not raw", t.Name)
 		}
-		p := t.Parameters
-		if _, ok := p[oip.BinaryDataSize]; ok {
-			p = make(oip.Parameters, len(t.Parameters))
-			for k, v := range t.Parameters {
-				if k != oip.BinaryDataSize {
-					p[k] = v
-				}
-			}
-		}
-		tp, err := FromParameters(p)
+		tp, err := FromParameters(withoutSize(t.Parameters))
 		if err != nil {
 			return nil, fmt.Errorf("output %q: %w", t.Name, err)
 		}
@@ -293,6 +284,90 @@ func Response(r *oip.InferenceResponse) (*ModelInferResponse, error) {
 			raw = []byte{}
 		}
 		out.RawOutputContents[i] = raw
+	}
+	return out, nil
+}
+
+// NewRequest returns the ModelInferRequest of an oip request whose inputs
+// are raw (oip.EncodeInputsRaw), to the model name and version ("": the
+// server's default): each input's elements in raw_input_contents, in
+// order.
+func NewRequest(model, version string, req *oip.InferenceRequest) (*ModelInferRequest, error) {
+	params, err := FromParameters(req.Parameters)
+	if err != nil {
+		return nil, err
+	}
+	out := &ModelInferRequest{ModelName: model, ModelVersion: version, Id: req.ID, Parameters: params,
+		Inputs: make([]*ModelInferRequest_InferInputTensor, len(req.Inputs)), RawInputContents: make([][]byte, len(req.Inputs))}
+	for i := range req.Inputs {
+		t := &req.Inputs[i]
+		if t.Raw == nil {
+			return nil, fmt.Errorf("input %q is not raw", t.Name)
+		}
+		tp, err := FromParameters(withoutSize(t.Parameters))
+		if err != nil {
+			return nil, fmt.Errorf("input %q: %w", t.Name, err)
+		}
+		out.Inputs[i] = &ModelInferRequest_InferInputTensor{Name: t.Name, Datatype: string(t.Datatype), Shape: t.Shape, Parameters: tp}
+		out.RawInputContents[i] = t.Raw
+	}
+	for _, o := range req.Outputs {
+		op, err := FromParameters(o.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("output %q: %w", o.Name, err)
+		}
+		out.Outputs = append(out.Outputs, &ModelInferRequest_InferRequestedOutputTensor{Name: o.Name, Parameters: op})
+	}
+	return out, nil
+}
+
+// withoutSize returns p without binary_data_size (a copy when it has it).
+func withoutSize(p oip.Parameters) oip.Parameters {
+	if _, ok := p[oip.BinaryDataSize]; !ok {
+		return p
+	}
+	q := make(oip.Parameters, len(p))
+	for k, v := range p {
+		if k != oip.BinaryDataSize {
+			q[k] = v
+		}
+	}
+	return q
+}
+
+// DecodeResponse returns the oip response a ModelInferResponse carries:
+// each output binary (its Raw from raw_output_contents, or from its typed
+// contents, and its binary_data_size parameter), as oip.DecodeOutputs
+// takes it.
+func DecodeResponse(r *ModelInferResponse) (*oip.InferenceResponse, error) {
+	raw := r.GetRawOutputContents()
+	if len(raw) > 0 && len(raw) != len(r.GetOutputs()) {
+		return nil, fmt.Errorf("raw_output_contents has %d entries and outputs %d", len(raw), len(r.GetOutputs()))
+	}
+	out := &oip.InferenceResponse{ModelName: r.GetModelName(), ModelVersion: r.GetModelVersion(), ID: r.GetId(),
+		Parameters: Parameters(r.GetParameters()), Outputs: make([]oip.Tensor, len(r.GetOutputs()))}
+	for i, o := range r.GetOutputs() {
+		t := oip.Tensor{Name: o.GetName(), Datatype: oip.Datatype(o.GetDatatype()), Shape: o.GetShape(), Parameters: Parameters(o.GetParameters())}
+		if t.Shape == nil {
+			t.Shape = []int64{}
+		}
+		if len(raw) > 0 {
+			t.Raw = raw[i]
+		} else {
+			b, err := contentsRaw(t.Datatype, o.GetContents())
+			if err != nil {
+				return nil, fmt.Errorf("output %q: %v", t.Name, err)
+			}
+			t.Raw = b
+		}
+		if t.Raw == nil {
+			t.Raw = []byte{}
+		}
+		if t.Parameters == nil {
+			t.Parameters = oip.Parameters{}
+		}
+		t.Parameters[oip.BinaryDataSize] = int64(len(t.Raw))
+		out.Outputs[i] = t
 	}
 	return out, nil
 }
