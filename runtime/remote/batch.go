@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 
@@ -172,8 +171,8 @@ func (c *Client) runItems(ctx context.Context, task *spec.InferenceTaskProfile, 
 	if perItem {
 		req.Parameters[oip.ItemErrorsParameter] = true
 	}
-	var resp oip.InferenceResponse
-	if err := c.do(ctx, http.MethodPost, c.path("infer"), req, &resp); err != nil {
+	resp, err := c.infer(ctx, req)
+	if err != nil {
 		return nil, nil, err
 	}
 	failed, err := oip.ParseItemErrors(resp.Parameters)

@@ -16,6 +16,9 @@ import (
 // output asked for binary (the binary tensor data extension), with
 // WithJSONTensors all JSON (request).
 func (c *Client) inferRequest(task *spec.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
+	if c.grpc != nil {
+		return rawRequest(task, call, load) // gRPC carries every input raw (grpc.go)
+	}
 	if c.asJSON {
 		return c.request(task, call, load)
 	}

@@ -1,13 +1,14 @@
 // Package remote runs a family's tasks on a server that speaks the Open
-// Inference Protocol (KServe v2) REST API, such as cmd/wfserve, and returns
-// their outputs in exactly the form the in-process runtime/client returns:
-// a Client is a client.Backend, so a generated Client made by NewRemote is
-// the same type, with the same methods, as one made by New.
+// Inference Protocol (KServe v2) REST API or, for a grpc:// or grpcs://
+// URL, its gRPC API, such as cmd/wfserve, and returns their outputs in
+// exactly the form the in-process runtime/client returns: a Client is a
+// client.Backend, so a generated Client made by NewRemote is the same
+// type, with the same methods, as one made by New.
 //
 // The mapping of fields and artifacts onto named tensors is package oip's.
 // Any OIP server that serves a model with the family's inputs works for Run
-// and RunBatch; streams use wfserve's Server-Sent Events extension (see
-// docs/serving.md).
+// and RunBatch; streams use wfserve's session extension: one WebSocket
+// over REST, one bidirectional RPC over gRPC (see docs/serving.md).
 package remote
 
 import (
@@ -85,15 +86,20 @@ type Client struct {
 	vspec   *spec.InferenceVariantSpec // the variant, the family's default when none is named
 	token   string
 	http    *http.Client
-	tracer  trace.Tracer // WithTracerProvider; nil: the global provider
-	asJSON  bool         // WithJSONTensors
-	retries int          // WithRetries
+	tracer  trace.Tracer   // WithTracerProvider; nil: the global provider
+	asJSON  bool           // WithJSONTensors
+	retries int            // WithRetries
+	grpc    *grpcTransport // a grpc:// or grpcs:// URL (grpc.go); nil: REST
 }
 
 var _ client.Backend = (*Client)(nil)
 
-// New returns a client of the family spec served at baseURL (the server's
-// root: "http://host:8080"). Nothing is sent until the first call.
+// New returns a client of the family spec served at baseURL: the server's
+// REST root ("http://host:8080", "https://...") or its gRPC address
+// ("grpc://host:8081", plaintext; "grpcs://host:8081", TLS), which picks
+// the transport. The calls, their answers and errors are the same over
+// either. Nothing is sent until the first call; Close closes a gRPC
+// connection.
 func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client, error) {
 	if spec == nil {
 		return nil, errors.New("remote: nil spec")
@@ -102,8 +108,8 @@ func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client
 	if err != nil {
 		return nil, fmt.Errorf("remote: base URL %q: %w", baseURL, err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("remote: base URL %q: want http:// or https:// and a host", baseURL)
+	if u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" && u.Scheme != "grpcs" || u.Host == "" {
+		return nil, fmt.Errorf("remote: base URL %q: want http://, https://, grpc:// or grpcs:// and a host", baseURL)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	c := &Client{spec: spec, base: u, model: spec.ModelFamilyID, http: http.DefaultClient}
@@ -120,6 +126,14 @@ func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client
 		c.variant = v.VariantID
 	}
 	c.vspec = v
+	if u.Scheme == "grpc" || u.Scheme == "grpcs" {
+		if c.asJSON || c.http != http.DefaultClient {
+			return nil, errNotGRPC
+		}
+		if c.grpc, err = dialGRPC(u); err != nil {
+			return nil, fmt.Errorf("remote: %w", err)
+		}
+	}
 	return c, nil
 }
 
@@ -131,9 +145,14 @@ func (c *Client) Spec() *spec.ModelInferenceSpec { return c.spec }
 // none.
 func (c *Client) Variant() *spec.InferenceVariantSpec { return c.vspec }
 
-// Close releases nothing the server holds (each call is a request); it is
-// there so that a Client is a client.Backend.
-func (c *Client) Close() error { return nil }
+// Close closes the gRPC connection of a grpc:// client; a REST client
+// holds nothing (each call is a request).
+func (c *Client) Close() error {
+	if c.grpc != nil {
+		return c.grpc.conn.Close()
+	}
+	return nil
+}
 
 // StatusError is an error answer of the server: its HTTP status and the
 // protocol error body's message. errors.Is matches context.DeadlineExceeded
@@ -334,8 +353,8 @@ func (c *Client) run(ctx context.Context, task *spec.InferenceTaskProfile, call,
 	if err != nil {
 		return nil, err
 	}
-	var resp oip.InferenceResponse
-	if err := c.do(ctx, http.MethodPost, c.path("infer"), req, &resp); err != nil {
+	resp, err := c.infer(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	return oip.DecodeOutputs(task, resp.Outputs)
@@ -343,6 +362,13 @@ func (c *Client) run(ctx context.Context, task *spec.InferenceTaskProfile, call,
 
 // Metadata returns the server's metadata of the model.
 func (c *Client) Metadata(ctx context.Context) (*oip.ModelMetadata, error) {
+	if c.grpc != nil {
+		md, err := c.grpcMetadata(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.where(""), err)
+		}
+		return md, nil
+	}
 	var md oip.ModelMetadata
 	if err := c.do(ctx, http.MethodGet, c.path(""), nil, &md); err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err)
@@ -352,6 +378,12 @@ func (c *Client) Metadata(ctx context.Context) (*oip.ModelMetadata, error) {
 
 // Ready returns nil when the server reports the model (variant) ready.
 func (c *Client) Ready(ctx context.Context) error {
+	if c.grpc != nil {
+		if err := c.grpcReady(ctx); err != nil {
+			return fmt.Errorf("%s: %w", c.where(""), err)
+		}
+		return nil
+	}
 	var v map[string]any
 	if err := c.do(ctx, http.MethodGet, c.path("ready"), nil, &v); err != nil {
 		return fmt.Errorf("%s: %w", c.where(""), err)

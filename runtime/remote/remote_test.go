@@ -44,9 +44,9 @@ func TestNewRejectsBadArguments(t *testing.T) {
 		opts []remote.Option
 		want string
 	}{
-		{"localhost:8080", nil, "want http:// or https://"},
-		{"ftp://host", nil, "want http:// or https://"},
-		{"http://", nil, "want http:// or https://"},
+		{"localhost:8080", nil, "want http://, https://, grpc:// or grpcs://"},
+		{"ftp://host", nil, "want http://, https://, grpc:// or grpcs://"},
+		{"http://", nil, "want http://, https://, grpc:// or grpcs://"},
 		{"http://h", []remote.Option{remote.WithVariant("v9")}, `no variant "v9"`},
 		{"http://h", []remote.Option{remote.WithHTTPClient(nil)}, "nil http client"},
 		{"http://h", []remote.Option{remote.WithModelName("")}, "empty model name"},

@@ -63,6 +63,9 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 	if err != nil {
 		return nil, err
 	}
+	if c.grpc != nil { // the session on the bidirectional RPC (grpcstream.go)
+		return c.grpcStream(ctx, task, in, video, probe, opts)
+	}
 	rs := &remoteSession{c: c, ctx: ctx, task: task, video: video, req: req, paced: probe.Paced(), maxChunks: probe.MaxChunks()}
 	all := append(append([]stream.Option{}, opts...), stream.WithPacing(false), stream.WithControlsHook(rs.sendControls))
 	sess, err := stream.New(c.spec.Realtime, rs.step, all...)
