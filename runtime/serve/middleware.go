@@ -107,7 +107,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v2/health/") || bearer(r.Header.Get("Authorization"), s.cfg.Token) || wsBearer(r, s.cfg.Token) {
+		if strings.HasPrefix(r.URL.Path, "/v2/health/") || s.publicPage(r) || bearer(r.Header.Get("Authorization"), s.cfg.Token) || wsBearer(r, s.cfg.Token) {
 			next.ServeHTTP(w, r)
 			return
 		}

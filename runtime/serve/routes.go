@@ -44,13 +44,13 @@ func (s *Server) routes() http.Handler {
 	if m := s.tel.m; m != nil {
 		mux.Handle("/metrics", get(m.handler.ServeHTTP))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", s.pages(func(w http.ResponseWriter, r *http.Request) { // the playground (playground.go), else 404
 		if r.URL.Path != "/v2" && !strings.HasPrefix(r.URL.Path, "/v2/") {
 			refuse(w, r, withStatus(http.StatusNotFound, "no endpoint %s (the protocol's endpoints are under /v2)", r.URL.Path))
 			return
 		}
 		refuse(w, r, withStatus(http.StatusNotFound, "no endpoint %s", r.URL.Path))
-	})
+	}))
 	s.mux = mux
 	return mux
 }

@@ -114,6 +114,10 @@ type Config struct {
 	// (docs/serving.md lists them). The endpoint, like every one but the
 	// health probes, needs the bearer token when Token is set.
 	DisableMetrics bool
+	// DisablePlayground turns off the playground: the web pages of the
+	// served families at GET / and /playground/ (runtime/playground; the
+	// pages need no token, the API calls they make carry it).
+	DisablePlayground bool
 	// TracerProvider, when set, traces every request with OpenTelemetry: a
 	// server span (a child of the W3C traceparent the request carries),
 	// and spans of an infer request's queue wait and engine call and of

@@ -97,9 +97,9 @@
     }
     const path = (suffix) => '/v2/models/' + encodeURIComponent(f.id) +
       (ver ? '/versions/' + encodeURIComponent(ver.value) : '') + suffix;
-    main.replaceChildren(el('h1', {text: f.name}), f.description ? el('p', {text: f.description}) : null,
+    main.replaceChildren(...[el('h1', {text: f.name}), f.description ? el('p', {text: f.description}) : null,
       ver ? el('p', {}, el('label', {for: 'version', text: 'Variant '}), ver) : null,
-      f.tasks.map((t) => taskView(f, t, path)));
+      f.tasks.map((t) => taskView(f, t, path))].flat().filter(Boolean));
   }
 
   const id = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
@@ -261,7 +261,8 @@
   function placeError(views, formErr, msg) {
     for (const v of views) {
       const n = v.fi.name.replace(/\.0$/, '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      if (msg.includes('"' + v.fi.name.replace(/\.0$/, '') + '"') || new RegExp('\\b(field|input)s?\\(?s?\\)? ' + n + '\\b').test(msg) || msg.startsWith(v.fi.name + ':')) {
+      if (msg.includes('"' + v.fi.name.replace(/\.0$/, '') + '"') || new RegExp('\\b(field|input)s?\\(?s?\\)? ' + n + '\\b').test(msg) ||
+        new RegExp('(^|[\\s"(])' + n + '(\\[\\d+\\])?:').test(msg)) {
         v.setError(msg);
         v.control.focus();
         return;
@@ -281,10 +282,10 @@
   }
 
   function taskView(f, t, path) {
-    const hid = id(t.id, 'h');
+    const hid = id(t.id, '-h');
     const views = t.inputs.map((fi) => fieldView(t, fi));
-    const formErr = el('p', {class: 'error', role: 'alert', id: id(t.id, 'err')});
-    const results = el('div', {class: 'results', id: id(t.id, 'results'), 'aria-live': 'polite'});
+    const formErr = el('p', {class: 'error', role: 'alert', id: id(t.id, '-err')});
+    const results = el('div', {class: 'results', id: id(t.id, '-results'), 'aria-live': 'polite'});
     const clear = () => { formErr.textContent = ''; views.forEach((v) => v.setError('')); };
     const form = el('form', {novalidate: true, 'aria-labelledby': hid}, views.map((v) => v.node));
     const sec = el('section', {class: 'task', id: id('task', t.id), 'aria-labelledby': hid},
@@ -294,7 +295,7 @@
       sec.append(formErr);
       return sec;
     }
-    const run = el('button', {type: 'submit', id: id(t.id, 'run'), text: 'Run'}), status = el('p', {class: 'status', role: 'status'});
+    const run = el('button', {type: 'submit', id: id(t.id, '-run'), text: 'Run'}), status = el('p', {class: 'status', role: 'status'});
     form.append(el('div', {class: 'actions'}, run, status), formErr);
     form.addEventListener('submit', async (ev) => {
       ev.preventDefault();
@@ -416,9 +417,9 @@
   function liveView(f, t, views, path, clear, formErr) {
     const rt = t.realtime, interval = 1000 / rt.fps;
     const video = t.outputs.find((o) => o.kind === 'video') || t.outputs[0];
-    const canvas = el('canvas', {class: 'live', id: id(t.id, 'live'), tabindex: 0, width: 32, height: 32, role: 'img', 'aria-label': 'Live frames (not started)'});
-    const start = el('button', {type: 'button', id: id(t.id, 'start'), text: 'Start'});
-    const stop = el('button', {type: 'button', id: id(t.id, 'stop'), text: 'Stop', disabled: true});
+    const canvas = el('canvas', {class: 'live', id: id(t.id, '-live'), tabindex: 0, width: 32, height: 32, role: 'img', 'aria-label': 'Live frames (not started)'});
+    const start = el('button', {type: 'button', id: id(t.id, '-start'), text: 'Start'});
+    const stop = el('button', {type: 'button', id: id(t.id, '-stop'), text: 'Stop', disabled: true});
     const status = el('p', {class: 'status', role: 'status', text: 'Not started.'});
     const keyOf = {}, btn = {};
     for (const c of rt.controls) for (const k of c.keys) keyOf[k.length === 1 ? k.toLowerCase() : k] = c.name;
@@ -491,6 +492,9 @@
           requestAnimationFrame(() => {
             const l = performance.now() - sent.pressed;
             s.keyLatency.push(l);
+            // where the time went: waiting for the next frame's turn, the
+            // round trip (the server's step within it), the paint
+            s.presses.push({wait: sent.at - sent.pressed, rtt: now - sent.at, step: resp.parameters.latency_ms, total: l});
             const mean = s.keyLatency.reduce((a, b) => a + b, 0) / s.keyLatency.length;
             stat.key.textContent = ms(l) + ' (mean ' + ms(mean) + ' of ' + s.keyLatency.length + ')';
           });
@@ -515,7 +519,7 @@
       clear();
       let inputs;
       try { inputs = await collect(views); } catch (e) { return; }
-      s = WF.sessions[t.id] = {running: true, queue: [], held: new Set(), sent: {}, rtt: [], keyLatency: [], arrivals: [], frames: 0, index: -1, due: null};
+      s = WF.sessions[t.id] = {running: true, queue: [], held: new Set(), sent: {}, rtt: [], keyLatency: [], presses: [], arrivals: [], frames: 0, index: -1, due: null};
       for (const k in stat) stat[k].textContent = '–';
       start.disabled = true; stop.disabled = false;
       status.textContent = 'Starting…';

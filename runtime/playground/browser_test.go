@@ -1,0 +1,522 @@
+//go:build cgo
+
+package playground_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/png"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/worldfoundry/wfgen/examples/digits"
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/examples/worldmodel"
+	gendigits "github.com/worldfoundry/wfgen/generated/digits"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/playground"
+	"github.com/worldfoundry/wfgen/runtime/serve"
+	_ "github.com/worldfoundry/wfgen/runtime/torch" // the libtorch engine
+)
+
+// chromium is Debian's chromium (scripts/setup.sh installs it).
+const chromium = "/usr/bin/chromium"
+
+// token is the served playground's bearer token: the page must ask for it.
+const token = "playground-test-token"
+
+// tiny holds the tiny demo checkpoints (tiny-world), built once.
+var tiny = enginetest.Checkpoints{Name: "playground-test", Build: tinymodels.Build}
+
+func TestMain(m *testing.M) { enginetest.Main(m) }
+
+// repoOut is the repository's out/ folder, where the demo keeps its
+// trained models and the tests their screenshots.
+func repoOut(t *testing.T) string {
+	t.Helper()
+	out, err := filepath.Abs(filepath.Join("..", "..", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// served is wfserve's handler with the digits model, the learned world
+// model and the tiny world, behind a bearer token, on loopback; /static/
+// serves a page written by playground.Write from the same origin.
+type served struct {
+	url, digitsRoot, static string
+	srv                     *serve.Server
+}
+
+func startServer(t *testing.T) *served {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	out := repoOut(t)
+	// The demo and the examples' tests share these trained models; the
+	// first to need one trains it (digits: seconds; the world model: about
+	// two minutes, once).
+	dr := filepath.Join(out, "digits")
+	if _, err := digits.Ensure(ctx, dr); err != nil {
+		t.Fatal(err)
+	}
+	wr := filepath.Join(out, "worldmodel")
+	if _, err := worldmodel.Ensure(ctx, wr); err != nil {
+		t.Fatal(err)
+	}
+	fam := func(name, root string) serve.Family {
+		return serve.Family{Spec: loadSpec(t, name), Options: []client.Option{client.WithCheckpointRoot(root), client.WithDevice("cpu")}}
+	}
+	srv, err := serve.New(serve.Config{Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		fam("worldmodel", wr), fam("digits", dr), fam("tiny-world", tiny.Dir(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	if err := srv.Load(); err != nil {
+		t.Fatal(err)
+	}
+	static := t.TempDir()
+	if err := playground.Write(static, loadSpec(t, "tiny-world")); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/static/", http.StripPrefix("/static/", http.FileServer(http.Dir(static))))
+	mux.Handle("/", srv)
+	hs := srv.HTTPServer()
+	hs.Handler = mux
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return &served{url: "http://" + ln.Addr().String(), digitsRoot: dr, static: static, srv: srv}
+}
+
+// browser starts headless chromium with a fresh profile and every
+// background network feature off (the machine is offline).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("skipping the browser tests: %s is absent (scripts/setup.sh installs Debian's chromium): %v", chromium, err)
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1100, 1100))
+	bctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	if err := chromedp.Do(bctx); err != nil { // starts the browser
+		t.Fatal(err)
+	}
+	return bctx
+}
+
+// tabTimeout bounds what a test does in one tab.
+var tabTimeout = 90 * time.Second
+
+// tab opens a new tab with a deadline for everything done in it.
+func tab(t *testing.T, bctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := chromedp.NewContext(bctx)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The page's console and uncaught errors go to the test log.
+	chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *cdpruntime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range ev.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			t.Logf("console.%s: %s", ev.Type, strings.Join(args, " "))
+		case *cdpruntime.EventExceptionThrown:
+			t.Errorf("the page threw: %s %s", ev.ExceptionDetails.Text, ev.ExceptionDetails.Exception.Description)
+		}
+	})
+	tctx, cancelT := context.WithTimeout(ctx, tabTimeout)
+	return tctx, func() { cancelT(); cancel() }
+}
+
+// dump logs what the page shows, for a test that failed waiting on it.
+func dump(t *testing.T, ctx context.Context) {
+	t.Helper()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	html, err := chromedp.Run(dctx, chromedp.Evaluate[string](`location.href + "\n" + [...document.querySelectorAll('.error, .status, #conn-msg, [data-stat]')].map((e) => (e.id || e.className) + ": " + e.textContent).join("\n")`))
+	t.Logf("the page: %v\n%s", err, html)
+}
+
+// login answers the page's token prompt: the page asks when the server
+// answers 401.
+func login(ctx context.Context) error {
+	return chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS("#conn[open] #token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS("#conn-form button")),
+	)
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	if err != nil {
+		t.Errorf("screenshot: %v", err)
+		return
+	}
+	path := filepath.Join(repoOut(t), name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestBrowser drives the playground in Chromium against a running server:
+// a digit read from an uploaded picture (the page converts it as Go does:
+// the same logits), a bad value answered with the server's error beside
+// its field, the world model played from the keyboard (five presses of
+// the right arrow move the sprite as the simulator says), the session
+// ended by closing the tab, and the static page of `wfgen playground`.
+func TestBrowser(t *testing.T) {
+	bctx := browser(t)
+	s := startServer(t)
+
+	t.Run("digits", func(t *testing.T) {
+		ctx, cancel := tab(t, bctx)
+		defer cancel()
+		items, err := digits.TestSet(s.digitsRoot)
+		if err != nil || len(items) == 0 {
+			t.Fatalf("the digits test set: %v", err)
+		}
+		item := items[0]
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/")); err != nil {
+			t.Fatal(err)
+		}
+		if err := login(ctx); err != nil {
+			t.Fatalf("the index page did not ask for the token: %v", err)
+		}
+		if err := chromedp.Do(ctx,
+			chromedp.Click(chromedp.CSS(`a[href="/playground/digits"]`)),
+			chromedp.WaitReady(chromedp.ID("classify-pixels")),
+			chromedp.SetUploadFiles(chromedp.ID("classify-pixels"), []string{item.Path}),
+			chromedp.Click(chromedp.ID("classify--run")),
+			chromedp.WaitVisible(chromedp.CSS(`#classify--results [data-output="label"] .scalar`)),
+		); err != nil {
+			t.Fatal(err)
+		}
+		shown, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#classify--results [data-output="label"] .scalar`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outs []struct {
+			Name string    `json:"name"`
+			Data []float64 `json:"data"`
+		}
+		if raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify(WF.results.classify)`)); err != nil || json.Unmarshal([]byte(raw), &outs) != nil {
+			t.Fatalf("the page's outputs: %v %s", err, raw)
+		}
+		argmax, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#classify--results [data-output="logits"] .summary`), "data-argmax"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		screenshot(t, ctx, "playground-digits.png")
+
+		// The same picture in Go: png.Decode, SetPixelsFromImage, libtorch.
+		c, err := gendigits.New(client.WithCheckpointRoot(s.digitsRoot), client.WithDevice("cpu"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		f, err := os.Open(item.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := gendigits.DefaultClassifyParams()
+		if err := p.SetPixelsFromImage(img); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Classify(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		label, _ := res.Label.Int64s()
+		logits, _ := res.Logits.Float32s()
+		if shown != strconv.FormatInt(label[0], 10) || argmax.Value != shown {
+			t.Errorf("the page shows label %q (largest score at %s); Go reads %d (the picture is a %d)", shown, argmax.Value, label[0], item.Label)
+		}
+		for _, o := range outs {
+			if o.Name != "logits" {
+				continue
+			}
+			if len(o.Data) != len(logits) {
+				t.Fatalf("the page got %d logits, Go %d", len(o.Data), len(logits))
+			}
+			for i := range logits {
+				if float32(o.Data[i]) != logits[i] {
+					t.Errorf("logit %d: the page's request gave %v, Go's %v: the page converted the picture otherwise", i, o.Data[i], logits[i])
+				}
+			}
+		}
+		t.Logf("picture %s (a %d): the page shows %s", filepath.Base(item.Path), item.Label, shown)
+	})
+
+	t.Run("server error at the field", func(t *testing.T) {
+		ctx, cancel := tab(t, bctx)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/playground/tiny-world")); err != nil {
+			t.Fatal(err)
+		}
+		if err := login(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx,
+			chromedp.WaitVisible(chromedp.ID("generate-prompt")),
+			chromedp.SendKeys(chromedp.ID("generate-prompt"), "a red ball"),
+			chromedp.SetValue(chromedp.ID("generate-num_frames"), "6"),
+			chromedp.Click(chromedp.ID("generate--run")),
+			chromedp.WaitVisible(chromedp.ID("generate-num_frames-err")),
+		); err != nil {
+			dump(t, ctx)
+			t.Fatal(err)
+		}
+		shown, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("generate-num_frames-err")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		invalid, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.ID("generate-num_frames"), "aria-invalid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the server answers the same request.
+		body := `{"parameters":{"task":"generate"},"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["a red ball"]},` +
+			`{"name":"seed","datatype":"INT64","shape":[1],"data":[0]},{"name":"num_frames","datatype":"INT64","shape":[1],"data":[6]},` +
+			`{"name":"height","datatype":"INT64","shape":[1],"data":[32]},{"name":"width","datatype":"INT64","shape":[1],"data":[32]}]}`
+		code, answer := post(t, s.url+"/v2/models/tiny-world/infer", body)
+		var e struct{ Error string }
+		json.Unmarshal(answer, &e)
+		if code != http.StatusBadRequest || e.Error == "" || shown != e.Error || invalid.Value != "true" {
+			t.Errorf("beside num_frames the page shows %q (aria-invalid %q); the server answers %d %s", shown, invalid.Value, code, answer)
+		}
+		t.Logf("beside num_frames: %s", shown)
+	})
+
+	t.Run("world model from the keyboard", func(t *testing.T) {
+		ctx, cancel := tab(t, bctx)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/playground/worldmodel")); err != nil {
+			t.Fatal(err)
+		}
+		if err := login(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx,
+			chromedp.WaitVisible(chromedp.ID("play--start")),
+			chromedp.Click(chromedp.ID("play--start")),
+			chromedp.Poll[chromedp.Void](`WF.sessions.play && WF.sessions.play.index >= 3`, chromedp.WithPollingTimeout(30*time.Second)),
+		); err != nil {
+			dump(t, ctx)
+			t.Fatal(err)
+		}
+		if n := sessionsOpen(t, s.url); n != 1 {
+			t.Errorf("%v sessions open while the page plays, want 1", n)
+		}
+		before := spriteOnCanvas(t, ctx)
+		// Five presses, each one frame. Three in a burst (queued: one frame
+		// each), then two alone, each once the frame of the one before is
+		// drawn, which measure the latency of a press on its own.
+		for i := range 5 {
+			if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight)); err != nil {
+				t.Fatal(err)
+			}
+			if i < 2 {
+				continue
+			}
+			if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](fmt.Sprintf(`WF.sessions.play.keyLatency.length >= %d`, i+1), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		idx, err := chromedp.Run(ctx, chromedp.Evaluate[int](`WF.sessions.play.index`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](fmt.Sprintf(`WF.sessions.play.index >= %d`, idx+1), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+		after := spriteOnCanvas(t, ctx)
+		// The simulator's answer: five steps right from where the sprite
+		// was (its top-left corner is the centre less 1.5 px).
+		st := worldmodel.State{Sprite: worldmodel.Point{X: int(math.Round(before[0] - 1.5)), Y: int(math.Round(before[1] - 1.5))}, Velocity: worldmodel.Point{X: 1, Y: 1}}
+		for range 5 {
+			st = st.Step(worldmodel.Right)
+		}
+		wantX, wantY := float64(st.Sprite.X)+1.5, float64(st.Sprite.Y)+1.5
+		if math.Abs(after[0]-wantX) > 1 || math.Abs(after[1]-wantY) > 1 {
+			t.Errorf("after five presses of the right arrow the sprite is at (%.1f, %.1f), from (%.1f, %.1f); the simulator says (%.1f, %.1f)",
+				after[0], after[1], before[0], before[1], wantX, wantY)
+		}
+		var stats struct {
+			Presses []struct{ Wait, RTT, Step, Total float64 }
+			RTT     []float64
+			Frames  int
+			FPS     string
+		}
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({presses: WF.sessions.play.presses, rtt: WF.sessions.play.rtt, frames: WF.sessions.play.frames, fps: document.querySelector('[data-stat=fps]').textContent})`))
+		if err == nil {
+			err = json.Unmarshal([]byte(raw), &stats)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sprite (%.1f, %.1f) → (%.1f, %.1f); chunk round trip %s ms; %d frames, %s", before[0], before[1], after[0], after[1], summary(stats.RTT), stats.Frames, stats.FPS)
+		for i, p := range stats.Presses {
+			t.Logf("press %d: key to frame %.1f ms = wait for the frame's turn %.1f + round trip %.1f (server step %.1f) + paint %.1f", i+1, p.Total, p.Wait, p.RTT, p.Step, p.Total-p.Wait-p.RTT)
+		}
+		screenshot(t, ctx, "playground-worldmodel.png")
+
+		// Closing the tab ends the session on the server.
+		cancel()
+		wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer wcancel()
+		for n := sessionsOpen(t, s.url); n != 0; n = sessionsOpen(t, s.url) {
+			select {
+			case <-wctx.Done():
+				t.Fatalf("%v sessions still open 30 s after the tab closed", n)
+			case <-time.After(20 * time.Millisecond): // polling a condition, with a deadline
+			}
+		}
+	})
+
+	t.Run("static page", func(t *testing.T) {
+		ctx, cancel := tab(t, bctx)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/static/index.html?server="+s.url)); err != nil {
+			t.Fatal(err)
+		}
+		server, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("server")))
+		if err != nil || server != s.url {
+			t.Errorf("the server field holds %q (%v), want the ?server= parameter %s", server, err, s.url)
+		}
+		if err := chromedp.Do(ctx,
+			chromedp.WaitVisible(chromedp.ID("generate-prompt")),
+			chromedp.SendKeys(chromedp.ID("generate-prompt"), "hi"),
+			chromedp.SetValue(chromedp.ID("generate-num_frames"), "5"),
+			chromedp.Click(chromedp.ID("generate--run")),
+		); err != nil {
+			t.Fatal(err)
+		}
+		if err := login(ctx); err != nil { // the infer call got 401: the page asks
+			t.Fatal(err)
+		}
+		label, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
+			document.getElementById('generate--run').click();
+			for (;;) {
+				const c = document.querySelector('#generate--results [data-output="video"] canvas');
+				if (c) return c.getAttribute('aria-label');
+				await new Promise((r) => setTimeout(r, 20));
+			}
+		})()`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if label != "video: 5 frame(s) of 32×32" {
+			t.Errorf("the video output is %q, want 5 frames of 32×32", label)
+		}
+	})
+}
+
+// spriteOnCanvas finds the sprite on the live canvas, by colour as the
+// world model's measure does.
+func spriteOnCanvas(t *testing.T, ctx context.Context) [2]float64 {
+	t.Helper()
+	rgba, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`Array.from(document.getElementById('play--live').getContext('2d').getImageData(0, 0, 32, 32).data)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rgba) != worldmodel.Size*worldmodel.Size*4 {
+		t.Fatalf("the canvas holds %d values, want a 32×32 frame", len(rgba))
+	}
+	frame := make([]byte, 0, worldmodel.FrameBytes)
+	for i := 0; i < len(rgba); i += 4 {
+		frame = append(frame, byte(rgba[i]), byte(rgba[i+1]), byte(rgba[i+2]))
+	}
+	x, y, ok := worldmodel.SpritePosition(frame)
+	if !ok {
+		t.Fatal("no sprite on the canvas")
+	}
+	return [2]float64{x, y}
+}
+
+// sessionsOpen reads wfserve_sessions_open from the server's metrics.
+func sessionsOpen(t *testing.T, url string) float64 {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	sc := bufio.NewScanner(r.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "wfserve_sessions_open "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal(errors.Join(sc.Err(), errors.New("no wfserve_sessions_open in the metrics")))
+	return 0
+}
+
+func post(t *testing.T, url, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return r.StatusCode, b
+}
+
+// summary is "mean (min–max, n)" of latencies in ms.
+func summary(v []float64) string {
+	if len(v) == 0 {
+		return "none"
+	}
+	lo, hi, sum := v[0], v[0], 0.0
+	for _, x := range v {
+		lo, hi, sum = min(lo, x), max(hi, x), sum+x
+	}
+	return fmt.Sprintf("mean %.1f (%.1f–%.1f, n=%d)", sum/float64(len(v)), lo, hi, len(v))
+}
