@@ -5,7 +5,11 @@
 // the demo's tiny encoder (manifests/tiny-encoder.yaml, a lookup and one
 // 64×64 projection) and a BERT-tiny-shaped text encoder (text-encoder.yaml,
 // textencoder.go) — and drives each model on each server with 1, 8 and 32
-// concurrent clients sending infer requests over keep-alive connections.
+// concurrent clients sending infer requests over keep-alive connections;
+// the unbatched wfserve also serves gRPC (-grpc-addr) and is driven three
+// ways: REST with JSON tensors, REST with binary tensors (the binary tensor
+// data extension) and gRPC's ModelInfer with raw contents over one
+// connection (requests.go).
 // Before measuring, it checks that the three servers answer the same
 // embeddings. Windows of the three servers are interleaved round after
 // round so that load from elsewhere on the machine falls on all of them
@@ -21,7 +25,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -62,7 +65,16 @@ func main() {
 type server struct {
 	name string
 	url  string
+	grpc string // the gRPC address, when it serves one
 	cmd  *exec.Cmd
+}
+
+// target is one way of sending a model's requests to a server: REST with
+// JSON tensors, REST with binary tensors, or gRPC.
+type target struct {
+	name  string
+	srv   *server
+	proto string // "json", "binary" or "grpc"
 }
 
 // model is one model the servers serve.
@@ -133,9 +145,18 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 			return err
 		}
 		args := append([]string{"-addr", "127.0.0.1:" + port, "-checkpoint-root", dir, "-device", "cpu"}, c.extra...)
-		cmd := exec.Command(bin, append(args, manifests...)...)
-		cmd.Env, cmd.Stderr = env, os.Stderr
-		servers = append(servers, &server{name: c.name, url: "http://127.0.0.1:" + port, cmd: cmd})
+		srv := &server{name: c.name, url: "http://127.0.0.1:" + port}
+		if c.extra == nil {
+			gport, err := benchproc.FreePort()
+			if err != nil {
+				return err
+			}
+			srv.grpc = "127.0.0.1:" + gport
+			args = append(args, "-grpc-addr", srv.grpc)
+		}
+		srv.cmd = exec.Command(bin, append(args, manifests...)...)
+		srv.cmd.Env, srv.cmd.Stderr = env, os.Stderr
+		servers = append(servers, srv)
 	}
 	port, err := benchproc.FreePort()
 	if err != nil {
@@ -189,54 +210,59 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 // measure checks that the servers agree on m's embeddings, then runs the
 // interleaved load windows and prints m's table.
 func measure(m model, servers []*server, rounds int, window time.Duration, ntok int) error {
-	bodies := make([][]byte, 64)
+	reqs := make([]*request, 64)
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := range bodies {
-		var b strings.Builder
-		fmt.Fprintf(&b, `{"id":"%d","inputs":[{"name":"tokens","datatype":"INT64","shape":[%d],"data":[`, i, ntok)
-		for j := range ntok {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(strconv.Itoa(r.IntN(m.vocab)))
+	for i := range reqs {
+		tokens := make([]int64, ntok)
+		for j := range tokens {
+			tokens[j] = int64(r.IntN(m.vocab))
 		}
-		b.WriteString(`]}]}`)
-		bodies[i] = []byte(b.String())
+		reqs[i] = newRequest(m.name, i, tokens)
 	}
-	if err := agree(m.name, servers, bodies[:4]); err != nil {
+	if err := agree(servers, reqs[:4]); err != nil {
 		return err
+	}
+	var targets []target
+	for _, s := range servers {
+		targets = append(targets, target{s.name, s, "json"})
+		if s.grpc != "" {
+			targets = append(targets, target{s.name + " binary", s, "binary"}, target{s.name + " gRPC", s, "grpc"})
+		}
 	}
 	levels := []int{1, 8, 32}
 	type key struct {
-		server string
+		target string
 		conc   int
 	}
 	lat := map[key][]time.Duration{}
 	elapsed := map[key]time.Duration{}
 	errs := map[key]int{}
 	srvCPU, loadCPU := map[key]time.Duration{}, map[key]time.Duration{}
-	// Warm-up: a short window per server and level.
-	for _, s := range servers {
+	// Warm-up: a short window per target and level.
+	for _, t := range targets {
 		for _, c := range levels {
-			if _, _, n := load(s.url, m.name, bodies, c, window/4); n > 0 {
-				return fmt.Errorf("%s: %d failed requests while warming up", s.name, n)
+			if _, _, n, err := load(t, reqs, c, window/4); err != nil || n > 0 {
+				return fmt.Errorf("%s: %d failed requests while warming up (%v)", t.name, n, err)
 			}
 		}
 	}
 	for round := range rounds {
 		for _, c := range levels {
-			order := slices.Clone(servers)
+			order := slices.Clone(targets)
 			if round%2 == 1 {
 				slices.Reverse(order)
 			}
-			for _, s := range order {
-				srv0, self0 := cpuTime(s.cmd.Process.Pid), selfCPU()
-				ls, took, nerr := load(s.url, m.name, bodies, c, window)
-				k := key{s.name, c}
+			for _, t := range order {
+				srv0, self0 := cpuTime(t.srv.cmd.Process.Pid), selfCPU()
+				ls, took, nerr, err := load(t, reqs, c, window)
+				if err != nil {
+					return fmt.Errorf("%s: %w", t.name, err)
+				}
+				k := key{t.name, c}
 				lat[k] = append(lat[k], ls...)
 				elapsed[k] += took
 				errs[k] += nerr
-				srvCPU[k] += cpuTime(s.cmd.Process.Pid) - srv0
+				srvCPU[k] += cpuTime(t.srv.cmd.Process.Pid) - srv0
 				loadCPU[k] += selfCPU() - self0
 			}
 		}
@@ -246,8 +272,8 @@ func measure(m model, servers []*server, rounds int, window time.Duration, ntok 
 	fmt.Printf("%-26s %8s %10s %10s %10s %8s %12s %12s\n", "server", "clients", "req/s", "p50", "p99", "errors", "server CPU", "load CPU")
 	rps := map[key]float64{}
 	for _, c := range levels {
-		for _, s := range servers {
-			k := key{s.name, c}
+		for _, t := range targets {
+			k := key{t.name, c}
 			ls := lat[k]
 			slices.Sort(ls)
 			rps[k] = float64(len(ls)) / elapsed[k].Seconds()
@@ -257,66 +283,99 @@ func measure(m model, servers []*server, rounds int, window time.Duration, ntok 
 				}
 				return (d / time.Duration(len(ls))).Round(time.Microsecond).String()
 			}
-			fmt.Printf("%-26s %8d %10.0f %10s %10s %8d %12s %12s\n", s.name, c, rps[k], benchproc.Percentile(ls, 50, time.Microsecond), benchproc.Percentile(ls, 99, time.Microsecond), errs[k], perReq(srvCPU[k]), perReq(loadCPU[k]))
+			fmt.Printf("%-26s %8d %10.0f %10s %10s %8d %12s %12s\n", t.name, c, rps[k], benchproc.Percentile(ls, 50, time.Microsecond), benchproc.Percentile(ls, 99, time.Microsecond), errs[k], perReq(srvCPU[k]), perReq(loadCPU[k]))
 		}
 	}
 	py32 := rps[key{servers[2].name, 32}]
-	fmt.Printf("at 32 clients: wfserve ÷ python %.2f×, wfserve -batch ÷ python %.2f×, -batch ÷ unbatched %.2f×\n",
-		rps[key{servers[0].name, 32}]/py32, rps[key{servers[1].name, 32}]/py32, rps[key{servers[1].name, 32}]/rps[key{servers[0].name, 32}])
+	json32 := rps[key{servers[0].name, 32}]
+	fmt.Printf("at 32 clients: wfserve ÷ python %.2f×, wfserve -batch ÷ python %.2f×, -batch ÷ unbatched %.2f×; wfserve binary ÷ JSON %.2f×, gRPC ÷ JSON %.2f×\n",
+		json32/py32, rps[key{servers[1].name, 32}]/py32, rps[key{servers[1].name, 32}]/json32,
+		rps[key{servers[0].name + " binary", 32}]/json32, rps[key{servers[0].name + " gRPC", 32}]/json32)
 	for k, n := range errs {
 		if n > 0 {
-			return fmt.Errorf("%s at %d clients: %d failed requests", k.server, k.conc, n)
+			return fmt.Errorf("%s at %d clients: %d failed requests", k.target, k.conc, n)
 		}
 	}
 	return nil
 }
 
-// agree sends each body to every server and checks that they answer the
-// same embedding (within 1e-5) as the first server.
-func agree(name string, servers []*server, bodies [][]byte) error {
-	for i, body := range bodies {
+// agree sends each request to every server, and to the first by binary
+// REST and gRPC too, and checks that they answer the same embedding
+// (within 1e-5) as the first server's JSON answer.
+func agree(servers []*server, reqs []*request) error {
+	for i, req := range reqs {
 		var first []float64
-		for _, s := range servers {
-			resp, err := http.Post(s.url+"/v2/models/"+name+"/infer", "application/json", bytes.NewReader(body))
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
-			var out struct {
-				Outputs []struct {
-					Name string    `json:"name"`
-					Data []float64 `json:"data"`
-				} `json:"outputs"`
-			}
-			err = json.NewDecoder(resp.Body).Decode(&out)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != 200 || len(out.Outputs) != 1 || out.Outputs[0].Name != "embedding" {
-				return fmt.Errorf("%s: request %d: status %d, %d outputs, %v", s.name, i, resp.StatusCode, len(out.Outputs), err)
-			}
-			got := out.Outputs[0].Data
+		check := func(who string, got []float64) error {
 			if first == nil {
 				first = got
-				continue
+				return nil
 			}
 			if len(got) != len(first) {
-				return fmt.Errorf("%s: request %d: %d floats, %s answered %d", s.name, i, len(got), servers[0].name, len(first))
+				return fmt.Errorf("%s: request %d: %d floats, %s answered %d", who, i, len(got), servers[0].name, len(first))
 			}
 			for j := range got {
 				if math.Abs(got[j]-first[j]) > 1e-5 {
-					return fmt.Errorf("%s: request %d: embedding[%d] = %g, %s answered %g", s.name, i, j, got[j], servers[0].name, first[j])
+					return fmt.Errorf("%s: request %d: embedding[%d] = %g, %s answered %g", who, i, j, got[j], servers[0].name, first[j])
 				}
+			}
+			return nil
+		}
+		for _, s := range servers {
+			got, err := req.jsonEmbedding(http.DefaultClient, s.url)
+			if err != nil {
+				return fmt.Errorf("%s: request %d: %w", s.name, i, err)
+			}
+			if err := check(s.name, got); err != nil {
+				return err
+			}
+			if s.grpc == "" {
+				continue
+			}
+			hc := &http.Client{}
+			send := binarySender(hc, s.url)
+			if got, err = send(req); err != nil {
+				return fmt.Errorf("%s binary: request %d: %w", s.name, i, err)
+			}
+			if err := check(s.name+" binary", got); err != nil {
+				return err
+			}
+			gsend, done, err := grpcSender(s.grpc)
+			if err != nil {
+				return err
+			}
+			got, err = gsend(req)
+			done()
+			if err != nil {
+				return fmt.Errorf("%s gRPC: request %d: %w", s.name, i, err)
+			}
+			if err := check(s.name+" gRPC", got); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-// load runs conc clients against model on url for d and returns every request's
+// load runs conc clients of target t for d and returns every request's
 // latency, the time taken and the number of failed requests.
-func load(url, model string, bodies [][]byte, conc int, d time.Duration) ([]time.Duration, time.Duration, int) {
+func load(t target, reqs []*request, conc int, d time.Duration) ([]time.Duration, time.Duration, int, error) {
 	tr := &http.Transport{MaxIdleConnsPerHost: conc, MaxConnsPerHost: conc, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	target := url + "/v2/models/" + model + "/infer"
+	var send func(*request) ([]float64, error)
+	switch t.proto {
+	case "json":
+		send = func(r *request) ([]float64, error) { return nil, r.postJSON(hc, t.srv.url) }
+	case "binary":
+		send = binarySender(hc, t.srv.url)
+	case "grpc":
+		gsend, done, err := grpcSender(t.srv.grpc) // one connection, as a gRPC client holds
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		defer done()
+		send = gsend
+	}
 	var mu sync.Mutex
 	var all []time.Duration
 	failed := 0
@@ -331,14 +390,7 @@ func load(url, model string, bodies [][]byte, conc int, d time.Duration) ([]time
 			bad := 0
 			for i := w; time.Now().Before(end); i += conc {
 				t0 := time.Now()
-				resp, err := hc.Post(target, "application/json", bytes.NewReader(bodies[i%len(bodies)]))
-				if err != nil {
-					bad++
-					continue
-				}
-				b, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"embedding"`)) {
+				if _, err := send(reqs[i%len(reqs)]); err != nil {
 					bad++
 					continue
 				}
@@ -351,7 +403,7 @@ func load(url, model string, bodies [][]byte, conc int, d time.Duration) ([]time
 		}()
 	}
 	wg.Wait()
-	return all, time.Since(start), failed
+	return all, time.Since(start), failed, nil
 }
 
 // cpuTime returns the user and system CPU time process pid has used
