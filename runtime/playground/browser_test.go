@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -379,23 +380,49 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("after five presses of the right arrow the sprite is at (%.1f, %.1f), from (%.1f, %.1f); the simulator says (%.1f, %.1f)",
 				after[0], after[1], before[0], before[1], wantX, wantY)
 		}
-		var stats struct {
-			Presses []struct{ Wait, RTT, Step, Total float64 }
-			RTT     []float64
-			Frames  int
-			FPS     string
+		// Ten more presses on their own, left and right in turn, for the
+		// latency figures of docs/playground.md: as a player's presses fall
+		// anywhere between two frames, press i waits until i×10 ms after a
+		// chunk arrived (the frame period is 100 ms).
+		for i := range 10 {
+			key := kb.ArrowLeft
+			if i%2 == 1 {
+				key = kb.ArrowRight
+			}
+			phase := fmt.Sprintf(`performance.now() - WF.sessions.play.arrivals[WF.sessions.play.arrivals.length - 1] >= %d`, i*10)
+			if err := chromedp.Do(ctx,
+				chromedp.Poll[chromedp.Void](phase, chromedp.WithPollingInterval(time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)),
+				chromedp.KeyEvent(key),
+				chromedp.Poll[chromedp.Void](fmt.Sprintf(`WF.sessions.play.keyLatency.length >= %d`, 6+i), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				t.Fatal(err)
+			}
 		}
-		raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({presses: WF.sessions.play.presses, rtt: WF.sessions.play.rtt, frames: WF.sessions.play.frames, fps: document.querySelector('[data-stat=fps]').textContent})`))
+		var stats struct {
+			Presses   []struct{ Wait, RTT, Step, Total float64 }
+			RTT       []float64
+			Frames    int
+			FPS       string
+			Transport string
+		}
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({transport: WF.sessions.play.conn.name, presses: WF.sessions.play.presses, rtt: WF.sessions.play.rtt, frames: WF.sessions.play.frames, fps: document.querySelector('[data-stat=fps]').textContent})`))
 		if err == nil {
 			err = json.Unmarshal([]byte(raw), &stats)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("sprite (%.1f, %.1f) → (%.1f, %.1f); chunk round trip %s ms; %d frames, %s", before[0], before[1], after[0], after[1], summary(stats.RTT), stats.Frames, stats.FPS)
+		if stats.Transport != "websocket" {
+			t.Errorf("the session ran over %q, want the WebSocket", stats.Transport)
+		}
+		t.Logf("sprite (%.1f, %.1f) → (%.1f, %.1f); chunk round trip %s ms; %d frames, %s, over the %s", before[0], before[1], after[0], after[1], summary(stats.RTT), stats.Frames, stats.FPS, stats.Transport)
+		var alone, wait, rtt, step []float64
 		for i, p := range stats.Presses {
 			t.Logf("press %d: key to frame %.1f ms = wait for the frame's turn %.1f + round trip %.1f (server step %.1f) + paint %.1f", i+1, p.Total, p.Wait, p.RTT, p.Step, p.Total-p.Wait-p.RTT)
+			if i >= 3 {
+				alone, wait, rtt, step = append(alone, p.Total), append(wait, p.Wait), append(rtt, p.RTT), append(step, p.Step)
+			}
 		}
+		t.Logf("a press alone, key to frame: %s ms; waiting for the frame's turn %s; round trip %s; server step %s", summary(alone), summary(wait), summary(rtt), summary(step))
 		screenshot(t, ctx, "playground-worldmodel.png")
 
 		// Closing the tab ends the session on the server.
@@ -518,5 +545,6 @@ func summary(v []float64) string {
 	for _, x := range v {
 		lo, hi, sum = min(lo, x), max(hi, x), sum+x
 	}
-	return fmt.Sprintf("mean %.1f (%.1f–%.1f, n=%d)", sum/float64(len(v)), lo, hi, len(v))
+	sorted := slices.Sorted(slices.Values(v))
+	return fmt.Sprintf("median %.1f, mean %.1f (%.1f–%.1f, n=%d)", sorted[len(sorted)/2], sum/float64(len(v)), lo, hi, len(v))
 }

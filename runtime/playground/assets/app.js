@@ -473,10 +473,10 @@
       s.conn.send({controls: n.controls, ack: k});
     };
     const g = canvas.getContext('2d');
-    const chunk = (resp) => {
+    const chunk = (resp, bytes) => {
       const now = performance.now(), k = resp.parameters.index;
       const out = resp.outputs.find((o) => o.name === video.name) || resp.outputs[0];
-      const fr = frames(video, out.shape, (out.data || []).flat(Infinity));
+      const fr = frames(video, out.shape, bytes || (out.data || []).flat(Infinity));
       if (canvas.width !== fr[0].width) { canvas.width = fr[0].width; canvas.height = fr[0].height; }
       fr.forEach((img, i) => setTimeout(() => { if (s && s.running) g.putImageData(img, 0, 0); }, i * interval));
       s.index = k;
@@ -525,10 +525,10 @@
       status.textContent = 'Starting…';
       const me = s;
       me.conn = WF.transport.open({
-        url: base() + path('/infer'), base: base(), headers: headers(),
-        request: {parameters: {task: t.id, stream: true, lockstep: true, paced: false}, inputs},
+        base: base(), path: path(''), headers: headers(),
+        request: {parameters: {task: t.id, lockstep: true, paced: false}, inputs},
         onSession(info) { me.id = info.id; me.controlsURL = info.controls_url; status.textContent = 'Playing: use the keys or the buttons.'; canvas.focus(); },
-        onChunk(resp) { if (me.running) chunk(resp); },
+        onChunk(resp, bytes) { if (me.running) chunk(resp, bytes); },
         onError(msg) {
           if (!me.running) return;
           if (me.index < 0) placeError(views, formErr, msg);

@@ -1,8 +1,12 @@
 /* The realtime session transport of the playground: one small module, so
-   that the page does not care how a session travels. WF.transport.open
-   starts a session and returns {send(msg), close()}; msg is a
-   ControlsRequest ({controls, ack}). Callbacks: onSession(info),
-   onChunk(response, videoBytes), onError(message), onEnd(). */
+   that the page does not care how a session travels. WF.transport.open(o)
+   starts a session of the infer request o.request at o.base + o.path
+   (/v2/models/NAME[/versions/V]) with o.headers, and returns {name,
+   send(msg), close()}; msg is a ControlsRequest ({controls, ack}).
+   Callbacks: onSession(info), onChunk(response, videoBytes or null: the
+   data are in the response), onError(message), onEnd(). wfserve's
+   WebSocket session (docs/serving.md) first; SSE + the controls POST when
+   the WebSocket cannot connect. */
 'use strict';
 (() => {
   const WF = window.WF = window.WF || {};
@@ -27,8 +31,9 @@
       else if (name === 'end') { closed = true; o.onEnd(); }
     };
     (async () => {
-      const r = await fetch(o.url, {
-        method: 'POST', signal: abort.signal, body: JSON.stringify(o.request),
+      const req = Object.assign({}, o.request, {parameters: Object.assign({stream: true}, o.request.parameters)});
+      const r = await fetch(o.base + o.path + '/infer', {
+        method: 'POST', signal: abort.signal, body: JSON.stringify(req),
         headers: Object.assign({'Content-Type': 'application/json', Accept: 'text/event-stream'}, o.headers),
       });
       if (!r.ok) return fail(await WF.errorText(r));
@@ -59,5 +64,49 @@
     };
   }
 
-  WF.transport = {open: sse};
+  // websocket: one connection per session (subprotocol wfgen.session.v1,
+  // the token as a second offered subprotocol); a chunk's text message is
+  // followed by a binary one holding its video's bytes.
+  function websocket(o) {
+    let closed = false, opened = false, pending = null;
+    const url = (o.base || location.origin).replace(/^http/, 'ws') + o.path + '/stream';
+    const protocols = ['wfgen.session.v1'];
+    const auth = (o.headers.Authorization || '').replace(/^Bearer /, '');
+    if (auth) {
+      const b = String.fromCharCode(...new TextEncoder().encode(auth));
+      protocols.push('base64url.bearer.wfgen.' + btoa(b).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''));
+    }
+    const ws = new WebSocket(url, protocols);
+    ws.binaryType = 'arraybuffer';
+    const fail = (msg) => { if (!closed) { closed = true; ws.close(); o.onError(msg); } };
+    ws.onopen = () => { opened = true; ws.send(JSON.stringify(o.request)); };
+    ws.onmessage = (m) => {
+      if (typeof m.data !== 'string') {
+        if (pending) o.onChunk(pending, new Uint8Array(m.data));
+        pending = null;
+        return;
+      }
+      const {event, data} = JSON.parse(m.data);
+      if (event === 'session') o.onSession(data);
+      else if (event === 'chunk') pending = data;
+      else if (event === 'error') fail(data.error || 'the session failed');
+      else if (event === 'refused') console.warn('controls refused: ' + data.error);
+      else if (event === 'end') { closed = true; o.onEnd(); }
+    };
+    ws.onclose = (ev) => {
+      if (closed) return;
+      // Never connected (no WebSocket route, or a proxy that does not
+      // upgrade): the same session over SSE.
+      if (!opened) { closed = true; Object.assign(handle, sse(o)); return; }
+      fail('the connection closed (' + ev.code + (ev.reason ? ': ' + ev.reason : '') + ')');
+    };
+    const handle = {
+      name: 'websocket',
+      send(msg) { if (!closed && ws.readyState === 1) ws.send(JSON.stringify(msg)); },
+      close() { closed = true; ws.close(1000); },
+    };
+    return handle;
+  }
+
+  WF.transport = {open: window.WebSocket ? websocket : sse};
 })();
