@@ -17,7 +17,8 @@
 # protobuf-compiler, the protoc that runtime/oip/oippb's Go files are
 # generated with (its test checks they are current), and haproxy, the load
 # balancer the replica test (cmd/wfserve) puts in front of two wfserve
-# processes. Idempotent: does nothing when all is there.
+# processes, and chromium, the headless browser the playground's tests
+# (runtime/playground) drive. Idempotent: does nothing when all is there.
 set -euo pipefail
 
 need=()
@@ -36,6 +37,7 @@ if ! /usr/bin/python3 -c 'import rapidjson' >/dev/null 2>&1; then need+=(python3
 if ! /usr/bin/python3 -c 'import geventhttpclient' >/dev/null 2>&1; then need+=(python3-geventhttpclient); fi
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
