@@ -4,7 +4,8 @@
 // libtorch and answers health,
 // metadata, readiness and infer requests, realtime streams as Server-Sent
 // Events (over gRPC: on one bidirectional RPC), with optional
-// cross-request batching and bearer-token auth. On SIGTERM or SIGINT it
+// cross-request batching and bearer-token auth, and the playground (a web
+// page per family, docs/playground.md) at /. On SIGTERM or SIGINT it
 // stops being ready, refuses new work, drains the requests in flight (REST
 // and gRPC) and exits. See docs/serving.md.
 //
@@ -73,6 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	noWarmup := fs.Bool("no-warmup", false, "skip the warm-up of tasks whose manifest has a warmup block (ready sooner, first requests slower)")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", serve.DefaultMaxSessions, "realtime streams open at once (429 beyond)")
 	metrics := fs.Bool("metrics", true, "serve Prometheus metrics at GET /metrics (with the bearer token when -token-file is set)")
+	pages := fs.Bool("playground", true, "serve the playground, a web page per family, at / (docs/playground.md)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -89,6 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log := logctx.Logger()
 	cfg.DisableMetrics = !*metrics
+	cfg.DisablePlayground = !*pages
 	tp, stopTracing, otlpEndpoint, err := tracing(context.Background(), log) // tracing.go: the OTEL_* variables
 	if err != nil {
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
