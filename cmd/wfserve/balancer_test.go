@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,28 +53,10 @@ backend replicas
   server r2 127.0.0.1:%d check inter 100ms fall 1 rise 1
 `
 
-// haproxyPath finds haproxy (/usr/sbin is not on every PATH), or skips.
+// haproxyPath finds haproxy, or skips.
 func haproxyPath(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/sbin/haproxy"); err == nil {
-		return "/usr/sbin/haproxy"
-	}
-	t.Skip("haproxy is not installed (scripts/setup.sh installs Debian's haproxy)")
-	return ""
-}
-
-// freePort returns a loopback port nothing listens on (now).
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return enginetest.Tool(t, "haproxy", "/usr/sbin/haproxy", "Debian's haproxy; scripts/setup.sh installs it")
 }
 
 // startHAProxy runs Debian's haproxy in front of the replicas' ports and
@@ -83,7 +64,7 @@ func freePort(t *testing.T) int {
 func startHAProxy(t *testing.T, p1, p2 int) string {
 	t.Helper()
 	bin := haproxyPath(t)
-	fe := freePort(t)
+	fe := enginetest.FreePort(t)
 	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, fe, p1, p2), 0o644); err != nil {
 		t.Fatal(err)
@@ -261,7 +242,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	haproxyPath(t)
 	t.Parallel()
 	ctx := context.Background()
-	port1, port2 := freePort(t), freePort(t)
+	port1, port2 := enginetest.FreePort(t), enginetest.FreePort(t)
 	replicas := map[string]*wfserveProc{
 		"r1": startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", port1)),
 		"r2": startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", port2)),

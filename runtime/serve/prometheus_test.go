@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
 
@@ -24,25 +24,7 @@ import (
 // skips the test.
 func prometheusBinary(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("prometheus"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/bin/prometheus"); err == nil {
-		return "/usr/bin/prometheus"
-	}
-	t.Skip("the prometheus server is not installed (Debian's prometheus package; scripts/setup.sh installs it): the real scrape is not tested")
-	return ""
-}
-
-// freePort returns a loopback port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return enginetest.Tool(t, "prometheus", "/usr/bin/prometheus", "Debian's prometheus package; scripts/setup.sh installs it")
 }
 
 // promQuery runs an instant query on the Prometheus HTTP API and returns
@@ -120,7 +102,7 @@ scrape_configs:
 	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := enginetest.FreePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "--config.file="+configFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),

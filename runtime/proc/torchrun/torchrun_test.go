@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/logctx"
 	"github.com/worldfoundry/wfgen/runtime/proc"
 )
@@ -252,7 +253,7 @@ func TestTorchrunPythonWorkers(t *testing.T) {
 	}
 	for _, nodes := range []int{1, 2} {
 		t.Run(map[int]string{1: "standalone", 2: "two-node"}[nodes], func(t *testing.T) {
-			endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+			endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(enginetest.FreePort(t)))
 			results := make([]*proc.Result, nodes)
 			errs := make([]error, nodes)
 			var wg sync.WaitGroup
@@ -306,7 +307,7 @@ func TestTorchrunGoWorkers(t *testing.T) {
 	}
 	forms := map[string]*Nodes{
 		"standalone": nil,
-		"multi-node": {Count: 1, Rank: 0, Endpoint: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))), ID: "wfgen-test"},
+		"multi-node": {Count: 1, Rank: 0, Endpoint: net.JoinHostPort("127.0.0.1", strconv.Itoa(enginetest.FreePort(t))), ID: "wfgen-test"},
 	}
 	for _, name := range []string{"standalone", "multi-node"} {
 		t.Run(name, func(t *testing.T) {
@@ -335,16 +336,6 @@ func TestTorchrunGoWorkers(t *testing.T) {
 			t.Logf("go workers: %v", reps)
 		})
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // TestBootstrapArgvAndLibuv runs the launcher's real argv — python3 -c
