@@ -54,7 +54,7 @@
     sessionStorage.setItem('wf-token', st.token);
     if (serverIn) { st.server = serverIn.value.trim(); localStorage.setItem('wf-server', st.server); }
     connMsg.textContent = 'Saved.';
-    if (!loaded) init();
+    if (!loaded) init().then(() => { if (loaded) conn.open = false; });
   });
   function askToken() {
     conn.open = true;
@@ -212,6 +212,14 @@
         last = q; drawn = true; file.value = '';
       });
       pad.addEventListener('pointerup', () => { last = null; });
+      // An uploaded picture shows on the pad, as the model will see it.
+      file.addEventListener('change', async () => {
+        if (!file.files.length) return;
+        const bm = await createImageBitmap(file.files[0]);
+        clear();
+        g.imageSmoothingEnabled = false;
+        g.drawImage(bm, 0, 0, size, size);
+      });
       parts.push(el('div', {class: 'padbox'}, el('span', {class: 'help', text: 'or draw:'}), pad,
         el('button', {type: 'button', text: 'Clear', onclick: clear})));
     }
