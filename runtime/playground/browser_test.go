@@ -181,7 +181,7 @@ func login(ctx context.Context) error {
 
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Errorf("screenshot: %v", err)
 		return
@@ -324,6 +324,27 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("beside num_frames the page shows %q (aria-invalid %q); the server answers %d %s", shown, invalid.Value, code, answer)
 		}
 		t.Logf("beside num_frames: %s", shown)
+
+		// The tiny world's live view: chunks of four frames, then two;
+		// Stop ends the session on the server.
+		if err := chromedp.Do(ctx,
+			chromedp.Click(chromedp.ID("step--start")),
+			chromedp.Poll[chromedp.Void](`WF.sessions.step && WF.sessions.step.index >= 2`, chromedp.WithPollingTimeout(30*time.Second)),
+		); err != nil {
+			dump(t, ctx)
+			t.Fatal(err)
+		}
+		frames, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`[WF.sessions.step.index, WF.sessions.step.frames]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 4 + 2*frames[0]; frames[1] != want {
+			t.Errorf("%d frames shown after chunk %d, want %d (4, then 2 a chunk)", frames[1], frames[0], want)
+		}
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("step--stop"))); err != nil {
+			t.Fatal(err)
+		}
+		waitSessions(t, s.url, 0)
 	})
 
 	t.Run("world model from the keyboard", func(t *testing.T) {
@@ -427,15 +448,7 @@ func TestBrowser(t *testing.T) {
 
 		// Closing the tab ends the session on the server.
 		cancel()
-		wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer wcancel()
-		for n := sessionsOpen(t, s.url); n != 0; n = sessionsOpen(t, s.url) {
-			select {
-			case <-wctx.Done():
-				t.Fatalf("%v sessions still open 30 s after the tab closed", n)
-			case <-time.After(20 * time.Millisecond): // polling a condition, with a deadline
-			}
-		}
+		waitSessions(t, s.url, 0)
 	})
 
 	t.Run("static page", func(t *testing.T) {
@@ -496,6 +509,21 @@ func spriteOnCanvas(t *testing.T, ctx context.Context) [2]float64 {
 		t.Fatal("no sprite on the canvas")
 	}
 	return [2]float64{x, y}
+}
+
+// waitSessions polls the server's metrics until want sessions are open,
+// for at most 30 s.
+func waitSessions(t *testing.T, url string, want float64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for n := sessionsOpen(t, url); n != want; n = sessionsOpen(t, url) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%v sessions open after 30 s, want %v", n, want)
+		case <-time.After(20 * time.Millisecond): // polling a condition, with a deadline
+		}
+	}
 }
 
 // sessionsOpen reads wfserve_sessions_open from the server's metrics.
