@@ -17,7 +17,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -111,12 +110,7 @@ func grpcAnswer(call context.Context, err error) (int, error) {
 	case errors.Is(call.Err(), context.DeadlineExceeded):
 		code = http.StatusGatewayTimeout
 	}
-	msg := err.Error()
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		msg = "request larger than the limit of " + strconv.FormatInt(mbe.Limit, 10) + " bytes"
-	}
-	return code, grpcstatus.Error(oippb.Code(code), msg)
+	return code, grpcstatus.Error(oippb.Code(code), err.Error())
 }
 
 // grpcUnary is the unary calls' middleware: what observe, drainGuard and
@@ -199,6 +193,14 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "grpc request", attrs...)
 		return gerr
 	}
+}
+
+// grpcArrival returns when a call arrived (grpcBegin stamps it).
+func grpcArrival(ctx context.Context) time.Time {
+	if ri := requestInfo(ctx); ri != nil {
+		return ri.arrived
+	}
+	return time.Now()
 }
 
 // first returns the first value of a metadata key.
@@ -375,7 +377,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, r *oippb.ModelInferRequest
 	}
 	if s.cfg.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, requestInfo(ctx).arrived.Add(s.cfg.Timeout))
+		ctx, cancel = context.WithDeadline(ctx, grpcArrival(ctx).Add(s.cfg.Timeout))
 		defer cancel()
 	}
 	hold := &holding{a: &s.adm}
