@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-
-	"github.com/worldfoundry/wfgen/runtime/oip"
 )
 
 // routes maps the protocol's endpoints to their handlers. Patterns carry
@@ -81,27 +79,22 @@ type (
 // 404 for an unknown one, and hands them to h in the request's context.
 func (s *Server) withModel(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("model")
-		m, ok := s.models[name]
+		// The same lookup as gRPC's (grpc.go).
+		m, v, err := s.lookup(r.PathValue("model"), r.PathValue("version"))
 		if strings.HasSuffix(r.Pattern, "/infer") { // counted per model and task (metrics.go)
-			if ok {
+			if m != nil {
 				setObs(r.Context(), s.tel.obs(m, ""))
 			} else {
 				setObs(r.Context(), s.tel.unknownModel)
 			}
 		}
-		if !ok {
-			refuse(w, r, withStatus(http.StatusNotFound, "no model %q (served: %s)", name, s.modelNames()))
+		if err != nil {
+			refuse(w, r, err)
 			return
 		}
 		ctx := context.WithValue(r.Context(), modelKey{}, m)
-		if version := r.PathValue("version"); version != "" {
-			vs, err := m.oip.Spec.Variant(version)
-			if err != nil {
-				refuse(w, r, &statusError{status: http.StatusNotFound, err: err})
-				return
-			}
-			ctx = context.WithValue(ctx, variantKey{}, m.variants[vs.VariantID])
+		if v != nil {
+			ctx = context.WithValue(ctx, variantKey{}, v)
 		}
 		h(w, r.WithContext(ctx))
 	}
@@ -125,7 +118,7 @@ func (s *Server) modelNames() string {
 
 // serverMetadata answers GET /v2.
 func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, oip.ServerMetadata{Name: s.cfg.Name, Version: s.cfg.Version, Extensions: []string{oip.SessionsExtension, oip.BinaryExtension}})
+	writeJSON(w, http.StatusOK, s.metadata())
 }
 
 // modelMetadata answers GET /v2/models/{model}[/versions/{version}].
