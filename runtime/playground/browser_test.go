@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -35,6 +36,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/playground"
 	"github.com/worldfoundry/wfgen/runtime/serve"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 	_ "github.com/worldfoundry/wfgen/runtime/torch" // the libtorch engine
 )
 
@@ -284,6 +286,57 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 		t.Logf("picture %s (a %d): the page shows %s", filepath.Base(item.Path), item.Label, shown)
+
+		// A digit drawn on the pad (cleared of the uploaded picture): a one,
+		// a stroke down the middle.
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#task-classify .padbox button`))); err != nil {
+			t.Fatal(err)
+		}
+		box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { WF.results.classify = null;
+			const r = document.querySelector('#task-classify canvas.pad').getBoundingClientRect();
+			return [r.left, r.top, r.width, r.height]; })()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := func(p *input.DispatchMouseEventParams) { p.Button, p.Buttons = input.MouseButtonLeft, 1 }
+		x := box[0] + box[2]/2
+		steps := []chromedp.Action[chromedp.Void]{chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, x, box[1]+box[3]*0.15, held, chromedp.ClickCount(1))}
+		for i := 1; i <= 10; i++ {
+			steps = append(steps, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x, box[1]+box[3]*(0.15+0.07*float64(i)), held))
+		}
+		steps = append(steps, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, x, box[1]+box[3]*0.85, held, chromedp.ClickCount(1)),
+			chromedp.Click(chromedp.ID("classify--run")),
+			chromedp.Poll[chromedp.Void](`WF.results.classify`, chromedp.WithPollingTimeout(30*time.Second)))
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			dump(t, ctx)
+			t.Fatal(err)
+		}
+		drawn, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#classify--results [data-output="label"] .scalar`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The page sent the pad's picture, and shows what the model makes
+		// of that tensor.
+		sent, err := chromedp.Run(ctx, chromedp.Evaluate[[]float32](`WF.requests.classify[0].data`))
+		if err != nil || len(sent) != 64 {
+			t.Fatalf("the drawn picture sent: %v, %d values", err, len(sent))
+		}
+		lo, hi := slices.Min(sent), slices.Max(sent)
+		if lo == hi {
+			t.Fatalf("the drawn picture is blank: every value %v", lo)
+		}
+		p.Pixels = tensor.FromFloat32(sent, 1, 8, 8)
+		res, err = c.Classify(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		label, _ = res.Label.Int64s()
+		if drawn != strconv.FormatInt(label[0], 10) {
+			t.Errorf("the drawing reads as %q in the page, %d in Go", drawn, label[0])
+		}
+		if drawn != "1" {
+			t.Errorf("a stroke down the middle of the pad reads as %s, want 1", drawn)
+		}
 	})
 
 	t.Run("server error at the field", func(t *testing.T) {

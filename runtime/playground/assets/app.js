@@ -13,6 +13,7 @@
   };
   WF.sessions = {};
   WF.results = {}; // the last outputs of each task, by task id
+  WF.requests = {}; // the last inputs sent, by task id
 
   function el(tag, props, ...kids) {
     const e = document.createElement(tag);
@@ -207,7 +208,7 @@
       pad.addEventListener('pointermove', (ev) => {
         if (!last) return;
         const q = at(ev);
-        g.strokeStyle = '#fff'; g.lineWidth = size / 9; g.lineCap = 'round';
+        g.strokeStyle = '#fff'; g.lineWidth = size / 5; g.lineCap = 'round';
         g.beginPath(); g.moveTo(last[0], last[1]); g.lineTo(q[0], q[1]); g.stroke();
         last = q; drawn = true; file.value = '';
       });
@@ -310,6 +311,7 @@
       clear();
       let inputs;
       try { inputs = await collect(views); } catch (e) { return; }
+      WF.requests[t.id] = inputs;
       run.disabled = true;
       status.textContent = 'Running…';
       const t0 = performance.now();
