@@ -40,13 +40,29 @@ type grpcTransport struct {
 	rt   oippb.RealtimeInferenceServiceClient
 }
 
+// WithTLSConfig sets the TLS configuration of a grpcs:// client's
+// connection (its roots, client certificates...; default: the system's
+// roots). An https:// client takes its TLS from WithHTTPClient.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *Client) error {
+		if cfg == nil {
+			return errors.New("remote: nil TLS config")
+		}
+		c.tlsCfg = cfg
+		return nil
+	}
+}
+
 // dialGRPC returns the transport of a grpc:// (plaintext, HTTP/2 without
-// TLS) or grpcs:// (TLS, the system's roots) URL; nothing is sent until
-// the first call.
-func dialGRPC(u *url.URL) (*grpcTransport, error) {
+// TLS) or grpcs:// (TLS: cfg, else the system's roots) URL; nothing is
+// sent until the first call.
+func dialGRPC(u *url.URL, cfg *tls.Config) (*grpcTransport, error) {
 	creds := insecure.NewCredentials()
 	if u.Scheme == "grpcs" {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+		if cfg == nil {
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		creds = credentials.NewTLS(cfg)
 	}
 	conn, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessage)))
@@ -216,3 +232,6 @@ func (c *Client) grpcReady(ctx context.Context) error {
 
 // errNotGRPC refuses options that only apply to REST on a gRPC client.
 var errNotGRPC = errors.New("remote: WithHTTPClient and WithJSONTensors apply to http:// and https:// URLs, not grpc://")
+
+// errNotTLS refuses WithTLSConfig on a URL other than grpcs://.
+var errNotTLS = errors.New("remote: WithTLSConfig applies to grpcs:// URLs (an https:// client takes its TLS from WithHTTPClient)")

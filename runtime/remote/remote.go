@@ -14,6 +14,7 @@ package remote
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,6 +91,7 @@ type Client struct {
 	asJSON  bool           // WithJSONTensors
 	retries int            // WithRetries
 	grpc    *grpcTransport // a grpc:// or grpcs:// URL (grpc.go); nil: REST
+	tlsCfg  *tls.Config    // WithTLSConfig (grpcs://)
 }
 
 var _ client.Backend = (*Client)(nil)
@@ -126,11 +128,14 @@ func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client
 		c.variant = v.VariantID
 	}
 	c.vspec = v
+	if c.tlsCfg != nil && u.Scheme != "grpcs" {
+		return nil, errNotTLS
+	}
 	if u.Scheme == "grpc" || u.Scheme == "grpcs" {
 		if c.asJSON || c.http != http.DefaultClient {
 			return nil, errNotGRPC
 		}
-		if c.grpc, err = dialGRPC(u); err != nil {
+		if c.grpc, err = dialGRPC(u, c.tlsCfg); err != nil {
 			return nil, fmt.Errorf("remote: %w", err)
 		}
 	}

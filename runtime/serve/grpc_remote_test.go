@@ -2,10 +2,21 @@ package serve_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
+	"math/big"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
 	"github.com/worldfoundry/wfgen/generated/tinyworld"
@@ -166,5 +177,68 @@ func TestGrpcRemoteStreamAppliesControls(t *testing.T) {
 		if !tensorsEqual(want[i], got[i]) {
 			t.Errorf("chunk %d differs from the in-process stream whose controls switched at chunk 2", i)
 		}
+	}
+}
+
+// TestGrpcsRemote serves gRPC over TLS (a certificate made for the test)
+// and calls it with a grpcs:// client that trusts it: the answer is the
+// in-process one; a client that does not trust it is refused.
+func TestGrpcsRemote(t *testing.T) {
+	t.Parallel()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "wfserve test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, serve.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := s.srv.GRPCServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})))
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+
+	ctx := context.Background()
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	rc, err := remote.New(loadSpec(t, "tiny-encoder"), "grpcs://"+ln.Addr().String(), remote.WithTLSConfig(&tls.Config{RootCAs: roots}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	p := tinyencoder.EmbedParams{Tokens: tokens(3, 8)}
+	got, err := tinyencoder.NewClient(rc).Embed(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tinyencoder.NewClient(inProcess(t, "tiny-encoder")).Embed(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tensorsEqual(got.Embedding.Vector, want.Embedding.Vector) {
+		t.Error("the grpcs:// answer differs from in-process")
+	}
+	untrusting, err := remote.New(loadSpec(t, "tiny-encoder"), "grpcs://"+ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer untrusting.Close()
+	if err := untrusting.Ready(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client that does not trust the certificate: %v", err)
+	}
+	if _, err := remote.New(loadSpec(t, "tiny-encoder"), "grpc://"+ln.Addr().String(), remote.WithTLSConfig(&tls.Config{})); err == nil {
+		t.Error("WithTLSConfig on a grpc:// URL was taken")
 	}
 }
