@@ -50,8 +50,10 @@ const (
 // GRPCServer returns a gRPC server that serves s over the Open Inference
 // Protocol's gRPC API and the realtime session RPC, with the gRPC
 // reflection service (so that tools such as grpcurl need no .proto), and
-// these bounds: a message of at most Config.MaxBodyBytes, a connection
-// closed after Config.IdleTimeout without an RPC. opts are added after
+// these bounds: a message of at most Config.MaxBodyBytes, at most
+// MaxQueue + MaxSessions + 16 calls at once on one connection, a
+// connection closed after Config.IdleTimeout without an RPC and one whose
+// handshake takes over 10 s. opts are added after
 // them. Serve it on a listener of its own (wfserve -grpc-addr); to stop,
 // call Shutdown (which ends open sessions and waits for infer calls), then
 // the gRPC server's GracefulStop.
@@ -60,6 +62,9 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.MaxRecvMsgSize(int(min(s.cfg.MaxBodyBytes, 1<<31-1))),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.IdleTimeout}),
 		grpc.ConnectionTimeout(10 * time.Second),
+		// Calls at once on one connection: what admission and the session
+		// limit would take anyway, and a few probes.
+		grpc.MaxConcurrentStreams(uint32(min(s.cfg.MaxQueue+s.cfg.MaxSessions+16, 1<<20))),
 		grpc.ChainUnaryInterceptor(s.grpcUnary),
 		grpc.ChainStreamInterceptor(s.grpcStream),
 	}
