@@ -72,14 +72,18 @@ type Field struct {
 	Default any `json:"default,omitempty"`
 	// Choices are the only values accepted (a select).
 	Choices []string `json:"choices,omitempty"`
-	// The bounds the server checks.
-	Minimum    *spec.Number `json:"minimum,omitempty"`
-	Maximum    *spec.Number `json:"maximum,omitempty"`
-	MultipleOf *int64       `json:"multiple_of,omitempty"`
-	Remainder  int64        `json:"remainder,omitempty"`
-	MinLength  *int         `json:"min_length,omitempty"`
-	MaxLength  *int         `json:"max_length,omitempty"`
-	Pattern    string       `json:"pattern,omitempty"`
+	// Minimum and Maximum bound a number (and a list's items).
+	Minimum *spec.Number `json:"minimum,omitempty"`
+	Maximum *spec.Number `json:"maximum,omitempty"`
+	// MultipleOf and Remainder: an int is Remainder plus a multiple of
+	// MultipleOf (4k+1).
+	MultipleOf *int64 `json:"multiple_of,omitempty"`
+	Remainder  int64  `json:"remainder,omitempty"`
+	// MinLength and MaxLength bound a string's or a list's length.
+	MinLength *int `json:"min_length,omitempty"`
+	MaxLength *int `json:"max_length,omitempty"`
+	// Pattern is the RE2 expression a string matches.
+	Pattern string `json:"pattern,omitempty"`
 	// Picture says how a picture becomes the tensor (image and video
 	// fields).
 	Picture *Picture `json:"picture,omitempty"`
@@ -98,11 +102,13 @@ type Picture struct {
 	// sent from the page is the tensor Go would make of it. Absent for
 	// integer dtypes, which take the levels as they are.
 	Levels [][]float64 `json:"levels,omitempty"`
-	// Range, Mean and Std undo an artifact's conversion (runtime/pixels'
-	// Artifact rule): level = ((v*std + mean) - lo) / (hi - lo) * 255.
+	// Range is an artifact's [lo, hi]; with Mean and Std it undoes the
+	// artifact's conversion (runtime/pixels' Artifact rule):
+	// level = ((v*std + mean) - lo) / (hi - lo) * 255.
 	Range []float64 `json:"range,omitempty"`
-	Mean  []float64 `json:"mean,omitempty"`
-	Std   []float64 `json:"std,omitempty"`
+	// Mean and Std are an artifact's per-channel normalisation.
+	Mean []float64 `json:"mean,omitempty"`
+	Std  []float64 `json:"std,omitempty"`
 }
 
 // Output is one artifact and how the page shows it.
