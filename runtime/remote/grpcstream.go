@@ -183,17 +183,10 @@ func (g *grpcSession) step(ctx context.Context, req stream.StepRequest) (stream.
 		g.fail(err)
 		return stream.StepResult{}, err
 	}
-	out, err := oip.DecodeOutputs(g.task, resp.Outputs)
+	res, err := chunkResult(g.task, g.video, resp)
 	if err != nil {
 		g.fail(err)
 		return stream.StepResult{}, err
-	}
-	res := stream.StepResult{Frames: out[g.video]}
-	if text, ok := resp.Parameters[oip.ChunkRealtime].(string); ok {
-		var rt map[string]any
-		if json.Unmarshal([]byte(text), &rt) == nil {
-			res.Realtime = rt // malformed metadata is ignored, as in-process
-		}
 	}
 	if g.maxChunks > 0 && req.Index+1 >= g.maxChunks {
 		g.fail(errors.New("the session has ended"))

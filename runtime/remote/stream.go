@@ -327,20 +327,31 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 		r.fail(err)
 		return stream.StepResult{}, err
 	}
-	out, err := oip.DecodeOutputs(r.task, resp.Outputs)
+	res, err := chunkResult(r.task, r.video, resp)
 	if err != nil {
 		r.fail(err)
 		return stream.StepResult{}, err
 	}
-	res := stream.StepResult{Frames: out[r.video]}
+	if r.maxChunks > 0 && req.Index+1 >= r.maxChunks {
+		r.fail(errors.New("the session has ended"))
+	}
+	return res, nil
+}
+
+// chunkResult is the step result of a chunk's response, whatever the
+// transport: its video's frames and the realtime spec for the next chunk
+// (malformed metadata is ignored, as in-process).
+func chunkResult(task *spec.InferenceTaskProfile, video string, resp *oip.InferenceResponse) (stream.StepResult, error) {
+	out, err := oip.DecodeOutputs(task, resp.Outputs)
+	if err != nil {
+		return stream.StepResult{}, err
+	}
+	res := stream.StepResult{Frames: out[video]}
 	if text, ok := resp.Parameters[oip.ChunkRealtime].(string); ok {
 		var rt map[string]any
 		if json.Unmarshal([]byte(text), &rt) == nil {
-			res.Realtime = rt // malformed metadata is ignored, as in-process
+			res.Realtime = rt
 		}
-	}
-	if r.maxChunks > 0 && req.Index+1 >= r.maxChunks {
-		r.fail(errors.New("the session has ended"))
 	}
 	return res, nil
 }

@@ -11,7 +11,8 @@ import (
 
 // BenchmarkRealtimeLatency runs tiny-world sessions of 20 unpaced chunks
 // in this process and through a server on loopback (a WebSocket session
-// in lockstep, as remote.Client.Stream runs it), and reports what a
+// and a gRPC ModelStreamInfer stream, each in lockstep, as
+// remote.Client.Stream runs them), and reports what a
 // viewer waits: the first chunk and the steady chunks' median, in µs,
 // over every session of the run. The gap between the two is the
 // transport's cost per chunk (docs/benchmarks/README.md).
@@ -27,6 +28,7 @@ func BenchmarkRealtimeLatency(b *testing.B) {
 	}{
 		{"inprocess", inProcess(b, "tiny-world")},
 		{"websocket", remoteClient(b, s, "tiny-world")},
+		{"grpc", grpcRemote(b, withGRPC(b, s), "tiny-world")},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var first, steady []time.Duration
