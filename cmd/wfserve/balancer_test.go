@@ -30,7 +30,9 @@ import (
 // round robin over the replicas without affinity, readiness checks every
 // 100 ms, a failed connection tried again on the other replica, the
 // WebSocket upgrade passed through; the response names the replica (for
-// the test).
+// the test). gRPC has a frontend of its own, HTTP/2 on both sides, each
+// call balanced on its own, the replicas' readiness checked on their REST
+// port.
 const haproxyConfig = `defaults
   mode http
   timeout connect 2s
@@ -51,6 +53,17 @@ backend replicas
   http-response set-header X-Replica %%[srv_name]
   server r1 127.0.0.1:%d check inter 100ms fall 1 rise 1
   server r2 127.0.0.1:%d check inter 100ms fall 1 rise 1
+
+frontend wfserve_grpc
+  bind 127.0.0.1:%d proto h2
+  default_backend replicas_grpc
+
+backend replicas_grpc
+  balance roundrobin
+  option httpchk GET /v2/health/ready
+  http-check expect status 200
+  server r1 127.0.0.1:%d proto h2 check port %d check-proto h1 inter 100ms fall 1 rise 1
+  server r2 127.0.0.1:%d proto h2 check port %d check-proto h1 inter 100ms fall 1 rise 1
 `
 
 // haproxyPath finds haproxy, or skips.
@@ -59,14 +72,17 @@ func haproxyPath(t *testing.T) string {
 	return enginetest.Tool(t, "haproxy", "/usr/sbin/haproxy", "Debian's haproxy; scripts/setup.sh installs it")
 }
 
+// replicaPorts are a replica's REST and gRPC ports.
+type replicaPorts struct{ http, grpc int }
+
 // startHAProxy runs Debian's haproxy in front of the replicas' ports and
-// returns its URL once it answers readiness.
-func startHAProxy(t *testing.T, p1, p2 int) string {
+// returns its REST URL once it answers readiness, and its gRPC address.
+func startHAProxy(t *testing.T, r1, r2 replicaPorts) (string, string) {
 	t.Helper()
 	bin := haproxyPath(t)
-	fe := enginetest.FreePort(t)
+	fe, feGRPC := enginetest.FreePort(t), enginetest.FreePort(t)
 	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, fe, p1, p2), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, fe, r1.http, r2.http, feGRPC, r1.grpc, r1.http, r2.grpc, r2.http), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-db", "-f", cfg)
@@ -95,7 +111,7 @@ func startHAProxy(t *testing.T, p1, p2 int) string {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	return url
+	return url, fmt.Sprintf("127.0.0.1:%d", feGRPC)
 }
 
 // replicasSeen sends readiness probes through the balancer until every
@@ -233,7 +249,8 @@ func replicaOf(t *testing.T, info oip.SessionInfo, replicas map[string]*wfserveP
 
 // Two wfserve replicas behind Debian's haproxy, round robin without
 // affinity: the generated remote clients give the in-process answers,
-// REST and a realtime stream over WebSocket with controls alike. A
+// REST and gRPC calls and realtime streams (WebSocket, gRPC) with
+// controls alike. A
 // replica killed (SIGKILL) under load from 32 clients: the stream it
 // held ends with an error, the other replica's stream goes on, and the
 // failed requests are counted; with remote.WithRetries no request fails
@@ -242,12 +259,15 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	haproxyPath(t)
 	t.Parallel()
 	ctx := context.Background()
-	port1, port2 := enginetest.FreePort(t), enginetest.FreePort(t)
-	replicas := map[string]*wfserveProc{
-		"r1": startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", port1)),
-		"r2": startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", port2)),
+	ports := map[string]replicaPorts{
+		"r1": {enginetest.FreePort(t), enginetest.FreePort(t)},
+		"r2": {enginetest.FreePort(t), enginetest.FreePort(t)},
 	}
-	lb := startHAProxy(t, port1, port2)
+	replica := func(name string) *wfserveProc {
+		return startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", ports[name].http), "-grpc-addr", fmt.Sprintf("127.0.0.1:%d", ports[name].grpc))
+	}
+	replicas := map[string]*wfserveProc{"r1": replica("r1"), "r2": replica("r2")}
+	lb, lbGRPC := startHAProxy(t, ports["r1"], ports["r2"])
 	replicasSeen(t, lb, "r1", "r2")
 
 	// The in-process answers.
@@ -304,8 +324,34 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		}
 		return got
 	}
-	if in, re := frames(worldIn), frames(worldRe); len(re) != 5 || !slicesEqual(in, re) {
+	in := frames(worldIn)
+	if re := frames(worldRe); len(re) != 5 || !slicesEqual(in, re) {
 		t.Errorf("the stream through the balancer differs from the in-process one (%d chunks)", len(re))
+	}
+	// The same over gRPC through the balancer's HTTP/2 frontend.
+	encG, err := tinyencoder.NewRemote("grpc://" + lbGRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		res, err := encG.Embed(ctx, p)
+		if err != nil || !bytes.Equal(res.Embedding.Vector.Data, want) {
+			t.Fatalf("Embed over gRPC through the balancer: %v, or an answer that differs", err)
+		}
+	}
+	// Each call is balanced on its own, though the client holds one
+	// connection: both replicas logged ModelInfer calls.
+	for name, r := range replicas {
+		if !strings.Contains(r.stderr.String(), "ModelInfer") {
+			t.Errorf("replica %s answered no gRPC call", name)
+		}
+	}
+	worldG, err := tinyworld.NewRemote("grpc://" + lbGRPC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if re := frames(worldG); len(re) != 5 || !slicesEqual(in, re) {
+		t.Errorf("the gRPC stream through the balancer differs from the in-process one (%d chunks)", len(re))
 	}
 
 	// One paced stream on each replica.
@@ -354,7 +400,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	}
 
 	// Bring r1 back, then kill r2 under load with retries: nothing fails.
-	replicas["r1"] = startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", port1))
+	replicas["r1"] = replica("r1")
 	replicasSeen(t, lb, "r1", "r2")
 	encRetry, err := tinyencoder.NewRemote(lb, remote.WithRetries(5))
 	if err != nil {
