@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -76,7 +75,7 @@ func dialGRPC(u *url.URL, cfg *tls.Config) (*grpcTransport, error) {
 // trace context of the caller's span.
 func (c *Client) grpcContext(ctx context.Context) context.Context {
 	md := metadata.MD{}
-	traceContext.Inject(ctx, propagation.HeaderCarrier(md))
+	traceContext.Inject(ctx, oippb.MetadataCarrier(md))
 	if c.token != "" {
 		md.Set("authorization", "Bearer "+c.token)
 	}

@@ -244,7 +244,7 @@ func (t *telemetry) startGRPCSpan(ctx context.Context, md metadata.MD, method st
 	if t.tracer == nil {
 		return ctx
 	}
-	ctx = t.prop.Extract(ctx, mdCarrier(md))
+	ctx = t.prop.Extract(ctx, oippb.MetadataCarrier(md))
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	ctx, span := t.tracer.Start(ctx, strings.TrimPrefix(method, "/"), trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(ri.arrived),
 		trace.WithAttributes(
@@ -257,19 +257,6 @@ func (t *telemetry) startGRPCSpan(ctx context.Context, md metadata.MD, method st
 		fields["trace_id"] = sc.TraceID().String()
 	}
 	return ctx
-}
-
-// mdCarrier reads a trace context from gRPC metadata.
-type mdCarrier metadata.MD
-
-func (c mdCarrier) Get(key string) string { return first(metadata.MD(c), key) }
-func (c mdCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
-func (c mdCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 // lookup resolves a model name (family id or alias) and version (variant
