@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/worldfoundry/wfgen/gen/importer"
-	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -45,18 +44,9 @@ func runOpenAPI(args []string, stdout, stderr io.Writer) int {
 		printUsage(stderr, fs, openapiUsage)
 		return 2
 	}
-	fams, diags, err := loadOptions("openapi", cfg, stderr).Paths(paths)
-	if err != nil {
-		fmt.Fprintf(stderr, "wfgen openapi: %v\n", err)
-		return 2
-	}
-	if len(diags) > 0 {
-		validate.WriteDiagnostics(stderr, "text", diags)
-		fmt.Fprintf(stderr, "%d problem(s); no document written\n", len(diags))
-		return 1
-	}
-	if len(fams) == 0 {
-		return usageError(stderr, "openapi", "no manifests found in %v", paths)
+	fams, code := loadFamilies("openapi", "document", cfg, paths, stderr)
+	if code >= 0 {
+		return code
 	}
 	specs := make([]*spec.ModelInferenceSpec, len(fams))
 	for i, f := range fams {

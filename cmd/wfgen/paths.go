@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/mod/modfile"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/validate"
 )
@@ -33,6 +34,27 @@ func loadOptions(name string, cfg *config, stderr io.Writer) validate.Options {
 			fmt.Fprintf(stderr, "wfgen %s: warning: skipped %v\n", name, err)
 		},
 	}
+}
+
+// loadFamilies loads the manifests under paths for command name, which
+// writes what (a "page", a "document") from them: a load error exits 2, a
+// problem in the manifests 1 (reported, nothing written), no manifest at
+// all 2. code is -1 when the families are there.
+func loadFamilies(name, what string, cfg *config, paths []string, stderr io.Writer) (fams []*ir.Family, code int) {
+	fams, diags, err := loadOptions(name, cfg, stderr).Paths(paths)
+	if err != nil {
+		fmt.Fprintf(stderr, "wfgen %s: %v\n", name, err)
+		return nil, 2
+	}
+	if len(diags) > 0 {
+		validate.WriteDiagnostics(stderr, "text", diags)
+		fmt.Fprintf(stderr, "%d problem(s); no %s written\n", len(diags), what)
+		return nil, 1
+	}
+	if len(fams) == 0 {
+		return nil, usageError(stderr, name, "no manifests found in %v", paths)
+	}
+	return fams, -1
 }
 
 // moduleRoot returns the folder of the go.mod nearest to dir (dir itself or

@@ -5,7 +5,6 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/playground"
 )
 
@@ -41,18 +40,9 @@ func runPlayground(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(stderr, "playground", "%v", err)
 	}
-	fams, diags, err := loadOptions("playground", cfg, stderr).Paths(paths)
-	if err != nil {
-		fmt.Fprintf(stderr, "wfgen playground: %v\n", err)
-		return 2
-	}
-	if len(diags) > 0 {
-		validate.WriteDiagnostics(stderr, "text", diags)
-		fmt.Fprintf(stderr, "%d problem(s); no page written\n", len(diags))
-		return 1
-	}
-	if len(fams) == 0 {
-		return usageError(stderr, "playground", "no manifests found in %v", paths)
+	fams, code := loadFamilies("playground", "page", cfg, paths, stderr)
+	if code >= 0 {
+		return code
 	}
 	for _, f := range fams {
 		dir := *out
