@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -123,12 +122,29 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 func (s *Server) openWS(ctx context.Context, r *http.Request, c *websocket.Conn) (*session, error) {
 	m := modelOf(r)
 	c.SetReadLimit(s.cfg.MaxBodyBytes)
-	readCtx, cancel := context.WithTimeout(ctx, s.readLimit())
-	typ, body, err := c.Read(readCtx)
-	cancel()
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	// A read whose context ends closes the connection at once, with no
+	// word to the client; the read limit is a timer instead, so that the
+	// refusal (408) can be sent before the close.
+	type message struct {
+		typ  websocket.MessageType
+		body []byte
+		err  error
+	}
+	first := make(chan message, 1)
+	go func() {
+		typ, body, err := c.Read(ctx)
+		first <- message{typ, body, err}
+	}()
+	limit := time.NewTimer(s.readLimit())
+	defer limit.Stop()
+	var msg message
+	select {
+	case msg = <-first:
+	case <-limit.C:
 		return nil, withStatus(http.StatusRequestTimeout, "no infer request within %v of the connection", s.readLimit())
+	}
+	typ, body, err := msg.typ, msg.body, msg.err
+	switch {
 	case websocket.CloseStatus(err) == websocket.StatusMessageTooBig:
 		return nil, withStatus(http.StatusRequestEntityTooLarge, "request larger than the limit of %d bytes", s.cfg.MaxBodyBytes)
 	case err != nil:

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -252,4 +253,34 @@ func TestWebSocketToken(t *testing.T) {
 	if err := open(nil, oip.SessionsSubprotocol, sub("wrong")); err == nil || err.Error() != "401" {
 		t.Errorf("wrong subprotocol token: %v", err)
 	}
+}
+
+// A hostile client's first message: one that never comes is refused 4408
+// once the read limit (-timeout) passed, one over -max-body 4413; neither
+// opens a session or holds the server.
+func TestWebSocketHostileFirstMessage(t *testing.T) {
+	t.Parallel()
+	s := start(t, serve.Config{Timeout: 300 * time.Millisecond, MaxBodyBytes: 4096})
+	silent, _, err := dialWS(t, s, "tiny-world", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent.refusedWith(4408, "no infer request within")
+
+	big, _, err := dialWS(t, s, "tiny-world", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.sendText(`{"inputs":[],"parameters":{"task":"step","id":"` + strings.Repeat("x", 8192) + `"}}`)
+	_, _, err = big.next()
+	if got := websocket.CloseStatus(err); got != websocket.StatusMessageTooBig && int(got) != 4413 {
+		t.Errorf("a first message over -max-body: %v, want close 1009 or 4413", err)
+	}
+	// The server still opens sessions.
+	ok, _, err := dialWS(t, s, "tiny-world", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok.sendText(wsWorldRequest)
+	ok.must(oip.EventSession)
 }
