@@ -284,3 +284,41 @@ func TestWebSocketHostileFirstMessage(t *testing.T) {
 	ok.sendText(wsWorldRequest)
 	ok.must(oip.EventSession)
 }
+
+// A session open when the server drains ends with an error event that
+// says so and the close code 1001 (going away); the drain does not wait
+// for it, and a new session is refused before the upgrade (503).
+func TestWebSocketSessionEndsOnShutdown(t *testing.T) {
+	t.Parallel()
+	s := start(t, serve.Config{})
+	ws, _, err := dialWS(t, s, "tiny-world", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.sendText(`{"parameters":{"task":"step"},"inputs":[]}`) // paced: a chunk every 250 ms
+	ws.must(oip.EventSession)
+	ws.must(oip.EventChunk)
+	ctx, cancel := context.WithTimeout(context.Background(), enginetest.Patience)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg, _, err := ws.next()
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusGoingAway {
+				t.Errorf("closed with %v, want 1001 (going away)", err)
+			}
+			break
+		}
+		if msg.Event == oip.EventChunk {
+			continue
+		}
+		if msg.Event != oip.EventError || !strings.Contains(string(msg.Data), "shutting down") {
+			t.Errorf("event %q %s, want an error saying the server is shutting down", msg.Event, msg.Data)
+		}
+	}
+	if _, resp, err := dialWS(t, s, "tiny-world", nil); err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a session while draining: %v %v, want 503", resp, err)
+	}
+}
