@@ -36,8 +36,12 @@ type Config struct {
 	// padded up to it (see WithBatchRange); 0 or 1 pads nothing.
 	MinBatchSize int
 	// Lanes is how many forward calls may run at once (see WithLanes); 1
-	// runs them one after another.
+	// runs them one after another. With LanesAuto it is the most Run may
+	// choose.
 	Lanes int
+	// LanesAuto says Run chooses how many lanes, up to Lanes, by measuring
+	// (without WithLanes; see WithLanes).
+	LanesAuto bool
 	// Invariant sends every batch at MaxBatchSize (see WithInvariant).
 	Invariant bool
 
@@ -111,8 +115,24 @@ func WithStats(fn func(Stats)) Option {
 // memory at once. Out-of-memory halving, per-item errors, cancellation and
 // sharding work per lane as they do for one; the first lane to fail for
 // another reason stops the others. n ≤ 1 means one lane (the default).
+// WithLanes overrides an earlier WithAutoLanes.
 func WithLanes(n int) Option {
-	return func(c *Config) { c.Lanes = n }
+	return func(c *Config) { c.Lanes, c.LanesAuto = n, false }
+}
+
+// WithAutoLanes lets Run choose how many lanes (see WithLanes) to use, by
+// measuring: forward must be safe for concurrent use. A run of at least 112
+// batches runs its first two batches on one lane, times a few more on one
+// lane (at least four, and 20 ms) and as many per lane on two lanes — four
+// and eight while doubling pays, up to GOMAXPROCS — and goes on with the
+// fastest, where more lanes must be at least 10 % faster than fewer; a
+// shorter run uses one lane. The probes are batches of the run (nothing is
+// computed twice) and take at most an eighth of them. Under
+// WithPersistentForward the choice is kept for later runs of the same key
+// and max batch size. Stats.Lanes tells what Run chose. The generated
+// <Task>Batch methods pass it; a later WithLanes(n) forces n.
+func WithAutoLanes() Option {
+	return func(c *Config) { c.LanesAuto = true }
 }
 
 // WithInvariant makes every forward call run at one batch size, the max
@@ -192,6 +212,9 @@ func NewConfig(opts ...Option) (Config, error) {
 			c.PadSizes = slices.DeleteFunc(slices.Clone(c.PadSizes), func(n int) bool { return n >= c.rangeMax })
 			c.PadSizes = append(c.PadSizes, c.rangeMax)
 		}
+	}
+	if c.LanesAuto {
+		c.Lanes = autoLanes()
 	}
 	c.Lanes = max(c.Lanes, 1)
 	if c.MinBatchSize < 0 || c.rangeMax > 0 && c.MinBatchSize > c.rangeMax {

@@ -43,6 +43,10 @@ type Stats struct {
 	// Padded is the number of padding items sent to forward, over all calls
 	// (failed ones included): the compute spent on shape stability.
 	Padded int
+	// Lanes is the number of lanes the run is making calls on (see
+	// WithLanes): with WithAutoLanes, 1 until Run has measured whether more
+	// pay, then the number it chose.
+	Lanes int
 }
 
 // Call describes the forward call in progress. Run puts it in the context it
@@ -188,7 +192,7 @@ func Run[In, Out any](ctx context.Context, items []In, forward Forward[In, Out],
 	if cfg.Sharder != nil {
 		return runSharded(ctx, items, forward, cfg)
 	}
-	return runLanes(ctx, items, 0, len(items), forward, cfg)
+	return runAuto(ctx, items, 0, len(items), forward, cfg)
 }
 
 // runLanes is run over cfg.Lanes contiguous parts of items at once, each a
@@ -274,6 +278,7 @@ func sumStats(lanes []Stats) Stats {
 		t.Bisections += s.Bisections
 		t.Padded += s.Padded
 	}
+	t.Lanes = len(lanes)
 	return t
 }
 
@@ -282,7 +287,7 @@ func sumStats(lanes []Stats) Stats {
 // indexes into those.
 func run[In, Out any](ctx context.Context, items []In, base, total int, forward Forward[In, Out], cfg Config, lane int) ([]Out, error) {
 	out := make([]Out, len(items))
-	st := Stats{Items: len(items)}
+	st := Stats{Items: len(items), Lanes: 1}
 	report := func() {
 		if cfg.OnStats != nil {
 			cfg.OnStats(st)

@@ -89,7 +89,7 @@ func TestOOMRetriesOnlyTheFailedSlice(t *testing.T) {
 	if !slices.Equal(got, wantOutputs(items)) {
 		t.Errorf("outputs = %v, want %v", got, wantOutputs(items))
 	}
-	wantStats := Stats{Items: 10, Done: 10, Calls: 7, Batches: 5, Retries: 2}
+	wantStats := Stats{Items: 10, Done: 10, Calls: 7, Batches: 5, Retries: 2, Lanes: 1}
 	if last != wantStats {
 		t.Errorf("stats = %+v, want %+v", last, wantStats)
 	}
@@ -264,7 +264,7 @@ func TestPerItemErrorsBisect(t *testing.T) {
 	if !slices.Equal(r.calls, wantCalls) {
 		t.Errorf("calls = %v\nwant    %v", r.calls, wantCalls)
 	}
-	wantStats := Stats{Items: 16, Done: 14, Failed: 2, Calls: 14, Batches: 6, Bisections: 6}
+	wantStats := Stats{Items: 16, Done: 14, Failed: 2, Calls: 14, Batches: 6, Bisections: 6, Lanes: 1}
 	if last != wantStats {
 		t.Errorf("stats = %+v, want %+v", last, wantStats)
 	}
@@ -497,7 +497,7 @@ func TestStatsHookSeesEveryCall(t *testing.T) {
 		}
 	}
 	// [0,4) oom, [0,2), [2,4), [4,8) oom, [4,6), [6,8), [8,9).
-	want := Stats{Items: 9, Done: 9, Calls: 7, Batches: 5, Retries: 2}
+	want := Stats{Items: 9, Done: 9, Calls: 7, Batches: 5, Retries: 2, Lanes: 1}
 	if got := seen[len(seen)-1]; got != want {
 		t.Errorf("final stats %+v, want %+v", got, want)
 	}

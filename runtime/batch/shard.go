@@ -63,7 +63,7 @@ func runSharded[In, Out any](ctx context.Context, items []In, forward Forward[In
 	if lo < 0 || lo > hi || hi > n {
 		return nil, fmt.Errorf("batch: sharder gave items [%d, %d) of %d", lo, hi, n)
 	}
-	mine, err := runLanes(ctx, items[lo:hi:hi], lo, n, forward, cfg)
+	mine, err := runAuto(ctx, items[lo:hi:hi], lo, n, forward, cfg)
 	var itemErrs ItemErrors
 	if err != nil && !errors.As(err, &itemErrs) && (ctx.Err() != nil ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {

@@ -122,23 +122,24 @@ func (c *Client) runStacked(ctx context.Context, ti int, task *spec.InferenceTas
 		call    map[string]any
 		stacked []wftensor.Tensor
 	}
+	// A lane's buffers are made by its first call: Run may use fewer lanes
+	// than cfg.Lanes (WithAutoLanes), and calls of one lane never overlap.
 	lanes := make([]laneInputs, cfg.Lanes)
-	for k := range lanes {
-		ln := &lanes[k]
-		ln.call = maps.Clone(kw)
-		ln.stacked = make([]wftensor.Tensor, len(stacked))
-		for j, f := range stacked {
-			ln.stacked[j] = wftensor.Tensor{
-				DType: first[j].DType,
-				Shape: append([]int64{0}, first[j].Shape...),
-				Data:  make([]byte, 0, maxRows*len(first[j].Data)),
-			}
-			ln.call[task.Inputs[f].FieldID] = &ln.stacked[j]
-		}
-	}
 	forward := func(ctx context.Context, rows []int) ([]itemOutputs, error) {
 		bc, _ := batch.CallFrom(ctx)
 		ln := &lanes[bc.Lane]
+		if ln.call == nil {
+			ln.call = maps.Clone(kw)
+			ln.stacked = make([]wftensor.Tensor, len(stacked))
+			for j, f := range stacked {
+				ln.stacked[j] = wftensor.Tensor{
+					DType: first[j].DType,
+					Shape: append([]int64{0}, first[j].Shape...),
+					Data:  make([]byte, 0, maxRows*len(first[j].Data)),
+				}
+				ln.call[task.Inputs[f].FieldID] = &ln.stacked[j]
+			}
+		}
 		for j := range ln.stacked {
 			st := &ln.stacked[j]
 			st.Shape[0] = int64(len(rows))
@@ -187,7 +188,8 @@ func (c *Client) batchConfig(task *spec.InferenceTaskProfile, l *loaded, opts []
 	if err != nil {
 		return nil, batch.Config{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
-	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)))
+	// The forward below keeps its buffers per lane: Run may choose lanes.
+	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)), batch.WithAutoLanes())
 	if c.opts.BatchInvariant {
 		all = append(all, batch.WithInvariant())
 	}

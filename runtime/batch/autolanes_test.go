@@ -1,0 +1,153 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+)
+
+// withAutoLanes makes WithAutoLanes try up to n lanes, whatever GOMAXPROCS
+// is, for the test.
+func withAutoLanes(t *testing.T, n int) {
+	saved := autoLanes
+	autoLanes = func() int { return n }
+	t.Cleanup(func() { autoLanes = saved })
+}
+
+// lanesSeen records Stats.Lanes of every stats report.
+type lanesSeen struct {
+	mu    sync.Mutex
+	lanes []int
+	last  Stats
+}
+
+func (l *lanesSeen) hook(s Stats) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lanes) == 0 || l.lanes[len(l.lanes)-1] != s.Lanes {
+		l.lanes = append(l.lanes, s.Lanes)
+	}
+	if s.Done < l.last.Done || s.Calls < l.last.Calls || s.Items != l.last.Items && l.last.Items != 0 {
+		panic("stats went back or changed their item count")
+	}
+	l.last = s
+}
+
+// TestAutoLanesChooseByMeasuring: a forward whose calls overlap freely (each
+// sleeps, so lanes run at once) gets more lanes, doubling up to the limit; a
+// forward whose calls cannot overlap (one lock around them all, as a model
+// whose calls keep every core busy) stays on one lane. Both runs make the
+// very batches and outputs of one lane. The runs are in synctest bubbles, so
+// the times Run measures are the sleeps, not the machine's load.
+func TestAutoLanesChooseByMeasuring(t *testing.T) {
+	withAutoLanes(t, 4)
+	synctest.Test(t, testAutoLanesChooseByMeasuring)
+}
+
+func testAutoLanesChooseByMeasuring(t *testing.T) {
+	items := ints(900*4 + 3)
+	opts := []Option{WithMaxBatchSize(4), WithPadSizes(2, 4)}
+	var one laneForward
+	want, err := Run(context.Background(), items, one.forward, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var free laneForward
+	var seen lanesSeen
+	got, err := Run(context.Background(), items, free.forward, append(opts, WithAutoLanes(), WithStats(seen.hook))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) || !slices.Equal(free.batches(), one.batches()) {
+		t.Fatal("auto lanes changed the outputs or the batches")
+	}
+	if !slices.Equal(seen.lanes, []int{1, 2, 4}) || free.most.Load() != 4 {
+		t.Errorf("overlapping calls: lanes over the run %v, at most %d calls at once; want 1, 2, 4 and 4", seen.lanes, free.most.Load())
+	}
+	if seen.last.Done != len(items) || seen.last.Items != len(items) || seen.last.Batches != len(one.calls) {
+		t.Errorf("last stats %+v; want all %d items in %d batches", seen.last, len(items), len(one.calls))
+	}
+	if free.overlap {
+		t.Error("two calls of one lane overlapped")
+	}
+
+	// A channel, not a sync.Mutex: a goroutine waiting on a channel is
+	// durably blocked, so the bubble's clock moves on.
+	lock := make(chan struct{}, 1)
+	var serial laneForward
+	var seen2 lanesSeen
+	locked := func(ctx context.Context, b []int) ([]int, error) {
+		lock <- struct{}{}
+		defer func() { <-lock }()
+		return serial.forward(ctx, b)
+	}
+	got, err = Run(context.Background(), items, locked, append(opts, WithAutoLanes(), WithStats(seen2.hook))...)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("serialised forward: %v, outputs equal %v", err, slices.Equal(got, want))
+	}
+	if l := seen2.lanes; len(l) != 3 || l[0] != 1 || l[1] != 2 || l[2] != 1 {
+		t.Errorf("serialised calls: lanes over the run %v; want 1, the two-lane probe, then 1", l)
+	}
+}
+
+// TestAutoLanesShortRunsAndForcedLanes: a run too short to spare a probe
+// uses one lane; WithLanes after WithAutoLanes forces its number; a
+// persistent forward keeps the choice, so its next run starts with it.
+func TestAutoLanesShortRunsAndForcedLanes(t *testing.T) {
+	withAutoLanes(t, 2)
+	synctest.Test(t, testAutoLanesShortRunsAndForcedLanes)
+}
+
+func testAutoLanesShortRunsAndForcedLanes(t *testing.T) {
+	var short laneForward
+	if _, err := Run(context.Background(), ints(111*8), short.forward, WithMaxBatchSize(8), WithAutoLanes()); err != nil || short.most.Load() != 1 {
+		t.Errorf("111 batches: at most %d calls at once, %v; want 1", short.most.Load(), err)
+	}
+	var forced laneForward
+	if _, err := Run(context.Background(), ints(400*8), forced.forward, WithMaxBatchSize(8), WithAutoLanes(), WithLanes(1)); err != nil || forced.most.Load() != 1 {
+		t.Errorf("WithLanes(1): at most %d calls at once, %v; want 1", forced.most.Load(), err)
+	}
+	var first, again laneForward
+	var seen lanesSeen
+	key := WithPersistentForward(t.Name())
+	if _, err := Run(context.Background(), ints(400*8), first.forward, WithMaxBatchSize(8), WithAutoLanes(), key); err != nil || first.most.Load() != 2 {
+		t.Fatalf("first run: at most %d calls at once, %v; want 2", first.most.Load(), err)
+	}
+	if _, err := Run(context.Background(), ints(20*8), again.forward, WithMaxBatchSize(8), WithAutoLanes(), key, WithStats(seen.hook)); err != nil || !slices.Equal(seen.lanes, []int{2}) {
+		t.Errorf("second run of the key: lanes %v, %v; want 2 from the first call", seen.lanes, err)
+	}
+}
+
+// TestAutoLanesItemErrors: items that fail on their own, in the warm-up, in
+// the probes and after them, come back with their own indexes, and every
+// other item's output with them.
+func TestAutoLanesItemErrors(t *testing.T) {
+	withAutoLanes(t, 2)
+	synctest.Test(t, testAutoLanesItemErrors)
+}
+
+func testAutoLanesItemErrors(t *testing.T) {
+	bad := map[int]bool{3: true, 50: true, 130: true, 2000: true, 3199: true}
+	f := laneForward{fail: func(batch []int, c Call) error {
+		for _, v := range batch {
+			if bad[v] {
+				return errors.New("bad item")
+			}
+		}
+		return nil
+	}}
+	out, err := Run(context.Background(), ints(3200), f.forward, WithMaxBatchSize(8), WithPerItemErrors(), WithAutoLanes())
+	var ie ItemErrors
+	if !errors.As(err, &ie) || !slices.Equal(ie.Indexes(), []int{3, 50, 130, 2000, 3199}) {
+		t.Fatalf("Run error %v; want the five bad items", err)
+	}
+	for i, v := range out {
+		if want := 10*i + 1; !bad[i] && v != want {
+			t.Fatalf("item %d: %d, want %d", i, v, want)
+		}
+	}
+}
