@@ -217,7 +217,7 @@ func (m *AOTIModule) Call(ctx context.Context, method string, kwargs map[string]
 	if shim.NeedsPin(enc.ptrs) {
 		enc.pin(&pinner)
 	}
-	res := shim.AOTICall(m.h, enc.buf, enc.ptrs, out)
+	res := onThread(func() shim.Result { return shim.AOTICall(m.h, enc.buf, enc.ptrs, out) })
 	pinner.Unpin()
 	release()
 	runtime.KeepAlive(m)

@@ -7,6 +7,7 @@ package torch
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,6 +67,8 @@ func BenchmarkCallRawCpp(b *testing.B) {
 //   - go-buffer: the same with the outputs in a reused tensor.OutputBuffer,
 //     as the C++ loop reuses its output buffer;
 //   - go-noyield: Module.Call without its periodic yield (yield.go);
+//   - go-unlocked: Module.Call without holding its OS thread during the
+//     libtorch call (keepThread in yield.go);
 //   - shim: the shim's own call path in a C++ loop (no Go crossing), which
 //     does the same work as cpp: shim/cpp is the control that shows the
 //     method's own bias (it should be 1);
@@ -75,7 +78,7 @@ func BenchmarkCallRawCpp(b *testing.B) {
 //
 // b.N counts rounds. Metrics: mean ns per call of each; the medians over
 // rounds of go/cpp (target ≤ 1.05), go-buffer/cpp, go/py (target < 1),
-// go-noyield/cpp and shim/cpp; and go/cpp and go/py of each column's fastest
+// go-noyield/cpp, go-unlocked/cpp, go-buffer/py and shim/cpp; and go/cpp and go/py of each column's fastest
 // run ("-min"). The machine's speed drifts by up to ±30 % over tens of
 // milliseconds, so single rounds are noisy; the fastest runs are each column
 // in the machine's quiet phases.
@@ -117,6 +120,11 @@ func BenchmarkInterleaved(b *testing.B) {
 				defer func() { yieldEvery = saved }()
 				return runGo()
 			}
+			runGoUnlocked := func() time.Duration {
+				keepThread = false
+				defer func() { keepThread = true }()
+				return runGo()
+			}
 			runShim := func() time.Duration {
 				ns, res := shim.BenchCall(m.h, "forward", enc.buf, enc.ptrs, chunk, make([]byte, outBytes))
 				if ns < 0 {
@@ -138,13 +146,13 @@ func BenchmarkInterleaved(b *testing.B) {
 				}
 				return d
 			}
-			const goCol, shimCol, cppCol, pyCol, noYieldCol, bufCol = 0, 1, 2, 3, 4, 5
-			runs := []func() time.Duration{runGo, runShim, runCpp, runPy, runGoNoYield, runGoBuffer}
-			var total, best [6]time.Duration
+			const goCol, shimCol, cppCol, pyCol, noYieldCol, bufCol, unlockedCol = 0, 1, 2, 3, 4, 5, 6
+			runs := []func() time.Duration{runGo, runShim, runCpp, runPy, runGoNoYield, runGoBuffer, runGoUnlocked}
+			var total, best [7]time.Duration
 			ratios := map[string][]float64{}
 			b.ResetTimer()
 			for r := 0; r < b.N; r++ {
-				var d [6]time.Duration
+				var d [7]time.Duration
 				for k := range runs {
 					i := (k + r) % len(runs)
 					d[i] = runs[i]()
@@ -159,14 +167,26 @@ func BenchmarkInterleaved(b *testing.B) {
 				ratio("go/py", goCol, pyCol)
 				ratio("go-noyield/cpp", noYieldCol, cppCol)
 				ratio("shim/cpp", shimCol, cppCol)
+				ratio("go-unlocked/cpp", unlockedCol, cppCol)
+				ratio("go-buffer/py", bufCol, pyCol)
 			}
 			calls := float64(b.N * chunk)
-			for i, name := range []string{"go", "shim", "cpp", "py", "go-noyield", "go-buffer"} {
+			for i, name := range []string{"go", "shim", "cpp", "py", "go-noyield", "go-buffer", "go-unlocked"} {
 				b.ReportMetric(float64(total[i].Nanoseconds())/calls, name+"-ns/call")
 			}
 			for name, v := range ratios {
 				b.ReportMetric(median(v), name)
 			}
+			// keepThread's effect, paired round by round, with the spread
+			// of the rounds: the quartiles of go ÷ go-unlocked.
+			q := make([]float64, 0, b.N)
+			for r := range ratios["go/cpp"] {
+				q = append(q, ratios["go/cpp"][r]/ratios["go-unlocked/cpp"][r])
+			}
+			slices.Sort(q)
+			b.ReportMetric(q[len(q)/4], "go/go-unlocked-q1")
+			b.ReportMetric(q[len(q)/2], "go/go-unlocked")
+			b.ReportMetric(q[len(q)*3/4], "go/go-unlocked-q3")
 			b.ReportMetric(float64(best[goCol])/float64(best[cppCol]), "go/cpp-min")
 			b.ReportMetric(float64(best[bufCol])/float64(best[cppCol]), "go-buffer/cpp-min")
 			b.ReportMetric(float64(best[goCol])/float64(best[pyCol]), "go/py-min")

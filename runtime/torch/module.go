@@ -155,7 +155,7 @@ func (m *Module) Call(ctx context.Context, method string, kwargs map[string]any,
 	if shim.NeedsPin(enc.ptrs) {
 		enc.pin(&pinner)
 	}
-	res := shim.Call(m.h, method, enc.buf, enc.ptrs, autocast, out)
+	res := onThread(func() shim.Result { return shim.Call(m.h, method, enc.buf, enc.ptrs, autocast, out) })
 	pinner.Unpin()
 	m.mu.RUnlock()
 	<-m.eng.sem

@@ -3,6 +3,7 @@
 package torch
 
 import (
+	"runtime"
 	"sync"
 	"time"
 	_ "unsafe" // for go:linkname
@@ -72,3 +73,28 @@ func yieldIfDue() {
 //
 //go:linkname goyield runtime.goyield
 func goyield()
+
+// keepThread says whether libtorch calls hold the calling goroutine on its
+// OS thread (runtime.LockOSThread) while they run, so that the goroutine
+// goes on, after the call, on the thread that made it. Without it, a
+// goroutine whose P was taken during a call (by the garbage collector's
+// stop-the-world phases, or by sysmon when no P is idle) waits on the global
+// run queue and goes on on whichever thread takes it: back-to-back calls
+// then spread over several OS threads, each with its own malloc arena and
+// libtorch thread-local state, and run slower than the same calls from one
+// thread (docs/benchmarks/engine.md, "Calls that hop threads"). Locked, the
+// thread waits for a P and keeps the goroutine. Benchmarks set it to false
+// to measure calls without it.
+var keepThread = true
+
+// onThread runs call (a libtorch call) with the goroutine held on its OS
+// thread when keepThread is set. The lock nests inside a caller's own
+// runtime.LockOSThread.
+func onThread[T any](call func() T) T {
+	if !keepThread {
+		return call()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return call()
+}
