@@ -2,7 +2,8 @@
 // benchmark that measures wfgen against a peer — the libtorch engine
 // against a plain C++ loop and Python (runtime/torch BenchmarkInterleaved),
 // the generated batch client against Python (runtime/client
-// BenchmarkEmbedBatchInterleaved), compiled against eager modules
+// BenchmarkEmbedBatchInterleaved), the lanes the executor chooses against
+// forced ones (runtime/client BenchmarkAutoLanesInterleaved), compiled against eager modules
 // (runtime/torch BenchmarkCompileInterleaved) and, unless -serve=false, the
 // serving load test against FastAPI (runtime/serve/internal/servebench) —
 // and prints the Markdown table that docs/benchmarks/README.md shows, one row per
@@ -114,9 +115,19 @@ func run(rounds int, serve bool, stdout, log io.Writer) error {
 	for _, r := range batch {
 		m := r.metrics
 		rows = append(rows,
-			row{"tiny encoder, 10,000 items in batches of 8: generated EmbedBatch ÷ Python slicing a pre-stacked tensor (throughput)", items(m["go-items/s"]), items(m["py-slice-items/s"]), x(m["go/py-slice-x"]), "≥ 1.2"},
-			row{"the same with two lanes (batch.WithLanes(2)) ÷ Python slicing (throughput)", items(m["go-2lanes-items/s"]), items(m["py-slice-items/s"]), x(m["go-2lanes/py-slice-x"]), "≥ 1.2"},
-			row{"the generated EmbedBatch, one lane, ÷ Python stacking per batch (throughput)", items(m["go-items/s"]), items(m["py-stack-items/s"]), x(m["go/py-stack-x"]), "—"})
+			row{"tiny encoder, 10,000 items in batches of 8: generated EmbedBatch, default settings, ÷ Python slicing a pre-stacked tensor (throughput)", items(m["go-items/s"]), items(m["py-slice-items/s"]), x(m["go/py-slice-x"]), "≥ 1.2"},
+			row{"the same with one lane (batch.WithLanes(1)) ÷ Python slicing (throughput)", items(m["go-1lane-items/s"]), items(m["py-slice-items/s"]), x(m["go-1lane/py-slice-x"]), "—"},
+			row{"the generated EmbedBatch, default settings, ÷ Python stacking per batch (throughput)", items(m["go-items/s"]), items(m["py-stack-items/s"]), x(m["go/py-stack-x"]), "—"})
+	}
+	lanes, err := bench(log, "test", "-run", "^$", "-bench", "^BenchmarkAutoLanesInterleaved$", "-benchtime", fmt.Sprintf("%dx", max(3, rounds/2)), "./runtime/client/")
+	if err != nil {
+		return err
+	}
+	for _, r := range lanes {
+		m := r.metrics
+		rows = append(rows,
+			row{fmt.Sprintf("%s: default settings (the executor chose %.0f lanes) ÷ one lane (throughput)", r.name, m["lanes"]), items(m["default-items/s"]), items(m["1lane-items/s"]) + " (one lane)", x(m["default/1lane-x"]), "mobilenet ≥ 0.98"},
+			row{r.name + ": the same choosing afresh in every run (a client's first run) ÷ one lane", items(m["cold-items/s"]), items(m["1lane-items/s"]) + " (one lane)", x(m["cold/1lane-x"]), "—"})
 	}
 	compile, err := bench(log, "test", "-run", "^$", "-bench", "^BenchmarkCompileInterleaved$", "-benchtime", fmt.Sprintf("%dx", max(3, rounds/4)), "./runtime/torch/")
 	if err != nil {
