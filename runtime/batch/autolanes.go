@@ -12,27 +12,40 @@ import (
 // whose calls leave cores idle, run faster with more lanes, and models whose
 // calls already use every core run slower (docs/batching.md has figures).
 // Neither the model's size nor libtorch's thread count tells which ahead of
-// time, so Run measures: after warmBatches batches on one lane, it times a
-// probe of batches on one lane, then the same number of batches per lane on
-// twice as many lanes, and goes on with the faster, doubling again while
-// doubling pays, up to autoLaneCap or GOMAXPROCS. The probes are batches of
-// the run itself (nothing is computed twice), and every lane runs whole
-// batches of the max size, so the batches, their padding and the outputs are
-// those of one lane whatever Run chooses.
+// time, so Run measures, with batches of the run itself (nothing is computed
+// twice; every lane runs whole batches of the max size, so the batches,
+// their padding and the outputs are those of one lane whatever Run
+// chooses). After warmBatches untimed batches it alternates short segments
+// on one lane and on two — the same batches per lane — and adds their
+// times to the evidence; once each side has evidenceTime of it, two lanes
+// win if they run at least autoGain times as many batches per second, and
+// then two and four are compared the same way, and so on up to the lane
+// limit. The machine's speed drifts over tens of milliseconds, so the
+// evidence is made of many alternating segments rather than one timing of
+// each. A run spends at most 1/autoShare of its batches on the comparison;
+// under WithPersistentForward the evidence is kept per forward across
+// runs, so a long-lived client settles within its first runs and then
+// stops measuring, and until then each run goes on with the side that
+// leads.
 const (
 	// warmBatches run first, on one lane, untimed: a TorchScript module's
 	// first calls profile and optimise the graph.
 	warmBatches = 2
-	// probeBatches is the fewest batches per lane a probe times, and
-	// probeTime the least time the one-lane probe lasts (it then sets how
-	// many batches each lane of the next probe runs).
+	// A segment has at least probeBatches batches per lane, and the first
+	// one-lane segment of a run lasts at least segmentTime (which sets the
+	// run's segment length).
 	probeBatches = 4
-	probeTime    = 20 * time.Millisecond
-	// autoShare: the probes take at most 1/autoShare of the batches, so that
-	// a probe on too many lanes costs the run little.
+	segmentTime  = 5 * time.Millisecond
+	// evidenceTime is how long each side of a comparison must have run
+	// before it is settled.
+	evidenceTime = 50 * time.Millisecond
+	// autoShare: a run spends at most 1/autoShare of its batches measuring.
 	autoShare = 8
-	// autoGain is how much faster (items per second) more lanes must be to be
-	// chosen: less is within the noise of a shared machine.
+	// autoMinBatches is the shortest run that measures: a shorter one runs
+	// on the lanes the evidence so far favours (one without any).
+	autoMinBatches = autoShare * (warmBatches + 3*probeBatches)
+	// autoGain is how much faster (batches per second) more lanes must be to
+	// be chosen: less is within the noise of a shared machine.
 	autoGain = 1.10
 	// autoLaneCap bounds the lanes Run tries by itself.
 	autoLaneCap = 8
@@ -42,66 +55,105 @@ const (
 // nothing to overlap. Tests replace it.
 var autoLanes = func() int { return min(runtime.GOMAXPROCS(0), autoLaneCap) }
 
-// chosenLanes remembers, per persistent forward (WithPersistentForward's
-// key and the max batch size), the lanes a probe chose, so that later runs
-// of the same forward start with them.
-var chosenLanes sync.Map // laneKey → int
+// laneEvidence is the time and batches run on each lane count.
+type laneEvidence struct {
+	mu      sync.Mutex
+	secs    map[int]float64
+	batches map[int]int
+}
+
+// evidence holds, per persistent forward (WithPersistentForward's key and
+// the max batch size), the laneEvidence of its runs.
+var evidence sync.Map // laneKey → *laneEvidence
 
 type laneKey struct {
 	key  string
 	size int
 }
 
+func (e *laneEvidence) add(lanes, batches int, d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.secs[lanes] += d.Seconds()
+	e.batches[lanes] += batches
+}
+
+// plan returns the settled choice (lo, 0) or the comparison to measure
+// next (lo, hi), and which of its two sides leads: hi when it already runs
+// autoGain times as fast on the evidence so far.
+func (e *laneEvidence) plan(limit int) (lo, hi, lead int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rate := func(k int) float64 { return float64(e.batches[k]) / e.secs[k] }
+	lo = 1
+	for hi = 2; hi <= limit; hi *= 2 {
+		faster := e.secs[hi] > 0 && e.secs[lo] > 0 && rate(hi) >= rate(lo)*autoGain
+		if e.secs[lo] < evidenceTime.Seconds() || e.secs[hi] < evidenceTime.Seconds() {
+			if faster {
+				return lo, hi, hi
+			}
+			return lo, hi, lo
+		}
+		if !faster {
+			return lo, 0, lo
+		}
+		lo = hi
+	}
+	return lo, 0, lo
+}
+
 // runAuto is runLanes with the lane count chosen by measuring (see above)
-// when cfg.LanesAuto is set and the run has enough batches to spare a
-// probe.
+// when cfg.LanesAuto is set.
 func runAuto[In, Out any](ctx context.Context, items []In, base, total int, forward Forward[In, Out], cfg Config) ([]Out, error) {
 	if !cfg.LanesAuto || cfg.Lanes <= 1 {
 		return runLanes(ctx, items, base, total, forward, cfg)
 	}
+	ev := &laneEvidence{secs: map[int]float64{}, batches: map[int]int{}}
 	if cfg.PersistentKey != "" {
-		if k, ok := chosenLanes.Load(laneKey{cfg.PersistentKey, cfg.MaxBatchSize}); ok {
-			cfg.Lanes = k.(int)
-			return runLanes(ctx, items, base, total, forward, cfg)
-		}
+		v, _ := evidence.LoadOrStore(laneKey{cfg.PersistentKey, cfg.MaxBatchSize}, ev)
+		ev = v.(*laneEvidence)
 	}
+	lo, hi, lead := ev.plan(cfg.Lanes)
 	chunks := (len(items) + cfg.MaxBatchSize - 1) / cfg.MaxBatchSize
-	if chunks < autoShare*(warmBatches+3*probeBatches) {
-		// Too short to measure without the probes weighing on the run.
-		cfg.Lanes = 1
+	if hi == 0 || chunks < autoMinBatches {
+		cfg.Lanes = lead
 		return runLanes(ctx, items, base, total, forward, cfg)
 	}
 	p := &phases[In, Out]{ctx: ctx, items: items, base: base, total: total, forward: forward, cfg: cfg, out: make([]Out, len(items))}
-	budget := chunks / autoShare // batches the probes may take
 	if err := p.run(warmBatches, 1); err != nil {
 		return nil, err
 	}
-	// The one-lane probe: batch by batch until it has lasted probeTime.
+	budget := chunks/autoShare - warmBatches
+	// The first segment is on one lane, batch by batch until it has lasted
+	// segmentTime: its batch count n is every segment's, per lane.
 	n, start := 0, time.Now()
-	for n < probeBatches || time.Since(start) < probeTime && n < budget/3 {
+	for n < probeBatches || time.Since(start) < segmentTime && (n+1)*(1+lo+hi) <= budget {
 		if err := p.run(1, 1); err != nil {
 			return nil, err
 		}
 		n++
 	}
-	best, rate := 1, float64(n)/time.Since(start).Seconds()
-	spent := warmBatches + n
-	for lanes := 2; lanes <= cfg.Lanes && spent+lanes*n <= budget+warmBatches; lanes *= 2 {
-		start := time.Now()
-		if err := p.run(lanes*n, lanes); err != nil {
-			return nil, err
-		}
-		spent += lanes * n
-		r := float64(lanes*n) / time.Since(start).Seconds()
-		if r < rate*autoGain {
+	ev.add(1, n, time.Since(start))
+	budget -= n
+	for first := lo == 1; hi > 0; first = false {
+		if !first {
+			if (lo+hi)*n > budget {
+				break
+			}
+			if err := p.segment(ev, lo, n); err != nil {
+				return nil, err
+			}
+			budget -= lo * n
+		} else if hi*n > budget {
 			break
 		}
-		best, rate = lanes, r
+		if err := p.segment(ev, hi, n); err != nil {
+			return nil, err
+		}
+		budget -= hi * n
+		lo, hi, lead = ev.plan(cfg.Lanes)
 	}
-	if cfg.PersistentKey != "" {
-		chosenLanes.Store(laneKey{cfg.PersistentKey, cfg.MaxBatchSize}, best)
-	}
-	if err := p.run(chunks, best); err != nil {
+	if err := p.run(chunks, lead); err != nil {
 		return nil, err
 	}
 	if len(p.itemErrs) > 0 {
@@ -123,6 +175,17 @@ type phases[In, Out any] struct {
 	itemErrs    ItemErrors
 	next        int   // the first item not run yet
 	done        Stats // the totals of the parts run so far
+}
+
+// segment runs n batches per lane on lanes lanes and adds their time to
+// ev.
+func (p *phases[In, Out]) segment(ev *laneEvidence, lanes, n int) error {
+	start := time.Now()
+	if err := p.run(lanes*n, lanes); err != nil {
+		return err
+	}
+	ev.add(lanes, lanes*n, time.Since(start))
+	return nil
 }
 
 // run runs the next batches (at most the batches left) on lanes lanes.

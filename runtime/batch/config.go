@@ -122,15 +122,19 @@ func WithLanes(n int) Option {
 
 // WithAutoLanes lets Run choose how many lanes (see WithLanes) to use, by
 // measuring: forward must be safe for concurrent use. A run of at least 112
-// batches runs its first two batches on one lane, times a few more on one
-// lane (at least four, and 20 ms) and as many per lane on two lanes — four
-// and eight while doubling pays, up to GOMAXPROCS — and goes on with the
-// fastest, where more lanes must be at least 10 % faster than fewer; a
-// shorter run uses one lane. The probes are batches of the run (nothing is
-// computed twice) and take at most an eighth of them. Under
-// WithPersistentForward the choice is kept for later runs of the same key
-// and max batch size. Stats.Lanes tells what Run chose. The generated
-// <Task>Batch methods pass it; a later WithLanes(n) forces n.
+// batches runs its first two batches on one lane, then alternates short
+// segments of its batches on one lane and on two (at least four batches per
+// lane and 5 ms each) and goes on with the faster, where more lanes must
+// run at least 10 % more batches per second; once each side has run 50 ms,
+// the choice is settled and two lanes are compared with four the same way,
+// up to GOMAXPROCS (at most 8). The segments are batches of the run
+// (nothing is computed twice) and take at most an eighth of them. Under
+// WithPersistentForward the measurements add up across runs of the same key
+// and max batch size, so a long-lived client settles within its first runs
+// and then stops measuring; a shorter run goes on with what the
+// measurements so far favour (one lane without any). Stats.Lanes tells
+// what Run is using. The generated <Task>Batch methods pass it; a later
+// WithLanes(n) forces n.
 func WithAutoLanes() Option {
 	return func(c *Config) { c.LanesAuto = true }
 }
