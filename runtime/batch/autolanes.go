@@ -15,18 +15,25 @@ import (
 // time, so Run measures, with batches of the run itself (nothing is computed
 // twice; every lane runs whole batches of the max size, so the batches,
 // their padding and the outputs are those of one lane whatever Run
-// chooses). After warmBatches untimed batches it alternates short segments
-// on one lane and on two — the same batches per lane — and adds their
-// times to the evidence; once each side has evidenceTime of it, two lanes
-// win if they run at least autoGain times as many batches per second, and
-// then two and four are compared the same way, and so on up to the lane
-// limit. The machine's speed drifts over tens of milliseconds, so the
-// evidence is made of many alternating segments rather than one timing of
-// each. A run spends at most 1/autoShare of its batches on the comparison;
-// under WithPersistentForward the evidence is kept per forward across
-// runs, so a long-lived client settles within its first runs and then
-// stops measuring, and until then each run goes on with the side that
-// leads.
+// chooses), and adds what it measures to the evidence: the time and
+// batches run on each lane count. Once each side of a comparison has
+// evidenceTime of it, more lanes win if they run at least autoGain times as
+// many batches per second; then two lanes are compared with four the same
+// way, and so on up to the lane limit.
+//
+// A run long enough for it alternates segments of at least segmentTime on
+// one side and the other, within 1/autoShare of its batches. Segments must
+// be that long: over a millisecond or two the machine's speed drifts, a
+// new lane's thread is cold and the garbage collector's work for one
+// segment's allocations lands in the next (segments of 1–2 ms put two
+// lanes at 0.7–1.1× one on the tiny encoder, which two lanes run 1.4× as
+// fast). A shorter run of a persistent forward (WithPersistentForward) is
+// itself one sample: it runs, timed, on the side with less evidence. The
+// evidence of a persistent forward adds up across its runs (keyed by the
+// key and the max batch size), so a long-lived client settles within its
+// first runs and then stops measuring; the first run of a key only warms
+// up. Until settled, a run that does not measure goes on with the side the
+// evidence so far favours (one lane without any).
 const (
 	// warmBatches run first, on one lane, untimed: a TorchScript module's
 	// first calls profile and optimise the graph.
@@ -35,7 +42,7 @@ const (
 	// one-lane segment of a run lasts at least segmentTime (which sets the
 	// run's segment length).
 	probeBatches = 4
-	segmentTime  = 5 * time.Millisecond
+	segmentTime  = 20 * time.Millisecond
 	// evidenceTime is how long each side of a comparison must have run
 	// before it is settled.
 	evidenceTime = 50 * time.Millisecond
@@ -60,6 +67,7 @@ type laneEvidence struct {
 	mu      sync.Mutex
 	secs    map[int]float64
 	batches map[int]int
+	warm    bool // a run of the forward has warmed it up
 }
 
 // evidence holds, per persistent forward (WithPersistentForward's key and
@@ -69,6 +77,26 @@ var evidence sync.Map // laneKey → *laneEvidence
 type laneKey struct {
 	key  string
 	size int
+}
+
+// warmUp reports whether the forward was warmed up by an earlier run, and
+// marks it warm.
+func (e *laneEvidence) warmUp() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	was := e.warm
+	e.warm = true
+	return was
+}
+
+// thinner returns whichever of lo and hi has less evidence (lo on a tie).
+func (e *laneEvidence) thinner(lo, hi int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.secs[hi] < e.secs[lo] {
+		return hi
+	}
+	return lo
 }
 
 func (e *laneEvidence) add(lanes, batches int, d time.Duration) {
@@ -120,6 +148,13 @@ func runAuto[In, Out any](ctx context.Context, items []In, base, total int, forw
 		return runLanes(ctx, items, base, total, forward, cfg)
 	}
 	p := &phases[In, Out]{ctx: ctx, items: items, base: base, total: total, forward: forward, cfg: cfg, out: make([]Out, len(items))}
+	if cfg.PersistentKey != "" && !ev.warmUp() {
+		// The forward's first run: its first calls are slow (a TorchScript
+		// module optimises its graph, new threads are cold), so it is not
+		// evidence.
+		cfg.Lanes = lead
+		return runLanes(ctx, items, base, total, forward, cfg)
+	}
 	if err := p.run(warmBatches, 1); err != nil {
 		return nil, err
 	}
@@ -133,25 +168,42 @@ func runAuto[In, Out any](ctx context.Context, items []In, base, total int, forw
 		}
 		n++
 	}
-	ev.add(1, n, time.Since(start))
-	budget -= n
-	for first := lo == 1; hi > 0; first = false {
-		if !first {
-			if (lo+hi)*n > budget {
-				break
-			}
-			if err := p.segment(ev, lo, n); err != nil {
+	if d := time.Since(start); d < segmentTime {
+		// Too short a run for segments: a persistent forward's run is one
+		// sample of the side with less evidence; another goes on with the
+		// side that leads.
+		if cfg.PersistentKey == "" {
+			lead = lo
+		} else {
+			lead = ev.thinner(lo, hi)
+			start := time.Now()
+			left := chunks - warmBatches - n
+			if err := p.run(left, lead); err != nil {
 				return nil, err
 			}
-			budget -= lo * n
-		} else if hi*n > budget {
-			break
+			ev.add(lead, left, time.Since(start))
 		}
-		if err := p.segment(ev, hi, n); err != nil {
-			return nil, err
+	} else {
+		ev.add(1, n, d)
+		budget -= n
+		for first := lo == 1; hi > 0; first = false {
+			if !first {
+				if (lo+hi)*n > budget {
+					break
+				}
+				if err := p.segment(ev, lo, n); err != nil {
+					return nil, err
+				}
+				budget -= lo * n
+			} else if hi*n > budget {
+				break
+			}
+			if err := p.segment(ev, hi, n); err != nil {
+				return nil, err
+			}
+			budget -= hi * n
+			lo, hi, lead = ev.plan(cfg.Lanes)
 		}
-		budget -= hi * n
-		lo, hi, lead = ev.plan(cfg.Lanes)
 	}
 	if err := p.run(chunks, lead); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 // withAutoLanes makes WithAutoLanes try up to n lanes, whatever GOMAXPROCS
@@ -49,7 +50,7 @@ func TestAutoLanesChooseByMeasuring(t *testing.T) {
 }
 
 func testAutoLanesChooseByMeasuring(t *testing.T) {
-	items := ints(900*4 + 3)
+	items := ints(2400*4 + 3)
 	opts := []Option{WithMaxBatchSize(4), WithPadSizes(2, 4)}
 	var one laneForward
 	want, err := Run(context.Background(), items, one.forward, opts...)
@@ -112,14 +113,17 @@ func testAutoLanesShortRunsAndForcedLanes(t *testing.T) {
 	if _, err := Run(context.Background(), ints(400*8), forced.forward, WithMaxBatchSize(8), WithAutoLanes(), WithLanes(1)); err != nil || forced.most.Load() != 1 {
 		t.Errorf("WithLanes(1): at most %d calls at once, %v; want 1", forced.most.Load(), err)
 	}
-	var first, again laneForward
+	var warm, first, again laneForward
 	var seen lanesSeen
 	key := WithPersistentForward(t.Name())
+	if _, err := Run(context.Background(), ints(400*8), warm.forward, WithMaxBatchSize(8), WithAutoLanes(), key); err != nil || warm.most.Load() != 1 {
+		t.Fatalf("first run of the key (a warm-up): at most %d calls at once, %v; want 1", warm.most.Load(), err)
+	}
 	if _, err := Run(context.Background(), ints(400*8), first.forward, WithMaxBatchSize(8), WithAutoLanes(), key); err != nil || first.most.Load() != 2 {
-		t.Fatalf("first run: at most %d calls at once, %v; want 2", first.most.Load(), err)
+		t.Fatalf("second run: at most %d calls at once, %v; want 2", first.most.Load(), err)
 	}
 	if _, err := Run(context.Background(), ints(20*8), again.forward, WithMaxBatchSize(8), WithAutoLanes(), key, WithStats(seen.hook)); err != nil || !slices.Equal(seen.lanes, []int{2}) {
-		t.Errorf("second run of the key: lanes %v, %v; want 2 from the first call", seen.lanes, err)
+		t.Errorf("a short run of the key: lanes %v, %v; want 2 from the first call", seen.lanes, err)
 	}
 }
 
@@ -170,7 +174,7 @@ func testAutoLanesSettle(t *testing.T) {
 		return f.forward(ctx, b)
 	}
 	key := WithPersistentForward(t.Name())
-	measured := 0
+	var measured []bool
 	for run := range 6 {
 		var seen lanesSeen
 		if _, err := Run(context.Background(), ints(400*8), serial, WithMaxBatchSize(8), WithAutoLanes(), key, WithStats(seen.hook)); err != nil {
@@ -179,14 +183,54 @@ func testAutoLanesSettle(t *testing.T) {
 		if seen.last.Lanes != 1 {
 			t.Fatalf("run %d ended on %d lanes; want 1", run, seen.last.Lanes)
 		}
-		if slices.Contains(seen.lanes, 2) {
-			measured++
-			if measured < run+1 {
-				t.Fatalf("run %d measured again after a run that did not", run)
+		measured = append(measured, slices.Contains(seen.lanes, 2))
+	}
+	// The first run warms up; the next ones measure until the evidence
+	// suffices, then no run measures.
+	settled := slices.Index(measured[1:], false) + 1
+	if measured[0] || !measured[1] || settled == 0 || slices.Contains(measured[settled:], true) {
+		t.Errorf("runs that measured: %v; want a warm-up, then some, then none", measured)
+	}
+}
+
+// TestAutoLanesShortRunsSample: runs too short for segments of 20 ms are
+// each one sample, run whole on the side with less evidence; the runs of a
+// persistent forward settle on two lanes where calls overlap and on one
+// where they cannot.
+func TestAutoLanesShortRunsSample(t *testing.T) {
+	withAutoLanes(t, 2)
+	synctest.Test(t, testAutoLanesShortRunsSample)
+}
+
+func testAutoLanesShortRunsSample(t *testing.T) {
+	lock := make(chan struct{}, 1)
+	for _, tc := range []struct {
+		name   string
+		serial bool
+		want   int
+	}{{"overlapping", false, 2}, {"serial", true, 1}} {
+		var f laneForward
+		f.sleep = 100 * time.Microsecond
+		forward := f.forward
+		if tc.serial {
+			forward = func(ctx context.Context, b []int) ([]int, error) {
+				lock <- struct{}{}
+				defer func() { <-lock }()
+				return f.forward(ctx, b)
 			}
 		}
-	}
-	if measured == 0 || measured == 6 {
-		t.Errorf("%d of 6 runs measured; want the first ones only", measured)
+		key := WithPersistentForward(t.Name() + tc.name)
+		var lanes [][]int
+		for range 40 {
+			var seen lanesSeen
+			if _, err := Run(context.Background(), ints(120), forward, WithMaxBatchSize(1), WithAutoLanes(), key, WithStats(seen.hook)); err != nil {
+				t.Fatal(err)
+			}
+			lanes = append(lanes, seen.lanes)
+		}
+		last := lanes[len(lanes)-1]
+		if !slices.Equal(last, []int{tc.want}) || !slices.ContainsFunc(lanes, func(l []int) bool { return slices.Equal(l, []int{1, 2}) }) {
+			t.Errorf("%s: lanes of the runs %v; want whole runs on two lanes among them, and to end on %d alone", tc.name, lanes, tc.want)
+		}
 	}
 }

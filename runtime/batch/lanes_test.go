@@ -25,6 +25,7 @@ type laneForward struct {
 	most    atomic.Int32
 	overlap bool // two calls of one lane at once
 	fail    func(batch []int, c Call) error
+	sleep   time.Duration // each call's length (0: 2 ms)
 }
 
 func (f *laneForward) forward(ctx context.Context, batch []int) ([]int, error) {
@@ -45,7 +46,11 @@ func (f *laneForward) forward(ctx context.Context, batch []int) ([]int, error) {
 	// The tests run in synctest bubbles: the sleep ends only once every
 	// other goroutine is blocked, so every lane that has a batch to run
 	// is in a call by then.
-	time.Sleep(2 * time.Millisecond)
+	d := f.sleep
+	if d == 0 {
+		d = 2 * time.Millisecond
+	}
+	time.Sleep(d)
 	f.active.Add(-1)
 	f.mu.Lock()
 	f.busy[c.Lane] = false
