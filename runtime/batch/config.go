@@ -98,8 +98,9 @@ func WithPerItemErrors() Option {
 	return func(c *Config) { c.PerItemErrors = true }
 }
 
-// WithStats registers fn to be called, on Run's goroutine, after every
-// forward call with the running totals; use it for progress bars and logs.
+// WithStats registers fn to be called after every forward call with the
+// running totals, one call at a time (on Run's goroutine, or with lanes on
+// the lane's); use it for progress bars and logs.
 func WithStats(fn func(Stats)) Option {
 	return func(c *Config) { c.OnStats = fn }
 }
@@ -121,17 +122,19 @@ func WithLanes(n int) Option {
 }
 
 // WithAutoLanes lets Run choose how many lanes (see WithLanes) to use, by
-// measuring: forward must be safe for concurrent use. A run of at least 112
-// batches runs its first two batches on one lane, then alternates short
-// segments of its batches on one lane and on two (at least four batches per
-// lane and 5 ms each) and goes on with the faster, where more lanes must
-// run at least 10 % more batches per second; once each side has run 50 ms,
-// the choice is settled and two lanes are compared with four the same way,
-// up to GOMAXPROCS (at most 8). The segments are batches of the run
-// (nothing is computed twice) and take at most an eighth of them. Under
-// WithPersistentForward the measurements add up across runs of the same key
-// and max batch size, so a long-lived client settles within its first runs
-// and then stops measuring; a shorter run goes on with what the
+// measuring: forward must be safe for concurrent use. Run times batches of
+// the run itself on one lane and on two (nothing is computed twice, the
+// batches stay those of one lane) and goes on with the faster, where more
+// lanes must run at least 10 % more batches per second; once each side has
+// run 50 ms the choice is settled, and two lanes are compared with four
+// the same way, up to GOMAXPROCS (at most 8). A run of at least 112
+// batches long enough for it alternates segments of at least 20 ms on each
+// side within an eighth of its batches; a shorter run of a persistent
+// forward (WithPersistentForward) is itself one sample, run whole on the
+// side with less evidence. The measurements of a persistent forward add up
+// across its runs (per key and max batch size), so a long-lived client
+// settles within its first runs and then stops measuring; its first run
+// only warms up. Until settled, a run that does not measure uses what the
 // measurements so far favour (one lane without any). Stats.Lanes tells
 // what Run is using. The generated <Task>Batch methods pass it; a later
 // WithLanes(n) forces n.

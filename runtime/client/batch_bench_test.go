@@ -172,6 +172,11 @@ func BenchmarkEmbedBatchInterleaved(b *testing.B) {
 		slices.Sort(v)
 		b.ReportMetric(v[len(v)/2], name+"-x")
 	}
+	var st batch.Stats
+	if _, err := c.EmbedBatch(ctx, ps, batch.WithStats(func(s batch.Stats) { st = s })); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(st.Lanes), "go-lanes")
 }
 
 // batchPeer is a testdata/batch_peer.py process.
