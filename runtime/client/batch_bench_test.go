@@ -18,6 +18,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/torch"
@@ -75,8 +76,8 @@ func BenchmarkEmbedBatch(b *testing.B) {
 	}
 }
 
-// BenchmarkEmbedBatchInterleaved compares the same job, in rotating order
-// within each round (b.N rounds), across:
+// BenchmarkEmbedBatchInterleaved compares the same job, in a new order
+// each round (enginetest.RoundOrder; b.N rounds), across:
 //
 //   - go: the generated EmbedBatch with default settings, typed params in,
 //     typed per-item results out (the lanes batch.WithAutoLanes chose in
@@ -154,8 +155,7 @@ func BenchmarkEmbedBatchInterleaved(b *testing.B) {
 	b.ResetTimer()
 	for r := range b.N {
 		d := make([]time.Duration, len(runs))
-		for k := range runs {
-			i := (k + r) % len(runs)
+		for _, i := range enginetest.RoundOrder(r, len(runs)) {
 			runs[i]() // untimed: pays for what the previous column left behind
 			d[i] = runs[i]()
 			total[i] += d[i]

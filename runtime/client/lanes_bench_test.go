@@ -4,11 +4,11 @@ package client_test
 
 import (
 	"context"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 )
@@ -91,7 +91,7 @@ func BenchmarkAutoLanesInterleaved(b *testing.B) {
 				// A new order every round, so that no column always follows
 				// the same one (mobilenet's two-lane column leaves state that
 				// an untimed run does not quite clear).
-				for _, i := range rand.New(rand.NewPCG(uint64(r), 36)).Perm(len(cols)) {
+				for _, i := range enginetest.RoundOrder(r, len(cols)) {
 					cols[i]() // untimed: pays for what the previous column left behind
 					t0 := time.Now()
 					n := cols[i]()

@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/examples/aoti"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // BenchmarkAOTIMobileNetInterleaved times one call of torchvision's
-// mobilenet_v3_small (examples/aoti), batch 1 and 8, four ways, in
-// rotating order inside each round so that machine noise hits all alike:
+// mobilenet_v3_small (examples/aoti), batch 1 and 8, four ways, in a new
+// order each round (enginetest.RoundOrder) so that machine noise hits all
+// alike:
 //
 //   - go-aoti: the AOTInductor package through AOTIModule.Call;
 //   - py-aoti: the same package from Python (torch._inductor.aoti_load_package,
@@ -90,8 +92,7 @@ func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
 			b.ResetTimer()
 			for r := 0; r < b.N; r++ {
 				var us [4]float64
-				for k := range runs {
-					i := (k + r) % len(runs)
+				for _, i := range enginetest.RoundOrder(r, len(runs)) {
 					runs[i]() // untimed: pays for what the previous column left behind
 					us[i] = float64(runs[i]().Nanoseconds()) / float64(chunk) / 1e3
 					perCall[i] = append(perCall[i], us[i])

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
@@ -59,9 +60,9 @@ func BenchmarkCallRawCpp(b *testing.B) {
 	}
 }
 
-// BenchmarkInterleaved runs, on the same module and input, in rotating
-// order within each round, a run of about runLength of back-to-back calls of
-// each of these, so that machine noise hits all alike:
+// BenchmarkInterleaved runs, on the same module and input, in a new order
+// each round (enginetest.RoundOrder), a run of about runLength of
+// back-to-back calls of each of these, so that machine noise hits all alike:
 //
 //   - go: Module.Call from Go (kwargs in, Go-owned output out);
 //   - go-buffer: the same with the outputs in a reused tensor.OutputBuffer,
@@ -153,8 +154,7 @@ func BenchmarkInterleaved(b *testing.B) {
 			b.ResetTimer()
 			for r := 0; r < b.N; r++ {
 				var d [7]time.Duration
-				for k := range runs {
-					i := (k + r) % len(runs)
+				for _, i := range enginetest.RoundOrder(r, len(runs)) {
 					d[i] = runs[i]()
 					total[i] += d[i]
 					if best[i] == 0 || d[i] < best[i] {
@@ -265,8 +265,7 @@ func BenchmarkCallParts(b *testing.B) {
 			perCall := make([][]float64, len(parts))
 			b.ResetTimer()
 			for r := 0; r < b.N; r++ {
-				for k := range parts {
-					i := (k + r) % len(parts)
+				for _, i := range enginetest.RoundOrder(r, len(parts)) {
 					perCall[i] = append(perCall[i], float64(parts[i].run().Nanoseconds())/float64(chunk)/1e3)
 				}
 			}

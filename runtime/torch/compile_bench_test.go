@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // BenchmarkCompileInterleaved times one module uncompiled and compiled by
-// each kind of backend, in rotating order within each round (b.N rounds of
-// about runLength of back-to-back calls per column), so that the choice of
-// the compile default rests on one comparable run:
+// each kind of backend, in a new order each round (enginetest.RoundOrder;
+// b.N rounds of about runLength of back-to-back calls per column), so that
+// the choice of the compile default rests on one comparable run:
 //
 //   - eager: the module as loaded;
 //   - freeze: backend "freeze" (parameters become constants);
@@ -80,8 +81,7 @@ func BenchmarkCompileInterleaved(b *testing.B) {
 			b.ResetTimer()
 			for r := range b.N {
 				per := make([]float64, len(ms))
-				for k := range ms {
-					i := (k + r) % len(ms)
+				for _, i := range enginetest.RoundOrder(r, len(ms)) {
 					t0 := time.Now()
 					for range calls[i] {
 						if _, err := ms[i].Call(ctx, "forward", kw, engine.CallOptions{}); err != nil {
