@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
@@ -49,6 +50,7 @@ func ReadCallSpec(r io.ReaderAt, size int64) (engine.CallSpec, error) {
 	case len(models) == 0:
 		return engine.CallSpec{}, errors.New("not an AOTInductor package: no data/aotinductor/<model>/<name>_metadata.json entry")
 	case len(files) == 0:
+		slices.Sort(models) // the same message whatever the order of the zip's entries
 		return engine.CallSpec{}, fmt.Errorf("the package holds the models %s, none of them %q", strings.Join(models, ", "), model)
 	case len(files) > 1:
 		return engine.CallSpec{}, fmt.Errorf("model %s of the package has %d metadata files (%s, %s)", model, len(files), files[0].Name, files[1].Name)
