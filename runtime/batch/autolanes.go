@@ -249,19 +249,16 @@ func (p *phases[In, Out]) run(batches, lanes int) error {
 	}
 	cfg := p.cfg
 	cfg.Lanes = lanes
+	var last Stats // this part's totals, added to p.done after it
 	if p.cfg.OnStats != nil {
 		prior := p.done
 		cfg.OnStats = func(s Stats) {
+			last = s
 			t := sumStats([]Stats{prior, s})
 			t.Items = len(p.items)
 			t.Lanes = lanes
 			p.cfg.OnStats(t)
 		}
-	}
-	var last Stats
-	if p.cfg.OnStats != nil {
-		inner := cfg.OnStats
-		cfg.OnStats = func(s Stats) { last = s; inner(s) }
 	}
 	res, err := runLanes(p.ctx, p.items[lo:hi:hi], p.base+lo, p.total, p.forward, cfg)
 	var ie ItemErrors
