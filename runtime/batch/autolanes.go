@@ -133,7 +133,10 @@ func (e *laneEvidence) plan(limit int) (lo, hi, lead int) {
 // runAuto is runLanes with the lane count chosen by measuring (see above)
 // when cfg.LanesAuto is set.
 func runAuto[In, Out any](ctx context.Context, items []In, base, total int, forward Forward[In, Out], cfg Config) ([]Out, error) {
-	if !cfg.LanesAuto || cfg.Lanes <= 1 {
+	chunks := (len(items) + cfg.MaxBatchSize - 1) / cfg.MaxBatchSize
+	if !cfg.LanesAuto || cfg.Lanes <= 1 || chunks <= 1 {
+		// Nothing to choose (one batch runs on one lane whatever the
+		// choice), nor anything to learn from a run this short.
 		return runLanes(ctx, items, base, total, forward, cfg)
 	}
 	ev := &laneEvidence{secs: map[int]float64{}, batches: map[int]int{}}
@@ -142,7 +145,6 @@ func runAuto[In, Out any](ctx context.Context, items []In, base, total int, forw
 		ev = v.(*laneEvidence)
 	}
 	lo, hi, lead := ev.plan(cfg.Lanes)
-	chunks := (len(items) + cfg.MaxBatchSize - 1) / cfg.MaxBatchSize
 	if hi == 0 || chunks < autoMinBatches {
 		cfg.Lanes = lead
 		return runLanes(ctx, items, base, total, forward, cfg)

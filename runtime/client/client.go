@@ -159,6 +159,13 @@ type loadedTask struct {
 	// they have none.
 	base    map[string]any
 	baseErr error
+	// batch and batchCfg are the options and config of a batched run of a
+	// batchable task when the caller adds none (Client.batchConfig, with
+	// the load's call spec), resolved once instead of per call; batchErr
+	// is why the task has none.
+	batch    []batch.Option
+	batchCfg batch.Config
+	batchErr error
 }
 
 // New returns a client for spec. It resolves the variant and checks the
@@ -230,6 +237,14 @@ func (c *Client) load() (*loaded, error) {
 	}
 	c.loaded = l
 	return l, nil
+}
+
+// current returns the loaded module, or nil before the load and after
+// Close.
+func (c *Client) current() *loaded {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.loaded
 }
 
 func (c *Client) loadLocked() (*loaded, error) {
@@ -326,6 +341,12 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if len(errs) > 0 {
 		release(key)
 		return nil, fmt.Errorf("checkpoint %s: %w", path, errors.Join(errs...))
+	}
+	for i := range c.spec.Tasks {
+		if t := &c.spec.Tasks[i]; t.Batching != nil {
+			lt := &l.tasks[i]
+			lt.batch, lt.batchCfg, lt.batchErr = c.batchConfig(t, l, nil)
+		}
 	}
 	return l, nil
 }

@@ -48,7 +48,7 @@ func (o itemOutputs) fill(m map[string]any) {
 // into one reused input buffer per stacked input and splits the outputs
 // into per-item views, allocating per call, not per item.
 func (c *Client) runStacked(ctx context.Context, ti int, task *spec.InferenceTaskProfile, in Inputs, co CallOptions, opts ...batch.Option) ([]itemOutputs, error) {
-	if _, _, err := c.batchConfig(task, nil, opts); err != nil { // before loading anything
+	if _, _, err := c.runConfig(ti, task, c.current(), opts); err != nil { // before loading anything
 		return nil, err
 	}
 	n := in.Len()
@@ -103,7 +103,7 @@ func (c *Client) runStacked(ctx context.Context, ti int, task *spec.InferenceTas
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
-	all, cfg, err := c.batchConfig(task, l, opts)
+	all, cfg, err := c.runConfig(ti, task, l, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -122,23 +122,28 @@ func (c *Client) runStacked(ctx context.Context, ti int, task *spec.InferenceTas
 		call    map[string]any
 		stacked []wftensor.Tensor
 	}
-	// A lane's buffers are made by its first call: Run may use fewer lanes
-	// than cfg.Lanes (WithAutoLanes), and calls of one lane never overlap.
+	// Lane 0's buffers are made now, in kw itself; another lane's by its
+	// first call, from a copy of kw: Run may use fewer lanes than cfg.Lanes
+	// (WithAutoLanes), and calls of one lane never overlap.
 	lanes := make([]laneInputs, cfg.Lanes)
+	newLane := func(call map[string]any) laneInputs {
+		ln := laneInputs{call: call, stacked: make([]wftensor.Tensor, len(stacked))}
+		for j, f := range stacked {
+			ln.stacked[j] = wftensor.Tensor{
+				DType: first[j].DType,
+				Shape: append([]int64{0}, first[j].Shape...),
+				Data:  make([]byte, 0, maxRows*len(first[j].Data)),
+			}
+			call[task.Inputs[f].FieldID] = &ln.stacked[j]
+		}
+		return ln
+	}
+	lanes[0] = newLane(kw)
 	forward := func(ctx context.Context, rows []int) ([]itemOutputs, error) {
 		bc, _ := batch.CallFrom(ctx)
 		ln := &lanes[bc.Lane]
 		if ln.call == nil {
-			ln.call = maps.Clone(kw)
-			ln.stacked = make([]wftensor.Tensor, len(stacked))
-			for j, f := range stacked {
-				ln.stacked[j] = wftensor.Tensor{
-					DType: first[j].DType,
-					Shape: append([]int64{0}, first[j].Shape...),
-					Data:  make([]byte, 0, maxRows*len(first[j].Data)),
-				}
-				ln.call[task.Inputs[f].FieldID] = &ln.stacked[j]
-			}
+			*ln = newLane(maps.Clone(kw))
 		}
 		for j := range ln.stacked {
 			st := &ln.stacked[j]
@@ -205,6 +210,16 @@ func (c *Client) batchConfig(task *spec.InferenceTaskProfile, l *loaded, opts []
 		return nil, batch.Config{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	return all, cfg, nil
+}
+
+// runConfig is batchConfig for task (index ti), read from what the load
+// resolved when the caller adds no options; l is nil before the load.
+func (c *Client) runConfig(ti int, task *spec.InferenceTaskProfile, l *loaded, opts []batch.Option) ([]batch.Option, batch.Config, error) {
+	if l != nil && len(opts) == 0 && task == &c.spec.Tasks[ti] {
+		lt := &l.tasks[ti]
+		return lt.batch, lt.batchCfg, lt.batchErr
+	}
+	return c.batchConfig(task, l, opts)
 }
 
 // splitOutputs splits each output tensor of a forward call of n items

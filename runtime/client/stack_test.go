@@ -224,3 +224,33 @@ func TestBatchConflict(t *testing.T) {
 		}
 	}
 }
+
+// A batchable task's run options are resolved at load for the family's own
+// tasks; a task given by a copy of its own (same id, other batching) is
+// run with the copy's settings, as before the load.
+func TestCallTaskCopyKeepsItsBatching(t *testing.T) {
+	t.Parallel()
+	sp := loadSpec(t, "tiny-encoder")
+	c, err := client.New(sp, client.WithCheckpointRoot(tiny.Dir(t)), client.WithDevice("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	task := &sp.Tasks[0]
+	in := client.Kwargs(task, map[string]any{"tokens": tokens(1)})
+	if _, err := c.Call(ctx, task, in); err != nil {
+		t.Fatal(err)
+	}
+	cp := *task
+	b := *task.Batching
+	b.PadToBatchSizes = []int{4, 2}
+	cp.Batching = &b
+	_, err = c.Call(ctx, &cp, client.Kwargs(&cp, map[string]any{"tokens": tokens(1)}))
+	if err == nil || !strings.Contains(err.Error(), "strictly increasing") {
+		t.Fatalf("a copy of the task with pad sizes [4 2]: got %v, want the pad sizes' problem", err)
+	}
+	if _, err := c.Call(ctx, task, in); err != nil {
+		t.Fatalf("the family's own task after the copy: %v", err)
+	}
+}

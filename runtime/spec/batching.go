@@ -126,14 +126,16 @@ func BatchSizeProblems(maxBatchSize int, padSizes []int) []Problem {
 	}
 	prev := 0
 	for j, n := range padSizes {
-		p := "pad_to_batch_sizes/" + strconv.Itoa(j)
+		// The path is built for a problem only: a config without one (every
+		// batched call checks its own) allocates nothing here.
+		path := func() string { return "pad_to_batch_sizes/" + strconv.Itoa(j) }
 		switch {
 		case n < 1:
-			ps = append(ps, Problem{Path: p, Message: fmt.Sprintf("pad_to_batch_sizes entry %d must be at least 1", n)})
+			ps = append(ps, Problem{Path: path(), Message: fmt.Sprintf("pad_to_batch_sizes entry %d must be at least 1", n)})
 		case n <= prev:
-			ps = append(ps, Problem{Path: p, Message: fmt.Sprintf("pad_to_batch_sizes must be strictly increasing (%d follows %d)", n, prev)})
+			ps = append(ps, Problem{Path: path(), Message: fmt.Sprintf("pad_to_batch_sizes must be strictly increasing (%d follows %d)", n, prev)})
 		case maxBatchSize >= 1 && n > maxBatchSize:
-			ps = append(ps, Problem{Path: p, Message: fmt.Sprintf("pad_to_batch_sizes entry %d exceeds max_batch_size %d", n, maxBatchSize)})
+			ps = append(ps, Problem{Path: path(), Message: fmt.Sprintf("pad_to_batch_sizes entry %d exceeds max_batch_size %d", n, maxBatchSize)})
 		}
 		prev = max(prev, n)
 	}

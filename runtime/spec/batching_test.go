@@ -82,3 +82,16 @@ func TestBatchingProblems(t *testing.T) {
 		t.Errorf("JoinProblems = %q, want %q", got, want)
 	}
 }
+
+// Every batched call checks its config with BatchSizeProblems: a config
+// without a problem allocates nothing.
+func TestBatchSizeProblemsNoProblemNoAllocation(t *testing.T) {
+	pads := []int{1, 2, 4, 8}
+	if n := testing.AllocsPerRun(100, func() {
+		if ps := BatchSizeProblems(8, pads); ps != nil {
+			t.Fatal(ps)
+		}
+	}); n != 0 {
+		t.Errorf("BatchSizeProblems(8, %v) allocates %v times per call, want 0", pads, n)
+	}
+}
