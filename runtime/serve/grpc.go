@@ -65,6 +65,12 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		// Calls at once on one connection: what admission and the session
 		// limit would take anyway, and a few probes.
 		grpc.MaxConcurrentStreams(uint32(min(s.cfg.MaxQueue+s.cfg.MaxSessions+16, 1<<20))),
+		// Calls run on long-lived goroutines whose stacks have grown to
+		// what a call needs, instead of a fresh goroutine growing its stack
+		// anew per call (runtime.morestack: 7 % of the server's CPU on the
+		// tiny encoder, docs/benchmarks/README.md); one per admitted infer
+		// request, and a call beyond those gets a goroutine of its own.
+		grpc.NumStreamWorkers(uint32(s.cfg.MaxQueue)),
 		grpc.ChainUnaryInterceptor(s.grpcUnary),
 		grpc.ChainStreamInterceptor(s.grpcStream),
 	}
@@ -156,8 +162,7 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 	start := time.Now()
 	s.lastSeen.Store(start.UnixNano())
 	call := ctx
-	md, _ := metadata.FromIncomingContext(ctx)
-	id := first(md, "x-request-id")
+	id := first(metadata.ValueFromIncomingContext(ctx, "x-request-id"))
 	if id == "" || len(id) > 128 {
 		id = newID(8)
 	}
@@ -165,7 +170,7 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 	ri := &reqInfo{arrived: start}
 	ctx = context.WithValue(ctx, infoKey{}, ri)
 	fields := logctx.Fields{"request_id": id}
-	ctx = s.tel.startGRPCSpan(ctx, md, method, ri, id, fields)
+	ctx = s.tel.startGRPCSpan(ctx, method, ri, id, fields)
 	ctx = logctx.With(ctx, fields)
 	return ctx, func(err error) error {
 		code, gerr := grpcAnswer(call, err)
@@ -184,6 +189,9 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 				ri.span.SetStatus(otelcodes.Error, grpcstatus.Convert(gerr).Message())
 			}
 			ri.span.End(trace.WithTimestamp(end))
+		}
+		if !s.cfg.Logger.Enabled(ctx, slog.LevelInfo) {
+			return gerr
 		}
 		attrs := []slog.Attr{
 			slog.String("method", method), slog.String("code", gcode.String()), slog.Int("status", code),
@@ -208,10 +216,10 @@ func grpcArrival(ctx context.Context) time.Time {
 	return time.Now()
 }
 
-// first returns the first value of a metadata key.
-func first(md metadata.MD, key string) string {
-	if v := md.Get(key); len(v) > 0 {
-		return v[0]
+// first returns the first of a metadata key's values, "" for none.
+func first(values []string) string {
+	if len(values) > 0 {
+		return values[0]
 	}
 	return ""
 }
@@ -229,8 +237,7 @@ func (s *Server) grpcGuard(ctx context.Context, method string) error {
 	if s.cfg.Token == "" {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
 		if bearer(v, s.cfg.Token) {
 			return nil
 		}
@@ -240,10 +247,11 @@ func (s *Server) grpcGuard(ctx context.Context, method string) error {
 
 // startGRPCSpan starts a call's server span, a child of the trace context
 // its metadata carry (traceparent). Without a tracer it does nothing.
-func (t *telemetry) startGRPCSpan(ctx context.Context, md metadata.MD, method string, ri *reqInfo, id string, fields logctx.Fields) context.Context {
+func (t *telemetry) startGRPCSpan(ctx context.Context, method string, ri *reqInfo, id string, fields logctx.Fields) context.Context {
 	if t.tracer == nil {
 		return ctx
 	}
+	md, _ := metadata.FromIncomingContext(ctx)
 	ctx = t.prop.Extract(ctx, oippb.MetadataCarrier(md))
 	service, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	ctx, span := t.tracer.Start(ctx, strings.TrimPrefix(method, "/"), trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(ri.arrived),
