@@ -34,6 +34,12 @@ type wfserveProc struct {
 // demo manifests and args, and waits until it serves.
 func startProc(t *testing.T, args ...string) *wfserveProc {
 	t.Helper()
+	return startProcEnv(t, nil, args...)
+}
+
+// startProcEnv is startProc with env added to the process's environment.
+func startProcEnv(t *testing.T, env []string, args ...string) *wfserveProc {
+	t.Helper()
 	binPath := wfserveBin.Path(t, "wfserve")
 	dir := tiny.Dir(t)
 	manifests := filepath.Join("..", "..", "manifests")
@@ -41,6 +47,7 @@ func startProc(t *testing.T, args ...string) *wfserveProc {
 	all = append(all, filepath.Join(manifests, "tiny-encoder.yaml"), filepath.Join(manifests, "tiny-world.yaml"))
 	p := &wfserveProc{cmd: exec.Command(binPath, all...), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
+	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -147,6 +147,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer srv.Close()
+	gogc, memLimit := tuneCollector(srv.Config().MaxInflightBytes)
 	start := time.Now()
 	if err := srv.Load(); err != nil {
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
@@ -172,6 +173,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.Any("models", names),
 		slog.Bool("batching", cfg.Batching), slog.Bool("auth", cfg.Token != ""),
 		slog.Bool("metrics", *metrics), slog.String("otlp_traces", otlpEndpoint),
+		slog.Uint64("gogc", gogc), slog.Uint64("memory_limit", memLimit),
 		slog.Float64("load_s", time.Since(start).Seconds()))
 	if gln != nil {
 		log.Info("serving grpc", slog.String("grpc_addr", gln.Addr().String()))

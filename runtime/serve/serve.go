@@ -180,6 +180,10 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// Config returns the server's configuration with every default applied:
+// what the limits in force are (MaxInflightBytes, MaxQueue, ...).
+func (s *Server) Config() Config { return s.cfg }
+
 func moduleVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version
