@@ -445,13 +445,13 @@ func onSlot[T any](ctx context.Context, s *Server, v *variant, fn func() (T, err
 	}
 	res := make(chan answer, 1)
 	s.inflight.enter(true)
-	go func() {
+	v.callers.run(func() {
 		defer s.inflight.leave()
 		defer release()
 		out, err := fn()
 		called(err)
 		res <- answer{out, err}
-	}()
+	})
 	select {
 	case a := <-res:
 		return a.out, a.err

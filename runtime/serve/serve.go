@@ -216,6 +216,7 @@ type variant struct {
 	loaded   atomic.Bool
 	loadErr  atomic.Pointer[error]
 	slots    slots                                   // engine calls at once (Config.MaxConcurrent)
+	callers  *callers                                // the goroutines engine calls run on
 	batchers map[*spec.InferenceTaskProfile]*batcher // batchable tasks only
 }
 
@@ -237,6 +238,8 @@ type Server struct {
 	lastSeen atomic.Int64 // unix nanoseconds of the last request's arrival
 
 	streamCtx    context.Context // cancelled by Shutdown: ends open streams
+	closed       chan struct{}   // closed by Close: the engine callers return
+	closeOnce    sync.Once
 	cancelStream context.CancelFunc
 	sessions     sync.Map // session id → *session
 	nsessions    atomic.Int64
@@ -280,6 +283,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		lim: oip.Limits{MaxTensorBytes: cfg.MaxTensorBytes, MaxInputs: 1024},
 		adm: admission{maxRequests: int64(cfg.MaxQueue), maxBytes: cfg.MaxInflightBytes}}
 	s.streamCtx, s.cancelStream = context.WithCancel(context.Background())
+	s.closed = make(chan struct{})
 	defer func() {
 		if err != nil {
 			s.Close() // the batchers and clients made so far
@@ -309,7 +313,8 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 			if err != nil {
 				return nil, err
 			}
-			v := &variant{id: vid, client: c, slots: newSlots(cfg.MaxConcurrent), batchers: map[*spec.InferenceTaskProfile]*batcher{}}
+			v := &variant{id: vid, client: c, slots: newSlots(cfg.MaxConcurrent), callers: newCallers(cfg.MaxConcurrent, s.closed),
+				batchers: map[*spec.InferenceTaskProfile]*batcher{}}
 			if cfg.Batching {
 				for j := range f.Spec.Tasks {
 					t := &f.Spec.Tasks[j]
@@ -461,6 +466,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.draining.Store(true)
 	s.cancelStream()
+	s.closeOnce.Do(func() { close(s.closed) })
 	for _, m := range s.order {
 		for _, v := range m.variants {
 			for _, b := range v.batchers {
