@@ -162,8 +162,10 @@ func (r *remoteSession) open(controls stream.Controls) error {
 	}
 	r.conn = conn
 	r.events, r.answers, r.done = make(chan wsEvent, 4), make(chan wsEvent, 1), make(chan struct{})
+	// The first event is read here and the reader started after it: the
+	// session event reaches open without a hand-off between goroutines.
+	ev := r.next()
 	go r.read()
-	ev := <-r.events
 	switch {
 	case ev.err != nil:
 		return ev.err
@@ -195,45 +197,54 @@ func (r *remoteSession) read() {
 		}
 	}
 	for {
-		typ, b, err := r.conn.Read(r.ctx)
-		if err == nil && typ != websocket.MessageText {
-			err = errors.New("a binary message where an event was expected")
-		}
-		var msg oip.Message
-		if err == nil {
-			if err = json.Unmarshal(b, &msg); err != nil {
-				err = fmt.Errorf("malformed message: %w", err)
-			}
-		}
-		if err != nil {
-			if closeStatus(err) >= 0 {
-				err = fmt.Errorf("the server closed the session without ending it: %w", err)
-			}
-			put(wsEvent{err: err})
+		ev := r.next()
+		switch {
+		case ev.err != nil:
+			put(ev)
 			return
-		}
-		ev := wsEvent{name: msg.Event, data: msg.Data}
-		switch ev.name {
-		case oip.EventControls, oip.EventRefused:
+		case ev.name == oip.EventControls, ev.name == oip.EventRefused:
 			select {
 			case r.answers <- ev:
 			default:
 			}
 			continue
-		case oip.EventChunk:
-			typ, ev.raw, err = r.conn.Read(r.ctx)
-			if err == nil && typ != websocket.MessageBinary {
-				err = errors.New("a chunk's data is not a binary message")
-			}
-			if err != nil {
-				put(wsEvent{err: fmt.Errorf("a chunk's data: %w", err)})
-				return
-			}
 		}
 		if !put(ev) {
 			return
 		}
 	}
+}
+
+// next reads the session's next message: an event and, for a chunk, its
+// binary data; or why the connection ended.
+func (r *remoteSession) next() wsEvent {
+	typ, b, err := r.conn.Read(r.ctx)
+	if err == nil && typ != websocket.MessageText {
+		err = errors.New("a binary message where an event was expected")
+	}
+	var msg oip.Message
+	if err == nil {
+		if err = json.Unmarshal(b, &msg); err != nil {
+			err = fmt.Errorf("malformed message: %w", err)
+		}
+	}
+	if err != nil {
+		if closeStatus(err) >= 0 {
+			err = fmt.Errorf("the server closed the session without ending it: %w", err)
+		}
+		return wsEvent{err: err}
+	}
+	ev := wsEvent{name: msg.Event, data: msg.Data}
+	if ev.name == oip.EventChunk {
+		typ, ev.raw, err = r.conn.Read(r.ctx)
+		if err == nil && typ != websocket.MessageBinary {
+			err = errors.New("a chunk's data is not a binary message")
+		}
+		if err != nil {
+			return wsEvent{err: fmt.Errorf("a chunk's data: %w", err)}
+		}
+	}
+	return ev
 }
 
 // closeStatus is the close code of a connection that ended with err, or
