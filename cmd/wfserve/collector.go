@@ -7,12 +7,13 @@ import (
 )
 
 // Go's collector, tuned for a model server. The server's own heap is a few
-// MiB (2.7 MiB live serving the tiny encoder), so with the default GOGC of
-// 100 a collection runs every 4 MiB allocated — about 27 a second at 10,000
-// requests a second — and each one also shrinks the stacks that the next
-// requests grow again. GOGC 400 runs a quarter as many; on the tiny encoder
-// over gRPC at 32 clients it took the server's CPU per request from 118 to
-// 84 µs (docs/benchmarks/README.md, "Go's collector"). A request's tensors
+// MiB (a heap goal of 5.7 MB serving the tiny encoder), so with the default
+// GOGC of 100 a collection runs every few MiB allocated — 60 a second at
+// 9,500 requests a second — and each one also shrinks the stacks that the
+// next requests grow again. GOGC 400 runs a fifth as many (12 a second); on
+// the tiny encoder over gRPC at 32 clients it took the server's CPU per
+// request from 118 to 84 µs (docs/benchmarks/README.md, "Go's collector").
+// A request's tensors
 // are another matter: they are bounded by -max-inflight-bytes, and with
 // GOGC 400 alone the heap could grow to five times what requests in flight
 // hold. The soft memory limit keeps the heap within what GOGC 100 allowed
