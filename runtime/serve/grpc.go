@@ -69,8 +69,9 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		// what a call needs, instead of a fresh goroutine growing its stack
 		// anew per call (runtime.morestack: 7 % of the server's CPU on the
 		// tiny encoder, docs/benchmarks/README.md); one per admitted infer
-		// request, and a call beyond those gets a goroutine of its own.
-		grpc.NumStreamWorkers(uint32(s.cfg.MaxQueue)),
+		// request up to maxStreamWorkers (they start with the server), and
+		// a call beyond those gets a goroutine of its own.
+		grpc.NumStreamWorkers(uint32(min(s.cfg.MaxQueue, maxStreamWorkers))),
 		grpc.ChainUnaryInterceptor(s.grpcUnary),
 		grpc.ChainStreamInterceptor(s.grpcStream),
 	}
@@ -81,6 +82,10 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	reflection.Register(gs)
 	return gs
 }
+
+// maxStreamWorkers bounds the goroutines GRPCServer starts for calls,
+// whatever Config.MaxQueue: 256, the default MaxQueue.
+const maxStreamWorkers = 256
 
 // grpcMethods are the full names of the methods GRPCServer serves (the
 // reflection service's left out).

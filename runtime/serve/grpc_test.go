@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -383,5 +384,22 @@ func TestGrpcMetricsAndLogs(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no access log record of the refused call: %v", s.logs.all())
+	}
+}
+
+// GRPCServer starts its stream workers with the server, so their number is
+// bounded whatever -max-queue an operator sets: 20,000 admitted requests do
+// not start 20,000 goroutines.
+func TestGRPCServerWorkersBounded(t *testing.T) {
+	s, err := serve.New(serve.Config{MaxQueue: 20_000}, plain(t, "tiny-encoder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := runtime.NumGoroutine()
+	gs := s.GRPCServer()
+	defer gs.Stop()
+	if n := runtime.NumGoroutine() - before; n > 300 {
+		t.Errorf("GRPCServer with MaxQueue 20,000 started %d goroutines, want at most 300", n)
 	}
 }
