@@ -69,11 +69,13 @@ demo: setup
 
 ## bench: benchmarks whose figures are in docs/benchmarks/README.md, then the
 ## serving load test (wfserve with and without batching vs a Python server)
-## and JSON vs binary tensors (an image in, a video out)
+## and JSON vs binary tensors (an image in, a video out), and realtime
+## latency across processes (in-process, WebSocket, gRPC stream)
 bench: setup
 	$(GO) test -tags wfbench -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) $(PKGS)
 	$(GO) run ./runtime/serve/internal/servebench -soak 2m
 	$(GO) run ./runtime/serve/internal/binbench
+	$(GO) run ./runtime/serve/internal/rtbench
 
 ## bench-compare: the comparisons with peers (C++ loop, Python, eager vs
 ## compiled, FastAPI) in one run, printed as the table in docs/benchmarks/README.md
