@@ -12,8 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
 )
 
 // Percentile returns the p-th percentile of sorted latencies, rounded to
@@ -91,4 +94,63 @@ func ModuleRoot() (string, error) {
 		}
 		d = parent
 	}
+}
+
+// Workspace is a bench command's temporary folder: the demo's tiny
+// checkpoints (examples/tinymodels) under Dir, and wfserve built from the
+// module at Root as Wfserve.
+type Workspace struct {
+	Root, Dir, Wfserve string
+}
+
+// NewWorkspace makes the workspace of the command name; Close removes it.
+func NewWorkspace(name string) (*Workspace, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", name)
+	if err != nil {
+		return nil, err
+	}
+	w := &Workspace{Root: root, Dir: dir}
+	if err := tinymodels.Build(dir); err != nil {
+		w.Close()
+		return nil, err
+	}
+	bin := filepath.Join(dir, "wfserve")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/wfserve")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("building wfserve: %w", err)
+	}
+	w.Wfserve = bin
+	return w, nil
+}
+
+// Close removes the workspace's folder.
+func (w *Workspace) Close() error { return os.RemoveAll(w.Dir) }
+
+// Serve starts the workspace's wfserve on a free loopback port with the
+// checkpoints of the workspace, on the CPU, with threads intra-op threads
+// and warnings only in its log, plus args (more flags, then manifests),
+// and waits until it is ready. stop stops it.
+func (w *Workspace) Serve(threads int, args ...string) (url string, stop func(), err error) {
+	port, err := FreePort()
+	if err != nil {
+		return "", nil, err
+	}
+	url = "http://127.0.0.1:" + port
+	cmd := exec.Command(w.Wfserve, append([]string{"-addr", "127.0.0.1:" + port, "-checkpoint-root", w.Dir, "-device", "cpu"}, args...)...)
+	cmd.Env = append(os.Environ(), "WORLDFOUNDRY_TORCH_THREADS="+strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1", "WORLDFOUNDRY_LOG_LEVEL=warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	if err := WaitReady(url, 60*time.Second); err != nil {
+		Stop(cmd)
+		return "", nil, err
+	}
+	return url, func() { Stop(cmd) }, nil
 }

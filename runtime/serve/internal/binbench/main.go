@@ -28,16 +28,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve/internal/imagemodel"
@@ -77,26 +74,14 @@ type mode struct {
 var modes = []mode{{"JSON", []remote.Option{remote.WithJSONTensors()}}, {"binary", nil}}
 
 func run(rounds int, window time.Duration, frames, threads int) error {
-	root, err := benchproc.ModuleRoot()
+	w, err := benchproc.NewWorkspace("binbench")
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "binbench")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if err := tinymodels.Build(dir); err != nil {
-		return err
-	}
+	defer w.Close()
+	root, dir := w.Root, w.Dir
 	if err := imagemodel.Build(dir); err != nil {
 		return err
-	}
-	bin := filepath.Join(dir, "wfserve")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/wfserve")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building wfserve: %w", err)
 	}
 	world := filepath.Join(root, "manifests", "tiny-world.yaml")
 	specs := map[string]*spec.ModelInferenceSpec{}
@@ -107,21 +92,11 @@ func run(rounds int, window time.Duration, frames, threads int) error {
 		}
 		specs[f.Spec.ModelFamilyID] = f.Spec
 	}
-	port, err := benchproc.FreePort()
+	url, stop, err := w.Serve(threads, imagemodel.Manifest(), world)
 	if err != nil {
 		return err
 	}
-	url := "http://127.0.0.1:" + port
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:"+port, "-checkpoint-root", dir, "-device", "cpu", imagemodel.Manifest(), world)
-	cmd.Env = append(os.Environ(), "WORLDFOUNDRY_TORCH_THREADS="+strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1", "WORLDFOUNDRY_LOG_LEVEL=warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer benchproc.Stop(cmd)
-	if err := benchproc.WaitReady(url, 60*time.Second); err != nil {
-		return err
-	}
+	defer stop()
 
 	benches := []bench{
 		{"image in", "image classifier: float32 [3,224,224] image in, float32 [10] logits out", specs["image-classifier"], "classify",

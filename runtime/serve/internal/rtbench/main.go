@@ -22,15 +22,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/remote"
@@ -59,53 +56,29 @@ func run(rounds, sessions, threads int) error {
 	if rounds < 1 || sessions < 1 {
 		return fmt.Errorf("-rounds %d, -sessions %d: want at least 1 of each", rounds, sessions)
 	}
-	root, err := benchproc.ModuleRoot()
+	w, err := benchproc.NewWorkspace("rtbench")
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "rtbench")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if err := tinymodels.Build(dir); err != nil {
-		return err
-	}
-	bin := filepath.Join(dir, "wfserve")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/wfserve")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building wfserve: %w", err)
-	}
+	defer w.Close()
+	root, dir := w.Root, w.Dir
 	manifest := filepath.Join(root, "manifests", "tiny-world.yaml")
 	f, diags, err := validate.File(manifest)
 	if err != nil || len(diags) > 0 {
 		return fmt.Errorf("%s: %v %v", manifest, err, diags)
 	}
-	port, err := benchproc.FreePort()
-	if err != nil {
-		return err
-	}
 	gport, err := benchproc.FreePort()
 	if err != nil {
 		return err
 	}
-	url := "http://127.0.0.1:" + port
-	threadEnv := []string{"WORLDFOUNDRY_TORCH_THREADS=" + strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1"}
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:"+port, "-grpc-addr", "127.0.0.1:"+gport, "-checkpoint-root", dir, "-device", "cpu", manifest)
-	cmd.Env = append(append(os.Environ(), threadEnv...), "WORLDFOUNDRY_LOG_LEVEL=warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	url, stop, err := w.Serve(threads, "-grpc-addr", "127.0.0.1:"+gport, manifest)
+	if err != nil {
 		return err
 	}
-	defer benchproc.Stop(cmd)
-	if err := benchproc.WaitReady(url, 60*time.Second); err != nil {
-		return err
-	}
-	for _, kv := range threadEnv { // this process's engine, before its first use
-		k, v, _ := strings.Cut(kv, "=")
-		os.Setenv(k, v)
-	}
+	defer stop()
+	// This process's engine gets the server's threads, before its first use.
+	os.Setenv("WORLDFOUNDRY_TORCH_THREADS", strconv.Itoa(threads))
+	os.Setenv("WORLDFOUNDRY_TORCH_INTEROP_THREADS", "1")
 	local, err := client.New(f.Spec, client.WithCheckpointRoot(dir), client.WithDevice("cpu"))
 	if err != nil {
 		return err

@@ -102,26 +102,14 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 		}
 		models = append(models, allModels[i])
 	}
-	dir, err := os.MkdirTemp("", "servebench")
+	w, err := benchproc.NewWorkspace("servebench")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	if err := tinymodels.Build(dir); err != nil {
-		return err
-	}
+	defer w.Close()
+	root, dir, bin := w.Root, w.Dir, w.Wfserve
 	if err := buildTextEncoder(filepath.Join(dir, "checkpoints", "text-encoder.pt")); err != nil {
 		return err
-	}
-	root, err := benchproc.ModuleRoot()
-	if err != nil {
-		return err
-	}
-	bin := filepath.Join(dir, "wfserve")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/wfserve")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building wfserve: %w", err)
 	}
 	var manifests, pyModels []string
 	for _, m := range models {
