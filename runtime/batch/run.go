@@ -44,8 +44,8 @@ type Stats struct {
 	// (failed ones included): the compute spent on shape stability.
 	Padded int
 	// Lanes is the number of lanes the run is making calls on (see
-	// WithLanes): with WithAutoLanes, 1 until Run has measured whether more
-	// pay, then the number it chose.
+	// WithLanes): with WithAutoLanes, while Run measures, the lanes of the
+	// part running now (one and more in turn), then the number it chose.
 	Lanes int
 }
 
