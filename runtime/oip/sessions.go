@@ -45,6 +45,20 @@ const (
 // offers it and the server selects it.
 const SessionsSubprotocol = "wfgen.session.v1"
 
+// KeepAliveSessionsSubprotocol is SessionsSubprotocol with the connection
+// kept for more sessions: after a session's EventEnd the server leaves the
+// connection open and takes the next message as the infer request of the
+// next session, as the first one was. A connection that sends none within
+// the server's idle timeout, or that waits for one when the server shuts
+// down, is closed as an idle HTTP keep-alive connection is: with no event
+// and no close frame (a client that was not reading would hold the close
+// handshake); a client whose request meets that close has opened no
+// session and sends it again on a new connection. A session that fails,
+// is refused or that the client leaves closes the connection as in
+// SessionsSubprotocol. A client that offers both subprotocols gets this
+// one from a server that knows it.
+const KeepAliveSessionsSubprotocol = "wfgen.session.v2"
+
 // BearerSubprotocol prefixes a second subprotocol a browser offers to
 // carry the bearer token, which its WebSocket API cannot send as a header:
 // BearerSubprotocol + base64url(token), without padding (Kubernetes' API

@@ -92,6 +92,7 @@ type Client struct {
 	retries int            // WithRetries
 	grpc    *grpcTransport // a grpc:// or grpcs:// URL (grpc.go); nil: REST
 	tlsCfg  *tls.Config    // WithTLSConfig (grpcs://)
+	ws      *wsPool        // the WebSockets kept for the next sessions (wspool.go)
 }
 
 var _ client.Backend = (*Client)(nil)
@@ -114,7 +115,7 @@ func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client
 		return nil, fmt.Errorf("remote: base URL %q: want http://, https://, grpc:// or grpcs:// and a host", baseURL)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	c := &Client{spec: spec, base: u, model: spec.ModelFamilyID, http: http.DefaultClient}
+	c := &Client{spec: spec, base: u, model: spec.ModelFamilyID, http: http.DefaultClient, ws: &wsPool{}}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -150,9 +151,10 @@ func (c *Client) Spec() *spec.ModelInferenceSpec { return c.spec }
 // none.
 func (c *Client) Variant() *spec.InferenceVariantSpec { return c.vspec }
 
-// Close closes the gRPC connection of a grpc:// client; a REST client
-// holds nothing (each call is a request).
+// Close closes the gRPC connection of a grpc:// client, and the
+// WebSockets a REST client keeps for its next realtime sessions.
 func (c *Client) Close() error {
+	c.ws.close()
 	if c.grpc != nil {
 		return c.grpc.conn.Close()
 	}

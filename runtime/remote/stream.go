@@ -106,6 +106,7 @@ type remoteSession struct {
 	done    chan struct{}   // closed by fail: read stops delivering
 	pending stream.Controls // controls set before it opened
 	closed  error           // why the session is over
+	keep    bool            // the server keeps the connection after EventEnd
 
 	ctl sync.Mutex // one controls message at a time: answers come in order
 }
@@ -136,35 +137,35 @@ func (r *remoteSession) open(controls stream.Controls) error {
 	if err != nil {
 		return err
 	}
-	u := r.c.path("stream")
-	hreq, err := http.NewRequestWithContext(r.ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	r.c.authorize(hreq)
-	conn, resp, err := websocket.Dial(r.ctx, u, &websocket.DialOptions{
-		HTTPClient:      r.c.http,
-		HTTPHeader:      hreq.Header,
-		Subprotocols:    []string{oip.SessionsSubprotocol},
-		CompressionMode: websocket.CompressionDisabled,
-	})
-	if err != nil {
-		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			defer resp.Body.Close()
-			return statusError(resp)
+	// A connection kept from an earlier session first; one that fails
+	// before its first event (the server closed it while it was kept) is
+	// replaced by a new one: no session opened on it.
+	conn := r.c.ws.get()
+	var ev wsEvent
+	for reused := conn != nil; ; reused = false {
+		if conn == nil {
+			if conn, err = r.dial(); err != nil {
+				return err
+			}
 		}
-		return err
-	}
-	conn.SetReadLimit(maxEventBytes)
-	if err := conn.Write(r.ctx, websocket.MessageText, b); err != nil {
+		if err := conn.Write(r.ctx, websocket.MessageText, b); err != nil && !reused {
+			conn.CloseNow()
+			return err
+		} else if err == nil {
+			r.conn = conn
+			r.events, r.answers, r.done = make(chan wsEvent, 4), make(chan wsEvent, 1), make(chan struct{})
+			// The first event is read here and the reader started after
+			// it: the session event reaches open without a hand-off
+			// between goroutines.
+			if ev = r.next(); ev.err == nil || !reused || r.ctx.Err() != nil {
+				break
+			}
+			r.conn = nil
+		}
 		conn.CloseNow()
-		return err
+		conn = nil
 	}
-	r.conn = conn
-	r.events, r.answers, r.done = make(chan wsEvent, 4), make(chan wsEvent, 1), make(chan struct{})
-	// The first event is read here and the reader started after it: the
-	// session event reaches open without a hand-off between goroutines.
-	ev := r.next()
+	r.keep = conn.Subprotocol() == oip.KeepAliveSessionsSubprotocol
 	go r.read()
 	switch {
 	case ev.err != nil:
@@ -179,6 +180,31 @@ func (r *remoteSession) open(controls stream.Controls) error {
 		return fmt.Errorf("malformed session event: %s", ev.data)
 	}
 	return nil
+}
+
+// dial opens a session's WebSocket.
+func (r *remoteSession) dial() (*websocket.Conn, error) {
+	u := r.c.path("stream")
+	hreq, err := http.NewRequestWithContext(r.ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.c.authorize(hreq)
+	conn, resp, err := websocket.Dial(r.ctx, u, &websocket.DialOptions{
+		HTTPClient:      r.c.http,
+		HTTPHeader:      hreq.Header,
+		Subprotocols:    []string{oip.KeepAliveSessionsSubprotocol, oip.SessionsSubprotocol},
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			defer resp.Body.Close()
+			return nil, statusError(resp)
+		}
+		return nil, err
+	}
+	conn.SetReadLimit(maxEventBytes)
+	return conn, nil
 }
 
 // read takes the session's messages until the connection ends or the
@@ -209,8 +235,8 @@ func (r *remoteSession) read() {
 			}
 			continue
 		}
-		if !put(ev) {
-			return
+		if !put(ev) || ev.name == oip.EventEnd && r.keep {
+			return // on a kept connection the next session reads on
 		}
 	}
 }
@@ -344,9 +370,36 @@ func (r *remoteSession) step(ctx context.Context, req stream.StepRequest) (strea
 		return stream.StepResult{}, err
 	}
 	if r.maxChunks > 0 && req.Index+1 >= r.maxChunks {
-		r.fail(errors.New("the session has ended"))
+		r.finish()
 	}
 	return res, nil
+}
+
+// finish ends the session after its last chunk. A kept connection
+// (r.keep) with no controls message under way goes back to the client for
+// its next session once the server's EventEnd has come; any other is
+// closed.
+func (r *remoteSession) finish() {
+	ended := errors.New("the session has ended")
+	if !r.keep || !r.ctl.TryLock() {
+		r.fail(ended)
+		return
+	}
+	defer r.ctl.Unlock()
+	if ev, ok := <-r.events; !ok || ev.err != nil || ev.name != oip.EventEnd {
+		r.fail(ended)
+		return
+	}
+	r.mu.Lock()
+	first := r.closed == nil
+	if first {
+		r.closed = ended
+		close(r.done)
+	}
+	r.mu.Unlock()
+	if first {
+		r.c.ws.put(r.conn)
+	}
 }
 
 // chunkResult is the step result of a chunk's response, whatever the
@@ -416,6 +469,12 @@ func (r *remoteSession) sendControls(c stream.Controls) error {
 	}
 	r.ctl.Lock()
 	defer r.ctl.Unlock()
+	r.mu.Lock()
+	closed = r.closed
+	r.mu.Unlock()
+	if closed != nil { // finish may have kept the connection for another session
+		return nil
+	}
 	if err := r.send(r.ctx, oip.ControlsRequest{Controls: c}); err != nil {
 		return fmt.Errorf("%s: controls: %w", r.c.where(r.task.TaskID), err)
 	}

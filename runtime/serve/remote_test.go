@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
+
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
 	"github.com/worldfoundry/wfgen/generated/tinyworld"
 	"github.com/worldfoundry/wfgen/runtime/batch"
@@ -243,5 +245,67 @@ func TestRemoteStreamAppliesControls(t *testing.T) {
 	still := inproc(nil, -1, nil)
 	if tensorsEqual(still[n-1], got[n-1]) {
 		t.Error("the controls changed nothing")
+	}
+}
+
+// streamRecords counts the access log records of session WebSockets: one
+// per connection, written when it closes.
+func (l *logSink) streamRecords() int {
+	n := 0
+	for _, r := range l.all() {
+		if p, _ := r["path"].(string); strings.HasSuffix(p, "/stream") {
+			n++
+		}
+	}
+	return n
+}
+
+// A remote client keeps the WebSocket of a session that ended by itself
+// for its next session: three sessions in a row, each with controls of
+// its own, run on one connection and stream what in-process sessions
+// stream. A kept connection the server has closed meanwhile (its idle
+// timeout) costs a new connection, not the session; Close closes a kept
+// one.
+func TestRemoteStreamKeepsConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	worldIn := inProcess(t, "tiny-world")
+	const n = 3
+	controls := []stream.Controls{{"right": 1}, {"left": 1}, {"forward": 1, "right": 0.5}}
+	run := func(c interface {
+		Stream(context.Context, string, map[string]any, ...stream.Option) (*stream.Session, error)
+	}, controls stream.Controls) []*tensor.Tensor {
+		t.Helper()
+		sess, err := c.Stream(ctx, "step", map[string]any{"speed": 3.0}, stream.WithPacing(false), stream.WithMaxChunks(n), stream.WithControls(controls))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return streamFrames(t, sess, ctx, nil)
+	}
+	for _, idle := range []time.Duration{time.Hour, time.Millisecond} {
+		s := start(t, serve.Config{IdleTimeout: idle})
+		re := remoteClient(t, s, "tiny-world")
+		for i, c := range controls {
+			if idle == time.Millisecond {
+				enginetest.WaitFor(t, "the server to close the kept connection", func() bool { return s.logs.streamRecords() == i })
+			}
+			got, want := run(re, c), run(worldIn, c)
+			if len(got) != n {
+				t.Fatalf("idle %v, session %d: %d chunks, want %d", idle, i, len(got), n)
+			}
+			for j := range want {
+				if !tensorsEqual(want[j], got[j]) {
+					t.Errorf("idle %v, session %d: chunk %d differs from in-process", idle, i, j)
+				}
+			}
+		}
+		conns := 1
+		if idle == time.Millisecond {
+			conns = len(controls)
+		} else if got := s.logs.streamRecords(); got != 0 {
+			t.Errorf("%d session connections closed while the client keeps its one", got)
+		}
+		re.Close()
+		enginetest.WaitFor(t, "the kept connection to close", func() bool { return s.logs.streamRecords() == conns })
 	}
 }

@@ -152,12 +152,13 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 // EventChunk per chunk, then EventEnd, or EventError when it fails while
 // its client (whose context is client) still listens. chunk, when not
 // nil, sends a chunk's response in place of send(EventChunk, ...); binary
-// says which outputs it takes as binary data.
-func (s *Server) pump(ctx, client context.Context, se *session, reqID string, send func(event string, data any) error, chunk func(*oip.InferenceResponse) error) {
+// says which outputs it takes as binary data. It returns whether the
+// session ended by itself and EventEnd went out.
+func (s *Server) pump(ctx, client context.Context, se *session, reqID string, send func(event string, data any) error, chunk func(*oip.InferenceResponse) error) (ended bool) {
 	m, sess := se.model, se.s
 	info := oip.SessionInfo{ID: se.id, ControlsURL: "/v2/models/" + m.oip.Spec.ModelFamilyID + "/sessions/" + se.id, Realtime: sess.Spec().ToPayload()}
 	if send(oip.EventSession, info) != nil {
-		return
+		return false
 	}
 	raw := chunk != nil
 	binary := func(string) bool { return raw }
@@ -173,12 +174,12 @@ func (s *Server) pump(ctx, client context.Context, se *session, reqID string, se
 				}
 				send(oip.EventError, oip.ErrorResponse{Error: msg})
 			}
-			return
+			return false
 		}
 		out, err := oip.EncodeOutputsBinary(se.task, map[string]any{se.video: c.Video.Frames}, nil, binary)
 		if err != nil {
 			send(oip.EventError, oip.ErrorResponse{Error: err.Error()})
-			return
+			return false
 		}
 		resp := oip.InferenceResponse{
 			ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: se.variant.id, ID: reqID, Outputs: out,
@@ -191,10 +192,10 @@ func (s *Server) pump(ctx, client context.Context, se *session, reqID string, se
 			},
 		}
 		if chunk(&resp) != nil {
-			return // the client went away; ctx ends with it
+			return false // the client went away; ctx ends with it
 		}
 	}
-	send(oip.EventEnd, struct{}{})
+	return send(oip.EventEnd, struct{}{}) == nil
 }
 
 // realtimeText is a realtime spec as the chunk parameter carries it: JSON

@@ -3,9 +3,11 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -22,6 +24,9 @@ import (
 // when refused). The session ends
 // when either side closes, when it ends by itself (EventEnd, a normal
 // close) or fails (EventError, close code oip.CloseCodeBase + status).
+// With oip.KeepAliveSessionsSubprotocol a session that ended by itself
+// leaves the connection open for the next request, for Config.IdleTimeout
+// or until the server shuts down.
 //
 // The same limits hold as for the stream of an infer request: the request
 // must arrive within the read limit and within MaxBodyBytes, its tensors
@@ -44,7 +49,7 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 	rc.SetReadDeadline(time.Time{})
 	rc.SetWriteDeadline(time.Time{})
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols:       []string{oip.SessionsSubprotocol},
+		Subprotocols:       []string{oip.KeepAliveSessionsSubprotocol, oip.SessionsSubprotocol},
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
 	})
@@ -55,41 +60,142 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.CloseNow()
-	if c.Subprotocol() != oip.SessionsSubprotocol {
+	keepAlive := c.Subprotocol() == oip.KeepAliveSessionsSubprotocol
+	if !keepAlive && c.Subprotocol() != oip.SessionsSubprotocol {
 		c.Close(websocket.StatusPolicyViolation, fmt.Sprintf("offer the subprotocol %q", oip.SessionsSubprotocol))
 		return
 	}
 	ws := &wsConn{c: c}
-	// The session ends when the client goes away (the reader below sees
-	// the connection close) or the server shuts down.
+	// One reader takes the connection's messages for its whole life:
+	// requests between sessions, controls during them. A closed
+	// connection ends the session (and ctx, the reader with it).
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	se, err := s.openWS(ctx, r, c)
-	if err != nil {
-		if rec, ok := w.(*recorder); ok {
-			rec.err = err.Error()
-		}
-		ws.fail(err)
-		return
-	}
-	defer se.close()
-
-	// The reader: controls in, answered in order; a closed connection
-	// ends the session.
-	clientGone, gone := context.WithCancel(context.Background())
+	c.SetReadLimit(s.cfg.MaxBodyBytes)
+	in := make(chan wsMessage)
 	go func() {
-		defer cancel()
-		defer gone()
 		for {
-			typ, b, err := c.Read(ctx)
+			typ, body, err := c.Read(ctx)
+			select {
+			case in <- wsMessage{typ, body, err}:
+			case <-ctx.Done():
+				return
+			}
 			if err != nil {
 				return
 			}
-			if typ != websocket.MessageText {
+		}
+	}()
+	var next *wsMessage // the next request, read while a session ended
+	for first := true; ; first = false {
+		var msg wsMessage
+		switch {
+		case next != nil:
+			msg = *next
+		case first:
+			// A read whose context ends closes the connection at once,
+			// with no word to the client; the read limit is a timer
+			// instead, so that the refusal (408) can be sent first.
+			limit := time.NewTimer(s.readLimit())
+			select {
+			case msg = <-in:
+				limit.Stop()
+			case <-limit.C:
+				msg.err = withStatus(http.StatusRequestTimeout, "no infer request within %v of the connection", s.readLimit())
+			}
+		default:
+			idle := time.NewTimer(s.cfg.IdleTimeout)
+			select {
+			case msg = <-in:
+				idle.Stop()
+			// A kept connection closes as an idle HTTP keep-alive one
+			// does: at once, with no close frame, since a close handshake
+			// would wait for a client that is not reading.
+			case <-idle.C:
+				return
+			case <-s.streamCtx.Done():
+				idle.Stop()
+				return
+			}
+		}
+		if !first && msg.err != nil {
+			return // the client closed the connection
+		}
+		se, err := s.openWS(ctx, r, msg)
+		if err != nil {
+			if rec, ok := w.(*recorder); ok {
+				rec.err = err.Error()
+			}
+			ws.fail(err)
+			return
+		}
+		var ended, gone bool
+		ended, gone, next = s.runWS(cancel, se, ws, in)
+		shutdown := se.ctx.Err() != nil && s.streamCtx.Err() != nil
+		se.close()
+		switch {
+		case gone:
+			return
+		case shutdown:
+			c.Close(websocket.StatusGoingAway, "the server is shutting down")
+			return
+		case ws.failed:
+			c.Close(websocket.StatusCode(oip.CloseCodeBase+http.StatusInternalServerError), "the session failed")
+			return
+		case !ended || !keepAlive:
+			c.Close(websocket.StatusNormalClosure, "the session has ended")
+			return
+		}
+	}
+}
+
+// wsMessage is one message read from a session's WebSocket, or why the
+// connection ended.
+type wsMessage struct {
+	typ  websocket.MessageType
+	body []byte
+	err  error
+}
+
+// runWS runs an open session on its WebSocket until it ends: its events
+// out, the controls of in applied meanwhile. It returns whether the
+// session ended by itself (EventEnd went out), whether the client went
+// away (in ended; cancel, the connection's, has been called), and a
+// message that came after EventEnd went out — the next session's request
+// on a kept connection, read here by the controls reader.
+func (s *Server) runWS(cancel context.CancelFunc, se *session, ws *wsConn, in <-chan wsMessage) (ended, gone bool, next *wsMessage) {
+	clientGone, leave := context.WithCancel(context.Background())
+	defer leave()
+	var over atomic.Bool // EventEnd is going out: what comes now is no control
+	send := func(event string, data any) error {
+		if event == oip.EventEnd {
+			over.Store(true)
+		}
+		return ws.send(event, data)
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			var m wsMessage
+			select {
+			case m = <-in:
+			case <-stop:
+				return
+			}
+			switch {
+			case over.Load():
+				next = &m
+				return
+			case m.err != nil:
+				leave()
+				cancel()
+				return
+			case m.typ != websocket.MessageText:
 				ws.send(oip.EventRefused, oip.ErrorResponse{Error: "a binary message; controls are JSON text"})
 				continue
 			}
-			ans, set, err := se.apply(b)
+			ans, set, err := se.apply(m.body)
 			switch {
 			case err != nil:
 				ws.send(oip.EventRefused, oip.ErrorResponse{Error: err.Error()})
@@ -105,46 +211,21 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		}
 		return ws.chunk(header, data)
 	}
-	s.pump(se.ctx, clientGone, se, "", ws.send, chunk)
-	switch {
-	case clientGone.Err() != nil:
-	case se.ctx.Err() != nil && s.streamCtx.Err() != nil:
-		c.Close(websocket.StatusGoingAway, "the server is shutting down")
-	case ws.failed:
-		c.Close(websocket.StatusCode(oip.CloseCodeBase+http.StatusInternalServerError), "the session failed")
-	default:
-		c.Close(websocket.StatusNormalClosure, "the session has ended")
-	}
+	ended = s.pump(se.ctx, clientGone, se, "", send, chunk)
+	close(stop)
+	<-stopped
+	return ended, clientGone.Err() != nil, next
 }
 
-// openWS reads a WebSocket session's first message, the infer request,
-// and opens its session; the ctx of the session ends with ctx.
-func (s *Server) openWS(ctx context.Context, r *http.Request, c *websocket.Conn) (*session, error) {
+// openWS opens the session of msg, a WebSocket session's infer request;
+// the ctx of the session ends with ctx.
+func (s *Server) openWS(ctx context.Context, r *http.Request, msg wsMessage) (*session, error) {
 	m := modelOf(r)
-	c.SetReadLimit(s.cfg.MaxBodyBytes)
-	// A read whose context ends closes the connection at once, with no
-	// word to the client; the read limit is a timer instead, so that the
-	// refusal (408) can be sent before the close.
-	type message struct {
-		typ  websocket.MessageType
-		body []byte
-		err  error
-	}
-	first := make(chan message, 1)
-	go func() {
-		typ, body, err := c.Read(ctx)
-		first <- message{typ, body, err}
-	}()
-	limit := time.NewTimer(s.readLimit())
-	defer limit.Stop()
-	var msg message
-	select {
-	case msg = <-first:
-	case <-limit.C:
-		return nil, withStatus(http.StatusRequestTimeout, "no infer request within %v of the connection", s.readLimit())
-	}
 	typ, body, err := msg.typ, msg.body, msg.err
+	var st *statusError
 	switch {
+	case errors.As(err, &st):
+		return nil, err
 	case websocket.CloseStatus(err) == websocket.StatusMessageTooBig:
 		return nil, withStatus(http.StatusRequestEntityTooLarge, "request larger than the limit of %d bytes", s.cfg.MaxBodyBytes)
 	case err != nil:

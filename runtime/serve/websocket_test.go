@@ -322,3 +322,88 @@ func TestWebSocketSessionEndsOnShutdown(t *testing.T) {
 		t.Errorf("a session while draining: %v %v, want 503", resp, err)
 	}
 }
+
+// wsEnds is a request for a tiny-world session of two unpaced chunks
+// that then ends by itself.
+const wsEnds = `{"parameters":{"task":"step","paced":false,"max_chunks":2},"inputs":[{"name":"speed","datatype":"FP32","shape":[1],"data":[2.5]}]}`
+
+// runEnding runs the wsEnds session on ws to its end and returns its id.
+func (w *wsSession) runEnding() string {
+	w.t.Helper()
+	w.sendText(wsEnds)
+	msg, _ := w.must(oip.EventSession)
+	var info oip.SessionInfo
+	if err := json.Unmarshal(msg.Data, &info); err != nil {
+		w.t.Fatal(err)
+	}
+	w.must(oip.EventChunk)
+	w.must(oip.EventChunk)
+	w.must(oip.EventEnd)
+	return info.ID
+}
+
+// With the keep-alive subprotocol a session that ended by itself leaves
+// its WebSocket open and the next message opens the next session on it
+// (the request sent at once, as the end arrives); a bad request there is
+// refused as on a new connection; a client offering only the first
+// subprotocol gets the close after the end; and a kept connection closes
+// when the server shuts down, without holding the drain.
+func TestWebSocketKeepsConnection(t *testing.T) {
+	t.Parallel()
+	s := start(t, serve.Config{IdleTimeout: time.Hour})
+	ws, resp, err := dialWS(t, s, "tiny-world", nil, oip.KeepAliveSessionsSubprotocol, oip.SessionsSubprotocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Header.Get("Sec-WebSocket-Protocol"); p != oip.KeepAliveSessionsSubprotocol {
+		t.Fatalf("subprotocol %q, want %q", p, oip.KeepAliveSessionsSubprotocol)
+	}
+	ids := map[string]bool{}
+	for range 3 {
+		ids[ws.runEnding()] = true
+	}
+	if len(ids) != 3 {
+		t.Errorf("session ids %v, want three", ids)
+	}
+
+	bad, _, err := dialWS(t, s, "tiny-world", nil, oip.KeepAliveSessionsSubprotocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.runEnding()
+	bad.sendText(`{"controls":{"right":1}}`)
+	bad.refusedWith(oip.CloseCodeBase+http.StatusBadRequest, "input")
+
+	v1, _, err := dialWS(t, s, "tiny-world", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1.runEnding()
+	if _, _, err := v1.next(); websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Errorf("after the end of a %s session: %v, want the close 1000", oip.SessionsSubprotocol, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), enginetest.Patience)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ws.next(); err == nil {
+		t.Error("a kept connection is open after the server shut down")
+	}
+}
+
+// A kept connection that sends no request within the idle timeout is
+// closed.
+func TestWebSocketKeptConnectionIdles(t *testing.T) {
+	t.Parallel()
+	s := start(t, serve.Config{IdleTimeout: time.Millisecond})
+	ws, _, err := dialWS(t, s, "tiny-world", nil, oip.KeepAliveSessionsSubprotocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.runEnding()
+	if _, _, err := ws.next(); err == nil {
+		t.Error("an idle kept connection is still open")
+	}
+}
