@@ -4,7 +4,9 @@
 // the world's step task — 20 unpaced chunks, in lockstep, as
 // remote.Client.Stream runs them — in turn in this process (the
 // in-process client, as the demo does), over a WebSocket and over a gRPC
-// stream to the server. Rounds alternate the three in a new order each
+// stream to the server. The WebSocket client keeps its connection from
+// one session to the next, as remote.Client does; "WS, new conn" dials a
+// new one for every session. Rounds alternate the four in a new order each
 // round; it prints, per round, the median over its sessions of the first
 // chunk's latency (what a viewer waits from the first Chunks call) and of
 // the steady chunks' p50, then each transport's minus in-process (the
@@ -94,8 +96,10 @@ func run(rounds, sessions, threads int) error {
 		return err
 	}
 	defer gs.Close()
-	names := []string{"in-process", "WebSocket", "gRPC stream"}
-	clients := []streamer{local, ws, gs}
+	fresh := &newConnection{open: func() (*remote.Client, error) { return remote.New(f.Spec, url) }}
+	defer fresh.close()
+	names := []string{"in-process", "WebSocket", "WS, new conn", "gRPC stream"}
+	clients := []streamer{local, ws, fresh, gs}
 
 	ctx := context.Background()
 	// One session of each first: loads, warms up, opens the gRPC connection.
@@ -132,6 +136,30 @@ func run(rounds, sessions, threads int) error {
 		}
 	}
 	return nil
+}
+
+// newConnection runs each session on a WebSocket of its own: a new remote
+// client each time, the one before closed (with the connection it kept).
+type newConnection struct {
+	open func() (*remote.Client, error)
+	last *remote.Client
+}
+
+func (n *newConnection) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
+	n.close()
+	c, err := n.open()
+	if err != nil {
+		return nil, err
+	}
+	n.last = c
+	return c.Stream(ctx, taskID, call, opts...)
+}
+
+func (n *newConnection) close() {
+	if n.last != nil {
+		n.last.Close()
+		n.last = nil
+	}
 }
 
 // session runs one session of 20 unpaced chunks and returns its first
