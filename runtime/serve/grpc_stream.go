@@ -33,8 +33,6 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 		return errDraining
 	}
 	defer s.inflight.leave()
-	s.active.Add(1)
-	defer s.active.Add(-1)
 	ctx := st.Context()
 	markStream(ctx)
 	start, err := s.firstMessage(st)

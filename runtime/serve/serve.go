@@ -232,7 +232,7 @@ type Server struct {
 	handler http.Handler // the routes inside the middleware
 
 	adm      admission
-	active   atomic.Int64 // infer requests being read, queued or run
+	active   atomic.Int64 // infer requests being read, queued or run; not sessions, which join no batch
 	draining atomic.Bool
 	inflight tracker      // admitted infer requests, their engine calls, open streams
 	lastSeen atomic.Int64 // unix nanoseconds of the last request's arrival

@@ -69,6 +69,9 @@ func (se *session) waitAck(ctx context.Context, i int64) error {
 // the one before, see oip.ControlsRequest.Ack). Every chunk runs on one of
 // the variant's engine slots, like a request.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, m *model, v *variant, task *spec.InferenceTaskProfile, call map[string]any, req *oip.InferenceRequest) {
+	// A session joins no batch: the batchers stop waiting for it (active).
+	s.active.Add(-1)
+	defer s.active.Add(1)
 	// The session ends when the client goes away or the server shuts down.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

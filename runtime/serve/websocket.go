@@ -40,8 +40,6 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.inflight.leave()
-	s.active.Add(1)
-	defer s.active.Add(-1)
 	markStream(r.Context())
 	// A session lasts as long as its client wants; the deadlines observe
 	// set would stay on the connection after the upgrade.

@@ -407,3 +407,55 @@ func TestWebSocketKeptConnectionIdles(t *testing.T) {
 		t.Error("an idle kept connection is still open")
 	}
 }
+
+// Realtime sessions join no batch, so the batchers do not wait for them:
+// with a batch delay longer than the test, a lone request of a batchable
+// task is answered at once while a session runs on each transport (SSE,
+// WebSocket, gRPC stream) and a WebSocket waits for its next session.
+func TestSessionsHoldNoBatch(t *testing.T) {
+	t.Parallel()
+	s := start(t, serve.Config{Batching: true, BatchDelay: time.Hour, Timeout: enginetest.Patience, IdleTimeout: time.Hour})
+	g := withGRPC(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	kept, _, err := dialWS(t, s, "tiny-world", nil, oip.KeepAliveSessionsSubprotocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept.runEnding()
+	running, _, err := dialWS(t, s, "tiny-world", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running.sendText(`{"parameters":{"task":"step"},"inputs":[]}`) // paced, no end
+	running.must(oip.EventSession)
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/v2/models/tiny-world/infer", strings.NewReader(`{"parameters":{"task":"step","stream":true},"inputs":[]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("SSE stream: %d %v", resp.StatusCode, resp.Header)
+	}
+	sess, err := grpcRemote(t, g, "tiny-world").Stream(ctx, "step", map[string]any{"speed": 1.0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	go func() {
+		first := opened
+		for range sess.Chunks(ctx) {
+			if first != nil {
+				close(first)
+				first = nil
+			}
+		}
+	}()
+	<-opened // and the SSE stream's 200 came once its session opened
+
+	if code, _, b := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", embedBody); code != http.StatusOK {
+		t.Errorf("a lone batchable request while sessions run: %d %s", code, b)
+	}
+}
