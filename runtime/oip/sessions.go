@@ -48,7 +48,9 @@ const SessionsSubprotocol = "wfgen.session.v1"
 // KeepAliveSessionsSubprotocol is SessionsSubprotocol with the connection
 // kept for more sessions: after a session's EventEnd the server leaves the
 // connection open and takes the next message as the infer request of the
-// next session, as the first one was. A connection that sends none within
+// next session, as the first one was; a ControlsRequest that comes then
+// (late, for the session that ended) opens nothing: an ack is dropped,
+// controls are answered with EventRefused. A connection that sends none within
 // the server's idle timeout, or that waits for one when the server shuts
 // down, is closed as an idle HTTP keep-alive connection is: with no event
 // and no close frame (a client that was not reading would hold the close

@@ -89,7 +89,7 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		var msg wsMessage
 		switch {
 		case next != nil:
-			msg = *next
+			msg, next = *next, nil
 		case first:
 			// A read whose context ends closes the connection at once,
 			// with no word to the client; the read limit is a timer
@@ -119,6 +119,14 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		if !first && msg.err != nil {
 			return // the client closed the connection
 		}
+		if stray, controls := strayControls(msg); !first && stray {
+			// An ack or controls meant for the session that ended: an ack
+			// is dropped, controls are refused; the connection waits on.
+			if controls {
+				ws.send(oip.EventRefused, oip.ErrorResponse{Error: "no session is open (the last one ended): send an infer request to open one"})
+			}
+			continue
+		}
 		se, err := s.openWS(ctx, r, msg)
 		if err != nil {
 			if rec, ok := w.(*recorder); ok {
@@ -145,6 +153,24 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// strayControls says whether msg is a controls message — an ack and/or
+// controls, no inputs — rather than an infer request, and whether it sets
+// controls.
+func strayControls(msg wsMessage) (stray, controls bool) {
+	if msg.err != nil || msg.typ != websocket.MessageText {
+		return false, false
+	}
+	var m struct {
+		Inputs   json.RawMessage `json:"inputs"`
+		Ack      json.RawMessage `json:"ack"`
+		Controls json.RawMessage `json:"controls"`
+	}
+	if json.Unmarshal(msg.body, &m) != nil || m.Inputs != nil || m.Ack == nil && m.Controls == nil {
+		return false, false
+	}
+	return true, m.Controls != nil
 }
 
 // wsMessage is one message read from a session's WebSocket, or why the

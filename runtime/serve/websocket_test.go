@@ -344,8 +344,8 @@ func (w *wsSession) runEnding() string {
 
 // With the keep-alive subprotocol a session that ended by itself leaves
 // its WebSocket open and the next message opens the next session on it
-// (the request sent at once, as the end arrives); a bad request there is
-// refused as on a new connection; a client offering only the first
+// (the request sent at once, as the end arrives); a late ack or controls
+// opens nothing; a bad request there is refused as on a new connection; a client offering only the first
 // subprotocol gets the close after the end; and a kept connection closes
 // when the server shuts down, without holding the drain.
 func TestWebSocketKeepsConnection(t *testing.T) {
@@ -371,8 +371,14 @@ func TestWebSocketKeepsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad.runEnding()
-	bad.sendText(`{"controls":{"right":1}}`)
-	bad.refusedWith(oip.CloseCodeBase+http.StatusBadRequest, "input")
+	// Late acks and controls for the session that ended are no request:
+	// an ack is dropped, controls refused, and the connection waits on.
+	bad.sendText(`{"ack":1}`)
+	bad.sendText(`{"controls":{"right":1},"ack":1}`)
+	bad.must(oip.EventRefused)
+	bad.runEnding()
+	bad.sendText(`not JSON`)
+	bad.refusedWith(oip.CloseCodeBase+http.StatusBadRequest, "malformed")
 
 	v1, _, err := dialWS(t, s, "tiny-world", nil)
 	if err != nil {
