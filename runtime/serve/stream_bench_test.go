@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 )
@@ -12,7 +13,8 @@ import (
 // BenchmarkRealtimeLatency runs tiny-world sessions of 20 unpaced chunks
 // in this process and through a server on loopback (a WebSocket session
 // and a gRPC ModelStreamInfer stream, each in lockstep, as
-// remote.Client.Stream runs them), and reports what a
+// remote.Client.Stream runs them; "websocket" on the connection its client
+// keeps, "websocket-new" on a new one each time), and reports what a
 // viewer waits: the first chunk and the steady chunks' median, in µs,
 // over every session of the run. The gap between the two is the
 // transport's cost per chunk (docs/benchmarks/README.md).
@@ -28,6 +30,7 @@ func BenchmarkRealtimeLatency(b *testing.B) {
 	}{
 		{"inprocess", inProcess(b, "tiny-world")},
 		{"websocket", remoteClient(b, s, "tiny-world")},
+		{"websocket-new", &newClientEach{open: func() *remote.Client { return remoteClient(b, s, "tiny-world") }}},
 		{"grpc", grpcRemote(b, withGRPC(b, s), "tiny-world")},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -50,6 +53,21 @@ func BenchmarkRealtimeLatency(b *testing.B) {
 			b.ReportMetric(float64(median(steady).Microseconds()), "steady-p50-µs")
 		})
 	}
+}
+
+// newClientEach starts each session on a new remote client, and so on a
+// new WebSocket; the client before is closed.
+type newClientEach struct {
+	open func() *remote.Client
+	last *remote.Client
+}
+
+func (n *newClientEach) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
+	if n.last != nil {
+		n.last.Close()
+	}
+	n.last = n.open()
+	return n.last.Stream(ctx, taskID, call, opts...)
 }
 
 // median is the middle of ds (the upper one of an even count).
