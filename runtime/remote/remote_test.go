@@ -11,10 +11,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/stream"
@@ -297,5 +300,73 @@ func TestStreamMessages(t *testing.T) {
 			t.Errorf("script %v: %v, want %q", c.script, last, c.want)
 		}
 		f.Close()
+	}
+}
+
+// A server that keeps connections (oip.KeepAliveSessionsSubprotocol) but
+// sends no end after a session's last chunk: the client has the chunk all
+// the same, and keeps no connection it cannot trust — each session dials
+// its own.
+func TestStreamLastChunkWithoutEnd(t *testing.T) {
+	defer remote.SetEndWait(time.Millisecond)()
+	var conns atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conns.Add(1)
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{oip.KeepAliveSessionsSubprotocol}})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.CloseNow()
+		ctx := context.Background()
+		if _, _, err := c.Read(ctx); err != nil { // the request
+			return
+		}
+		c.Write(ctx, websocket.MessageText, []byte(`{"event":"session","data":{"id":"s1","controls_url":"/v2/models/w/sessions/s1"}}`))
+		for i := range 2 {
+			if i > 0 {
+				if _, _, err := c.Read(ctx); err != nil { // the ack
+					return
+				}
+			}
+			for _, m := range chunk(i, 1) {
+				if m.binary != nil {
+					c.Write(ctx, websocket.MessageBinary, m.binary)
+				} else {
+					c.Write(ctx, websocket.MessageText, []byte(m.text))
+				}
+			}
+		}
+		for { // no end; wait for the client to go
+			if _, _, err := c.Read(ctx); err != nil {
+				return
+			}
+		}
+	}))
+	defer hs.Close()
+	rc, _ := remote.New(worldSpec(), hs.URL)
+	defer rc.Close()
+	// A connection kept without its end would leave the next session
+	// waiting for a session event that never comes.
+	ctx, cancel := context.WithTimeout(context.Background(), enginetest.Patience)
+	defer cancel()
+	for s := range 2 {
+		sess, err := rc.Stream(ctx, "step", nil, stream.WithPacing(false), stream.WithMaxChunks(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, err := range sess.Chunks(ctx) {
+			if err != nil {
+				t.Fatalf("session %d, chunk %d: %v", s, n, err)
+			}
+			n++
+		}
+		if n != 2 {
+			t.Errorf("session %d: %d chunks, want 2", s, n)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections for two sessions, want 2: one was kept without its end", n)
 	}
 }

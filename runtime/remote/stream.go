@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -386,7 +387,17 @@ func (r *remoteSession) finish() {
 		return
 	}
 	defer r.ctl.Unlock()
-	if ev, ok := <-r.events; !ok || ev.err != nil || ev.name != oip.EventEnd {
+	// The server sends the end right after the last chunk; one that does
+	// not within wsEndWait loses the connection, not the chunk.
+	wait := time.NewTimer(wsEndWait)
+	defer wait.Stop()
+	select {
+	case ev, ok := <-r.events:
+		if !ok || ev.err != nil || ev.name != oip.EventEnd {
+			r.fail(ended)
+			return
+		}
+	case <-wait.C:
 		r.fail(ended)
 		return
 	}
