@@ -12,8 +12,9 @@ import (
 // client's next sessions: as HTTP keep-alive does for requests, the next
 // session skips the dial and the upgrade.
 type wsPool struct {
-	mu   sync.Mutex
-	idle []idleWS // the most recently kept last
+	mu     sync.Mutex
+	idle   []idleWS // the most recently kept last
+	closed bool     // by the client's Close: nothing more is kept
 }
 
 // idleWS is a kept connection and when it was kept.
@@ -50,23 +51,23 @@ func (p *wsPool) get() *websocket.Conn {
 	return nil
 }
 
-// put keeps conn, or closes it when the pool is full.
+// put keeps conn, or closes it when the pool is full or closed.
 func (p *wsPool) put(conn *websocket.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.idle) >= wsMaxIdle {
+	if p.closed || len(p.idle) >= wsMaxIdle {
 		conn.CloseNow()
 		return
 	}
 	p.idle = append(p.idle, idleWS{conn, time.Now()})
 }
 
-// close closes the kept connections.
+// close closes the kept connections and those put later.
 func (p *wsPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.idle {
 		w.conn.CloseNow()
 	}
-	p.idle = nil
+	p.idle, p.closed = nil, true
 }

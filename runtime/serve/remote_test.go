@@ -309,3 +309,29 @@ func TestRemoteStreamKeepsConnection(t *testing.T) {
 		enginetest.WaitFor(t, "the kept connection to close", func() bool { return s.logs.streamRecords() == conns })
 	}
 }
+
+// A session that ends after its client was closed keeps nothing: its
+// WebSocket closes with it.
+func TestRemoteStreamAfterCloseKeepsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := start(t, serve.Config{IdleTimeout: time.Hour})
+	re := remoteClient(t, s, "tiny-world")
+	sess, err := re.Stream(ctx, "step", map[string]any{"speed": 3.0}, stream.WithPacing(false), stream.WithMaxChunks(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, err := range sess.Chunks(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; n == 1 {
+			re.Close()
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d chunks, want 3", n)
+	}
+	enginetest.WaitFor(t, "the session's connection to close", func() bool { return s.logs.streamRecords() == 1 })
+}
