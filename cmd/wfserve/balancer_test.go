@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +36,10 @@ import (
 // the test). gRPC has a frontend of its own, HTTP/2 on both sides, each
 // call balanced on its own, the replicas' readiness checked on their REST
 // port.
-const haproxyConfig = `defaults
+const haproxyConfig = `global
+  stats socket %s level admin
+
+defaults
   mode http
   timeout connect 2s
   timeout client 60s
@@ -72,21 +78,46 @@ func haproxyPath(t *testing.T) string {
 	return enginetest.Tool(t, "haproxy", "/usr/sbin/haproxy", "Debian's haproxy; scripts/setup.sh installs it")
 }
 
-// replicaPorts are a replica's REST and gRPC ports.
-type replicaPorts struct{ http, grpc int }
+// balancer is haproxy running in front of two wfserve replicas.
+type balancer struct {
+	url, grpcAddr string // its REST frontend's URL, its gRPC frontend's address
+	admin         string // its runtime API's socket
+}
 
-// startHAProxy runs Debian's haproxy in front of the replicas' ports and
-// returns its REST URL once it answers readiness, and its gRPC address.
-func startHAProxy(t *testing.T, r1, r2 replicaPorts) (string, string) {
+// startHAProxy runs Debian's haproxy in front of the replicas r1 and r2
+// and returns it once it answers readiness. Its frontends' ports must be
+// written in its configuration, so they are reserved (enginetest.Port);
+// should a program outside the tests hold one all the same, haproxy is
+// started again on others.
+func startHAProxy(t *testing.T, r1, r2 *wfserveProc) *balancer {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		lb, bindFailed := tryHAProxy(t, r1, r2)
+		if lb != nil {
+			return lb
+		}
+		if !bindFailed || attempt == 3 {
+			t.Fatal("haproxy did not start")
+		}
+	}
+}
+
+// tryHAProxy is one start of startHAProxy: the balancer, or nil and
+// whether haproxy failed to bind a frontend's port.
+func tryHAProxy(t *testing.T, r1, r2 *wfserveProc) (*balancer, bool) {
 	t.Helper()
 	bin := haproxyPath(t)
-	fe, feGRPC := enginetest.FreePort(t), enginetest.FreePort(t)
-	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, fe, r1.http, r2.http, feGRPC, r1.grpc, r1.http, r2.grpc, r2.http), 0o644); err != nil {
+	dir := t.TempDir()
+	fe, feGRPC := enginetest.Port(t), enginetest.Port(t)
+	lb := &balancer{url: fmt.Sprintf("http://127.0.0.1:%d", fe), grpcAddr: fmt.Sprintf("127.0.0.1:%d", feGRPC), admin: filepath.Join(dir, "admin.sock")}
+	p1, g1 := replicaPorts(t, r1)
+	p2, g2 := replicaPorts(t, r2)
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, lb.admin, fe, p1, p2, feGRPC, g1, p1, g2, p2), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-db", "-f", cfg)
-	var out syncBuffer
+	var out enginetest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -97,21 +128,71 @@ func startHAProxy(t *testing.T, r1, r2 replicaPorts) (string, string) {
 		cmd.Process.Kill()
 		<-exited
 	})
-	url := fmt.Sprintf("http://127.0.0.1:%d", fe)
+	var gone bool
 	enginetest.WaitFor(t, "haproxy to serve", func() bool {
 		select {
 		case <-exited:
-			t.Fatalf("haproxy exited:\n%s", out.String())
+			gone = true
+			return true
 		default:
 		}
-		resp, err := http.Get(url + "/v2/health/ready")
+		resp, err := http.Get(lb.url + "/v2/health/ready")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	return url, fmt.Sprintf("127.0.0.1:%d", feGRPC)
+	if gone {
+		t.Logf("haproxy exited:\n%s", out.String())
+		return nil, strings.Contains(out.String(), "cannot bind socket")
+	}
+	return lb, false
+}
+
+// replicaPorts are a replica's REST and gRPC ports.
+func replicaPorts(t *testing.T, r *wfserveProc) (rest, grpc int) {
+	t.Helper()
+	_, p, err := net.SplitHostPort(strings.TrimPrefix(r.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, g, err := net.SplitHostPort(r.grpcAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, _ = strconv.Atoi(p)
+	grpc, _ = strconv.Atoi(g)
+	return rest, grpc
+}
+
+// setReplica points the balancer's server name (r1, r2) at the replica r,
+// through haproxy's runtime API, as an operator does when a replica comes
+// back on another port.
+func (lb *balancer) setReplica(t *testing.T, name string, r *wfserveProc) {
+	t.Helper()
+	rest, grpc := replicaPorts(t, r)
+	for _, cmd := range []string{
+		fmt.Sprintf("set server replicas/%s addr 127.0.0.1 port %d", name, rest),
+		fmt.Sprintf("set server replicas_grpc/%s addr 127.0.0.1 port %d", name, grpc),
+		fmt.Sprintf("set server replicas_grpc/%s check-port %d", name, rest),
+	} {
+		c, err := net.Dial("unix", lb.admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, cmd+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		answer, err := io.ReadAll(c)
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := strings.TrimSpace(string(answer)); a != "" && !strings.Contains(a, "changed from") {
+			t.Fatalf("haproxy's runtime API: %s: %s", cmd, a)
+		}
+	}
 }
 
 // replicasSeen sends readiness probes through the balancer until every
@@ -259,15 +340,10 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	haproxyPath(t)
 	t.Parallel()
 	ctx := context.Background()
-	ports := map[string]replicaPorts{
-		"r1": {enginetest.FreePort(t), enginetest.FreePort(t)},
-		"r2": {enginetest.FreePort(t), enginetest.FreePort(t)},
-	}
-	replica := func(name string) *wfserveProc {
-		return startProc(t, "-addr", fmt.Sprintf("127.0.0.1:%d", ports[name].http), "-grpc-addr", fmt.Sprintf("127.0.0.1:%d", ports[name].grpc))
-	}
-	replicas := map[string]*wfserveProc{"r1": replica("r1"), "r2": replica("r2")}
-	lb, lbGRPC := startHAProxy(t, ports["r1"], ports["r2"])
+	replica := func() *wfserveProc { return startProc(t, "-grpc-addr", "127.0.0.1:0") }
+	replicas := map[string]*wfserveProc{"r1": replica(), "r2": replica()}
+	bal := startHAProxy(t, replicas["r1"], replicas["r2"])
+	lb, lbGRPC := bal.url, bal.grpcAddr
 	replicasSeen(t, lb, "r1", "r2")
 
 	// The in-process answers.
@@ -401,8 +477,10 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		t.Error("no answers under load")
 	}
 
-	// Bring r1 back, then kill r2 under load with retries: nothing fails.
-	replicas["r1"] = replica("r1")
+	// Bring r1 back (on another port, as the kernel picks), then kill r2
+	// under load with retries: nothing fails.
+	replicas["r1"] = replica()
+	bal.setReplica(t, "r1", replicas["r1"])
 	replicasSeen(t, lb, "r1", "r2")
 	encRetry, err := tinyencoder.NewRemote(lb, remote.WithRetries(5))
 	if err != nil {

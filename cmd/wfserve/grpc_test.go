@@ -62,7 +62,7 @@ func TestGrpcServeAndDrain(t *testing.T) {
 	manifests := filepath.Join("..", "..", "manifests")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("sesame\n"), 0o600)
-	var stderr syncBuffer
+	var stderr enginetest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-token-file", tokenFile, "-checkpoint-root", dir, "-device", "cpu",

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,16 +19,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
 
 // wfserveProc is wfserve running as a process of its own, as operators run
 // it: what it holds in memory and how it exits are its own.
 type wfserveProc struct {
-	cmd     *exec.Cmd
-	url     string
-	stderr  *syncBuffer
-	exited  chan struct{} // closed when the process has exited
-	exitErr error         // its exit status, once exited is closed
+	cmd      *exec.Cmd
+	url      string // its REST API
+	grpcAddr string // its gRPC API's address, with -grpc-addr
+	addrFile string // its -addr-file
+	stderr   *enginetest.Buffer
+	exited   chan struct{} // closed when the process has exited
+	exitErr  error         // its exit status, once exited is closed
 }
 
 // startProc builds wfserve once, starts it on a loopback port with the
@@ -38,14 +43,19 @@ func startProc(t *testing.T, args ...string) *wfserveProc {
 }
 
 // startProcEnv is startProc with env added to the process's environment.
+// wfserve binds port 0 (args may override -addr, and add -grpc-addr
+// 127.0.0.1:0) and the test reads the addresses it got from its
+// -addr-file: a port picked beforehand and closed could be taken by
+// another test binary before wfserve binds it.
 func startProcEnv(t *testing.T, env []string, args ...string) *wfserveProc {
 	t.Helper()
 	binPath := wfserveBin.Path(t, "wfserve")
 	dir := tiny.Dir(t)
 	manifests := filepath.Join("..", "..", "manifests")
-	all := append([]string{"-addr", "127.0.0.1:0", "-checkpoint-root", dir, "-device", "cpu"}, args...)
+	addrFile := filepath.Join(t.TempDir(), "addr.json")
+	all := append([]string{"-addr", "127.0.0.1:0", "-addr-file", addrFile, "-checkpoint-root", dir, "-device", "cpu"}, args...)
 	all = append(all, filepath.Join(manifests, "tiny-encoder.yaml"), filepath.Join(manifests, "tiny-world.yaml"))
-	p := &wfserveProc{cmd: exec.Command(binPath, all...), stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &wfserveProc{cmd: exec.Command(binPath, all...), addrFile: addrFile, stderr: &enginetest.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
@@ -56,14 +66,17 @@ func startProcEnv(t *testing.T, env []string, args ...string) *wfserveProc {
 		p.cmd.Process.Kill()
 		<-p.exited
 	})
-	p.url = servingURL(t, p.stderr, func() string {
+	var l listening
+	enginetest.WaitFor(t, "wfserve to write its -addr-file", func() bool {
 		select {
 		case <-p.exited:
-			return fmt.Sprintf("exited (%v)", p.exitErr)
+			t.Fatalf("wfserve exited (%v) before serving:\n%s", p.exitErr, p.stderr.String())
 		default:
-			return ""
 		}
+		b, err := os.ReadFile(addrFile)
+		return err == nil && json.Unmarshal(b, &l) == nil
 	})
+	p.url, p.grpcAddr = "http://"+l.Addr, l.GRPCAddr
 	return p
 }
 
@@ -261,5 +274,32 @@ func TestDrainUnderLoadResetsNothing(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no stop record:\n%s", p.stderr.String())
+	}
+}
+
+// -addr-file names the ports the kernel picked for port 0 (REST and
+// gRPC, both answering), and is removed when wfserve exits.
+func TestAddrFile(t *testing.T) {
+	p := startProc(t, "-grpc-addr", "127.0.0.1:0")
+	resp, err := http.Get(p.url + "/v2/health/ready")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("REST at %s: %v %v", p.url, err, resp)
+	}
+	resp.Body.Close()
+	if strings.HasSuffix(p.url, ":0") || p.grpcAddr == "" || strings.HasSuffix(p.grpcAddr, ":0") {
+		t.Fatalf("addresses %s and %q", p.url, p.grpcAddr)
+	}
+	c, err := net.Dial("tcp", p.grpcAddr)
+	if err != nil {
+		t.Fatalf("gRPC at %s: %v", p.grpcAddr, err)
+	}
+	c.Close()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.exited
+	if p.exitErr != nil {
+		t.Fatalf("exit: %v\n%s", p.exitErr, p.stderr.String())
+	}
+	if _, err := os.Stat(p.addrFile); !os.IsNotExist(err) {
+		t.Errorf("the -addr-file is still there after exit: %v", err)
 	}
 }

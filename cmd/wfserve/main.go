@@ -56,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var cfg serve.Config
 	addr := fs.String("addr", ":8080", "listen `address`")
 	grpcAddr := fs.String("grpc-addr", "", "also serve the protocol's gRPC API (and realtime sessions on its bidirectional RPC) on `address` (default: no gRPC)")
+	addrFile := fs.String("addr-file", "", "once listening, write the addresses listened on to `FILE` as JSON ({\"addr\":…,\"grpc_addr\":…}; port 0 in -addr picks a free port), removed at exit")
 	root := fs.String("checkpoint-root", "", "`folder` relative checkpoint URIs resolve against after the manifest's folder (default $WORLDFOUNDRY_CHECKPOINT_ROOT)")
 	device := fs.String("device", "", "`device` to run on: cpu, cuda, cuda:N (default cuda, else cpu)")
 	dtype := fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
@@ -165,6 +166,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "wfserve: %v\n", err)
 			return 2
 		}
+	}
+	if *addrFile != "" {
+		if err := writeAddrFile(*addrFile, ln, gln); err != nil {
+			ln.Close()
+			if gln != nil {
+				gln.Close()
+			}
+			fmt.Fprintf(stderr, "wfserve: -addr-file: %v\n", err)
+			return 2
+		}
+		defer os.Remove(*addrFile)
 	}
 	names := make([]string, len(fams))
 	for i, f := range fams {

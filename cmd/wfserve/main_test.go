@@ -9,32 +9,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's and the test's
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // tiny holds the demo families' checkpoints, built once for the package's
 // tests (in-process and wfserve processes alike) and removed when they are
@@ -56,7 +36,7 @@ var servingRecord = regexp.MustCompile(`msg=serving addr=(\S+)`)
 // servingURL waits until stderr has the record of the address wfserve
 // serves on and returns its URL; exited, polled meanwhile, says how the
 // server ended ("" while it runs), which fails the test.
-func servingURL(t *testing.T, stderr *syncBuffer, exited func() string) string {
+func servingURL(t *testing.T, stderr *enginetest.Buffer, exited func() string) string {
 	t.Helper()
 	var url string
 	enginetest.WaitFor(t, "wfserve to serve", func() bool {
@@ -90,7 +70,7 @@ func runExit(done <-chan int) func() string {
 func TestServeAndStopOnSIGTERM(t *testing.T) {
 	dir := tiny.Dir(t)
 	manifests := filepath.Join("..", "..", "manifests")
-	var stderr syncBuffer
+	var stderr enginetest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"-addr", "127.0.0.1:0", "-checkpoint-root", dir, "-device", "cpu", "-batch",

@@ -121,7 +121,7 @@ func TestExportsTracesByOTLP(t *testing.T) {
 	}
 
 	dir := tiny.Dir(t)
-	var stderr syncBuffer
+	var stderr enginetest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"-addr", "127.0.0.1:0", "-checkpoint-root", dir, "-device", "cpu",

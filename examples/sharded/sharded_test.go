@@ -109,7 +109,7 @@ func nodes(t testing.TB, count, nproc int, args []string, mark string) []*proc.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(enginetest.FreePort(t)))
+	endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(enginetest.Port(t)))
 	results := make([]*proc.Result, count)
 	errs := make([]error, count)
 	var wg sync.WaitGroup
@@ -251,7 +251,7 @@ func TestStaticRendezvous(t *testing.T) {
 	want := single(t, args, mark)
 	logDir := t.TempDir()
 	argv := append([]string{debianPython, "-c", torchrun.Bootstrap, "--nnodes", "1", "--master_addr", "127.0.0.1",
-		"--master_port", strconv.Itoa(enginetest.FreePort(t)), "--nproc_per_node", "2", "--monitor_interval", "0.2",
+		"--master_port", strconv.Itoa(enginetest.Port(t)), "--nproc_per_node", "2", "--monitor_interval", "0.2",
 		"--redirects", "2", "--tee", "2", "--log_dir", filepath.Join(logDir, "workers"), "--no_python", exe}, args...)
 	res, err := proc.Run(context.Background(), proc.Command{
 		Path: argv[0], Args: argv[1:], LogDir: logDir, Name: "torchrun",

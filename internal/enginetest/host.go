@@ -1,24 +1,10 @@
 package enginetest
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"testing"
 )
-
-// FreePort returns a loopback port nothing listens on now, for a process a
-// test starts that must be told its port (a server, a load balancer, a
-// rendezvous).
-func FreePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // Tool returns the path of a program the test runs — name on PATH, else
 // at path (Debian puts some in /usr/sbin, which not every PATH has) — or

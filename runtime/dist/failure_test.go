@@ -75,7 +75,7 @@ func TestKilledWorkerFailsTheOthers(t *testing.T) {
 	}
 	for _, victim := range []int{2, 0} {
 		t.Run("rank"+strconv.Itoa(victim), func(t *testing.T) {
-			port := enginetest.FreePort(t)
+			port := enginetest.Port(t)
 			cmds := make([]*exec.Cmd, size)
 			lines := make([]chan workerLine, size)
 			var wg sync.WaitGroup
@@ -238,7 +238,7 @@ func TestSIGPIPEOnLibtorchThreadsIsSurvived(t *testing.T) {
 	}
 	c := exec.Command(exe, "-test.run=^$")
 	c.Env = append(os.Environ(), roleEnv+"=sigpipe", "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1",
-		"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(enginetest.FreePort(t)), "GLOO_SOCKET_IFNAME=lo")
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(enginetest.Port(t)), "GLOO_SOCKET_IFNAME=lo")
 	out, err := c.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "alive") {
 		t.Fatalf("worker: %v (%v)\n%s", err, c.ProcessState, out)

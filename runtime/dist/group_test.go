@@ -50,7 +50,7 @@ func world(t *testing.T, size int, timeout time.Duration, fn func(g *dist.Group)
 // worldB is world for tests and benchmarks.
 func worldB(t testing.TB, size int, timeout time.Duration, fn func(g *dist.Group) error) []error {
 	t.Helper()
-	port := enginetest.FreePort(t)
+	port := enginetest.Port(t)
 	errs := make([]error, size)
 	var wg sync.WaitGroup
 	for r := 0; r < size; r++ {
@@ -283,7 +283,7 @@ func TestClosedGroup(t *testing.T) {
 // timeout is far off.
 func TestJoinTimesOutWithoutPeers(t *testing.T) {
 	requireEngine(t)
-	w := torchrun.Worker{Rank: 1, WorldSize: 2, LocalRank: 1, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: enginetest.FreePort(t)}
+	w := torchrun.Worker{Rank: 1, WorldSize: 2, LocalRank: 1, LocalWorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: enginetest.Port(t)}
 	const timeout = 2 * time.Second
 	start := time.Now()
 	_, err := dist.Join(context.Background(), dist.WithWorker(w), dist.WithTimeout(timeout), dist.WithInterfaces("lo"))
@@ -413,13 +413,13 @@ func TestNCCLOnThisBuild(t *testing.T) {
 	if slices.Contains(backends, dist.NCCL) {
 		t.Skip("this build has NCCL")
 	}
-	w := torchrun.Worker{Rank: 0, WorldSize: 1, LocalWorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: enginetest.FreePort(t)}
+	w := torchrun.Worker{Rank: 0, WorldSize: 1, LocalWorldSize: 1, MasterAddr: "127.0.0.1", MasterPort: enginetest.Port(t)}
 	_, err := dist.Join(context.Background(), dist.WithWorker(w), dist.WithBackend(dist.NCCL), dist.WithTimeout(5*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "built without NCCL") {
 		t.Errorf("join with nccl: %v", err)
 	}
 	_, err = j.JoinProcessGroup(context.Background(), dist.Config{Rank: 0, Size: 1, MasterAddr: "127.0.0.1",
-		MasterPort: enginetest.FreePort(t), Backend: dist.NCCL, Device: "cuda:0", Timeout: 5 * time.Second, Prefix: "nccl/"})
+		MasterPort: enginetest.Port(t), Backend: dist.NCCL, Device: "cuda:0", Timeout: 5 * time.Second, Prefix: "nccl/"})
 	if err == nil || !strings.Contains(err.Error(), "no NCCL") {
 		t.Errorf("shim join with nccl: %v", err)
 	}

@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -102,24 +101,7 @@ scrape_configs:
 	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := enginetest.FreePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "--config.file="+configFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+fmt.Sprintf("127.0.0.1:%d", port), "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", out.String())
-		}
-	})
+	base, exited := startPrometheus(t, bin, dir, configFile)
 
 	// Traffic while Prometheus scrapes: a request every 20 ms, until the
 	// test ends (bounded in count all the same).
@@ -224,6 +206,58 @@ func TestDocsPrometheusExamples(t *testing.T) {
 		}
 		if out, err := exec.Command(promtool, "check", c.check, f).CombinedOutput(); err != nil {
 			t.Errorf("promtool check %s of the docs' example: %v\n%s\n%s", c.check, err, out, c.text)
+		}
+	}
+}
+
+// startPrometheus runs Prometheus with configFile on a reserved loopback
+// port (enginetest.Port: its port must be given on its command line) and
+// returns its URL once it is ready, and a channel that has its exit error
+// should it exit. Should a program outside the tests hold the port all the
+// same, Prometheus is started again on another.
+func startPrometheus(t *testing.T, bin, dir, configFile string) (string, <-chan error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		port := enginetest.Port(t)
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		out := &enginetest.Buffer{}
+		cmd := exec.Command(bin, "--config.file="+configFile, "--storage.tsdb.path="+filepath.Join(dir, fmt.Sprintf("data%d", attempt)),
+			"--web.listen-address="+fmt.Sprintf("127.0.0.1:%d", port), "--log.level=warn")
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			<-exited
+			if t.Failed() {
+				t.Logf("prometheus output:\n%s", out.String())
+			}
+		})
+		var gone bool
+		var exitErr error
+		enginetest.WaitFor(t, "prometheus to be ready", func() bool {
+			select {
+			case exitErr = <-exited:
+				exited <- exitErr // for the cleanup
+				gone = true
+				return true
+			default:
+			}
+			resp, err := http.Get(base + "/-/ready")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+		if !gone {
+			return base, exited
+		}
+		if !strings.Contains(out.String(), "address already in use") || attempt == 3 {
+			t.Fatalf("prometheus exited: %v\n%s", exitErr, out.String())
 		}
 	}
 }

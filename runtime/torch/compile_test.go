@@ -3,13 +3,11 @@
 package torch
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,30 +17,13 @@ import (
 )
 
 // captureLog routes slog's default logger into a buffer for the test.
-func captureLog(t *testing.T) *syncBuffer {
+func captureLog(t *testing.T) *enginetest.Buffer {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &enginetest.Buffer{}
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(old) })
 	return buf
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 const compileSource = `

@@ -253,7 +253,7 @@ func TestTorchrunPythonWorkers(t *testing.T) {
 	}
 	for _, nodes := range []int{1, 2} {
 		t.Run(map[int]string{1: "standalone", 2: "two-node"}[nodes], func(t *testing.T) {
-			endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(enginetest.FreePort(t)))
+			endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(enginetest.Port(t)))
 			results := make([]*proc.Result, nodes)
 			errs := make([]error, nodes)
 			var wg sync.WaitGroup
@@ -307,7 +307,7 @@ func TestTorchrunGoWorkers(t *testing.T) {
 	}
 	forms := map[string]*Nodes{
 		"standalone": nil,
-		"multi-node": {Count: 1, Rank: 0, Endpoint: net.JoinHostPort("127.0.0.1", strconv.Itoa(enginetest.FreePort(t))), ID: "wfgen-test"},
+		"multi-node": {Count: 1, Rank: 0, Endpoint: net.JoinHostPort("127.0.0.1", strconv.Itoa(enginetest.Port(t))), ID: "wfgen-test"},
 	}
 	for _, name := range []string{"standalone", "multi-node"} {
 		t.Run(name, func(t *testing.T) {

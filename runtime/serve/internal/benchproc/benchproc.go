@@ -1,10 +1,12 @@
 // Package benchproc holds what the serving benchmarks (servebench,
-// binbench) need to run servers as processes of their own: a free port, a
-// readiness wait, a clean stop, the module root, and latency percentiles.
+// binbench, rtbench) need to run servers as processes of their own: ports
+// the kernel picks, a readiness wait, a clean stop, the module root, and
+// latency percentiles.
 package benchproc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -67,15 +69,81 @@ func Stop(cmd *exec.Cmd) {
 	}
 }
 
-// FreePort returns a loopback port nothing listens on now.
-func FreePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// Listener binds a loopback port for a server the program starts that
+// can take a listening socket (the Python peer: uvicorn's sockets), and
+// returns it as the file to pass in exec.Cmd.ExtraFiles and the server's
+// URL. Bound before the child starts, the port cannot be taken meanwhile
+// as a port picked and closed can. The socket is plain TCP: Go listens
+// with Multipath TCP by default, and a server that sees protocol 262 where
+// it expects TCP's 6 may skip its TCP options (asyncio then leaves Nagle's
+// algorithm on, and every answer waits for a delayed ACK: 40 ms).
+func Listener() (*os.File, string, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
+	defer ln.Close() // the file is a copy
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return nil, "", err
+	}
+	return f, "http://" + ln.Addr().String(), nil
+}
+
+// Wfserve is a wfserve process the program started.
+type Wfserve struct {
+	Cmd      *exec.Cmd
+	URL      string // its REST API
+	GRPCAddr string // its gRPC address, when args had -grpc-addr
+}
+
+// StartWfserve starts the wfserve at bin with env added to the
+// environment, stderr to this process's, and args (flags, then
+// manifests; "-grpc-addr", "127.0.0.1:0" for gRPC), on loopback ports the
+// kernel picks, which it reads from wfserve's -addr-file; it returns once
+// wfserve is ready.
+func StartWfserve(bin string, env []string, args ...string) (*Wfserve, error) {
+	dir, err := os.MkdirTemp("", "wfserve-addr")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	addrFile := filepath.Join(dir, "addr.json")
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-addr-file", addrFile}, args...)...)
+	cmd.Env, cmd.Stderr = append(os.Environ(), env...), os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	w := &Wfserve{Cmd: cmd}
+	var addrs struct {
+		Addr     string `json:"addr"`
+		GRPCAddr string `json:"grpc_addr"`
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		b, err := os.ReadFile(addrFile)
+		if err == nil && json.Unmarshal(b, &addrs) == nil {
+			break
+		}
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("wfserve exited before serving (%v)", cmd.ProcessState)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			Stop(cmd)
+			return nil, errors.New("wfserve wrote no -addr-file within 60 s")
+		}
+	}
+	w.URL, w.GRPCAddr = "http://"+addrs.Addr, addrs.GRPCAddr
+	if err := WaitReady(w.URL, 60*time.Second); err != nil {
+		Stop(cmd)
+		return nil, err
+	}
+	return w, nil
 }
 
 // ModuleRoot finds the folder of go.mod from the working directory up.
@@ -132,25 +200,15 @@ func NewWorkspace(name string) (*Workspace, error) {
 // Close removes the workspace's folder.
 func (w *Workspace) Close() error { return os.RemoveAll(w.Dir) }
 
-// Serve starts the workspace's wfserve on a free loopback port with the
-// checkpoints of the workspace, on the CPU, with threads intra-op threads
-// and warnings only in its log, plus args (more flags, then manifests),
-// and waits until it is ready. stop stops it.
-func (w *Workspace) Serve(threads int, args ...string) (url string, stop func(), err error) {
-	port, err := FreePort()
+// Serve starts the workspace's wfserve on a loopback port the kernel
+// picks, with the checkpoints of the workspace, on the CPU, with threads
+// intra-op threads and warnings only in its log, plus args (more flags,
+// then manifests), and waits until it is ready. stop stops it.
+func (w *Workspace) Serve(threads int, args ...string) (srv *Wfserve, stop func(), err error) {
+	env := []string{"WORLDFOUNDRY_TORCH_THREADS=" + strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1", "WORLDFOUNDRY_LOG_LEVEL=warn"}
+	srv, err = StartWfserve(w.Wfserve, env, append([]string{"-checkpoint-root", w.Dir, "-device", "cpu"}, args...)...)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
-	url = "http://127.0.0.1:" + port
-	cmd := exec.Command(w.Wfserve, append([]string{"-addr", "127.0.0.1:" + port, "-checkpoint-root", w.Dir, "-device", "cpu"}, args...)...)
-	cmd.Env = append(os.Environ(), "WORLDFOUNDRY_TORCH_THREADS="+strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1", "WORLDFOUNDRY_LOG_LEVEL=warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	if err := WaitReady(url, 60*time.Second); err != nil {
-		Stop(cmd)
-		return "", nil, err
-	}
-	return url, func() { Stop(cmd) }, nil
+	return srv, func() { Stop(srv.Cmd) }, nil
 }

@@ -92,7 +92,7 @@ func run(rounds int, window time.Duration, frames, threads int) error {
 		}
 		specs[f.Spec.ModelFamilyID] = f.Spec
 	}
-	url, stop, err := w.Serve(threads, imagemodel.Manifest(), world)
+	srv, stop, err := w.Serve(threads, imagemodel.Manifest(), world)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func run(rounds int, window time.Duration, frames, threads int) error {
 	fmt.Printf("JSON vs binary tensors: wfserve on loopback, the remote client (runtime/remote); %d rounds × %v windows, intra-op threads %d, GOMAXPROCS %d, %d CPUs\n",
 		rounds, window, threads, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	for _, b := range benches {
-		if err := measure(url, b, rounds, window); err != nil {
+		if err := measure(srv.URL, b, rounds, window); err != nil {
 			return fmt.Errorf("%s: %w", b.name, err)
 		}
 	}

@@ -69,11 +69,7 @@ func run(rounds, sessions, threads int) error {
 	if err != nil || len(diags) > 0 {
 		return fmt.Errorf("%s: %v %v", manifest, err, diags)
 	}
-	gport, err := benchproc.FreePort()
-	if err != nil {
-		return err
-	}
-	url, stop, err := w.Serve(threads, "-grpc-addr", "127.0.0.1:"+gport, manifest)
+	srv, stop, err := w.Serve(threads, "-grpc-addr", "127.0.0.1:0", manifest)
 	if err != nil {
 		return err
 	}
@@ -86,17 +82,17 @@ func run(rounds, sessions, threads int) error {
 		return err
 	}
 	defer local.Close()
-	ws, err := remote.New(f.Spec, url)
+	ws, err := remote.New(f.Spec, srv.URL)
 	if err != nil {
 		return err
 	}
 	defer ws.Close()
-	gs, err := remote.New(f.Spec, "grpc://127.0.0.1:"+gport)
+	gs, err := remote.New(f.Spec, "grpc://"+srv.GRPCAddr)
 	if err != nil {
 		return err
 	}
 	defer gs.Close()
-	fresh := &newConnection{open: func() (*remote.Client, error) { return remote.New(f.Spec, url) }}
+	fresh := &newConnection{open: func() (*remote.Client, error) { return remote.New(f.Spec, srv.URL) }}
 	defer fresh.close()
 	names := []string{"in-process", "WebSocket", "WS, new conn", "gRPC stream"}
 	clients := []streamer{local, ws, fresh, gs}

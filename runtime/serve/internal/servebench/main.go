@@ -116,7 +116,7 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 		manifests = append(manifests, filepath.Join(root, m.manifest))
 		pyModels = append(pyModels, m.name+"="+filepath.Join(dir, m.checkpoint))
 	}
-	env := append(os.Environ(), "WORLDFOUNDRY_TORCH_THREADS="+strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1", "WORLDFOUNDRY_LOG_LEVEL=warn")
+	env := []string{"WORLDFOUNDRY_TORCH_THREADS=" + strconv.Itoa(threads), "WORLDFOUNDRY_TORCH_INTEROP_THREADS=1", "WORLDFOUNDRY_LOG_LEVEL=warn"}
 
 	var servers []*server
 	defer func() {
@@ -127,31 +127,21 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 	for _, c := range []struct {
 		name  string
 		extra []string
-	}{{"wfserve", nil}, {"wfserve -batch", []string{"-batch", "-batch-delay", delay.String()}}} {
-		port, err := benchproc.FreePort()
+	}{{"wfserve", []string{"-grpc-addr", "127.0.0.1:0"}}, {"wfserve -batch", []string{"-batch", "-batch-delay", delay.String()}}} {
+		args := append([]string{"-checkpoint-root", dir, "-device", "cpu"}, c.extra...)
+		w, err := benchproc.StartWfserve(bin, env, append(args, manifests...)...)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", c.name, err)
 		}
-		args := append([]string{"-addr", "127.0.0.1:" + port, "-checkpoint-root", dir, "-device", "cpu"}, c.extra...)
-		srv := &server{name: c.name, url: "http://127.0.0.1:" + port}
-		if c.extra == nil {
-			gport, err := benchproc.FreePort()
-			if err != nil {
-				return err
-			}
-			srv.grpc = "127.0.0.1:" + gport
-			args = append(args, "-grpc-addr", srv.grpc)
-		}
-		srv.cmd = exec.Command(bin, append(args, manifests...)...)
-		srv.cmd.Env, srv.cmd.Stderr = env, os.Stderr
-		servers = append(servers, srv)
+		servers = append(servers, &server{name: c.name, url: w.URL, grpc: w.GRPCAddr, cmd: w.Cmd})
 	}
-	port, err := benchproc.FreePort()
+	sock, url, err := benchproc.Listener()
 	if err != nil {
 		return err
 	}
 	py := exec.Command("/usr/bin/python3", append([]string{filepath.Join(root, "runtime", "serve", "internal", "servebench", "pyserver.py"),
-		port, strconv.Itoa(threads)}, pyModels...)...)
+		"3", strconv.Itoa(threads)}, pyModels...)...)
+	py.ExtraFiles = []*os.File{sock} // its listening socket, fd 3
 	// What wfserve's engine does itself, the peer gets from its
 	// environment: torch.set_num_threads does not reach OpenBLAS's own
 	// pool, and glibc malloc's thresholds are the engine's
@@ -159,12 +149,12 @@ func run(names []string, rounds int, window time.Duration, threads, ntok int, de
 	py.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS="+strconv.Itoa(threads),
 		"GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864")
 	py.Stdout, py.Stderr = io.Discard, os.Stderr
-	servers = append(servers, &server{name: "python (fastapi+uvicorn)", url: "http://127.0.0.1:" + port, cmd: py})
-	for _, s := range servers {
-		if err := s.cmd.Start(); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
+	err = py.Start()
+	sock.Close()
+	if err != nil {
+		return fmt.Errorf("python: %w", err)
 	}
+	servers = append(servers, &server{name: "python (fastapi+uvicorn)", url: url, cmd: py})
 	for _, s := range servers {
 		if err := benchproc.WaitReady(s.url, 60*time.Second); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)

@@ -9,10 +9,12 @@ answers the float32 result as the "embedding" output. The endpoint is
 async and runs the model inline (no thread pool hop), the fastest plain
 FastAPI form; the body is parsed with json.loads, not pydantic.
 
-usage: /usr/bin/python3 pyserver.py PORT THREADS NAME=MODEL.pt [NAME=MODEL.pt ...]
+usage: /usr/bin/python3 pyserver.py FD THREADS NAME=MODEL.pt [NAME=MODEL.pt ...]
+FD is a listening socket the caller bound and passed (servebench: fd 3).
 Prints "ready" once warmed up and serving.
 """
 import json
+import socket
 import sys
 
 import torch
@@ -22,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 
 
 def main():
-    port, threads = int(sys.argv[1]), int(sys.argv[2])
+    fd, threads = int(sys.argv[1]), int(sys.argv[2])
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(1)
     modules = {}
@@ -68,10 +70,10 @@ def main():
         }
         return Response(json.dumps(body), media_type="application/json")
 
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     print("ready", torch.get_num_threads(), flush=True)
-    server.run()
+    server.run(sockets=[socket.socket(fileno=fd)])  # bound by the Go side
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -58,20 +57,12 @@ func soak(bin, dir, root string, env []string, clients int, d time.Duration, nto
 		}
 		want[i] = out["embedding"].(*tensor.Tensor).Data
 	}
-	port, err := benchproc.FreePort()
+	w, err := benchproc.StartWfserve(bin, env, "-checkpoint-root", dir, "-device", "cpu", "-batch", filepath.Join(root, m.manifest))
 	if err != nil {
 		return err
 	}
-	srv := &server{name: "wfserve -batch", url: "http://127.0.0.1:" + port}
-	srv.cmd = exec.Command(bin, "-addr", "127.0.0.1:"+port, "-checkpoint-root", dir, "-device", "cpu", "-batch", filepath.Join(root, m.manifest))
-	srv.cmd.Env, srv.cmd.Stderr = env, os.Stderr
-	if err := srv.cmd.Start(); err != nil {
-		return err
-	}
+	srv := &server{name: "wfserve -batch", url: w.URL, cmd: w.Cmd}
 	defer benchproc.Stop(srv.cmd)
-	if err := benchproc.WaitReady(srv.url, 60*time.Second); err != nil {
-		return err
-	}
 	rss0 := rss(srv.cmd.Process.Pid)
 	task, _ := f.Spec.Task("embed")
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}
