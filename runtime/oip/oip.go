@@ -288,8 +288,15 @@ const Platform = "pytorch_libtorch"
 type Limits struct {
 	// MaxTensorBytes bounds the size of one input tensor's elements.
 	MaxTensorBytes int64
-	// MaxInputs bounds the number of input tensors of a request.
+	// MaxInputs bounds the number of input tensors of a request, and of
+	// the outputs it asks for.
 	MaxInputs int
+	// Reserve, when set, is called before a request is decoded with the
+	// bytes decoding it will take beyond the request's own bytes and its
+	// tensor data (the Go values its other JSON values, or protobuf
+	// fields, become); an error it returns is the decoder's. A server
+	// counts them against its in-flight budget.
+	Reserve func(n int64) error
 }
 
 // ErrBadRequest is matched (errors.Is) by every error that a malformed
@@ -326,6 +333,16 @@ func decodeRequest(body []byte, lim Limits, binary bool) (*InferenceRequest, err
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, bad("empty body (want a JSON object)")
 	}
+	// Counted before decoding: what the request's values become.
+	m := measureJSON(body)
+	if err := lim.CheckCounts(m.inputs, m.outputs); err != nil {
+		return nil, err
+	}
+	if lim.Reserve != nil {
+		if err := lim.Reserve(m.cost); err != nil {
+			return nil, err
+		}
+	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) && strings.Contains(se.Error(), "after top-level value") {
@@ -339,11 +356,26 @@ func decodeRequest(body []byte, lim Limits, binary bool) (*InferenceRequest, err
 	return &req, nil
 }
 
+// CheckCounts refuses a request with more inputs, or asking for more
+// outputs, than MaxInputs: an error matching ErrBadRequest.
+func (lim Limits) CheckCounts(inputs, outputs int) error {
+	if lim.MaxInputs <= 0 {
+		return nil
+	}
+	if inputs > lim.MaxInputs {
+		return bad("the request has %d inputs, at most %d are allowed", inputs, lim.MaxInputs)
+	}
+	if outputs > lim.MaxInputs {
+		return bad("the request asks for %d outputs, at most %d are allowed", outputs, lim.MaxInputs)
+	}
+	return nil
+}
+
 // checkRequest checks a decoded request's inputs and outputs (see
 // DecodeRequest); binary: its inputs may be binary (binary_data_size).
 func checkRequest(req *InferenceRequest, lim Limits, binary bool) error {
-	if lim.MaxInputs > 0 && len(req.Inputs) > lim.MaxInputs {
-		return bad("the request has %d inputs, at most %d are allowed", len(req.Inputs), lim.MaxInputs)
+	if err := lim.CheckCounts(len(req.Inputs), len(req.Outputs)); err != nil {
+		return err
 	}
 	seen := make(map[string]bool, len(req.Inputs))
 	for i := range req.Inputs {

@@ -19,6 +19,7 @@ type admission struct {
 	maxBytes int64
 	mu       sync.Mutex
 	bytes    int64
+	freed    chan struct{} // closed (and dropped) when bytes are given back while someone waits
 }
 
 // admit counts one infer request in; release counts it out.
@@ -42,10 +43,41 @@ func (a *admission) reserve(n int64) error {
 	return nil
 }
 
+// reserveWait takes n bytes of the in-flight budget, waiting for them
+// until ctx ends (429 then). It is for a message whose size is not
+// declared before it arrives (gRPC): it reserves the largest size a
+// message may have while it arrives, a wait of the time it takes others'
+// messages to arrive, rather than a refusal that the next microsecond
+// would not have needed.
+func (a *admission) reserveWait(ctx context.Context, n int64) error {
+	for {
+		a.mu.Lock()
+		if a.bytes+n <= a.maxBytes {
+			a.bytes += n
+			a.mu.Unlock()
+			return nil
+		}
+		if a.freed == nil {
+			a.freed = make(chan struct{})
+		}
+		freed := a.freed
+		a.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return withStatus(http.StatusTooManyRequests, "the requests in flight held the server's %d bytes until this one's deadline (it needs %d while its message arrives); retry later", a.maxBytes, n)
+		}
+	}
+}
+
 // give returns n bytes to the budget.
 func (a *admission) give(n int64) {
 	a.mu.Lock()
 	a.bytes -= n
+	if a.freed != nil {
+		close(a.freed)
+		a.freed = nil
+	}
 	a.mu.Unlock()
 }
 
@@ -72,10 +104,28 @@ func (h *holding) add(n int64) error {
 	return nil
 }
 
+// addWait reserves n more bytes for the request, waiting for them until
+// ctx ends (admission.reserveWait).
+func (h *holding) addWait(ctx context.Context, n int64) error {
+	if err := h.a.reserveWait(ctx, n); err != nil {
+		return err
+	}
+	h.n += n
+	return nil
+}
+
+// give returns n of the bytes the request holds.
+func (h *holding) give(n int64) {
+	h.a.give(n)
+	h.n -= n
+}
+
 // done returns everything the request holds.
 func (h *holding) done() {
-	h.a.give(h.n)
-	h.n = 0
+	if h.n != 0 {
+		h.a.give(h.n)
+		h.n = 0
+	}
 }
 
 // slots bound the engine calls that run at once for one variant.

@@ -29,7 +29,6 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	grpcstatus "google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/worldfoundry/wfgen/runtime/logctx"
 	"github.com/worldfoundry/wfgen/runtime/oip"
@@ -72,16 +71,28 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		// request up to maxStreamWorkers (they start with the server), and
 		// a call beyond those gets a goroutine of its own.
 		grpc.NumStreamWorkers(uint32(min(s.cfg.MaxQueue, maxStreamWorkers))),
+		// The arrival steps before a message is read (grpc_arrival.go).
+		grpc.InTapHandle(s.grpcTap),
+		grpc.ForceServerCodecV2(newRawCodec()),
+		// A fixed window: a call's message arrives only once its handler
+		// asks for it (BDP estimation would let it grow to 16 MiB before).
+		grpc.InitialWindowSize(streamWindow),
+		grpc.InitialConnWindowSize(16 * streamWindow),
 		grpc.ChainUnaryInterceptor(s.grpcUnary),
 		grpc.ChainStreamInterceptor(s.grpcStream),
 	}
 	gs := grpc.NewServer(append(base, opts...)...)
 	svc := &grpcService{s: s}
-	oippb.RegisterGRPCInferenceServiceServer(gs, svc)
+	gs.RegisterService(inferenceService(), svc)
 	oippb.RegisterRealtimeInferenceServiceServer(gs, svc)
 	reflection.Register(gs)
 	return gs
 }
+
+// streamWindow is the HTTP/2 flow-control window of a gRPC call: what a
+// client may send of its message before the handler reads it (HTTP/2's
+// default).
+const streamWindow = 64 << 10
 
 // maxStreamWorkers bounds the goroutines GRPCServer starts for calls,
 // whatever Config.MaxQueue: 256, the default MaxQueue.
@@ -129,26 +140,18 @@ func grpcAnswer(call context.Context, err error) (int, error) {
 	return code, grpcstatus.Error(oippb.Code(code), err.Error())
 }
 
-// grpcUnary is the unary calls' middleware: what observe, drainGuard and
-// auth do for REST requests.
+// grpcUnary is the unary calls' middleware: what observe does for REST
+// requests (drainGuard's and auth's steps are grpcTap's).
 func (s *Server) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	ctx, done := s.grpcBegin(ctx, info.FullMethod, func(md metadata.MD) { grpc.SetHeader(ctx, md) })
-	var resp any
-	err := s.grpcGuard(ctx, info.FullMethod)
-	if err == nil {
-		resp, err = handler(ctx, req)
-	}
+	resp, err := handler(ctx, req)
 	return resp, done(err)
 }
 
 // grpcStream is the streaming calls' middleware (see grpcUnary).
 func (s *Server) grpcStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx, done := s.grpcBegin(ss.Context(), info.FullMethod, func(md metadata.MD) { ss.SetHeader(md) })
-	err := s.grpcGuard(ctx, info.FullMethod)
-	if err == nil {
-		err = handler(srv, &grpcServerStream{ServerStream: ss, ctx: ctx})
-	}
-	return done(err)
+	return done(handler(srv, &grpcServerStream{ServerStream: ss, ctx: ctx}))
 }
 
 // grpcServerStream is a ServerStream with the middleware's context.
@@ -164,8 +167,11 @@ func (g *grpcServerStream) Context() context.Context { return g.ctx }
 // starts its span; done maps the handler's error to the gRPC status,
 // records the call's metrics and writes its access log record.
 func (s *Server) grpcBegin(ctx context.Context, method string, header func(metadata.MD)) (context.Context, func(error) error) {
-	start := time.Now()
-	s.lastSeen.Store(start.UnixNano())
+	start, _ := ctx.Value(arrivedKey{}).(time.Time) // grpcTap's stamp
+	if start.IsZero() {
+		start = time.Now()
+	}
+	cancelDeadline, _ := ctx.Value(deadlineKey{}).(context.CancelFunc)
 	call := ctx
 	id := first(metadata.ValueFromIncomingContext(ctx, "x-request-id"))
 	if id == "" || len(id) > 128 {
@@ -178,6 +184,9 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 	ctx = s.tel.startGRPCSpan(ctx, method, ri, id, fields)
 	ctx = logctx.With(ctx, fields)
 	return ctx, func(err error) error {
+		if cancelDeadline != nil {
+			defer cancelDeadline()
+		}
 		code, gerr := grpcAnswer(call, err)
 		end := time.Now()
 		gcode := grpcstatus.Code(gerr)
@@ -227,27 +236,6 @@ func first(values []string) string {
 		return values[0]
 	}
 	return ""
-}
-
-// grpcGuard refuses a call while the server drains (Unavailable) and a
-// call without the bearer token (Unauthenticated: the authorization
-// metadata, "Bearer TOKEN"); the health probes pass both.
-func (s *Server) grpcGuard(ctx context.Context, method string) error {
-	if method == methodServerLive || method == methodServerReady {
-		return nil
-	}
-	if s.draining.Load() {
-		return errDraining
-	}
-	if s.cfg.Token == "" {
-		return nil
-	}
-	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
-		if bearer(v, s.cfg.Token) {
-			return nil
-		}
-	}
-	return withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send the metadata authorization: Bearer TOKEN)")
 }
 
 // startGRPCSpan starts a call's server span, a child of the trace context
@@ -356,21 +344,29 @@ func (g *grpcService) ModelMetadata(ctx context.Context, r *oippb.ModelMetadataR
 	return out, nil
 }
 
-// ModelInfer runs an infer request as POST /v2/models/{model}/infer does:
-// its bytes are held in the in-flight budget (twice the message, as twice
-// a REST body), it is decoded and resolved, admitted, run on its variant's
-// engine slots (or batcher, or as a batch) within the earlier of the
-// call's gRPC deadline and the server's Timeout from its arrival, and
-// answered with raw_output_contents. A request that asks for a stream is
-// refused: sessions are RealtimeInferenceService/ModelStreamInfer's.
-func (g *grpcService) ModelInfer(ctx context.Context, r *oippb.ModelInferRequest) (*oippb.ModelInferResponse, error) {
+// modelInfer runs an infer request as POST /v2/models/{model}/infer does,
+// its message read by receive (its bytes held in the in-flight budget from
+// before it arrives, what decoding takes counted before it is decoded),
+// resolved, admitted, run on its variant's engine slots (or batcher, or as
+// a batch) within the earlier of the call's gRPC deadline and the server's
+// Timeout from its arrival (grpcTap sets it), and answered with
+// raw_output_contents. A request that asks for a stream is refused:
+// sessions are RealtimeInferenceService/ModelStreamInfer's.
+func (g *grpcService) modelInfer(ss grpc.ServerStream) error {
 	s := g.s
+	ctx := ss.Context()
 	if !s.inflight.enter(false) {
-		return nil, errDraining
+		return errDraining
 	}
 	defer s.inflight.leave()
 	s.active.Add(1)
 	defer s.active.Add(-1)
+	hold := &holding{a: &s.adm}
+	defer hold.done()
+	var r oippb.ModelInferRequest
+	if err := s.receive(ctx, ss, &r, hold); err != nil {
+		return err
+	}
 	m, pv, err := s.lookup(r.GetModelName(), r.GetModelVersion())
 	if m == nil {
 		setObs(ctx, s.tel.unknownModel)
@@ -378,49 +374,42 @@ func (g *grpcService) ModelInfer(ctx context.Context, r *oippb.ModelInferRequest
 		setObs(ctx, s.tel.obs(m, ""))
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if s.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, grpcArrival(ctx).Add(s.cfg.Timeout))
-		defer cancel()
-	}
-	hold := &holding{a: &s.adm}
-	defer hold.done()
-	if err := hold.add(bodyCost * int64(proto.Size(r))); err != nil {
-		return nil, err
-	}
-	req, err := oippb.Request(r, s.lim)
+	req, err := oippb.Request(&r, s.lim)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c, err := s.resolve(ctx, m, pv, req, false, hold)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if c.stream {
-		return nil, withStatus(http.StatusBadRequest, "parameter \"stream\": a realtime session runs on the bidirectional RPC wfgen.realtime.RealtimeInferenceService/ModelStreamInfer")
+		return withStatus(http.StatusBadRequest, "parameter \"stream\": a realtime session runs on the bidirectional RPC wfgen.realtime.RealtimeInferenceService/ModelStreamInfer")
 	}
 	var resp *oip.InferenceResponse
 	if c.batch {
 		outs, itemErrs, err := s.executeBatch(ctx, c)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		resp, err = c.batchResponse(outs, itemErrs, allBinary)
-		if err != nil {
-			return nil, err
+		if resp, err = c.batchResponse(outs, itemErrs, allBinary); err != nil {
+			return err
 		}
 	} else {
 		out, err := s.execute(ctx, c)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if resp, err = c.response(out, allBinary); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return oippb.Response(resp)
+	out, err := oippb.Response(resp)
+	if err != nil {
+		return err
+	}
+	return ss.SendMsg(out)
 }
 
 // allBinary answers every output raw (raw_output_contents).

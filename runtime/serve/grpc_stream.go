@@ -6,11 +6,10 @@ import (
 	"errors"
 	"net/http"
 	"sync"
-	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
@@ -35,7 +34,9 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 	defer s.inflight.leave()
 	ctx := st.Context()
 	markStream(ctx)
-	start, err := s.firstMessage(st)
+	hold := &holding{a: &s.adm}
+	defer hold.done()
+	start, err := s.firstMessage(ctx, st, hold)
 	if err != nil {
 		return err
 	}
@@ -46,11 +47,6 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 		setObs(ctx, s.tel.obs(m, ""))
 	}
 	if err != nil {
-		return err
-	}
-	hold := &holding{a: &s.adm}
-	defer hold.done()
-	if err := hold.add(bodyCost * int64(proto.Size(start))); err != nil {
 		return err
 	}
 	req, err := oippb.Request(start, s.lim)
@@ -94,8 +90,12 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 	// not the session.
 	go func() {
 		for {
-			msg, err := st.Recv()
+			msg, err := s.controlMessage(st)
 			if err != nil {
+				if status(err) != http.StatusInternalServerError {
+					send(&oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_ErrorMessage{ErrorMessage: err.Error()}})
+					cancel() // a malformed or oversized message ends the session
+				}
 				return
 			}
 			ans, err := se.control(msg.GetControls())
@@ -175,21 +175,25 @@ func (se *session) control(c *oippb.SessionControls) (*oippb.SessionControls, er
 }
 
 // firstMessage receives a session's first message, the infer request that
-// opens it, within the server's read limit.
-func (s *Server) firstMessage(st oippb.RealtimeInferenceService_ModelStreamInferServer) (*oippb.ModelInferRequest, error) {
+// opens it, within the server's read limit, its bytes counted in hold as
+// receive counts them.
+func (s *Server) firstMessage(ctx context.Context, st grpc.ServerStream, hold *holding) (*oippb.ModelInferRequest, error) {
 	type received struct {
-		msg *oippb.ModelStreamInferRequest
-		err error
+		msg  *oippb.ModelStreamInferRequest
+		hold *holding
+		err  error
 	}
 	ch := make(chan received, 1)
+	rctx, cancel := context.WithTimeout(ctx, s.readLimit())
+	defer cancel()
 	go func() {
-		msg, err := st.Recv()
-		ch <- received{msg, err}
+		r := received{msg: &oippb.ModelStreamInferRequest{}, hold: &holding{a: &s.adm}}
+		r.err = s.receive(rctx, st, r.msg, r.hold)
+		ch <- r
 	}()
-	t := time.NewTimer(s.readLimit())
-	defer t.Stop()
 	select {
 	case r := <-ch:
+		hold.n += r.hold.n // the request's now
 		if r.err != nil {
 			return nil, r.err
 		}
@@ -198,8 +202,40 @@ func (s *Server) firstMessage(st oippb.RealtimeInferenceService_ModelStreamInfer
 			return nil, withStatus(http.StatusBadRequest, "the first message must be start, the infer request that opens the session")
 		}
 		return start, nil
-	case <-t.C:
-		// Returning ends the stream, and with it the Recv above.
+	case <-rctx.Done():
+		// Returning ends the stream, and with it the receive above, which
+		// gives its bytes back.
+		go func() { (<-ch).hold.done() }()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, withStatus(http.StatusRequestTimeout, "no infer request within %v of the stream's start", s.readLimit())
 	}
+}
+
+// maxControlBytes bounds a session's message after the first (controls and
+// acks), as the REST controls endpoint bounds its body.
+const maxControlBytes = 1 << 20
+
+// controlMessage receives a session's next message, controls or an ack:
+// one larger than maxControlBytes ends the session, and what decoding it
+// takes is counted against the in-flight budget while it is decoded. A
+// message is not waited for with bytes reserved, as a request's is: a
+// session waits for its controls all its life.
+func (s *Server) controlMessage(st grpc.ServerStream) (*oippb.ModelStreamInferRequest, error) {
+	var raw rawMessage
+	defer raw.free()
+	if err := st.RecvMsg(&raw); err != nil {
+		return nil, err
+	}
+	if n := len(raw.bytes()); n > maxControlBytes {
+		return nil, withStatus(http.StatusRequestEntityTooLarge, "a controls message of %d bytes, more than the limit of %d: the session ends", n, maxControlBytes)
+	}
+	hold := &holding{a: &s.adm}
+	defer hold.done()
+	var msg oippb.ModelStreamInferRequest
+	if err := oippb.Unmarshal(raw.bytes(), &msg, s.limits(hold)); err != nil {
+		return nil, err
+	}
+	return &msg, nil
 }

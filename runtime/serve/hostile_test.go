@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -228,5 +229,48 @@ func TestAccessLogCarriesTheError(t *testing.T) {
 		if r["request_id"] == "bad-1" && (r["status"] != 400.0 || !strings.Contains(fmt.Sprint(r["error"]), "missing required input(s) tokens")) {
 			t.Errorf("access log record %v: want status 400 and the error", r)
 		}
+	}
+}
+
+// A body of small JSON values takes many times its size once decoded (an
+// 8 MB {"inputs":[{},{},…]} took 585 MB): too many inputs are refused
+// before anything is decoded, and what decoding the rest takes counts
+// against the in-flight budget before it is decoded (429 when it does not
+// fit, rather than the memory taken).
+func TestJSONBodyDecodedWithinTheBudget(t *testing.T) {
+	s := start(t, serve.Config{MaxBodyBytes: 8 << 20, MaxInflightBytes: 32 << 20})
+	url := s.url + "/v2/models/tiny-encoder/infer"
+	empty := `{"inputs":[` + strings.TrimSuffix(strings.Repeat("{},", 2_700_000), ",") + `]}`
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	code, _, body := call(t, "POST", url, empty)
+	runtime.ReadMemStats(&after)
+	if code != http.StatusBadRequest || !strings.Contains(errorBody(t, body), "2700000 inputs") {
+		t.Errorf("2,700,000 empty inputs: %d %s", code, body)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<20 {
+		t.Errorf("refusing 2,700,000 empty inputs allocated %d MB (the body is 8 MB)", n>>20)
+	}
+	keys := make([]string, 400_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`"%x":0`, i)
+	}
+	params := `{"parameters":{` + strings.Join(keys, ",") + `},"inputs":[]}`
+	code, _, body = call(t, "POST", url, params)
+	if code != http.StatusTooManyRequests || !strings.Contains(errorBody(t, body), "in flight") {
+		t.Errorf("400,000 parameters (%d bytes): %d %s", len(params), code, body)
+	}
+	enginetest.WaitFor(t, "the in-flight bytes to return", func() bool { return s.srv.Stats().InflightBytes == 0 })
+}
+
+// A compressed body is refused 415, saying to send it as it is (it was
+// taken for malformed JSON).
+func TestCompressedBodyRefused(t *testing.T) {
+	t.Parallel()
+	s := start(t, serve.Config{})
+	code, h, body := call(t, "POST", s.url+"/v2/models/tiny-encoder/infer", "\x1f\x8b\x08\x00", "Content-Encoding", "gzip")
+	if code != http.StatusUnsupportedMediaType || !strings.Contains(errorBody(t, body), "uncompressed") || h.Get("Accept-Encoding") != "identity" {
+		t.Errorf("a gzip body: %d %v %s", code, h, body)
 	}
 }

@@ -55,7 +55,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	req, binary, err := decodeBody(r, body, s.lim)
+	req, binary, err := decodeBody(r, body, s.limits(hold))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -278,6 +278,14 @@ func (c *inferCall) batchResponse(outs []map[string]any, itemErrs batch.ItemErro
 	return &oip.InferenceResponse{ModelName: c.m.oip.Spec.ModelFamilyID, ModelVersion: c.v.id, ID: c.req.ID, Parameters: p, Outputs: encoded}, nil
 }
 
+// limits are the server's limits of a request, with what decoding it
+// takes counted in hold before it is decoded.
+func (s *Server) limits(hold *holding) oip.Limits {
+	lim := s.lim
+	lim.Reserve = hold.add
+	return lim
+}
+
 // bodyCost is how many bytes of the in-flight budget one byte of a body
 // takes while its request is in flight.
 const bodyCost = 2
@@ -292,6 +300,11 @@ const bodyStep = 64 << 10
 // chunked body as its buffer grows. A body that has not arrived within the
 // read limit from the request's arrival is 408.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, hold *holding) ([]byte, error) {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Accept-Encoding", "identity")
+		return nil, withStatus(http.StatusUnsupportedMediaType, "Content-Encoding %q: request bodies are read as sent, without a content encoding (send the body uncompressed)", ce)
+	}
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		w.Header().Set("Connection", "close")
 		return nil, withStatus(http.StatusRequestEntityTooLarge, "request body larger than the limit of %d bytes (Content-Length %d)", s.cfg.MaxBodyBytes, r.ContentLength)

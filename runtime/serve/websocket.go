@@ -262,7 +262,7 @@ func (s *Server) openWS(ctx context.Context, r *http.Request, msg wsMessage) (*s
 	if err := hold.add(int64(len(body))); err != nil {
 		return nil, err
 	}
-	req, err := oip.DecodeRequest(body, s.lim)
+	req, err := oip.DecodeRequest(body, s.limits(hold))
 	if err != nil {
 		return nil, err
 	}
