@@ -9,16 +9,23 @@ package oip
 // decoding it takes against its budget (Limits.Reserve), before a byte of
 // it is decoded.
 
-// valueCost bounds the bytes encoding/json allocates for one JSON value
-// of a request outside tensor data, all it allocates on the way counted:
-// the largest Go value it becomes (a Tensor of the request's inputs, 112
-// bytes), in the slice or map that holds it, which doubles as it grows
-// (measured: 581 bytes for each of 100,000 empty inputs).
-const valueCost = 640
+// What encoding/json allocates for one JSON value of a request outside
+// tensor data, all it allocates on the way counted (the slices and maps
+// that hold the values double as they grow), by where the value is:
+// measured, 581 bytes for each of 100,000 empty inputs (a Tensor, 112
+// bytes), 1,400 for each of 20,000 outputs with a parameter (a parameters
+// object takes a decoder of its own), 60 for each of 50,000 parameters and
+// 66 for each of 200,000 dimensions of a shape.
+const (
+	inputCost      = 640  // an element of "inputs"
+	outputCost     = 320  // an element of "outputs"
+	parametersCost = 1024 // a "parameters" object (decoded by a json.Decoder of its own)
+	valueCost      = 96   // any other value
+)
 
 // requestCost is what decoding any request allocates besides its values
 // and tensor data (the request itself, the decoder's state).
-const requestCost = 4 << 10
+const requestCost = 1 << 10
 
 // maxDepth bounds the nesting of a request's JSON (encoding/json's own
 // limit is 10,000; no request of the protocol nests deeper than a few
@@ -73,7 +80,16 @@ func (w *jsonWalker) value(depth int, key []byte) {
 		w.skip()
 		return
 	}
-	w.m.cost += valueCost
+	switch {
+	case depth == 2 && string(key) == "inputs":
+		w.m.cost += inputCost
+	case depth == 2 && string(key) == "outputs":
+		w.m.cost += outputCost
+	case (depth == 1 || depth == 3) && string(key) == "parameters":
+		w.m.cost += parametersCost
+	default:
+		w.m.cost += valueCost
+	}
 	switch w.b[w.i] {
 	case '{':
 		w.i++
@@ -123,7 +139,11 @@ func (w *jsonWalker) value(depth int, key []byte) {
 					w.m.outputs++
 				}
 			}
-			w.value(depth+1, nil)
+			var of []byte // an element of the request's "inputs" or "outputs"
+			if depth == 1 {
+				of = key
+			}
+			w.value(depth+1, of)
 			w.ws()
 			if !w.next(']') {
 				return

@@ -120,9 +120,9 @@ func (h *holding) give(n int64) {
 	h.n -= n
 }
 
-// done returns everything the request holds.
+// done returns everything the request holds (nothing for a nil holding).
 func (h *holding) done() {
-	if h.n != 0 {
+	if h != nil && h.n != 0 {
 		h.a.give(h.n)
 		h.n = 0
 	}

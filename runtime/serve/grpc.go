@@ -127,14 +127,17 @@ func grpcAnswer(call context.Context, err error) (int, error) {
 	if err == nil {
 		return http.StatusOK, nil
 	}
-	if st, ok := grpcstatus.FromError(err); ok {
+	cause := context.Cause(call)
+	if cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		err = cause // the server ended the call, and says why
+	} else if st, ok := grpcstatus.FromError(err); ok {
 		return oippb.HTTPStatus(st.Code()), err
 	}
 	code := status(err)
 	switch {
-	case errors.Is(call.Err(), context.Canceled):
+	case errors.Is(cause, context.Canceled):
 		code = statusClientGone
-	case errors.Is(call.Err(), context.DeadlineExceeded):
+	case errors.Is(cause, context.DeadlineExceeded):
 		code = http.StatusGatewayTimeout
 	}
 	return code, grpcstatus.Error(oippb.Code(code), err.Error())
@@ -171,7 +174,7 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 	if start.IsZero() {
 		start = time.Now()
 	}
-	cancelDeadline, _ := ctx.Value(deadlineKey{}).(context.CancelFunc)
+	cancelCall := callCancel(ctx)
 	call := ctx
 	id := first(metadata.ValueFromIncomingContext(ctx, "x-request-id"))
 	if id == "" || len(id) > 128 {
@@ -184,9 +187,7 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 	ctx = s.tel.startGRPCSpan(ctx, method, ri, id, fields)
 	ctx = logctx.With(ctx, fields)
 	return ctx, func(err error) error {
-		if cancelDeadline != nil {
-			defer cancelDeadline()
-		}
+		defer cancelCall(nil)
 		code, gerr := grpcAnswer(call, err)
 		end := time.Now()
 		gcode := grpcstatus.Code(gerr)

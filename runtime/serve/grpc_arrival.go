@@ -8,8 +8,9 @@ package serve
 //
 //   - grpcTap, the transport's tap handle, runs when a call's headers
 //     arrive: the drain check, the bearer token (one authorization value),
-//     and ModelInfer's deadline from arrival, which ends a message still
-//     arriving at the deadline. A refused call is answered from the
+//     and the call's context, which the server can end (a session whose
+//     client stops reading) and which for ModelInfer carries the deadline
+//     from arrival, so that a message still arriving at the deadline ends. A refused call is answered from the
 //     headers, its message never read; the refusal is logged and counted.
 //   - ModelInfer is registered as a stream handler (the wire is the same
 //     for a unary call), so that it runs before its message is read: it
@@ -43,11 +44,21 @@ import (
 const methodModelInfer = "/inference.GRPCInferenceService/ModelInfer"
 
 // arrivedKey is the context key of a gRPC call's arrival, stamped by
-// grpcTap; deadlineKey of the cancel function of its deadline.
+// grpcTap; cancelKey of the function that ends the call (its stream's
+// context, which grpcTap makes: its reads and writes end with it).
 type (
-	arrivedKey  struct{}
-	deadlineKey struct{}
+	arrivedKey struct{}
+	cancelKey  struct{}
 )
+
+// callCancel returns the function that ends the call of ctx (grpcTap's),
+// with cause as the call's answer (nil: as though its client went away).
+func callCancel(ctx context.Context) context.CancelCauseFunc {
+	if c, ok := ctx.Value(cancelKey{}).(context.CancelCauseFunc); ok {
+		return c
+	}
+	return func(error) {}
+}
 
 // grpcTap runs the arrival steps that need no message when a call's
 // headers arrive (see the top of this file). It runs on the connection's
@@ -73,11 +84,18 @@ func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, 
 	if err != nil {
 		return nil, s.grpcRefused(ctx, method, err, now)
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	end := cancel
 	if method == methodModelInfer && s.cfg.Timeout > 0 {
-		ctx, cancel := context.WithDeadline(ctx, now.Add(s.cfg.Timeout))
-		return context.WithValue(ctx, deadlineKey{}, cancel), nil
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, now.Add(s.cfg.Timeout))
+		end = func(cause error) {
+			cancel(cause)
+			stop()
+		}
 	}
-	return ctx, nil
+	// grpcBegin's done ends the call when its handler has returned.
+	return context.WithValue(ctx, cancelKey{}, end), nil
 }
 
 // grpcRefused records a call the tap refused — the access log record and
@@ -171,7 +189,11 @@ func (s *Server) receive(ctx context.Context, ss grpc.ServerStream, m proto.Mess
 	}
 	var raw rawMessage
 	defer raw.free()
-	if err := ss.RecvMsg(&raw); err != nil {
+	end := callCancel(ctx)
+	received := s.whileReceiving(func() { end(errDrainingArriving) })
+	err := ss.RecvMsg(&raw)
+	received()
+	if err != nil {
 		hold.give(arriving)
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -70,7 +71,9 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 	defer se.close()
 
 	// One Send at a time (the chunks and the refusals), and none once the
-	// handler has returned.
+	// handler has returned. A send that the client does not take within
+	// sessionWriteTimeout (it stopped reading), or that is still blocked once
+	// the server's shutdown grace has passed, ends the call.
 	var mu sync.Mutex
 	closed := false
 	defer func() {
@@ -78,12 +81,17 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 		closed = true
 		mu.Unlock()
 	}()
+	end := callCancel(ctx)
+	endCall := func() { end(nil) } // as though the client went away: it does not read
+	defer context.AfterFunc(s.writeCtx, endCall)()
 	send := func(msg *oippb.ModelStreamInferResponse) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if closed {
 			return errors.New("the stream has ended")
 		}
+		t := time.AfterFunc(sessionWriteTimeout, endCall)
+		defer t.Stop()
 		return st.Send(msg)
 	}
 	// The reader: controls in. The client's half-close ends the controls,

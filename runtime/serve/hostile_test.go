@@ -274,3 +274,24 @@ func TestCompressedBodyRefused(t *testing.T) {
 		t.Errorf("a gzip body: %d %v %s", code, h, body)
 	}
 }
+
+// With -batch, a request's inputs are stacked into a batch padded to
+// max_batch_size (invariant mode): the copies count in the in-flight
+// budget, so that a request the budget takes alone is refused 429 rather
+// than padded beyond it (one INT64[1,048,576] request took 2.4 GB).
+func TestBatchPaddingCountsInTheBudget(t *testing.T) {
+	t.Parallel()
+	body := `{"inputs":[{"name":"tokens","datatype":"INT64","shape":[2000],"data":[` + strings.TrimSuffix(strings.Repeat("1,", 2000), ",") + `]}]}`
+	cfg := serve.Config{MaxBodyBytes: 64 << 10, MaxInflightBytes: 128 << 10}
+	plainSrv := start(t, cfg)
+	if code, _, b := call(t, "POST", plainSrv.url+"/v2/models/tiny-encoder/infer", body); code != http.StatusOK {
+		t.Fatalf("without -batch: %d %s", code, b)
+	}
+	cfg.Batching, cfg.BatchInvariant = true, true
+	batched := start(t, cfg)
+	code, _, b := call(t, "POST", batched.url+"/v2/models/tiny-encoder/infer", body)
+	if code != http.StatusTooManyRequests || !strings.Contains(errorBody(t, b), "in flight") {
+		t.Errorf("with -batch, padded to 8 beyond the budget: %d %s", code, b)
+	}
+	enginetest.WaitFor(t, "the in-flight bytes to return", func() bool { return batched.srv.Stats().InflightBytes == 0 })
+}

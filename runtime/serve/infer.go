@@ -122,6 +122,7 @@ type inferCall struct {
 
 	call, load map[string]any   // a request's inputs (not a batch)
 	items      []map[string]any // a batch's items
+	hold       *holding         // the request's bytes in the in-flight budget
 }
 
 // resolve resolves a decoded infer request to model m: its variant (pv,
@@ -140,7 +141,7 @@ func (s *Server) resolve(ctx context.Context, m *model, pv *variant, req *oip.In
 	if err != nil {
 		return nil, err
 	}
-	c := &inferCall{m: m, v: m.variants[vs.VariantID], req: req}
+	c := &inferCall{m: m, v: m.variants[vs.VariantID], req: req, hold: hold}
 	c.task, err = m.oip.Task(req.Parameters)
 	if err != nil {
 		return nil, err
@@ -196,6 +197,14 @@ func (s *Server) execute(ctx context.Context, c *inferCall) (map[string]any, err
 		return nil, err
 	}
 	defer release()
+	if b := c.v.batchers[c.task]; b != nil {
+		// A batch is stacked padded (to max_batch_size in invariant
+		// mode): in the worst case, a request alone, its inputs are
+		// copied that many times over.
+		if err := c.hold.add(int64(b.max-1) * tensorBytes(c.call)); err != nil {
+			return nil, err
+		}
+	}
 	out, err := s.run(ctx, c.v, c.task, c.call, c.load)
 	if err != nil && ctx.Err() != nil {
 		err = s.deadlinePassed(ctx)
@@ -324,12 +333,16 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *http.Respo
 	// bounded by its context; the connection's background read must not
 	// time out under it.
 	defer rc.SetReadDeadline(time.Time{})
+	defer s.whileReceiving(func() { rc.SetReadDeadline(time.Now()) })()
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	readErr := func(err error) error {
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
 			return err
+		case errors.Is(err, os.ErrDeadlineExceeded) && s.draining.Load():
+			w.Header().Set("Connection", "close")
+			return errDrainingArriving
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return withStatus(http.StatusRequestTimeout, "the request body did not arrive within the request's deadline (%v from its arrival)", s.readLimit())
 		}
@@ -344,30 +357,47 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *http.Respo
 		}
 		return buf, nil
 	}
-	// A chunked body: the buffer doubles as it fills, each growth reserved
-	// before it is made.
+	// A chunked body: read as it arrives, its bytes reserved as it grows.
+	buf, err := readReserved(body, reserve, s.cfg.MaxBodyBytes, hold)
+	if err != nil {
+		if _, budget := err.(*statusError); budget {
+			w.Header().Set("Connection", "close")
+			return nil, err
+		}
+		return nil, readErr(err)
+	}
+	return buf, nil
+}
+
+// readReserved reads r to its end, a body or message whose length is not
+// declared, into a buffer that starts at reserve bytes (already held) and
+// doubles as it fills, each growth reserved in hold (bodyCost bytes a
+// byte: the body, and its data as decoding holds it) before it is made:
+// a refusal is a *statusError (429). Reading stops one byte past limit,
+// which the reader (http.MaxBytesReader, a WebSocket's read limit) says is
+// too much.
+func readReserved(r io.Reader, reserve, limit int64, hold *holding) ([]byte, error) {
 	buf := make([]byte, 0, reserve)
 	for {
 		if len(buf) == cap(buf) {
-			grow := min(int64(cap(buf)), s.cfg.MaxBodyBytes+1-int64(cap(buf)))
+			grow := min(int64(cap(buf)), limit+1-int64(cap(buf)))
 			if grow <= 0 {
 				grow = 1 // one byte past the limit makes the reader say so
 			}
 			if err := hold.add(bodyCost * grow); err != nil {
-				w.Header().Set("Connection", "close")
 				return nil, err
 			}
 			next := make([]byte, len(buf), int64(cap(buf))+grow)
 			copy(next, buf)
 			buf = next
 		}
-		n, err := body.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if errors.Is(err, io.EOF) {
 			return buf, nil
 		}
 		if err != nil {
-			return nil, readErr(err)
+			return nil, err
 		}
 	}
 }

@@ -107,12 +107,22 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v2/health/") || s.publicPage(r) || bearer(r.Header.Get("Authorization"), s.cfg.Token) || wsBearer(r, s.cfg.Token) {
+		if strings.HasPrefix(r.URL.Path, "/v2/health/") || s.publicPage(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
+		var err error
+		switch values := r.Header.Values("Authorization"); {
+		case len(values) > 1:
+			err = withStatus(http.StatusUnauthorized, "%d Authorization headers: send one (Authorization: Bearer TOKEN)", len(values))
+		case len(values) == 1 && bearer(values[0], s.cfg.Token), len(values) == 0 && sessionPath(r.URL.Path) && wsBearer(r, s.cfg.Token):
+			next.ServeHTTP(w, r)
+			return
+		default:
+			err = withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)")
+		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="wfserve"`)
-		refuse(w, r, withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)"))
+		refuse(w, r, err)
 	})
 }
 
@@ -125,6 +135,19 @@ func bearer(header, token string) bool {
 	}
 	got = strings.TrimSpace(got)
 	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// sessionPath reports whether path is a WebSocket session endpoint,
+// /v2/models/{model}[/versions/{version}]/stream: the only endpoints whose
+// token may come as a subprotocol (wsBearer), which a browser's WebSocket
+// can send where it cannot send a header.
+func sessionPath(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/v2/models/")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	return (len(parts) == 2 || len(parts) == 4 && parts[1] == "versions") && parts[len(parts)-1] == "stream" && parts[0] != ""
 }
 
 // wsBearer reports whether a WebSocket upgrade request offers token as

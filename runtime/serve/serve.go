@@ -238,10 +238,13 @@ type Server struct {
 	lastSeen atomic.Int64 // unix nanoseconds of the last request's arrival
 
 	streamCtx    context.Context // cancelled by Shutdown: ends open streams
+	writeCtx     context.Context // cancelled shutdownGrace after Shutdown began: cuts sessions' writes
 	closed       chan struct{}   // closed by Close: the engine callers return
 	closeOnce    sync.Once
 	cancelStream context.CancelFunc
+	cancelWrites context.CancelFunc
 	sessions     sync.Map // session id → *session
+	receiving    sync.Map // *byte → func(): cuts the arrival of a request's payload (whileReceiving)
 	nsessions    atomic.Int64
 	counters     counters
 
@@ -265,12 +268,15 @@ type Stats struct {
 	InflightBytes int64
 	// Admitted is the infer requests admitted now, queued or running.
 	Admitted int64
+	// Sessions is the realtime sessions open now (see
+	// Config.MaxSessions).
+	Sessions int64
 }
 
 // Stats returns the server's running totals.
 func (s *Server) Stats() Stats {
 	return Stats{Batches: s.counters.batches.Load(), BatchedRequests: s.counters.batched.Load(),
-		InflightBytes: s.adm.bytesInUse(), Admitted: s.adm.requests.Load()}
+		InflightBytes: s.adm.bytesInUse(), Admitted: s.adm.requests.Load(), Sessions: s.nsessions.Load()}
 }
 
 // New returns a server for families. Every family id and alias names one
@@ -283,6 +289,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		lim: oip.Limits{MaxTensorBytes: cfg.MaxTensorBytes, MaxInputs: 1024},
 		adm: admission{maxRequests: int64(cfg.MaxQueue), maxBytes: cfg.MaxInflightBytes}}
 	s.streamCtx, s.cancelStream = context.WithCancel(context.Background())
+	s.writeCtx, s.cancelWrites = context.WithCancel(context.Background())
 	s.closed = make(chan struct{})
 	defer func() {
 		if err != nil {
@@ -425,6 +432,36 @@ func (v *variant) ready(m *model) error {
 	return fmt.Errorf("%s/%s is not loaded yet", m.oip.Spec.ModelFamilyID, v.id)
 }
 
+// whileReceiving registers cut, which ends the arrival of a request's
+// payload (a REST body, a gRPC message), for Shutdown to call while the
+// payload arrives: a client still sending when the server drains gets its
+// answer (503) at once, instead of holding the drain to its timeout and
+// then losing its connection unanswered. done unregisters it.
+func (s *Server) whileReceiving(cut func()) (done func()) {
+	key := new(byte)
+	s.receiving.Store(key, cut)
+	if s.draining.Load() {
+		cut()
+	}
+	return func() { s.receiving.Delete(key) }
+}
+
+// errDrainingArriving answers a request whose payload was still arriving
+// when the server began to drain.
+var errDrainingArriving = withStatus(http.StatusServiceUnavailable, "the server is shutting down (the request had not arrived whole); retry")
+
+// sessionWriteTimeout bounds how long one message of a realtime session
+// may take to reach its client (SSE, WebSocket, gRPC): a client that stops
+// reading loses its session, and its place among MaxSessions, rather than
+// holding them.
+const sessionWriteTimeout = 10 * time.Second
+
+// shutdownGrace is how long, once the server drains, the last messages of
+// the sessions it ends (the error event that says so) may take to reach
+// their clients: then the writes still blocked on a client that does not
+// read are cut, so that no such client holds the drain.
+const shutdownGrace = time.Second
+
 // LingerQuiet is how long Shutdown waits, once the work in flight is done,
 // for a moment without new requests before it returns. Clients still
 // sending on their keep-alive connections get a 503 with Connection: close
@@ -434,13 +471,19 @@ const LingerQuiet = 250 * time.Millisecond
 
 // Shutdown drains the server: from now on it is not ready, new requests
 // are answered 503 with Connection: close (and every response closes its
-// connection), open streams end (with an error event), and it waits until
+// connection), so are those whose body or message is still arriving, open
+// streams end (with an error event), and it waits until
 // every admitted request has been answered and no request has arrived for
 // LingerQuiet, or ctx is done. Then call http.Server.Shutdown to stop
 // accepting connections and close the idle ones; Close afterwards.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	s.receiving.Range(func(_, cut any) bool {
+		cut.(func())()
+		return true
+	})
 	s.cancelStream()
+	time.AfterFunc(shutdownGrace, s.cancelWrites)
 	select {
 	case <-s.inflight.drain():
 	case <-ctx.Done():
@@ -466,6 +509,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.draining.Store(true)
 	s.cancelStream()
+	s.cancelWrites()
 	s.closeOnce.Do(func() { close(s.closed) })
 	for _, m := range s.order {
 		for _, v := range m.variants {

@@ -86,13 +86,34 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rc *http.Respons
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	rc.SetWriteDeadline(time.Time{}) // a stream lasts as long as its client wants
+	// A stream lasts as long as its client wants, but each event must
+	// reach it within sessionWriteTimeout, and every write is cut once the
+	// server's shutdown grace has passed: a client that stops reading
+	// loses its session.
+	var mu sync.Mutex
+	cut := false
+	stopCut := context.AfterFunc(s.writeCtx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		cut = true
+		rc.SetWriteDeadline(time.Now())
+	})
+	defer stopCut()
+	deadline := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !cut {
+			rc.SetWriteDeadline(time.Now().Add(sessionWriteTimeout))
+		}
+	}
+	deadline()
 	w.WriteHeader(http.StatusOK)
 	send := func(event string, data any) error {
 		b, err := marshal(data)
 		if err != nil {
 			return err
 		}
+		deadline()
 		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
 			return err
 		}

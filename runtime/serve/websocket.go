@@ -57,29 +57,41 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	defer c.CloseNow()
+	closing := false // the close handshake went on in the background
+	defer func() {
+		if !closing {
+			c.CloseNow()
+		}
+	}()
 	keepAlive := c.Subprotocol() == oip.KeepAliveSessionsSubprotocol
 	if !keepAlive && c.Subprotocol() != oip.SessionsSubprotocol {
 		c.Close(websocket.StatusPolicyViolation, fmt.Sprintf("offer the subprotocol %q", oip.SessionsSubprotocol))
 		return
 	}
-	ws := &wsConn{c: c}
+	ws := &wsConn{c: c, base: s.writeCtx, timeout: sessionWriteTimeout}
 	// One reader takes the connection's messages for its whole life:
 	// requests between sessions, controls during them. A closed
 	// connection ends the session (and ctx, the reader with it).
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	// (Not r's context, which ends when the handler returns: a close
+	// handshake that goes on in the background needs the reader.)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer func() {
+		if !closing {
+			cancel()
+		}
+	}()
 	c.SetReadLimit(s.cfg.MaxBodyBytes)
 	in := make(chan wsMessage)
 	go func() {
 		for {
-			typ, body, err := c.Read(ctx)
+			msg := s.readWS(ctx, c)
 			select {
-			case in <- wsMessage{typ, body, err}:
+			case in <- msg:
 			case <-ctx.Done():
+				msg.hold.done()
 				return
 			}
-			if err != nil {
+			if msg.err != nil {
 				return
 			}
 		}
@@ -100,6 +112,9 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 				limit.Stop()
 			case <-limit.C:
 				msg.err = withStatus(http.StatusRequestTimeout, "no infer request within %v of the connection", s.readLimit())
+			case <-s.streamCtx.Done(): // a request still arriving at shutdown
+				limit.Stop()
+				msg.err = errDraining
 			}
 		default:
 			idle := time.NewTimer(s.cfg.IdleTimeout)
@@ -122,6 +137,7 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		if stray, controls := strayControls(msg); !first && stray {
 			// An ack or controls meant for the session that ended: an ack
 			// is dropped, controls are refused; the connection waits on.
+			msg.hold.done()
 			if controls {
 				ws.send(oip.EventRefused, oip.ErrorResponse{Error: "no session is open (the last one ended): send an infer request to open one"})
 			}
@@ -131,6 +147,16 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			if rec, ok := w.(*recorder); ok {
 				rec.err = err.Error()
+			}
+			if s.streamCtx.Err() != nil {
+				// The close handshake waits up to 5 s for a client that
+				// may not read: it goes on without holding the drain.
+				closing = true
+				go func() {
+					ws.fail(err)
+					cancel()
+				}()
+				return
 			}
 			ws.fail(err)
 			return
@@ -143,7 +169,13 @@ func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
 		case gone:
 			return
 		case shutdown:
-			c.Close(websocket.StatusGoingAway, "the server is shutting down")
+			// The close handshake waits up to 5 s for a client that may
+			// not read: it goes on without holding the drain.
+			closing = true
+			go func() {
+				c.Close(websocket.StatusGoingAway, "the server is shutting down")
+				cancel()
+			}()
 			return
 		case ws.failed:
 			c.Close(websocket.StatusCode(oip.CloseCodeBase+http.StatusInternalServerError), "the session failed")
@@ -174,11 +206,34 @@ func strayControls(msg wsMessage) (stray, controls bool) {
 }
 
 // wsMessage is one message read from a session's WebSocket, or why the
-// connection ended.
+// connection ended. hold holds its bytes in the in-flight budget until
+// whoever takes the message is done with it.
 type wsMessage struct {
 	typ  websocket.MessageType
 	body []byte
+	hold *holding
 	err  error
+}
+
+// readWS reads a session connection's next message, its bytes reserved
+// in the in-flight budget as they arrive (as a chunked REST body's are),
+// not once the whole message is in memory.
+func (s *Server) readWS(ctx context.Context, c *websocket.Conn) wsMessage {
+	typ, r, err := c.Reader(ctx)
+	if err != nil {
+		return wsMessage{err: err}
+	}
+	hold := &holding{a: &s.adm}
+	reserve := min(bodyStep, s.cfg.MaxBodyBytes)
+	if err := hold.add(bodyCost * reserve); err != nil {
+		return wsMessage{err: err}
+	}
+	body, err := readReserved(r, reserve, s.cfg.MaxBodyBytes, hold)
+	if err != nil {
+		hold.done()
+		return wsMessage{err: err}
+	}
+	return wsMessage{typ: typ, body: body, hold: hold}
 }
 
 // runWS runs an open session on its WebSocket until it ends: its events
@@ -216,10 +271,12 @@ func (s *Server) runWS(cancel context.CancelFunc, se *session, ws *wsConn, in <-
 				cancel()
 				return
 			case m.typ != websocket.MessageText:
+				m.hold.done()
 				ws.send(oip.EventRefused, oip.ErrorResponse{Error: "a binary message; controls are JSON text"})
 				continue
 			}
 			ans, set, err := se.apply(m.body)
+			m.hold.done()
 			switch {
 			case err != nil:
 				ws.send(oip.EventRefused, oip.ErrorResponse{Error: err.Error()})
@@ -246,6 +303,8 @@ func (s *Server) runWS(cancel context.CancelFunc, se *session, ws *wsConn, in <-
 func (s *Server) openWS(ctx context.Context, r *http.Request, msg wsMessage) (*session, error) {
 	m := modelOf(r)
 	typ, body, err := msg.typ, msg.body, msg.err
+	hold := msg.hold // the request's bytes, as they were read
+	defer hold.done()
 	var st *statusError
 	switch {
 	case errors.As(err, &st):
@@ -256,11 +315,6 @@ func (s *Server) openWS(ctx context.Context, r *http.Request, msg wsMessage) (*s
 		return nil, withStatus(http.StatusBadRequest, "no infer request: %v", err)
 	case typ != websocket.MessageText:
 		return nil, withStatus(http.StatusBadRequest, "the first message is binary; send the infer request as JSON text")
-	}
-	hold := &holding{a: &s.adm}
-	defer hold.done()
-	if err := hold.add(int64(len(body))); err != nil {
-		return nil, err
 	}
 	req, err := oip.DecodeRequest(body, s.limits(hold))
 	if err != nil {
@@ -282,11 +336,15 @@ func (s *Server) openWS(ctx context.Context, r *http.Request, msg wsMessage) (*s
 }
 
 // wsConn sends a session's messages; a chunk's header and its binary
-// message go out together.
+// message go out together. Each write must be done within timeout
+// (sessionWriteTimeout), and is cut when base ends (the server's shutdown grace):
+// a client that stops reading loses its session rather than holding it.
 type wsConn struct {
-	c      *websocket.Conn
-	mu     sync.Mutex
-	failed bool // an EventError went out
+	c       *websocket.Conn
+	base    context.Context
+	timeout time.Duration
+	mu      sync.Mutex
+	failed  bool // an EventError went out
 }
 
 // send writes one event as an oip.Message.
@@ -329,12 +387,8 @@ func (ws *wsConn) chunk(header []byte, data [][]byte) error {
 	return ws.write(websocket.MessageBinary, raw)
 }
 
-// wsWriteTimeout bounds one message's write: a client that stops reading
-// loses its session rather than holding it.
-const wsWriteTimeout = 30 * time.Second
-
 func (ws *wsConn) write(typ websocket.MessageType, b []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), wsWriteTimeout)
+	ctx, cancel := context.WithTimeout(ws.base, ws.timeout)
 	defer cancel()
 	return ws.c.Write(ctx, typ, b)
 }

@@ -253,6 +253,22 @@ func TestWebSocketToken(t *testing.T) {
 	if err := open(nil, oip.SessionsSubprotocol, sub("wrong")); err == nil || err.Error() != "401" {
 		t.Errorf("wrong subprotocol token: %v", err)
 	}
+	// The subprotocol token opens the session endpoint only: not a
+	// WebSocket upgrade to any other path (it unlocked every one), and
+	// two Authorization headers are refused whatever they hold.
+	for _, path := range []string{"/v2/models/tiny-world", "/metrics", "/v2/models/tiny-world/infer", "/v2/models/tiny-world/sessions/x", "/v2/models/tiny-world/stream/x"} {
+		code, _, body := call(t, "GET", s.url+path, "", "Upgrade", "websocket", "Connection", "Upgrade", "Sec-WebSocket-Protocol", oip.SessionsSubprotocol+", "+sub("s3cret"))
+		if code != http.StatusUnauthorized {
+			t.Errorf("GET %s with the subprotocol token: %d %s", path, code, body)
+		}
+	}
+	req, _ := http.NewRequest("GET", s.url+"/v2/models/tiny-world", nil)
+	req.Header["Authorization"] = []string{"Bearer s3cret", "Bearer other"}
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("two Authorization headers: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 }
 
 // A hostile client's first message: one that never comes is refused 4408
