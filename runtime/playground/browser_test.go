@@ -15,11 +15,13 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -539,6 +541,47 @@ func TestBrowser(t *testing.T) {
 		if label != "video: 5 frame(s) of 32×32" {
 			t.Errorf("the video output is %q, want 5 frames of 32×32", label)
 		}
+
+		// A link to the page that names another server gets none of the
+		// token saved for this one (it was sent to whatever ?server=
+		// named): a server that lets any page send it headers records
+		// what it is sent.
+		var mu sync.Mutex
+		var sent []string
+		spy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST")
+			if r.Method == http.MethodOptions { // the preflight
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			mu.Lock()
+			sent = append(sent, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+			mu.Unlock()
+			http.NotFound(w, r)
+		}))
+		defer spy.Close()
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/static/index.html?server="+spy.URL),
+			chromedp.WaitVisible(chromedp.ID("generate-prompt")),
+			chromedp.SendKeys(chromedp.ID("generate-prompt"), "hi"),
+			chromedp.SetValue(chromedp.ID("generate-num_frames"), "5"),
+			chromedp.Click(chromedp.ID("generate--run")),
+		); err != nil {
+			t.Fatal(err)
+		}
+		enginetest.WaitFor(t, "the page to call the other server", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(sent) > 0
+		})
+		mu.Lock()
+		for _, r := range sent {
+			if strings.Contains(r, token) {
+				t.Errorf("the page sent the token saved for %s to %s: %s", s.url, spy.URL, r)
+			}
+		}
+		mu.Unlock()
 	})
 }
 

@@ -9,8 +9,16 @@
   const query = new URLSearchParams(location.search);
   const st = WF.state = {
     server: isStatic ? (query.get('server') || localStorage.getItem('wf-server') || '') : '',
-    token: sessionStorage.getItem('wf-token') || '',
+    token: '',
   };
+  // A token is kept for the server it was given for: a link whose ?server=
+  // names another server gets none of it until the user gives it one.
+  const tokenKey = () => {
+    let origin = location.origin;
+    try { if (st.server) origin = new URL(st.server, location.href).origin; } catch (e) { origin = st.server; }
+    return 'wf-token ' + origin;
+  };
+  st.token = sessionStorage.getItem(tokenKey()) || '';
   WF.sessions = {};
   WF.results = {}; // the last outputs of each task, by task id
   WF.requests = {}; // the last inputs sent, by task id
@@ -51,9 +59,9 @@
   if (serverIn) serverIn.value = st.server;
   document.getElementById('conn-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    st.token = tokenIn.value.trim();
-    sessionStorage.setItem('wf-token', st.token);
     if (serverIn) { st.server = serverIn.value.trim(); localStorage.setItem('wf-server', st.server); }
+    st.token = tokenIn.value.trim();
+    sessionStorage.setItem(tokenKey(), st.token);
     connMsg.textContent = 'Saved.';
     if (!loaded) init().then(() => { if (loaded) conn.open = false; });
   });
