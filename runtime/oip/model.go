@@ -39,6 +39,32 @@ func NewModel(spec *spec.ModelInferenceSpec) (*Model, error) {
 	return m, nil
 }
 
+// RequestParameters are the request parameters a server reads (see
+// docs/serving.md): the task and variant, a stream's configuration, a
+// batch's, binary outputs.
+var RequestParameters = []string{"task", "variant", "stream", "paced", "max_chunks", "controls", "lockstep",
+	BatchParameter, ItemErrorsParameter, BinaryDataOutput}
+
+// CheckParameters refuses a request parameter that is not one of
+// RequestParameters, naming them (ErrBadRequest): one nobody reads is a
+// typo the client would never hear of, or a payload that only costs.
+func CheckParameters(p Parameters) error {
+	for k := range p {
+		if !slices.Contains(RequestParameters, k) {
+			return bad("unknown request parameter %q (the parameters: %s)", truncated(k, 64), strings.Join(RequestParameters, ", "))
+		}
+	}
+	return nil
+}
+
+// truncated cuts s to at most n bytes, for an error message.
+func truncated(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
 // Task returns the task a request selects by its "task" parameter (id or
 // alias; absent selects the default task). An unknown task matches
 // ErrBadRequest.

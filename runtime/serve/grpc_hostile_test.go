@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/worldfoundry/wfgen/internal/enginetest"
+	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
 
@@ -343,5 +344,23 @@ func TestGrpcHostileMessages(t *testing.T) {
 	}
 	if !logged {
 		t.Error("no access log record of the malformed message")
+	}
+}
+
+// A request parameter the server does not read is refused, naming the
+// ones it reads (an 8 MB "pad" parameter opened a session), over REST and
+// gRPC alike.
+func TestUnknownParameterRefused(t *testing.T) {
+	t.Parallel()
+	s := withGRPC(t, start(t, serve.Config{}))
+	status, _, b := call(t, "POST", s.url+"/v2/models/tiny-world/infer",
+		`{"parameters":{"task":"step","stream":true,"pad":"xxxx"},"inputs":[{"name":"speed","datatype":"FP32","shape":[1],"data":[1]}]}`)
+	if msg := errorBody(t, b); status != 400 || !strings.Contains(msg, `unknown request parameter "pad"`) || !strings.Contains(msg, "max_chunks") {
+		t.Errorf("REST: %d %s", status, msg)
+	}
+	r := embedRequest(1, 2, 3)
+	r.Parameters = map[string]*oippb.InferParameter{"Task": {ParameterChoice: &oippb.InferParameter_StringParam{StringParam: "embed"}}}
+	if _, err := s.oip.ModelInfer(context.Background(), r); code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"Task"`) {
+		t.Errorf("gRPC: %v", err)
 	}
 }

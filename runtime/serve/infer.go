@@ -133,6 +133,9 @@ type inferCall struct {
 // inputs decoded and checked against the task, their bytes held in hold.
 // Every refusal is the REST status's error (400, 404, 429).
 func (s *Server) resolve(ctx context.Context, m *model, pv *variant, req *oip.InferenceRequest, accept bool, hold *holding) (*inferCall, error) {
+	if err := oip.CheckParameters(req.Parameters); err != nil {
+		return nil, err
+	}
 	version := ""
 	if pv != nil {
 		version = pv.id
