@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -50,4 +51,17 @@ func Receive[T any](t testing.TB, what string, ch <-chan T) T {
 		t.Fatalf("still waiting for %s after %v", what, Patience)
 	}
 	panic("unreachable")
+}
+
+// Allocated returns the bytes fn allocates (runtime.MemStats.TotalAlloc,
+// after a collection): what decoding or refusing a hostile input costs.
+// Allocations of other goroutines meanwhile count too, so a test that
+// bounds it runs alone (not in parallel).
+func Allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

@@ -1,22 +1,12 @@
 package oip_test
 
 import (
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 )
-
-// allocated returns the bytes fn allocates.
-func allocated(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // repeat is a JSON array of n copies of item.
 func repeat(item string, n int) string {
@@ -32,7 +22,7 @@ func TestDecodeRequestCountsBeforeDecoding(t *testing.T) {
 	many := `{"inputs":` + repeat("{}", 100_000) + `}`
 	manyBody := []byte(many)
 	var err error
-	n := allocated(func() { _, err = oip.DecodeRequest(manyBody, oip.Limits{MaxInputs: 1024}) })
+	n := enginetest.Allocated(func() { _, err = oip.DecodeRequest(manyBody, oip.Limits{MaxInputs: 1024}) })
 	if err == nil || !strings.Contains(err.Error(), "100000 inputs") {
 		t.Fatalf("100,000 inputs: %v", err)
 	}
@@ -59,7 +49,7 @@ func TestDecodeRequestCountsBeforeDecoding(t *testing.T) {
 		var reserved int64
 		lim := oip.Limits{Reserve: func(n int64) error { reserved += n; return nil }}
 		b := []byte(body)
-		n := allocated(func() { oip.DecodeRequest(b, lim) })
+		n := enginetest.Allocated(func() { oip.DecodeRequest(b, lim) })
 		if bound := uint64(reserved) + 2*uint64(len(body)); n > bound {
 			t.Errorf("%s (%d-byte body): decoding allocated %d bytes, more than the %d reserved and the body twice over", name, len(body), n, reserved)
 		}

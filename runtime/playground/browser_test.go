@@ -509,20 +509,23 @@ func TestBrowser(t *testing.T) {
 	t.Run("static page", func(t *testing.T) {
 		ctx, cancel := tab(t, bctx)
 		defer cancel()
-		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/static/index.html?server="+s.url)); err != nil {
-			t.Fatal(err)
+		// generate opens the static page for server and runs its
+		// generate task.
+		generate := func(server string) {
+			t.Helper()
+			if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/static/index.html?server="+server),
+				chromedp.WaitVisible(chromedp.ID("generate-prompt")),
+				chromedp.SendKeys(chromedp.ID("generate-prompt"), "hi"),
+				chromedp.SetValue(chromedp.ID("generate-num_frames"), "5"),
+				chromedp.Click(chromedp.ID("generate--run")),
+			); err != nil {
+				t.Fatal(err)
+			}
 		}
+		generate(s.url)
 		server, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("server")))
 		if err != nil || server != s.url {
 			t.Errorf("the server field holds %q (%v), want the ?server= parameter %s", server, err, s.url)
-		}
-		if err := chromedp.Do(ctx,
-			chromedp.WaitVisible(chromedp.ID("generate-prompt")),
-			chromedp.SendKeys(chromedp.ID("generate-prompt"), "hi"),
-			chromedp.SetValue(chromedp.ID("generate-num_frames"), "5"),
-			chromedp.Click(chromedp.ID("generate--run")),
-		); err != nil {
-			t.Fatal(err)
 		}
 		if err := login(ctx); err != nil { // the infer call got 401: the page asks
 			t.Fatal(err)
@@ -562,14 +565,7 @@ func TestBrowser(t *testing.T) {
 			http.NotFound(w, r)
 		}))
 		defer spy.Close()
-		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/static/index.html?server="+spy.URL),
-			chromedp.WaitVisible(chromedp.ID("generate-prompt")),
-			chromedp.SendKeys(chromedp.ID("generate-prompt"), "hi"),
-			chromedp.SetValue(chromedp.ID("generate-num_frames"), "5"),
-			chromedp.Click(chromedp.ID("generate--run")),
-		); err != nil {
-			t.Fatal(err)
-		}
+		generate(spy.URL)
 		enginetest.WaitFor(t, "the page to call the other server", func() bool {
 			mu.Lock()
 			defer mu.Unlock()

@@ -1,25 +1,15 @@
 package oippb_test
 
 import (
-	"runtime"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
 )
-
-// allocated returns the bytes fn allocates.
-func allocated(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // wire is m's wire bytes.
 func wire(t *testing.T, m proto.Message) []byte {
@@ -42,7 +32,7 @@ func TestUnmarshalCountsBeforeDecoding(t *testing.T) {
 	}
 	b := wire(t, empty)
 	var err error
-	n := allocated(func() { err = oippb.Unmarshal(b, &oippb.ModelInferRequest{}, oip.Limits{MaxInputs: 1024}) })
+	n := enginetest.Allocated(func() { err = oippb.Unmarshal(b, &oippb.ModelInferRequest{}, oip.Limits{MaxInputs: 1024}) })
 	if err == nil || !strings.Contains(err.Error(), "200000 inputs") {
 		t.Fatalf("200,000 inputs: %v", err)
 	}
@@ -75,7 +65,7 @@ func TestUnmarshalCountsBeforeDecoding(t *testing.T) {
 		b := wire(t, m)
 		var reserved int64
 		lim := oip.Limits{Reserve: func(n int64) error { reserved += n; return nil }}
-		n := allocated(func() {
+		n := enginetest.Allocated(func() {
 			if err := oippb.Unmarshal(b, &oippb.ModelInferRequest{}, lim); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
