@@ -6,10 +6,11 @@ package serve
 // (oippb.RealtimeInferenceServiceServer: ModelStreamInfer), served by the
 // same Server as the REST API: the same models, tasks and variants, the
 // same limits (in-flight bytes, admission, engine slots, tensor size,
-// sessions), the same bearer token, deadlines and metrics. An infer call
-// runs through the REST path's own steps (resolve, execute, response in
-// infer.go); only the message conversions (oippb) and the status codes
-// differ. Errors are the REST statuses mapped to gRPC codes (grpcCode).
+// sessions), the same bearer token, deadlines and metrics. A call takes
+// the arrival path every transport takes (arrival.go; its gRPC steps are
+// in grpc_arrival.go); only the message conversions (oippb) and the status
+// codes differ. Errors are the REST statuses mapped to gRPC codes
+// (grpcAnswer).
 
 import (
 	"context"
@@ -223,14 +224,6 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 	}
 }
 
-// grpcArrival returns when a call arrived (grpcBegin stamps it).
-func grpcArrival(ctx context.Context) time.Time {
-	if ri := requestInfo(ctx); ri != nil {
-		return ri.arrived
-	}
-	return time.Now()
-}
-
 // first returns the first of a metadata key's values, "" for none.
 func first(values []string) string {
 	if len(values) > 0 {
@@ -356,16 +349,13 @@ func (g *grpcService) ModelMetadata(ctx context.Context, r *oippb.ModelMetadataR
 func (g *grpcService) modelInfer(ss grpc.ServerStream) error {
 	s := g.s
 	ctx := ss.Context()
-	if !s.inflight.enter(false) {
-		return errDraining
+	a, err := s.arrive(false)
+	if err != nil {
+		return err
 	}
-	defer s.inflight.leave()
-	s.active.Add(1)
-	defer s.active.Add(-1)
-	hold := &holding{a: &s.adm}
-	defer hold.done()
+	defer a.done()
 	var r oippb.ModelInferRequest
-	if err := s.receive(ctx, ss, &r, hold); err != nil {
+	if err := s.receive(ctx, ss, &r, &a.hold); err != nil {
 		return err
 	}
 	m, pv, err := s.lookup(r.GetModelName(), r.GetModelVersion())
@@ -381,30 +371,16 @@ func (g *grpcService) modelInfer(ss grpc.ServerStream) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.resolve(ctx, m, pv, req, false, hold)
+	c, err := s.resolve(ctx, m, pv, req, false, &a.hold)
 	if err != nil {
 		return err
 	}
 	if c.stream {
 		return withStatus(http.StatusBadRequest, "parameter \"stream\": a realtime session runs on the bidirectional RPC wfgen.realtime.RealtimeInferenceService/ModelStreamInfer")
 	}
-	var resp *oip.InferenceResponse
-	if c.batch {
-		outs, itemErrs, err := s.executeBatch(ctx, c)
-		if err != nil {
-			return err
-		}
-		if resp, err = c.batchResponse(outs, itemErrs, allBinary); err != nil {
-			return err
-		}
-	} else {
-		out, err := s.execute(ctx, c)
-		if err != nil {
-			return err
-		}
-		if resp, err = c.response(out, allBinary); err != nil {
-			return err
-		}
+	resp, err := s.answer(ctx, c, allBinary)
+	if err != nil {
+		return err
 	}
 	out, err := oippb.Response(resp)
 	if err != nil {

@@ -29,14 +29,14 @@ import (
 // must arrive within the server's read limit (DeadlineExceeded).
 func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelStreamInferServer) error {
 	s := g.s
-	if !s.inflight.enter(false) {
-		return errDraining
+	a, err := s.arrive(true)
+	if err != nil {
+		return err
 	}
-	defer s.inflight.leave()
+	defer a.done()
+	hold := &a.hold
 	ctx := st.Context()
 	markStream(ctx)
-	hold := &holding{a: &s.adm}
-	defer hold.done()
 	start, err := s.firstMessage(ctx, st, hold)
 	if err != nil {
 		return err

@@ -31,36 +31,33 @@ const writeGrace = 10 * time.Second
 // MaxQueue), run on one of its variant's engine slots or through its task's
 // batcher, and answered by the deadline (504 if not).
 func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
-	if !s.inflight.enter(false) {
-		refuse(w, r, errDraining)
+	a, err := s.arrive(false)
+	if err != nil {
+		refuse(w, r, err)
 		return
 	}
-	defer s.inflight.leave()
-	s.active.Add(1)
-	defer s.active.Add(-1)
+	defer a.done()
 	m := modelOf(r)
 	ctx := r.Context()
 	var deadline time.Time
 	if s.cfg.Timeout > 0 {
-		deadline = arrival(r).Add(s.cfg.Timeout)
+		deadline = arrivedAt(r).Add(s.cfg.Timeout)
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
 	rc := http.NewResponseController(w)
-	hold := &holding{a: &s.adm}
-	defer hold.done()
-	body, err := s.readBody(w, r, rc, hold)
+	body, err := s.readBody(w, r, rc, &a.hold)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	req, binary, err := decodeBody(r, body, s.limits(hold))
+	req, binary, err := decodeBody(r, body, s.limits(&a.hold))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	c, err := s.resolve(ctx, m, pathVariant(r), req, strings.Contains(r.Header.Get("Accept"), "text/event-stream"), hold)
+	c, err := s.resolve(ctx, m, pathVariant(r), req, strings.Contains(r.Header.Get("Accept"), "text/event-stream"), &a.hold)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -70,7 +67,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c.stream {
-		hold.done() // the session holds its inputs; it counts against MaxSessions
+		a.hold.done() // the session holds its inputs; it counts against MaxSessions
 		markStream(ctx)
 		s.stream(w, r, rc, m, c.v, c.task, c.call, req)
 		return
@@ -78,26 +75,7 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	if !deadline.IsZero() {
 		rc.SetWriteDeadline(deadline.Add(writeGrace))
 	}
-	var resp *oip.InferenceResponse
-	if c.batch {
-		outs, itemErrs, err := s.executeBatch(ctx, c)
-		if err == nil {
-			resp, err = c.batchResponse(outs, itemErrs, binary)
-		}
-		if err != nil {
-			if r.Context().Err() != nil {
-				return // the client went away: nobody to answer
-			}
-			writeError(w, err)
-			return
-		}
-		writeInfer(w, resp)
-		return
-	}
-	out, err := s.execute(ctx, c)
-	if err == nil {
-		resp, err = c.response(out, binary)
-	}
+	resp, err := s.answer(ctx, c, binary)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the client went away: nobody to answer
@@ -290,14 +268,6 @@ func (c *inferCall) batchResponse(outs []map[string]any, itemErrs batch.ItemErro
 	return &oip.InferenceResponse{ModelName: c.m.oip.Spec.ModelFamilyID, ModelVersion: c.v.id, ID: c.req.ID, Parameters: p, Outputs: encoded}, nil
 }
 
-// limits are the server's limits of a request, with what decoding it
-// takes counted in hold before it is decoded.
-func (s *Server) limits(hold *holding) oip.Limits {
-	lim := s.lim
-	lim.Reserve = hold.add
-	return lim
-}
-
 // bodyCost is how many bytes of the in-flight budget one byte of a body
 // takes while its request is in flight.
 const bodyCost = 2
@@ -370,39 +340,6 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *http.Respo
 		return nil, readErr(err)
 	}
 	return buf, nil
-}
-
-// readReserved reads r to its end, a body or message whose length is not
-// declared, into a buffer that starts at reserve bytes (already held) and
-// doubles as it fills, each growth reserved in hold (bodyCost bytes a
-// byte: the body, and its data as decoding holds it) before it is made:
-// a refusal is a *statusError (429). Reading stops one byte past limit,
-// which the reader (http.MaxBytesReader, a WebSocket's read limit) says is
-// too much.
-func readReserved(r io.Reader, reserve, limit int64, hold *holding) ([]byte, error) {
-	buf := make([]byte, 0, reserve)
-	for {
-		if len(buf) == cap(buf) {
-			grow := min(int64(cap(buf)), limit+1-int64(cap(buf)))
-			if grow <= 0 {
-				grow = 1 // one byte past the limit makes the reader say so
-			}
-			if err := hold.add(bodyCost * grow); err != nil {
-				return nil, err
-			}
-			next := make([]byte, len(buf), int64(cap(buf))+grow)
-			copy(next, buf)
-			buf = next
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }
 
 // tensorBytes returns the bytes of the tensors among kwargs.

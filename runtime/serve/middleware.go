@@ -15,8 +15,8 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/oip"
 )
 
-// arrival returns when the request arrived (observe stamps it).
-func arrival(r *http.Request) time.Time {
+// arrivedAt returns when the request arrived (observe stamps it).
+func arrivedAt(r *http.Request) time.Time {
 	if ri := requestInfo(r.Context()); ri != nil {
 		return ri.arrived
 	}

@@ -35,11 +35,12 @@ import (
 // Origins are not checked: the server takes no ambient credentials
 // (cookies), only a bearer token the page must hold.
 func (s *Server) wsStream(w http.ResponseWriter, r *http.Request) {
-	if !s.inflight.enter(false) {
-		refuse(w, r, errDraining)
+	a, err := s.arrive(true)
+	if err != nil {
+		refuse(w, r, err)
 		return
 	}
-	defer s.inflight.leave()
+	defer a.done()
 	markStream(r.Context())
 	// A session lasts as long as its client wants; the deadlines observe
 	// set would stay on the connection after the upgrade.
