@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/worldfoundry/wfgen/internal/enginetest"
 )
@@ -301,5 +308,66 @@ func TestAddrFile(t *testing.T) {
 	}
 	if _, err := os.Stat(p.addrFile); !os.IsNotExist(err) {
 		t.Errorf("the -addr-file is still there after exit: %v", err)
+	}
+}
+
+// Hostile gRPC clients move wfserve's resident memory by less than twice
+// the budget and their calls' windows (docs/serving.md), with the budget at 32 MiB
+// and -max-body 8 MiB as in issue 43's attack: 2 connections × 64
+// ModelInfer calls each declaring an 8,000,000-byte message and sending
+// part of it, without the token (they took the server from 215 to
+// 1,224 MB and held it) and then with it (each reserves twice -max-body
+// while its message arrives, so two at a time are read); then 8 MB of
+// empty inputs entries (306 MB to decode, before its size was counted).
+func TestGRPCHostileMemory(t *testing.T) {
+	t.Parallel()
+	const budget = int64(32 << 20)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("sesame\n"), 0o600)
+	p := startProc(t, "-grpc-addr", "127.0.0.1:0", "-token-file", tokenFile, "-max-body", strconv.Itoa(8<<20),
+		"-max-inflight-bytes", strconv.FormatInt(budget, 10), "-timeout", "3s")
+	before := p.status(t, "VmRSS")
+	const method = "/inference.GRPCInferenceService/ModelInfer"
+	partial := append(enginetest.GRPCPrefix(8_000_000), make([]byte, 60<<10)...)
+	for _, auth := range [][]string{nil, {"authorization", "Bearer sesame"}} {
+		type call struct {
+			c  *enginetest.H2Client
+			id uint32
+		}
+		var calls []call
+		for range 2 {
+			c := enginetest.DialH2(t, p.grpcAddr)
+			for range 64 {
+				id := c.Open(method, auth...)
+				c.Send(id, partial)
+				calls = append(calls, call{c, id})
+			}
+		}
+		for _, c := range calls { // refused, or ended at the deadline
+			if st, msg := c.c.WaitStatus(c.id); st == "0" {
+				t.Errorf("a partial message answered OK: %s", msg)
+			}
+		}
+	}
+	cc, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	empty := bytes.Repeat([]byte{0x2a, 0x00}, 4_000_000) // field 5 (inputs), empty
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer sesame")
+	for range 2 {
+		var out []byte
+		if err := cc.Invoke(ctx, method, &empty, &out, grpc.ForceCodecV2(enginetest.RawCodec{})); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("8 MB of empty inputs: %v", err)
+		}
+	}
+	// What none of these calls can take beyond: the budget, each call's
+	// 64 KiB window (256 calls), and the Go heap's room to collect.
+	bound := 2*budget + 256*(64<<10)
+	peak := p.status(t, "VmHWM")
+	t.Logf("RSS %d MiB before, peak %d MiB after the hostile calls (bound + %d MiB)", before>>20, peak>>20, bound>>20)
+	if peak > before+bound {
+		t.Errorf("peak RSS %d MiB is above %d MiB + the bound %d MiB", peak>>20, before>>20, bound>>20)
 	}
 }

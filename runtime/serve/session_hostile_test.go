@@ -61,9 +61,9 @@ func openSilent(t *testing.T, s *grpcStarted, token string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h2 := dialH2(t, s.addr)
-	id := h2.open("/wfgen.realtime.RealtimeInferenceService/ModelStreamInfer", "authorization", "Bearer "+token)
-	h2.send(id, append(prefix(len(start)), start...))
+	h2 := enginetest.DialH2(t, s.addr)
+	id := h2.Open("/wfgen.realtime.RealtimeInferenceService/ModelStreamInfer", "authorization", "Bearer "+token)
+	h2.Send(id, append(enginetest.GRPCPrefix(len(start)), start...))
 	enginetest.WaitFor(t, "the three sessions to open", func() bool { return s.srv.Stats().Sessions == 3 })
 }
 
@@ -148,9 +148,9 @@ func TestShutdownAnswersRequestsStillArriving(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /v2/models/tiny-encoder/infer HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\n{\"inputs\":", token)
-	h2 := dialH2(t, s.addr)
-	id := h2.open("/inference.GRPCInferenceService/ModelInfer", "authorization", "Bearer "+token)
-	h2.send(id, append(prefix(1000), 0x0a, 0x02))
+	h2 := enginetest.DialH2(t, s.addr)
+	id := h2.Open("/inference.GRPCInferenceService/ModelInfer", "authorization", "Bearer "+token)
+	h2.Send(id, append(enginetest.GRPCPrefix(1000), 0x0a, 0x02))
 	ws, _, err := websocket.Dial(context.Background(), s.url+"/v2/models/tiny-world/stream", &websocket.DialOptions{
 		Subprotocols: []string{oip.SessionsSubprotocol}, HTTPHeader: map[string][]string{"Authorization": {"Bearer " + token}}})
 	if err != nil {
@@ -171,7 +171,7 @@ func TestShutdownAnswersRequestsStillArriving(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("the REST request still arriving: %d", resp.StatusCode)
 	}
-	if st, msg := h2.waitStatus(id); st != fmt.Sprint(int(codes.Canceled)) {
+	if st, msg := h2.WaitStatus(id); st != fmt.Sprint(int(codes.Canceled)) {
 		t.Errorf("the gRPC call still arriving: grpc-status %s %q", st, msg)
 	}
 	_, b, err := ws.Read(context.Background())
