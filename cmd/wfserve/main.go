@@ -45,7 +45,19 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// options are wfserve's flags: the server's configuration and the
+// command's own settings.
+type options struct {
+	cfg                                           serve.Config
+	addr, grpcAddr, addrFile, root, device, dtype *string
+	tokenFile                                     *string
+	drain                                         *time.Duration
+	noWarmup, metrics, pages                      *bool
+}
+
+// flags defines wfserve's flags (docs/serving.md's table is made from
+// them: TestFlagTable), their usage written to stderr.
+func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 	fs := flag.NewFlagSet("wfserve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -53,29 +65,38 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(fs.Output(), "\nflags:")
 		fs.PrintDefaults()
 	}
-	var cfg serve.Config
-	addr := fs.String("addr", ":8080", "listen `address`")
-	grpcAddr := fs.String("grpc-addr", "", "also serve the protocol's gRPC API (and realtime sessions on its bidirectional RPC) on `address` (default: no gRPC)")
-	addrFile := fs.String("addr-file", "", "once listening, write the addresses listened on to `FILE` as JSON ({\"addr\":…,\"grpc_addr\":…}; port 0 in -addr picks a free port), removed at exit")
-	root := fs.String("checkpoint-root", "", "`folder` relative checkpoint URIs resolve against after the manifest's folder (default $WORLDFOUNDRY_CHECKPOINT_ROOT)")
-	device := fs.String("device", "", "`device` to run on: cpu, cuda, cuda:N (default cuda, else cpu)")
-	dtype := fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
-	tokenFile := fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
-	drain := fs.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
-	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", serve.DefaultMaxBodyBytes, "largest request body, in `bytes` (413 beyond)")
+	f := &options{}
+	cfg := &f.cfg
+	f.addr = fs.String("addr", ":8080", "listen `address` (port 0: a free port the kernel picks)")
+	f.grpcAddr = fs.String("grpc-addr", "", "also serve the protocol's gRPC API (and realtime sessions on its bidirectional RPC) on `address` (default: no gRPC)")
+	f.addrFile = fs.String("addr-file", "", "once listening, write the addresses listened on to `FILE` as one JSON line ({\"addr\":…,\"grpc_addr\":…}), removed at exit")
+	f.root = fs.String("checkpoint-root", "", "`folder` relative checkpoint URIs resolve against after the manifest's folder (default $WORLDFOUNDRY_CHECKPOINT_ROOT)")
+	f.device = fs.String("device", "", "`device` to run on: cpu, cuda, cuda:N (default cuda, else cpu)")
+	f.dtype = fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
+	f.tokenFile = fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
+	f.drain = fs.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", serve.DefaultMaxBodyBytes, "largest request body or gRPC message, in `bytes` (413 beyond)")
 	fs.Int64Var(&cfg.MaxTensorBytes, "max-tensor", serve.DefaultMaxTensorBytes, "largest decoded input tensor, in `bytes` (400 beyond)")
-	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", 0, "`bytes` the requests in flight may hold, bodies and decoded tensors (429 beyond; default 4 × -max-body)")
+	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", 0, "`bytes` the requests in flight may hold: bodies, what decoding them takes, decoded tensors (429 beyond; default 4 × -max-body)")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", serve.DefaultIdleTimeout, "close a keep-alive connection idle this long")
 	fs.DurationVar(&cfg.Timeout, "timeout", serve.DefaultTimeout, "deadline of one infer request from its arrival, body included (408 for a body still arriving, 504 for an answer; negative: none)")
 	fs.IntVar(&cfg.MaxQueue, "max-queue", serve.DefaultMaxQueue, "infer requests admitted at once, queued or running (429 beyond)")
-	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 1, "engine calls at once per model variant: requests, batches and stream chunks")
+	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 1, "engine calls at once per model variant: requests, batches and stream chunks (libtorch spreads one call over its threads)")
 	fs.BoolVar(&cfg.Batching, "batch", false, "merge concurrent requests to batchable tasks into batches (max_batch_size of the task)")
 	fs.DurationVar(&cfg.BatchDelay, "batch-delay", 0, "how long the oldest queued request waits for others to join its batch")
 	fs.BoolVar(&cfg.BatchInvariant, "batch-invariant", true, "with -batch, pad every batched forward call to the task's max batch size, so an answer never depends on how requests were grouped")
-	noWarmup := fs.Bool("no-warmup", false, "skip the warm-up of tasks whose manifest has a warmup block (ready sooner, first requests slower)")
+	f.noWarmup = fs.Bool("no-warmup", false, "skip the warm-up of tasks whose manifest has a warmup block (ready sooner, first requests slower)")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", serve.DefaultMaxSessions, "realtime streams open at once (429 beyond)")
-	metrics := fs.Bool("metrics", true, "serve Prometheus metrics at GET /metrics (with the bearer token when -token-file is set)")
-	pages := fs.Bool("playground", true, "serve the playground, a web page per family, at / (docs/playground.md)")
+	f.metrics = fs.Bool("metrics", true, "serve Prometheus metrics at GET /metrics (with the bearer token when -token-file is set)")
+	f.pages = fs.Bool("playground", true, "serve the playground, a web page per family, at / (docs/playground.md)")
+	return fs, f
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs, f := flags(stderr)
+	cfg := &f.cfg
+	addr, grpcAddr, addrFile, root, device, dtype := f.addr, f.grpcAddr, f.addrFile, f.root, f.device, f.dtype
+	tokenFile, drain, noWarmup, metrics, pages := f.tokenFile, f.drain, f.noWarmup, f.metrics, f.pages
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -142,7 +163,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		families = append(families, serve.Family{Spec: f.Spec, Options: opts})
 	}
-	srv, err := serve.New(cfg, families...)
+	srv, err := serve.New(*cfg, families...)
 	if err != nil {
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
 		return 1
