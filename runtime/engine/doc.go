@@ -1,0 +1,14 @@
+// Package engine is the boundary between wfgen's runtime and the library
+// that executes models: the Engine interface an execution backend
+// implements (runtime/torch, libtorch through cgo, registers itself with
+// RegisterEngine on import), the Module a loaded checkpoint is, the value
+// form that crosses the boundary (keyword arguments and outputs: nil,
+// string, int64, float64, bool, *tensor.Tensor, []any, map[string]any),
+// method schemas and AOTInductor call specs, the optional capabilities
+// only some engines have (CUDAEngine, CacheReleaser, Synchronizer,
+// Compiler: found by type assertion, as database/sql/driver does), and the
+// sentinel errors every layer shares (ErrNoEngine, ErrOutOfMemory,
+// ErrClosed). It builds without cgo: a process that links no engine gets
+// ErrNoEngine, saying what to import and install, when it first runs a
+// model.
+package engine
