@@ -7,7 +7,9 @@
 // when the manifest gives them — however the file was found, unless
 // WithoutCheckpointVerification says otherwise —, installs the process
 // inference policy (a malformed WORLDFOUNDRY_* variable fails the load, as
-// it fails infra.Run), loads the checkpoint once per process through the
+// it fails infra.Run), resolves the variant's op libraries (op_libraries,
+// found as checkpoint URIs are) for the engine to load before the
+// checkpoint, loads the checkpoint once per process through the
 // engine (modules are cached and shared; infra.DropCaches or ReleaseCaches
 // releases unused ones) on the resolved device and dtype, and checks every
 // task of the family against the module (package contract: the method
@@ -296,7 +298,11 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if _, err := infra.Install(infra.Options{}); err != nil {
 		return nil, fmt.Errorf("inference policy: %w", err)
 	}
-	mod, key, err := acquire(eng, path, format, dev, dtype, c.variant.Compile)
+	libs, err := c.opLibraries()
+	if err != nil {
+		return nil, err
+	}
+	mod, key, err := acquire(eng, path, format, dev, dtype, c.variant.Compile, libs)
 	if err != nil {
 		return nil, err
 	}
@@ -349,6 +355,25 @@ func (c *Client) loadLocked() (*loaded, error) {
 		}
 	}
 	return l, nil
+}
+
+// opLibraries resolves the op libraries of the client's variant (the
+// variant's op_libraries, else the family's) to files, as checkpoint URIs
+// are resolved.
+func (c *Client) opLibraries() ([]string, error) {
+	libs := c.spec.OpLibrariesFor(c.variant)
+	if len(libs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(libs))
+	for i, l := range libs {
+		p, err := ResolveOpLibrary(l, c.opts.ManifestDir, c.opts.CheckpointRoot)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
 }
 
 // readReturns reads what the checkpoint's TorchScript code tells about the
