@@ -21,6 +21,11 @@
 //   - artifacts from a Dict[str, V] return whose keys the code shows (see
 //     contract.ReturnKeys), else one artifact "output"; the kind is tensor for
 //     Tensor, text for str, json for plain data;
+//   - when the code calls custom ops (contract.ReadCustomOps), the family's
+//     op_libraries: the library a Debian package installs for their
+//     namespace when it is installed here (python3-torchvision's for
+//     torchvision::nms; engine.KnownOpLibrary), else a TODO and a warning
+//     naming the ops, since the checkpoint cannot load without it;
 //   - "TODO" where the schema cannot tell: descriptions, constraints,
 //     artifact kinds more specific than tensor, and the dtype and shape of
 //     tensors (a TODO comment beside each tensor field and artifact);
@@ -104,10 +109,13 @@ type Checkpoint struct {
 	// Outputs are the tensors each method returned when Import ran it on
 	// the examples (Options.Examples), by method name.
 	Outputs map[string]Output
+	// CustomOps are the custom ops the checkpoint's TorchScript code calls
+	// (contract.ReadCustomOps): loading it needs their op libraries.
+	CustomOps []contract.CustomOp
 }
 
-// Inspect reads a checkpoint file's facts: its size, sha256 and the return
-// keys its code shows.
+// Inspect reads a checkpoint file's facts: its size, sha256, the return
+// keys its code shows and the custom ops it calls.
 func Inspect(path string) (Checkpoint, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -126,11 +134,15 @@ func Inspect(path string) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("read %s: %w", path, err)
 	}
+	// An archive whose code cannot be read has no custom ops to tell of:
+	// reading its signatures reports what is wrong with it.
+	ops, _ := contract.ReadCustomOps(f, n)
 	return Checkpoint{
 		Path:       path,
 		SHA256:     hex.EncodeToString(h.Sum(nil)),
 		SizeBytes:  n,
 		ReturnKeys: contract.ReturnKeys(f, n),
+		CustomOps:  ops,
 	}, nil
 }
 

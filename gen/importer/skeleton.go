@@ -88,6 +88,9 @@ func (b *builder) build(methods []engine.MethodSchema) ([]byte, error) {
 		"description", str("TODO: what the model family does."),
 		"default_variant_id", str("default"),
 		"default_task_id", str(taskID(methods[0].Name)),
+	)
+	b.opLibraries(root)
+	appendPairs(root,
 		"variants", sequence(mapping(
 			"variant_id", str("default"),
 			"label", str("Default"),
@@ -115,6 +118,51 @@ func (b *builder) build(methods []engine.MethodSchema) ([]byte, error) {
 		return nil, fmt.Errorf("import: encode: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// opLibraries appends op_libraries to the family (root) for the custom ops
+// the checkpoint's code calls: the op library a Debian package installs
+// for their namespace when it is installed here, else a TODO comment and a
+// warning naming the ops, which the load cannot do without.
+func (b *builder) opLibraries(root *yaml.Node) {
+	var namespaces []string
+	byNamespace := map[string][]string{}
+	for _, op := range b.ck.CustomOps {
+		if _, ok := byNamespace[op.Namespace]; !ok {
+			namespaces = append(namespaces, op.Namespace)
+		}
+		byNamespace[op.Namespace] = append(byNamespace[op.Namespace], op.String())
+	}
+	libs := &yaml.Node{Kind: yaml.SequenceNode}
+	var found, missing []string
+	for _, ns := range namespaces {
+		ops := strings.Join(byNamespace[ns], ", ")
+		if path, ok := engine.KnownOpLibrary(ns); ok {
+			libs.Content = append(libs.Content, str(path))
+			found = append(found, ops)
+			continue
+		}
+		msg := fmt.Sprintf("the checkpoint calls the custom ops %s, and the load fails until the shared library that registers namespace %q is loaded: list it in op_libraries, or in %s where the model runs",
+			ops, ns, engine.EnvOpLibraries)
+		if hint := engine.OpLibraryHint(ns); hint != "" {
+			msg += " (" + hint + ")"
+		}
+		b.warnings = append(b.warnings, msg)
+		missing = append(missing, "TODO: "+commentText(msg))
+	}
+	if len(found) == 0 && len(missing) == 0 {
+		return
+	}
+	k := key("op_libraries")
+	var comment []string
+	if len(found) > 0 {
+		comment = append(comment, commentText("The checkpoint calls the custom ops "+strings.Join(found, ", ")+": op_libraries names the library installed here that registers them, loaded before the checkpoint."))
+	}
+	k.HeadComment = strings.Join(append(comment, missing...), "\n")
+	if len(libs.Content) == 0 {
+		libs.Style = yaml.FlowStyle
+	}
+	root.Content = append(root.Content, k, libs)
 }
 
 // encode writes root as YAML with a two-space indent; the encoder's panics
