@@ -57,6 +57,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/contract"
 
@@ -349,27 +350,70 @@ func Skeleton(ck Checkpoint, methods []engine.MethodSchema, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if err := validSkeleton(fam, opts.Output, data); err != nil {
+	if b.refusal != nil {
+		return nil, b.refusal
+	}
+	f, err := validSkeleton(fam, opts.Output, data)
+	if err != nil {
 		return nil, err
+	}
+	src := schemaList(methods)
+	for i := range f.Spec.Tasks {
+		if err := contract.CheckTask(&f.Spec.Tasks[i], &f.Spec.Variants[0], src, nil); err != nil {
+			return nil, fmt.Errorf("import: the skeleton does not pass the contract check (a wfgen bug): %w", err)
+		}
 	}
 	return &Result{YAML: data, Warnings: b.warnings}, nil
 }
 
+// UntypedError is an import's refusal: a position of the checkpoint's
+// signature (an argument, a return type) that no manifest can type, so
+// that any skeleton would fail to load.
+type UntypedError struct {
+	// Msg names the method, the position and its type, and what to do.
+	Msg string
+}
+
+func (e *UntypedError) Error() string { return "import: " + e.Msg }
+
+// schemaList is the method schemas an import reads, as contract.Schemas.
+type schemaList []engine.MethodSchema
+
+func (l schemaList) Methods() []string {
+	names := make([]string, len(l))
+	for i, m := range l {
+		names[i] = m.Name
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (l schemaList) Schema(method string) (engine.MethodSchema, error) {
+	for _, m := range l {
+		if m.Name == method {
+			return m, nil
+		}
+	}
+	return engine.MethodSchema{}, fmt.Errorf("no method %q", method)
+}
+
 // validSkeleton validates a skeleton of family fam to be written to output
-// ("" for standard output); a skeleton that does not validate is a bug.
-func validSkeleton(fam, output string, data []byte) error {
+// ("" for standard output) and returns it; a skeleton that does not
+// validate is a bug.
+func validSkeleton(fam, output string, data []byte) (*ir.Family, error) {
 	name := output
 	if name == "" || !strings.HasSuffix(strings.ToLower(name), ".yaml") && !strings.HasSuffix(strings.ToLower(name), ".yml") {
 		name = fam + ".yaml"
 	}
-	if _, diags := validate.Bytes(name, data); len(diags) > 0 {
+	f, diags := validate.Bytes(name, data)
+	if len(diags) > 0 {
 		var msgs []string
 		for _, d := range diags {
 			msgs = append(msgs, d.String())
 		}
-		return fmt.Errorf("import: the skeleton does not validate (a wfgen bug):\n%s", strings.Join(msgs, "\n"))
+		return nil, fmt.Errorf("import: the skeleton does not validate (a wfgen bug):\n%s", strings.Join(msgs, "\n"))
 	}
-	return nil
+	return f, nil
 }
 
 // checkpointURI is the uri the manifest gives the checkpoint.

@@ -30,6 +30,15 @@ type builder struct {
 	family   string
 	batch    map[string]int64 // batch size of the examples, by method (Options.Batched)
 	warnings []string
+	refusal  error // the first position no manifest can type
+}
+
+// refuse records that the import cannot write a skeleton that loads: the
+// first such position is the error of the import.
+func (b *builder) refuse(format string, args ...any) {
+	if b.refusal == nil {
+		b.refusal = &UntypedError{Msg: fmt.Sprintf(format, args...)}
+	}
 }
 
 func (b *builder) warn(task *yaml.Node, format string, args ...any) {
@@ -300,7 +309,7 @@ func (b *builder) task(id string, m engine.MethodSchema) *yaml.Node {
 	var fieldNames naming.Scope
 	size, batched := b.batch[m.Name]
 	for _, a := range m.Arguments {
-		if f := b.field(task, a, &fieldNames, batched); f != nil {
+		if f := b.field(task, m.Name, a, &fieldNames, batched); f != nil {
 			inputs = append(inputs, f)
 		}
 	}
@@ -370,22 +379,30 @@ func commented(k *yaml.Node, comment string) *yaml.Node {
 
 // field builds the field of one argument, or nil (with a warning) when no
 // field kind passes its type.
-func (b *builder) field(task *yaml.Node, a engine.Argument, names *naming.Scope, batched bool) *yaml.Node {
+func (b *builder) field(task *yaml.Node, method string, a engine.Argument, names *naming.Scope, batched bool) *yaml.Node {
 	decl := a.Name + ": " + a.Type
 	if a.HasDefault {
 		decl += " = " + pyValue(a.Default)
 	}
+	if _, err := contract.ParseType(a.Type); err != nil {
+		b.refuse("argument %s of %s: its type cannot be read (%v)", decl, method, err)
+		return nil
+	}
 	if !isIdent(a.Name) || reserved[a.Name] {
+		if !a.HasDefault {
+			b.refuse("argument %s of %s cannot be a field id (it is no keyword argument name) and has no default, so no call could pass it; rename it in the model, or leave %s out (--method)", decl, method, method)
+			return nil
+		}
 		b.warn(task, "argument %q cannot be a field id (not a keyword argument name); it is left out", a.Name)
 		return nil
 	}
 	kind, optional, ok := FieldKind(a.Type)
 	if !ok {
-		if a.HasDefault {
-			b.warn(task, "argument %s has no field kind; it is left out, so calls use its default", decl)
-		} else {
-			b.warn(task, "argument %s has no field kind and no default: the contract check fails until the task supplies it (for example in default_call_kwargs)", decl)
+		if !a.HasDefault {
+			b.refuse("argument %s of %s has no field kind (fields pass str, int, float, bool, Tensor and List[...] of them, or Optional of one) and no default, so no call could pass it; give it a default in the model, or leave %s out (--method)", decl, method, method)
+			return nil
 		}
+		b.warn(task, "argument %s has no field kind; it is left out, so calls use its default", decl)
 		return nil
 	}
 	f := mapping(
@@ -499,8 +516,8 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 	shape := returnOf(m.Returns)
 	kind := shape.kind
 	if kind == "" {
-		kind = spec.ArtifactTensor
-		b.warn(task, "method %s returns %s, which no artifact kind holds: the contract check fails until it returns a Tensor, a str, plain data or a Dict[str, ...] of them", m.Name, shape.text)
+		b.refuse("the return type of %s, %s, has no artifact kind (artifacts hold a Tensor, a str, plain data or a Dict[str, ...] of them); leave %s out (--method)", m.Name, shape.text, m.Name)
+		return nil
 	}
 	hint := ""
 	if kind == spec.ArtifactTensor {

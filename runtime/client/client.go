@@ -314,7 +314,6 @@ func (c *Client) loadLocked() (*loaded, error) {
 		lt.base, lt.baseErr = MergeKwargs(c.variant.CallKwargs, t.DefaultCallKwargs)
 	}
 	var errs []error
-	methods := mod.Methods()
 	var returns map[string]contract.MethodReturns
 	if cs, ok := mod.(engine.CallSpecModule); ok {
 		spec, err := cs.CallSpec(spec.DefaultMethod)
@@ -328,17 +327,16 @@ func (c *Client) loadLocked() (*loaded, error) {
 	}
 	for i := range c.spec.Tasks {
 		t := &c.spec.Tasks[i]
-		schema, err := mod.Schema(t.MethodName())
-		if err == nil {
+		if schema, err := mod.Schema(t.MethodName()); err == nil {
 			l.tasks[i].args = map[string]bool{}
 			for _, a := range schema.Arguments {
 				l.tasks[i].args[a.Name] = true
 			}
 		}
 		if l.callSpec != nil {
-			err = contract.CheckCallSpec(checkedTask(t, schema), c.variant, *l.callSpec)
+			err = contract.CheckCallSpec(t, c.variant, *l.callSpec)
 		} else {
-			err = contract.CheckLoaded(checkedTask(t, schema), c.variant, methods, schema, returns)
+			err = contract.CheckTask(t, c.variant, mod, returns)
 		}
 		if err != nil {
 			errs = append(errs, err) // names the task
@@ -403,36 +401,12 @@ func modelCheckpoint(v *spec.InferenceVariantSpec) (spec.InferenceCheckpointRef,
 
 // Reserved argument names a streaming task's method may take besides its
 // fields: the frames wanted, the controls in the realtime spec's order, and
-// the session state from the previous step.
+// the session state from the previous step (the contract check's names).
 const (
-	ArgNumFrames = "num_frames"
-	ArgControls  = "controls"
-	ArgState     = "state"
+	ArgNumFrames = contract.ArgNumFrames
+	ArgControls  = contract.ArgControls
+	ArgState     = contract.ArgState
 )
-
-// checkedTask returns the task as the contract check should see it: a
-// streaming task also supplies the reserved arguments its method declares.
-func checkedTask(t *spec.InferenceTaskProfile, schema engine.MethodSchema) *spec.InferenceTaskProfile {
-	if !t.Stream {
-		return t
-	}
-	cp := *t
-	cp.Inputs = append([]spec.InferenceFieldSpec(nil), t.Inputs...)
-	for _, a := range schema.Arguments {
-		if _, ok := t.Field(a.Name); ok {
-			continue
-		}
-		switch a.Name {
-		case ArgNumFrames:
-			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindInt, Target: spec.TargetCallKwargs, Required: true})
-		case ArgControls:
-			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindFloatList, Target: spec.TargetCallKwargs, Required: true})
-		case ArgState:
-			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindTensor, Target: spec.TargetCallKwargs})
-		}
-	}
-	return &cp
-}
 
 // taskIndex returns the index of task in the client's spec: task is one of
 // its Tasks (a generated Task's, a server's), or a task of another copy

@@ -40,12 +40,19 @@ import (
 //   - A named dimension the task constrains (dims) can take a size within
 //     the package's range for it.
 //
-// A mismatch is a *MismatchError (method "forward") listing every problem;
+// A streaming task also supplies the reserved arguments (ArgNumFrames,
+// ArgControls, ArgState) among the package's inputs, as CheckLoaded. A
+// mismatch is a *MismatchError (method "forward") listing every problem;
 // it matches ErrMismatch.
 func CheckCallSpec(task *wfspec.InferenceTaskProfile, variant *wfspec.InferenceVariantSpec, spec engine.CallSpec) error {
 	if task == nil {
 		return errors.New("contract: nil task")
 	}
+	var args []string
+	for _, in := range spec.Tensors() {
+		args = append(args, in.Name)
+	}
+	task = asCalled(task, args)
 	c := &checker{task: task, method: task.MethodName()}
 	if c.method != wfspec.DefaultMethod {
 		c.add("method", fmt.Sprintf("%q, the one call a compiled package runs", wfspec.DefaultMethod), fmt.Sprintf("method %q", c.method))

@@ -96,6 +96,22 @@ type MismatchError struct {
 	// Problems are the problems in a fixed order: method, fields in manifest
 	// order, call kwargs by key, arguments in schema order, then the return.
 	Problems []Problem
+
+	task *spec.InferenceTaskProfile // as checked
+}
+
+// Where says where in the manifest problem i lies, as JSON Pointer
+// segments relative to the task ("inputs/2" for a field, "outputs/0" for
+// an artifact, "default_call_kwargs/seed", "method", "outputs" for the
+// return as a whole, "inputs" for an argument no field supplies) or, when
+// variant is true, relative to the variant the task runs through
+// ("call_kwargs/seed"). A path may name a key the manifest leaves out
+// ("method"): its parent is then where the problem lies.
+func (e *MismatchError) Where(i int) (path string, variant bool) {
+	if e.task == nil || i < 0 || i >= len(e.Problems) {
+		return "", false
+	}
+	return locate(e.task, e.Problems[i].Field)
 }
 
 // Error names the task and method and lists every problem, one per line.
@@ -134,7 +150,10 @@ func CheckVariant(task *spec.InferenceTaskProfile, variant *spec.InferenceVarian
 // tells about the dicts its methods return: returns, by method name, as
 // ReadReturns reads them from the archive (nil when unknown). A required
 // artifact whose key the task's method never returns, by its code, is a
-// problem.
+// problem. A streaming task also supplies the reserved arguments its
+// method declares (ArgNumFrames, ArgControls, ArgState), which the
+// runtime passes on every step. CheckTask reads methods and schema from a
+// module or an archive's code and calls it.
 func CheckLoaded(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, methods []string, schema engine.MethodSchema, returns map[string]MethodReturns) error {
 	var ret *MethodReturns
 	if task != nil {
@@ -142,7 +161,7 @@ func CheckLoaded(task *spec.InferenceTaskProfile, variant *spec.InferenceVariant
 			ret = &r
 		}
 	}
-	return check(task, variant, methods, schema, ret)
+	return check(asCalled(task, argNames(schema)), variant, methods, schema, ret)
 }
 
 // CheckModule reads the method list and the task method's schema from a
@@ -367,7 +386,7 @@ func (c *checker) err() error {
 	if len(c.problems) == 0 {
 		return nil
 	}
-	return &MismatchError{Task: c.task.TaskID, Method: c.method, Problems: c.problems}
+	return &MismatchError{Task: c.task.TaskID, Method: c.method, Problems: c.problems, task: c.task}
 }
 
 // kindType is the TorchScript type a field kind is passed as.
