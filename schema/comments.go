@@ -36,6 +36,7 @@ var goComments = map[string]string{
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceArtifactSpec.GoName":           "GoName overrides the Go identifier wfgen derives from ArtifactID.",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceArtifactSpec.Image":            "Image says how an image or video artifact becomes a picture.",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceArtifactSpec.Kind":             "Kind is the artifact type.",
+	"github.com/worldfoundry/wfgen/runtime/spec.InferenceArtifactSpec.Position":         "Position, for a method that returns a tuple, is the 0-based index of the tuple element that is this artifact. Either every artifact of a task has one or none has; without, artifact i is element i (the rule is InferenceTaskProfile.ArtifactPositions).",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceArtifactSpec.Preview":          "Preview artifacts get a cheap preview (the first frame of a video).",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceArtifactSpec.Required":         "Required artifacts must be present in every result.",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceArtifactSpec.Shape":            "Shape is the shape a tensor-like artifact must have (see the field's shape).",

@@ -154,6 +154,9 @@ type loaded struct {
 type loadedTask struct {
 	// args are the names of the arguments the task's method declares.
 	args map[string]bool
+	// tuple says the method returns a tuple whose elements are the
+	// artifacts (contract.TupleArtifacts).
+	tuple bool
 	// outputs are the artifacts' declared dtypes and shapes.
 	outputs params.OutputRules
 	// base is the variant's call_kwargs, then the task's
@@ -328,6 +331,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 	for i := range c.spec.Tasks {
 		t := &c.spec.Tasks[i]
 		if schema, err := mod.Schema(t.MethodName()); err == nil {
+			l.tasks[i].tuple = contract.TupleArtifacts(t, schema)
 			l.tasks[i].args = map[string]bool{}
 			for _, a := range schema.Arguments {
 				l.tasks[i].args[a.Name] = true
@@ -513,7 +517,7 @@ func (c *Client) call(ctx context.Context, l *loaded, ti int, task *spec.Inferen
 // checkedOutputs maps a method's return value onto the task's artifacts
 // (Outputs) and checks their declared dtypes and shapes.
 func (l *loaded) checkedOutputs(ti int, task *spec.InferenceTaskProfile, raw any) (map[string]any, error) {
-	out, err := Outputs(task, raw)
+	out, err := outputs(task, raw, l.tasks[ti].tuple)
 	if err != nil {
 		return nil, err
 	}

@@ -205,6 +205,10 @@ func (s *specChecker) outputs() {
 	for i, o := range s.spec.Outputs {
 		names[i] = strconv.Quote(o.Name)
 	}
+	if _, explicit := s.task.ArtifactPositions(); explicit {
+		s.add("return", "artifacts without tuple positions (a package's outputs are one tensor or a dict of them)", "artifacts with positions")
+		return
+	}
 	switch s.spec.Returns {
 	case engine.ReturnsTensor:
 		if len(outs) != 1 {
@@ -234,7 +238,7 @@ func (s *specChecker) outputs() {
 func (s *specChecker) artifact(a *wfspec.InferenceArtifactSpec, o engine.CallOutput) {
 	name := fmt.Sprintf("artifact %q", a.ArtifactID)
 	what := wfspec.TensorContract{DType: o.DType, Shape: o.Shape}.String()
-	if !a.Kind.TensorLike() {
+	if !a.Kind.TensorLike() || a.Kind == wfspec.ArtifactTensorList {
 		s.add(name, fmt.Sprintf("an artifact kind holding a tensor (the package returns %s)", what), "kind "+string(a.Kind))
 		return
 	}

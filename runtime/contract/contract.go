@@ -333,7 +333,12 @@ func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 	for inner.Name == "Optional" {
 		inner = inner.Elems[0]
 	}
+	positions, explicit := c.task.ArtifactPositions()
 	switch {
+	case tupleArtifacts(c.task, inner):
+		c.checkTuple(rt, inner, positions, explicit)
+	case explicit:
+		c.add("return", fmt.Sprintf("a Tuple whose elements are %s (the artifacts give tuple positions)", artifactList(outs)), rt.String())
 	case inner.Name == "Dict":
 		if !accepts(inner.Elems[0], Type{Name: "str"}) {
 			c.add("return", "Dict[str, ...] keyed by artifact_id", rt.String())
@@ -355,6 +360,31 @@ func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 	case !artifactAccepts(inner, outs[0].Kind):
 		c.add(fmt.Sprintf("artifact %q", outs[0].ArtifactID), fmt.Sprintf("a return type for artifact kind %s (%s)", outs[0].Kind, artifactNeeds(outs[0].Kind)),
 			rt.String())
+	}
+}
+
+// checkTuple checks the artifacts of a method returning a tuple (inner,
+// rt without Optional): each is the element at its position, of a type
+// its kind holds; without positions, the tuple has one element per
+// artifact.
+func (c *checker) checkTuple(rt, inner Type, positions []int, explicit bool) {
+	outs := c.task.Outputs
+	if !explicit && len(outs) != len(inner.Elems) {
+		c.add("return", fmt.Sprintf("a Tuple of %d, one element per artifact in order, for %s (or positions on the artifacts)", len(outs), artifactList(outs)),
+			fmt.Sprintf("%s, a Tuple of %d", rt, len(inner.Elems)))
+		return
+	}
+	for i := range outs {
+		a := &outs[i]
+		p := positions[i]
+		if p >= len(inner.Elems) {
+			c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("element %d of the tuple %s returns", p, c.method), fmt.Sprintf("%s, a Tuple of %d", rt, len(inner.Elems)))
+			continue
+		}
+		if e := inner.Elems[p]; !artifactAccepts(e, a.Kind) {
+			c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("tuple element %d of a type for artifact kind %s (%s)", p, a.Kind, artifactNeeds(a.Kind)),
+				fmt.Sprintf("%s (return %s)", e, rt))
+		}
 	}
 }
 
@@ -460,6 +490,8 @@ func artifactAccepts(t Type, kind spec.ArtifactKind) bool {
 		return t.Name == "str"
 	case spec.ArtifactJSON:
 		return jsonable(t, 0)
+	case spec.ArtifactTensorList:
+		return t.Name == "List" && len(t.Elems) == 1 && t.Elems[0].Name == "Tensor"
 	}
 	return false
 }
@@ -498,6 +530,8 @@ func artifactNeeds(kind spec.ArtifactKind) string {
 		return "str"
 	case spec.ArtifactJSON:
 		return "str holding JSON, or a dict, list or scalar without tensors"
+	case spec.ArtifactTensorList:
+		return "List[Tensor]"
 	}
 	return "a known artifact kind: " + spec.ArtifactKindList()
 }

@@ -135,3 +135,42 @@ func locate(task *spec.InferenceTaskProfile, what string) (path string, variant 
 func escapeSegment(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
+
+// TupleArtifacts reports whether the artifacts of task are the elements of
+// the tuple its method returns (schema): the artifacts give positions, or
+// the method returns a Tuple (Optional or not) that is not one json
+// artifact's value whole. runtime/client maps a call's output onto the
+// artifacts by the same rule the check holds them to.
+func TupleArtifacts(task *spec.InferenceTaskProfile, schema engine.MethodSchema) bool {
+	if task == nil {
+		return false
+	}
+	if _, explicit := task.ArtifactPositions(); explicit {
+		return true
+	}
+	var rt Type
+	switch len(schema.Returns) {
+	case 0:
+		return false
+	case 1:
+		t, err := ParseType(schema.Returns[0])
+		if err != nil {
+			return false
+		}
+		rt = t
+	default:
+		rt = Type{Name: "Tuple"}
+	}
+	for rt.Name == "Optional" {
+		rt = rt.Elems[0]
+	}
+	return tupleArtifacts(task, rt)
+}
+
+// tupleArtifacts is TupleArtifacts for a return type without Optional.
+func tupleArtifacts(task *spec.InferenceTaskProfile, rt Type) bool {
+	if _, explicit := task.ArtifactPositions(); explicit {
+		return rt.Name == "Tuple"
+	}
+	return rt.Name == "Tuple" && !(len(task.Outputs) == 1 && task.Outputs[0].Kind == spec.ArtifactJSON && jsonable(rt, 0))
+}

@@ -158,7 +158,7 @@ type InferenceArtifactSpec struct {
 	// ArtifactID names the artifact; a method returning a dict keys it by this id.
 	ArtifactID string `json:"artifact_id" jsonschema:"required,minLength=1,example=video"`
 	// Kind is the artifact type.
-	Kind ArtifactKind `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json"`
+	Kind ArtifactKind `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json,enum=tensor_list"`
 	// Required artifacts must be present in every result.
 	Required bool `json:"required"`
 	// Preview artifacts get a cheap preview (the first frame of a video).
@@ -178,6 +178,11 @@ type InferenceArtifactSpec struct {
 	// (video kind only). Without it the family's realtime fps applies, else
 	// 16 (DefaultVideoFPS; the rule is ModelInferenceSpec.VideoFPS).
 	FPS int `json:"fps,omitempty" jsonschema:"minimum=1"`
+	// Position, for a method that returns a tuple, is the 0-based index of
+	// the tuple element that is this artifact. Either every artifact of a
+	// task has one or none has; without, artifact i is element i (the rule
+	// is InferenceTaskProfile.ArtifactPositions).
+	Position *int `json:"position,omitempty" jsonschema:"minimum=0"`
 }
 
 // DefaultVideoFPS is the playback rate of a video artifact when neither the

@@ -286,7 +286,7 @@ func TestKindLists(t *testing.T) {
 	if len(FieldKinds) != 12 || !slices.Contains(FieldKinds, KindTensorList) || !slices.Contains(FieldKinds, KindString) {
 		t.Errorf("FieldKinds = %v", FieldKinds)
 	}
-	if len(ArtifactKinds) != 6 || !slices.Contains(ArtifactKinds, ArtifactEmbedding) {
+	if len(ArtifactKinds) != 7 || !slices.Contains(ArtifactKinds, ArtifactEmbedding) || !slices.Contains(ArtifactKinds, ArtifactTensorList) {
 		t.Errorf("ArtifactKinds = %v", ArtifactKinds)
 	}
 }
