@@ -19,8 +19,13 @@
 //     FieldKind), required when the argument has no default, its default
 //     from the schema's default; Optional[X] is X and not required;
 //   - artifacts from a Dict[str, V] return whose keys the code shows (see
-//     contract.ReturnKeys), else one artifact "output"; the kind is tensor for
-//     Tensor, text for str, json for plain data;
+//     contract.ReturnKeys), one per element of a Tuple return (output_0,
+//     output_1, ..., each with its position), else one artifact "output";
+//     the kind is tensor for Tensor, tensor_list for List[Tensor], text for
+//     str, json for plain data;
+//   - a refusal (*UntypedError) naming the position when an argument
+//     without a default, the return type or a tuple element is of a type no
+//     kind holds, since no skeleton could load;
 //   - when the code calls custom ops (contract.ReadCustomOps), the family's
 //     op_libraries: the library a Debian package installs for their
 //     namespace when it is installed here (python3-torchvision's for
@@ -40,9 +45,9 @@
 // example shapes are not saved), so without examples the importer never
 // knows a dtype: it writes TODO comments the user completes.
 //
-// The skeleton is validated before it is returned, so it always passes
-// wfgen validate; built from the same module, it passes the contract check
-// unless a warning says otherwise. Output is deterministic.
+// The skeleton is validated and checked against the schemas it was built
+// from (contract.CheckTask) before it is returned, so it passes wfgen
+// validate and the load's contract check. Output is deterministic.
 package importer
 
 import (
@@ -151,8 +156,9 @@ func Inspect(path string) (Checkpoint, error) {
 type Result struct {
 	// YAML is the manifest.
 	YAML []byte
-	// Warnings say where the skeleton will not pass the contract check as
-	// it is, or left something out; each is also a TODO comment in YAML.
+	// Warnings say what the skeleton left out or cannot know (an argument
+	// left to its default, a dict's keys the code does not show, the op
+	// library of custom ops); each is also a TODO comment in YAML.
 	Warnings []string
 }
 

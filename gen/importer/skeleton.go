@@ -514,9 +514,16 @@ var artifactID = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
 func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, batched bool) []*yaml.Node {
 	shape := returnOf(m.Returns)
+	if shape.tuple != nil {
+		return b.tupleArtifacts(task, m, shape, size, batched)
+	}
 	kind := shape.kind
+	if kind == spec.ArtifactTensorList && batched {
+		b.refuse("%s returns %s, a list, which batching cannot split per item; import it without --batched", m.Name, shape.text)
+		return nil
+	}
 	if kind == "" {
-		b.refuse("the return type of %s, %s, has no artifact kind (artifacts hold a Tensor, a str, plain data or a Dict[str, ...] of them); leave %s out (--method)", m.Name, shape.text, m.Name)
+		b.refuse("the return type of %s, %s, has no artifact kind (artifacts hold a Tensor, a List[Tensor], a str or plain data, a tuple of them or a Dict[str, ...] of them); leave %s out (--method)", m.Name, shape.text, m.Name)
 		return nil
 	}
 	hint := ""
@@ -559,6 +566,45 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 		}
 		out = append(out, b.artifactContract(task, a, m.Name, id, kind, size, batched,
 			fmt.Sprintf("TODO: what it holds. The %s that %s returns.%s", shape.text, m.Name, hint)))
+	}
+	return out
+}
+
+// tupleArtifactID is the id of the artifact that is element i of a
+// returned tuple.
+func tupleArtifactID(i int) string { return fmt.Sprintf("output_%d", i) }
+
+// tupleArtifacts builds one artifact per element of the tuple method m
+// returns, each at its position (output_0, output_1, ...); an element no
+// artifact kind holds is refused, naming its position.
+func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape returnShape, size int64, batched bool) []*yaml.Node {
+	if len(shape.tuple) == 0 {
+		b.refuse("%s returns %s, an empty tuple, which has no artifact; leave %s out (--method)", m.Name, shape.text, m.Name)
+		return nil
+	}
+	var out []*yaml.Node
+	for i, e := range shape.tuple {
+		switch {
+		case e.kind == "":
+			b.refuse("element %d of the tuple %s returns, %s (return type %s), has no artifact kind (artifacts hold a Tensor, a List[Tensor], a str or plain data); leave %s out (--method)", i, m.Name, e.text, shape.text, m.Name)
+			return nil
+		case e.kind == spec.ArtifactTensorList && batched:
+			b.refuse("element %d of the tuple %s returns, %s, is a list, which batching cannot split per item; import it without --batched", i, m.Name, e.text)
+			return nil
+		}
+		hint := ""
+		if e.kind == spec.ArtifactTensor {
+			hint = " A more specific kind (video, image, embedding) may fit."
+		}
+		id := tupleArtifactID(i)
+		a := mapping(
+			"artifact_id", str(id),
+			"kind", str(string(e.kind)),
+			"position", integer(int64(i)),
+			"required", boolean(!e.optional && !shape.optional),
+		)
+		out = append(out, b.artifactContract(task, a, m.Name, id, e.kind, size, batched,
+			fmt.Sprintf("TODO: what it holds; name it. Element %d (%s) of the %s that %s returns.%s", i, e.text, shape.text, m.Name, hint)))
 	}
 	return out
 }
