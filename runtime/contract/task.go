@@ -91,7 +91,7 @@ func argNames(s engine.MethodSchema) []string {
 }
 
 // locate says where in the manifest a problem of task lies (see
-// Problem.Path), from what the problem names: a field, artifact, argument
+// MismatchError.Where), from what the problem names: a field, artifact, argument
 // or input (the field of that name, else the task's inputs), a
 // default_call_kwargs or dims key, the variant's call_kwargs key, the
 // method, batching, or the return (the task's outputs).
