@@ -10,15 +10,17 @@ import (
 
 func init() {
 	commands["validate"] = command{
-		summary: "check manifests against the schema and the semantic rules",
+		summary: "check manifests against the schema, the semantic rules and the checkpoints at hand",
 		run:     runValidate,
 	}
 }
 
 const validateUsage = `usage: wfgen validate [--format text|json|github] [PATH...]
 PATH is a manifest file or a folder (searched recursively for *.yaml, *.yml,
-*.json); without PATHs, the inputs of wfgen.yaml. Exit 0 when every manifest is
-valid, 1 when any is invalid, 2 on usage or I/O errors.`
+*.json); without PATHs, the inputs of wfgen.yaml. A variant's model checkpoint
+found next to the manifest (or under $WORLDFOUNDRY_CHECKPOINT_ROOT) is read, and
+every task is checked against it as a load would check it. Exit 0 when every
+manifest is valid, 1 when any is invalid, 2 on usage or I/O errors.`
 
 // runValidate is "wfgen validate [--format text|json|github] PATH...":
 // exit 0 when every manifest is valid, 1 when any is invalid, 2 on usage or

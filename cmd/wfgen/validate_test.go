@@ -112,3 +112,38 @@ func TestValidateAcrossFiles(t *testing.T) {
 		t.Errorf("summary %q, want 1 manifest valid", errs)
 	}
 }
+
+// TestValidateAgainstCheckpoint: a manifest whose checkpoint is next to it
+// is checked against the checkpoint's signatures, without libtorch; a
+// mismatch fails validate (exit 1) with the field's position.
+func TestValidateAgainstCheckpoint(t *testing.T) {
+	t.Setenv("WORLDFOUNDRY_CHECKPOINT_ROOT", "")
+	dir := t.TempDir()
+	echoArchive(t, filepath.Join(dir, "echo.pt"))
+	manifest := filepath.Join(dir, "echo.yaml")
+	if err := os.WriteFile(manifest, []byte(`schema_version: 1
+model_family_id: echo
+variants:
+  - variant_id: default
+    checkpoints: [{role: model, uri: echo.pt}]
+tasks:
+  - task_id: default
+    inputs:
+      - {field_id: x, kind: tensor, required: true}
+      - {field_id: k, kind: string, default: two}
+    outputs: [{artifact_id: y, kind: tensor}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := wfgenRun("validate", manifest)
+	want := manifest + `:10:9: task "default" does not match method forward of checkpoint echo.pt: field "k": expected argument k of type str (field kind string), found k: int` + "\n"
+	if code != 1 || out != want {
+		t.Errorf("validate: exit %d\n%s%s\nwant exit 1 and\n%s", code, out, errs, want)
+	}
+	if err := os.Remove(filepath.Join(dir, "echo.pt")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := wfgenRun("validate", manifest); code != 0 {
+		t.Errorf("without the checkpoint: exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -59,6 +59,7 @@ const (
 	RuleBatchingRemoved    = "batching-removed"
 	RuleArtifactRequired   = "artifact-required"
 	RuleArtifactOptional   = "artifact-optional"
+	RulePositionChanged    = "position-changed"
 )
 
 // Rules of behavioural changes.
@@ -99,6 +100,7 @@ var Rules = map[string]Class{
 	RuleTargetChanged: Breaking, RuleMethodChanged: Breaking, RuleGoNameChanged: Breaking,
 	RuleGoPackageChanged: Breaking, RuleGoTypeChanged: Breaking, RuleStreamChanged: Breaking,
 	RuleBatchingRemoved: Breaking, RuleArtifactRequired: Breaking, RuleArtifactOptional: Breaking,
+	RulePositionChanged: Breaking,
 
 	RuleDefaultChanged: Behavioural, RuleDefaultVariantChanged: Behavioural,
 	RuleDefaultTaskChanged: Behavioural, RuleKwargsChanged: Behavioural,

@@ -490,6 +490,11 @@ func (c *comparer) artifact(s scope, oa, na *ir.Artifact) {
 	if o.Preview != n.Preview {
 		c.add(s, RulePreviewChanged, s.ptr+"/preview", nil, "preview changes from %t to %t", o.Preview, n.Preview)
 	}
+	// Without positions on either side the manifest does not say the method
+	// returns a tuple (a dict's artifacts may be reordered freely).
+	if op, np := position(oa), position(na); (o.Position != nil || n.Position != nil) && op != np {
+		c.add(s, RulePositionChanged, s.ptr+"/position", nil, "tuple position changes from %d to %d; a checkpoint returning the same tuple gives it another element", op, np)
+	}
 	c.contract(s, o.Contract(), n.Contract())
 	if o.FPS != n.FPS {
 		c.add(s, RuleFPSChanged, s.ptr+"/fps", nil, "fps changes from %s to %s (the playback rate of written videos)", fpsText(o.FPS), fpsText(n.FPS))
@@ -689,6 +694,15 @@ func render(v any) string {
 		return "[" + strings.Join(parts, ", ") + "]"
 	}
 	return fmt.Sprint(v)
+}
+
+// position is the element of a returned tuple that an artifact is: its
+// position, else its index (spec.InferenceTaskProfile.ArtifactPositions).
+func position(a *ir.Artifact) int {
+	if a.Spec.Position != nil {
+		return *a.Spec.Position
+	}
+	return a.Index
 }
 
 // fpsText prints an artifact's fps ("unset" when the family's applies).

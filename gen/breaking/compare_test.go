@@ -120,3 +120,32 @@ tasks:
 		t.Errorf("changes = %+v", changes)
 	}
 }
+
+// An artifact's tuple position says which element of the returned tuple
+// it is: changing it is breaking.
+func TestArtifactPosition(t *testing.T) {
+	withPositions := func(name, a, b string) *ir.Family {
+		src := `schema_version: 1
+model_family_id: f
+default_variant_id: v
+default_task_id: t
+variants:
+  - variant_id: v
+tasks:
+  - task_id: t
+    outputs:
+      - {artifact_id: hidden, kind: tensor` + a + `}
+      - {artifact_id: pooled, kind: tensor` + b + `}
+`
+		f, diags := validate.Bytes(name, []byte(src))
+		if len(diags) > 0 {
+			t.Fatalf("%s: %v", name, diags)
+		}
+		return f
+	}
+	changes := CompareFamily(withPositions("old.yaml", ", position: 0", ", position: 1"), withPositions("new.yaml", ", position: 1", ", position: 0"))
+	if len(changes) != 2 || changes[0].Rule != RulePositionChanged || changes[0].Class != Breaking ||
+		changes[0].Message != `family "f" task "t" artifact "hidden": tuple position changes from 0 to 1; a checkpoint returning the same tuple gives it another element` {
+		t.Errorf("changes = %+v", changes)
+	}
+}

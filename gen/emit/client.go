@@ -89,6 +89,9 @@ func (g *goFile) result(t *ir.Task) {
 	fields := make([]jen.Code, 0, len(t.Artifacts))
 	for _, a := range t.Artifacts {
 		first := fmt.Sprintf("%s is artifact %q (%s).", a.Name, a.Spec.ArtifactID, a.Kind)
+		if p := a.Spec.Position; p != nil {
+			first = fmt.Sprintf("%s is artifact %q (%s), element %d of the tuple the method returns.", a.Name, a.Spec.ArtifactID, a.Kind, *p)
+		}
 		presence := "Always set."
 		if !a.Spec.Required {
 			presence = "Nil when the model returned none."

@@ -28,7 +28,8 @@ func init() {
 		"KindBoolList": spec.KindBoolList, "KindTensorList": spec.KindTensorList,
 		"ArtifactVideo": spec.ArtifactVideo, "ArtifactImage": spec.ArtifactImage, "ArtifactEmbedding": spec.ArtifactEmbedding,
 		"ArtifactTensor": spec.ArtifactTensor, "ArtifactText": spec.ArtifactText, "ArtifactJSON": spec.ArtifactJSON,
-		"FormatTorchScript": spec.FormatTorchScript, "FormatAOTInductor": spec.FormatAOTInductor,
+		"ArtifactTensorList": spec.ArtifactTensorList,
+		"FormatTorchScript":  spec.FormatTorchScript, "FormatAOTInductor": spec.FormatAOTInductor,
 	} {
 		typedConsts[v] = jen.Qual(ir.SpecPath, name)
 	}

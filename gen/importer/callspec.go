@@ -12,6 +12,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/naming"
+	"github.com/worldfoundry/wfgen/runtime/contract"
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
@@ -93,8 +94,15 @@ func SkeletonFromCallSpec(ck Checkpoint, spec engine.CallSpec, opts Options) (*R
 		return nil, fmt.Errorf("import: encode: %w", err)
 	}
 	data := buf.Bytes()
-	if err := validSkeleton(fam, opts.Output, data); err != nil {
+	if b.refusal != nil {
+		return nil, b.refusal
+	}
+	f, err := validSkeleton(fam, opts.Output, data)
+	if err != nil {
 		return nil, err
+	}
+	if err := contract.CheckCallSpec(&f.Spec.Tasks[0], &f.Spec.Variants[0], spec); err != nil {
+		return nil, fmt.Errorf("import: the skeleton does not pass the contract check (a wfgen bug): %w", err)
 	}
 	return &Result{YAML: data, Warnings: b.warnings}, nil
 }
@@ -196,7 +204,7 @@ func (b *builder) callSpecTask(spec engine.CallSpec) *yaml.Node {
 			continue
 		}
 		if !isIdent(in.Name) || reserved[in.Name] {
-			b.warn(task, "input %q cannot be a field id; the contract check fails until it is renamed in forward and exported again", in.Name)
+			b.refuse("input %q of the package cannot be a field id (it is no keyword argument name): rename it in forward and export again", in.Name)
 			continue
 		}
 		f := mapping("field_id", str(in.Name), "label", str(label(in.Name)), "kind", str(string(wfspec.KindTensor)))
@@ -209,7 +217,7 @@ func (b *builder) callSpecTask(spec engine.CallSpec) *yaml.Node {
 	}
 	var outputs []*yaml.Node
 	if spec.Returns == engine.ReturnsTuple {
-		b.warn(task, "forward returns a tuple of %d tensors: the contract check fails until it returns one tensor or a dict keyed by artifact id (export again)", len(spec.Outputs))
+		b.refuse("forward returns a tuple of %d tensors, which a package's task cannot type yet: return one tensor or a dict keyed by artifact id, and export again", len(spec.Outputs))
 	}
 	var artNames naming.Scope
 	for _, o := range spec.Outputs {

@@ -176,6 +176,15 @@ func runExamples(mod engine.Module, methods []engine.MethodSchema, opts Options)
 					out[k] = t
 				}
 			}
+		case []any:
+			if returnOf(m.Returns).tuple == nil {
+				break // a list: one artifact of kind tensor_list
+			}
+			for i, e := range x {
+				if t, ok := e.(*tensor.Tensor); ok {
+					out[tupleArtifactID(i)] = t
+				}
+			}
 		}
 		outs[m.Name] = out
 	}

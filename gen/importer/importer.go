@@ -19,8 +19,18 @@
 //     FieldKind), required when the argument has no default, its default
 //     from the schema's default; Optional[X] is X and not required;
 //   - artifacts from a Dict[str, V] return whose keys the code shows (see
-//     contract.ReturnKeys), else one artifact "output"; the kind is tensor for
-//     Tensor, text for str, json for plain data;
+//     contract.ReturnKeys), one per element of a Tuple return (output_0,
+//     output_1, ..., each with its position), else one artifact "output";
+//     the kind is tensor for Tensor, tensor_list for List[Tensor], text for
+//     str, json for plain data;
+//   - a refusal (*UntypedError) naming the position when an argument
+//     without a default, the return type or a tuple element is of a type no
+//     kind holds, since no skeleton could load;
+//   - when the code calls custom ops (contract.ReadCustomOps), the family's
+//     op_libraries: the library a Debian package installs for their
+//     namespace when it is installed here (python3-torchvision's for
+//     torchvision::nms; engine.KnownOpLibrary), else a TODO and a warning
+//     naming the ops, since the checkpoint cannot load without it;
 //   - "TODO" where the schema cannot tell: descriptions, constraints,
 //     artifact kinds more specific than tensor, and the dtype and shape of
 //     tensors (a TODO comment beside each tensor field and artifact);
@@ -35,9 +45,9 @@
 // example shapes are not saved), so without examples the importer never
 // knows a dtype: it writes TODO comments the user completes.
 //
-// The skeleton is validated before it is returned, so it always passes
-// wfgen validate; built from the same module, it passes the contract check
-// unless a warning says otherwise. Output is deterministic.
+// The skeleton is validated and checked against the schemas it was built
+// from (contract.CheckTask) before it is returned, so it passes wfgen
+// validate and the load's contract check. Output is deterministic.
 package importer
 
 import (
@@ -52,6 +62,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/worldfoundry/wfgen/gen/ir"
 	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/contract"
 
@@ -104,10 +115,13 @@ type Checkpoint struct {
 	// Outputs are the tensors each method returned when Import ran it on
 	// the examples (Options.Examples), by method name.
 	Outputs map[string]Output
+	// CustomOps are the custom ops the checkpoint's TorchScript code calls
+	// (contract.ReadCustomOps): loading it needs their op libraries.
+	CustomOps []contract.CustomOp
 }
 
-// Inspect reads a checkpoint file's facts: its size, sha256 and the return
-// keys its code shows.
+// Inspect reads a checkpoint file's facts: its size, sha256, the return
+// keys its code shows and the custom ops it calls.
 func Inspect(path string) (Checkpoint, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -126,11 +140,15 @@ func Inspect(path string) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("read %s: %w", path, err)
 	}
+	// An archive whose code cannot be read has no custom ops to tell of:
+	// reading its signatures reports what is wrong with it.
+	ops, _ := contract.ReadCustomOps(f, n)
 	return Checkpoint{
 		Path:       path,
 		SHA256:     hex.EncodeToString(h.Sum(nil)),
 		SizeBytes:  n,
 		ReturnKeys: contract.ReturnKeys(f, n),
+		CustomOps:  ops,
 	}, nil
 }
 
@@ -138,8 +156,9 @@ func Inspect(path string) (Checkpoint, error) {
 type Result struct {
 	// YAML is the manifest.
 	YAML []byte
-	// Warnings say where the skeleton will not pass the contract check as
-	// it is, or left something out; each is also a TODO comment in YAML.
+	// Warnings say what the skeleton left out or cannot know (an argument
+	// left to its default, a dict's keys the code does not show, the op
+	// library of custom ops); each is also a TODO comment in YAML.
 	Warnings []string
 }
 
@@ -337,27 +356,70 @@ func Skeleton(ck Checkpoint, methods []engine.MethodSchema, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if err := validSkeleton(fam, opts.Output, data); err != nil {
+	if b.refusal != nil {
+		return nil, b.refusal
+	}
+	f, err := validSkeleton(fam, opts.Output, data)
+	if err != nil {
 		return nil, err
+	}
+	src := schemaList(methods)
+	for i := range f.Spec.Tasks {
+		if err := contract.CheckTask(&f.Spec.Tasks[i], &f.Spec.Variants[0], src, nil); err != nil {
+			return nil, fmt.Errorf("import: the skeleton does not pass the contract check (a wfgen bug): %w", err)
+		}
 	}
 	return &Result{YAML: data, Warnings: b.warnings}, nil
 }
 
+// UntypedError is an import's refusal: a position of the checkpoint's
+// signature (an argument, a return type) that no manifest can type, so
+// that any skeleton would fail to load.
+type UntypedError struct {
+	// Msg names the method, the position and its type, and what to do.
+	Msg string
+}
+
+func (e *UntypedError) Error() string { return "import: " + e.Msg }
+
+// schemaList is the method schemas an import reads, as contract.Schemas.
+type schemaList []engine.MethodSchema
+
+func (l schemaList) Methods() []string {
+	names := make([]string, len(l))
+	for i, m := range l {
+		names[i] = m.Name
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (l schemaList) Schema(method string) (engine.MethodSchema, error) {
+	for _, m := range l {
+		if m.Name == method {
+			return m, nil
+		}
+	}
+	return engine.MethodSchema{}, fmt.Errorf("no method %q", method)
+}
+
 // validSkeleton validates a skeleton of family fam to be written to output
-// ("" for standard output); a skeleton that does not validate is a bug.
-func validSkeleton(fam, output string, data []byte) error {
+// ("" for standard output) and returns it; a skeleton that does not
+// validate is a bug.
+func validSkeleton(fam, output string, data []byte) (*ir.Family, error) {
 	name := output
 	if name == "" || !strings.HasSuffix(strings.ToLower(name), ".yaml") && !strings.HasSuffix(strings.ToLower(name), ".yml") {
 		name = fam + ".yaml"
 	}
-	if _, diags := validate.Bytes(name, data); len(diags) > 0 {
+	f, diags := validate.Bytes(name, data)
+	if len(diags) > 0 {
 		var msgs []string
 		for _, d := range diags {
 			msgs = append(msgs, d.String())
 		}
-		return fmt.Errorf("import: the skeleton does not validate (a wfgen bug):\n%s", strings.Join(msgs, "\n"))
+		return nil, fmt.Errorf("import: the skeleton does not validate (a wfgen bug):\n%s", strings.Join(msgs, "\n"))
 	}
-	return nil
+	return f, nil
 }
 
 // checkpointURI is the uri the manifest gives the checkpoint.

@@ -237,7 +237,8 @@ func TestSkeletonOptions(t *testing.T) {
 		{Options{FamilyID: "Bad Id"}, one, "must be lower-case"},
 		{Options{}, nil, "no methods"},
 		{Options{}, append(one, one...), "named twice"},
-		{Options{}, []engine.MethodSchema{{Name: "a_b"}, {Name: "a__b"}}, ""},
+		{Options{}, []engine.MethodSchema{{Name: "a_b", Returns: []string{"Tensor"}}, {Name: "a__b", Returns: []string{"Tensor"}}}, ""},
+		{Options{}, []engine.MethodSchema{{Name: "reset"}}, "the return type of reset, None, has no artifact kind"},
 	} {
 		_, err := Skeleton(checkpoint, tc.methods, tc.opts)
 		if tc.want == "" {

@@ -30,6 +30,15 @@ type builder struct {
 	family   string
 	batch    map[string]int64 // batch size of the examples, by method (Options.Batched)
 	warnings []string
+	refusal  error // the first position no manifest can type
+}
+
+// refuse records that the import cannot write a skeleton that loads: the
+// first such position is the error of the import.
+func (b *builder) refuse(format string, args ...any) {
+	if b.refusal == nil {
+		b.refusal = &UntypedError{Msg: fmt.Sprintf(format, args...)}
+	}
 }
 
 func (b *builder) warn(task *yaml.Node, format string, args ...any) {
@@ -88,6 +97,9 @@ func (b *builder) build(methods []engine.MethodSchema) ([]byte, error) {
 		"description", str("TODO: what the model family does."),
 		"default_variant_id", str("default"),
 		"default_task_id", str(taskID(methods[0].Name)),
+	)
+	b.opLibraries(root)
+	appendPairs(root,
 		"variants", sequence(mapping(
 			"variant_id", str("default"),
 			"label", str("Default"),
@@ -115,6 +127,51 @@ func (b *builder) build(methods []engine.MethodSchema) ([]byte, error) {
 		return nil, fmt.Errorf("import: encode: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// opLibraries appends op_libraries to the family (root) for the custom ops
+// the checkpoint's code calls: the op library a Debian package installs
+// for their namespace when it is installed here, else a TODO comment and a
+// warning naming the ops, which the load cannot do without.
+func (b *builder) opLibraries(root *yaml.Node) {
+	var namespaces []string
+	byNamespace := map[string][]string{}
+	for _, op := range b.ck.CustomOps {
+		if _, ok := byNamespace[op.Namespace]; !ok {
+			namespaces = append(namespaces, op.Namespace)
+		}
+		byNamespace[op.Namespace] = append(byNamespace[op.Namespace], op.String())
+	}
+	libs := &yaml.Node{Kind: yaml.SequenceNode}
+	var found, missing []string
+	for _, ns := range namespaces {
+		ops := strings.Join(byNamespace[ns], ", ")
+		if path, ok := engine.KnownOpLibrary(ns); ok {
+			libs.Content = append(libs.Content, str(path))
+			found = append(found, ops)
+			continue
+		}
+		msg := fmt.Sprintf("the checkpoint calls the custom ops %s, and the load fails until the shared library that registers namespace %q is loaded: list it in op_libraries, or in %s where the model runs",
+			ops, ns, engine.EnvOpLibraries)
+		if hint := engine.OpLibraryHint(ns); hint != "" {
+			msg += " (" + hint + ")"
+		}
+		b.warnings = append(b.warnings, msg)
+		missing = append(missing, "TODO: "+commentText(msg))
+	}
+	if len(found) == 0 && len(missing) == 0 {
+		return
+	}
+	k := key("op_libraries")
+	var comment []string
+	if len(found) > 0 {
+		comment = append(comment, commentText("The checkpoint calls the custom ops "+strings.Join(found, ", ")+": op_libraries names the library installed here that registers them, loaded before the checkpoint."))
+	}
+	k.HeadComment = strings.Join(append(comment, missing...), "\n")
+	if len(libs.Content) == 0 {
+		libs.Style = yaml.FlowStyle
+	}
+	root.Content = append(root.Content, k, libs)
 }
 
 // encode writes root as YAML with a two-space indent; the encoder's panics
@@ -252,7 +309,7 @@ func (b *builder) task(id string, m engine.MethodSchema) *yaml.Node {
 	var fieldNames naming.Scope
 	size, batched := b.batch[m.Name]
 	for _, a := range m.Arguments {
-		if f := b.field(task, a, &fieldNames, batched); f != nil {
+		if f := b.field(task, m.Name, a, &fieldNames, batched); f != nil {
 			inputs = append(inputs, f)
 		}
 	}
@@ -322,22 +379,30 @@ func commented(k *yaml.Node, comment string) *yaml.Node {
 
 // field builds the field of one argument, or nil (with a warning) when no
 // field kind passes its type.
-func (b *builder) field(task *yaml.Node, a engine.Argument, names *naming.Scope, batched bool) *yaml.Node {
+func (b *builder) field(task *yaml.Node, method string, a engine.Argument, names *naming.Scope, batched bool) *yaml.Node {
 	decl := a.Name + ": " + a.Type
 	if a.HasDefault {
 		decl += " = " + pyValue(a.Default)
 	}
+	if _, err := contract.ParseType(a.Type); err != nil {
+		b.refuse("argument %s of %s: its type cannot be read (%v)", decl, method, err)
+		return nil
+	}
 	if !isIdent(a.Name) || reserved[a.Name] {
+		if !a.HasDefault {
+			b.refuse("argument %s of %s cannot be a field id (it is no keyword argument name) and has no default, so no call could pass it; rename it in the model, or leave %s out (--method)", decl, method, method)
+			return nil
+		}
 		b.warn(task, "argument %q cannot be a field id (not a keyword argument name); it is left out", a.Name)
 		return nil
 	}
 	kind, optional, ok := FieldKind(a.Type)
 	if !ok {
-		if a.HasDefault {
-			b.warn(task, "argument %s has no field kind; it is left out, so calls use its default", decl)
-		} else {
-			b.warn(task, "argument %s has no field kind and no default: the contract check fails until the task supplies it (for example in default_call_kwargs)", decl)
+		if !a.HasDefault {
+			b.refuse("argument %s of %s has no field kind (fields pass str, int, float, bool, Tensor and List[...] of them, or Optional of one) and no default, so no call could pass it; give it a default in the model, or leave %s out (--method)", decl, method, method)
+			return nil
 		}
+		b.warn(task, "argument %s has no field kind; it is left out, so calls use its default", decl)
 		return nil
 	}
 	f := mapping(
@@ -449,10 +514,17 @@ var artifactID = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
 func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, batched bool) []*yaml.Node {
 	shape := returnOf(m.Returns)
+	if shape.tuple != nil {
+		return b.tupleArtifacts(task, m, shape, size, batched)
+	}
 	kind := shape.kind
+	if kind == spec.ArtifactTensorList && batched {
+		b.refuse("%s returns %s, a list, which batching cannot split per item; import it without --batched", m.Name, shape.text)
+		return nil
+	}
 	if kind == "" {
-		kind = spec.ArtifactTensor
-		b.warn(task, "method %s returns %s, which no artifact kind holds: the contract check fails until it returns a Tensor, a str, plain data or a Dict[str, ...] of them", m.Name, shape.text)
+		b.refuse("the return type of %s, %s, has no artifact kind (artifacts hold a Tensor, a List[Tensor], a str or plain data, a tuple of them or a Dict[str, ...] of them); leave %s out (--method)", m.Name, shape.text, m.Name)
+		return nil
 	}
 	hint := ""
 	if kind == spec.ArtifactTensor {
@@ -494,6 +566,45 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 		}
 		out = append(out, b.artifactContract(task, a, m.Name, id, kind, size, batched,
 			fmt.Sprintf("TODO: what it holds. The %s that %s returns.%s", shape.text, m.Name, hint)))
+	}
+	return out
+}
+
+// tupleArtifactID is the id of the artifact that is element i of a
+// returned tuple.
+func tupleArtifactID(i int) string { return fmt.Sprintf("output_%d", i) }
+
+// tupleArtifacts builds one artifact per element of the tuple method m
+// returns, each at its position (output_0, output_1, ...); an element no
+// artifact kind holds is refused, naming its position.
+func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape returnShape, size int64, batched bool) []*yaml.Node {
+	if len(shape.tuple) == 0 {
+		b.refuse("%s returns %s, an empty tuple, which has no artifact; leave %s out (--method)", m.Name, shape.text, m.Name)
+		return nil
+	}
+	var out []*yaml.Node
+	for i, e := range shape.tuple {
+		switch {
+		case e.kind == "":
+			b.refuse("element %d of the tuple %s returns, %s (return type %s), has no artifact kind (artifacts hold a Tensor, a List[Tensor], a str or plain data); leave %s out (--method)", i, m.Name, e.text, shape.text, m.Name)
+			return nil
+		case e.kind == spec.ArtifactTensorList && batched:
+			b.refuse("element %d of the tuple %s returns, %s, is a list, which batching cannot split per item; import it without --batched", i, m.Name, e.text)
+			return nil
+		}
+		hint := ""
+		if e.kind == spec.ArtifactTensor {
+			hint = " A more specific kind (video, image, embedding) may fit."
+		}
+		id := tupleArtifactID(i)
+		a := mapping(
+			"artifact_id", str(id),
+			"kind", str(string(e.kind)),
+			"position", integer(int64(i)),
+			"required", boolean(!e.optional && !shape.optional),
+		)
+		out = append(out, b.artifactContract(task, a, m.Name, id, e.kind, size, batched,
+			fmt.Sprintf("TODO: what it holds; name it. Element %d (%s) of the %s that %s returns.%s", i, e.text, shape.text, m.Name, hint)))
 	}
 	return out
 }

@@ -49,16 +49,19 @@ type returnShape struct {
 	optional bool
 	// text is the return type as printed.
 	text string
+	// tuple, for a Tuple return (Optional or not), is what each element
+	// says about the artifact that is that element (kind "" when none
+	// holds it); nil otherwise.
+	tuple []returnShape
 }
 
 // returnOf reads a method's return types.
 func returnOf(returns []string) returnShape {
-	if len(returns) != 1 {
-		s := returnShape{text: "(" + strings.Join(returns, ", ") + ")"}
-		if len(returns) == 0 {
-			s.text = "None"
-		}
-		return s
+	if len(returns) == 0 {
+		return returnShape{text: "None"}
+	}
+	if len(returns) > 1 {
+		returns = []string{"Tuple[" + strings.Join(returns, ", ") + "]"}
 	}
 	s := returnShape{text: returns[0]}
 	t, err := contract.ParseType(returns[0])
@@ -67,6 +70,20 @@ func returnOf(returns []string) returnShape {
 	}
 	if t.Name == "Optional" {
 		t, s.optional = t.Elems[0], true
+	}
+	if t.Name == "Tuple" && !jsonType(t, 0) {
+		// The elements are the artifacts (contract.TupleArtifacts); a
+		// tuple of plain data is one json artifact.
+		s.tuple = make([]returnShape, len(t.Elems))
+		for i, e := range t.Elems {
+			es := returnShape{text: e.String()}
+			if e.Name == "Optional" {
+				e, es.optional = e.Elems[0], true
+			}
+			es.kind = artifactKind(e)
+			s.tuple[i] = es
+		}
+		return s
 	}
 	if t.Name == "Dict" && len(t.Elems) == 2 && t.Elems[0].Name == "str" {
 		s.dict = true
@@ -80,8 +97,9 @@ func returnOf(returns []string) returnShape {
 }
 
 // artifactKind is the artifact kind that holds a value of type t: tensor
-// for Tensor (and Any), text for str, json for values made of numbers,
-// strings, bools, lists and dicts; "" otherwise.
+// for Tensor (and Any), tensor_list for List[Tensor], text for str, json
+// for values made of numbers, strings, bools, lists and dicts; ""
+// otherwise.
 func artifactKind(t contract.Type) spec.ArtifactKind {
 	switch t.Name {
 	case "Tensor", "Any":
@@ -90,6 +108,10 @@ func artifactKind(t contract.Type) spec.ArtifactKind {
 		return spec.ArtifactText
 	case "NoneType":
 		return ""
+	case "List":
+		if len(t.Elems) == 1 && t.Elems[0].Name == "Tensor" {
+			return spec.ArtifactTensorList
+		}
 	}
 	if jsonType(t, 0) {
 		return spec.ArtifactJSON

@@ -8,6 +8,8 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/naming"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // MaxPackageLen is the longest Go package name (derived or go_package) a
@@ -116,6 +118,7 @@ func (b *builder) family() {
 		}
 		seen[a] = p
 	}
+	b.problems("/op_libraries", "op_libraries", spec.OpLibraryProblems(s.OpLibraries))
 	b.fam.Package = PackageOf(s.ModelFamilyID, s.GoPackage)
 	at := "/model_family_id"
 	if s.GoPackage != "" {
@@ -257,6 +260,7 @@ func (b *builder) variants() {
 	for i := range s.Variants {
 		v := &s.Variants[i]
 		ids[i], aliases[i] = v.VariantID, v.Aliases
+		b.problems(ptr("variants", i, "op_libraries"), manifest.Sprintf("variant %q", v.VariantID), spec.OpLibraryProblems(v.OpLibraries))
 		roles := map[string]int{}
 		for j, ck := range v.Checkpoints {
 			b.problems(ptr("variants", i, "checkpoints", j), manifest.Sprintf("variant %q checkpoint %q", v.VariantID, ck.Role),

@@ -111,6 +111,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		b.artifactContract(ap, aname, a, ts.Batching != nil && ts.Batching.Dim != "")
 	}
 
+	b.problems(tp, name, ts.OutputProblems())
 	b.dims(ts, tp, name)
 
 	// Default call kwargs that set a field must fit it.
@@ -190,6 +191,8 @@ func artifactType(a *spec.InferenceArtifactSpec) GoType {
 		return GoType{Pointer: !a.Required, Name: "string"}
 	case spec.ArtifactJSON:
 		return GoType{Pkg: JSONPath, Name: "RawMessage"}
+	case spec.ArtifactTensorList:
+		return GoType{Slice: true, Pointer: true, Pkg: TensorPath, Name: "Tensor"}
 	}
 	return GoType{Pointer: true, Pkg: TensorPath, Name: "Tensor"}
 }
@@ -198,7 +201,7 @@ func artifactType(a *spec.InferenceArtifactSpec) GoType {
 func (b *builder) artifactContract(ap, name string, a *spec.InferenceArtifactSpec, batched bool) {
 	for key, set := range map[string]bool{"dtype": a.DType != "", "shape": a.Shape != nil} {
 		if set && !a.Kind.TensorLike() && !b.pruned(ap+"/"+key) {
-			b.report(ap+"/"+key, true, "%s: %s applies to tensor-like artifacts (video, image, embedding, tensor), not %s", name, key, a.Kind)
+			b.report(ap+"/"+key, true, "%s: %s applies to tensor-like artifacts (video, image, embedding, tensor, tensor_list), not %s", name, key, a.Kind)
 		}
 	}
 	if a.Image == nil || b.pruned(ap+"/image") {

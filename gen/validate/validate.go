@@ -5,7 +5,8 @@
 // their field, Go name collisions, ...). Every problem of a file is
 // reported as a Diagnostic that points at the offending YAML or JSON node.
 // A valid manifest comes back as its ir.Family, which is exactly what the
-// generators render.
+// generators render. A manifest read from a file (File) is also checked
+// against the model checkpoints at hand (Checkpoints), as a load would.
 //
 // A valid family's Spec is decoded with the spec types' defaults applied,
 // and every field default (and every default_call_kwargs value that sets a
@@ -310,8 +311,9 @@ func (o Options) expand(paths []string) ([]string, error) {
 	return out, nil
 }
 
-// File loads and validates one manifest file. The error is non-nil only
-// when the file cannot be read.
+// File loads and validates one manifest file and, when it is valid,
+// checks it against the model checkpoints at hand (Checkpoints). The
+// error is non-nil only when the file cannot be read.
 func File(path string) (*ir.Family, []Diagnostic, error) {
 	data, err := manifest.ReadFile(path)
 	if err != nil {
@@ -326,6 +328,9 @@ func File(path string) (*ir.Family, []Diagnostic, error) {
 		return nil, nil, err
 	}
 	f, diags := Bytes(path, data)
+	if diags := Checkpoints(f); len(diags) > 0 {
+		return nil, diags, nil
+	}
 	return f, diags, nil
 }
 

@@ -49,8 +49,11 @@ var cache = struct {
 // variables ask when the engine is an engine.Compiler — loading (and
 // compiling) it through e on first use; concurrent first uses load once, and
 // every client of one checkpoint, format, device, dtype and compile setting
-// shares one module. Each successful acquire must be paired with release.
-func acquire(e engine.Engine, path string, format spec.CheckpointFormat, device string, dtype tensor.DType, compile *spec.CompileSpec) (engine.Module, moduleKey, error) {
+// shares one module. The op libraries are the engine's to load before a
+// load (engine.LoadOptions.OpLibraries); they are process-wide, so they
+// are no part of the key. Each successful acquire must be paired with
+// release.
+func acquire(e engine.Engine, path string, format spec.CheckpointFormat, device string, dtype tensor.DType, compile *spec.CompileSpec, opLibraries []string) (engine.Module, moduleKey, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, moduleKey{}, fmt.Errorf("%w %s: %v", ErrCheckpoint, path, err)
@@ -70,7 +73,7 @@ func acquire(e engine.Engine, path string, format spec.CheckpointFormat, device 
 	cache.Unlock()
 
 	ent.once.Do(func() {
-		ent.mod, ent.err = load(e, path, engine.LoadOptions{Device: device, DType: dtype, Format: format}, compile)
+		ent.mod, ent.err = load(e, path, engine.LoadOptions{Device: device, DType: dtype, Format: format, OpLibraries: opLibraries}, compile)
 	})
 	if ent.err != nil {
 		cache.Lock()

@@ -47,6 +47,21 @@ func ResolveCheckpoint(ref spec.InferenceCheckpointRef, manifestDir, root string
 		}
 		return uri, nil
 	}
+	p, tried := findRelative(uri, manifestDir, root)
+	switch {
+	case p != "":
+		return p, nil
+	case len(tried) == 0:
+		return "", fmt.Errorf("%w %q: relative uri with neither a manifest folder nor a checkpoint root (set %s)", ErrCheckpoint, ref.URI, CheckpointRootEnv)
+	}
+	return "", fmt.Errorf("%w %q not found (tried %s; set %s or pass a checkpoint path)", ErrCheckpoint, ref.URI, strings.Join(tried, ", "), CheckpointRootEnv)
+}
+
+// findRelative is the one rule by which a relative path of a manifest
+// (a checkpoint uri, an op library) is found: joined to manifestDir, then
+// to root (or $WORLDFOUNDRY_CHECKPOINT_ROOT when root is ""), the first
+// regular file. It returns that file, or "" and the paths it tried.
+func findRelative(rel, manifestDir, root string) (string, []string) {
 	if root == "" {
 		root = os.Getenv(CheckpointRootEnv)
 	}
@@ -55,16 +70,47 @@ func ResolveCheckpoint(ref spec.InferenceCheckpointRef, manifestDir, root string
 		if dir == "" {
 			continue
 		}
-		p := filepath.Join(dir, filepath.FromSlash(uri))
+		p := filepath.Join(dir, filepath.FromSlash(rel))
 		tried = append(tried, p)
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
 			return p, nil
 		}
 	}
-	if len(tried) == 0 {
-		return "", fmt.Errorf("%w %q: relative uri with neither a manifest folder nor a checkpoint root (set %s)", ErrCheckpoint, ref.URI, CheckpointRootEnv)
+	return "", tried
+}
+
+// ErrOpLibrary marks an op library (a manifest's op_libraries entry) that
+// cannot be found.
+var ErrOpLibrary = errors.New("op library")
+
+// ResolveOpLibrary returns the local file of an op library that a
+// manifest's op_libraries names, as ResolveCheckpoint finds a checkpoint:
+// an absolute path (or a file:// URI) is used as is; a relative one is
+// tried against manifestDir, then against root (or
+// $WORLDFOUNDRY_CHECKPOINT_ROOT when root is ""). Another URI scheme is
+// refused: nothing is downloaded.
+func ResolveOpLibrary(lib, manifestDir, root string) (string, error) {
+	p := strings.TrimPrefix(lib, "file://")
+	if scheme, _, ok := strings.Cut(p, "://"); ok {
+		return "", fmt.Errorf("%w %q: a %s:// URI is not fetched; download the library and give its path", ErrOpLibrary, lib, scheme)
 	}
-	return "", fmt.Errorf("%w %q not found (tried %s; set %s or pass a checkpoint path)", ErrCheckpoint, ref.URI, strings.Join(tried, ", "), CheckpointRootEnv)
+	if strings.TrimSpace(p) == "" {
+		return "", fmt.Errorf("%w: an empty path", ErrOpLibrary)
+	}
+	if filepath.IsAbs(p) {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w %q: %v", ErrOpLibrary, lib, err)
+		}
+		return p, nil
+	}
+	found, tried := findRelative(p, manifestDir, root)
+	switch {
+	case found != "":
+		return found, nil
+	case len(tried) == 0:
+		return "", fmt.Errorf("%w %q: a relative path with neither a manifest folder nor a checkpoint root (set %s, or give an absolute path)", ErrOpLibrary, lib, CheckpointRootEnv)
+	}
+	return "", fmt.Errorf("%w %q not found (tried %s)", ErrOpLibrary, lib, strings.Join(tried, ", "))
 }
 
 // verified remembers files whose digest matched, by path, size and mtime, so

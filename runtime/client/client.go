@@ -7,7 +7,9 @@
 // when the manifest gives them — however the file was found, unless
 // WithoutCheckpointVerification says otherwise —, installs the process
 // inference policy (a malformed WORLDFOUNDRY_* variable fails the load, as
-// it fails infra.Run), loads the checkpoint once per process through the
+// it fails infra.Run), resolves the variant's op libraries (op_libraries,
+// found as checkpoint URIs are) for the engine to load before the
+// checkpoint, loads the checkpoint once per process through the
 // engine (modules are cached and shared; infra.DropCaches or ReleaseCaches
 // releases unused ones) on the resolved device and dtype, and checks every
 // task of the family against the module (package contract: the method
@@ -152,6 +154,9 @@ type loaded struct {
 type loadedTask struct {
 	// args are the names of the arguments the task's method declares.
 	args map[string]bool
+	// tuple says the method returns a tuple whose elements are the
+	// artifacts (contract.TupleArtifacts).
+	tuple bool
 	// outputs are the artifacts' declared dtypes and shapes.
 	outputs params.OutputRules
 	// base is the variant's call_kwargs, then the task's
@@ -296,7 +301,11 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if _, err := infra.Install(infra.Options{}); err != nil {
 		return nil, fmt.Errorf("inference policy: %w", err)
 	}
-	mod, key, err := acquire(eng, path, format, dev, dtype, c.variant.Compile)
+	libs, err := c.opLibraries()
+	if err != nil {
+		return nil, err
+	}
+	mod, key, err := acquire(eng, path, format, dev, dtype, c.variant.Compile, libs)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +317,6 @@ func (c *Client) loadLocked() (*loaded, error) {
 		lt.base, lt.baseErr = MergeKwargs(c.variant.CallKwargs, t.DefaultCallKwargs)
 	}
 	var errs []error
-	methods := mod.Methods()
 	var returns map[string]contract.MethodReturns
 	if cs, ok := mod.(engine.CallSpecModule); ok {
 		spec, err := cs.CallSpec(spec.DefaultMethod)
@@ -322,17 +330,17 @@ func (c *Client) loadLocked() (*loaded, error) {
 	}
 	for i := range c.spec.Tasks {
 		t := &c.spec.Tasks[i]
-		schema, err := mod.Schema(t.MethodName())
-		if err == nil {
+		if schema, err := mod.Schema(t.MethodName()); err == nil {
+			l.tasks[i].tuple = contract.TupleArtifacts(t, schema)
 			l.tasks[i].args = map[string]bool{}
 			for _, a := range schema.Arguments {
 				l.tasks[i].args[a.Name] = true
 			}
 		}
 		if l.callSpec != nil {
-			err = contract.CheckCallSpec(checkedTask(t, schema), c.variant, *l.callSpec)
+			err = contract.CheckCallSpec(t, c.variant, *l.callSpec)
 		} else {
-			err = contract.CheckLoaded(checkedTask(t, schema), c.variant, methods, schema, returns)
+			err = contract.CheckTask(t, c.variant, mod, returns)
 		}
 		if err != nil {
 			errs = append(errs, err) // names the task
@@ -349,6 +357,25 @@ func (c *Client) loadLocked() (*loaded, error) {
 		}
 	}
 	return l, nil
+}
+
+// opLibraries resolves the op libraries of the client's variant (the
+// variant's op_libraries, else the family's) to files, as checkpoint URIs
+// are resolved.
+func (c *Client) opLibraries() ([]string, error) {
+	libs := c.spec.OpLibrariesFor(c.variant)
+	if len(libs) == 0 {
+		return nil, nil
+	}
+	out := make([]string, len(libs))
+	for i, l := range libs {
+		p, err := ResolveOpLibrary(l, c.opts.ManifestDir, c.opts.CheckpointRoot)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
 }
 
 // readReturns reads what the checkpoint's TorchScript code tells about the
@@ -378,36 +405,12 @@ func modelCheckpoint(v *spec.InferenceVariantSpec) (spec.InferenceCheckpointRef,
 
 // Reserved argument names a streaming task's method may take besides its
 // fields: the frames wanted, the controls in the realtime spec's order, and
-// the session state from the previous step.
+// the session state from the previous step (the contract check's names).
 const (
-	ArgNumFrames = "num_frames"
-	ArgControls  = "controls"
-	ArgState     = "state"
+	ArgNumFrames = contract.ArgNumFrames
+	ArgControls  = contract.ArgControls
+	ArgState     = contract.ArgState
 )
-
-// checkedTask returns the task as the contract check should see it: a
-// streaming task also supplies the reserved arguments its method declares.
-func checkedTask(t *spec.InferenceTaskProfile, schema engine.MethodSchema) *spec.InferenceTaskProfile {
-	if !t.Stream {
-		return t
-	}
-	cp := *t
-	cp.Inputs = append([]spec.InferenceFieldSpec(nil), t.Inputs...)
-	for _, a := range schema.Arguments {
-		if _, ok := t.Field(a.Name); ok {
-			continue
-		}
-		switch a.Name {
-		case ArgNumFrames:
-			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindInt, Target: spec.TargetCallKwargs, Required: true})
-		case ArgControls:
-			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindFloatList, Target: spec.TargetCallKwargs, Required: true})
-		case ArgState:
-			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a.Name, Kind: spec.KindTensor, Target: spec.TargetCallKwargs})
-		}
-	}
-	return &cp
-}
 
 // taskIndex returns the index of task in the client's spec: task is one of
 // its Tasks (a generated Task's, a server's), or a task of another copy
@@ -514,7 +517,7 @@ func (c *Client) call(ctx context.Context, l *loaded, ti int, task *spec.Inferen
 // checkedOutputs maps a method's return value onto the task's artifacts
 // (Outputs) and checks their declared dtypes and shapes.
 func (l *loaded) checkedOutputs(ti int, task *spec.InferenceTaskProfile, raw any) (map[string]any, error) {
-	out, err := Outputs(task, raw)
+	out, err := outputs(task, raw, l.tasks[ti].tuple)
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,11 @@ var (
 	_ Loader  = (*Client)(nil)
 )
 
+// ErrNotRemote marks a task that a remote backend cannot run yet: one with
+// a tensor_list artifact (a structured output the wire mapping does not
+// carry).
+var ErrNotRemote = errors.New("not available remotely")
+
 // Task is one task of a generated family bound to its Go params type P and
 // result type R: the generated methods are one-line calls of its methods.
 // It reads params in place, by reflection over the struct fields it
@@ -105,6 +110,9 @@ type Task[P, R any] struct {
 	fields   []int // fields[i]: index in P of the field of input i
 	plain    reflect.Type
 	defaults func() P
+	// list is the first tensor_list artifact, which only an in-process
+	// backend returns; "" when the task has none.
+	list string
 }
 
 // NewTask binds task index of family (the generated package's spec) to P
@@ -129,6 +137,11 @@ func NewTask[P, R any](family *spec.ModelInferenceSpec, index int, defaults func
 			panic(fmt.Sprintf("client: %s has no field tagged json:%q", pt, t.spec.Inputs[i].FieldID))
 		}
 		t.fields = append(t.fields, k)
+	}
+	for _, a := range t.spec.Outputs {
+		if a.Kind == spec.ArtifactTensorList && t.list == "" {
+			t.list = a.ArtifactID
+		}
 	}
 	if rt := reflect.TypeFor[R](); rt.NumField() != len(t.spec.Outputs) {
 		panic(fmt.Sprintf("client: %s has %d fields for %d artifacts", rt, rt.NumField(), len(t.spec.Outputs)))
@@ -256,6 +269,9 @@ func (t *Task[P, R]) Run(ctx context.Context, b Backend, p *P, opts ...CallOptio
 	if isNil(b) {
 		return nil, t.notNew()
 	}
+	if _, local := b.(Loader); t.list != "" && !local {
+		return nil, fmt.Errorf("%s: %w: artifact %q is a tensor_list, which the Open Inference Protocol mapping does not carry yet; run the task in this process (New)", t.where(), ErrNotRemote, t.list)
+	}
 	out, err := b.Call(ctx, t.spec, t.one(p), opts...)
 	if err != nil {
 		return nil, err
@@ -361,7 +377,7 @@ func isNil(b Backend) bool {
 // decodeArtifact sets *dst from artifact a of the outputs: dst points to
 // the result field of the artifact's Go type (*tensor.Video,
 // *tensor.Image, *tensor.Embedding, *tensor.Tensor, string or *string for
-// text, json.RawMessage); a video plays at the family's VideoFPS. A
+// text, json.RawMessage, []*tensor.Tensor for tensor_list); a video plays at the family's VideoFPS. A
 // required artifact the model did not return, or a value the kind cannot
 // hold, is an error naming the artifact.
 func decodeArtifact(family *spec.ModelInferenceSpec, a *spec.InferenceArtifactSpec, out map[string]any, dst any) error {
@@ -390,6 +406,8 @@ func decodeArtifact(family *spec.ModelInferenceSpec, a *spec.InferenceArtifactSp
 		*d, err = tensor.AsEmbedding(v)
 	case **tensor.Tensor:
 		*d, err = tensor.AsTensor(v)
+	case *[]*tensor.Tensor:
+		*d, err = tensor.AsTensorList(v)
 	case *string:
 		*d, err = tensor.AsText(v)
 	case **string:

@@ -114,9 +114,23 @@ func MergeKwargs(layers ...map[string]any) (map[string]any, error) {
 }
 
 // Outputs maps a method's return value onto the task's artifacts: a dict is
-// keyed by artifact id; any other value is the one artifact of a task that
-// has exactly one. A missing required artifact is an error naming it.
+// keyed by artifact id; the tuple of a task whose artifacts give positions
+// holds each artifact at its position; any other value is the one
+// artifact of a task that has exactly one. A missing required artifact is
+// an error naming it. (A loaded client also maps the tuple of a method
+// that returns one onto artifacts without positions, in order, as
+// contract.TupleArtifacts says from the method's schema.)
 func Outputs(task *spec.InferenceTaskProfile, out any) (map[string]any, error) {
+	_, explicit := task.ArtifactPositions()
+	return outputs(task, out, explicit)
+}
+
+// outputs is Outputs; tuple says the value is a tuple whose elements are
+// the artifacts (contract.TupleArtifacts).
+func outputs(task *spec.InferenceTaskProfile, out any, tuple bool) (map[string]any, error) {
+	if tuple {
+		return tupleOutputs(task, out)
+	}
 	m, isDict := out.(map[string]any)
 	if !isDict {
 		if len(task.Outputs) != 1 {
@@ -144,6 +158,41 @@ func Outputs(task *spec.InferenceTaskProfile, out any) (map[string]any, error) {
 		}
 		sort.Strings(have)
 		return nil, fmt.Errorf("method %s did not return required artifact(s) %v (returned keys: %v)", task.MethodName(), missing, have)
+	}
+	return res, nil
+}
+
+// tupleOutputs maps the elements of a returned tuple onto the task's
+// artifacts by their positions (spec.InferenceTaskProfile.ArtifactPositions).
+func tupleOutputs(task *spec.InferenceTaskProfile, out any) (map[string]any, error) {
+	elems, ok := out.([]any)
+	if !ok {
+		if out == nil {
+			elems = nil // an Optional tuple that is None: every artifact missing
+		} else {
+			return nil, fmt.Errorf("method %s returned %s, but the task's artifacts are the elements of a tuple", task.MethodName(), describe(out))
+		}
+	}
+	positions, _ := task.ArtifactPositions()
+	res := make(map[string]any, len(task.Outputs))
+	var missing []string
+	for i, a := range task.Outputs {
+		var v any
+		if p := positions[i]; p < len(elems) {
+			v = elems[p]
+		} else if out != nil {
+			return nil, fmt.Errorf("method %s returned a tuple of %d, which has no element %d for artifact %q", task.MethodName(), len(elems), p, a.ArtifactID)
+		}
+		if v == nil {
+			if a.Required {
+				missing = append(missing, a.ArtifactID)
+			}
+			continue
+		}
+		res[a.ArtifactID] = v
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("method %s did not return required artifact(s) %v (the tuple's elements were None)", task.MethodName(), missing)
 	}
 	return res, nil
 }

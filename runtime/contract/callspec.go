@@ -40,12 +40,19 @@ import (
 //   - A named dimension the task constrains (dims) can take a size within
 //     the package's range for it.
 //
-// A mismatch is a *MismatchError (method "forward") listing every problem;
+// A streaming task also supplies the reserved arguments (ArgNumFrames,
+// ArgControls, ArgState) among the package's inputs, as CheckLoaded. A
+// mismatch is a *MismatchError (method "forward") listing every problem;
 // it matches ErrMismatch.
 func CheckCallSpec(task *wfspec.InferenceTaskProfile, variant *wfspec.InferenceVariantSpec, spec engine.CallSpec) error {
 	if task == nil {
 		return errors.New("contract: nil task")
 	}
+	var args []string
+	for _, in := range spec.Tensors() {
+		args = append(args, in.Name)
+	}
+	task = asCalled(task, args)
 	c := &checker{task: task, method: task.MethodName()}
 	if c.method != wfspec.DefaultMethod {
 		c.add("method", fmt.Sprintf("%q, the one call a compiled package runs", wfspec.DefaultMethod), fmt.Sprintf("method %q", c.method))
@@ -198,6 +205,10 @@ func (s *specChecker) outputs() {
 	for i, o := range s.spec.Outputs {
 		names[i] = strconv.Quote(o.Name)
 	}
+	if _, explicit := s.task.ArtifactPositions(); explicit {
+		s.add("return", "artifacts without tuple positions (a package's outputs are one tensor or a dict of them)", "artifacts with positions")
+		return
+	}
 	switch s.spec.Returns {
 	case engine.ReturnsTensor:
 		if len(outs) != 1 {
@@ -227,7 +238,7 @@ func (s *specChecker) outputs() {
 func (s *specChecker) artifact(a *wfspec.InferenceArtifactSpec, o engine.CallOutput) {
 	name := fmt.Sprintf("artifact %q", a.ArtifactID)
 	what := wfspec.TensorContract{DType: o.DType, Shape: o.Shape}.String()
-	if !a.Kind.TensorLike() {
+	if !a.Kind.TensorLike() || a.Kind == wfspec.ArtifactTensorList {
 		s.add(name, fmt.Sprintf("an artifact kind holding a tensor (the package returns %s)", what), "kind "+string(a.Kind))
 		return
 	}

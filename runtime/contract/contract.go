@@ -96,6 +96,22 @@ type MismatchError struct {
 	// Problems are the problems in a fixed order: method, fields in manifest
 	// order, call kwargs by key, arguments in schema order, then the return.
 	Problems []Problem
+
+	task *spec.InferenceTaskProfile // as checked
+}
+
+// Where says where in the manifest problem i lies, as JSON Pointer
+// segments relative to the task ("inputs/2" for a field, "outputs/0" for
+// an artifact, "default_call_kwargs/seed", "method", "outputs" for the
+// return as a whole, "inputs" for an argument no field supplies) or, when
+// variant is true, relative to the variant the task runs through
+// ("call_kwargs/seed"). A path may name a key the manifest leaves out
+// ("method"): its parent is then where the problem lies.
+func (e *MismatchError) Where(i int) (path string, variant bool) {
+	if e.task == nil || i < 0 || i >= len(e.Problems) {
+		return "", false
+	}
+	return locate(e.task, e.Problems[i].Field)
 }
 
 // Error names the task and method and lists every problem, one per line.
@@ -134,7 +150,10 @@ func CheckVariant(task *spec.InferenceTaskProfile, variant *spec.InferenceVarian
 // tells about the dicts its methods return: returns, by method name, as
 // ReadReturns reads them from the archive (nil when unknown). A required
 // artifact whose key the task's method never returns, by its code, is a
-// problem.
+// problem. A streaming task also supplies the reserved arguments its
+// method declares (ArgNumFrames, ArgControls, ArgState), which the
+// runtime passes on every step. CheckTask reads methods and schema from a
+// module or an archive's code and calls it.
 func CheckLoaded(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, methods []string, schema engine.MethodSchema, returns map[string]MethodReturns) error {
 	var ret *MethodReturns
 	if task != nil {
@@ -142,7 +161,7 @@ func CheckLoaded(task *spec.InferenceTaskProfile, variant *spec.InferenceVariant
 			ret = &r
 		}
 	}
-	return check(task, variant, methods, schema, ret)
+	return check(asCalled(task, argNames(schema)), variant, methods, schema, ret)
 }
 
 // CheckModule reads the method list and the task method's schema from a
@@ -314,7 +333,12 @@ func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 	for inner.Name == "Optional" {
 		inner = inner.Elems[0]
 	}
+	positions, explicit := c.task.ArtifactPositions()
 	switch {
+	case tupleArtifacts(c.task, inner):
+		c.checkTuple(rt, inner, positions, explicit)
+	case explicit:
+		c.add("return", fmt.Sprintf("a Tuple whose elements are %s (the artifacts give tuple positions)", artifactList(outs)), rt.String())
 	case inner.Name == "Dict":
 		if !accepts(inner.Elems[0], Type{Name: "str"}) {
 			c.add("return", "Dict[str, ...] keyed by artifact_id", rt.String())
@@ -336,6 +360,31 @@ func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 	case !artifactAccepts(inner, outs[0].Kind):
 		c.add(fmt.Sprintf("artifact %q", outs[0].ArtifactID), fmt.Sprintf("a return type for artifact kind %s (%s)", outs[0].Kind, artifactNeeds(outs[0].Kind)),
 			rt.String())
+	}
+}
+
+// checkTuple checks the artifacts of a method returning a tuple (inner,
+// rt without Optional): each is the element at its position, of a type
+// its kind holds; without positions, the tuple has one element per
+// artifact.
+func (c *checker) checkTuple(rt, inner Type, positions []int, explicit bool) {
+	outs := c.task.Outputs
+	if !explicit && len(outs) != len(inner.Elems) {
+		c.add("return", fmt.Sprintf("a Tuple of %d, one element per artifact in order, for %s (or positions on the artifacts)", len(outs), artifactList(outs)),
+			fmt.Sprintf("%s, a Tuple of %d", rt, len(inner.Elems)))
+		return
+	}
+	for i := range outs {
+		a := &outs[i]
+		p := positions[i]
+		if p >= len(inner.Elems) {
+			c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("element %d of the tuple %s returns", p, c.method), fmt.Sprintf("%s, a Tuple of %d", rt, len(inner.Elems)))
+			continue
+		}
+		if e := inner.Elems[p]; !artifactAccepts(e, a.Kind) {
+			c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("tuple element %d of a type for artifact kind %s (%s)", p, a.Kind, artifactNeeds(a.Kind)),
+				fmt.Sprintf("%s (return %s)", e, rt))
+		}
 	}
 }
 
@@ -367,7 +416,7 @@ func (c *checker) err() error {
 	if len(c.problems) == 0 {
 		return nil
 	}
-	return &MismatchError{Task: c.task.TaskID, Method: c.method, Problems: c.problems}
+	return &MismatchError{Task: c.task.TaskID, Method: c.method, Problems: c.problems, task: c.task}
 }
 
 // kindType is the TorchScript type a field kind is passed as.
@@ -441,6 +490,8 @@ func artifactAccepts(t Type, kind spec.ArtifactKind) bool {
 		return t.Name == "str"
 	case spec.ArtifactJSON:
 		return jsonable(t, 0)
+	case spec.ArtifactTensorList:
+		return t.Name == "List" && len(t.Elems) == 1 && t.Elems[0].Name == "Tensor"
 	}
 	return false
 }
@@ -479,6 +530,8 @@ func artifactNeeds(kind spec.ArtifactKind) string {
 		return "str"
 	case spec.ArtifactJSON:
 		return "str holding JSON, or a dict, list or scalar without tensors"
+	case spec.ArtifactTensorList:
+		return "List[Tensor]"
 	}
 	return "a known artifact kind: " + spec.ArtifactKindList()
 }

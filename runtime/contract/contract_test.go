@@ -25,6 +25,13 @@ func artifact(id string, kind spec.ArtifactKind) spec.InferenceArtifactSpec {
 	return spec.InferenceArtifactSpec{ArtifactID: id, Kind: kind, Required: true}
 }
 
+// positioned is a required artifact at tuple position pos.
+func positioned(id string, kind spec.ArtifactKind, pos int) spec.InferenceArtifactSpec {
+	a := artifact(id, kind)
+	a.Position = &pos
+	return a
+}
+
 func arg(name, typ string) engine.Argument { return engine.Argument{Name: name, Type: typ} }
 
 func argDefault(name, typ string) engine.Argument {
@@ -218,12 +225,57 @@ func TestCheck(t *testing.T) {
 		{
 			name: "tuple return for one artifact", task: embedTask(), methods: []string{"encode"},
 			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"(Tensor, Tensor)"}},
-			want:   []Problem{{`artifact "embedding"`, "a return type for artifact kind embedding (Tensor, floating [D] or [N,D])", "Tuple[Tensor, Tensor]"}},
+			want:   []Problem{{"return", `a Tuple of 1, one element per artifact in order, for 1 artifact ("embedding") (or positions on the artifacts)`, "Tuple[Tensor, Tensor], a Tuple of 2"}},
 		},
 		{
 			name: "several returns are a tuple", task: embedTask(), methods: []string{"encode"},
 			schema: engine.MethodSchema{Arguments: []engine.Argument{arg("image", "Tensor"), argDefault("normalize", "bool")}, Returns: []string{"Tensor", "Tensor"}},
-			want:   []Problem{{`artifact "embedding"`, "a return type for artifact kind embedding (Tensor, floating [D] or [N,D])", "Tuple[Tensor, Tensor]"}},
+			want:   []Problem{{"return", `a Tuple of 1, one element per artifact in order, for 1 artifact ("embedding") (or positions on the artifacts)`, "Tuple[Tensor, Tensor], a Tuple of 2"}},
+		},
+		{
+			name: "tuple elements are artifacts in order", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				artifact("hidden", spec.ArtifactTensor), artifact("flows", spec.ArtifactTensorList), artifact("label", spec.ArtifactText)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[Tensor, List[Tensor], Optional[str]]"}},
+		},
+		{
+			name: "tuple positions", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				positioned("pooled", spec.ArtifactEmbedding, 1), positioned("hidden", spec.ArtifactTensor, 0)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[Tensor, Tensor, int]"}},
+		},
+		{
+			name: "tuple positions that do not fit", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				positioned("count", spec.ArtifactTensor, 2), positioned("boxes", spec.ArtifactTensorList, 0), positioned("extra", spec.ArtifactTensor, 3)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[List[Tensor], Tensor, int]"}},
+			want: []Problem{
+				{`artifact "count"`, "tuple element 2 of a type for artifact kind tensor (Tensor)", "int (return Tuple[List[Tensor], Tensor, int])"},
+				{`artifact "extra"`, "element 3 of the tuple forward returns", "Tuple[List[Tensor], Tensor, int], a Tuple of 3"},
+			},
+		},
+		{
+			name: "positions without a tuple", methods: []string{"forward"},
+			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{positioned("y", spec.ArtifactTensor, 0)}},
+			schema: engine.MethodSchema{Returns: []string{"Tensor"}},
+			want:   []Problem{{"return", `a Tuple whose elements are 1 artifact ("y") (the artifacts give tuple positions)`, "Tensor"}},
+		},
+		{
+			name: "a list of tensors", methods: []string{"forward"},
+			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{artifact("flows", spec.ArtifactTensorList)}},
+			schema: engine.MethodSchema{Returns: []string{"List[Tensor]"}},
+		},
+		{
+			name: "a list of tensors is no tensor, and a tensor no list", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				artifact("flows", spec.ArtifactTensor), artifact("masks", spec.ArtifactTensorList)}},
+			schema: engine.MethodSchema{Returns: []string{"Dict[str, List[Tensor]]"}},
+			want:   []Problem{{`artifact "flows"`, "dict values for artifact kind tensor (Tensor)", "values of type List[Tensor] (return Dict[str, List[Tensor]])"}},
+		},
+		{
+			name: "a tuple of plain data is one json artifact", methods: []string{"forward"},
+			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{artifact("meta", spec.ArtifactJSON)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[int, str]"}},
 		},
 		{
 			name: "json artifacts from dict, list and str", methods: []string{"forward"},

@@ -32,6 +32,11 @@ type LoadOptions struct {
 	// Format is the checkpoint's declared format; "" recognises it from the
 	// file (ResolveCheckpointFormat).
 	Format spec.CheckpointFormat
+	// OpLibraries are shared libraries of TorchScript custom ops to load
+	// before the checkpoint (a manifest's op_libraries, resolved to
+	// paths), after those EnvOpLibraries lists. Each library is loaded
+	// once per process; a library cannot be unloaded.
+	OpLibraries []string
 }
 
 // CallOptions apply to one method call.

@@ -212,8 +212,9 @@ func CompileOutputs(t *spec.InferenceTaskProfile) OutputRules {
 }
 
 // Check checks the outputs (keyed by artifact id, as the engine returned
-// them) and returns an error naming every artifact whose tensor does not
-// match its declaration; named dimensions are bound across the outputs.
+// them) and returns an error naming every artifact whose tensor (or, for a
+// tensor_list, first element) does not match its declaration; named
+// dimensions are bound across the outputs and a list's elements.
 // Artifacts that are missing or are not tensors are left to the artifact
 // conversion.
 func (r OutputRules) Check(out map[string]any) error {
@@ -223,12 +224,27 @@ func (r OutputRules) Check(out map[string]any) error {
 	var b dims
 	var vs []string
 	for _, a := range r.arts {
-		t, ok := out[a.id].(*tensor.Tensor)
-		if !ok || t == nil {
-			continue
-		}
-		if v := a.c.match(a.quoted, t, &b); v != nil {
-			vs = append(vs, "artifact "+v.Error())
+		switch v := out[a.id].(type) {
+		case *tensor.Tensor:
+			if v == nil {
+				continue
+			}
+			if bad := a.c.match(a.quoted, v, &b); bad != nil {
+				vs = append(vs, "artifact "+bad.Error())
+			}
+		case []any:
+			// A tensor_list: each element has the declared dtype and
+			// shape, its named dimensions bound across the elements.
+			for i, e := range v {
+				t, ok := e.(*tensor.Tensor)
+				if !ok || t == nil {
+					continue
+				}
+				if bad := a.c.match(a.quoted+"["+strconv.Itoa(i)+"]", t, &b); bad != nil {
+					vs = append(vs, "artifact "+bad.Error())
+					break
+				}
+			}
 		}
 	}
 	if len(vs) == 0 {

@@ -241,26 +241,30 @@ const (
 	ArtifactTensor    ArtifactKind = "tensor"
 	ArtifactText      ArtifactKind = "text"
 	ArtifactJSON      ArtifactKind = "json"
+	// ArtifactTensorList is a list of tensors (TorchScript List[Tensor]),
+	// a []*tensor.Tensor in Go.
+	ArtifactTensorList ArtifactKind = "tensor_list"
 )
 
 // ArtifactKinds lists every artifact kind in documentation order.
-var ArtifactKinds = []ArtifactKind{ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor, ArtifactText, ArtifactJSON}
+var ArtifactKinds = []ArtifactKind{ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor, ArtifactText, ArtifactJSON, ArtifactTensorList}
 
 // Valid reports whether k is one of the artifact kinds.
 func (k ArtifactKind) Valid() bool {
 	switch k {
-	case ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor, ArtifactText, ArtifactJSON:
+	case ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor, ArtifactText, ArtifactJSON, ArtifactTensorList:
 		return true
 	}
 	return false
 }
 
 // TensorLike reports whether artifacts of k are tensors (video, image,
-// embedding, tensor); only these may declare a dtype and a shape, and only
-// video and image an image spec.
+// embedding, tensor) or a list of them (tensor_list, each element of
+// which a dtype and shape describe); only these may declare a dtype and a
+// shape, and only video and image an image spec.
 func (k ArtifactKind) TensorLike() bool {
 	switch k {
-	case ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor:
+	case ArtifactVideo, ArtifactImage, ArtifactEmbedding, ArtifactTensor, ArtifactTensorList:
 		return true
 	}
 	return false

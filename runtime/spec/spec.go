@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -157,7 +158,7 @@ type InferenceArtifactSpec struct {
 	// ArtifactID names the artifact; a method returning a dict keys it by this id.
 	ArtifactID string `json:"artifact_id" jsonschema:"required,minLength=1,example=video"`
 	// Kind is the artifact type.
-	Kind ArtifactKind `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json"`
+	Kind ArtifactKind `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json,enum=tensor_list"`
 	// Required artifacts must be present in every result.
 	Required bool `json:"required"`
 	// Preview artifacts get a cheap preview (the first frame of a video).
@@ -177,6 +178,11 @@ type InferenceArtifactSpec struct {
 	// (video kind only). Without it the family's realtime fps applies, else
 	// 16 (DefaultVideoFPS; the rule is ModelInferenceSpec.VideoFPS).
 	FPS int `json:"fps,omitempty" jsonschema:"minimum=1"`
+	// Position, for a method that returns a tuple, is the 0-based index of
+	// the tuple element that is this artifact. Either every artifact of a
+	// task has one or none has; without, artifact i is element i (the rule
+	// is InferenceTaskProfile.ArtifactPositions).
+	Position *int `json:"position,omitempty" jsonschema:"minimum=0"`
 }
 
 // DefaultVideoFPS is the playback rate of a video artifact when neither the
@@ -323,6 +329,10 @@ type InferenceVariantSpec struct {
 	// (frozen and fused, cached on disk); without it the
 	// WORLDFOUNDRY_TORCH_COMPILE* variables decide.
 	Compile *CompileSpec `json:"compile,omitempty"`
+	// OpLibraries, when set (an empty list included), replace the family's
+	// op_libraries for this variant: shared libraries of TorchScript custom
+	// ops loaded before its checkpoint.
+	OpLibraries []string `json:"op_libraries,omitzero" jsonschema:"example=ops/libmy_ops.so"`
 	// Deprecated, when non-empty, marks the variant deprecated with this message.
 	Deprecated string `json:"deprecated,omitempty"`
 	// GoName overrides the Go identifier wfgen derives from VariantID.
@@ -395,6 +405,52 @@ type ModelInferenceSpec struct {
 	Deprecated string `json:"deprecated,omitempty"`
 	// GoPackage overrides the Go package name wfgen derives from ModelFamilyID.
 	GoPackage string `json:"go_package,omitempty" jsonschema:"pattern=^[a-z][a-z0-9]*$,example=myworldmodel"`
+	// OpLibraries are shared libraries of TorchScript custom ops (such as
+	// torchvision's nms) that the engine loads, once per process, before
+	// a variant's checkpoint. A relative path is resolved against the
+	// manifest's folder, then against the checkpoint root, as a checkpoint
+	// uri is. A variant's op_libraries replace these (the rule is
+	// ModelInferenceSpec.OpLibrariesFor).
+	OpLibraries []string `json:"op_libraries,omitempty" jsonschema:"example=/usr/lib/python3/dist-packages/torchvision/_C.cpython-311-x86_64-linux-gnu.so"`
+}
+
+// OpLibrariesFor returns the op libraries variant v of the family loads
+// before its checkpoint: the variant's op_libraries when it sets the key
+// (an empty list turns the family's off), else the family's.
+func (s *ModelInferenceSpec) OpLibrariesFor(v *InferenceVariantSpec) []string {
+	if v != nil && v.OpLibraries != nil {
+		return v.OpLibraries
+	}
+	if s == nil {
+		return nil
+	}
+	return s.OpLibraries
+}
+
+// OpLibraryProblems checks a list of op libraries (a family's or a
+// variant's op_libraries): every entry is a non-empty local path (nothing
+// is downloaded: a URI scheme other than file:// is refused) and no entry
+// repeats another. Paths are the entries' indexes.
+func OpLibraryProblems(libs []string) []Problem {
+	var ps []Problem
+	seen := map[string]int{}
+	for i, l := range libs {
+		at := strconv.Itoa(i)
+		if strings.TrimSpace(l) == "" {
+			ps = append(ps, Problem{Path: at, Message: "an op library path is empty; give the path of a shared library of TorchScript custom ops"})
+			continue
+		}
+		if scheme, _, ok := strings.Cut(l, "://"); ok && scheme != "file" {
+			ps = append(ps, Problem{Path: at, Message: fmt.Sprintf("op library %q: a %s:// URI is not fetched; download the library and give its path", l, scheme)})
+			continue
+		}
+		if first, dup := seen[l]; dup {
+			ps = append(ps, Problem{Path: at, Message: fmt.Sprintf("op library %q is listed twice (first at index %d)", l, first)})
+			continue
+		}
+		seen[l] = i
+	}
+	return ps
 }
 
 // UnmarshalJSON decodes a spec, applying the seed's default variant and task ids.

@@ -286,7 +286,7 @@ func TestKindLists(t *testing.T) {
 	if len(FieldKinds) != 12 || !slices.Contains(FieldKinds, KindTensorList) || !slices.Contains(FieldKinds, KindString) {
 		t.Errorf("FieldKinds = %v", FieldKinds)
 	}
-	if len(ArtifactKinds) != 6 || !slices.Contains(ArtifactKinds, ArtifactEmbedding) {
+	if len(ArtifactKinds) != 7 || !slices.Contains(ArtifactKinds, ArtifactEmbedding) || !slices.Contains(ArtifactKinds, ArtifactTensorList) {
 		t.Errorf("ArtifactKinds = %v", ArtifactKinds)
 	}
 }
@@ -421,5 +421,40 @@ func TestPartToDict(t *testing.T) {
 				t.Errorf("%s dict %q = %#v, want %#v", what, k, got, want)
 			}
 		}
+	}
+}
+
+// A variant's op_libraries replace the family's when the key is set, an
+// empty list included; absent, the family's apply.
+func TestOpLibrariesFor(t *testing.T) {
+	s := &ModelInferenceSpec{OpLibraries: []string{"family.so"}}
+	for _, tc := range []struct {
+		v    *InferenceVariantSpec
+		want []string
+	}{
+		{nil, []string{"family.so"}},
+		{&InferenceVariantSpec{}, []string{"family.so"}},
+		{&InferenceVariantSpec{OpLibraries: []string{"variant.so"}}, []string{"variant.so"}},
+		{&InferenceVariantSpec{OpLibraries: []string{}}, []string{}},
+	} {
+		if got := s.OpLibrariesFor(tc.v); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("OpLibrariesFor(%+v) = %#v, want %#v", tc.v, got, tc.want)
+		}
+	}
+	var none *ModelInferenceSpec
+	if got := none.OpLibrariesFor(nil); got != nil {
+		t.Errorf("a nil spec: %v", got)
+	}
+	// The empty list survives JSON, so a variant's override does.
+	var v InferenceVariantSpec
+	if err := json.Unmarshal([]byte(`{"variant_id":"x","op_libraries":[]}`), &v); err != nil || v.OpLibraries == nil {
+		t.Fatalf("decoded %#v, %v", v.OpLibraries, err)
+	}
+	b, err := json.Marshal(&v)
+	if err != nil || !strings.Contains(string(b), `"op_libraries":[]`) {
+		t.Errorf("encoded %s, %v", b, err)
+	}
+	if b, _ := json.Marshal(&InferenceVariantSpec{}); strings.Contains(string(b), "op_libraries") {
+		t.Errorf("an unset key is written: %s", b)
 	}
 }

@@ -41,6 +41,32 @@ func AsTensor(v any) (*Tensor, error) {
 	return t, nil
 }
 
+// AsTensorList converts an engine output value (a list of tensors, []any
+// or []*Tensor) into a tensor_list artifact; an element that is not a
+// well-formed tensor is an error naming its index.
+func AsTensorList(v any) ([]*Tensor, error) {
+	switch x := v.(type) {
+	case []*Tensor:
+		for i, t := range x {
+			if _, err := AsTensor(t); err != nil {
+				return nil, fmt.Errorf("element %d: %w", i, err)
+			}
+		}
+		return x, nil
+	case []any:
+		out := make([]*Tensor, len(x))
+		for i, e := range x {
+			t, err := AsTensor(e)
+			if err != nil {
+				return nil, fmt.Errorf("element %d: %w", i, err)
+			}
+			out[i] = t
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("want a list of tensors, got %s", describeValue(v))
+}
+
 // AsVideo converts an engine output value (a uint8 [T,H,W,C] tensor) into a
 // video artifact playing at fps (ModelInferenceSpec.VideoFPS gives a
 // manifest artifact's rate).

@@ -224,10 +224,19 @@ func (e *Engine) MaxConcurrentCalls() int {
 // *AOTIModule (see loadAOTI); an engine built against libtorch older than
 // 2.6 refuses one with ErrAOTIUnavailable. Load installs the process
 // policy (infra.Install) first, as the seed's inference context does.
+//
+// Before the checkpoint, Load loads the op libraries (shared libraries of
+// TorchScript custom ops) that engine.EnvOpLibraries lists, then those of
+// opts.OpLibraries, each once per process (dlopen, RTLD_GLOBAL). Code
+// calling a custom op that no loaded library registers fails the load
+// with an error wrapping a *engine.UnknownOpError.
 func (e *Engine) Load(path string, opts engine.LoadOptions) (engine.Module, error) {
 	format, err := spec.ResolveCheckpointFormat(path, opts.Format)
 	if err != nil {
 		return nil, fmt.Errorf("torch: load: %w", err)
+	}
+	if err := loadOpLibraries(opts.OpLibraries); err != nil {
+		return nil, err
 	}
 	if format == spec.FormatAOTInductor {
 		return e.loadAOTI(path, opts)

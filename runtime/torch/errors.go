@@ -1,6 +1,7 @@
 package torch
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
@@ -9,7 +10,8 @@ import (
 // Error is a failure reported by libtorch (or by the shim while converting
 // values). An out-of-memory failure unwraps to engine.ErrOutOfMemory; a
 // failure inside a TorchScript method unwraps to a *engine.ScriptError
-// holding the whole traceback.
+// holding the whole traceback; a checkpoint calling a custom op no loaded
+// op library registers unwraps to a *engine.UnknownOpError.
 type Error struct {
 	// Op is the operation: "load", "call", "compile", "save", "define", ...
 	Op string
@@ -26,6 +28,10 @@ type Error struct {
 	// Script, for a failure inside a TorchScript method, is the
 	// interpreter's final line and whole traceback; nil otherwise.
 	Script *engine.ScriptError
+	// UnknownOp, for code calling a custom op that no loaded op library
+	// registers, names the op and holds libtorch's report; nil otherwise.
+	// Message is then its one-line message.
+	UnknownOp *engine.UnknownOpError
 }
 
 // Error formats the failure as "torch: OP [METHOD] (PATH): MESSAGE".
@@ -50,8 +56,9 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap returns engine.ErrOutOfMemory for allocation failures and the
-// *engine.ScriptError of a failure inside a TorchScript method.
+// Unwrap returns engine.ErrOutOfMemory for allocation failures, the
+// *engine.ScriptError of a failure inside a TorchScript method and the
+// *engine.UnknownOpError of a call of an unknown custom op.
 func (e *Error) Unwrap() []error {
 	var errs []error
 	if e.OOM {
@@ -59,6 +66,9 @@ func (e *Error) Unwrap() []error {
 	}
 	if e.Script != nil {
 		errs = append(errs, e.Script)
+	}
+	if e.UnknownOp != nil {
+		errs = append(errs, e.UnknownOp)
 	}
 	return errs
 }
@@ -93,12 +103,23 @@ func isOOMMessage(msg string) bool {
 func newError(op, path, method string, status int, msg string) *Error {
 	msg = strings.TrimSpace(msg)
 	e := &Error{Op: op, Path: path, Method: method, Message: msg, OOM: status == statusOOM || isOOMMessage(msg)}
+	if m := unknownOp.FindStringSubmatch(msg); m != nil {
+		e.UnknownOp = &engine.UnknownOpError{Namespace: m[1], Name: m[2], Traceback: msg}
+		e.Message = e.UnknownOp.Error()
+		return e
+	}
 	if strings.Contains(msg, scriptTracebackMarker) {
 		e.Script = &engine.ScriptError{Message: finalLine(msg), Traceback: msg}
 		e.Message = e.Script.Message
 	}
 	return e
 }
+
+// unknownOp matches the message with which libtorch's TorchScript compiler
+// refuses a call of an op no library registered ("Unknown builtin op:
+// torchvision::nms.", then the code that calls it), capturing the op's
+// namespace and name.
+var unknownOp = regexp.MustCompile(`Unknown builtin op: ([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)`)
 
 // scriptTracebackMarker starts the traceback the TorchScript interpreter
 // prints for a failure inside a method ("Traceback of TorchScript (most

@@ -5,6 +5,7 @@ package torch
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -83,5 +84,21 @@ func TestFinalLine(t *testing.T) {
 		if got := finalLine(strings.TrimSpace(report)); got != want {
 			t.Errorf("finalLine(%q) = %q, want %q", report, got, want)
 		}
+	}
+}
+
+// An op library that does not load fails the load before libtorch sees the
+// checkpoint, naming the library and where it was listed.
+func TestOpLibraryThatDoesNotLoad(t *testing.T) {
+	ckpt := buildModule(t, ModuleSource{Source: "def forward(self, x: Tensor) -> Tensor:\n    return x\n"})
+	path := filepath.Join(t.TempDir(), "libmissing_ops.so")
+	_, err := Default().Load(ckpt, engine.LoadOptions{Device: "cpu", OpLibraries: []string{path}})
+	if err == nil || !strings.Contains(err.Error(), "op library "+path+" (from op_libraries)") {
+		t.Errorf("want an error naming %s and op_libraries, got %v", path, err)
+	}
+	t.Setenv(engine.EnvOpLibraries, "libwfgen_no_such_ops.so")
+	_, err = Default().Load(ckpt, engine.LoadOptions{Device: "cpu"})
+	if err == nil || !strings.Contains(err.Error(), "op library libwfgen_no_such_ops.so (from "+engine.EnvOpLibraries+")") {
+		t.Errorf("want an error naming the library and %s, got %v", engine.EnvOpLibraries, err)
 	}
 }
