@@ -362,7 +362,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	want := resIn.Embedding.Vector.Data
 
 	// Through the balancer: requests and a stream with controls.
-	encRe, err := tinyencoder.NewRemote(lb)
+	encRe, err := client.Open[tinyencoder.Client](remote.New(tinyencoder.Spec(), lb))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer worldIn.Close()
-	worldRe, err := tinyworld.NewRemote(lb)
+	worldRe, err := client.Open[tinyworld.Client](remote.New(tinyworld.Spec(), lb))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 		}
 	}
 	// The same over gRPC through the balancer's HTTP/2 frontend.
-	encG, err := tinyencoder.NewRemote("grpc://" + lbGRPC)
+	encG, err := client.Open[tinyencoder.Client](remote.New(tinyencoder.Spec(), "grpc://"+lbGRPC))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 			t.Errorf("replica %s answered no gRPC call", name)
 		}
 	}
-	worldG, err := tinyworld.NewRemote("grpc://" + lbGRPC)
+	worldG, err := client.Open[tinyworld.Client](remote.New(tinyworld.Spec(), "grpc://"+lbGRPC))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	replicas["r1"] = replica()
 	bal.setReplica(t, "r1", replicas["r1"])
 	replicasSeen(t, lb, "r1", "r2")
-	encRetry, err := tinyencoder.NewRemote(lb, remote.WithRetries(5))
+	encRetry, err := client.Open[tinyencoder.Client](remote.New(tinyencoder.Spec(), lb, remote.WithRetries(5)))
 	if err != nil {
 		t.Fatal(err)
 	}

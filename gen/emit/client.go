@@ -11,27 +11,25 @@ import (
 
 // client emits the Client type over a client.Backend (it embeds
 // client.Family, which has its Backend, Variant and Close methods), its
-// constructors (NewClient, New in this process, NewRemote on a server) and
-// WithVariant. The per-task methods are emitted by taskMethods.
+// constructors (New in this process, NewClient over any backend: a remote
+// one from runtime/remote, so that a program that runs the family in
+// process links no network package) and WithVariant. The per-task methods
+// are emitted by taskMethods.
 func (g *goFile) client() {
 	g.add(docComment("WithVariant selects the variant a Client runs (the default is DefaultVariant)."),
 		jen.Func().Id("WithVariant").Params(jen.Id("v").Id("Variant")).Qual(ir.ClientPath, "Option").Add(
 			short(jen.Return(jen.Qual(ir.ClientPath, "WithVariant").Call(jen.String().Call(jen.Id("v")))))))
-	g.add(docComment("Client runs the tasks of the family on one variant, in this process (New) or on a server that speaks the Open Inference Protocol (NewRemote): its methods, params, results and errors are the same either way. Each method validates its params first; an invalid params, a backend failure (such as no linked engine) or an output that does not match the task's artifacts is an error, never a partial result. It is safe for concurrent use; release it with Close (Backend, Variant and Close are client.Family's)."),
+	g.add(docComment("Client runs the tasks of the family on one variant, in this process (New) or on a server that speaks the Open Inference Protocol (client.Open[Client](remote.New(Spec(), url)), with package runtime/remote): its methods, params, results and errors are the same either way. Each method validates its params first; an invalid params, a backend failure (such as no linked engine) or an output that does not match the task's artifacts is an error, never a partial result. It is safe for concurrent use; release it with Close (Backend, Variant and Close are client.Family's)."),
 		jen.Type().Id("Client").Struct(jen.Qual(ir.ClientPath, "Family").Types(jen.Id("Variant"))))
-	g.add(docComment("NewClient returns a client of the family over b, a backend of its spec: what New and NewRemote make, or any other client.Backend."),
+	g.add(docComment("NewClient returns a client of the family over b, a backend of its spec: what New makes, a remote client of package runtime/remote (remote.New(Spec(), \"http://host:8000\"): wfserve, or any Open Inference Protocol server of a model with the manifest's inputs), or any other client.Backend."),
 		jen.Func().Id("NewClient").Params(jen.Id("b").Qual(ir.ClientPath, "Backend")).Op("*").Id("Client").Add(
 			short(jen.Return(jen.Op("&").Id("Client").Values(jen.Qual(ir.ClientPath, "NewFamily").Types(jen.Id("Variant")).Call(jen.Id("b")))))))
 	open := func(backend jen.Code) jen.Code {
 		return short(jen.Return(jen.Qual(ir.ClientPath, "Open").Types(jen.Id("Client")).Call(backend)))
 	}
-	opts := func(path string) jen.Code { return jen.Id("opts").Op("...").Qual(path, "Option") }
 	g.add(docComment("New returns a client that runs the family in this process, through the registered engine. Options select the variant (WithVariant), device, dtype and checkpoint location; see package runtime/client."),
-		jen.Func().Id("New").Params(opts(ir.ClientPath)).Params(jen.Op("*").Id("Client"), jen.Error()).Add(
+		jen.Func().Id("New").Params(jen.Id("opts").Op("...").Qual(ir.ClientPath, "Option")).Params(jen.Op("*").Id("Client"), jen.Error()).Add(
 			open(jen.Qual(ir.ClientPath, "New").Call(jen.Id("family"), jen.Id("opts").Op("...")))))
-	g.add(docComment("NewRemote returns a client that runs the family on the server at baseURL (such as \"http://host:8000\"): wfserve, or any Open Inference Protocol server of a model with the manifest's inputs. Options select the variant, a bearer token and the HTTP client; see package runtime/remote."),
-		jen.Func().Id("NewRemote").Params(jen.Id("baseURL").String(), opts(ir.RemotePath)).Params(jen.Op("*").Id("Client"), jen.Error()).Add(
-			open(jen.Qual(ir.RemotePath, "New").Call(jen.Id("family"), jen.Id("baseURL"), jen.Id("opts").Op("...")))))
 }
 
 // taskMethods emits the client methods of one task: the plain call, and

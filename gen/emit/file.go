@@ -20,7 +20,6 @@ var imports = map[string]string{
 	ir.StreamPath: "stream",
 	ir.ParamsPath: "params",
 	ir.EnumPath:   "enum",
-	ir.RemotePath: "remote",
 	ir.PixelsPath: "pixels",
 }
 

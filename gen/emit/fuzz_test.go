@@ -133,7 +133,7 @@ func exportImporter(t *testing.T, fset *token.FileSet) types.Importer {
 	t.Helper()
 	exportOnce.Do(func() {
 		cmd := exec.Command("go", "list", "-export", "-deps", "-json=ImportPath,Export",
-			ir.SpecPath, ir.TensorPath, ir.ClientPath, ir.BatchPath, ir.StreamPath, ir.ParamsPath, ir.EnumPath, ir.RemotePath, ir.PixelsPath,
+			ir.SpecPath, ir.TensorPath, ir.ClientPath, ir.BatchPath, ir.StreamPath, ir.ParamsPath, ir.EnumPath, ir.PixelsPath,
 			"context", "encoding/json", "fmt", "image")
 		out, err := cmd.Output()
 		if err != nil {

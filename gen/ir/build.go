@@ -392,7 +392,7 @@ func (s *scope) declare(b *builder, name, what, at string) bool {
 var (
 	packageNames = []string{
 		"FamilyID", "Variant", "Variants", "ParseVariant", "DefaultVariant",
-		"Task", "Tasks", "ParseTask", "DefaultTask", "Spec", "Client", "New", "NewRemote", "NewClient", "WithVariant",
+		"Task", "Tasks", "ParseTask", "DefaultTask", "Spec", "Client", "New", "NewClient", "WithVariant",
 	}
 	clientMethods = []string{"Backend", "Close", "Variant"}
 	paramsMethods = []string{"Validate", "CallKwargs", "LoadKwargs", "UnmarshalJSON"}

@@ -34,7 +34,6 @@ const (
 	StreamPath = "github.com/worldfoundry/wfgen/runtime/stream"
 	ParamsPath = "github.com/worldfoundry/wfgen/runtime/params"
 	EnumPath   = "github.com/worldfoundry/wfgen/runtime/enum"
-	RemotePath = "github.com/worldfoundry/wfgen/runtime/remote"
 	PixelsPath = "github.com/worldfoundry/wfgen/runtime/pixels"
 	JSONPath   = "encoding/json"
 )

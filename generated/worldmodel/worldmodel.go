@@ -18,7 +18,6 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/enum"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
-	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -185,8 +184,9 @@ func init() { spec.DefaultRegistry.MustRegister(Spec()) }
 func WithVariant(v Variant) client.Option { return client.WithVariant(string(v)) }
 
 // Client runs the tasks of the family on one variant, in this process (New) or
-// on a server that speaks the Open Inference Protocol (NewRemote): its
-// methods, params, results and errors are the same either way. Each method
+// on a server that speaks the Open Inference Protocol
+// (client.Open[Client](remote.New(Spec(), url)), with package runtime/remote):
+// its methods, params, results and errors are the same either way. Each method
 // validates its params first; an invalid params, a backend failure (such as no
 // linked engine) or an output that does not match the task's artifacts is an
 // error, never a partial result. It is safe for concurrent use; release it
@@ -196,7 +196,9 @@ type Client struct {
 }
 
 // NewClient returns a client of the family over b, a backend of its spec: what
-// New and NewRemote make, or any other client.Backend.
+// New makes, a remote client of package runtime/remote (remote.New(Spec(),
+// "http://host:8000"): wfserve, or any Open Inference Protocol server of a
+// model with the manifest's inputs), or any other client.Backend.
 func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Variant](b)} }
 
 // New returns a client that runs the family in this process, through the
@@ -204,14 +206,6 @@ func NewClient(b client.Backend) *Client { return &Client{client.NewFamily[Varia
 // and checkpoint location; see package runtime/client.
 func New(opts ...client.Option) (*Client, error) {
 	return client.Open[Client](client.New(family, opts...))
-}
-
-// NewRemote returns a client that runs the family on the server at baseURL
-// (such as "http://host:8000"): wfserve, or any Open Inference Protocol server
-// of a model with the manifest's inputs. Options select the variant, a bearer
-// token and the HTTP client; see package runtime/remote.
-func NewRemote(baseURL string, opts ...remote.Option) (*Client, error) {
-	return client.Open[Client](remote.New(family, baseURL, opts...))
 }
 
 // PlayParams are the inputs of task "play" (Play). Start from

@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
 
@@ -20,7 +22,7 @@ func TestGrpcCallJoinsCallersTrace(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	s := withGRPC(t, start(t, serve.Config{TracerProvider: tp}))
-	enc, err := tinyencoder.NewRemote("grpc://" + s.addr)
+	enc, err := client.Open[tinyencoder.Client](remote.New(tinyencoder.Spec(), "grpc://"+s.addr))
 	if err != nil {
 		t.Fatal(err)
 	}

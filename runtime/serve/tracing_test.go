@@ -13,6 +13,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/generated/tinyencoder"
 	"github.com/worldfoundry/wfgen/internal/enginetest"
+	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 )
@@ -69,7 +70,7 @@ func childOf(t *testing.T, child sdktrace.ReadOnlySpan, parent trace.SpanContext
 }
 
 // TestTraceFromRemoteClientToEngine follows one call of the generated
-// remote client (tinyencoder.NewRemote) through the server to the engine
+// remote client (client.Open over remote.New) through the server to the engine
 // call, unbatched and batched: one trace
 // id, and the chain caller → client span → server span → queue wait and
 // engine call. A batched request's engine span is linked to the batch's
@@ -81,7 +82,7 @@ func TestTraceFromRemoteClientToEngine(t *testing.T) {
 			sr := tracetest.NewSpanRecorder()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 			s := start(t, serve.Config{TracerProvider: tp, Batching: batching})
-			rc, err := tinyencoder.NewRemote(s.url, remote.WithTracerProvider(tp))
+			rc, err := client.Open[tinyencoder.Client](remote.New(tinyencoder.Spec(), s.url, remote.WithTracerProvider(tp)))
 			if err != nil {
 				t.Fatal(err)
 			}
