@@ -11,7 +11,8 @@ type Family[V ~string] struct {
 func NewFamily[V ~string](b Backend) Family[V] { return Family[V]{b: b} }
 
 // Open returns a generated Client (C) over the backend a constructor
-// returned, or its error: the body of a generated New and NewRemote.
+// returned, or its error: the body of a generated New, and a remote
+// client's one line, client.Open[pkg.Client](remote.New(pkg.Spec(), url)).
 func Open[C ~struct{ Family[V] }, V ~string](b Backend, err error) (*C, error) {
 	if err != nil {
 		return nil, err
@@ -20,7 +21,7 @@ func Open[C ~struct{ Family[V] }, V ~string](b Backend, err error) (*C, error) {
 }
 
 // Backend returns what runs the client's calls: a *Client (a generated
-// New), a *remote.Client (NewRemote) or the backend given to NewClient;
+// New), or the backend given to Open or NewClient (a *remote.Client...);
 // nil for a Client that none of them made.
 func (f Family[V]) Backend() Backend { return f.b }
 

@@ -54,7 +54,7 @@ func callOptions(opts []CallOption) CallOptions {
 
 // Backend runs the tasks of one family variant: *Client in this process
 // through the engine, *remote.Client on a server. A generated Client sits
-// on one, whichever constructor made it (New, NewRemote, NewClient), as
+// on one, whichever constructor made it (New, Open, NewClient), as
 // grpc's generated clients sit on one ClientConnInterface: its methods are
 // the same either way, and give the same results.
 //
