@@ -166,6 +166,13 @@ func (t *tracker) enter(force bool) bool {
 	return true
 }
 
+// count returns the pieces of work counted in now.
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
+}
+
 // leave counts one piece of work out.
 func (t *tracker) leave() {
 	t.mu.Lock()

@@ -487,7 +487,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-s.inflight.drain():
 	case <-ctx.Done():
-		return fmt.Errorf("serve: shutdown: %d request(s) still running: %w", s.adm.requests.Load(), ctx.Err())
+		return fmt.Errorf("serve: shutdown: work still in flight (%d: requests being read or run, engine calls, sessions): %w", s.inflight.count(), ctx.Err())
 	}
 	for {
 		quiet := time.Since(time.Unix(0, s.lastSeen.Load()))
