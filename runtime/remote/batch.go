@@ -163,7 +163,7 @@ func (c *Client) runItems(ctx context.Context, task *spec.InferenceTaskProfile, 
 		}
 		call[task.Inputs[f].FieldID] = &tensor.Tensor{DType: t.DType, Shape: append([]int64{int64(to - from)}, t.Shape...), Data: data}
 	}
-	req, err := c.inferRequest(task, call, nil)
+	req, err := c.t.request(task, call, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -171,7 +171,7 @@ func (c *Client) runItems(ctx context.Context, task *spec.InferenceTaskProfile, 
 	if perItem {
 		req.Parameters[oip.ItemErrorsParameter] = true
 	}
-	resp, err := c.infer(ctx, req)
+	resp, err := c.t.Infer(ctx, req)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,30 +7,7 @@ import (
 	"net/http"
 
 	"github.com/worldfoundry/wfgen/runtime/oip"
-
-	"github.com/worldfoundry/wfgen/runtime/spec"
 )
-
-// inferRequest builds the infer request of a task as the client sends it:
-// by default with its tensor, image and video inputs binary and every
-// output asked for binary (the binary tensor data extension), with
-// WithJSONTensors all JSON (request).
-func (c *Client) inferRequest(task *spec.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
-	if c.grpc != nil {
-		return rawRequest(task, call, load) // gRPC carries every input raw (grpc.go)
-	}
-	if c.asJSON {
-		return c.request(task, call, load)
-	}
-	inputs, err := oip.EncodeInputsBinary(task, call, load)
-	if err != nil {
-		return nil, err
-	}
-	if inputs == nil {
-		inputs = []oip.Tensor{}
-	}
-	return &oip.InferenceRequest{Inputs: inputs, Parameters: oip.Parameters{"task": task.TaskID, oip.BinaryDataOutput: true}}, nil
-}
 
 // binaryBody returns the body of an infer request and, when its inputs
 // travel binary, the length of its JSON part (else 0).

@@ -72,8 +72,9 @@ func scalerServer() *httptest.Server {
 
 // A remote client runs a family's tasks on a server and returns the
 // outputs in the form the in-process client returns them: here the
-// tensor artifact y as a *tensor.Tensor. A generated package's NewRemote
-// wraps the same client with typed params and results.
+// tensor artifact y as a *tensor.Tensor. A generated package's Client
+// over it (client.Open[pkg.Client](remote.New(pkg.Spec(), url))) adds
+// typed params and results.
 func Example() {
 	srv := scalerServer()
 	defer srv.Close()

@@ -10,9 +10,10 @@ package remote
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
+	"io"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -32,8 +33,10 @@ import (
 // maxGRPCMessage bounds one answer (or chunk) a gRPC client takes.
 const maxGRPCMessage = maxEventBytes
 
-// grpcTransport is a Client's gRPC connection and the services' clients.
+// grpcTransport is the transport of a grpc:// or grpcs:// URL: a
+// Client's gRPC connection and the services' clients.
 type grpcTransport struct {
+	c    *Client
 	conn *grpc.ClientConn
 	oip  oippb.GRPCInferenceServiceClient
 	rt   oippb.RealtimeInferenceServiceClient
@@ -52,32 +55,33 @@ func WithTLSConfig(cfg *tls.Config) Option {
 	}
 }
 
-// dialGRPC returns the transport of a grpc:// (plaintext, HTTP/2 without
-// TLS) or grpcs:// (TLS: cfg, else the system's roots) URL; nothing is
-// sent until the first call.
-func dialGRPC(u *url.URL, cfg *tls.Config) (*grpcTransport, error) {
+// dialGRPC returns the transport of c's grpc:// (plaintext, HTTP/2
+// without TLS) or grpcs:// (TLS: WithTLSConfig, else the system's roots)
+// URL; nothing is sent until the first call.
+func dialGRPC(c *Client) (*grpcTransport, error) {
 	creds := insecure.NewCredentials()
-	if u.Scheme == "grpcs" {
+	if c.base.Scheme == "grpcs" {
+		cfg := c.tlsCfg
 		if cfg == nil {
 			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	conn, err := grpc.NewClient(u.Host, grpc.WithTransportCredentials(creds),
+	conn, err := grpc.NewClient(c.base.Host, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessage)))
 	if err != nil {
 		return nil, err
 	}
-	return &grpcTransport{conn: conn, oip: oippb.NewGRPCInferenceServiceClient(conn), rt: oippb.NewRealtimeInferenceServiceClient(conn)}, nil
+	return &grpcTransport{c: c, conn: conn, oip: oippb.NewGRPCInferenceServiceClient(conn), rt: oippb.NewRealtimeInferenceServiceClient(conn)}, nil
 }
 
-// grpcContext is ctx with the call's metadata: the bearer token and the
+// outgoing is ctx with the call's metadata: the bearer token and the
 // trace context of the caller's span.
-func (c *Client) grpcContext(ctx context.Context) context.Context {
+func (g *grpcTransport) outgoing(ctx context.Context) context.Context {
 	md := metadata.MD{}
 	traceContext.Inject(ctx, oippb.MetadataCarrier(md))
-	if c.token != "" {
-		md.Set("authorization", "Bearer "+c.token)
+	if g.c.token != "" {
+		md.Set("authorization", "Bearer "+g.c.token)
 	}
 	return metadata.NewOutgoingContext(ctx, md)
 }
@@ -111,16 +115,13 @@ func retryable(err error) bool {
 
 // grpcCall runs one unary call with the client's metadata, span and
 // retries.
-func grpcCall[T any](ctx context.Context, c *Client, method string, call func(context.Context) (T, error)) (out T, err error) {
-	t := c.tracer
-	if t == nil {
-		t = globalTracer
-	}
-	ctx, span := t.Start(ctx, "inference.GRPCInferenceService/"+method, trace.WithSpanKind(trace.SpanKindClient),
+func grpcCall[T any](ctx context.Context, g *grpcTransport, method string, call func(context.Context) (T, error)) (out T, err error) {
+	c := g.c
+	ctx, span := c.tracer.Start(ctx, "inference.GRPCInferenceService/"+method, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("rpc.system", "grpc"), attribute.String("rpc.method", method),
 			attribute.String("wfserve.model", c.spec.ModelFamilyID)))
 	defer func() { endSpan(span, err) }()
-	cctx := c.grpcContext(ctx)
+	cctx := g.outgoing(ctx)
 	for attempt := 0; ; attempt++ {
 		out, err = call(cctx)
 		if err == nil {
@@ -144,14 +145,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// grpcInfer sends an infer request (its inputs raw) with ModelInfer.
-func (c *Client) grpcInfer(ctx context.Context, req *oip.InferenceRequest) (*oip.InferenceResponse, error) {
-	m, err := oippb.NewRequest(c.model, c.variant, req)
+// Infer sends an infer request (its inputs raw) with ModelInfer.
+func (g *grpcTransport) Infer(ctx context.Context, req *oip.InferenceRequest) (*oip.InferenceResponse, error) {
+	m, err := oippb.NewRequest(g.c.model, g.c.variant, req)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := grpcCall(ctx, c, "ModelInfer", func(ctx context.Context) (*oippb.ModelInferResponse, error) {
-		return c.grpc.oip.ModelInfer(ctx, m)
+	resp, err := grpcCall(ctx, g, "ModelInfer", func(ctx context.Context) (*oippb.ModelInferResponse, error) {
+		return g.oip.ModelInfer(ctx, m)
 	})
 	if err != nil {
 		return nil, err
@@ -163,9 +164,9 @@ func (c *Client) grpcInfer(ctx context.Context, req *oip.InferenceRequest) (*oip
 	return out, nil
 }
 
-// rawRequest builds the infer request of a task with every input raw, as
+// request builds the infer request of a task with every input raw, as
 // gRPC carries them.
-func rawRequest(task *spec.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
+func (g *grpcTransport) request(task *spec.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
 	inputs, err := oip.EncodeInputsRaw(task, call, load)
 	if err != nil {
 		return nil, err
@@ -176,24 +177,17 @@ func rawRequest(task *spec.InferenceTaskProfile, call, load map[string]any) (*oi
 	return &oip.InferenceRequest{Inputs: inputs, Parameters: oip.Parameters{"task": task.TaskID}}, nil
 }
 
-// infer sends an infer request over the client's transport: ModelInfer on
-// gRPC, POST .../infer on REST.
-func (c *Client) infer(ctx context.Context, req *oip.InferenceRequest) (*oip.InferenceResponse, error) {
-	if c.grpc != nil {
-		return c.grpcInfer(ctx, req)
-	}
-	var resp oip.InferenceResponse
-	if err := c.do(ctx, "POST", c.path("infer"), req, &resp); err != nil {
-		return nil, err
-	}
-	return &resp, nil
+// sessionRequest is request: a session's first message carries its
+// inputs raw too.
+func (g *grpcTransport) sessionRequest(task *spec.InferenceTaskProfile, call map[string]any) (*oip.InferenceRequest, error) {
+	return g.request(task, call, nil)
 }
 
-// grpcMetadata answers Metadata over gRPC: the REST metadata's fields,
-// its parameters from the property "parameters".
-func (c *Client) grpcMetadata(ctx context.Context) (*oip.ModelMetadata, error) {
-	md, err := grpcCall(ctx, c, "ModelMetadata", func(ctx context.Context) (*oippb.ModelMetadataResponse, error) {
-		return c.grpc.oip.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: c.model, Version: c.variant})
+// metadata answers Metadata over gRPC: the REST metadata's fields, its
+// parameters from the property "parameters".
+func (g *grpcTransport) metadata(ctx context.Context) (*oip.ModelMetadata, error) {
+	md, err := grpcCall(ctx, g, "ModelMetadata", func(ctx context.Context) (*oippb.ModelMetadataResponse, error) {
+		return g.oip.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: g.c.model, Version: g.c.variant})
 	})
 	if err != nil {
 		return nil, err
@@ -215,10 +209,10 @@ func (c *Client) grpcMetadata(ctx context.Context) (*oip.ModelMetadata, error) {
 	return out, nil
 }
 
-// grpcReady answers Ready over gRPC.
-func (c *Client) grpcReady(ctx context.Context) error {
-	r, err := grpcCall(ctx, c, "ModelReady", func(ctx context.Context) (*oippb.ModelReadyResponse, error) {
-		return c.grpc.oip.ModelReady(ctx, &oippb.ModelReadyRequest{Name: c.model, Version: c.variant})
+// ready answers Ready over gRPC.
+func (g *grpcTransport) ready(ctx context.Context) error {
+	r, err := grpcCall(ctx, g, "ModelReady", func(ctx context.Context) (*oippb.ModelReadyResponse, error) {
+		return g.oip.ModelReady(ctx, &oippb.ModelReadyRequest{Name: g.c.model, Version: g.c.variant})
 	})
 	if err != nil {
 		return err
@@ -226,6 +220,86 @@ func (c *Client) grpcReady(ctx context.Context) error {
 	if !r.GetReady() {
 		return &StatusError{Status: 503, Message: "the model is not ready"}
 	}
+	return nil
+}
+
+// openSession opens a ModelStreamInfer call and sends start on it. The
+// call's end is the session's: it is not kept.
+func (g *grpcTransport) openSession(ctx context.Context, start *oip.InferenceRequest) (oip.SessionConn, func(), error) {
+	m, err := oippb.NewRequest(g.c.model, g.c.variant, start)
+	if err != nil {
+		return nil, nil, err
+	}
+	sctx, cancel := context.WithCancel(g.outgoing(ctx))
+	st, err := g.rt.ModelStreamInfer(sctx)
+	if err != nil {
+		cancel()
+		return nil, nil, grpcError(ctx, err)
+	}
+	// A send that meets the end of the call (io.EOF) leaves its status to
+	// the first Receive.
+	if err := st.Send(&oippb.ModelStreamInferRequest{Message: &oippb.ModelStreamInferRequest_Start{Start: m}}); err != nil && !errors.Is(err, io.EOF) {
+		cancel()
+		return nil, nil, grpcError(ctx, err)
+	}
+	return &grpcConn{st: st, cancel: cancel}, nil, nil
+}
+
+// close closes the connection.
+func (g *grpcTransport) close() error { return g.conn.Close() }
+
+// grpcConn is the client's end of a session on a ModelStreamInfer call.
+type grpcConn struct {
+	st     oippb.RealtimeInferenceService_ModelStreamInferClient
+	cancel context.CancelFunc // ends the call
+}
+
+// Send sends one controls message.
+func (g *grpcConn) Send(ctx context.Context, m oip.ControlsRequest) error {
+	err := g.st.Send(&oippb.ModelStreamInferRequest{Message: &oippb.ModelStreamInferRequest_Controls{
+		Controls: &oippb.SessionControls{Controls: m.Controls, Ack: m.Ack}}})
+	if err != nil {
+		return grpcError(ctx, err)
+	}
+	return nil
+}
+
+// Receive returns the call's next message: the end of the call is the
+// session's end (OK) or its error (the status of any other code).
+func (g *grpcConn) Receive(context.Context) (oip.SessionMessage, error) {
+	msg, err := g.st.Recv()
+	if errors.Is(err, io.EOF) {
+		return oip.SessionMessage{Event: oip.EventEnd}, nil
+	}
+	if err != nil {
+		st, ok := grpcstatus.FromError(err)
+		if !ok {
+			return oip.SessionMessage{}, err
+		}
+		return oip.SessionMessage{Event: oip.EventError, Error: st.Message(), Status: oippb.HTTPStatus(st.Code())}, nil
+	}
+	switch m := msg.GetMessage().(type) {
+	case *oippb.ModelStreamInferResponse_Session:
+		info := &oip.SessionInfo{ID: m.Session.GetId()}
+		json.Unmarshal([]byte(m.Session.GetRealtime()), &info.Realtime)
+		return oip.SessionMessage{Event: oip.EventSession, Session: info}, nil
+	case *oippb.ModelStreamInferResponse_Chunk:
+		resp, err := oippb.DecodeResponse(m.Chunk)
+		if err != nil {
+			return oip.SessionMessage{}, fmt.Errorf("malformed chunk: %w", err)
+		}
+		return oip.SessionMessage{Event: oip.EventChunk, Chunk: resp}, nil
+	case *oippb.ModelStreamInferResponse_Controls:
+		return oip.SessionMessage{Event: oip.EventControls, Controls: m.Controls.GetControls()}, nil
+	case *oippb.ModelStreamInferResponse_ErrorMessage:
+		return oip.SessionMessage{Event: oip.EventRefused, Error: m.ErrorMessage}, nil
+	}
+	return oip.SessionMessage{}, fmt.Errorf("unexpected message %v", msg)
+}
+
+// Close ends the call.
+func (g *grpcConn) Close() error {
+	g.cancel()
 	return nil
 }
 

@@ -2,8 +2,9 @@
 // Inference Protocol (KServe v2) REST API or, for a grpc:// or grpcs://
 // URL, its gRPC API, such as cmd/wfserve, and returns their outputs in
 // exactly the form the in-process runtime/client returns: a Client is a
-// client.Backend, so a generated Client made by NewRemote is the same
-// type, with the same methods, as one made by New.
+// client.Backend, so a generated Client over it
+// (client.Open[pkg.Client](remote.New(pkg.Spec(), url))) is the same type,
+// with the same methods, as one made by New.
 //
 // The mapping of fields and artifacts onto named tensors is package oip's.
 // Any OIP server that serves a model with the family's inputs works for Run
@@ -12,16 +13,12 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
@@ -87,12 +84,11 @@ type Client struct {
 	vspec   *spec.InferenceVariantSpec // the variant, the family's default when none is named
 	token   string
 	http    *http.Client
-	tracer  trace.Tracer   // WithTracerProvider; nil: the global provider
-	asJSON  bool           // WithJSONTensors
-	retries int            // WithRetries
-	grpc    *grpcTransport // a grpc:// or grpcs:// URL (grpc.go); nil: REST
-	tlsCfg  *tls.Config    // WithTLSConfig (grpcs://)
-	ws      *wsPool        // the WebSockets kept for the next sessions (wspool.go)
+	tracer  trace.Tracer // WithTracerProvider, else the global provider's
+	asJSON  bool         // WithJSONTensors
+	retries int          // WithRetries
+	tlsCfg  *tls.Config  // WithTLSConfig (grpcs://)
+	t       transport    // REST (rest.go) or gRPC (grpc.go), by the URL's scheme
 }
 
 var _ client.Backend = (*Client)(nil)
@@ -115,7 +111,7 @@ func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client
 		return nil, fmt.Errorf("remote: base URL %q: want http://, https://, grpc:// or grpcs:// and a host", baseURL)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	c := &Client{spec: spec, base: u, model: spec.ModelFamilyID, http: http.DefaultClient, ws: &wsPool{}}
+	c := &Client{spec: spec, base: u, model: spec.ModelFamilyID, http: http.DefaultClient, tracer: globalTracer}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -132,13 +128,15 @@ func New(spec *spec.ModelInferenceSpec, baseURL string, opts ...Option) (*Client
 	if c.tlsCfg != nil && u.Scheme != "grpcs" {
 		return nil, errNotTLS
 	}
-	if u.Scheme == "grpc" || u.Scheme == "grpcs" {
-		if c.asJSON || c.http != http.DefaultClient {
-			return nil, errNotGRPC
-		}
-		if c.grpc, err = dialGRPC(u, c.tlsCfg); err != nil {
-			return nil, fmt.Errorf("remote: %w", err)
-		}
+	if u.Scheme == "http" || u.Scheme == "https" {
+		c.t = &restTransport{c: c, ws: &wsPool{}}
+		return c, nil
+	}
+	if c.asJSON || c.http != http.DefaultClient {
+		return nil, errNotGRPC
+	}
+	if c.t, err = dialGRPC(c); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
 	}
 	return c, nil
 }
@@ -153,13 +151,7 @@ func (c *Client) Variant() *spec.InferenceVariantSpec { return c.vspec }
 
 // Close closes the gRPC connection of a grpc:// client, and the
 // WebSockets a REST client keeps for its next realtime sessions.
-func (c *Client) Close() error {
-	c.ws.close()
-	if c.grpc != nil {
-		return c.grpc.conn.Close()
-	}
-	return nil
-}
+func (c *Client) Close() error { return c.t.close() }
 
 // StatusError is an error answer of the server: its HTTP status and the
 // protocol error body's message. errors.Is matches context.DeadlineExceeded
@@ -197,119 +189,6 @@ func (c *Client) where(task string) string {
 		w += " " + task
 	}
 	return w + " (remote)"
-}
-
-// path returns the URL of a model endpoint ("infer", "ready", "").
-func (c *Client) path(endpoint string) string {
-	p := c.base.Path + "/v2/models/" + url.PathEscape(c.model)
-	if c.variant != "" {
-		p += "/versions/" + url.PathEscape(c.variant)
-	}
-	if endpoint != "" {
-		p += "/" + endpoint
-	}
-	u := *c.base
-	u.Path, u.RawPath = p, ""
-	return u.String()
-}
-
-// request builds the infer request of a task.
-func (c *Client) request(task *spec.InferenceTaskProfile, call, load map[string]any) (*oip.InferenceRequest, error) {
-	inputs, err := oip.EncodeInputs(task, call, load)
-	if err != nil {
-		return nil, err
-	}
-	req := &oip.InferenceRequest{Inputs: inputs, Parameters: oip.Parameters{"task": task.TaskID}}
-	if inputs == nil {
-		req.Inputs = []oip.Tensor{}
-	}
-	return req, nil
-}
-
-// do sends a JSON request and decodes a JSON answer into out; an error
-// status is a *StatusError. An *oip.InferenceRequest body whose inputs
-// travel binary is sent with the binary tensor data extension, and an
-// answer that has binary outputs is decoded into an *oip.InferenceResponse
-// out (binaryBody, decodeBinary).
-func (c *Client) do(ctx context.Context, method, u string, body any, out any) (err error) {
-	ctx, span := c.startSpan(ctx, method, u)
-	defer func() { endSpan(span, err) }()
-	var payload []byte
-	var binaryHeader int
-	if req, ok := body.(*oip.InferenceRequest); ok {
-		b, n, err := binaryBody(req)
-		if err != nil {
-			return err
-		}
-		payload, binaryHeader = b, n
-	} else if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		payload = b
-	}
-	var resp *http.Response
-	for attempt := 0; ; attempt++ {
-		var rd io.Reader
-		if body != nil {
-			rd = bytes.NewReader(payload)
-		}
-		hreq, err := http.NewRequestWithContext(ctx, method, u, rd)
-		if err != nil {
-			return err
-		}
-		switch {
-		case binaryHeader > 0:
-			hreq.Header.Set("Content-Type", oip.BinaryContentType)
-			hreq.Header.Set(oip.HeaderContentLength, strconv.Itoa(binaryHeader))
-		case body != nil:
-			hreq.Header.Set("Content-Type", "application/json")
-		}
-		c.authorize(hreq)
-		resp, err = c.http.Do(hreq)
-		if attempt < c.retries && c.retry(ctx, attempt, resp, err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		break
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return statusError(resp)
-	}
-	if h := resp.Header.Get(oip.HeaderContentLength); h != "" {
-		if err := decodeBinary(resp, h, out); err != nil {
-			return fmt.Errorf("malformed answer from %s: %w", u, err)
-		}
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("malformed answer from %s: %w", u, err)
-	}
-	return nil
-}
-
-func (c *Client) authorize(r *http.Request) {
-	injectTrace(r) // the caller's span continues on the server
-	if c.token != "" {
-		r.Header.Set("Authorization", "Bearer "+c.token)
-	}
-}
-
-// statusError reads an error answer.
-func statusError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var e oip.ErrorResponse
-	if json.Unmarshal(b, &e) != nil || e.Error == "" {
-		e.Error = strings.TrimSpace(string(b))
-		if len(e.Error) > 200 {
-			e.Error = e.Error[:200] + "..."
-		}
-	}
-	return &StatusError{Status: resp.StatusCode, Message: e.Error}
 }
 
 // Call runs one call of task (a task of Spec) with the one item of in on
@@ -356,11 +235,11 @@ func (c *Client) kwargsInputs(ctx context.Context, taskID string, items []map[st
 }
 
 func (c *Client) run(ctx context.Context, task *spec.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
-	req, err := c.inferRequest(task, call, load)
+	req, err := c.t.request(task, call, load)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.infer(ctx, req)
+	resp, err := c.t.Infer(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -369,30 +248,16 @@ func (c *Client) run(ctx context.Context, task *spec.InferenceTaskProfile, call,
 
 // Metadata returns the server's metadata of the model.
 func (c *Client) Metadata(ctx context.Context) (*oip.ModelMetadata, error) {
-	if c.grpc != nil {
-		md, err := c.grpcMetadata(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.where(""), err)
-		}
-		return md, nil
-	}
-	var md oip.ModelMetadata
-	if err := c.do(ctx, http.MethodGet, c.path(""), nil, &md); err != nil {
+	md, err := c.t.metadata(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err)
 	}
-	return &md, nil
+	return md, nil
 }
 
 // Ready returns nil when the server reports the model (variant) ready.
 func (c *Client) Ready(ctx context.Context) error {
-	if c.grpc != nil {
-		if err := c.grpcReady(ctx); err != nil {
-			return fmt.Errorf("%s: %w", c.where(""), err)
-		}
-		return nil
-	}
-	var v map[string]any
-	if err := c.do(ctx, http.MethodGet, c.path("ready"), nil, &v); err != nil {
+	if err := c.t.ready(ctx); err != nil {
 		return fmt.Errorf("%s: %w", c.where(""), err)
 	}
 	return nil

@@ -41,20 +41,17 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 
 // startSpan starts the client span of one request to u, named by its
 // method and route ("POST /v2/models/{model}/infer").
-func (c *Client) startSpan(ctx context.Context, method, u string) (context.Context, trace.Span) {
-	t := c.tracer
-	if t == nil {
-		t = globalTracer
-	}
+func (t *restTransport) startSpan(ctx context.Context, method, u string) (context.Context, trace.Span) {
+	c := t.c
 	name := method
-	if rest, ok := strings.CutPrefix(u, c.path("")); ok {
+	if rest, ok := strings.CutPrefix(u, t.path("")); ok {
 		route := "/v2/models/{model}"
 		if c.variant != "" {
 			route += "/versions/{version}"
 		}
 		name += " " + route + rest
 	}
-	return t.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
+	return c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("url.full", u),
 			attribute.String("wfserve.model", c.spec.ModelFamilyID)))
 }

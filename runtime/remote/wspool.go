@@ -32,10 +32,6 @@ const (
 	wsIdleFor = 20 * time.Second
 )
 
-// wsEndWait bounds the wait for a session's end event after its last
-// chunk, before the connection is kept (a variable for the tests).
-var wsEndWait = 5 * time.Second
-
 // get returns a kept connection, or nil when there is none fresh enough.
 func (p *wsPool) get() *websocket.Conn {
 	p.mu.Lock()

@@ -1,0 +1,383 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/oip"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+)
+
+// CallStream starts a realtime session of a streaming task (a task of
+// Spec) with the one item of in on the server and returns it as a local
+// *stream.Session, as client.Client.CallStream does: its
+// chunks are the server's, in order, checked like local ones. The session's
+// options apply where the work is: pacing and the chunk limit are sent to
+// the server (which releases chunks at playback time; the local session
+// does not wait again), and SetControls sends the controls to the running
+// server session before they apply locally (an error from the server
+// leaves them unchanged).
+//
+// The server session opens when the first chunk is asked for and ends when
+// the local one ends: ctx is done, a step's context is cancelled (a
+// stopped Chunks loop whose context is cancelled), the chunk limit is
+// reached, or an error. Cancel ctx to release a session that is left
+// unfinished.
+func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile, in client.Inputs, opts ...stream.Option) (*stream.Session, error) {
+	if err := client.OneItem(in); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	if !task.Stream {
+		return nil, fmt.Errorf("%s: task is not a streaming task (stream: true)", c.where(task.TaskID))
+	}
+	var video string
+	for _, a := range task.Outputs {
+		if a.Kind == spec.ArtifactVideo {
+			video = a.ArtifactID
+			break
+		}
+	}
+	if video == "" {
+		return nil, fmt.Errorf("%s: a streaming task needs a video artifact", c.where(task.TaskID))
+	}
+	req, err := c.t.sessionRequest(task, client.CallKwargs(task, in, 0))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	// A probe session reads the options the caller gave.
+	probe, err := stream.New(c.spec.Realtime, func(context.Context, stream.StepRequest) (stream.StepResult, error) {
+		return stream.StepResult{}, errors.New("probe")
+	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{c: c, ctx: ctx, task: task, video: video, req: req, paced: probe.Paced(), maxChunks: probe.MaxChunks()}
+	all := append(append([]stream.Option{}, opts...), stream.WithPacing(false), stream.WithControlsHook(s.sendControls))
+	return stream.New(c.spec.Realtime, s.step, all...)
+}
+
+// Stream starts a realtime session of task taskID with untyped call
+// kwargs: CallStream with them as Inputs (client.KwargsOf).
+func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
+	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c.CallStream(ctx, task, in, opts...)
+}
+
+// session is the server side of a local session, on one session
+// connection of the client's transport (oip.SessionConn): chunks come in,
+// controls and acks go out. It runs in lockstep: the server makes each
+// chunk after the first only once this side acked the one before, which
+// it does when the local session asks for the next — so controls set in
+// between reach the server first and apply to it, as they do in-process.
+// Controls apply locally only once the server took them.
+type session struct {
+	c         *Client
+	ctx       context.Context
+	task      *spec.InferenceTaskProfile
+	video     string
+	req       *oip.InferenceRequest // without the stream parameters
+	paced     bool
+	maxChunks int
+
+	mu      sync.Mutex // guards the fields below
+	conn    oip.SessionConn
+	keep    func()                  // gives conn back for another session (transport.openSession)
+	events  chan received           // the session's messages, in order, from read
+	answers chan oip.SessionMessage // answers to controls messages, in order
+	done    chan struct{}           // closed when the session is over: read stops delivering
+	pending stream.Controls         // controls set before it opened
+	closed  error                   // why the session is over
+
+	send sync.Mutex // one Send at a time (oip.SessionConn)
+	ctl  sync.Mutex // one controls message at a time: answers come in order
+}
+
+// received is one message of the session, or why the connection broke.
+type received struct {
+	msg oip.SessionMessage
+	err error
+}
+
+// endWait bounds the wait for a session's end event after its last chunk,
+// before its connection is kept (a variable for the tests).
+var endWait = 5 * time.Second
+
+// errEnded is the error of a session used after its last chunk.
+var errEnded = errors.New("the session has ended")
+
+// open starts the server session with the controls the first step has,
+// and returns once the session event came.
+func (s *session) open(controls stream.Controls) error {
+	ctl, err := json.Marshal(map[string]float64(controls))
+	if err != nil {
+		return err
+	}
+	// Parameters are scalars (the protocol's rule): the controls travel as
+	// JSON text.
+	req := *s.req
+	req.Parameters = oip.Parameters{"task": s.task.TaskID, "paced": s.paced, "max_chunks": s.maxChunks,
+		"controls": string(ctl), "lockstep": true}
+	conn, keep, err := s.c.t.openSession(s.ctx, &req)
+	if err != nil {
+		return err
+	}
+	s.conn, s.keep = conn, keep
+	// The first message is read here and the reader started after it: the
+	// session event reaches open without a hand-off between goroutines.
+	first, err := conn.Receive(s.ctx)
+	switch {
+	case err != nil:
+		return err
+	case first.Event == oip.EventError:
+		return serverError(first)
+	case first.Event != oip.EventSession:
+		return fmt.Errorf("the session began with event %q, want %q", first.Event, oip.EventSession)
+	}
+	s.events, s.answers, s.done = make(chan received, 4), make(chan oip.SessionMessage, 1), make(chan struct{})
+	go s.read()
+	return nil
+}
+
+// read takes the session's messages until its last (the end, an error,
+// a broken connection) or until the session is over: answers to controls
+// to s.answers (dropped when nobody waits for one: the server answers an
+// ack only to refuse it), everything else to s.events. It reads nothing
+// after the end: a kept connection's next message is the next session's.
+func (s *session) read() {
+	defer close(s.answers)
+	defer close(s.events)
+	for {
+		m, err := s.conn.Receive(s.ctx)
+		if err == nil && (m.Event == oip.EventControls || m.Event == oip.EventRefused) {
+			select {
+			case s.answers <- m:
+			default:
+			}
+			continue
+		}
+		select {
+		case s.events <- received{m, err}:
+		case <-s.done:
+			return
+		}
+		if err != nil || m.Event == oip.EventEnd || m.Event == oip.EventError {
+			return
+		}
+	}
+}
+
+// step returns the server's next chunk.
+func (s *session) step(ctx context.Context, req stream.StepRequest) (stream.StepResult, error) {
+	s.mu.Lock()
+	if s.closed != nil {
+		err := s.closed
+		s.mu.Unlock()
+		return stream.StepResult{}, err
+	}
+	if s.conn == nil {
+		controls := req.Controls
+		if s.pending != nil {
+			controls = s.pending
+		}
+		if err := s.open(controls); err != nil {
+			if s.ctx.Err() != nil {
+				err = s.ctx.Err()
+			}
+			s.closed = err
+			if s.conn != nil {
+				s.conn.Close()
+			}
+			s.mu.Unlock()
+			return stream.StepResult{}, err
+		}
+	}
+	s.mu.Unlock()
+	// A cancelled step ends the server session: the connection closes.
+	stop := context.AfterFunc(ctx, func() { s.fail(ctx.Err()) })
+	defer stop()
+	if req.Index > 0 {
+		// The consumer has taken the previous chunk (the local session
+		// asks for this one only then), and any controls it set since
+		// have reached the server: let the server make this one.
+		// An ack that cannot be sent means the connection is gone: the
+		// next message says why (the server's error, or how it closed).
+		ack := int64(req.Index - 1)
+		if err := s.write(ctx, oip.ControlsRequest{Ack: &ack}); err != nil && ctx.Err() != nil {
+			s.fail(ctx.Err())
+			return stream.StepResult{}, ctx.Err()
+		}
+	}
+	ev, ok := <-s.events
+	res, err := s.chunk(ev, ok)
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		s.fail(err)
+		return stream.StepResult{}, err
+	}
+	if s.maxChunks > 0 && req.Index+1 >= s.maxChunks {
+		s.finish()
+	}
+	return res, nil
+}
+
+// chunk is the step result of the session's next message, which must be
+// a chunk (ok: read delivered it).
+func (s *session) chunk(ev received, ok bool) (stream.StepResult, error) {
+	switch {
+	case !ok:
+		return stream.StepResult{}, s.closedErr()
+	case ev.err != nil:
+		return stream.StepResult{}, ev.err
+	}
+	switch ev.msg.Event {
+	case oip.EventChunk:
+		return chunkResult(s.task, s.video, ev.msg.Chunk)
+	case oip.EventError:
+		return stream.StepResult{}, serverError(ev.msg)
+	case oip.EventEnd:
+		return stream.StepResult{}, errors.New("the server ended the session")
+	}
+	return stream.StepResult{}, fmt.Errorf("unexpected event %q", ev.msg.Event)
+}
+
+// serverError is the error of an EventError: a *StatusError when the
+// transport carried its status.
+func serverError(m oip.SessionMessage) error {
+	if m.Status == 0 {
+		return fmt.Errorf("server: %s", m.Error)
+	}
+	return &StatusError{Status: m.Status, Message: m.Error}
+}
+
+// chunkResult is the step result of a chunk's response: its video's
+// frames and the realtime spec for the next chunk (malformed metadata is
+// ignored, as in-process).
+func chunkResult(task *spec.InferenceTaskProfile, video string, resp *oip.InferenceResponse) (stream.StepResult, error) {
+	out, err := oip.DecodeOutputs(task, resp.Outputs)
+	if err != nil {
+		return stream.StepResult{}, err
+	}
+	res := stream.StepResult{Frames: out[video]}
+	if text, ok := resp.Parameters[oip.ChunkRealtime].(string); ok {
+		var rt map[string]any
+		if json.Unmarshal([]byte(text), &rt) == nil {
+			res.Realtime = rt
+		}
+	}
+	return res, nil
+}
+
+// finish ends the session after its last chunk. A connection the
+// transport keeps (s.keep), with no controls message under way, goes back
+// to it for the client's next session once the server's EventEnd has
+// come; any other is closed.
+func (s *session) finish() {
+	if s.keep == nil || !s.ctl.TryLock() {
+		s.fail(errEnded)
+		return
+	}
+	defer s.ctl.Unlock()
+	// The server sends the end right after the last chunk; one that does
+	// not within endWait loses the connection, not the chunk.
+	wait := time.NewTimer(endWait)
+	defer wait.Stop()
+	select {
+	case ev, ok := <-s.events:
+		if !ok || ev.err != nil || ev.msg.Event != oip.EventEnd {
+			s.fail(errEnded)
+			return
+		}
+	case <-wait.C:
+		s.fail(errEnded)
+		return
+	}
+	s.mu.Lock()
+	first := s.closed == nil
+	if first {
+		s.closed = errEnded
+		close(s.done)
+	}
+	s.mu.Unlock()
+	if first {
+		s.keep()
+	}
+}
+
+// write sends one controls message.
+func (s *session) write(ctx context.Context, m oip.ControlsRequest) error {
+	s.send.Lock()
+	defer s.send.Unlock()
+	return s.conn.Send(ctx, m)
+}
+
+// closedErr is why the session is over.
+func (s *session) closedErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed != nil {
+		return s.closed
+	}
+	return errEnded
+}
+
+// fail ends the server session (closing the connection) for err.
+func (s *session) fail(err error) {
+	s.mu.Lock()
+	first := s.closed == nil
+	if first {
+		s.closed = err
+	}
+	conn := s.conn
+	s.mu.Unlock()
+	if first && conn != nil {
+		close(s.done)
+		conn.Close()
+	}
+}
+
+// sendControls is the local session's controls hook: once the server
+// session is open, the controls are sent to it and apply locally only when
+// it took them. Before it opens they go with the request that opens it.
+func (s *session) sendControls(c stream.Controls) error {
+	s.mu.Lock()
+	open, closed := s.conn != nil, s.closed
+	if !open {
+		s.pending = c // open sends them
+	}
+	s.mu.Unlock()
+	if !open || closed != nil {
+		return nil
+	}
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	s.mu.Lock()
+	closed = s.closed
+	s.mu.Unlock()
+	if closed != nil { // finish may have kept the connection for another session
+		return nil
+	}
+	where := s.c.where(s.task.TaskID)
+	if err := s.write(s.ctx, oip.ControlsRequest{Controls: c}); err != nil {
+		return fmt.Errorf("%s: controls: %w", where, err)
+	}
+	m, ok := <-s.answers
+	switch {
+	case !ok:
+		return fmt.Errorf("%s: controls: %w", where, s.closedErr())
+	case m.Event == oip.EventRefused:
+		return fmt.Errorf("%s: controls: %w", where, &StatusError{Status: http.StatusBadRequest, Message: m.Error})
+	}
+	return nil
+}
