@@ -670,7 +670,7 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 // it has none.
 func streamVideo(task *spec.InferenceTaskProfile) string {
 	for _, a := range task.Outputs {
-		if a.Kind == spec.ArtifactVideo {
+		if a.Kind.Picture() == spec.PictureVideo {
 			return a.ArtifactID
 		}
 	}
