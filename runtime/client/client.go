@@ -678,7 +678,7 @@ func streamVideo(task *spec.InferenceTaskProfile) string {
 }
 
 // kwargsInputs resolves a task by id and returns call and load kwargs (any
-// Go values EngineValue converts) as its Inputs: the untyped entry points
+// Go values engine.ValueOf converts) as its Inputs: the untyped entry points
 // (Run, RunBatch, Stream) over Call, CallBatch and CallStream.
 func (c *Client) kwargsInputs(ctx context.Context, taskID string, items []map[string]any, load map[string]any) (*spec.InferenceTaskProfile, Inputs, error) {
 	task, err := c.spec.Task(taskID)
@@ -693,7 +693,7 @@ func (c *Client) kwargsInputs(ctx context.Context, taskID string, items []map[st
 }
 
 // Run runs task taskID with untyped call and load kwargs keyed by field id
-// (values EngineValue converts): Call with them as Inputs (KwargsOf).
+// (values engine.ValueOf converts): Call with them as Inputs (KwargsOf).
 func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any, opts ...CallOption) (map[string]any, error) {
 	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, load)
 	if err != nil {
@@ -703,7 +703,7 @@ func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]a
 }
 
 // RunBatch runs task taskID over items given as untyped call kwargs
-// (values EngineValue converts) and returns each item's outputs in input
+// (values engine.ValueOf converts) and returns each item's outputs in input
 // order, nil for an item that failed on its own: CallBatch with them as
 // Inputs (KwargsOf).
 func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error) {
@@ -715,7 +715,7 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 }
 
 // Stream starts a realtime session of task taskID with untyped call kwargs
-// (values EngineValue converts): CallStream with them as Inputs (KwargsOf).
+// (values engine.ValueOf converts): CallStream with them as Inputs (KwargsOf).
 func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
 	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, nil)
 	if err != nil {

@@ -3,7 +3,8 @@
 // implements (runtime/torch, libtorch through cgo, registers itself with
 // RegisterEngine on import), the Module a loaded checkpoint is, the value
 // form that crosses the boundary (keyword arguments and outputs: nil,
-// string, int64, float64, bool, *tensor.Tensor, []any, map[string]any),
+// string, int64, float64, bool, *tensor.Tensor, []any, map[string]any;
+// ValueOf converts Go values into it),
 // method schemas and AOTInductor call specs, the optional capabilities
 // only some engines have (CUDAEngine, CacheReleaser, Synchronizer,
 // Compiler: found by type assertion, as database/sql/driver does), and the

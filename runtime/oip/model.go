@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/params"
 
+	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -397,7 +397,7 @@ func typed[T any](vals []any) []T {
 // engine form of kind k: numbers take the kind's type (an integral float
 // for an int kind becomes int64), lists become []any.
 func kindValue(k spec.Kind, v any) (any, error) {
-	ev, err := client.EngineValue(v)
+	ev, err := engine.ValueOf(v)
 	if err != nil || ev == nil {
 		return ev, err
 	}
