@@ -336,13 +336,6 @@ func decodeField(f *spec.InferenceFieldSpec, in *Tensor, lim Limits) (any, error
 		}
 		return fieldValue(f.Kind, vals), nil
 	}
-	if in.IsBinary() {
-		vals, err := rawValues(in, n)
-		if err != nil {
-			return nil, err
-		}
-		return fieldValue(f.Kind, vals), nil
-	}
 	if n > int64(len(in.Data)) {
 		return nil, fmt.Errorf("data has fewer elements than shape %v holds (%d)", in.Shape, n)
 	}
