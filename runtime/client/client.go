@@ -111,7 +111,10 @@ func WithoutCheckpointVerification() Option {
 	return func(o *Options) { o.SkipCheckpointVerification = true }
 }
 
-// WithEngine uses e instead of the registered engine.
+// WithEngine uses e instead of a registered engine: it must read the
+// checkpoint's format. Without it the client takes the registered engine
+// that reads the format (engine.ForFormat: the default engine when it
+// does).
 func WithEngine(e engine.Engine) Option { return func(o *Options) { o.Engine = e } }
 
 // WithBatchInvariant makes every batched forward call of the client run at
@@ -254,11 +257,8 @@ func (c *Client) current() *loaded {
 
 func (c *Client) loadLocked() (*loaded, error) {
 	eng := c.opts.Engine
-	if eng == nil {
-		var err error
-		if eng, err = engine.DefaultEngine(); err != nil {
-			return nil, err
-		}
+	if eng == nil && len(engine.Engines()) == 0 {
+		return nil, engine.ErrNoEngine
 	}
 	ref, hasRef := modelCheckpoint(c.variant)
 	path := c.opts.CheckpointPath
@@ -276,13 +276,21 @@ func (c *Client) loadLocked() (*loaded, error) {
 			return nil, err
 		}
 	}
+	format, err := engine.ResolveFormat(path, ref.Format)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
+	if eng == nil {
+		eng, err = engine.ForFormat(format)
+	} else {
+		err = engine.CheckReads(eng, format)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
+	}
 	dev, err := device.Resolve(eng, c.opts.Device, c.opts.Device == "")
 	if err != nil {
 		return nil, err
-	}
-	format, err := spec.ResolveCheckpointFormat(path, ref.Format)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
 	dtype, err := device.ResolveDType(eng, dev, c.opts.DType, true)
 	if err != nil {
