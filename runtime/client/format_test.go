@@ -1,10 +1,7 @@
 package client_test
 
 import (
-	"archive/zip"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/internal/enginetest"
@@ -13,30 +10,6 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	wfspec "github.com/worldfoundry/wfgen/runtime/spec"
 )
-
-// fakePackage writes a zip with an AOTInductor package's layout, which
-// engine.DetectFormat takes for one.
-func fakePackage(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "model.pt2")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := zip.NewWriter(f)
-	for _, n := range []string{"version", "data/aotinductor/model/x.so"} {
-		if _, err := w.Create(n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // A client gives a checkpoint to the registered engine that reads its
 // format — libtorch when it does (it is the default), another registered
@@ -50,7 +23,7 @@ func TestClientPicksTheEngineThatReadsTheFormat(t *testing.T) {
 	errLoad := errors.New("the pt2 reader was asked")
 	reader := &enginetest.Engine{Label: "pt2-reader", Reads: []wfspec.CheckpointFormat{wfspec.FormatAOTInductor}, LoadErr: errLoad}
 	engine.Register("pt2-reader", reader)
-	pkg := fakePackage(t)
+	pkg := enginetest.ZipFile(t, "model.pt2", "version", "data/aotinductor/model/x.so") // a package, as engine.DetectFormat tells
 	c, err := client.New(loadSpec(t, "tiny-encoder"), client.WithCheckpointPath(pkg), client.WithoutCheckpointVerification(), client.WithDevice("cpu"))
 	if err != nil {
 		t.Fatal(err)

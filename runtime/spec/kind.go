@@ -113,13 +113,7 @@ var baseTable = [...]BaseInfo{
 }
 
 // Bases lists every base, in Base order.
-var Bases = func() []Base {
-	out := make([]Base, len(baseTable))
-	for i := range baseTable {
-		out[i] = baseTable[i].Base
-	}
-	return out
-}()
+var Bases = rowKeys(baseTable[:], func(r *BaseInfo) Base { return r.Base })
 
 // Info returns b's row of the base table; ok is false for a Base that is
 // none of the bases.
@@ -176,23 +170,29 @@ var kindTable = [...]KindInfo{
 }
 
 // kindRows indexes kindTable by kind.
-var kindRows = func() map[Kind]*KindInfo {
-	m := make(map[Kind]*KindInfo, len(kindTable))
-	for i := range kindTable {
-		m[kindTable[i].Kind] = &kindTable[i]
-	}
-	return m
-}()
+var kindRows = indexRows(kindTable[:], func(r *KindInfo) Kind { return r.Kind })
 
 // FieldKinds lists every field kind in documentation order (the kind
 // table's).
-var FieldKinds = func() []Kind {
-	out := make([]Kind, len(kindTable))
-	for i := range kindTable {
-		out[i] = kindTable[i].Kind
+var FieldKinds = rowKeys(kindTable[:], func(r *KindInfo) Kind { return r.Kind })
+
+// indexRows maps the key of each row of a table to the row.
+func indexRows[K comparable, R any](table []R, key func(*R) K) map[K]*R {
+	m := make(map[K]*R, len(table))
+	for i := range table {
+		m[key(&table[i])] = &table[i]
+	}
+	return m
+}
+
+// rowKeys lists the keys of a table's rows, in order.
+func rowKeys[K any, R any](table []R, key func(*R) K) []K {
+	out := make([]K, len(table))
+	for i := range table {
+		out[i] = key(&table[i])
 	}
 	return out
-}()
+}
 
 // Info returns k's row of the kind table (the zero Kind's is KindString's,
 // see Effective); ok is false for a kind that is not valid.
@@ -483,23 +483,11 @@ var artifactTable = [...]ArtifactInfo{
 }
 
 // artifactRows indexes artifactTable by kind.
-var artifactRows = func() map[ArtifactKind]*ArtifactInfo {
-	m := make(map[ArtifactKind]*ArtifactInfo, len(artifactTable))
-	for i := range artifactTable {
-		m[artifactTable[i].Kind] = &artifactTable[i]
-	}
-	return m
-}()
+var artifactRows = indexRows(artifactTable[:], func(r *ArtifactInfo) ArtifactKind { return r.Kind })
 
 // ArtifactKinds lists every artifact kind in documentation order (the
 // artifact kind table's).
-var ArtifactKinds = func() []ArtifactKind {
-	out := make([]ArtifactKind, len(artifactTable))
-	for i := range artifactTable {
-		out[i] = artifactTable[i].Kind
-	}
-	return out
-}()
+var ArtifactKinds = rowKeys(artifactTable[:], func(r *ArtifactInfo) ArtifactKind { return r.Kind })
 
 // Info returns k's row of the artifact kind table; ok is false for a kind
 // that is not valid.
