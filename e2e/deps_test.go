@@ -2,9 +2,20 @@ package e2e_test
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// repoRoot is the repository's root folder.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
 
 // A program that imports one generated family and the engine links no
 // network package — no gRPC, OpenTelemetry, WebSocket or HTTP/2 — since a

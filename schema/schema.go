@@ -45,9 +45,14 @@ func Generate() ([]byte, error) {
 // generate reflects manifest.Document with the given doc comment map.
 func generate(comments map[string]string) ([]byte, error) {
 	r := &jsonschema.Reflector{
-		// A spec.Number is a number kept as written.
+		// A spec.Number is a number kept as written; a kind is one of the
+		// kind table's (spec.FieldKinds, spec.ArtifactKinds).
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
 			switch t {
+			case reflect.TypeFor[spec.Kind]():
+				return enum(spec.FieldKinds)
+			case reflect.TypeFor[spec.ArtifactKind]():
+				return enum(spec.ArtifactKinds)
 			case reflect.TypeFor[spec.Number]():
 				return &jsonschema.Schema{Type: "number"}
 			case reflect.TypeFor[spec.Dim]():
@@ -73,6 +78,15 @@ func generate(comments map[string]string) ([]byte, error) {
 		return nil, fmt.Errorf("marshal schema: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// enum is the schema of a string that is one of values.
+func enum[S ~string](values []S) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "string"}
+	for _, v := range values {
+		s.Enum = append(s.Enum, string(v))
+	}
+	return s
 }
 
 // description returns the doc comment of type t (field "") or of one of its

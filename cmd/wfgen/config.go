@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/worldfoundry/wfgen/gen/breaking"
+	"github.com/worldfoundry/wfgen/gen/glob"
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/gen/naming"
 )
@@ -286,17 +286,11 @@ func (d *configDecoder) globs(n *yaml.Node) []string {
 			d.errorf(s.node, "exclude: %q must be relative to the folder of %s", s.value, ConfigName)
 			continue
 		}
-		bad := false
-		for _, seg := range strings.Split(s.value, "/") {
-			if _, err := path.Match(seg, ""); err != nil {
-				d.errorf(s.node, "exclude: bad pattern %q: %v", s.value, err)
-				bad = true
-				break
-			}
+		if _, err := glob.Check(s.value); err != nil {
+			d.errorf(s.node, "exclude: bad pattern %q: %v", s.value, err)
+			continue
 		}
-		if !bad {
-			out = append(out, s.value)
-		}
+		out = append(out, s.value)
 	}
 	return out
 }
@@ -342,40 +336,11 @@ func (c *config) excludes() func(string) bool {
 		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return false
 		}
-		subject := strings.Split(filepath.ToSlash(rel), "/")
 		for _, g := range c.Exclude {
-			if matchGlob(strings.Split(g, "/"), subject) {
+			if glob.Match(g, filepath.ToSlash(rel)) {
 				return true
 			}
 		}
 		return false
 	}
-}
-
-// matchGlob matches path segments against pattern segments (path.Match
-// syntax each), a "**" segment matching any number of segments.
-func matchGlob(pat, subj []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for pat = pat[1:]; len(pat) > 0 && pat[0] == "**"; pat = pat[1:] {
-			}
-			if len(pat) == 0 {
-				return true
-			}
-			for i := range len(subj) + 1 {
-				if matchGlob(pat, subj[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(subj) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], subj[0]); !ok {
-			return false
-		}
-		pat, subj = pat[1:], subj[1:]
-	}
-	return len(subj) == 0
 }

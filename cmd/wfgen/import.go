@@ -129,7 +129,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	}
 	var res *importer.Result
 	var err error
-	if format, _ := spec.CheckpointFormatOf(ckpt); len(opts.Examples) > 0 && format != spec.FormatAOTInductor {
+	if format, _ := engine.FormatOf(ckpt); len(opts.Examples) > 0 && format != spec.FormatAOTInductor {
 		// Examples run the model: the engine. (A package takes no
 		// examples; ImportFile says so.)
 		if importEngine == nil {

@@ -5,6 +5,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/worldfoundry/wfgen/gen/glob"
 )
 
 // Allow is one --allow rule: RULE[:SUBJECT]. RULE is a rule name or a
@@ -48,10 +50,8 @@ func ParseAllow(s string) (Allow, error) {
 	if !known {
 		return a, fmt.Errorf("--allow %q: %q matches no rule; rules of breaking changes: %s", s, rule, strings.Join(breakingRules(), ", "))
 	}
-	for _, seg := range strings.Split(subj, "/") {
-		if _, err := path.Match(seg, ""); err != nil {
-			return a, fmt.Errorf("--allow %q: bad subject pattern segment %q: %v", s, seg, err)
-		}
+	if seg, err := glob.Check(subj); err != nil {
+		return a, fmt.Errorf("--allow %q: bad subject pattern segment %q: %v", s, seg, err)
 	}
 	return a, nil
 }
@@ -74,35 +74,7 @@ func (a Allow) Match(c Change) bool {
 	if a.Subject == "" {
 		return true
 	}
-	return matchSegments(strings.Split(a.Subject, "/"), strings.Split(c.Subject, "/"))
-}
-
-// matchSegments matches subject segments against pattern segments, "**"
-// matching zero or more of them.
-func matchSegments(pat, subj []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for pat = pat[1:]; len(pat) > 0 && pat[0] == "**"; pat = pat[1:] {
-			}
-			if len(pat) == 0 {
-				return true
-			}
-			for i := range len(subj) + 1 {
-				if matchSegments(pat, subj[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(subj) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], subj[0]); !ok {
-			return false
-		}
-		pat, subj = pat[1:], subj[1:]
-	}
-	return len(subj) == 0
+	return glob.Match(a.Subject, c.Subject)
 }
 
 // Apply marks the breaking changes that an allow rule covers (and no

@@ -70,7 +70,7 @@ func loadValid(t *testing.T, dir string) []*ir.Family {
 func goldenOutputs(t *testing.T, r goldenResult) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, format := range Formats {
+	for _, format := range manifest.OutputFormats {
 		var b bytes.Buffer
 		if err := Write(&b, format, r.changes); err != nil {
 			t.Fatal(err)
@@ -235,7 +235,7 @@ func TestNoChangeWithItself(t *testing.T) {
 		t.Fatalf("manifests/ against itself: %v %v", changes, err)
 	}
 	var b bytes.Buffer
-	for _, f := range Formats {
+	for _, f := range manifest.OutputFormats {
 		if err := Write(&b, f, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -22,42 +22,7 @@ func example(pkg string, task *ir.Task, f *ir.Field) string {
 	}
 	fits := func(v any) bool { _, vs := rules.CheckValue(v); return len(vs) == 0 }
 	s := f.Spec
-	switch f.Kind {
-	case spec.KindString:
-		if f.Choice != nil {
-			v := f.Choice.Values[0]
-			if v.Const != "" {
-				return pkg + "." + v.Const
-			}
-			return pkg + "." + f.Choice.Type + "(" + strconv.Quote(v.Value) + ")"
-		}
-		for _, c := range stringCandidates(s) {
-			if fits(c) {
-				return strconv.Quote(c)
-			}
-		}
-	case spec.KindInt:
-		for _, c := range intCandidates(s) {
-			if fits(c) {
-				return strconv.FormatInt(c, 10)
-			}
-		}
-	case spec.KindFloat:
-		for _, c := range []float64{0, 0.5, 1} {
-			if fits(c) {
-				return floatGo(c)
-			}
-		}
-		if s.Minimum != nil && fits(s.Minimum.Float64()) {
-			return floatGo(s.Minimum.Float64())
-		}
-	case spec.KindBool:
-		return "false"
-	case spec.KindTensor, spec.KindImage, spec.KindVideo:
-		return zerosExample(f, task)
-	case spec.KindTensorList:
-		return "[]*tensor.Tensor{" + zerosExample(f, task) + "}"
-	default: // lists of scalars
+	if f.Kind.IsList() && !f.Kind.TensorLike() {
 		n := 1
 		if s.MinLength != nil {
 			n = max(n, *s.MinLength)
@@ -72,6 +37,43 @@ func example(pkg string, task *ir.Task, f *ir.Field) string {
 			items[i] = item
 		}
 		return f.Type.String() + "{" + strings.Join(items, ", ") + "}"
+	}
+	switch f.Kind.Base() {
+	case spec.BaseString:
+		if f.Choice != nil {
+			v := f.Choice.Values[0]
+			if v.Const != "" {
+				return pkg + "." + v.Const
+			}
+			return pkg + "." + f.Choice.Type + "(" + strconv.Quote(v.Value) + ")"
+		}
+		for _, c := range stringCandidates(s) {
+			if fits(c) {
+				return strconv.Quote(c)
+			}
+		}
+	case spec.BaseInt:
+		for _, c := range intCandidates(s) {
+			if fits(c) {
+				return strconv.FormatInt(c, 10)
+			}
+		}
+	case spec.BaseFloat:
+		for _, c := range []float64{0, 0.5, 1} {
+			if fits(c) {
+				return floatGo(c)
+			}
+		}
+		if s.Minimum != nil && fits(s.Minimum.Float64()) {
+			return floatGo(s.Minimum.Float64())
+		}
+	case spec.BaseBool:
+		return "false"
+	case spec.BaseTensor:
+		if f.Kind.IsList() {
+			return f.Type.String() + "{" + zerosExample(f, task) + "}"
+		}
+		return zerosExample(f, task)
 	}
 	return ""
 }

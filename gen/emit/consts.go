@@ -21,15 +21,16 @@ var typedConsts = map[any]jen.Code{}
 var fieldConsts = map[string]map[string]jen.Code{}
 
 func init() {
-	for name, v := range map[string]any{
-		"KindString": spec.KindString, "KindInt": spec.KindInt, "KindFloat": spec.KindFloat, "KindBool": spec.KindBool,
-		"KindTensor": spec.KindTensor, "KindImage": spec.KindImage, "KindVideo": spec.KindVideo,
-		"KindStringList": spec.KindStringList, "KindIntList": spec.KindIntList, "KindFloatList": spec.KindFloatList,
-		"KindBoolList": spec.KindBoolList, "KindTensorList": spec.KindTensorList,
-		"ArtifactVideo": spec.ArtifactVideo, "ArtifactImage": spec.ArtifactImage, "ArtifactEmbedding": spec.ArtifactEmbedding,
-		"ArtifactTensor": spec.ArtifactTensor, "ArtifactText": spec.ArtifactText, "ArtifactJSON": spec.ArtifactJSON,
-		"ArtifactTensorList": spec.ArtifactTensorList,
-		"FormatTorchScript":  spec.FormatTorchScript, "FormatAOTInductor": spec.FormatAOTInductor,
+	for _, k := range spec.FieldKinds {
+		info, _ := k.Info()
+		typedConsts[k] = jen.Qual(ir.SpecPath, info.Const)
+	}
+	for _, k := range spec.ArtifactKinds {
+		info, _ := k.Info()
+		typedConsts[k] = jen.Qual(ir.SpecPath, info.Const)
+	}
+	for name, v := range map[string]spec.CheckpointFormat{
+		"FormatTorchScript": spec.FormatTorchScript, "FormatAOTInductor": spec.FormatAOTInductor,
 	} {
 		typedConsts[v] = jen.Qual(ir.SpecPath, name)
 	}

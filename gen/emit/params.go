@@ -180,7 +180,7 @@ func (g *goFile) pictures(t *ir.Task) {
 		field := jen.Op("&").Id("family").Dot("Tasks").Index(jen.Lit(t.Index)).Dot("Inputs").Index(jen.Lit(f.Index))
 		dst := jen.Op("&").Id("p").Dot(f.Name)
 		recv := jen.Id("p").Op("*").Id(t.Params)
-		if f.Kind == spec.KindVideo {
+		if f.Kind.Picture() == spec.PictureVideo {
 			g.add(docComment(fmt.Sprintf("%s sets %s to the tensor of frames, converted as field %q declares (layout, channels, range, normalisation, dtype and shape; see package runtime/pixels). %s is unchanged on an error.", f.FromPicture, f.Name, f.Spec.FieldID, f.Name)),
 				jen.Func().Params(recv).Id(f.FromPicture).Params(jen.Id("frames").Index().Qual("image", "Image")).Error().Add(
 					short(jen.Return(jen.Qual(ir.PixelsPath, "SetFrames").Call(dst, jen.Id("frames"), field)))))

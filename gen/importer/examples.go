@@ -76,7 +76,7 @@ func checkExamples(methods []engine.MethodSchema, opts Options) (map[string]int6
 					continue
 				}
 				found = true
-				if kind, _, ok := FieldKind(a.Type); !ok || kind != spec.KindTensor {
+				if kind, _, ok := FieldKind(a.Type); !ok || !kind.Stacked() {
 					return nil, fmt.Errorf("--example %s: argument %s of %s is %s; examples are for Tensor arguments", n, n, m.Name, a.Type)
 				}
 				if !opts.Batched {

@@ -232,7 +232,7 @@ func ImportFile(path string, opts Options) (*Result, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	if spec.DetectCheckpointFormat(f, st.Size()) == spec.FormatAOTInductor {
+	if engine.DetectFormat(f, st.Size()) == spec.FormatAOTInductor {
 		spec, err := contract.ReadCallSpec(f, st.Size())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)

@@ -437,15 +437,15 @@ func (b *builder) field(task *yaml.Node, method string, a engine.Argument, names
 		}
 	}
 	desc := str("TODO: what it means. TorchScript argument: " + decl + ".")
-	switch kind {
-	case spec.KindTensor:
+	switch {
+	case kind.Stacked():
 		var t *tensor.Tensor
 		from := ""
 		if ex, ok := b.opts.Examples[a.Name]; ok {
 			t, from = ex.Tensor, "from example "+baseName(ex.File)
 		}
 		tensorContract(f, t, from, batched, fmt.Sprintf("dtype and shape: the schema says only Tensor. Add the ones the model wants (dtype: float32, shape: [N, 3, H, W]), or import again with --example %s=FILE.npy", a.Name), desc)
-	case spec.KindTensorList:
+	case kind.TensorLike():
 		f.Content = append(f.Content, commented(key("description"), "dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants"), desc)
 	default:
 		appendPairs(f, "description", desc)
@@ -485,17 +485,17 @@ func defaultNode(kind spec.Kind, v any) (*yaml.Node, bool) {
 		}
 		return n, true
 	}
-	switch kind {
-	case spec.KindString:
+	switch kind.Base() {
+	case spec.BaseString:
 		s, ok := v.(string)
 		return str(s), ok && utf8.ValidString(s)
-	case spec.KindBool:
+	case spec.BaseBool:
 		x, ok := v.(bool)
 		return boolean(x), ok
-	case spec.KindInt:
+	case spec.BaseInt:
 		x, ok := v.(int64)
 		return integer(x), ok
-	case spec.KindFloat:
+	case spec.BaseFloat:
 		switch x := v.(type) {
 		case float64:
 			if math.IsInf(x, 0) || math.IsNaN(x) {
@@ -518,7 +518,7 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 		return b.tupleArtifacts(task, m, shape, size, batched)
 	}
 	kind := shape.kind
-	if kind == spec.ArtifactTensorList && batched {
+	if kind.Holds() == spec.HoldsTensorList && batched {
 		b.refuse("%s returns %s, a list, which batching cannot split per item; import it without --batched", m.Name, shape.text)
 		return nil
 	}
@@ -527,7 +527,7 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 		return nil
 	}
 	hint := ""
-	if kind == spec.ArtifactTensor {
+	if kind.Holds() == spec.HoldsTensor {
 		hint = " A more specific kind (video, image, embedding) may fit."
 	}
 	var out []*yaml.Node
@@ -588,12 +588,12 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 		case e.kind == "":
 			b.refuse("element %d of the tuple %s returns, %s (return type %s), has no artifact kind (artifacts hold a Tensor, a List[Tensor], a str or plain data); leave %s out (--method)", i, m.Name, e.text, shape.text, m.Name)
 			return nil
-		case e.kind == spec.ArtifactTensorList && batched:
+		case e.kind.Holds() == spec.HoldsTensorList && batched:
 			b.refuse("element %d of the tuple %s returns, %s, is a list, which batching cannot split per item; import it without --batched", i, m.Name, e.text)
 			return nil
 		}
 		hint := ""
-		if e.kind == spec.ArtifactTensor {
+		if e.kind.Holds() == spec.HoldsTensor {
 			hint = " A more specific kind (video, image, embedding) may fit."
 		}
 		id := tupleArtifactID(i)
@@ -613,7 +613,7 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 // the dtype and shape of the tensor the method returned under id when it
 // ran on the examples, or a TODO comment, and its description.
 func (b *builder) artifactContract(task, a *yaml.Node, method, id string, kind spec.ArtifactKind, size int64, batched bool, desc string) *yaml.Node {
-	if kind != spec.ArtifactTensor {
+	if kind.Holds() != spec.HoldsTensor {
 		appendPairs(a, "description", str(desc))
 		return a
 	}

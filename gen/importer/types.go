@@ -31,7 +31,7 @@ func FieldKind(typ string) (kind spec.Kind, optional, ok bool) {
 	}
 	for _, k := range spec.FieldKinds {
 		// Images and videos pass as Tensor too; a plain Tensor is a tensor.
-		if k != spec.KindImage && k != spec.KindVideo && k.TorchScriptType() == t.String() {
+		if !k.IsPicture() && k.TorchScriptType() == t.String() {
 			return k, optional, true
 		}
 	}

@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -22,10 +23,10 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 	task := manifest.Sprintf("task %q", ts.TaskID)
 	f := &Field{Spec: fs, Index: j, Kind: fs.Kind, Presence: fs.Presence(), Name: b.goName(fs.FieldID, fs.GoName, fp)}
 	f.Type = fieldType(f)
-	switch fs.Kind {
-	case spec.KindImage:
+	switch fs.Kind.Picture() {
+	case spec.PictureImage:
 		f.FromPicture = "Set" + f.Name + "FromImage"
-	case spec.KindVideo:
+	case spec.PictureVideo:
 		f.FromPicture = "Set" + f.Name + "FromFrames"
 	}
 	if b.pruned(fp) {
@@ -125,7 +126,7 @@ func (b *builder) choices(t *Task, f *Field, fp, name string, re *regexp.Regexp)
 		if re != nil && !re.MatchString(ch) {
 			b.report(p, false, "%s: choice %q does not match the field's pattern %q", name, ch, fs.Pattern)
 		}
-		if fs.Kind == spec.KindString {
+		if fs.Kind.Textual() && !fs.Kind.IsList() {
 			if n := utf8.RuneCountInString(ch); fs.MinLength != nil && n < *fs.MinLength || fs.MaxLength != nil && n > *fs.MaxLength {
 				b.report(p, false, "%s: choice %q breaks the field's length limits", name, ch)
 			}
@@ -182,28 +183,37 @@ func (b *builder) fieldValue(task string, f *spec.InferenceFieldSpec, v any, p, 
 	return nv, len(vs) == 0
 }
 
-// fieldType is the Go type of a field in the params struct.
+// fieldType is the Go type of a field in the params struct: its kind's
+// (spec.Kind.GoType), the choice type for a string with choices, and a
+// pointer to an optional single value that is not a tensor.
 func fieldType(f *Field) GoType {
-	var t GoType
-	switch {
-	case f.Choice != nil:
-		t.Name = f.Choice.Type
-	case f.Kind.Elem() == spec.KindString:
-		t.Name = "string"
-	case f.Kind.Elem() == spec.KindInt:
-		t.Name = "int64"
-	case f.Kind.Elem() == spec.KindFloat:
-		t.Name = "float64"
-	case f.Kind.Elem() == spec.KindBool:
-		t.Name = "bool"
-	default:
-		t.Pkg, t.Name, t.Pointer = TensorPath, "Tensor", true
+	rt := f.Kind.GoType()
+	if rt == nil { // a kind that is not valid, reported at its key
+		b, _ := spec.BaseTensor.Info()
+		rt = b.Go
 	}
-	t.Slice = f.Kind.IsList()
+	t := goTypeOf(rt)
+	if f.Choice != nil {
+		t.Pkg, t.Name = "", f.Choice.Type
+	}
 	if !t.Slice && !f.Kind.TensorLike() && f.Presence == spec.Optional {
 		t.Pointer = true
 	}
 	return t
+}
+
+// goTypeOf is the GoType of t: a named or predeclared type, a pointer to
+// one, or a slice of either.
+func goTypeOf(t reflect.Type) GoType {
+	var g GoType
+	if t.Kind() == reflect.Slice && t.Name() == "" {
+		g.Slice, t = true, t.Elem()
+	}
+	if t.Kind() == reflect.Pointer {
+		g.Pointer, t = true, t.Elem()
+	}
+	g.Pkg, g.Name = t.PkgPath(), t.Name()
+	return g
 }
 
 func kindNames(ks []spec.Kind) string {
@@ -222,10 +232,7 @@ func (b *builder) imageShape(at, name string, kind spec.Kind, shape spec.Shape, 
 	if shape == nil {
 		return
 	}
-	lead := 0
-	if kind == spec.KindVideo {
-		lead++
-	}
+	lead := kind.Picture().Rank() - spec.PictureImage.Rank() // a video's frames
 	if batched {
 		lead++
 	}

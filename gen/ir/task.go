@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 
@@ -178,23 +179,18 @@ func (b *builder) problems(base, name string, ps []spec.Problem) {
 	}
 }
 
-// artifactType is the Go type of an artifact in the result struct.
+// artifactType is the Go type of an artifact in the result struct: its
+// kind's (spec.ArtifactInfo.Go), a pointer to an optional string.
 func artifactType(a *spec.InferenceArtifactSpec) GoType {
-	switch a.Kind {
-	case spec.ArtifactVideo:
-		return GoType{Pointer: true, Pkg: TensorPath, Name: "Video"}
-	case spec.ArtifactImage:
-		return GoType{Pointer: true, Pkg: TensorPath, Name: "Image"}
-	case spec.ArtifactEmbedding:
-		return GoType{Pointer: true, Pkg: TensorPath, Name: "Embedding"}
-	case spec.ArtifactText:
-		return GoType{Pointer: !a.Required, Name: "string"}
-	case spec.ArtifactJSON:
-		return GoType{Pkg: JSONPath, Name: "RawMessage"}
-	case spec.ArtifactTensorList:
-		return GoType{Slice: true, Pointer: true, Pkg: TensorPath, Name: "Tensor"}
+	info, ok := a.Kind.Info()
+	if !ok { // a kind that is not valid, reported at its key
+		info, _ = spec.ArtifactTensor.Info()
 	}
-	return GoType{Pointer: true, Pkg: TensorPath, Name: "Tensor"}
+	t := goTypeOf(info.Go)
+	if info.Go.Kind() == reflect.String && !a.Required {
+		t.Pointer = true
+	}
+	return t
 }
 
 // artifactContract checks an artifact's dtype, shape and image spec.
@@ -207,15 +203,12 @@ func (b *builder) artifactContract(ap, name string, a *spec.InferenceArtifactSpe
 	if a.Image == nil || b.pruned(ap+"/image") {
 		return
 	}
-	if a.Kind != spec.ArtifactImage && a.Kind != spec.ArtifactVideo {
+	kind, ok := a.Kind.FieldKind()
+	if !ok {
 		b.report(ap+"/image", true, "%s: image applies to image and video artifacts, not %s", name, a.Kind)
 		return
 	}
 	b.problems(ap+"/image", name, a.Image.Problems())
-	kind := spec.KindImage
-	if a.Kind == spec.ArtifactVideo {
-		kind = spec.KindVideo
-	}
 	b.imageShape(ap, name, kind, a.Shape, a.Image, batched)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/worldfoundry/wfgen/gen/manifest"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/contract"
+	"github.com/worldfoundry/wfgen/runtime/engine"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
 )
@@ -58,7 +59,7 @@ func (c *checker) variantCheckpoint(s *spec.ModelInferenceSpec, vi int) {
 	if err != nil {
 		return // not at hand: nothing to check
 	}
-	format, err := spec.ResolveCheckpointFormat(path, ref.Format)
+	format, err := engine.ResolveFormat(path, ref.Format)
 	if err != nil {
 		c.report(at+"/format", false, "variant %q checkpoint %s: %v", v.VariantID, path, err)
 		return

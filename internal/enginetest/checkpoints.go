@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"archive/zip"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -132,4 +133,28 @@ func Cleanup() {
 		os.RemoveAll(d)
 	}
 	dirs = nil
+}
+
+// ZipFile writes a zip of empty files with the given names (paths inside
+// the zip) to a file named name in a temporary folder of t, and returns
+// its path: the layout of a checkpoint archive without its contents, which
+// is what engine.DetectFormat reads.
+func ZipFile(t testing.TB, name string, names ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := zip.NewWriter(f)
+	for _, n := range names {
+		if _, err := w.Create(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

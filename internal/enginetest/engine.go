@@ -29,6 +29,7 @@ import (
 	"testing"
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
@@ -46,6 +47,9 @@ type Engine struct {
 	// Label and Release are what Name and Version report ("fake" and "0.1"
 	// when empty).
 	Label, Release string
+	// Reads, when not nil, is what Formats reports; else Inner's formats,
+	// or every format without Inner (its modules have only Schemas).
+	Reads []spec.CheckpointFormat
 
 	// Inner, when set, loads the checkpoints: Load returns its module
 	// wrapped, so that calls are recorded and pass OnCall before the inner
@@ -123,6 +127,17 @@ func (e *Engine) Name() string { return cmp(e.Label, "fake") }
 
 // Version is Release, "0.1" when empty.
 func (e *Engine) Version() string { return cmp(e.Release, "0.1") }
+
+// Formats is Reads, else Inner's formats, else every checkpoint format.
+func (e *Engine) Formats() []spec.CheckpointFormat {
+	switch {
+	case e.Reads != nil:
+		return e.Reads
+	case e.Inner != nil:
+		return e.Inner.Formats()
+	}
+	return spec.CheckpointFormats
+}
 
 func cmp(s, def string) string {
 	if s == "" {

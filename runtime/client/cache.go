@@ -96,12 +96,16 @@ func release(key moduleKey) {
 }
 
 // ReleaseCaches drops cached modules that no open client uses, closing them,
-// and then asks the engine to return unreferenced accelerator memory (the
-// seed's drop-caches: strong references go first, the allocator cache after).
-// It returns how many modules were released.
+// and then asks every registered engine to return unreferenced accelerator
+// memory (the seed's drop-caches: strong references go first, the
+// allocator cache after). It returns how many modules were released.
 func ReleaseCaches() (int, error) {
 	n, err := releaseUnused()
-	if e, eerr := engine.DefaultEngine(); eerr == nil {
+	for _, name := range engine.Engines() {
+		e, lerr := engine.Lookup(name)
+		if lerr != nil {
+			continue
+		}
 		if r, ok := e.(engine.CacheReleaser); ok {
 			if cerr := r.EmptyCache(); cerr != nil {
 				err = errors.Join(err, cerr)

@@ -111,7 +111,10 @@ func WithoutCheckpointVerification() Option {
 	return func(o *Options) { o.SkipCheckpointVerification = true }
 }
 
-// WithEngine uses e instead of the registered engine.
+// WithEngine uses e instead of a registered engine: it must read the
+// checkpoint's format. Without it the client takes the registered engine
+// that reads the format (engine.ForFormat: the default engine when it
+// does).
 func WithEngine(e engine.Engine) Option { return func(o *Options) { o.Engine = e } }
 
 // WithBatchInvariant makes every batched forward call of the client run at
@@ -254,11 +257,8 @@ func (c *Client) current() *loaded {
 
 func (c *Client) loadLocked() (*loaded, error) {
 	eng := c.opts.Engine
-	if eng == nil {
-		var err error
-		if eng, err = engine.DefaultEngine(); err != nil {
-			return nil, err
-		}
+	if eng == nil && len(engine.Engines()) == 0 {
+		return nil, engine.ErrNoEngine
 	}
 	ref, hasRef := modelCheckpoint(c.variant)
 	path := c.opts.CheckpointPath
@@ -276,13 +276,21 @@ func (c *Client) loadLocked() (*loaded, error) {
 			return nil, err
 		}
 	}
+	format, err := engine.ResolveFormat(path, ref.Format)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
+	}
+	if eng == nil {
+		eng, err = engine.ForFormat(format)
+	} else {
+		err = engine.CheckReads(eng, format)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
+	}
 	dev, err := device.Resolve(eng, c.opts.Device, c.opts.Device == "")
 	if err != nil {
 		return nil, err
-	}
-	format, err := spec.ResolveCheckpointFormat(path, ref.Format)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
 	dtype, err := device.ResolveDType(eng, dev, c.opts.DType, true)
 	if err != nil {
@@ -670,7 +678,7 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 // it has none.
 func streamVideo(task *spec.InferenceTaskProfile) string {
 	for _, a := range task.Outputs {
-		if a.Kind == spec.ArtifactVideo {
+		if a.Kind.Picture() == spec.PictureVideo {
 			return a.ArtifactID
 		}
 	}
@@ -678,7 +686,7 @@ func streamVideo(task *spec.InferenceTaskProfile) string {
 }
 
 // kwargsInputs resolves a task by id and returns call and load kwargs (any
-// Go values EngineValue converts) as its Inputs: the untyped entry points
+// Go values engine.ValueOf converts) as its Inputs: the untyped entry points
 // (Run, RunBatch, Stream) over Call, CallBatch and CallStream.
 func (c *Client) kwargsInputs(ctx context.Context, taskID string, items []map[string]any, load map[string]any) (*spec.InferenceTaskProfile, Inputs, error) {
 	task, err := c.spec.Task(taskID)
@@ -693,7 +701,7 @@ func (c *Client) kwargsInputs(ctx context.Context, taskID string, items []map[st
 }
 
 // Run runs task taskID with untyped call and load kwargs keyed by field id
-// (values EngineValue converts): Call with them as Inputs (KwargsOf).
+// (values engine.ValueOf converts): Call with them as Inputs (KwargsOf).
 func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]any, opts ...CallOption) (map[string]any, error) {
 	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, load)
 	if err != nil {
@@ -703,7 +711,7 @@ func (c *Client) Run(ctx context.Context, taskID string, call, load map[string]a
 }
 
 // RunBatch runs task taskID over items given as untyped call kwargs
-// (values EngineValue converts) and returns each item's outputs in input
+// (values engine.ValueOf converts) and returns each item's outputs in input
 // order, nil for an item that failed on its own: CallBatch with them as
 // Inputs (KwargsOf).
 func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string]any, opts ...batch.Option) ([]map[string]any, error) {
@@ -715,7 +723,7 @@ func (c *Client) RunBatch(ctx context.Context, taskID string, items []map[string
 }
 
 // Stream starts a realtime session of task taskID with untyped call kwargs
-// (values EngineValue converts): CallStream with them as Inputs (KwargsOf).
+// (values engine.ValueOf converts): CallStream with them as Inputs (KwargsOf).
 func (c *Client) Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error) {
 	task, in, err := c.kwargsInputs(ctx, taskID, []map[string]any{call}, nil)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/runtime/batch"
 
+	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -70,9 +71,9 @@ func CheckKwargs(task *spec.InferenceTaskProfile, kwargs ...map[string]any) erro
 
 // KwargsOf returns untyped kwargs as the Inputs of task: each item's call
 // kwargs with the load kwargs they share, keyed by field id, each value
-// converted with EngineValue (values already in the engine's form are
+// converted with engine.ValueOf (values already in the engine's form are
 // taken as they are). A key that is not a field of task is an error, and
-// so is a value EngineValue cannot convert; ctx is checked as the items
+// so is a value engine.ValueOf cannot convert; ctx is checked as the items
 // are read.
 func KwargsOf(ctx context.Context, task *spec.InferenceTaskProfile, items []map[string]any, load map[string]any) (Inputs, error) {
 	if err := CheckKwargs(task, load); err != nil {
@@ -93,7 +94,7 @@ func KwargsOf(ctx context.Context, task *spec.InferenceTaskProfile, items []map[
 		m := make(map[string]any, len(call)+len(load))
 		for _, kw := range []map[string]any{load, call} {
 			for k, v := range kw {
-				ev, err := EngineValue(v)
+				ev, err := engine.ValueOf(v)
 				if err != nil {
 					return nil, fmt.Errorf("kwarg %q: %w", k, err)
 				}
@@ -108,7 +109,7 @@ func KwargsOf(ctx context.Context, task *spec.InferenceTaskProfile, items []map[
 }
 
 // engineForm reports whether every value of kw is a scalar of the engine's
-// value form or a well-formed tensor, which EngineValue leaves as it is.
+// value form or a well-formed tensor, which engine.ValueOf leaves as it is.
 func engineForm(kw map[string]any) bool {
 	for _, v := range kw {
 		switch x := v.(type) {

@@ -139,7 +139,7 @@ func NewTask[P, R any](family *spec.ModelInferenceSpec, index int, defaults func
 		t.fields = append(t.fields, k)
 	}
 	for _, a := range t.spec.Outputs {
-		if a.Kind == spec.ArtifactTensorList && t.list == "" {
+		if a.Kind.Holds() == spec.HoldsTensorList && t.list == "" {
 			t.list = a.ArtifactID
 		}
 	}
@@ -389,7 +389,7 @@ func decodeArtifact(family *spec.ModelInferenceSpec, a *spec.InferenceArtifactSp
 		return nil
 	}
 	var err error
-	if t, ok := v.(*tensor.Tensor); ok && (a.Kind == spec.ArtifactImage || a.Kind == spec.ArtifactVideo) &&
+	if t, ok := v.(*tensor.Tensor); ok && a.Kind.IsPicture() &&
 		(a.Image != nil || (a.DType != "" && a.DType != tensor.Uint8)) {
 		// A picture the manifest declares in another layout, range or
 		// dtype becomes uint8 [H,W,C] first.

@@ -5,101 +5,22 @@ import (
 	"reflect"
 	"sort"
 
+	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 var tensorType = reflect.TypeFor[*tensor.Tensor]()
 
-// EngineValue converts a Go value into the engine's value form (see
-// engine.Module): named string types become string, every integer kind
-// int64, every float kind float64, slices []any, string-keyed maps
-// map[string]any, and non-nil pointers their element. A nil pointer is nil.
-// Anything else (channels, funcs, structs) is an error naming its type.
-func EngineValue(v any) (any, error) {
-	if v == nil {
-		return nil, nil
-	}
-	if t, ok := v.(*tensor.Tensor); ok {
-		if t == nil {
-			return nil, nil
-		}
-		if err := t.Check(); err != nil {
-			return nil, err
-		}
-		return t, nil
-	}
-	return engineValue(reflect.ValueOf(v), 0)
-}
-
-func engineValue(rv reflect.Value, depth int) (any, error) {
-	if depth > 32 {
-		return nil, fmt.Errorf("value nested deeper than 32 levels")
-	}
-	if rv.Type() == tensorType {
-		if rv.IsNil() {
-			return nil, nil
-		}
-		t := rv.Interface().(*tensor.Tensor)
-		if err := t.Check(); err != nil {
-			return nil, err
-		}
-		return t, nil
-	}
-	switch rv.Kind() {
-	case reflect.String:
-		return rv.String(), nil
-	case reflect.Bool:
-		return rv.Bool(), nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int(), nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32:
-		return int64(rv.Uint()), nil
-	case reflect.Float32, reflect.Float64:
-		return rv.Float(), nil
-	case reflect.Pointer, reflect.Interface:
-		if rv.IsNil() {
-			return nil, nil
-		}
-		return engineValue(rv.Elem(), depth+1)
-	case reflect.Slice, reflect.Array:
-		out := make([]any, rv.Len())
-		for i := range out {
-			x, err := engineValue(rv.Index(i), depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
-			}
-			out[i] = x
-		}
-		return out, nil
-	case reflect.Map:
-		if rv.Type().Key().Kind() != reflect.String {
-			return nil, fmt.Errorf("map with %s keys (want string keys)", rv.Type().Key())
-		}
-		out := make(map[string]any, rv.Len())
-		keys := rv.MapKeys()
-		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-		for _, k := range keys {
-			x, err := engineValue(rv.MapIndex(k), depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("[%q]: %w", k.String(), err)
-			}
-			out[k.String()] = x
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("unsupported value of type %s", rv.Type())
-}
-
 // MergeKwargs merges layers of keyword arguments, later layers winning, and
-// converts every value with EngineValue. A nil value in a later layer
+// converts every value with engine.ValueOf. A nil value in a later layer
 // removes the key (an optional field the caller left unset does not
 // override a default from an earlier layer: callers omit such keys).
 func MergeKwargs(layers ...map[string]any) (map[string]any, error) {
 	out := map[string]any{}
 	for _, l := range layers {
 		for k, v := range l {
-			ev, err := EngineValue(v)
+			ev, err := engine.ValueOf(v)
 			if err != nil {
 				return nil, fmt.Errorf("kwarg %q: %w", k, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/params"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 
+	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
@@ -280,7 +281,7 @@ func warmupKwargs(task *spec.InferenceTaskProfile) (map[string]any, error) {
 				}
 				return nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, errors.Join(errs...))
 			}
-			if v, err = EngineValue(nv); err != nil {
+			if v, err = engine.ValueOf(nv); err != nil {
 				return nil, fmt.Errorf("warm-up value of field %q: %w", f.FieldID, err)
 			}
 		}

@@ -115,9 +115,7 @@ func (s *specChecker) field(f *wfspec.InferenceFieldSpec) {
 				in.Name, describeValue(in.Value), in.Name))
 		return
 	}
-	switch f.Kind.Effective() {
-	case wfspec.KindTensor, wfspec.KindImage, wfspec.KindVideo:
-	default:
+	if !f.Kind.Stacked() {
 		s.add(name, fmt.Sprintf("a field of kind tensor, image or video for input %s", in), fmt.Sprintf("kind %s", f.Kind))
 		return
 	}
@@ -238,7 +236,7 @@ func (s *specChecker) outputs() {
 func (s *specChecker) artifact(a *wfspec.InferenceArtifactSpec, o engine.CallOutput) {
 	name := fmt.Sprintf("artifact %q", a.ArtifactID)
 	what := wfspec.TensorContract{DType: o.DType, Shape: o.Shape}.String()
-	if !a.Kind.TensorLike() || a.Kind == wfspec.ArtifactTensorList {
+	if a.Kind.Holds() != wfspec.HoldsTensor {
 		s.add(name, fmt.Sprintf("an artifact kind holding a tensor (the package returns %s)", what), "kind "+string(a.Kind))
 		return
 	}

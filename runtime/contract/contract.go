@@ -483,14 +483,14 @@ func artifactAccepts(t Type, kind spec.ArtifactKind) bool {
 		}
 		return false
 	}
-	switch kind {
-	case spec.ArtifactVideo, spec.ArtifactImage, spec.ArtifactEmbedding, spec.ArtifactTensor:
+	switch kind.Holds() {
+	case spec.HoldsTensor:
 		return t.Name == "Tensor"
-	case spec.ArtifactText:
+	case spec.HoldsText:
 		return t.Name == "str"
-	case spec.ArtifactJSON:
+	case spec.HoldsJSON:
 		return jsonable(t, 0)
-	case spec.ArtifactTensorList:
+	case spec.HoldsTensorList:
 		return t.Name == "List" && len(t.Elems) == 1 && t.Elems[0].Name == "Tensor"
 	}
 	return false
@@ -517,21 +517,8 @@ func jsonable(t Type, depth int) bool {
 }
 
 func artifactNeeds(kind spec.ArtifactKind) string {
-	switch kind {
-	case spec.ArtifactVideo:
-		return "Tensor, uint8 [T,H,W,C]"
-	case spec.ArtifactImage:
-		return "Tensor, uint8 [H,W,C]"
-	case spec.ArtifactEmbedding:
-		return "Tensor, floating [D] or [N,D]"
-	case spec.ArtifactTensor:
-		return "Tensor"
-	case spec.ArtifactText:
-		return "str"
-	case spec.ArtifactJSON:
-		return "str holding JSON, or a dict, list or scalar without tensors"
-	case spec.ArtifactTensorList:
-		return "List[Tensor]"
+	if info, ok := kind.Info(); ok {
+		return info.Returns
 	}
 	return "a known artifact kind: " + spec.ArtifactKindList()
 }

@@ -172,5 +172,5 @@ func tupleArtifacts(task *spec.InferenceTaskProfile, rt Type) bool {
 	if _, explicit := task.ArtifactPositions(); explicit {
 		return rt.Name == "Tuple"
 	}
-	return rt.Name == "Tuple" && !(len(task.Outputs) == 1 && task.Outputs[0].Kind == spec.ArtifactJSON && jsonable(rt, 0))
+	return rt.Name == "Tuple" && !(len(task.Outputs) == 1 && task.Outputs[0].Kind.Holds() == spec.HoldsJSON && jsonable(rt, 0))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -30,7 +29,7 @@ type LoadOptions struct {
 	// be cast: a dtype other than its own is an error.
 	DType tensor.DType
 	// Format is the checkpoint's declared format; "" recognises it from the
-	// file (ResolveCheckpointFormat).
+	// file (ResolveFormat).
 	Format spec.CheckpointFormat
 	// OpLibraries are shared libraries of TorchScript custom ops to load
 	// before the checkpoint (a manifest's op_libraries, resolved to
@@ -105,8 +104,8 @@ type DeviceInfo struct {
 	FreeBytes, TotalBytes uint64
 }
 
-// Engine is an execution backend, registered with RegisterEngine: a small
-// required core. What only some engines can do is an optional interface
+// Engine is an execution backend, registered by name with Register: a
+// small required core. What only some engines can do is an optional interface
 // that callers find by type assertion, as database/sql/driver does:
 // CUDAEngine (CUDA devices), CacheReleaser (returning cached accelerator
 // memory), Synchronizer (waiting for a device) and infra.FlagEngine (the
@@ -116,7 +115,11 @@ type Engine interface {
 	Name() string
 	// Version is the backend version, e.g. "1.13.1".
 	Version() string
-	// Load loads a checkpoint onto a device.
+	// Formats lists the checkpoint formats Load reads, the engine's
+	// preferred first.
+	Formats() []spec.CheckpointFormat
+	// Load loads a checkpoint onto a device, in the format opts.Format
+	// says (one of Formats) or, when that is "", the one the file is.
 	Load(path string, opts LoadOptions) (Module, error)
 }
 
@@ -171,33 +174,4 @@ func AsCUDA(e Engine) (CUDAEngine, error) {
 		return c, nil
 	}
 	return nil, fmt.Errorf("%s: %w", e.Name(), ErrNoCUDA)
-}
-
-var (
-	engineMu sync.RWMutex
-	engine   Engine
-)
-
-// RegisterEngine makes e the process's engine. Engines call it from init;
-// registering a second engine panics, like database/sql drivers.
-func RegisterEngine(e Engine) {
-	engineMu.Lock()
-	defer engineMu.Unlock()
-	if e == nil {
-		panic("runtime: RegisterEngine with nil engine")
-	}
-	if engine != nil {
-		panic(fmt.Sprintf("runtime: engine %q registered twice (already have %q)", e.Name(), engine.Name()))
-	}
-	engine = e
-}
-
-// DefaultEngine returns the registered engine, or ErrNoEngine.
-func DefaultEngine() (Engine, error) {
-	engineMu.RLock()
-	defer engineMu.RUnlock()
-	if engine == nil {
-		return nil, ErrNoEngine
-	}
-	return engine, nil
 }

@@ -326,14 +326,14 @@ func binaryString(name, s string) Tensor {
 
 // rawArtifact encodes one artifact value as a binary output.
 func rawArtifact(a *spec.InferenceArtifactSpec, v any) (Tensor, error) {
-	switch a.Kind {
-	case spec.ArtifactText:
+	switch a.Kind.Holds() {
+	case spec.HoldsText:
 		s, err := tensor.AsText(v)
 		if err != nil {
 			return Tensor{}, err
 		}
 		return binaryString(a.ArtifactID, s), nil
-	case spec.ArtifactJSON:
+	case spec.HoldsJSON:
 		raw, err := tensor.AsJSON(v)
 		if err != nil {
 			return Tensor{}, err

@@ -2,6 +2,7 @@ package oip
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
 )
@@ -75,13 +76,13 @@ func TaskInputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 		switch {
 		case f.Kind.TensorLike():
 			md.Datatype, md.Shape = contractMetadata(f.Contract(), t.Batching != nil && t.Batching.Dim != "" && f.IsStacked())
-			if f.Kind == spec.KindTensorList {
+			if perItem(f.Kind) {
 				md.Name = f.FieldID + ".0"
 			}
 		case f.Kind.IsList():
-			md.Datatype, md.Shape = scalarDatatypes[f.Kind.Elem()][0], []int64{-1}
+			md.Datatype, md.Shape = baseDatatypes[f.Kind.Base()][0], []int64{-1}
 		default:
-			md.Datatype, md.Shape = scalarDatatypes[f.Kind][0], []int64{1}
+			md.Datatype, md.Shape = baseDatatypes[f.Kind.Base()][0], []int64{1}
 		}
 		if f.Default != nil {
 			if dv, err := kindValue(f.Kind, f.Default); err == nil {
@@ -110,12 +111,10 @@ func TaskOutputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 	for i := range t.Outputs {
 		a := &t.Outputs[i]
 		md := TensorMetadata{Name: a.ArtifactID, Parameters: Parameters{"kind": string(a.Kind), "required": a.Required}}
-		switch a.Kind {
-		case spec.ArtifactVideo:
-			md.Datatype, md.Shape = Uint8, []int64{-1, -1, -1, -1}
-		case spec.ArtifactImage:
-			md.Datatype, md.Shape = Uint8, []int64{-1, -1, -1}
-		case spec.ArtifactText, spec.ArtifactJSON:
+		switch h := a.Kind.Holds(); {
+		case a.Kind.IsPicture():
+			md.Datatype, md.Shape = Uint8, slices.Repeat([]int64{-1}, a.Kind.Picture().Rank())
+		case h == spec.HoldsText || h == spec.HoldsJSON:
 			md.Datatype, md.Shape = Bytes, []int64{1}
 		default:
 			md.Datatype, md.Shape = contractMetadata(a.Contract(), t.Batching != nil && t.Batching.Dim != "")

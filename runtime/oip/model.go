@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/params"
 
+	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -253,7 +253,7 @@ func engineList(v any) any {
 func fieldOf(task *spec.InferenceTaskProfile, name string) (field, item int, ok bool) {
 	for i := range task.Inputs {
 		if task.Inputs[i].FieldID == name {
-			return i, -1, task.Inputs[i].Kind != spec.KindTensorList
+			return i, -1, !perItem(task.Inputs[i].Kind)
 		}
 	}
 	base, idx, found := strings.Cut(name, ".")
@@ -265,7 +265,7 @@ func fieldOf(task *spec.InferenceTaskProfile, name string) (field, item int, ok 
 		return 0, 0, false
 	}
 	for i := range task.Inputs {
-		if task.Inputs[i].FieldID == base && task.Inputs[i].Kind == spec.KindTensorList {
+		if task.Inputs[i].FieldID == base && perItem(task.Inputs[i].Kind) {
 			return i, n, true
 		}
 	}
@@ -279,21 +279,30 @@ func fieldNames(task *spec.InferenceTaskProfile) string {
 	names := make([]string, len(task.Inputs))
 	for i, f := range task.Inputs {
 		names[i] = f.FieldID
-		if f.Kind == spec.KindTensorList {
+		if perItem(f.Kind) {
 			names[i] += ".0, " + f.FieldID + ".1, ..."
 		}
 	}
 	return strings.Join(names, ", ")
 }
 
-// scalarDatatypes are the datatypes each scalar kind accepts; the first is
-// the one an encoder sends.
-var scalarDatatypes = map[spec.Kind][]Datatype{
-	spec.KindString: {Bytes},
-	spec.KindInt:    {Int64, Int32, Int16, Int8, Uint64, Uint32, Uint16, Uint8},
-	spec.KindFloat:  {FP64, FP32, FP16, BF16},
-	spec.KindBool:   {Bool},
-}
+// perItem reports whether a field of kind k travels as one input per
+// item, named FIELD.0, FIELD.1, ...: a list of tensors, whose items may
+// differ in shape.
+func perItem(k spec.Kind) bool { return k.IsList() && k.TensorLike() }
+
+// baseDatatypes are the datatypes of each base (spec.BaseInfo.Datatypes):
+// for a scalar those a field accepts, the first the one an encoder sends.
+var baseDatatypes = func() map[spec.Base][]Datatype {
+	m := make(map[spec.Base][]Datatype, len(spec.Bases))
+	for _, b := range spec.Bases {
+		info, _ := b.Info()
+		for _, d := range info.Datatypes {
+			m[b] = append(m[b], Datatype(d))
+		}
+	}
+	return m
+}()
 
 // decodeField decodes one input into the Go form of the field's kind:
 // string, int64, float64, bool, []string, []int64, []float64, []bool or
@@ -302,8 +311,7 @@ func decodeField(f *spec.InferenceFieldSpec, in *Tensor, lim Limits) (any, error
 	if f.Kind.TensorLike() {
 		return decodeTensor(in, lim.MaxTensorBytes)
 	}
-	elem := f.Kind.Elem()
-	accepted := scalarDatatypes[elem]
+	accepted := baseDatatypes[f.Kind.Base()]
 	if !slices.Contains(accepted, in.Datatype) {
 		return nil, fmt.Errorf("datatype %s, but field kind %s takes %s", in.Datatype, f.Kind, datatypeList(accepted))
 	}
@@ -328,23 +336,16 @@ func decodeField(f *spec.InferenceFieldSpec, in *Tensor, lim Limits) (any, error
 		}
 		return fieldValue(f.Kind, vals), nil
 	}
-	if in.IsBinary() {
-		vals, err := rawValues(in, n)
-		if err != nil {
-			return nil, err
-		}
-		return fieldValue(f.Kind, vals), nil
-	}
 	if n > int64(len(in.Data)) {
 		return nil, fmt.Errorf("data has fewer elements than shape %v holds (%d)", in.Shape, n)
 	}
 	var parse func(tok []byte) (any, error)
-	switch elem {
-	case spec.KindString:
+	switch f.Kind.Base() {
+	case spec.BaseString:
 		parse = func(tok []byte) (any, error) { return parseString(tok) }
-	case spec.KindInt:
+	case spec.BaseInt:
 		parse = func(tok []byte) (any, error) { return parseInt(tok, in.Datatype) }
-	case spec.KindFloat:
+	case spec.BaseFloat:
 		parse = func(tok []byte) (any, error) { return parseFloat(tok) }
 	default:
 		parse = func(tok []byte) (any, error) { return parseBool(tok) }
@@ -366,12 +367,12 @@ func fieldValue(k spec.Kind, vals []any) any {
 	if !k.IsList() {
 		return vals[0]
 	}
-	switch k.Elem() {
-	case spec.KindString:
+	switch k.Base() {
+	case spec.BaseString:
 		return typed[string](vals)
-	case spec.KindInt:
+	case spec.BaseInt:
 		return typed[int64](vals)
-	case spec.KindFloat:
+	case spec.BaseFloat:
 		return typed[float64](vals)
 	}
 	return typed[bool](vals)
@@ -389,7 +390,7 @@ func typed[T any](vals []any) []T {
 // engine form of kind k: numbers take the kind's type (an integral float
 // for an int kind becomes int64), lists become []any.
 func kindValue(k spec.Kind, v any) (any, error) {
-	ev, err := client.EngineValue(v)
+	ev, err := engine.ValueOf(v)
 	if err != nil || ev == nil {
 		return ev, err
 	}
@@ -410,8 +411,8 @@ func kindValue(k spec.Kind, v any) (any, error) {
 }
 
 func scalarValue(k spec.Kind, v any) (any, error) {
-	switch k {
-	case spec.KindInt:
+	switch k.Base() {
+	case spec.BaseInt:
 		switch x := v.(type) {
 		case int64:
 			return x, nil
@@ -420,22 +421,22 @@ func scalarValue(k spec.Kind, v any) (any, error) {
 				return int64(x), nil
 			}
 		}
-	case spec.KindFloat:
+	case spec.BaseFloat:
 		switch x := v.(type) {
 		case float64:
 			return x, nil
 		case int64:
 			return float64(x), nil
 		}
-	case spec.KindString:
+	case spec.BaseString:
 		if s, ok := v.(string); ok {
 			return s, nil
 		}
-	case spec.KindBool:
+	case spec.BaseBool:
 		if b, ok := v.(bool); ok {
 			return b, nil
 		}
-	case spec.KindTensor, spec.KindImage, spec.KindVideo:
+	case spec.BaseTensor:
 		if t, ok := v.(*tensor.Tensor); ok {
 			return t, nil
 		}
@@ -488,11 +489,11 @@ func encodeInputs(task *spec.InferenceTaskProfile, call, load map[string]any, en
 
 // encodeField encodes one field's value (in kindValue's form).
 func encodeField(f *spec.InferenceFieldSpec, v any, enc func(string, *tensor.Tensor) (Tensor, error)) ([]Tensor, error) {
-	switch f.Kind {
-	case spec.KindTensor, spec.KindImage, spec.KindVideo:
+	switch {
+	case f.Kind.Stacked():
 		t, err := enc(f.FieldID, v.(*tensor.Tensor))
 		return []Tensor{t}, err
-	case spec.KindTensorList:
+	case perItem(f.Kind):
 		items := v.([]any)
 		out := make([]Tensor, len(items))
 		for j, it := range items {
@@ -504,7 +505,7 @@ func encodeField(f *spec.InferenceFieldSpec, v any, enc func(string, *tensor.Ten
 		}
 		return out, nil
 	}
-	dt := scalarDatatypes[f.Kind.Elem()][0]
+	dt := baseDatatypes[f.Kind.Base()][0]
 	if f.Kind.IsList() {
 		items := v.([]any)
 		data, err := encodeScalars(items, dt)
@@ -574,15 +575,15 @@ func artifactNames(task *spec.InferenceTaskProfile) string {
 
 // encodeArtifact encodes one artifact value.
 func encodeArtifact(a *spec.InferenceArtifactSpec, v any) (Tensor, error) {
-	switch a.Kind {
-	case spec.ArtifactText:
+	switch a.Kind.Holds() {
+	case spec.HoldsText:
 		s, err := tensor.AsText(v)
 		if err != nil {
 			return Tensor{}, err
 		}
 		data, err := encodeScalars([]any{s}, Bytes)
 		return Tensor{Name: a.ArtifactID, Datatype: Bytes, Shape: []int64{1}, Data: data}, err
-	case spec.ArtifactJSON:
+	case spec.HoldsJSON:
 		raw, err := tensor.AsJSON(v)
 		if err != nil {
 			return Tensor{}, err
@@ -613,8 +614,8 @@ func DecodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor) (map[string]a
 		if _, dup := res[o.Name]; dup {
 			return nil, fmt.Errorf("output %q: given twice", o.Name)
 		}
-		switch a.Kind {
-		case spec.ArtifactText, spec.ArtifactJSON:
+		switch a.Kind.Holds() {
+		case spec.HoldsText, spec.HoldsJSON:
 			if o.Datatype != Bytes {
 				return nil, fmt.Errorf("output %q: datatype %s, but a %s artifact is BYTES", o.Name, o.Datatype, a.Kind)
 			}

@@ -41,6 +41,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
@@ -74,8 +75,8 @@ const AnyDatatype Datatype = "ANY"
 var Datatypes = []Datatype{Bool, Uint8, Uint16, Uint32, Uint64, Int8, Int16, Int32, Int64, FP16, FP32, FP64, BF16, Bytes}
 
 // TensorDatatypes are the data types a tensor, image or video field
-// accepts: those with a runtime dtype.
-var TensorDatatypes = []Datatype{Bool, Uint8, Int32, Int64, FP16, FP32, BF16}
+// accepts: those with a runtime dtype (spec.BaseTensor's).
+var TensorDatatypes = baseDatatypes[spec.BaseTensor]
 
 // Valid reports whether d is one of the OIP data types.
 func (d Datatype) Valid() bool {

@@ -316,7 +316,7 @@ func anys(ss []string) []any {
 }
 
 func inputName(f *spec.InferenceFieldSpec) string {
-	if f.Kind == spec.KindTensorList {
+	if perItem(f.Kind) {
 		return f.FieldID + ".0"
 	}
 	return f.FieldID
@@ -339,7 +339,7 @@ func describeTask(t *spec.InferenceTaskProfile) string {
 // field's datatypes, shape and constraints.
 func inputSchema(t *spec.InferenceTaskProfile, f *spec.InferenceFieldSpec, batch bool) obj {
 	name := obj{"const": f.FieldID}
-	if f.Kind == spec.KindTensorList {
+	if perItem(f.Kind) {
 		name = obj{"type": "string", "pattern": "^" + f.FieldID + `\.(0|[1-9][0-9]*)$`}
 	}
 	desc := fmt.Sprintf("Field %s (%s, %s).", f.FieldID, f.Kind, f.Presence())
@@ -357,7 +357,7 @@ func inputSchema(t *spec.InferenceTaskProfile, f *spec.InferenceFieldSpec, batch
 		props["shape"] = shapeSchema(t, f, batch)
 		props["data"] = obj{"type": "array", "description": "The elements, flat in row-major order or nested to match the shape."}
 	default:
-		accepted := scalarDatatypes[f.Kind.Elem()]
+		accepted := baseDatatypes[f.Kind.Base()]
 		props["datatype"] = obj{"type": "string", "enum": datatypeEnum(accepted)}
 		item := scalarSchema(f)
 		if f.Kind.IsList() {
@@ -424,10 +424,10 @@ func shapeSchema(t *spec.InferenceTaskProfile, f *spec.InferenceFieldSpec, batch
 // scalarSchema is the schema of one element of a scalar or list field,
 // with the field's constraints.
 func scalarSchema(f *spec.InferenceFieldSpec) obj {
-	var s obj
-	switch f.Kind.Elem() {
-	case spec.KindString:
-		s = obj{"type": "string"}
+	base, _ := f.Kind.Base().Info()
+	s := obj{"type": base.JSONType}
+	switch base.Base {
+	case spec.BaseString:
 		if !f.Kind.IsList() {
 			if f.MinLength != nil {
 				s["minLength"] = *f.MinLength
@@ -442,15 +442,10 @@ func scalarSchema(f *spec.InferenceFieldSpec) obj {
 		if len(f.Choices) > 0 {
 			s["enum"] = anys(f.Choices)
 		}
-	case spec.KindInt:
-		s = obj{"type": "integer"}
+	case spec.BaseInt:
 		if f.MultipleOf != nil && f.Remainder == 0 {
 			s["multipleOf"] = *f.MultipleOf
 		}
-	case spec.KindFloat:
-		s = obj{"type": "number"}
-	default:
-		s = obj{"type": "boolean"}
 	}
 	if f.Kind.Numeric() {
 		if f.Minimum != nil {

@@ -178,41 +178,45 @@ func Value(c *Check, i int, v reflect.Value) {
 			return // an unset optional scalar
 		}
 		v = v.Elem()
-		if f.Kind == spec.KindString {
+		if f.Kind.Textual() {
 			f.checkString(c, f.path, v.String(), true)
 			return
 		}
 	}
-	switch f.Kind {
-	case spec.KindString:
-		String(c, i, v.String())
-	case spec.KindInt:
-		f.checkInt(c, f.path, v.Int())
-	case spec.KindFloat:
-		f.checkFloat(c, f.path, v.Float())
-	case spec.KindBool:
-	case spec.KindTensor, spec.KindImage, spec.KindVideo:
-		Tensor(c, i, v.Interface().(*tensor.Tensor))
-	default:
+	if f.Kind.IsList() {
 		if !f.list(c, v.IsNil(), v.Len()) {
 			return
 		}
 		for j := range v.Len() {
-			x := v.Index(j)
-			switch f.Kind {
-			case spec.KindStringList:
-				f.checkString(c, f.itemPath(j), x.String(), false)
-			case spec.KindIntList:
-				f.checkInt(c, f.itemPath(j), x.Int())
-			case spec.KindFloatList:
-				f.checkFloat(c, f.itemPath(j), x.Float())
-			case spec.KindTensorList:
-				if x.IsNil() {
-					c.add(violation(f.itemPath(j), "is nil"))
-					continue
-				}
-				f.checkTensor(c, f.itemPath(j), x.Interface().(*tensor.Tensor))
-			}
+			f.checkItem(c, f.itemPath(j), v.Index(j))
 		}
+		return
+	}
+	switch f.Kind.Base() {
+	case spec.BaseString:
+		String(c, i, v.String())
+	case spec.BaseTensor:
+		Tensor(c, i, v.Interface().(*tensor.Tensor))
+	default:
+		f.checkItem(c, f.path, v)
+	}
+}
+
+// checkItem checks one value of the field's base at path: an item of a
+// list, or an int, float or bool field's value.
+func (f *Field) checkItem(c *Check, path string, x reflect.Value) {
+	switch f.Kind.Base() {
+	case spec.BaseString:
+		f.checkString(c, path, x.String(), false)
+	case spec.BaseInt:
+		f.checkInt(c, path, x.Int())
+	case spec.BaseFloat:
+		f.checkFloat(c, path, x.Float())
+	case spec.BaseTensor:
+		if x.IsNil() {
+			c.add(violation(path, "is nil"))
+			return
+		}
+		f.checkTensor(c, path, x.Interface().(*tensor.Tensor))
 	}
 }

@@ -273,7 +273,7 @@ func (f *Field) checkString(s *Check, path string, v string, whole bool) {
 	if f.choices != nil && !f.choices[v] {
 		s.add(violation(path, "must be one of %s, got %s", f.choiceText(), Quote(v)))
 	}
-	if whole && f.Kind == spec.KindString {
+	if whole && !f.Kind.IsList() {
 		n := runeCount(v)
 		if f.hasMinLen && n < f.minLen {
 			s.add(violation(path, "must have at least %s, has %d", count(f.minLen, "character"), n))
@@ -386,12 +386,12 @@ func (f *Field) CheckValue(v any) (any, []*Violation) {
 	if !good {
 		return nil, l.errs
 	}
-	switch f.Kind.Elem() {
-	case spec.KindString:
+	switch f.Kind.Base() {
+	case spec.BaseString:
 		return typed[string](out), l.errs
-	case spec.KindInt:
+	case spec.BaseInt:
 		return typed[int64](out), l.errs
-	case spec.KindFloat:
+	case spec.BaseFloat:
 		return typed[float64](out), l.errs
 	}
 	return typed[bool](out), l.errs
@@ -413,21 +413,21 @@ func (f *Field) scalarValue(s *Check, path string, v any, whole bool) (any, bool
 	}
 	var l Check
 	var out any
-	switch f.Kind.Elem() {
-	case spec.KindString:
+	switch f.Kind.Base() {
+	case spec.BaseString:
 		x, ok := v.(string)
 		if !ok {
 			return mismatch()
 		}
 		f.checkString(&l, path, x, whole)
 		out = x
-	case spec.KindBool:
+	case spec.BaseBool:
 		x, ok := v.(bool)
 		if !ok {
 			return mismatch()
 		}
 		out = x
-	case spec.KindInt:
+	case spec.BaseInt:
 		var n int64
 		switch x := v.(type) {
 		case int64:
@@ -442,7 +442,7 @@ func (f *Field) scalarValue(s *Check, path string, v any, whole bool) (any, bool
 		}
 		f.checkInt(&l, path, n)
 		out = n
-	case spec.KindFloat:
+	case spec.BaseFloat:
 		var x float64
 		switch y := v.(type) {
 		case int64:

@@ -28,14 +28,10 @@ func Artifact(t *tensor.Tensor, a *wfspec.InferenceArtifactSpec) (*tensor.Tensor
 }
 
 func artifact(t *tensor.Tensor, a *wfspec.InferenceArtifactSpec) (*tensor.Tensor, error) {
-	rank := 3
-	switch a.Kind {
-	case wfspec.ArtifactImage:
-	case wfspec.ArtifactVideo:
-		rank = 4
-	default:
+	if !a.Kind.IsPicture() {
 		return nil, fmt.Errorf("is a %s artifact; Artifact converts image and video artifacts", a.Kind)
 	}
+	rank := a.Kind.Picture().Rank()
 	if err := t.Check(); err != nil {
 		return nil, err
 	}

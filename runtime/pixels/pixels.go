@@ -16,7 +16,7 @@ func Tensor(img image.Image, f *spec.InferenceFieldSpec) (*tensor.Tensor, error)
 	if f == nil {
 		return nil, fmt.Errorf("pixels: nil field spec")
 	}
-	if f.Kind != spec.KindImage {
+	if f.Kind.Picture() != spec.PictureImage {
 		return nil, fmt.Errorf("field %s: is a %s field; Tensor converts a picture for an image field", f.FieldID, f.Kind)
 	}
 	t, err := convert([]image.Image{img}, f, false)
@@ -32,7 +32,7 @@ func VideoTensor(frames []image.Image, f *spec.InferenceFieldSpec) (*tensor.Tens
 	if f == nil {
 		return nil, fmt.Errorf("pixels: nil field spec")
 	}
-	if f.Kind != spec.KindVideo {
+	if f.Kind.Picture() != spec.PictureVideo {
 		return nil, fmt.Errorf("field %s: is a %s field; VideoTensor converts frames for a video field", f.FieldID, f.Kind)
 	}
 	t, err := convert(frames, f, true)

@@ -195,7 +195,7 @@ func describeTask(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (Tas
 			}
 			fd.Default = d
 		}
-		if f.Kind == spec.KindImage || f.Kind == spec.KindVideo {
+		if f.Kind.IsPicture() {
 			p, err := fieldPicture(f, md.Datatype)
 			if err != nil {
 				return Task{}, fmt.Errorf("field %s: %w", f.FieldID, err)
@@ -207,10 +207,10 @@ func describeTask(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (Tas
 	for i, md := range oip.TaskOutputs(t) {
 		a := &t.Outputs[i]
 		o := Output{Name: md.Name, Kind: a.Kind, Datatype: md.Datatype, Shape: md.Shape, Description: a.Description}
-		if a.Kind == spec.ArtifactVideo {
+		if a.Kind.Picture() == spec.PictureVideo {
 			o.FPS = s.VideoFPS(a)
 		}
-		if a.Kind == spec.ArtifactVideo || a.Kind == spec.ArtifactImage {
+		if a.Kind.IsPicture() {
 			im := a.Image
 			if im == nil {
 				im = &spec.ImageSpec{}

@@ -45,14 +45,7 @@ func JoinProblems(ps []Problem) string {
 // tensor_list included, are passed to the batched call as they are and must
 // be equal across the items of a batch.
 func (f *InferenceFieldSpec) IsStacked() bool {
-	if !f.CallKwarg() {
-		return false
-	}
-	switch f.Kind {
-	case KindTensor, KindImage, KindVideo:
-		return true
-	}
-	return false
+	return f.CallKwarg() && f.Kind.Stacked()
 }
 
 // BatchingProblems checks that the task can be batched as its batching

@@ -1,15 +1,15 @@
 package spec
 
 import (
-	"archive/zip"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"strings"
 )
 
-// CheckpointFormat says how a checkpoint file is run.
+// CheckpointFormat says how a checkpoint file is run: what a manifest
+// declares (InferenceCheckpointRef.Format). The engines say which formats
+// they read, and runtime/engine recognises a file's format and picks the
+// engine for it (engine.ResolveFormat, engine.ForFormat).
 type CheckpointFormat string
 
 // Checkpoint formats.
@@ -53,70 +53,6 @@ func (c *InferenceCheckpointRef) FormatProblems() []Problem {
 			"format %s, but the uri %q ends in %s, the extension of %s; fix the format or the file name", c.Format, c.URI, ext, named.Describe())}}
 	}
 	return nil
-}
-
-// DetectCheckpointFormat recognises a checkpoint from its contents: a zip
-// holding data/aotinductor/ (at its top or under one folder) is an
-// AOTInductor package, one holding <folder>/data.pkl a TorchScript archive.
-// It returns "" for anything else.
-func DetectCheckpointFormat(r io.ReaderAt, size int64) CheckpointFormat {
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return ""
-	}
-	var format CheckpointFormat
-	for _, f := range zr.File {
-		parts := strings.Split(f.Name, "/")
-		switch {
-		case len(parts) >= 3 && parts[0] == "data" && parts[1] == "aotinductor",
-			len(parts) >= 4 && parts[1] == "data" && parts[2] == "aotinductor":
-			return FormatAOTInductor
-		case len(parts) == 2 && parts[1] == "data.pkl":
-			format = FormatTorchScript
-		}
-	}
-	return format
-}
-
-// CheckpointFormatOf opens path and recognises its format
-// (DetectCheckpointFormat); "" when it is neither format.
-func CheckpointFormatOf(path string) (CheckpointFormat, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !st.Mode().IsRegular() {
-		return "", nil
-	}
-	return DetectCheckpointFormat(f, st.Size()), nil
-}
-
-// ResolveCheckpointFormat returns the format a checkpoint file is run as:
-// declared when it is not "" (the manifest wins), else the format
-// recognised from the file, else TorchScript. A file recognised as the
-// other format than the one declared is an error naming both.
-func ResolveCheckpointFormat(path string, declared CheckpointFormat) (CheckpointFormat, error) {
-	if declared != "" && !declared.Valid() {
-		return "", fmt.Errorf("checkpoint format %q: want torchscript or aotinductor", declared)
-	}
-	found, err := CheckpointFormatOf(path)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case declared != "" && found != "" && found != declared:
-		return "", fmt.Errorf("%s is %s, but format %s was declared for it", path, found.Describe(), declared)
-	case declared != "":
-		return declared, nil
-	case found != "":
-		return found, nil
-	}
-	return FormatTorchScript, nil
 }
 
 // Describe names the format in a sentence: "a TorchScript archive", "an

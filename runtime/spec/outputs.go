@@ -61,7 +61,7 @@ func (t *InferenceTaskProfile) OutputProblems() []Problem {
 		case t.Stream && a.Position != nil:
 			ps = append(ps, Problem{Path: fmt.Sprintf("outputs/%d/position", i), Key: true, Message: fmt.Sprintf(
 				"artifact %q: a stream task's method returns a dict with its video (and state) each chunk, not a tuple; remove position", a.ArtifactID)})
-		case a.Kind != ArtifactTensorList:
+		case a.Kind.Holds() != HoldsTensorList:
 		case t.Stream:
 			ps = append(ps, Problem{Path: fmt.Sprintf("outputs/%d/kind", i), Message: fmt.Sprintf(
 				"artifact %q: a stream task's chunks hold tensors, not lists of them; use kind tensor", a.ArtifactID)})

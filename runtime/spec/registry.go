@@ -298,16 +298,7 @@ func valueKind(v any) (Kind, bool) {
 			}
 			elem = k
 		}
-		switch elem {
-		case KindBool:
-			return KindBoolList, true
-		case KindString:
-			return KindStringList, true
-		case KindInt:
-			return KindIntList, true
-		case KindFloat:
-			return KindFloatList, true
-		}
+		return elem.ListOf()
 	}
 	return "", false
 }

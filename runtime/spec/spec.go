@@ -96,7 +96,7 @@ type InferenceFieldSpec struct {
 	// Label is a short human-readable name.
 	Label string `json:"label"`
 	// Kind is the value type of the field.
-	Kind Kind `json:"kind" jsonschema:"enum=string,enum=int,enum=float,enum=bool,enum=tensor,enum=image,enum=video,enum=string_list,enum=int_list,enum=float_list,enum=bool_list,enum=tensor_list,default=string"`
+	Kind Kind `json:"kind" jsonschema:"default=string"`
 	// Target says which keyword arguments receive the field.
 	Target string `json:"target" jsonschema:"enum=call_kwargs,enum=load_kwargs,default=call_kwargs"`
 	// Required fields must be given by the caller unless they have a default.
@@ -158,7 +158,7 @@ type InferenceArtifactSpec struct {
 	// ArtifactID names the artifact; a method returning a dict keys it by this id.
 	ArtifactID string `json:"artifact_id" jsonschema:"required,minLength=1,example=video"`
 	// Kind is the artifact type.
-	Kind ArtifactKind `json:"kind" jsonschema:"required,enum=video,enum=image,enum=embedding,enum=tensor,enum=text,enum=json,enum=tensor_list"`
+	Kind ArtifactKind `json:"kind" jsonschema:"required"`
 	// Required artifacts must be present in every result.
 	Required bool `json:"required"`
 	// Preview artifacts get a cheap preview (the first frame of a video).
@@ -209,7 +209,7 @@ func (s *ModelInferenceSpec) VideoFPS(a *InferenceArtifactSpec) int {
 // may not). Paths are relative to the artifact.
 func (a *InferenceArtifactSpec) FPSProblems() []Problem {
 	switch {
-	case a.FPS != 0 && a.Kind != ArtifactVideo:
+	case a.FPS != 0 && a.Kind.Picture() != PictureVideo:
 		return []Problem{{Path: "fps", Key: true, Message: fmt.Sprintf("fps is the playback rate of a video artifact, and this artifact's kind is %s: remove fps", a.Kind)}}
 	case a.FPS < 0:
 		return []Problem{{Path: "fps", Message: fmt.Sprintf("fps %d must be at least 1", a.FPS)}}

@@ -135,7 +135,7 @@ func (t *InferenceTaskProfile) WarmupValues() (map[string]any, []Problem) {
 		}
 		why := ""
 		switch {
-		case f.Kind == KindTensorList:
+		case f.Kind.TensorLike() && f.Kind.IsList():
 			why = fmt.Sprintf("field %q is a required tensor_list, whose length a warm-up cannot know", f.FieldID)
 		case !f.Kind.TensorLike():
 			why = fmt.Sprintf("field %q is required and has no default; give it a value under warmup.inputs (or a default)", f.FieldID)

@@ -1,5 +1,7 @@
 // Package torch is wfgen's libtorch execution engine. Importing it registers
-// the engine with engine.RegisterEngine (the database/sql driver pattern):
+// the engine as "libtorch" with engine.Register (the database/sql driver
+// pattern); it reads TorchScript archives, and AOTInductor packages when
+// built against libtorch 2.6 or later (Engine.Formats):
 //
 //	import _ "github.com/worldfoundry/wfgen/runtime/torch"
 //

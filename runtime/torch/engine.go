@@ -80,7 +80,7 @@ func (e *Engine) cudaAPI() cudaAPI {
 var defaultEngine = &Engine{}
 
 func init() {
-	engine.RegisterEngine(defaultEngine)
+	engine.Register(defaultEngine.Name(), defaultEngine)
 }
 
 // Default returns the engine this package registered.
@@ -175,6 +175,16 @@ func (e *Engine) init() error {
 // Name returns "libtorch".
 func (e *Engine) Name() string { return "libtorch" }
 
+// Formats lists the checkpoint formats the engine reads: TorchScript
+// archives, and AOTInductor packages when it was built against libtorch
+// 2.6 or later.
+func (e *Engine) Formats() []spec.CheckpointFormat {
+	if e.aotiUnavailable() != nil {
+		return []spec.CheckpointFormat{spec.FormatTorchScript}
+	}
+	return []spec.CheckpointFormat{spec.FormatTorchScript, spec.FormatAOTInductor}
+}
+
 // Version returns the libtorch version the shim was built against.
 func (e *Engine) Version() string { return shim.Version() }
 
@@ -216,7 +226,7 @@ func (e *Engine) MaxConcurrentCalls() int {
 
 // Load loads a checkpoint onto opts.Device (default "cpu"), in the format
 // opts.Format declares or, without one, the format recognised from the
-// file (spec.ResolveCheckpointFormat). A TorchScript file becomes a
+// file (engine.ResolveFormat). A TorchScript file becomes a
 // *Module: floating parameters and buffers are cast to opts.DType when set
 // (integer and bool buffers keep their dtype), the module is put in eval
 // mode, and the archive's structure and metadata checksums are verified
@@ -231,7 +241,7 @@ func (e *Engine) MaxConcurrentCalls() int {
 // calling a custom op that no loaded library registers fails the load
 // with an error wrapping a *engine.UnknownOpError.
 func (e *Engine) Load(path string, opts engine.LoadOptions) (engine.Module, error) {
-	format, err := spec.ResolveCheckpointFormat(path, opts.Format)
+	format, err := engine.ResolveFormat(path, opts.Format)
 	if err != nil {
 		return nil, fmt.Errorf("torch: load: %w", err)
 	}
