@@ -39,7 +39,7 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 	}
 	var video string
 	for _, a := range task.Outputs {
-		if a.Kind == spec.ArtifactVideo {
+		if a.Kind.Picture() == spec.PictureVideo {
 			video = a.ArtifactID
 			break
 		}

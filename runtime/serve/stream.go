@@ -156,7 +156,7 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 	}
 	se.s, se.ctx = sess, ctx
 	for _, a := range task.Outputs {
-		if a.Kind == spec.ArtifactVideo {
+		if a.Kind.Picture() == spec.PictureVideo {
 			se.video = a.ArtifactID
 			break
 		}

@@ -19,14 +19,9 @@ import (
 const specImport = "github.com/worldfoundry/wfgen/runtime/spec"
 
 // kindSwitchAllowed are the files outside this package that still decide
-// by naming a kind, with how many times. Each is another branch's file
-// (issue 43: runtime/serve and runtime/remote were not this change's to
-// edit); its comparison becomes a.Kind.Picture() == spec.PictureVideo, and
-// the entry goes.
-var kindSwitchAllowed = map[string]int{
-	"runtime/serve/stream.go":  1,
-	"runtime/remote/stream.go": 1,
-}
+// by naming a kind, with how many times: none. An entry is for a file that
+// cannot ask the kind's row yet, and goes when it can.
+var kindSwitchAllowed = map[string]int{}
 
 // TestNoKindSwitchesOutsideSpec fails when code outside this package
 // decides by naming kinds: a case clause, an == or != operand, or a map
