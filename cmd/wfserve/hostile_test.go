@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -28,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/worldfoundry/wfgen/internal/enginetest"
+	"github.com/worldfoundry/wfgen/runtime/oip"
 )
 
 // wfserveProc is wfserve running as a process of its own, as operators run
@@ -311,15 +313,21 @@ func TestAddrFile(t *testing.T) {
 	}
 }
 
-// Hostile gRPC clients move wfserve's resident memory by less than twice
-// the budget and their calls' windows (docs/serving.md), with the budget at 32 MiB
-// and -max-body 8 MiB as in issue 43's attack: 2 connections × 64
-// ModelInfer calls each declaring an 8,000,000-byte message and sending
-// part of it, without the token (they took the server from 215 to
-// 1,224 MB and held it) and then with it (each reserves twice -max-body
-// while its message arrives, so two at a time are read); then 8 MB of
-// empty inputs entries (306 MB to decode, before its size was counted).
-func TestGRPCHostileMemory(t *testing.T) {
+// Hostile clients of every transport move wfserve's resident memory by
+// less than its soft memory limit and the gRPC calls' windows
+// (docs/serving.md),
+// with the budget at 32 MiB and -max-body 8 MiB as in issue 43's attacks:
+//   - gRPC: 2 connections × 64 ModelInfer calls each declaring an
+//     8,000,000-byte message and sending part of it, without the token
+//     (they took the server from 215 to 1,224 MB and held it) and then with
+//     it (each reserves twice -max-body while its message arrives, so two
+//     at a time are read); then 8 MB of empty inputs entries (306 MB to
+//     decode, before its size was counted);
+//   - REST JSON, binary and SSE: 8 MB bodies of empty inputs entries (585 MB
+//     to decode);
+//   - WebSocket: 64 sessions whose first message stops after 3 MB (400 MB
+//     held before the budget counted them).
+func TestHostileMemory(t *testing.T) {
 	t.Parallel()
 	const budget = int64(32 << 20)
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -362,11 +370,56 @@ func TestGRPCHostileMemory(t *testing.T) {
 			t.Errorf("8 MB of empty inputs: %v", err)
 		}
 	}
-	// What none of these calls can take beyond: the budget, each call's
-	// 64 KiB window (256 calls), and the Go heap's room to collect.
-	bound := 2*budget + 256*(64<<10)
+	// REST: JSON, the binary extension's JSON part, and SSE.
+	empties := `{"inputs":[` + strings.TrimSuffix(strings.Repeat("{},", 2_700_000), ",") + `]}`
+	for _, h := range []map[string]string{
+		{},
+		{"Inference-Header-Content-Length": strconv.Itoa(len(empties)), "Content-Type": "application/octet-stream"},
+		{"Accept": "text/event-stream"},
+	} {
+		req, _ := http.NewRequest("POST", p.url+"/v2/models/tiny-world/infer", strings.NewReader(empties))
+		req.Header.Set("Authorization", "Bearer sesame")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("8 MB of empty inputs over REST %v: %d", h, resp.StatusCode)
+		}
+	}
+	// WebSocket: first messages that stop after 3 MB.
+	part := make([]byte, 3<<20)
+	var refused sync.WaitGroup
+	for range 64 {
+		ws, _, err := websocket.Dial(context.Background(), p.url+"/v2/models/tiny-world/stream", &websocket.DialOptions{
+			Subprotocols: []string{oip.SessionsSubprotocol}, HTTPHeader: http.Header{"Authorization": {"Bearer sesame"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		w, err := ws.Writer(context.Background(), websocket.MessageText)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused.Add(1)
+		go func() {
+			defer refused.Done()
+			w.Write(part) // and never the rest: refused, or ended at the deadline
+			ws.Read(context.Background())
+		}()
+	}
+	refused.Wait()
+	// What none of these requests can take beyond: wfserve's soft memory
+	// limit (twice the budget, what requests hold and the Go heap's room to
+	// collect, plus 32 MiB) and each gRPC call's 64 KiB window (256 calls).
+	bound := 2*budget + 32<<20 + 256*(64<<10)
 	peak := p.status(t, "VmHWM")
-	t.Logf("RSS %d MiB before, peak %d MiB after the hostile calls (bound + %d MiB)", before>>20, peak>>20, bound>>20)
+	t.Logf("RSS %d MiB before, peak %d MiB after the hostile requests (bound + %d MiB)", before>>20, peak>>20, bound>>20)
 	if peak > before+bound {
 		t.Errorf("peak RSS %d MiB is above %d MiB + the bound %d MiB", peak>>20, before>>20, bound>>20)
 	}
