@@ -1,6 +1,10 @@
 package ir
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/worldfoundry/wfgen/gen/manifest"
+)
 
 // Identity is what of one family must be unique among the families used
 // together: its names (id and aliases: the registry rejects a name taken
@@ -33,7 +37,7 @@ func (f *Family) identify() Identity {
 	at := func(v, p string) Placed { return Placed{Value: v, At: f.File.Diagnose(p, false, "")} }
 	id := Identity{Names: []Placed{at(s.ModelFamilyID, "/model_family_id")}}
 	for i, a := range s.Aliases {
-		id.Names = append(id.Names, at(a, ptr("aliases", i)))
+		id.Names = append(id.Names, at(a, manifest.Pointer("aliases", i)))
 	}
 	p := "/model_family_id"
 	if s.GoPackage != "" {

@@ -34,20 +34,6 @@ func (b *builder) report(ptr string, key bool, format string, args ...any) {
 // check reported it) and is to be skipped.
 func (b *builder) pruned(ptr string) bool { return b.f.Pruned(ptr) }
 
-// ptr builds a JSON pointer from string and int segments.
-func ptr(segs ...any) string {
-	s := make([]string, len(segs))
-	for i, x := range segs {
-		switch v := x.(type) {
-		case string:
-			s[i] = v
-		case int:
-			s[i] = strconv.Itoa(v)
-		}
-	}
-	return manifest.JoinPointer(s...)
-}
-
 // Build checks a parsed and decoded manifest (f.Spec set) against the
 // semantic rules and resolves it. It returns the Family, or nil and every
 // diagnostic. It normalises f.Spec in place: field defaults and
@@ -100,7 +86,7 @@ func (b *builder) family() {
 		seen[s.ModelFamilyID] = "/model_family_id"
 	}
 	for i, a := range s.Aliases {
-		p := ptr("aliases", i)
+		p := manifest.Pointer("aliases", i)
 		if b.pruned(p) {
 			continue
 		}
@@ -152,7 +138,7 @@ func PackageOf(familyID, goPackage string) string {
 func (b *builder) checkIDs(list, what, idKey string, ids []string, aliases [][]string) map[string]string {
 	owner := map[string]string{} // id or alias -> pointer of the owning id
 	for i, id := range ids {
-		p := ptr(list, i, idKey)
+		p := manifest.Pointer(list, i, idKey)
 		if id == "" || b.pruned(p) {
 			continue
 		}
@@ -169,7 +155,7 @@ func (b *builder) checkIDs(list, what, idKey string, ids []string, aliases [][]s
 	aliasAt := map[string]string{} // alias -> its first pointer
 	for i, as := range aliases {
 		for j, a := range as {
-			p := ptr(list, i, "aliases", j)
+			p := manifest.Pointer(list, i, "aliases", j)
 			if b.pruned(p) {
 				continue
 			}
@@ -179,14 +165,14 @@ func (b *builder) checkIDs(list, what, idKey string, ids []string, aliases [][]s
 			}
 			first, dup := owner[a]
 			switch {
-			case dup && isID[a] && first == ptr(list, i, idKey):
+			case dup && isID[a] && first == manifest.Pointer(list, i, idKey):
 				b.report(p, false, "%s alias %q repeats the %s's own id", what, a, what)
 			case dup && isID[a]:
 				b.report(p, false, "%s alias %q shadows the id of %s %q (line %d); an alias must not equal any %s id", what, a, what, a, b.f.Line(first), what)
 			case dup:
 				b.report(p, false, "duplicate %s alias %q (first at line %d)", what, a, b.f.Line(aliasAt[a]))
 			default:
-				owner[a], aliasAt[a] = ptr(list, i, idKey), p
+				owner[a], aliasAt[a] = manifest.Pointer(list, i, idKey), p
 			}
 		}
 	}
@@ -260,18 +246,18 @@ func (b *builder) variants() {
 	for i := range s.Variants {
 		v := &s.Variants[i]
 		ids[i], aliases[i] = v.VariantID, v.Aliases
-		b.problems(ptr("variants", i, "op_libraries"), manifest.Sprintf("variant %q", v.VariantID), spec.OpLibraryProblems(v.OpLibraries))
+		b.problems(manifest.Pointer("variants", i, "op_libraries"), manifest.Sprintf("variant %q", v.VariantID), spec.OpLibraryProblems(v.OpLibraries))
 		roles := map[string]int{}
 		for j, ck := range v.Checkpoints {
-			b.problems(ptr("variants", i, "checkpoints", j), manifest.Sprintf("variant %q checkpoint %q", v.VariantID, ck.Role),
+			b.problems(manifest.Pointer("variants", i, "checkpoints", j), manifest.Sprintf("variant %q checkpoint %q", v.VariantID, ck.Role),
 				v.Checkpoints[j].FormatProblems())
-			p := ptr("variants", i, "checkpoints", j, "role")
+			p := manifest.Pointer("variants", i, "checkpoints", j, "role")
 			if ck.Role == "" || b.pruned(p) {
 				continue
 			}
 			if first, dup := roles[ck.Role]; dup {
 				b.report(p, false, "variant %q has two checkpoints with role %q (first at line %d); roles must be unique within a variant",
-					v.VariantID, ck.Role, b.f.Line(ptr("variants", i, "checkpoints", first, "role")))
+					v.VariantID, ck.Role, b.f.Line(manifest.Pointer("variants", i, "checkpoints", first, "role")))
 				continue
 			}
 			roles[ck.Role] = j
@@ -280,7 +266,7 @@ func (b *builder) variants() {
 	owner := b.checkIDs("variants", "variant", "variant_id", ids, aliases)
 	for i := range s.Variants {
 		v := &s.Variants[i]
-		item := ptr("variants", i)
+		item := manifest.Pointer("variants", i)
 		b.goName(v.VariantID, v.GoName, item) // reports an illegal override
 		rv := &Variant{Spec: v, Const: constName("Variant", v.VariantID, v.GoName)}
 		if v.VariantID != "" && owner[v.VariantID] == item+"/variant_id" {
@@ -305,7 +291,7 @@ func (b *builder) tasks() {
 	client.declareFixed(clientMethods, "the Client method")
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
-		declare := t.TaskID != "" && owner[t.TaskID] == ptr("tasks", i, "task_id")
+		declare := t.TaskID != "" && owner[t.TaskID] == manifest.Pointer("tasks", i, "task_id")
 		b.fam.Tasks = append(b.fam.Tasks, b.task(&client, i, declare))
 	}
 	if i := b.defaultItem("default_task_id", "tasks", "task", s.DefaultTaskID, owner, ids); i >= 0 {
@@ -324,7 +310,7 @@ func (b *builder) realtime() {
 	}
 	seen := map[string]int{}
 	for i, ctl := range s.Realtime.Controls {
-		p := ptr("realtime", "controls", i)
+		p := manifest.Pointer("realtime", "controls", i)
 		if b.pruned(p) {
 			continue
 		}
@@ -333,7 +319,7 @@ func (b *builder) realtime() {
 			continue
 		}
 		if first, dup := seen[ctl]; dup {
-			b.report(p, false, "duplicate realtime control %q (first at line %d)", ctl, b.f.Line(ptr("realtime", "controls", first)))
+			b.report(p, false, "duplicate realtime control %q (first at line %d)", ctl, b.f.Line(manifest.Pointer("realtime", "controls", first)))
 			continue
 		}
 		seen[ctl] = i

@@ -19,7 +19,7 @@ import (
 func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field {
 	ts := t.Spec
 	fs := &ts.Inputs[j]
-	fp := ptr("tasks", t.Index, "inputs", j)
+	fp := manifest.Pointer("tasks", t.Index, "inputs", j)
 	task := manifest.Sprintf("task %q", ts.TaskID)
 	f := &Field{Spec: fs, Index: j, Kind: fs.Kind, Presence: fs.Presence(), Name: b.goName(fs.FieldID, fs.GoName, fp)}
 	f.Type = fieldType(f)
@@ -34,7 +34,7 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 	}
 	if fs.FieldID != "" && !b.pruned(fp+"/field_id") {
 		if first, dup := ids[fs.FieldID]; dup {
-			b.report(fp+"/field_id", false, "%s: duplicate field id %q (first defined at line %d)", task, fs.FieldID, b.f.Line(ptr("tasks", t.Index, "inputs", first, "field_id")))
+			b.report(fp+"/field_id", false, "%s: duplicate field id %q (first defined at line %d)", task, fs.FieldID, b.f.Line(manifest.Pointer("tasks", t.Index, "inputs", first, "field_id")))
 		} else {
 			ids[fs.FieldID] = j
 			names.declare(b, f.Name, manifest.Sprintf("%s field %q", task, fs.FieldID), nameAt(fp, "field_id", fs.GoName))

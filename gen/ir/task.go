@@ -32,7 +32,7 @@ var pythonReserved = map[string]bool{
 func (b *builder) task(client *scope, i int, declare bool) *Task {
 	s := b.fam.Spec
 	ts := &s.Tasks[i]
-	tp := ptr("tasks", i)
+	tp := manifest.Pointer("tasks", i)
 	name := manifest.Sprintf("task %q", ts.TaskID)
 	if ts.Method != "" && !b.pruned(tp+"/method") && !identifier.MatchString(ts.Method) {
 		b.report(tp+"/method", false, "%s: method %q is not a TorchScript method name (letters, digits and '_', not starting with a digit)", name, ts.Method)
@@ -84,7 +84,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 
 	for _, f := range t.Fields {
 		if f.FromPicture != "" && f.Spec.FieldID != "" && ids[f.Spec.FieldID] == f.Index {
-			fieldNames.declare(b, f.FromPicture, manifest.Sprintf("%s field %q (picture setter)", name, f.Spec.FieldID), nameAt(ptr("tasks", i, "inputs", f.Index), "field_id", f.Spec.GoName))
+			fieldNames.declare(b, f.FromPicture, manifest.Sprintf("%s field %q (picture setter)", name, f.Spec.FieldID), nameAt(manifest.Pointer("tasks", i, "inputs", f.Index), "field_id", f.Spec.GoName))
 		}
 	}
 
@@ -92,14 +92,14 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 	arts := map[string]int{}
 	for j := range ts.Outputs {
 		a := &ts.Outputs[j]
-		ap := ptr("tasks", i, "outputs", j)
+		ap := manifest.Pointer("tasks", i, "outputs", j)
 		ra := &Artifact{Spec: a, Index: j, Kind: a.Kind, Name: b.goName(a.ArtifactID, a.GoName, ap), Type: artifactType(a)}
 		t.Artifacts = append(t.Artifacts, ra)
 		if a.ArtifactID == "" || b.pruned(ap+"/artifact_id") {
 			continue
 		}
 		if first, dup := arts[a.ArtifactID]; dup {
-			b.report(ap+"/artifact_id", false, "%s: duplicate artifact id %q (first defined at line %d)", name, a.ArtifactID, b.f.Line(ptr("tasks", i, "outputs", first, "artifact_id")))
+			b.report(ap+"/artifact_id", false, "%s: duplicate artifact id %q (first defined at line %d)", name, a.ArtifactID, b.f.Line(manifest.Pointer("tasks", i, "outputs", first, "artifact_id")))
 			continue
 		}
 		arts[a.ArtifactID] = j
@@ -241,14 +241,14 @@ func (b *builder) dims(ts *spec.InferenceTaskProfile, tp, name string) {
 	}
 	for j := range ts.Inputs {
 		f := &ts.Inputs[j]
-		at := ptr("tasks", b.taskIndex(ts), "inputs", j, "shape")
+		at := manifest.Pointer("tasks", b.taskIndex(ts), "inputs", j, "shape")
 		if f.Shape != nil && !b.pruned(at) {
 			check(at, manifest.Sprintf("field %q", f.FieldID), f.Shape, f.IsStacked())
 		}
 	}
 	for j := range ts.Outputs {
 		a := &ts.Outputs[j]
-		at := ptr("tasks", b.taskIndex(ts), "outputs", j, "shape")
+		at := manifest.Pointer("tasks", b.taskIndex(ts), "outputs", j, "shape")
 		if a.Shape != nil && a.Kind.TensorLike() && !b.pruned(at) {
 			check(at, manifest.Sprintf("artifact %q", a.ArtifactID), a.Shape, true)
 		}

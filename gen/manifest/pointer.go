@@ -100,3 +100,19 @@ func (f *File) Has(pointer string) bool {
 	_, _, found := f.lookup(pointer)
 	return found
 }
+
+// Pointer builds a JSON pointer from segments that are strings (member
+// names) and ints (array indexes): Pointer("tasks", 0, "inputs") is
+// "/tasks/0/inputs". A segment of another type is left empty.
+func Pointer(segments ...any) string {
+	s := make([]string, len(segments))
+	for i, x := range segments {
+		switch v := x.(type) {
+		case string:
+			s[i] = v
+		case int:
+			s[i] = strconv.Itoa(v)
+		}
+	}
+	return JoinPointer(s...)
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/gen/ir"
@@ -54,7 +53,7 @@ func (c *checker) variantCheckpoint(s *spec.ModelInferenceSpec, vi int) {
 		return
 	}
 	ref := v.Checkpoints[ci]
-	at := ptr("variants", vi, "checkpoints", ci)
+	at := manifest.Pointer("variants", vi, "checkpoints", ci)
 	path, err := client.ResolveCheckpoint(ref, c.file.Dir, "")
 	if err != nil {
 		return // not at hand: nothing to check
@@ -104,7 +103,7 @@ func (c *checker) taskMismatch(ti, vi int, where string, err error) {
 	if err == nil {
 		return
 	}
-	task := ptr("tasks", ti)
+	task := manifest.Pointer("tasks", ti)
 	var me *contract.MismatchError
 	if !errors.As(err, &me) {
 		c.report(task+"/method", false, "task %q does not match %s: %v", c.file.Spec.Tasks[ti].TaskID, where, err)
@@ -114,7 +113,7 @@ func (c *checker) taskMismatch(ti, vi int, where string, err error) {
 		rel, inVariant := me.Where(i)
 		at := task
 		if inVariant {
-			at = ptr("variants", vi)
+			at = manifest.Pointer("variants", vi)
 		}
 		if rel != "" {
 			at += "/" + rel
@@ -124,18 +123,4 @@ func (c *checker) taskMismatch(ti, vi int, where string, err error) {
 		key := strings.Count(rel, "/") == 1 && (strings.HasPrefix(rel, "call_kwargs/") || strings.HasPrefix(rel, "default_call_kwargs/") || strings.HasPrefix(rel, "dims/"))
 		c.report(at, key, "task %q does not match method %s of %s: %s", me.Task, me.Method, where, p)
 	}
-}
-
-// ptr builds a JSON pointer from string and int segments.
-func ptr(segs ...any) string {
-	s := make([]string, len(segs))
-	for i, x := range segs {
-		switch v := x.(type) {
-		case string:
-			s[i] = v
-		case int:
-			s[i] = strconv.Itoa(v)
-		}
-	}
-	return manifest.JoinPointer(s...)
 }
