@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"encoding/json"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -205,6 +206,9 @@ func fieldType(f *Field) GoType {
 // goTypeOf is the GoType of t: a named or predeclared type, a pointer to
 // one, or a slice of either.
 func goTypeOf(t reflect.Type) GoType {
+	if g, ok := aliased[t]; ok {
+		return g
+	}
 	var g GoType
 	if t.Kind() == reflect.Slice && t.Name() == "" {
 		g.Slice, t = true, t.Elem()
@@ -214,6 +218,14 @@ func goTypeOf(t reflect.Type) GoType {
 	}
 	g.Pkg, g.Name = t.PkgPath(), t.Name()
 	return g
+}
+
+// aliased spells the types of the runtime's tables that are aliases as Go
+// source declares them: reflect names an alias by the type it stands for
+// (json.RawMessage is jsontext.Value from Go 1.27 on), and generated code
+// must be the same whichever Go runs the generator.
+var aliased = map[reflect.Type]GoType{
+	reflect.TypeFor[json.RawMessage](): {Pkg: "encoding/json", Name: "RawMessage"},
 }
 
 func kindNames(ks []spec.Kind) string {

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // TestKindTablesFilled checks that every row of the base, kind and
@@ -209,12 +212,15 @@ func TestKindAnswers(t *testing.T) {
 	if _, ok := KindImage.ListOf(); ok {
 		t.Errorf("image has a list kind")
 	}
-	for k, want := range map[ArtifactKind]string{
-		ArtifactVideo: "*tensor.Video", ArtifactImage: "*tensor.Image", ArtifactEmbedding: "*tensor.Embedding", ArtifactTensor: "*tensor.Tensor",
-		ArtifactText: "string", ArtifactJSON: "json.RawMessage", ArtifactTensorList: "[]*tensor.Tensor",
+	// Types, not their names: json.RawMessage is an alias of
+	// jsontext.Value from Go 1.27 on, which reflect names.
+	for k, want := range map[ArtifactKind]reflect.Type{
+		ArtifactVideo: reflect.TypeFor[*tensor.Video](), ArtifactImage: reflect.TypeFor[*tensor.Image](), ArtifactEmbedding: reflect.TypeFor[*tensor.Embedding](),
+		ArtifactTensor: reflect.TypeFor[*tensor.Tensor](), ArtifactText: reflect.TypeFor[string](), ArtifactJSON: reflect.TypeFor[json.RawMessage](),
+		ArtifactTensorList: reflect.TypeFor[[]*tensor.Tensor](),
 	} {
-		if info, _ := k.Info(); info.Go.String() != want {
-			t.Errorf("artifact kind %s: Go type %v, want %s", k, info.Go, want)
+		if info, _ := k.Info(); info.Go != want {
+			t.Errorf("artifact kind %s: Go type %v, want %v", k, info.Go, want)
 		}
 	}
 	if ArtifactKind("audio").TensorLike() || ArtifactKind("audio").IsPicture() || ArtifactKind("audio").Valid() {
