@@ -95,6 +95,7 @@ type session struct {
 	events  chan received           // the session's messages, in order, from read
 	answers chan oip.SessionMessage // answers to controls messages, in order
 	done    chan struct{}           // closed when the session is over: read stops delivering
+	unwatch func() bool             // stops the watch of ctx (open's)
 	pending stream.Controls         // controls set before it opened
 	closed  error                   // why the session is over
 
@@ -145,6 +146,10 @@ func (s *session) open(controls stream.Controls) error {
 	}
 	s.events, s.answers, s.done = make(chan received, 4), make(chan oip.SessionMessage, 1), make(chan struct{})
 	go s.read()
+	// A session whose context ends is over, whether a step is under way
+	// or none is (the local session stopped between two): its connection
+	// closes, whatever the transport's Receive does with the context.
+	s.unwatch = context.AfterFunc(s.ctx, func() { s.fail(s.ctx.Err()) })
 	return nil
 }
 
@@ -311,6 +316,9 @@ func (s *session) finish() {
 	}
 	s.mu.Unlock()
 	if first {
+		// The kept connection is the next session's: this one's context
+		// no longer reaches it.
+		s.unwatch()
 		s.keep()
 	}
 }
@@ -339,9 +347,12 @@ func (s *session) fail(err error) {
 	if first {
 		s.closed = err
 	}
-	conn := s.conn
+	conn, unwatch := s.conn, s.unwatch
 	s.mu.Unlock()
 	if first && conn != nil {
+		if unwatch != nil {
+			unwatch()
+		}
 		close(s.done)
 		conn.Close()
 	}
