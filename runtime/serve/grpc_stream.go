@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -81,16 +82,31 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 		closed = true
 		mu.Unlock()
 	}()
+	// Ending the call cancels its context, and grpc-go then answers it
+	// itself (the reader's pending Recv fails and writes Canceled): so the
+	// shutdown grace's end ends it only when a send is blocked, and says why
+	// (the drain); otherwise the session ends on its own with the drain's
+	// answer, Unavailable.
 	end := callCancel(ctx)
-	endCall := func() { end(nil) } // as though the client went away: it does not read
-	defer context.AfterFunc(s.writeCtx, endCall)()
+	var sending atomic.Bool
+	defer context.AfterFunc(s.writeCtx, func() {
+		if sending.Load() {
+			end(errDraining)
+		}
+	})()
 	send := func(msg *oippb.ModelStreamInferResponse) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if closed {
 			return errors.New("the stream has ended")
 		}
-		t := time.AfterFunc(sessionWriteTimeout, endCall)
+		sending.Store(true)
+		defer sending.Store(false)
+		if s.writeCtx.Err() != nil {
+			return errDraining // after the grace: no send may block
+		}
+		// As though the client went away: it does not read.
+		t := time.AfterFunc(sessionWriteTimeout, func() { end(nil) })
 		defer t.Stop()
 		return st.Send(msg)
 	}
@@ -149,10 +165,10 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 	}
 	s.pump(se.ctx, ctx, se, req.ID, event, chunk)
 	switch {
-	case ctx.Err() != nil:
-		return ctx.Err() // the client went away
 	case s.streamCtx.Err() != nil:
-		return errDraining
+		return errDraining // first: the drain may have cut the call too
+	case ctx.Err() != nil:
+		return ctx.Err() // the client went away, or stopped reading
 	case failed != "":
 		return grpcstatus.Error(codes.Internal, failed)
 	}

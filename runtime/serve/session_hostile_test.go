@@ -97,6 +97,48 @@ func TestShutdownCutsSessionsThatDoNotRead(t *testing.T) {
 	}
 }
 
+// A gRPC session whose step is still in the engine when the shutdown
+// grace ends is answered as the drain answers it, Unavailable "shutting
+// down", not Canceled as though its client had gone (the cut of writes
+// cancelled the call first; on a loaded machine wfserve's SIGTERM test saw
+// it).
+func TestGrpcSessionStepOutlastsTheShutdownGrace(t *testing.T) {
+	t.Parallel()
+	world, gate := gated(t)
+	defer gate.Open()
+	g := withGRPC(t, serveFamilies(t, serve.Config{}, onEngine(t, "tiny-world", world), plain(t, "tiny-encoder")))
+	st, err := g.rt.ModelStreamInfer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	speed := binary.LittleEndian.AppendUint32(nil, math.Float32bits(2.5))
+	if err := st.Send(&oippb.ModelStreamInferRequest{Message: &oippb.ModelStreamInferRequest_Start{Start: &oippb.ModelInferRequest{
+		ModelName:        "tiny-world",
+		Parameters:       map[string]*oippb.InferParameter{"task": {ParameterChoice: &oippb.InferParameter_StringParam{StringParam: "step"}}},
+		Inputs:           []*oippb.ModelInferRequest_InferInputTensor{{Name: "speed", Datatype: "FP32", Shape: []int64{1}}},
+		RawInputContents: [][]byte{speed}}}}); err != nil {
+		t.Fatal(err)
+	}
+	gate.Entered(t) // the first step, held in the engine
+	drained := make(chan error, 1)
+	go func() { drained <- g.srv.Shutdown(context.Background()) }()
+	// The grace is a second; the step outlasts it. (Were the machine so
+	// slow that the cut came later, the test would pass whatever the
+	// answer: it cannot fail wrongly.)
+	time.Sleep(3 * time.Second)
+	gate.Open()
+	err = nil
+	for err == nil {
+		_, err = st.Recv() // the session message, a chunk made before the drain, then the end
+	}
+	if code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("the session whose step outlasted the shutdown grace: %v", err)
+	}
+	if err := enginetest.Receive(t, "the drain", drained); err != nil {
+		t.Error(err)
+	}
+}
+
 // A WebSocket session's messages count against the in-flight budget as
 // they arrive, not once whole: clients that each send part of a large
 // first message and then nothing hold no more than the budget between
