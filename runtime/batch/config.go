@@ -42,11 +42,18 @@ type Config struct {
 	// LanesAuto says Run chooses how many lanes, up to Lanes, by measuring
 	// (without WithLanes; see WithLanes).
 	LanesAuto bool
-	// Invariant sends every batch at MaxBatchSize (see WithInvariant).
+	// Invariant sends every batch at a size whose outputs are the max
+	// batch size's (see WithInvariant).
 	Invariant bool
+	// Equivalent are the batch sizes measured to give every row the bits
+	// the max batch size gives it, ascending (see WithEquivalentSizes);
+	// with Invariant, a batch is padded to the smallest of them that holds
+	// it. Empty: the max batch size alone.
+	Equivalent []int
 
-	maxSet   bool
-	rangeMax int // WithBatchRange's max (0: none)
+	maxSet        bool
+	rangeMax      int // WithBatchRange's max (0: none)
+	equivalentMax int // the max batch size Equivalent was measured for
 }
 
 // Option sets one part of a Config.
@@ -142,22 +149,45 @@ func WithAutoLanes() Option {
 	return func(c *Config) { c.LanesAuto = true }
 }
 
-// WithInvariant makes every forward call run at one batch size, the max
-// batch size (which is also the largest pad size): a shorter batch is
-// padded all the way up by repeating its final item. An item's output then
-// never depends on how many items it was batched with, nor on where the
-// batch was cut: libtorch on the CPU gives an item bit-identical outputs at
-// one batch size whatever its neighbours and its position, but batches of
-// other sizes may run other kernels (a batch of one usually does; on
-// mobilenet_v3_small sizes 2–15 agree with each other and not with 16).
-// The cost is the padding: a lone item costs a full batch
-// (docs/batching.md has figures). Out-of-memory halving cannot help when
-// every call has the same size, so an out-of-memory error is returned as
-// is, at once; per-item errors (WithPerItemErrors) still bisect, each half
-// padded to the full size. A task's batching block asks for it with
-// invariant: true.
+// WithInvariant makes every forward call give the bits the max batch size
+// gives (the max is also the largest pad size): a shorter batch is padded,
+// by repeating its final item, up to the max — or, with
+// WithEquivalentSizes, up to the smallest size measured to give the max's
+// bits. An item's output then never depends on how many items it was
+// batched with, nor on where the batch was cut: libtorch on the CPU gives
+// an item bit-identical outputs at one batch size whatever its neighbours
+// and its position, but batches of other sizes may run other kernels (a
+// batch of one usually does; on mobilenet_v3_small sizes 2–15 agree with
+// each other and not with 16). The cost is the padding: without equivalent
+// sizes a lone item costs a full batch (docs/batching.md has figures).
+// Out-of-memory halving helps only where the halves pad to a smaller size;
+// otherwise an out-of-memory error is returned as is, at once; per-item
+// errors (WithPerItemErrors) still bisect, each half padded as a batch of
+// its size. A task's batching block asks for it with invariant: true.
 func WithInvariant() Option {
 	return func(c *Config) { c.Invariant = true }
+}
+
+// WithEquivalentSizes gives the batch sizes at which forward gives every
+// row the bits the max batch size gives it, as measured on this machine
+// for this model (runtime/client measures them when it loads a model in
+// invariant mode): with WithInvariant a batch is padded only up to the
+// smallest of them that holds it. Sizes are taken in any order; those
+// outside 1 to the max batch size, and every size when the max batch size
+// is not max, are ignored — the sizes are the max's class — so a run that
+// changes the max batch size pads to the max as before.
+func WithEquivalentSizes(max int, sizes ...int) Option {
+	return func(c *Config) {
+		c.Equivalent = c.Equivalent[:0:0]
+		c.equivalentMax = max
+		for _, n := range sizes {
+			if n >= 1 && n <= max {
+				c.Equivalent = append(c.Equivalent, n)
+			}
+		}
+		slices.Sort(c.Equivalent)
+		c.Equivalent = slices.Compact(c.Equivalent)
+	}
 }
 
 // WithSharding makes Run run only this rank's share of the items, a
@@ -224,6 +254,20 @@ func NewConfig(opts ...Option) (Config, error) {
 		c.Lanes = autoLanes()
 	}
 	c.Lanes = max(c.Lanes, 1)
+	if c.equivalentMax != c.MaxBatchSize {
+		c.Equivalent = nil // measured for another max
+	}
+	if c.Invariant {
+		// The sizes a batch is padded to: the equivalent ones that are
+		// pad sizes (when the task has some) and reach the min, and the
+		// max.
+		c.Equivalent = slices.DeleteFunc(slices.Clone(c.Equivalent), func(n int) bool {
+			return n < c.MinBatchSize || n > c.MaxBatchSize || len(c.PadSizes) > 0 && !slices.Contains(c.PadSizes, n)
+		})
+		if !slices.Contains(c.Equivalent, c.MaxBatchSize) {
+			c.Equivalent = append(c.Equivalent, c.MaxBatchSize)
+		}
+	}
 	if c.MinBatchSize < 0 || c.rangeMax > 0 && c.MinBatchSize > c.rangeMax {
 		return Config{}, fmt.Errorf("batch: batch range [%d, %d]: want 0 ≤ min ≤ max", c.MinBatchSize, c.rangeMax)
 	}
@@ -239,11 +283,17 @@ func NewConfig(opts ...Option) (Config, error) {
 
 // PaddedSize returns the size a batch of n real items is sent at: the
 // smallest pad size ≥ n, or n when there are no pad sizes, and at least
-// the min batch size; with WithInvariant, the max batch size. Run never
-// asks for an n above the largest pad size (it is the max batch size); for
-// such an n PaddedSize returns n.
+// the min batch size; with WithInvariant, the smallest equivalent size ≥ n
+// (the max batch size without WithEquivalentSizes). Run never asks for an
+// n above the largest pad size (it is the max batch size); for such an n
+// PaddedSize returns n.
 func (c *Config) PaddedSize(n int) int {
 	if c.Invariant {
+		for _, s := range c.Equivalent {
+			if s >= n {
+				return s
+			}
+		}
 		return max(n, c.MaxBatchSize)
 	}
 	size := n
@@ -257,15 +307,20 @@ func (c *Config) PaddedSize(n int) int {
 }
 
 // WarmupSizes returns the batch sizes a warm-up should run forward at,
-// ascending: the sizes Run sends batches at. With WithInvariant that is the
-// max batch size alone; with pad sizes, each pad size (raised to the min
+// ascending: the sizes Run sends batches at. With WithInvariant those are
+// the equivalent sizes (the max batch size alone without
+// WithEquivalentSizes); with pad sizes, each pad size (raised to the min
 // batch size); without pad sizes, where a batch is sent at its own size,
 // each power of two below the max batch size and the max itself (sizes in
 // between take the same kernels as their neighbours on most models, and a
 // warm-up of every size would cost max calls).
 func (c *Config) WarmupSizes() []int {
 	if c.Invariant {
-		return []int{c.MaxBatchSize}
+		sizes := []int{}
+		for n := 1; n <= c.MaxBatchSize; n++ {
+			sizes = append(sizes, c.PaddedSize(n))
+		}
+		return slices.Compact(sizes)
 	}
 	var sizes []int
 	if len(c.PadSizes) > 0 {

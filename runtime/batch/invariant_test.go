@@ -142,3 +142,65 @@ func TestWarmupSizes(t *testing.T) {
 		}
 	}
 }
+
+// With equivalent sizes, an invariant batch is padded only to the smallest
+// of them that holds it (pad sizes narrow them; the max is always one),
+// sizes measured for another max are ignored, and an out-of-memory batch
+// is halved when its halves pad to a smaller size.
+func TestInvariantEquivalentSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []Option
+		padded []int // PaddedSize(1), PaddedSize(2), ...
+		warmup []int
+	}{
+		{"all but one", []Option{WithMaxBatchSize(8), WithEquivalentSizes(8, 2, 3, 4, 5, 6, 7, 8)}, []int{2, 2, 3, 4, 5, 6, 7, 8}, []int{2, 3, 4, 5, 6, 7, 8}},
+		{"gaps, any order, out of range", []Option{WithMaxBatchSize(8), WithEquivalentSizes(8, 8, 4, 0, 12)}, []int{4, 4, 4, 4, 8, 8, 8, 8}, []int{4, 8}},
+		{"pad sizes narrow them", []Option{WithPadSizes(1, 2, 4, 8), WithEquivalentSizes(8, 3, 4, 5, 6, 7, 8)}, []int{4, 4, 4, 4, 8, 8, 8, 8}, []int{4, 8}},
+		{"measured for another max", []Option{WithEquivalentSizes(16, 1, 2, 3), WithMaxBatchSize(8)}, []int{8, 8, 8, 8, 8, 8, 8, 8}, []int{8}},
+		{"the min", []Option{WithMaxBatchSize(8), WithEquivalentSizes(8, 1, 2, 3, 8), WithBatchRange(3, 0)}, []int{3, 3, 3, 8, 8, 8, 8, 8}, []int{3, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := NewConfig(append(slices.Clone(tc.opts), WithInvariant())...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var padded []int
+			for n := 1; n <= cfg.MaxBatchSize; n++ {
+				padded = append(padded, cfg.PaddedSize(n))
+			}
+			if !slices.Equal(padded, tc.padded) || !slices.Equal(cfg.WarmupSizes(), tc.warmup) {
+				t.Errorf("padded sizes %v, warm-up %v; want %v, %v", padded, cfg.WarmupSizes(), tc.padded, tc.warmup)
+			}
+			// Without WithInvariant the sizes change nothing.
+			plain, err := NewConfig(tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plain.PaddedSize(1) != max(1, plain.MinBatchSize, firstOr(plain.PadSizes, 1)) {
+				t.Errorf("without invariance a batch of 1 is sent at %d", plain.PaddedSize(1))
+			}
+		})
+	}
+
+	r := &recorder{fail: func(b []int, c Call) error {
+		if c.Size > 4 {
+			return oom
+		}
+		return nil
+	}}
+	got, err := Run(context.Background(), ints(6), r.forward, WithMaxBatchSize(8), WithInvariant(), WithEquivalentSizes(8, 4, 8))
+	if err != nil || !slices.Equal(got, wantOutputs(ints(6))) {
+		t.Fatalf("outputs %v, err %v", got, err)
+	}
+	if !slices.Equal(r.calls, []string{"[0,6)+2", "[0,3)+1", "[3,6)+1"}) {
+		t.Errorf("calls %v: want the halves at the smaller equivalent size", r.calls)
+	}
+}
+
+func firstOr(s []int, def int) int {
+	if len(s) > 0 {
+		return s[0]
+	}
+	return def
+}

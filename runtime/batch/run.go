@@ -153,13 +153,14 @@ type span struct{ lo, hi int }
 //     that slice is retried, split in two halves (the first half gets the
 //     extra item of an odd slice), depth first; slices that succeeded are
 //     never run again, and later batches start again at the max size. An
-//     out-of-memory failure of a single real item, or of any batch under
-//     WithInvariant (every call has the same size), is returned as is: the
-//     error value forward returned, not wrapped.
+//     out-of-memory failure of a single real item, or of a batch whose
+//     halves would be sent at its size too (WithInvariant), is returned as
+//     is: the error value forward returned, not wrapped.
 //   - With pad sizes, a batch is padded to the next size by repeating its
 //     final real item (also for the halves of a retried slice), and the
 //     padding's outputs are dropped. With WithInvariant every batch is
-//     padded to the max batch size.
+//     padded to the smallest size that gives the max batch size's bits
+//     (the max, without WithEquivalentSizes).
 //   - forward must return exactly one output per item it was given (padding
 //     included); any other count is an error naming both counts.
 //   - ctx is checked before every forward call; once it is done Run returns
@@ -354,9 +355,9 @@ func run[In, Out any](ctx context.Context, items []In, base, total int, forward 
 
 		switch {
 		case errors.Is(ferr, engine.ErrOutOfMemory):
-			if n == 1 || cfg.Invariant {
-				// Alone, or at the one size every call has: halving
-				// cannot help.
+			if n == 1 || cfg.Invariant && cfg.PaddedSize((n+1)/2) == size {
+				// Alone, or halves that would be sent at this size too
+				// (invariant mode): halving cannot help.
 				report()
 				return nil, ferr
 			}
