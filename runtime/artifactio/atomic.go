@@ -12,11 +12,11 @@ import (
 // fileMode is the permission of written files and folders' files.
 const fileMode = 0o644
 
-// writeFileAtomic writes path through write: the bytes go to a temporary file
-// in the same folder, which is synced and renamed over path only when write
+// WriteFileAtomic writes path through write: the bytes go to a temporary file
+// in the same folder (mode 0644), which is synced and renamed over path only when write
 // and every flush succeeded. On failure the temporary file is removed and
 // path is left as it was.
-func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
+func WriteFileAtomic(path string, write func(w io.Writer) error) (err error) {
 	if path == "" {
 		return errors.New("empty output path")
 	}

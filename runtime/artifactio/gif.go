@@ -66,7 +66,7 @@ func WriteGIF(path string, v *tensor.Video, opts *GIFOptions) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, func(w io.Writer) error { return gif.EncodeAll(w, g) })
+	return WriteFileAtomic(path, func(w io.Writer) error { return gif.EncodeAll(w, g) })
 }
 
 // EncodeGIF writes a video artifact as an animated GIF. Frames [T,H,W,C] with

@@ -217,5 +217,5 @@ func WritePNG(path string, img *tensor.Image) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, func(w io.Writer) error { return pngEncoder.Encode(w, m) })
+	return WriteFileAtomic(path, func(w io.Writer) error { return pngEncoder.Encode(w, m) })
 }

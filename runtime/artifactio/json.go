@@ -63,7 +63,7 @@ func WriteJSON(path string, t *tensor.Tensor) error {
 	if err := t.Check(); err != nil {
 		return fmt.Errorf("json: %w", err)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error { return EncodeJSON(w, t) })
+	return WriteFileAtomic(path, func(w io.Writer) error { return EncodeJSON(w, t) })
 }
 
 // jsonEncoder streams nested arrays of tensor elements.

@@ -120,7 +120,7 @@ func WriteNPY(path string, t *tensor.Tensor) error {
 	if err := t.Check(); err != nil {
 		return fmt.Errorf("npy: %w", err)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error { return EncodeNPY(w, t) })
+	return WriteFileAtomic(path, func(w io.Writer) error { return EncodeNPY(w, t) })
 }
 
 // ReadNPY reads a .npy file (see DecodeNPY).

@@ -189,7 +189,7 @@ func TestWriteFileAtomicFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	err := writeFileAtomic(p, func(w io.Writer) error {
+	err := WriteFileAtomic(p, func(w io.Writer) error {
 		if _, err := w.Write(bytes.Repeat([]byte("x"), 200<<10)); err != nil {
 			return err
 		}
@@ -207,12 +207,12 @@ func TestWriteFileAtomicFailure(t *testing.T) {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(sub, func(w io.Writer) error { return nil }); err == nil {
+	if err := WriteFileAtomic(sub, func(w io.Writer) error { return nil }); err == nil {
 		t.Error("writing over a folder succeeded")
 	}
 	assertOnly(t, dir, "a.bin", "sub")
 	// A successful write is readable by others.
-	if err := writeFileAtomic(p, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err }); err != nil {
+	if err := WriteFileAtomic(p, func(w io.Writer) error { _, err := w.Write([]byte("new")); return err }); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(p)

@@ -79,7 +79,7 @@ func Write(path string, artifact any) error {
 		}
 		return bad("tensor", ".npy", ".json")
 	case string:
-		return writeFileAtomic(path, func(w io.Writer) error {
+		return WriteFileAtomic(path, func(w io.Writer) error {
 			_, err := io.WriteString(w, a)
 			return err
 		})
@@ -87,7 +87,7 @@ func Write(path string, artifact any) error {
 		if !json.Valid(a) {
 			return fmt.Errorf("%s: the JSON artifact is not valid JSON", path)
 		}
-		return writeFileAtomic(path, func(w io.Writer) error {
+		return WriteFileAtomic(path, func(w io.Writer) error {
 			if _, err := w.Write(a); err != nil {
 				return err
 			}

@@ -174,6 +174,9 @@ type loadedTask struct {
 	batch    []batch.Option
 	batchCfg batch.Config
 	batchErr error
+	// equiv holds the batch sizes equivalent to the max in invariant mode,
+	// measured before the first invariant batch (equivalentSizes).
+	equiv *equivalence
 }
 
 // New returns a client for spec. It resolves the variant and checks the
@@ -362,6 +365,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 		if t := &c.spec.Tasks[i]; t.Batching != nil {
 			lt := &l.tasks[i]
 			lt.batch, lt.batchCfg, lt.batchErr = c.batchConfig(t, l, nil)
+			lt.equiv = &equivalence{}
 		}
 	}
 	return l, nil

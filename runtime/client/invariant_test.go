@@ -5,11 +5,15 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
@@ -235,8 +239,10 @@ func invariantSpec(md invModel, invariant bool) *spec.ModelInferenceSpec {
 }
 
 // In batch-invariant mode an item's output is bit for bit the same whether
-// it runs alone (Run, or RunBatch of one), in a batch of 3 or of 8, at any
-// position — whichever way the mode is asked for: the manifest's
+// it runs alone (Run, or RunBatch of one) or in a batch of any size up to
+// 8, first, in the middle or last — so every size a batch is padded to,
+// measured to give the max's bits, does (a wrongly measured size fails
+// here) — whichever way the mode is asked for: the manifest's
 // batching.invariant, the client option, or a batch option. Without it the
 // size-sensitive encoder's answer alone differs from its answer in a batch
 // (so does that of the models whose batch of one takes another kernel path,
@@ -303,8 +309,8 @@ func TestRunBatchInvariant(t *testing.T) {
 					}
 					check("Run alone", out(res))
 				}
-				for _, n := range []int{1, 3, 8} {
-					for pos := range n {
+				for n := 1; n <= 8; n++ {
+					for _, pos := range slices.Compact([]int{0, n / 2, n - 1}) {
 						items := make([]map[string]any, n)
 						for k := range items {
 							items[k] = item(md.item(k + 3))
@@ -315,8 +321,11 @@ func TestRunBatchInvariant(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if st.Calls != 1 || st.Padded != 8-n {
-							t.Errorf("%s: batch of %d: stats %+v, want one call padded to 8", w.name, n, st)
+						// One call, padded at most to 8: to the smallest size
+						// measured to give the max's bits. Those of the
+						// size-sensitive encoder differ at every size: 8 alone.
+						if st.Calls != 1 || st.Padded > 8-n || md.bySize && st.Padded != 8-n {
+							t.Errorf("%s: batch of %d: stats %+v, want one call padded to a size equivalent to 8", w.name, n, st)
 						}
 						check(fmt.Sprintf("batch of %d, position %d", n, pos), out(res[pos]))
 					}
@@ -326,5 +335,63 @@ func TestRunBatchInvariant(t *testing.T) {
 				t.Errorf("the invariant answer is more than the last bits away from the padded batch's")
 			}
 		})
+	}
+}
+
+// The equivalent sizes are measured once per machine: kept in the engine's
+// cache folder (the compile cache's), read back by the next client of the
+// model, which then pads as the cache says; with the cache off they are
+// measured again.
+func TestEquivalentSizesCached(t *testing.T) {
+	md := invModels[1] // the attention encoder: a batch of one takes its own path on most CPUs
+	dir := t.TempDir()
+	t.Setenv("WORLDFOUNDRY_TORCH_COMPILE_CACHE_DIR", dir)
+	ctx := context.Background()
+	path := md.path(t)
+	padded := func() int {
+		t.Helper()
+		c, err := client.New(invariantSpec(md, true), client.WithCheckpointPath(path), client.WithDevice("cpu"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var st batch.Stats
+		if _, err := c.RunBatch(ctx, "embed", []map[string]any{{md.arg: md.item(0)}}, batch.WithStats(func(s batch.Stats) { st = s })); err != nil {
+			t.Fatal(err)
+		}
+		return st.Padded
+	}
+	first := padded()
+	files, _ := filepath.Glob(filepath.Join(dir, "batch-sizes", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("cache files %v, want one", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Sizes []int  `json:"sizes"`
+		Key   string `json:"key"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil || len(rec.Sizes) == 0 || rec.Sizes[len(rec.Sizes)-1] != 8 || !strings.Contains(rec.Key, "max=8\n") {
+		t.Fatalf("cache record %s (%v)", b, err)
+	}
+	if first != rec.Sizes[0]-1 {
+		t.Errorf("a lone item was padded by %d; the measured sizes are %v", first, rec.Sizes)
+	}
+	// The next client reads the record: one that says the max alone pads
+	// a lone item to 8.
+	rec.Sizes = []int{8}
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(files[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := padded(); n != 7 {
+		t.Errorf("after the cache record said [8], a lone item was padded by %d, want 7", n)
+	}
+	t.Setenv("WORLDFOUNDRY_TORCH_COMPILE_CACHE_DIR", "off")
+	if n := padded(); n != first {
+		t.Errorf("measured again with the cache off, a lone item was padded by %d, want %d", n, first)
 	}
 }

@@ -107,6 +107,9 @@ func (c *Client) runStacked(ctx context.Context, ti int, task *spec.InferenceTas
 	if err != nil {
 		return nil, err
 	}
+	if all, cfg, err = c.withEquivalence(ctx, ti, task, l, all, cfg); err != nil {
+		return nil, err
+	}
 	kw, err := l.kwargs(ti, task, in, 0)
 	if err != nil {
 		return nil, fail(0, "%v", err)
@@ -220,6 +223,22 @@ func (c *Client) runConfig(ti int, task *spec.InferenceTaskProfile, l *loaded, o
 		return lt.batch, lt.batchCfg, lt.batchErr
 	}
 	return c.batchConfig(task, l, opts)
+}
+
+// withEquivalence adds to an invariant batch config the sizes measured to
+// give the max batch size's bits (equivalentSizes), measuring them first
+// when the loaded model has not.
+func (c *Client) withEquivalence(ctx context.Context, ti int, task *spec.InferenceTaskProfile, l *loaded, all []batch.Option, cfg batch.Config) ([]batch.Option, batch.Config, error) {
+	o := c.equivalentSizes(ctx, ti, task, l, cfg)
+	if o == nil {
+		return all, cfg, nil
+	}
+	all = append(slices.Clip(all), o)
+	cfg, err := batch.NewConfig(all...)
+	if err != nil {
+		return nil, batch.Config{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	return all, cfg, nil
 }
 
 // splitOutputs splits each output tensor of a forward call of n items

@@ -105,9 +105,10 @@ func (c *Client) Warmup(ctx context.Context, opts ...batch.Option) (WarmupReport
 // by default as many as make MinWarmupCalls calls:
 //
 //   - a batchable task: CallBatch of n copies of the item at each size n of
-//     batch.Config.WarmupSizes — each pad size, or the max batch size alone
-//     when batching is invariant — so each is one forward call at that
-//     size; a batchable task without a batch dimension (batching.dim) also
+//     batch.Config.WarmupSizes — each pad size, or, when batching is
+//     invariant, each size measured to give the max batch size's bits (the
+//     measurement runs first, see equivalentSizes) — so each is one forward
+//     call at that size; a batchable task without a batch dimension (batching.dim) also
 //     gets one Call, which calls its method unbatched;
 //   - a streaming task: one unpaced CallStream session of
 //     WarmupStreamChunks chunks with every control off;
@@ -170,8 +171,11 @@ func (c *Client) warmTask(ctx context.Context, task *spec.InferenceTaskProfile, 
 		if err != nil {
 			return fail("", err)
 		}
-		_, cfg, err := c.batchConfig(task, l, opts)
+		all, cfg, err := c.batchConfig(task, l, opts)
 		if err != nil {
+			return fail("", err)
+		}
+		if _, cfg, err = c.withEquivalence(ctx, ti, task, l, all, cfg); err != nil {
 			return fail("", err)
 		}
 		sizes = cfg.WarmupSizes()

@@ -4,6 +4,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -50,7 +51,8 @@ func reported(r client.WarmupReport, task string) []warmed {
 
 // The tiny encoder's manifest asks for a warm-up: one forward call at each
 // pad size (1, 2, 4, 8) on sequences of 16 zero tokens (warmup.dims), with
-// the field's default; invariant batching warms up the max size alone.
+// the field's default; invariant batching first measures which sizes give
+// the max's bits, then warms up those.
 func TestWarmupRunsEachPadSize(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -84,11 +86,13 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := eng.TakeCalls(); !slices.Equal(got, []string{want[3], want[3], want[3]}) || rep.Load != 0 {
-		t.Errorf("invariant warm-up: engine calls %q, report %+v", got, rep)
-	}
-	if got := reported(rep, "embed"); !slices.Equal(got, []warmed{{"batch", 8, 0, 0, true}, {"batch", 8, 1, 0, true}, {"batch", 8, 2, 0, true}}) {
-		t.Errorf("invariant warm-up: report %+v", got)
+	// Invariant: first the measurement of the sizes equivalent to 8 (two
+	// batches of 8 twice each, then each other pad size twice), then a
+	// round of those sizes, ascending, up to 8, repeated to three calls.
+	measure := []string{want[3], want[3], want[3], want[3], want[0], want[0], want[1], want[1], want[2], want[2]}
+	checkInvariantWarmup(t, "invariant warm-up", eng.TakeCalls(), rep, measure, want, 0)
+	if rep.Load != 0 {
+		t.Errorf("invariant warm-up of a loaded model: report %+v", rep)
 	}
 	rep, err = c.WarmupTask(ctx, "embed", batch.WithPadSizes(1, 8))
 	if err != nil {
@@ -105,12 +109,49 @@ func TestWarmupRunsEachPadSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := "forward normalize=true tokens=int64[8 1]"
-	if got := eng2.TakeCalls(); !slices.Equal(got, []string{w, w}) {
-		t.Errorf("invariant client, runs 2: engine calls %q", got)
+	var w []string
+	for _, n := range []int{1, 2, 4, 8} {
+		w = append(w, fmt.Sprintf("forward normalize=true tokens=int64[%d 1]", n))
 	}
-	if got := reported(rep, "embed"); !slices.Equal(got, []warmed{{"batch", 8, 0, 0, true}, {"batch", 8, 1, 0, true}}) {
-		t.Errorf("report %+v", got)
+	measure = []string{w[3], w[3], w[3], w[3], w[0], w[0], w[1], w[1], w[2], w[2]}
+	checkInvariantWarmup(t, "invariant client, runs 2", eng2.TakeCalls(), rep, measure, w, 2)
+}
+
+// checkInvariantWarmup checks the engine calls of an invariant warm-up:
+// the measurement's, then rounds of the equivalent sizes (which ones is the
+// machine's: each a pad size, ascending, ending with the max), as many
+// rounds as warmup.runs says (runs 0: as make at least three calls), and
+// the report of those rounds.
+func checkInvariantWarmup(t *testing.T, what string, got []string, rep client.WarmupReport, measure, sizes []string, runs int) {
+	t.Helper()
+	if len(got) < len(measure) || !slices.Equal(got[:len(measure)], measure) {
+		t.Fatalf("%s: engine calls %q, want the measurement %q first", what, got, measure)
+	}
+	rest := got[len(measure):]
+	var round []string
+	for i, c := range rest {
+		if i > 0 && c == rest[0] {
+			break
+		}
+		round = append(round, c)
+	}
+	if len(round) == 0 || round[len(round)-1] != sizes[len(sizes)-1] {
+		t.Fatalf("%s: warm-up calls %q: want rounds ending with the max", what, rest)
+	}
+	for i, c := range round {
+		if k := slices.Index(sizes, c); k < 0 || i > 0 && k <= slices.Index(sizes, round[i-1]) {
+			t.Fatalf("%s: warm-up calls %q: want pad sizes, ascending", what, rest)
+		}
+	}
+	rounds := runs
+	if runs == 0 {
+		rounds = (client.MinWarmupCalls + len(round) - 1) / len(round)
+	}
+	if len(rest) != rounds*len(round) {
+		t.Errorf("%s: warm-up calls %q: want %d rounds of %q", what, rest, rounds, round)
+	}
+	if n := len(reported(rep, "embed")); n != len(rest) {
+		t.Errorf("%s: %d calls reported, %d made", what, n, len(rest))
 	}
 }
 

@@ -140,6 +140,14 @@ type CacheReleaser interface {
 	EmptyCache() error
 }
 
+// CacheDirer is an engine that keeps what it compiled or measured for this
+// machine in a folder (the libtorch engine: its compile cache), where
+// runtime/client keeps its measurements of a model too.
+type CacheDirer interface {
+	// CacheDir returns the folder, "" when caching is off.
+	CacheDir() string
+}
+
 // Synchronizer is an engine that queues work on devices.
 type Synchronizer interface {
 	// Synchronize waits for all work queued on device to finish (no-op on CPU).

@@ -26,10 +26,14 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-// tiny holds the demo families' checkpoints and the size-sensitive encoder's,
+// tiny holds the demo families' checkpoints and the attention and
+// size-sensitive encoders',
 // built once for the package's tests and removed when they are over.
 var tiny = enginetest.Checkpoints{Name: "serve-test", Build: func(dir string) error {
 	if err := tinymodels.Build(dir); err != nil {
+		return err
+	}
+	if err := tinymodels.BuildAttention(filepath.Join(dir, "checkpoints", "attention.pt")); err != nil {
 		return err
 	}
 	return tinymodels.BuildSizeSensitive(filepath.Join(dir, "checkpoints", "size-sensitive.pt"))
@@ -42,7 +46,7 @@ func TestMain(m *testing.M) { enginetest.Main(m) }
 func loadSpec(t testing.TB, name string) *spec.ModelInferenceSpec {
 	t.Helper()
 	path := filepath.Join("..", "..", "manifests", name+".yaml")
-	if name == "size-sensitive" {
+	if name == "size-sensitive" || name == "attention" {
 		path = filepath.Join("testdata", name+".yaml")
 	}
 	f, diags, err := validate.File(path)

@@ -84,41 +84,53 @@ func TestRemoteBatchEqualsInProcess(t *testing.T) {
 
 // With cross-request batching in invariant mode, 32 clients' single
 // requests get answers that do not depend on how the server grouped them:
-// each is bit for bit what an in-process client in the same mode answers.
+// each is bit for bit what an in-process client in the same mode answers —
+// on the size-sensitive encoder (every batch padded to the max) and on the
+// attention encoder, whose batches are padded only to the sizes measured
+// to give the max's bits (a wrongly measured size fails here).
 func TestBatchInvariantServing(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	in := sizeSensitiveClient(t, client.WithBatchInvariant())
-	s := startFamilies(t, serve.Config{Batching: true, BatchInvariant: true, BatchDelay: time.Millisecond}, loadSpec(t, "size-sensitive"))
-	re := remoteClient(t, s, "size-sensitive")
-	const clients, each = 32, 8
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range each {
-				item := sizeSensitiveItem(c*each + k)
-				got, err := re.Run(ctx, "embed", item, nil)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				want, err := in.Run(ctx, "embed", item, nil)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !bytes.Equal(embedding(got), embedding(want)) {
-					t.Errorf("client %d request %d: the served answer differs from the in-process one", c, k)
-				}
+	for _, family := range []string{"size-sensitive", "attention"} {
+		t.Run(family, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			in, err := client.New(loadSpec(t, family), append(clientOptions(t), client.WithBatchInvariant())...)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}()
-	}
-	wg.Wait()
-	st := s.srv.Stats()
-	t.Logf("%d requests in %d batches", st.BatchedRequests, st.Batches)
-	if st.Batches >= st.BatchedRequests {
-		t.Errorf("no request shared a batch (%+v): the test did not exercise grouping", st)
+			t.Cleanup(func() { in.Close() })
+			s := startFamilies(t, serve.Config{Batching: true, BatchInvariant: true, BatchDelay: time.Millisecond}, loadSpec(t, family))
+			re := remoteClient(t, s, family)
+			const clients, each = 32, 8
+			var wg sync.WaitGroup
+			for c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for k := range each {
+						item := sizeSensitiveItem(c*each + k)
+						got, err := re.Run(ctx, "embed", item, nil)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						want, err := in.Run(ctx, "embed", item, nil)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if !bytes.Equal(embedding(got), embedding(want)) {
+							t.Errorf("client %d request %d: the served answer differs from the in-process one", c, k)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			st := s.srv.Stats()
+			t.Logf("%d requests in %d batches", st.BatchedRequests, st.Batches)
+			if st.Batches >= st.BatchedRequests {
+				t.Errorf("no request shared a batch (%+v): the test did not exercise grouping", st)
+			}
+		})
 	}
 }

@@ -172,6 +172,11 @@ func (e *Engine) init() error {
 	return e.initErr
 }
 
+// CacheDir returns the engine's cache folder (engine.CacheDirer): the
+// compile cache's, from WORLDFOUNDRY_TORCH_COMPILE_CACHE_DIR ("off": none)
+// or the user cache directory.
+func (e *Engine) CacheDir() string { return cacheDir("", os.Getenv) }
+
 // Name returns "libtorch".
 func (e *Engine) Name() string { return "libtorch" }
 
@@ -415,6 +420,7 @@ var (
 	_ engine.CUDAEngine    = (*Engine)(nil)
 	_ engine.CacheReleaser = (*Engine)(nil)
 	_ engine.Synchronizer  = (*Engine)(nil)
+	_ engine.CacheDirer    = (*Engine)(nil)
 	_ engine.Compiler      = (*Engine)(nil)
 	_ engine.Module        = (*Module)(nil)
 	_ infra.FlagEngine     = (*Engine)(nil)

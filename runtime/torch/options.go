@@ -182,7 +182,15 @@ func resolveCompile(o CompileOptions, getenv func(string) string) (compileConfig
 	if !containsString(compileModes, c.mode) && c.unsupported == "" {
 		c.unsupported = fmt.Sprintf("mode %q is not a torch.compile mode (%s)", c.mode, strings.Join(compileModes, ", "))
 	}
-	dir := o.CacheDir
+	c.cacheDir = cacheDir(o.CacheDir, getenv)
+	return c, nil
+}
+
+// cacheDir resolves the compile cache folder: dir, else
+// $WORLDFOUNDRY_TORCH_COMPILE_CACHE_DIR, else the user cache directory's
+// wfgen/torch-compile; "" when it is "off" (or there is no user cache
+// directory).
+func cacheDir(dir string, getenv func(string) string) string {
 	if dir == "" {
 		dir = strings.TrimSpace(getenv(EnvCompileCacheDir))
 	}
@@ -194,9 +202,9 @@ func resolveCompile(o CompileOptions, getenv func(string) string) (compileConfig
 			dir = filepath.Join(ucd, "wfgen", "torch-compile")
 		}
 	}
-	c.cacheDir = dir
-	return c, nil
+	return dir
 }
+
 
 func containsString(list []string, s string) bool {
 	for _, x := range list {
