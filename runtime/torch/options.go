@@ -205,7 +205,6 @@ func cacheDir(dir string, getenv func(string) string) string {
 	return dir
 }
 
-
 func containsString(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
