@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -31,46 +32,79 @@ import (
 //
 // An invariant batch must give each item the bits the task's max batch size
 // gives it. Which other sizes do is a property of the model's kernels on
-// this machine (docs/batching.md has the measurements: a batch of one
-// usually takes another path; on some CPUs so do larger sizes), so the
-// client measures it, once per loaded model and task, before the first
-// invariant batch: M probe items of random values (M the max batch size) run
-// as one batch of M, then the first s of them as a batch of s for every
-// candidate size s; a size is equivalent when each of its rows has the bits
-// of the same row of the batch of M. Each size runs twice and the second
-// call counts (a TorchScript module's first call at a shape profiles it).
-// The result is kept in the engine's cache folder (engine.CacheDirer, the
-// compile cache) under a key of the checkpoint, the method, the probe's
-// shapes, the engine, the device and dtype, the CPU and the thread count,
-// so a machine measures a model once.
+// this machine and of the item's shape (docs/batching.md has the
+// measurements: a batch of one usually takes another path; on some CPUs so
+// do larger sizes; a text encoder's sequences of one token behave unlike
+// those of sixteen), so the client measures it, once per loaded model, task
+// and item shape, before the first invariant batch of that shape: M probe
+// items (M the max batch size) shaped like the batch's first item, their
+// stacked inputs random, run as one batch of M, then the first s of them as
+// a batch of s for every candidate size s; a size is equivalent when each
+// of its rows has the bits of the same row of the batch of M. Each size
+// runs twice and the second call counts (a TorchScript module's first call
+// at a shape profiles it). The result is kept in the engine's cache folder
+// (engine.CacheDirer, the compile cache) under a key of the checkpoint, the
+// method, the item's shapes and other inputs, the engine, the device and
+// dtype, the CPU and the thread count, so a machine measures a model once
+// per shape.
 
-// equivalence is one task's measured equivalent sizes, measured at most
-// once per loaded model.
+// equivalence is one task's measured equivalent sizes, per item shape,
+// each measured at most once per loaded model.
 type equivalence struct {
-	once  sync.Once
-	sizes []int // equivalent sizes (nil: the max alone)
+	mu     sync.Mutex
+	shapes map[string]*measured // by the probe's key (equivalenceProbe)
 }
+
+// measured is one shape's equivalent sizes (nil: the max alone).
+type measured struct {
+	once  sync.Once
+	sizes []int
+}
+
+// maxMeasuredShapes bounds the item shapes measured per task and loaded
+// model: batches of further shapes are padded to the max (a text model
+// fed every length from 1 to 512 would otherwise measure each).
+const maxMeasuredShapes = 16
 
 // measuringKey marks the context of a measurement's own batches, which run
 // at explicit sizes and must not wait for the measurement.
 type measuringKey struct{}
 
 // equivalentSizes returns the option that gives cfg (a task's invariant
-// batch config) the sizes equivalent to its max batch size, measuring them
-// first when this loaded model has not; nil when there is nothing to add:
-// cfg is not invariant, has another max than the task's, or the sizes
-// cannot be measured (then every batch goes at the max, as before).
-func (c *Client) equivalentSizes(ctx context.Context, ti int, task *spec.InferenceTaskProfile, l *loaded, cfg batch.Config) batch.Option {
+// batch config) the sizes equivalent to its max batch size for items like
+// item (one item's inputs by field id), measuring them first when this
+// loaded model has not; nil when there is nothing to add: cfg is not
+// invariant, has another max than the task's, or the sizes cannot be
+// measured (then every batch goes at the max, as before).
+func (c *Client) equivalentSizes(ctx context.Context, ti int, task *spec.InferenceTaskProfile, l *loaded, cfg batch.Config, item map[string]any) batch.Option {
 	lt := &l.tasks[ti]
 	if !cfg.Invariant || lt.equiv == nil || task.Batching == nil || cfg.MaxBatchSize != lt.batchCfg.MaxBatchSize || ctx.Value(measuringKey{}) != nil {
 		return nil
 	}
-	e := lt.equiv
-	e.once.Do(func() { e.sizes = c.measureEquivalence(ti, task, l, cfg) })
-	if len(e.sizes) == 0 {
+	key, err := probeKey(task, item)
+	if err != nil {
 		return nil
 	}
-	return batch.WithEquivalentSizes(cfg.MaxBatchSize, e.sizes...)
+	e := lt.equiv
+	e.mu.Lock()
+	m := e.shapes[key]
+	if m == nil {
+		if len(e.shapes) >= maxMeasuredShapes {
+			e.mu.Unlock()
+			return nil
+		}
+		if e.shapes == nil {
+			e.shapes = map[string]*measured{}
+		}
+		m = &measured{}
+		e.shapes[key] = m
+	}
+	e.mu.Unlock()
+	m.once.Do(func() { m.sizes = c.measureEquivalence(ti, task, l, cfg, item, key) })
+	if len(m.sizes) == 0 {
+		return nil
+	}
+	return batch.WithEquivalentSizes(cfg.MaxBatchSize, m.sizes...)
 }
 
 // equivalenceRecord is what the cache holds for one measurement.
@@ -79,15 +113,11 @@ type equivalenceRecord struct {
 	Key   string `json:"key"` // what was hashed, for a reader
 }
 
-// measureEquivalence reads the task's equivalent sizes from the cache, or
-// measures and stores them. A failure is logged and gives none.
-func (c *Client) measureEquivalence(ti int, task *spec.InferenceTaskProfile, l *loaded, cfg batch.Config) []int {
-	log := slog.With("model", c.where(task.TaskID), "max_batch_size", cfg.MaxBatchSize)
-	_, shapes, err := equivalenceProbe(task, cfg.MaxBatchSize, 2)
-	if err != nil {
-		log.Info("invariant batches go at the max batch size: no probe for measuring equivalent sizes", "reason", err)
-		return nil
-	}
+// measureEquivalence reads the task's equivalent sizes for items like item
+// (whose probe key is shapes) from the cache, or measures and stores them.
+// A failure is logged and gives none.
+func (c *Client) measureEquivalence(ti int, task *spec.InferenceTaskProfile, l *loaded, cfg batch.Config, item map[string]any, shapes string) []int {
+	log := slog.With("model", c.where(task.TaskID), "max_batch_size", cfg.MaxBatchSize, "item", shapes)
 	candidates := equivalenceCandidates(cfg)
 	keyText := equivalenceKey(l, task, cfg.MaxBatchSize, candidates, shapes)
 	sum := sha256.Sum256([]byte(keyText))
@@ -106,7 +136,7 @@ func (c *Client) measureEquivalence(ti int, task *spec.InferenceTaskProfile, l *
 			}
 		}
 	}
-	sizes, err := c.probeSizes(ti, task, cfg.MaxBatchSize, candidates)
+	sizes, err := c.probeSizes(ti, task, item, cfg.MaxBatchSize, candidates)
 	if err != nil {
 		log.Warn("invariant batches go at the max batch size: measuring equivalent sizes failed", "err", err)
 		return nil
@@ -141,7 +171,7 @@ func equivalenceCandidates(cfg batch.Config) []int {
 // returns the candidates whose rows have the max's bits, and the max.
 // Integer inputs take values below 1,000, else below 100, 10 or 2 — the
 // first range the model accepts (a token table may be small).
-func (c *Client) probeSizes(ti int, task *spec.InferenceTaskProfile, maxSize int, candidates []int) ([]int, error) {
+func (c *Client) probeSizes(ti int, task *spec.InferenceTaskProfile, item map[string]any, maxSize int, candidates []int) ([]int, error) {
 	ctx := context.WithValue(context.Background(), measuringKey{}, true)
 	var probe []map[string]any
 	run := func(n int) ([][]byte, error) {
@@ -161,7 +191,7 @@ func (c *Client) probeSizes(ti int, task *spec.InferenceTaskProfile, maxSize int
 	var ref [][]byte
 	var err error
 	for _, ints := range []int{1000, 100, 10, 2} {
-		if probe, _, err = equivalenceProbe(task, maxSize, ints); err != nil {
+		if probe, err = equivalenceProbe(task, item, maxSize, ints); err != nil {
 			return nil, err
 		}
 		if ref, err = run(maxSize); err == nil {
@@ -207,53 +237,70 @@ func outputBits(out map[string]any) []byte {
 	return b
 }
 
-// equivalenceProbe makes n probe items from the task's warm-up item: each
-// stacked tensor input filled with seeded random values of its dtype
-// (floats in [-1, 1), integers in [0, ints), bytes 0 to 255, booleans), so
-// that sizes taking other kernels show in the last bits; zeros would hide
-// them. It returns the items and the stacked inputs' shapes, and an error
-// when no stacked input can be filled.
-func equivalenceProbe(task *spec.InferenceTaskProfile, n, ints int) ([]map[string]any, string, error) {
-	item, err := warmupKwargs(task)
-	if err != nil {
-		return nil, "", err
-	}
-	rng := rand.New(rand.NewPCG(0x5eed, uint64(n)))
-	items := make([]map[string]any, n)
-	var shapes []string
-	for i := range items {
-		items[i] = make(map[string]any, len(item))
-		for k, v := range item {
-			items[i][k] = v
+// probeKey describes the items a measurement stands for: the stacked
+// inputs' dtypes and shapes and the other inputs' values, of item (one
+// item's inputs by field id). An error when no stacked input is a tensor
+// of a dtype the probe can fill.
+func probeKey(task *spec.InferenceTaskProfile, item map[string]any) (string, error) {
+	var b strings.Builder
+	filled := false
+	for f := range task.Inputs {
+		fs := &task.Inputs[f]
+		v := item[fs.FieldID]
+		if t, ok := v.(*wftensor.Tensor); ok && t != nil && fs.IsStacked() {
+			fmt.Fprintf(&b, "%s=%s%v ", fs.FieldID, t.DType, t.Shape)
+			filled = filled || fillRandom(nil, &wftensor.Tensor{DType: t.DType}, 0)
+			continue
+		}
+		switch t, ok := v.(*wftensor.Tensor); {
+		case ok && t != nil:
+			sum := sha256.Sum256(t.Data)
+			fmt.Fprintf(&b, "%s:%s%v:%x ", fs.FieldID, t.DType, t.Shape, sum[:8])
+		case v != nil:
+			fmt.Fprintf(&b, "%s:%T:%v ", fs.FieldID, v, v)
 		}
 	}
-	filled := false
+	if !filled {
+		return "", fmt.Errorf("no stacked input of a dtype the probe can fill (%s)", strings.TrimSpace(b.String()))
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+// equivalenceProbe makes n probe items like item (one item's inputs by
+// field id): each stacked tensor input filled with seeded random values of
+// its dtype and shape (floats in [-1, 1), integers in [0, ints), bytes 0 to
+// 255, booleans), so that sizes taking other kernels show in the last
+// bits — zeros would hide them —, the other inputs item's.
+func equivalenceProbe(task *spec.InferenceTaskProfile, item map[string]any, n, ints int) ([]map[string]any, error) {
+	rng := rand.New(rand.NewPCG(0x5eed, uint64(n)))
+	items := make([]map[string]any, n)
+	for i := range items {
+		items[i] = maps.Clone(item)
+	}
 	for f := range task.Inputs {
 		fs := &task.Inputs[f]
 		t, ok := item[fs.FieldID].(*wftensor.Tensor)
 		if !fs.IsStacked() || !ok || t == nil {
 			continue
 		}
-		shapes = append(shapes, fmt.Sprintf("%s=%s%v", fs.FieldID, t.DType, t.Shape))
 		for i := range items {
 			r := &wftensor.Tensor{DType: t.DType, Shape: slices.Clone(t.Shape), Data: make([]byte, len(t.Data))}
 			if !fillRandom(rng, r, ints) {
 				break
 			}
-			filled = true
 			items[i][fs.FieldID] = r
 		}
 	}
-	if !filled {
-		return nil, "", fmt.Errorf("no stacked input of a dtype it can fill (%s)", strings.Join(shapes, ", "))
-	}
-	return items, strings.Join(shapes, " "), nil
+	return items, nil
 }
 
 // fillRandom fills t with random values of its dtype, integers in [0,
-// ints); false for a dtype it cannot fill.
+// ints); false for a dtype it cannot fill (with rng nil, it only says).
 func fillRandom(rng *rand.Rand, t *wftensor.Tensor, ints int) bool {
 	d := t.Data
+	if rng == nil {
+		return slices.Contains([]wftensor.DType{wftensor.Float32, wftensor.Float16, wftensor.BFloat16, wftensor.Int64, wftensor.Int32, wftensor.Uint8, wftensor.Bool}, t.DType)
+	}
 	switch t.DType {
 	case wftensor.Float32:
 		for i := 0; i+4 <= len(d); i += 4 {
@@ -298,8 +345,8 @@ func fillRandom(rng *rand.Rand, t *wftensor.Tensor, ints int) bool {
 
 // equivalenceKey is what a measurement depends on, as text: the module
 // (file, size, time, format, device, dtype, compile), the method, the
-// max and candidate sizes, the probe's shapes, the engine, the CPU and
-// the threads.
+// max and candidate sizes, the items' shapes and other inputs (probeKey),
+// the engine, the CPU and the threads.
 func equivalenceKey(l *loaded, task *spec.InferenceTaskProfile, maxSize int, candidates []int, shapes string) string {
 	k := l.key
 	return fmt.Sprintf("wfgen-batch-sizes-v1\nfile=%s\nsize=%d\nmtime=%d\nformat=%s\ndevice=%s\ndtype=%s\ncompile=%s\nmethod=%s\nmax=%d\ncandidates=%v\nprobe=%s\nengine=%s %s\ncpu=%s\nthreads=%s cpus=%d\n",

@@ -338,10 +338,10 @@ func TestRunBatchInvariant(t *testing.T) {
 	}
 }
 
-// The equivalent sizes are measured once per machine: kept in the engine's
-// cache folder (the compile cache's), read back by the next client of the
-// model, which then pads as the cache says; with the cache off they are
-// measured again.
+// The equivalent sizes are measured once per machine and item shape: kept
+// in the engine's cache folder (the compile cache's), read back by the next
+// client of the model, which then pads as the cache says; with the cache
+// off they are measured again.
 func TestEquivalentSizesCached(t *testing.T) {
 	md := invModels[1] // the attention encoder: a batch of one takes its own path on most CPUs
 	dir := t.TempDir()

@@ -107,7 +107,16 @@ func (c *Client) runStacked(ctx context.Context, ti int, task *spec.InferenceTas
 	if err != nil {
 		return nil, err
 	}
-	if all, cfg, err = c.withEquivalence(ctx, ti, task, l, all, cfg); err != nil {
+	if cfg.Invariant {
+		first := make(map[string]any, len(task.Inputs))
+		for f := range task.Inputs {
+			if v := in.Input(0, f); v != nil {
+				first[task.Inputs[f].FieldID] = v
+			}
+		}
+		all, cfg, err = c.withEquivalence(ctx, ti, task, l, all, cfg, first)
+	}
+	if err != nil {
 		return nil, err
 	}
 	kw, err := l.kwargs(ti, task, in, 0)
@@ -226,10 +235,11 @@ func (c *Client) runConfig(ti int, task *spec.InferenceTaskProfile, l *loaded, o
 }
 
 // withEquivalence adds to an invariant batch config the sizes measured to
-// give the max batch size's bits (equivalentSizes), measuring them first
-// when the loaded model has not.
-func (c *Client) withEquivalence(ctx context.Context, ti int, task *spec.InferenceTaskProfile, l *loaded, all []batch.Option, cfg batch.Config) ([]batch.Option, batch.Config, error) {
-	o := c.equivalentSizes(ctx, ti, task, l, cfg)
+// give the max batch size's bits for items like item (one item's inputs by
+// field id; equivalentSizes), measuring them first when the loaded model
+// has not.
+func (c *Client) withEquivalence(ctx context.Context, ti int, task *spec.InferenceTaskProfile, l *loaded, all []batch.Option, cfg batch.Config, item map[string]any) ([]batch.Option, batch.Config, error) {
+	o := c.equivalentSizes(ctx, ti, task, l, cfg, item)
 	if o == nil {
 		return all, cfg, nil
 	}

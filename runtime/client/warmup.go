@@ -175,7 +175,7 @@ func (c *Client) warmTask(ctx context.Context, task *spec.InferenceTaskProfile, 
 		if err != nil {
 			return fail("", err)
 		}
-		if _, cfg, err = c.withEquivalence(ctx, ti, task, l, all, cfg); err != nil {
+		if _, cfg, err = c.withEquivalence(ctx, ti, task, l, all, cfg, item); err != nil {
 			return fail("", err)
 		}
 		sizes = cfg.WarmupSizes()
