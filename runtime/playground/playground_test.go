@@ -164,10 +164,12 @@ func TestHandler(t *testing.T) {
 		status            int
 	}{
 		{"/", "text/html", `data-desc="/playground/_/families.json"`, 200},
+		{"/", "text/html", `<link rel="icon" href="/playground/_/favicon.svg"`, 200},
 		{"/playground/worldmodel", "text/html", `data-family="worldmodel"`, 200},
 		{"/playground/_/app.js", "text/javascript", "WF.transport.open", 200},
 		{"/playground/_/transport.js", "text/javascript", "controls_url", 200},
 		{"/playground/_/style.css", "text/css", "canvas.live", 200},
+		{"/playground/_/favicon.svg", "image/svg+xml", "<svg", 200},
 		{"/playground/_/families.json", "application/json", `"id":"digits"`, 200},
 		{"/playground/_/page.html", "", "fallback", 418},
 		{"/playground/nope", "", "fallback", 418},
@@ -214,7 +216,7 @@ func TestWrite(t *testing.T) {
 		return err
 	})
 	slices.Sort(names)
-	if want := []string{"app.js", "families.js", "index.html", "style.css", "transport.js"}; !slices.Equal(names, want) {
+	if want := []string{"app.js", "families.js", "favicon.svg", "index.html", "style.css", "transport.js"}; !slices.Equal(names, want) {
 		t.Errorf("files %q, want %q", names, want)
 	}
 	html, _ := os.ReadFile(filepath.Join(dir, "index.html"))
