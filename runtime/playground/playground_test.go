@@ -67,6 +67,35 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
+// TestRoles checks what the page shows as a classification's answer: the
+// digits' logits are its class scores and label its class; no other
+// family's outputs have a role.
+func TestRoles(t *testing.T) {
+	roles := func(name string) map[string]string {
+		f, err := playground.Describe(loadSpec(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, task := range f.Tasks {
+			for _, o := range task.Outputs {
+				if o.Role != "" {
+					out[o.Name] = o.Role
+				}
+			}
+		}
+		return out
+	}
+	if got := roles("digits"); len(got) != 2 || got["logits"] != playground.RoleScores || got["label"] != playground.RoleClass {
+		t.Errorf("digits' roles: %v, want logits %s and label %s", got, playground.RoleScores, playground.RoleClass)
+	}
+	for _, name := range []string{"tiny-encoder", "worldmodel", "depth-anything-v2"} {
+		if got := roles(name); len(got) != 0 {
+			t.Errorf("%s's outputs have roles %v, want none (not a classification)", name, got)
+		}
+	}
+}
+
 // TestLevelsArePixels checks that the levels the page looks pictures up in
 // are runtime/pixels' own conversion: the digits field's tensor of a grey
 // picture, value by value.
