@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"image/png"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -92,7 +94,7 @@ func startServer(t *testing.T) *served {
 		return serve.Family{Spec: loadSpec(t, name), Options: []client.Option{client.WithCheckpointRoot(root), client.WithDevice("cpu")}}
 	}
 	srv, err := serve.New(serve.Config{Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
-		fam("worldmodel", wr), fam("digits", dr), fam("tiny-world", tiny.Dir(t)))
+		fam("worldmodel", wr), fam("digits", dr), fam("tiny-world", tiny.Dir(t)), fam("tiny-encoder", tiny.Dir(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +185,12 @@ func login(ctx context.Context) error {
 	)
 }
 
+// updateDocs makes the browser test write its screenshots into docs/ too:
+// go test -run TestBrowser ./runtime/playground -update-screenshots
+var updateDocs = flag.Bool("update-screenshots", false, "write the browser test's screenshots into docs/ (the README shows them) as well as out/")
+
+// screenshot saves the page as out/NAME (and docs/NAME with
+// -update-screenshots).
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -190,10 +198,69 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 		t.Errorf("screenshot: %v", err)
 		return
 	}
-	path := filepath.Join(repoOut(t), name)
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Error(err)
+	paths := []string{filepath.Join(repoOut(t), name)}
+	if *updateDocs {
+		paths = append(paths, filepath.Join("..", "..", "docs", name))
 	}
+	for _, path := range paths {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// notFound records the URLs the tab got a 404 for (a missing favicon, an
+// asset).
+func notFound(t *testing.T, ctx context.Context) func() []string {
+	t.Helper()
+	var mu sync.Mutex
+	var urls []string
+	chromedp.Listen(ctx, func(ev any) {
+		if r, ok := ev.(*network.EventResponseReceived); ok && r.Response.Status == http.StatusNotFound {
+			mu.Lock()
+			urls = append(urls, r.Response.URL)
+			mu.Unlock()
+		}
+	})
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(urls)
+	}
+}
+
+// focused is the id of the element that has the focus ("" for the body).
+func focused(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement ? document.activeElement.id : ''`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// fieldError is what the page shows beside a field: the message in its
+// error slot, its control's aria-invalid, and whether the control has the
+// focus.
+func fieldError(t *testing.T, ctx context.Context, id string) (msg string, invalid, focus bool) {
+	t.Helper()
+	var r struct {
+		Msg            string
+		Invalid, Focus bool
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`(() => { const c = document.getElementById(%q);
+		return JSON.stringify({msg: document.getElementById(%q + '-err').textContent, invalid: c.getAttribute('aria-invalid') === 'true',
+			focus: document.activeElement === c}); })()`, id, id)))
+	if err == nil {
+		err = json.Unmarshal([]byte(raw), &r)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Msg, r.Invalid, r.Focus
 }
 
 // TestBrowser drives the playground in Chromium against a running server:
@@ -214,6 +281,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("the digits test set: %v", err)
 		}
 		item := items[0]
+		missing := notFound(t, ctx)
 		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/")); err != nil {
 			t.Fatal(err)
 		}
@@ -225,13 +293,29 @@ func TestBrowser(t *testing.T) {
 			chromedp.WaitReady(chromedp.ID("classify-pixels")),
 			chromedp.SetUploadFiles(chromedp.ID("classify-pixels"), []string{item.Path}),
 			chromedp.Click(chromedp.ID("classify--run")),
-			chromedp.WaitVisible(chromedp.CSS(`#classify--results [data-output="label"] .scalar`)),
+			chromedp.WaitVisible(chromedp.CSS(`#classify--results .answer .top1`)),
 		); err != nil {
 			t.Fatal(err)
 		}
-		shown, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#classify--results [data-output="label"] .scalar`)))
-		if err != nil {
-			t.Fatal(err)
+		// The answer in one line: the digit, large, and its probability;
+		// the scores as bars labelled 0 to 9.
+		var page struct {
+			Top1, Prob, Label, Rules, Raw string
+			Classes                       []string
+		}
+		if raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const q = (s) => document.querySelector(s);
+			return JSON.stringify({top1: q('#classify--results .answer .top1').textContent, prob: q('#classify--results .answer .prob').textContent,
+				label: q('#classify--results [data-output="label"] .scalar').textContent,
+				classes: [...document.querySelectorAll('#classify--results [data-output="logits"] .bars .cl')].map((e) => e.textContent),
+				rules: q('#classify-pixels-help .rules').textContent, raw: q('#classify-pixels-help .raw').textContent}); })()`)); err != nil || json.Unmarshal([]byte(raw), &page) != nil {
+			t.Fatalf("the page's answer: %v %s", err, raw)
+		}
+		shown := page.Top1
+		if want := []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}; !slices.Equal(page.Classes, want) {
+			t.Errorf("the score bars are labelled %q, want %q", page.Classes, want)
+		}
+		if !strings.HasPrefix(page.Rules, "8×8 picture, 1 channel (grey) · required") || page.Raw != "FP32 [1,8,8]" {
+			t.Errorf("the picture field's rules read %q (raw %q), want words first: 8×8 picture, 1 channel (grey), then FP32 [1,8,8]", page.Rules, page.Raw)
 		}
 		var outs []struct {
 			Name string    `json:"name"`
@@ -240,11 +324,14 @@ func TestBrowser(t *testing.T) {
 		if raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify(WF.results.classify)`)); err != nil || json.Unmarshal([]byte(raw), &outs) != nil {
 			t.Fatalf("the page's outputs: %v %s", err, raw)
 		}
-		argmax, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#classify--results [data-output="logits"] .summary`), "data-argmax"))
+		argmax, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#classify--results [data-output="logits"] .bars .best`), "data-class"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		screenshot(t, ctx, "playground-digits.png")
+		if m := missing(); len(m) > 0 {
+			t.Errorf("the index and digits pages got 404 for %q", m)
+		}
 
 		// The same picture in Go: png.Decode, SetPixelsFromImage, libtorch.
 		c, err := gendigits.New(client.WithCheckpointRoot(s.digitsRoot), client.WithDevice("cpu"))
@@ -271,8 +358,17 @@ func TestBrowser(t *testing.T) {
 		}
 		label, _ := res.Label.Int64s()
 		logits, _ := res.Logits.Float32s()
-		if shown != strconv.FormatInt(label[0], 10) || argmax.Value != shown {
-			t.Errorf("the page shows label %q (largest score at %s); Go reads %d (the picture is a %d)", shown, argmax.Value, label[0], item.Label)
+		if shown != strconv.FormatInt(label[0], 10) || argmax.Value != shown || page.Label != shown {
+			t.Errorf("the page shows the answer %q (largest score at %s, label output %s); Go reads %d (the picture is a %d)", shown, argmax.Value, page.Label, label[0], item.Label)
+		}
+		// The probability is the softmax of Go's logits.
+		top := logits[label[0]]
+		z := 0.0
+		for _, l := range logits {
+			z += math.Exp(float64(l - top))
+		}
+		if want := fmt.Sprintf("%.1f %%", 100/z); page.Prob != want {
+			t.Errorf("the answer's probability reads %q; the softmax of Go's logits is %s", page.Prob, want)
 		}
 		for _, o := range outs {
 			if o.Name != "logits" {
@@ -289,11 +385,31 @@ func TestBrowser(t *testing.T) {
 		}
 		t.Logf("picture %s (a %d): the page shows %s", filepath.Base(item.Path), item.Label, shown)
 
-		// A digit drawn on the pad (cleared of the uploaded picture): a one,
-		// a stroke down the middle.
-		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#task-classify .padbox button`))); err != nil {
+		// Clear empties the pad and the chosen file: Run then sends no
+		// picture, and the server's error (the picture is required) shows
+		// beside the picture's own control, which takes the focus.
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#task-classify .padbox button.clear`)),
+			chromedp.Evaluate[chromedp.Void](`WF.requests.classify = null`),
+			chromedp.Click(chromedp.ID("classify--run")),
+			chromedp.Poll[chromedp.Void](`document.getElementById('classify-pixels-err').textContent`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			dump(t, ctx)
 			t.Fatal(err)
 		}
+		files, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.getElementById('classify-pixels').files.length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sentAfterClear, err := chromedp.Run(ctx, chromedp.Evaluate[int](`WF.requests.classify.length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, invalid, focus := fieldError(t, ctx, "classify-pixels")
+		if files != 0 || sentAfterClear != 0 || !strings.Contains(msg, "pixels") || !invalid || !focus {
+			t.Errorf("after Clear: %d file(s) chosen, %d input(s) sent; beside the picture %q, aria-invalid %v, focused %v (the focus is on %q)",
+				files, sentAfterClear, msg, invalid, focus, focused(t, ctx))
+		}
+
+		// A digit drawn on the pad: a one, a stroke down the middle.
 		box, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { WF.results.classify = null;
 			const r = document.querySelector('#task-classify canvas.pad').getBoundingClientRect();
 			return [r.left, r.top, r.width, r.height]; })()`))
@@ -313,7 +429,7 @@ func TestBrowser(t *testing.T) {
 			dump(t, ctx)
 			t.Fatal(err)
 		}
-		drawn, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#classify--results [data-output="label"] .scalar`)))
+		drawn, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#classify--results .answer .top1`)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,6 +516,65 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitSessions(t, s.url, 0)
+		// Stop is disabled once the session ends: the focus goes to Start,
+		// not the page's body.
+		if id := focused(t, ctx); id != "step--start" {
+			t.Errorf("after Stop the focus is on %q, want Start (step--start)", id)
+		}
+	})
+
+	t.Run("tensor typed as nested lists", func(t *testing.T) {
+		ctx, cancel := tab(t, bctx)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/playground/tiny-encoder")); err != nil {
+			t.Fatal(err)
+		}
+		if err := login(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// embed types text into the token field and runs the task; it
+		// returns the embedding, or "" when the page shows an error.
+		embed := func(text string) (sent string, emb []float64) {
+			t.Helper()
+			if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("embed-tokens")),
+				chromedp.SetValue(chromedp.ID("embed-tokens"), text),
+				chromedp.Evaluate[chromedp.Void](`WF.results.embed = null; WF.requests.embed = null`),
+				chromedp.Click(chromedp.ID("embed--run")),
+				chromedp.Poll[chromedp.Void](`WF.results.embed || document.getElementById('embed-tokens-err').textContent || document.getElementById('embed--err').textContent`,
+					chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				dump(t, ctx)
+				t.Fatal(err)
+			}
+			var r struct {
+				Sent string
+				Emb  []float64
+			}
+			raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({sent: JSON.stringify(WF.requests.embed && WF.requests.embed[0].shape),
+				emb: WF.results.embed ? WF.results.embed[0].data.flat(Infinity) : null})`))
+			if err == nil {
+				err = json.Unmarshal([]byte(raw), &r)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Sent, r.Emb
+		}
+		nestedShape, nested := embed("[[1, 2, 3]]")
+		flatShape, flat := embed("[1, 2, 3]")
+		if len(nested) != 64 || !slices.Equal(nested, flat) || nestedShape != "[3]" || flatShape != "[3]" {
+			t.Errorf("[[1, 2, 3]] was sent shaped %s and embeds to %d values; [1, 2, 3] shaped %s to %d; want both sent as [3], one 64-value embedding",
+				nestedShape, len(nested), flatShape, len(flat))
+		}
+		// A table of two rows is no [1, L] item: the page says so beside
+		// the field, and sends nothing.
+		if sent, emb := embed("[[1, 2], [3, 4]]"); sent != "null" || emb != nil {
+			t.Errorf("[[1, 2], [3, 4]] was sent shaped %s", sent)
+		}
+		msg, invalid, focus := fieldError(t, ctx, "embed-tokens")
+		if !strings.Contains(msg, "[2,2]") || !strings.Contains(msg, "INT64 [*]") || !invalid || !focus {
+			t.Errorf("beside the tokens field: %q, aria-invalid %v, focused %v", msg, invalid, focus)
+		}
+		t.Logf("beside the tokens field: %s", msg)
 	})
 
 	t.Run("world model from the keyboard", func(t *testing.T) {
@@ -411,6 +586,67 @@ func TestBrowser(t *testing.T) {
 		if err := login(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Pictures that are not two frames of the world's 32×32 are refused
+		// beside the field, which takes the focus.
+		items, err := digits.TestSet(s.digitsRoot)
+		if err != nil || len(items) < 3 {
+			t.Fatalf("the digits test set: %v", err)
+		}
+		for _, c := range []struct {
+			files []string
+			want  string
+		}{
+			{[]string{items[0].Path}, "takes 2 pictures, one per frame; 1 was chosen"},
+			{[]string{items[1].Path, items[2].Path}, "is 8×8; Start frames takes frames of 32×32"},
+		} {
+			if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.ID("play-start")),
+				chromedp.SetUploadFiles(chromedp.ID("play-start"), c.files),
+				chromedp.Poll[chromedp.Void](`document.getElementById('play-start-err').textContent`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				dump(t, ctx)
+				t.Fatal(err)
+			}
+			msg, invalid, focus := fieldError(t, ctx, "play-start")
+			if !strings.Contains(msg, c.want) || !invalid || !focus {
+				t.Errorf("%d digit picture(s) as the start: beside the field %q (want %q), aria-invalid %v, focused %v (the focus is on %q)",
+					len(c.files), msg, c.want, invalid, focus, focused(t, ctx))
+			}
+			// Start refuses them too, and starts no session.
+			if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.getElementById('play-start-err').textContent = ''`),
+				chromedp.Click(chromedp.ID("play--start")),
+				chromedp.Poll[chromedp.Void](`document.getElementById('play-start-err').textContent`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+				t.Fatal(err)
+			}
+			if msg, _, focus := fieldError(t, ctx, "play-start"); !strings.Contains(msg, c.want) || !focus {
+				t.Errorf("Start with %d digit picture(s): beside the field %q, focused %v", len(c.files), msg, focus)
+			}
+		}
+		if n, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!WF.sessions.play`)); err != nil || n {
+			t.Errorf("a session started from pictures the field refuses (%v)", err)
+		}
+		// The example frames: the first two frames the model plays from its
+		// checkpoint's own start, where the sprite stands still (the
+		// checkpoint's start has it at 6, 20; train.py's DEFAULT_START).
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#task-play button.example`)),
+			chromedp.Poll[chromedp.Void](`document.querySelector('#task-play .strip').dataset.frames === '2'`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			dump(t, ctx)
+			t.Fatal(err)
+		}
+		if msg, invalid, _ := fieldError(t, ctx, "play-start"); msg != "" || invalid {
+			t.Errorf("with the example frames the field still shows %q (aria-invalid %v)", msg, invalid)
+		}
+		thumbs, err := chromedp.Run(ctx, chromedp.Evaluate[[][]int](`[...document.querySelectorAll('#task-play .strip canvas')].map((c) => Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data))`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var example []byte
+		for i, rgba := range thumbs {
+			frame := rgbOf(rgba)
+			x, y, ok := worldmodel.SpritePosition(frame)
+			if !ok || math.Abs(x-7.5) > 0.5 || math.Abs(y-21.5) > 0.5 {
+				t.Errorf("example frame %d: the sprite is at (%.1f, %.1f) (found %v), want the checkpoint's start, (7.5, 21.5)", i, x, y, ok)
+			}
+			example = append(example, frame...)
+		}
 		if err := chromedp.Do(ctx,
 			chromedp.WaitVisible(chromedp.ID("play--start")),
 			chromedp.Click(chromedp.ID("play--start")),
@@ -421,6 +657,22 @@ func TestBrowser(t *testing.T) {
 		}
 		if n := sessionsOpen(t, s.url); n != 1 {
 			t.Errorf("%v sessions open while the page plays, want 1", n)
+		}
+		// The session started from the example frames, as they show.
+		var start struct {
+			Shape []int
+			Data  []byte
+		}
+		sentStart, err := chromedp.Run(ctx, chromedp.Evaluate[[][]int](`[WF.requests.play[0].shape, WF.requests.play[0].data]`))
+		if err != nil || len(sentStart) != 2 {
+			t.Fatalf("the start sent: %v", err)
+		}
+		start.Shape = sentStart[0]
+		for _, v := range sentStart[1] {
+			start.Data = append(start.Data, byte(v))
+		}
+		if !slices.Equal(start.Shape, []int{2, 32, 32, 3}) || !bytes.Equal(start.Data, example) {
+			t.Errorf("the session started from %v frames, equal to the example shown: %v", start.Shape, bytes.Equal(start.Data, example))
 		}
 		before := spriteOnCanvas(t, ctx)
 		// Five presses, each one frame. Three in a burst (queued: one frame
@@ -486,6 +738,9 @@ func TestBrowser(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !strings.HasSuffix(stats.FPS, " frames per second") {
+			t.Errorf("the frame rate reads %q, want N frames per second", stats.FPS)
 		}
 		if stats.Transport != "websocket" {
 			t.Errorf("the session ran over %q, want the WebSocket", stats.Transport)
@@ -592,15 +847,20 @@ func spriteOnCanvas(t *testing.T, ctx context.Context) [2]float64 {
 	if len(rgba) != worldmodel.Size*worldmodel.Size*4 {
 		t.Fatalf("the canvas holds %d values, want a 32×32 frame", len(rgba))
 	}
-	frame := make([]byte, 0, worldmodel.FrameBytes)
-	for i := 0; i < len(rgba); i += 4 {
-		frame = append(frame, byte(rgba[i]), byte(rgba[i+1]), byte(rgba[i+2]))
-	}
-	x, y, ok := worldmodel.SpritePosition(frame)
+	x, y, ok := worldmodel.SpritePosition(rgbOf(rgba))
 	if !ok {
 		t.Fatal("no sprite on the canvas")
 	}
 	return [2]float64{x, y}
+}
+
+// rgbOf drops the alpha of canvas pixels: a uint8 HWC RGB frame.
+func rgbOf(rgba []int) []byte {
+	frame := make([]byte, 0, len(rgba)/4*3)
+	for i := 0; i < len(rgba); i += 4 {
+		frame = append(frame, byte(rgba[i]), byte(rgba[i+1]), byte(rgba[i+2]))
+	}
+	return frame
 }
 
 // waitSessions polls the server's metrics until want sessions are open,

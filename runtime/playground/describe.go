@@ -127,6 +127,43 @@ type Output struct {
 	FPS int `json:"fps,omitempty"`
 	// Picture undoes an image or video artifact's conversion.
 	Picture *Picture `json:"picture,omitempty"`
+	// Role, in a classification family (workload_type classification),
+	// marks what the page shows as the answer: RoleScores for a float
+	// output of one score per class (logits or probabilities), RoleClass
+	// for an integer output of one value, the class chosen. The page shows
+	// the top class and its probability, and the scores as bars labelled
+	// with the class index.
+	Role string `json:"role,omitempty"`
+}
+
+// The roles of an output in a classification family (Output.Role).
+const (
+	RoleScores = "class_scores"
+	RoleClass  = "class"
+)
+
+// outputRole is the role of output md of a family of workload w: only a
+// classification's one-dimensional float output (after the batch
+// dimension) of at least two scores, and its integer output of one value.
+func outputRole(w string, md oip.TensorMetadata) string {
+	if w != "classification" {
+		return ""
+	}
+	per := md.Shape
+	if len(per) > 0 && per[0] == 1 {
+		per = per[1:]
+	}
+	switch md.Datatype {
+	case oip.FP32, oip.FP64, oip.FP16, oip.BF16:
+		if len(per) == 1 && (per[0] < 0 || per[0] >= 2) {
+			return RoleScores
+		}
+	case oip.Int64, oip.Int32, oip.Int16, oip.Int8, oip.Uint8:
+		if len(per) == 0 || len(per) == 1 && per[0] == 1 {
+			return RoleClass
+		}
+	}
+	return ""
 }
 
 // Realtime is a stream task's live view.
@@ -207,6 +244,9 @@ func describeTask(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (Tas
 	for i, md := range oip.TaskOutputs(t) {
 		a := &t.Outputs[i]
 		o := Output{Name: md.Name, Kind: a.Kind, Datatype: md.Datatype, Shape: md.Shape, Description: a.Description}
+		if a.Kind == spec.ArtifactTensor || a.Kind == spec.ArtifactEmbedding {
+			o.Role = outputRole(s.WorkloadType, md)
+		}
 		if a.Kind.Picture() == spec.PictureVideo {
 			o.FPS = s.VideoFPS(a)
 		}

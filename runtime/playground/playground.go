@@ -36,7 +36,7 @@ import (
 var assets embed.FS
 
 // Asset files served under Prefix + "_/" and written by Write.
-var assetFiles = []string{"app.js", "transport.js", "style.css"}
+var assetFiles = []string{"app.js", "transport.js", "style.css", "favicon.svg"}
 
 var page = template.Must(template.ParseFS(assets, "assets/page.html"))
 
@@ -170,6 +170,8 @@ func contentType(name string) string {
 		return "text/javascript; charset=utf-8"
 	case ".css":
 		return "text/css; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
 	}
 	return "application/octet-stream"
 }

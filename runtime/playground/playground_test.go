@@ -67,6 +67,35 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
+// TestRoles checks what the page shows as a classification's answer: the
+// digits' logits are its class scores and label its class; no other
+// family's outputs have a role.
+func TestRoles(t *testing.T) {
+	roles := func(name string) map[string]string {
+		f, err := playground.Describe(loadSpec(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, task := range f.Tasks {
+			for _, o := range task.Outputs {
+				if o.Role != "" {
+					out[o.Name] = o.Role
+				}
+			}
+		}
+		return out
+	}
+	if got := roles("digits"); len(got) != 2 || got["logits"] != playground.RoleScores || got["label"] != playground.RoleClass {
+		t.Errorf("digits' roles: %v, want logits %s and label %s", got, playground.RoleScores, playground.RoleClass)
+	}
+	for _, name := range []string{"tiny-encoder", "worldmodel", "depth-anything-v2"} {
+		if got := roles(name); len(got) != 0 {
+			t.Errorf("%s's outputs have roles %v, want none (not a classification)", name, got)
+		}
+	}
+}
+
 // TestLevelsArePixels checks that the levels the page looks pictures up in
 // are runtime/pixels' own conversion: the digits field's tensor of a grey
 // picture, value by value.
@@ -164,10 +193,12 @@ func TestHandler(t *testing.T) {
 		status            int
 	}{
 		{"/", "text/html", `data-desc="/playground/_/families.json"`, 200},
+		{"/", "text/html", `<link rel="icon" href="/playground/_/favicon.svg"`, 200},
 		{"/playground/worldmodel", "text/html", `data-family="worldmodel"`, 200},
 		{"/playground/_/app.js", "text/javascript", "WF.transport.open", 200},
 		{"/playground/_/transport.js", "text/javascript", "controls_url", 200},
 		{"/playground/_/style.css", "text/css", "canvas.live", 200},
+		{"/playground/_/favicon.svg", "image/svg+xml", "<svg", 200},
 		{"/playground/_/families.json", "application/json", `"id":"digits"`, 200},
 		{"/playground/_/page.html", "", "fallback", 418},
 		{"/playground/nope", "", "fallback", 418},
@@ -214,7 +245,7 @@ func TestWrite(t *testing.T) {
 		return err
 	})
 	slices.Sort(names)
-	if want := []string{"app.js", "families.js", "index.html", "style.css", "transport.js"}; !slices.Equal(names, want) {
+	if want := []string{"app.js", "families.js", "favicon.svg", "index.html", "style.css", "transport.js"}; !slices.Equal(names, want) {
 		t.Errorf("files %q, want %q", names, want)
 	}
 	html, _ := os.ReadFile(filepath.Join(dir, "index.html"))

@@ -113,23 +113,50 @@
 
   const id = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
 
+  // raw is a tensor's datatype and shape as the protocol gives them (* any
+  // size); shapeWords says what the field or output holds in words.
+  const raw = (x) => x.datatype + ' [' + (x.shape ? x.shape.map((d) => d < 0 ? '*' : d) : '…') + ']';
+  const channelWords = {L: '1 channel (grey)', RGB: '3 channels (RGB)', BGR: '3 channels (BGR)', RGBA: '4 channels (RGBA)'};
+  function pictureSize(x) {
+    const p = x.picture, dims = x.kind === 'video' ? (x.shape || []).slice(1) : x.shape || [], chw = p.layout === 'CHW';
+    const H = dims[chw ? 1 : 0], W = dims[chw ? 2 : 1];
+    return {H: H > 0 ? H : 0, W: W > 0 ? W : 0, T: x.kind === 'video' && x.shape && x.shape[0] > 0 ? x.shape[0] : 0};
+  }
+  function shapeWords(x) {
+    const s = x.shape, num = /INT/.test(x.datatype) ? 'whole numbers' : x.datatype === 'BOOL' ? 'true/false values' : 'numbers';
+    if (x.picture) {
+      const {H, W, T} = pictureSize(x), size = H && W ? W + '×' + H : 'any size', ch = channelWords[x.picture.channels] || x.picture.channels;
+      if (x.kind === 'video') return (T ? T + ' frames' : 'frames') + ' of ' + size + ', ' + ch;
+      return size + ' picture, ' + ch;
+    }
+    if (!s) return num + ', any shape';
+    if (s.length === 0 || s.length === 1 && s[0] === 1) return 'one ' + num.replace(/s$/, '');
+    if (s.length === 1) return s[0] > 0 ? 'a list of ' + s[0] + ' ' + num : 'a list of ' + num + ' (any length)';
+    return 'a ' + s.map((d) => d < 0 ? 'n' : d).join('×') + ' table of ' + num + ' (nested lists)';
+  }
+  const kindWords = {string: 'text', int: 'whole number', float: 'number', bool: 'yes/no', image: 'picture', video: 'frames',
+    tensor: 'numbers', tensor_list: 'lists of numbers', string_list: 'texts', int_list: 'whole numbers', float_list: 'numbers', bool_list: 'yes/no values'};
+
+  // bounds summarises a field's rules in words; the protocol's datatype
+  // and shape of a tensor-like field follow in small print.
   function bounds(fi) {
-    const b = [fi.kind + (fi.shape && fi.kind.match(/tensor|image|video/) ? ' ' + fi.datatype + ' [' + fi.shape.map((d) => d < 0 ? '*' : d) + ']' : '')];
+    const tensorish = fi.kind.match(/tensor|image|video/);
+    const b = [tensorish ? shapeWords(fi) : kindWords[fi.kind] || fi.kind];
     if (fi.presence === 'required') b.push('required');
     if (fi.default !== undefined) b.push('default ' + JSON.stringify(fi.default));
     if (fi.minimum != null || fi.maximum != null) b.push((fi.minimum ?? '…') + ' to ' + (fi.maximum ?? '…'));
     if (fi.multiple_of) b.push(fi.multiple_of + 'k' + (fi.remainder ? '+' + fi.remainder : ''));
     if (fi.min_length != null || fi.max_length != null) b.push('length ' + (fi.min_length ?? 0) + ' to ' + (fi.max_length ?? '…'));
     if (fi.pattern) b.push('matches ' + fi.pattern);
-    return b.join(' · ');
+    return el('small', {class: 'rules'}, b.join(' · '), tensorish ? [' · ', el('code', {class: 'raw', title: 'datatype and shape sent', text: raw(fi)})] : null);
   }
 
   // fieldView builds one field's label, control, help and error slot;
   // value() gives its input tensor, or null to leave it out.
-  function fieldView(t, fi) {
+  function fieldView(t, fi, hooks) {
     const fid = id(t.id, fi.name), help = fid + '-help', err = fid + '-err';
     const aria = {id: fid, name: fi.name, 'aria-describedby': help + ' ' + err};
-    let control, value;
+    let control, value, pic = null, view = null;
     const scalar = (v) => {
       if (fi.kind.startsWith('int')) return /^[-+]?\d+$/.test(v) ? Number(v) : v;
       if (fi.kind.startsWith('float')) return v !== '' && isFinite(Number(v)) ? Number(v) : v;
@@ -147,8 +174,8 @@
         step: fi.kind === 'int' ? (fi.multiple_of || 1) : 'any', min: fi.minimum, max: fi.maximum,
         value: fi.default}, aria));
     } else if (fi.kind === 'image' || fi.kind === 'video') {
-      const pic = pictureInput(fi, aria);
-      control = pic.node;
+      pic = pictureInput(t, fi, aria, hooks, (msg) => view.setError(msg));
+      control = pic.input;
       value = pic.value;
     } else if (fi.kind === 'tensor' || fi.kind === 'tensor_list') {
       control = el('textarea', Object.assign({rows: 3, placeholder: 'JSON: nested arrays of numbers'}, aria));
@@ -175,63 +202,58 @@
     }
     const error = el('p', {class: 'error', id: err, role: 'alert'});
     const node = el('div', {class: 'field'},
-      el('label', {for: fid}, fi.label, el('span', {class: 'kind', text: ' (' + fi.name + ')'})), control,
-      el('p', {class: 'help', id: help}, fi.description ? fi.description + ' ' : '', el('small', {text: bounds(fi)})),
+      el('label', {for: fid}, fi.label, el('span', {class: 'kind', text: ' (' + fi.name + ')'})), pic ? pic.node : control,
+      el('p', {class: 'help', id: help}, fi.description ? fi.description + ' ' : '', bounds(fi)),
       error);
-    return {fi, node, value, control,
+    // An error marks the field's own control (a picture's file input) and
+    // shows beside it; focus() moves there.
+    return view = {fi, node, value, control,
       setError(msg) {
         error.textContent = msg || '';
         if (msg) control.setAttribute('aria-invalid', 'true'); else control.removeAttribute('aria-invalid');
-      }};
+      },
+      focus() { control.focus(); }};
   }
 
+  // tensorInput reads a tensor field's JSON: nested lists, rectangular,
+  // fitted to the field's rank by adding or dropping leading dimensions of
+  // size 1 (a [1, L] item typed as [[1, 2, 3]] or [1, 2, 3] alike).
   function tensorInput(fi, text) {
-    const v = JSON.parse(text), shape = [];
+    let v;
+    try { v = JSON.parse(text); } catch (e) { throw new Error('not a list of numbers: ' + e.message + ' (type nested lists such as [[1, 2, 3]])'); }
+    const shape = [];
     for (let x = v; Array.isArray(x); x = x[0]) shape.push(x.length);
+    const check = (x, d) => {
+      if (d === shape.length) { if (typeof x !== 'number' && typeof x !== 'boolean') throw new Error('not a number: ' + JSON.stringify(x)); return; }
+      if (!Array.isArray(x) || x.length !== shape[d]) throw new Error('the lists are not all the same length (a table needs every row as long as the first, ' + shape.slice(d).join('×') + ')');
+      x.forEach((y) => check(y, d + 1));
+    };
+    check(v, 0);
+    const want = fi.shape;
+    if (want) {
+      while (shape.length > want.length && shape[0] === 1) shape.shift();
+      while (shape.length < want.length && want[want.length - shape.length - 1] === 1) shape.unshift(1);
+      if (shape.length !== want.length || want.some((d, i) => d >= 0 && d !== shape[i])) {
+        throw new Error('this field takes ' + shapeWords(fi) + ' (' + raw(fi) + '); the text is shaped [' + shape + ']');
+      }
+    }
     const dt = fi.datatype === 'ANY' ? 'FP32' : fi.datatype;
     return {name: fi.name, datatype: dt, shape, data: Array.isArray(v) ? v.flat(Infinity) : [v]};
   }
+  WF.tensorInput = tensorInput;
 
   // pictureInput is an image or video field: files (a video's frames, in
-  // name order) or, for an image, a drawing pad; value() converts the
-  // picture as the description's levels say (runtime/pixels' rule).
-  function pictureInput(fi, aria) {
-    const p = fi.picture, video = fi.kind === 'video';
-    const dims = video ? fi.shape.slice(1) : fi.shape;
+  // name order), for an image a drawing pad, for a stream's optional video
+  // example frames from the model itself; value() converts the picture as
+  // the description's levels say (runtime/pixels' rule). A video's frames
+  // must be the field's size and count: they are not resized, as a frame
+  // squeezed from another picture is no world the model knows.
+  function pictureInput(t, fi, aria, hooks, setError) {
+    const p = fi.picture, video = fi.kind === 'video', {H, W, T} = pictureSize(fi);
     const chw = p.layout === 'CHW';
-    const fixed = (d) => (dims && d >= 0 ? d : 0);
-    const H = fixed(dims ? dims[chw ? 1 : 0] : -1), W = fixed(dims ? dims[chw ? 2 : 1] : -1);
     const file = el('input', Object.assign({type: 'file', accept: 'image/*', multiple: video}, aria));
-    let pad = null, drawn = false;
+    let pad = null, drawn = false, example = null;
     const parts = [file];
-    if (!video) {
-      const size = 160;
-      pad = el('canvas', {class: 'pad', width: size, height: size, role: 'img', 'aria-label': 'Drawing pad: draw with the mouse or a finger'});
-      const g = pad.getContext('2d');
-      const clear = () => { g.fillStyle = '#000'; g.fillRect(0, 0, size, size); drawn = false; };
-      clear();
-      let last = null;
-      const at = (ev) => { const r = pad.getBoundingClientRect(); return [(ev.clientX - r.left) * size / r.width, (ev.clientY - r.top) * size / r.height]; };
-      pad.addEventListener('pointerdown', (ev) => { last = at(ev); pad.setPointerCapture(ev.pointerId); });
-      pad.addEventListener('pointermove', (ev) => {
-        if (!last) return;
-        const q = at(ev);
-        g.strokeStyle = '#fff'; g.lineWidth = size / 5; g.lineCap = 'round';
-        g.beginPath(); g.moveTo(last[0], last[1]); g.lineTo(q[0], q[1]); g.stroke();
-        last = q; drawn = true; file.value = '';
-      });
-      pad.addEventListener('pointerup', () => { last = null; });
-      // An uploaded picture shows on the pad, as the model will see it.
-      file.addEventListener('change', async () => {
-        if (!file.files.length) return;
-        const bm = await createImageBitmap(file.files[0]);
-        clear();
-        g.imageSmoothingEnabled = false;
-        g.drawImage(bm, 0, 0, size, size);
-      });
-      parts.push(el('div', {class: 'padbox'}, el('span', {class: 'help', text: 'or draw:'}), pad,
-        el('button', {type: 'button', text: 'Clear', onclick: clear})));
-    }
     const pixelsOf = (src, w, h) => {
       const c = el('canvas', {width: w, height: h}), g = c.getContext('2d');
       g.imageSmoothingEnabled = true; g.imageSmoothingQuality = 'high';
@@ -252,25 +274,118 @@
       }
       return {data: out, shape: chw ? [C, h, w] : [h, w, C]};
     };
+    let strip = null;
+    const show = (imgs) => {
+      if (!strip) return;
+      strip.replaceChildren(...imgs.map((im, i) => {
+        const c = el('canvas', {class: 'thumb', width: im.width, height: im.height, role: 'img', 'aria-label': 'Frame ' + (i + 1) + ' of ' + imgs.length});
+        const g = c.getContext('2d');
+        if (im instanceof ImageData) g.putImageData(im, 0, 0); else g.drawImage(im, 0, 0);
+        return c;
+      }));
+      strip.dataset.frames = String(imgs.length);
+    };
+    // frames reads the chosen files, refusing what does not fit a video.
+    const frames = async () => {
+      const files = [...file.files].sort((a, b) => a.name.localeCompare(b.name));
+      if (video && T && files.length && files.length !== T) {
+        throw new Error(fi.label + ' takes ' + T + ' pictures, one per frame; ' + files.length + (files.length === 1 ? ' was' : ' were') + ' chosen.');
+      }
+      const bms = [];
+      for (const f of files) {
+        const bm = await createImageBitmap(f, {colorSpaceConversion: 'none', premultiplyAlpha: 'none'});
+        if (video && (H && bm.height !== H || W && bm.width !== W)) {
+          throw new Error(f.name + ' is ' + bm.width + '×' + bm.height + '; ' + fi.label + ' takes frames of ' + W + '×' + H +
+            ' from the model\'s own world (they are not resized)' + (hooks.example ? ': try the example frames.' : '.'));
+        }
+        bms.push(bm);
+      }
+      return bms;
+    };
+    if (!video) {
+      const size = 160;
+      pad = el('canvas', {class: 'pad', width: size, height: size, role: 'img', 'aria-label': 'Drawing pad: draw with the mouse or a finger'});
+      const g = pad.getContext('2d');
+      const blank = () => { g.fillStyle = '#000'; g.fillRect(0, 0, size, size); drawn = false; };
+      // Clear empties the pad and the chosen file: Run then sends nothing.
+      const clear = () => { blank(); file.value = ''; setError(''); };
+      blank();
+      let last = null;
+      const at = (ev) => { const r = pad.getBoundingClientRect(); return [(ev.clientX - r.left) * size / r.width, (ev.clientY - r.top) * size / r.height]; };
+      pad.addEventListener('pointerdown', (ev) => { last = at(ev); pad.setPointerCapture(ev.pointerId); });
+      pad.addEventListener('pointermove', (ev) => {
+        if (!last) return;
+        const q = at(ev);
+        g.strokeStyle = '#fff'; g.lineWidth = size / 5; g.lineCap = 'round';
+        g.beginPath(); g.moveTo(last[0], last[1]); g.lineTo(q[0], q[1]); g.stroke();
+        last = q; drawn = true; file.value = '';
+      });
+      pad.addEventListener('pointerup', () => { last = null; });
+      // An uploaded picture shows on the pad, as the model will see it.
+      file.addEventListener('change', async () => {
+        if (!file.files.length) return;
+        const bm = await createImageBitmap(file.files[0]);
+        blank();
+        g.imageSmoothingEnabled = false;
+        g.drawImage(bm, 0, 0, size, size);
+      });
+      parts.push(el('div', {class: 'padbox'}, el('span', {class: 'help', text: 'or draw:'}), pad,
+        el('button', {type: 'button', class: 'clear', text: 'Clear', onclick: clear})));
+    } else {
+      strip = el('div', {class: 'strip', 'data-frames': '0', 'aria-live': 'polite'});
+      const note = el('span', {class: 'help'});
+      const none = () => { note.textContent = fi.presence === 'required' ? 'No frames chosen.' : 'None chosen: the model starts from its own start.'; };
+      none();
+      // Chosen files are checked and shown at once.
+      file.addEventListener('change', async () => {
+        example = null;
+        setError('');
+        try {
+          const bms = await frames();
+          show(bms);
+          if (bms.length) note.textContent = bms.length + ' frame(s) chosen.'; else none();
+        } catch (e) { show([]); note.textContent = ''; setError(e.message); file.focus(); }
+      });
+      const clear = () => { file.value = ''; example = null; show([]); none(); setError(''); };
+      const btns = [el('button', {type: 'button', class: 'clear', text: 'Clear', onclick: clear})];
+      if (hooks.example) {
+        const ex = el('button', {type: 'button', class: 'example', text: 'Use example frames'});
+        ex.addEventListener('click', async () => {
+          ex.disabled = true;
+          note.textContent = 'Asking the model for its own frames…';
+          try {
+            const imgs = await hooks.example(fi, T || 2);
+            file.value = '';
+            setError('');
+            example = imgs;
+            show(imgs);
+            note.textContent = 'Example: the first ' + imgs.length + ' frames the model plays from its checkpoint\'s own start.';
+          } catch (e) { none(); setError('No example frames: ' + e.message); } finally { ex.disabled = false; }
+        });
+        btns.unshift(ex);
+      }
+      parts.push(el('div', {class: 'framebox'}, btns, note, strip));
+    }
     const datatype = fi.datatype === 'ANY' ? (p.levels ? 'FP32' : 'UINT8') : fi.datatype;
     const value = async () => {
-      const files = [...file.files].sort((a, b) => a.name.localeCompare(b.name));
-      let frames = [];
-      if (files.length) {
-        for (const f of files) {
-          const bm = await createImageBitmap(f, {colorSpaceConversion: 'none', premultiplyAlpha: 'none'});
+      const out = [];
+      const bms = await frames();
+      if (bms.length) {
+        for (const bm of bms) {
           const h = H || bm.height, w = W || bm.width;
-          frames.push(convert(pixelsOf(bm, w, h), h, w));
+          out.push(convert(pixelsOf(bm, w, h), h, w));
         }
+      } else if (example) {
+        for (const im of example) out.push(convert(im.data, im.height, im.width));
       } else if (pad && drawn) {
         const h = H || 32, w = W || 32;
-        frames.push(convert(pixelsOf(pad, w, h), h, w));
+        out.push(convert(pixelsOf(pad, w, h), h, w));
       }
-      if (!frames.length) return null;
-      if (!video) return {name: fi.name, datatype, shape: frames[0].shape, data: frames[0].data};
-      return {name: fi.name, datatype, shape: [frames.length, ...frames[0].shape], data: frames.flatMap((x) => x.data)};
+      if (!out.length) return null;
+      if (!video) return {name: fi.name, datatype, shape: out[0].shape, data: out[0].data};
+      return {name: fi.name, datatype, shape: [out.length, ...out[0].shape], data: out.flatMap((x) => x.data)};
     };
-    return {node: el('div', {class: 'picture'}, parts), value};
+    return {node: el('div', {class: 'picture'}, parts), input: file, value};
   }
 
   // placeError shows a server error at the field it names (quoted, or as
@@ -281,18 +396,20 @@
       if (msg.includes('"' + v.fi.name.replace(/\.0$/, '') + '"') || new RegExp('\\b(field|input)s?\\(?s?\\)? ' + n + '\\b').test(msg) ||
         new RegExp('(^|[\\s"(])' + n + '(\\[\\d+\\])?:').test(msg)) {
         v.setError(msg);
-        v.control.focus();
+        v.focus();
         return;
       }
     }
     formErr.textContent = msg;
   }
 
+  // collect reads every field's value; a field that cannot give one shows
+  // why beside it and takes the focus.
   async function collect(views) {
     const inputs = [];
     for (const v of views) {
       let x;
-      try { x = await v.value(); } catch (e) { v.setError(String(e.message || e)); throw e; }
+      try { x = await v.value(); } catch (e) { v.setError(String(e.message || e)); v.focus(); throw e; }
       if (x) inputs.push(x);
     }
     return inputs;
@@ -300,7 +417,36 @@
 
   function taskView(f, t, path) {
     const hid = id(t.id, '-h');
-    const views = t.inputs.map((fi) => fieldView(t, fi));
+    const hooks = {};
+    let views = [];
+    // A stream's optional video (a world model's start) can be filled with
+    // the model's own frames: a short session from the checkpoint's start,
+    // no controls held, the other fields as they are.
+    if (t.stream && t.inputs.some((fi) => fi.kind === 'video' && fi.presence !== 'required')) {
+      hooks.example = async (fi, n) => {
+        const inputs = await collect(views.filter((v) => v.fi !== fi));
+        const video = t.outputs.find((o) => o.kind === 'video') || t.outputs[0];
+        return new Promise((resolve, reject) => {
+          const got = [];
+          let done = false;
+          const finish = (err) => { if (done) return; done = true; conn.close(); if (err) reject(new Error(err)); else resolve(got.slice(0, n)); };
+          const conn = WF.transport.open({
+            base: base(), path: path(''), headers: headers(),
+            request: {parameters: {task: t.id, lockstep: true, paced: false}, inputs},
+            onSession() {},
+            onChunk(resp, bytes) {
+              const out = resp.outputs.find((o) => o.name === video.name) || resp.outputs[0];
+              got.push(...frames(video, out.shape, bytes || (out.data || []).flat(Infinity)));
+              if (got.length >= n) finish();
+              else conn.send({controls: {}, ack: resp.parameters.index});
+            },
+            onError: finish,
+            onEnd() { finish('the session ended after ' + got.length + ' frame(s)'); },
+          });
+        });
+      };
+    }
+    views = t.inputs.map((fi) => fieldView(t, fi, hooks));
     const formErr = el('p', {class: 'error', role: 'alert', id: id(t.id, '-err')});
     const results = el('div', {class: 'results', id: id(t.id, '-results'), 'aria-live': 'polite'});
     const clear = () => { formErr.textContent = ''; views.forEach((v) => v.setError('')); };
@@ -339,23 +485,68 @@
     return sec;
   }
 
-  // render shows each output as people look at it.
+  // render shows each output as people look at it: a classification's
+  // answer first (the top class and its probability), then each output
+  // under a caption in words, its datatype and shape in small print.
   function render(box, t, outputs) {
     WF.results[t.id] = outputs;
-    box.replaceChildren(...outputs.map((o) => {
+    const figs = outputs.map((o) => {
       const a = t.outputs.find((x) => x.name === o.name) || {kind: 'tensor'};
       const data = (o.data || []).flat(Infinity);
       const fig = el('figure', {class: 'out', 'data-output': o.name},
-        el('figcaption', {text: o.name + ' · ' + a.kind + ' · ' + o.datatype + ' [' + o.shape + ']'}));
+        el('figcaption', {}, el('strong', {text: o.name}), a.description ? ' — ' + a.description + ' ' : ' ',
+          el('small', {class: 'raw', title: 'datatype and shape received'}, a.kind + ' · ' + raw(o))));
       if (a.kind === 'text') fig.append(el('pre', {text: String(data[0])}));
       else if (a.kind === 'json') {
         let s = String(data[0]);
         try { s = JSON.stringify(JSON.parse(s), null, 2); } catch (e) { /* as sent */ }
         fig.append(el('pre', {text: s}));
       } else if (a.kind === 'video' || a.kind === 'image') fig.append(player(a, o.shape, data, a.fps || 16));
+      else if (a.role === 'class_scores' && data.length > 1) fig.append(bars(probabilities(data.map(Number))));
       else fig.append(plot(data.map(Number), o.shape));
       return fig;
-    }));
+    });
+    box.replaceChildren(...[answer(t, outputs), ...figs].filter(Boolean));
+  }
+
+  // probabilities are the scores as they are when they already are a
+  // distribution, else their softmax (logits).
+  function probabilities(v) {
+    const sum = v.reduce((a, b) => a + b, 0);
+    if (v.every((x) => x >= 0 && x <= 1) && Math.abs(sum - 1) < 1e-3) return v;
+    const m = Math.max(...v), e = v.map((x) => Math.exp(x - m)), z = e.reduce((a, b) => a + b, 0);
+    return e.map((x) => x / z);
+  }
+  const percent = (x) => (x * 100).toFixed(1) + ' %';
+  const argmax = (v) => v.reduce((best, x, i) => x > v[best] ? i : best, 0);
+
+  // answer is a classification's result in one line: the class the model
+  // chose (its class output, else the top score) and its probability.
+  function answer(t, outputs) {
+    const get = (role) => {
+      const a = t.outputs.find((x) => x.role === role);
+      const o = a && outputs.find((x) => x.name === a.name);
+      return o ? (o.data || []).flat(Infinity).map(Number) : null;
+    };
+    const scores = get('class_scores'), cls = get('class');
+    if (!(scores && scores.length > 1) && !(cls && cls.length === 1)) return null;
+    const p = scores && scores.length > 1 ? probabilities(scores) : null;
+    const top = cls && cls.length === 1 ? cls[0] : argmax(p);
+    return el('p', {class: 'answer', 'data-class': top},
+      el('span', {class: 'answer-label', text: 'Answer'}), el('span', {class: 'top1', text: String(top)}),
+      p && p[top] != null ? el('span', {class: 'prob', text: percent(p[top])}) : null,
+      p && p[top] != null ? el('span', {class: 'help', text: ' probability'}) : null);
+  }
+
+  // bars draws class probabilities as labelled horizontal bars, the top
+  // class marked.
+  function bars(p) {
+    const best = argmax(p);
+    return el('ol', {class: 'bars', start: 0, 'aria-label': 'Probability of each class'}, p.map((x, i) =>
+      el('li', {'data-class': i, class: i === best ? 'best' : null},
+        el('span', {class: 'cl', text: String(i)}),
+        el('span', {class: 'track'}, el('span', {class: 'bar', style: 'width:' + (x * 100).toFixed(2) + '%'})),
+        el('span', {class: 'pc', text: percent(x)}))));
   }
 
   // frames turns an image or video tensor into ImageData frames, undoing
@@ -444,8 +635,10 @@
     const pads = rt.controls.map((c) => (btn[c.name] = el('button', {type: 'button', class: 'ctl', 'aria-pressed': 'false', 'data-control': c.name},
       c.name, c.keys.length ? el('kbd', {text: c.keys.map(keyLabel).join(' ')}) : null)));
     const stat = {}, dl = el('dl', {class: 'stats'});
-    for (const [k, label] of [['frames', 'Frames'], ['fps', 'Frame rate'], ['rtt', 'Round trip'], ['step', 'Server step'], ['key', 'Key to frame']]) {
-      dl.append(el('dt', {text: label}), stat[k] = el('dd', {text: '–', 'data-stat': k}));
+    for (const [k, label, help] of [['frames', 'Frames shown', 'frames drawn since Start'], ['fps', 'Frame rate', 'frames arriving per second, over the last ten chunks'],
+      ['rtt', 'Round trip', 'from asking for the next chunk to receiving it'], ['step', 'Model time', "the server's time making the last chunk"],
+      ['key', 'Key to screen', 'from a key press to the first frame made with it on screen']]) {
+      dl.append(el('dt', {text: label, title: help}), stat[k] = el('dd', {text: '–', 'data-stat': k}));
     }
     let s = null;
     const press = (name) => {
@@ -500,7 +693,8 @@
       s.index = k;
       s.frames += fr.length;
       s.arrivals.push(now);
-      if (s.arrivals.length > 11) s.arrivals.shift();
+      s.arrived.push(fr.length);
+      if (s.arrivals.length > 11) { s.arrivals.shift(); s.arrived.shift(); }
       const sent = s.sent[k];
       delete s.sent[k];
       if (sent) {
@@ -521,23 +715,31 @@
       stat.frames.textContent = String(s.frames);
       stat.step.textContent = ms(resp.parameters.latency_ms);
       const a = s.arrivals;
-      if (a.length > 1) stat.fps.textContent = ((a.length - 1) * 1000 / (a[a.length - 1] - a[0])).toFixed(1) + ' chunks/s';
+      // frames per second over the last ten chunks: the frames that came
+      // after the first of them, over the time they took
+      const n = s.arrived.slice(1).reduce((x, y) => x + y, 0);
+      if (a.length > 1) stat.fps.textContent = (n * 1000 / (a[a.length - 1] - a[0])).toFixed(1) + ' frames per second';
       canvas.setAttribute('aria-label', 'Live frames: chunk ' + k);
       s.due = (s.due ?? now) + fr.length * interval;
       setTimeout(() => ack(k), Math.max(0, s.due - performance.now()));
     };
+    // end stops the session; the focus, when it was on Stop (now
+    // disabled), the canvas or nowhere, goes to Start.
     const end = (msg) => {
       if (!s) return;
       s.running = false;
       s.conn.close();
+      const here = document.activeElement;
       start.disabled = false; stop.disabled = true;
       status.textContent = msg;
+      if (!here || here === stop || here === canvas || here === document.body) start.focus();
     };
     start.addEventListener('click', async () => {
       clear();
       let inputs;
       try { inputs = await collect(views); } catch (e) { return; }
-      s = WF.sessions[t.id] = {running: true, queue: [], held: new Set(), sent: {}, rtt: [], keyLatency: [], presses: [], arrivals: [], frames: 0, index: -1, due: null};
+      WF.requests[t.id] = inputs;
+      s = WF.sessions[t.id] = {running: true, queue: [], held: new Set(), sent: {}, rtt: [], keyLatency: [], presses: [], arrivals: [], arrived: [], frames: 0, index: -1, due: null};
       for (const k in stat) stat[k].textContent = '–';
       start.disabled = true; stop.disabled = false;
       status.textContent = 'Starting…';
