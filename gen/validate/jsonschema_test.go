@@ -114,3 +114,31 @@ func TestIsJSONSchemaDialect(t *testing.T) {
 		}
 	}
 }
+
+// The field and artifact kinds are closed lists (spec.FieldKinds,
+// spec.ArtifactKinds), where the seed's kind is any string: a kind wfgen
+// lacks is a problem at its value (docs/differences.md).
+func TestKindListsAreClosed(t *testing.T) {
+	const m = `schema_version: 1
+model_family_id: fam
+display_name: Fam
+variants: [{variant_id: default, label: Default}]
+tasks:
+  - task_id: default
+    label: Default
+    inputs: [{field_id: clip, label: Clip, kind: audio}]
+    outputs: [{artifact_id: out, kind: audio}]
+`
+	_, diags := Bytes("kinds.yaml", []byte(m))
+	var got []string
+	for _, d := range diags {
+		got = append(got, d.String())
+	}
+	want := []string{
+		`kinds.yaml:8:50: tasks[0].inputs[0].kind: "audio" is not allowed; must be one of "string", "int", "float", "bool", "tensor", "image", "video", "string_list", "int_list", "float_list", "bool_list", "tensor_list"`,
+		`kinds.yaml:9:40: artifact kind "audio" is not one of video, image, embedding, tensor, text, json, tensor_list`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
