@@ -56,8 +56,9 @@ var goOutput = output{
 	name: "generate",
 	usage: `usage: wfgen generate [-o DIR] [--check] [--clean] [--format text|json|github] [PATH...]
 Writes DIR/<package>/<package>.go for each model family. PATH is a manifest file
-or a folder (searched recursively for *.yaml, *.yml, *.json); without PATHs, the
-inputs of wfgen.yaml. DIR defaults to wfgen.yaml's generate.output, else generated.
+or a folder (searched recursively for *.yaml, *.yml, *.json; a JSON Schema
+document found there, such as wfgen schema's output, is skipped with a note);
+without PATHs, the inputs of wfgen.yaml. DIR defaults to wfgen.yaml's generate.output, else generated.
 When wfgen.yaml sets generate.registry to NAME, a run over its inputs into its
 generate.output also writes DIR/NAME/NAME.go, a package that imports every family
 package. DIR/.wfgen-generate records what was written, so that --clean removes

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/worldfoundry/wfgen/gen/importer"
 
@@ -100,7 +101,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.BoolVar(&opts.Batched, "batched", false, "the examples' first dimension is the batch dimension: name it N and make their tasks batchable")
-	fs.StringVar(&opts.Output, "o", "", "write the manifest to `FILE` (atomically) instead of standard output")
+	fs.StringVar(&opts.Output, "o", "", "write the manifest to `FILE` (atomically; its folder is made when missing) instead of standard output")
 	fs.StringVar(&opts.FamilyID, "family", "", "model_family_id (default: from the checkpoint's file name)")
 	fs.StringVar(&opts.SchemaRef, "schema", "", "$schema of the yaml-language-server header (default "+importer.DefaultSchemaRef+")")
 	paths, code := parseArgs(fs, importUsage, args, stdout, stderr)
@@ -162,6 +163,12 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	}
+	// -o manifests/x.yaml is the first step in a new module: the folder
+	// is made when missing.
+	if err := os.MkdirAll(filepath.Dir(opts.Output), 0o755); err != nil {
+		fmt.Fprintf(stderr, "wfgen import: %v\n", err)
+		return 2
 	}
 	if err := importer.WriteFile(opts.Output, res.YAML); err != nil {
 		fmt.Fprintf(stderr, "wfgen import: %v\n", err)

@@ -72,6 +72,14 @@ func TestImportWithoutEngine(t *testing.T) {
 	if code, vout, verrs := wfgenRun("validate", manifest); code != 0 {
 		t.Errorf("validate: exit %d\n%s%s", code, vout, verrs)
 	}
+	// In a new module, -o manifests/x.yaml makes the folder; the URI is
+	// relative to it.
+	nested := filepath.Join(dir, "manifests", "echo.yaml")
+	if code, out, errs := wfgenRun("import", "-o", nested, ckpt); code != 0 || out != "" {
+		t.Errorf("import -o into a missing folder: exit %d\n%s%s", code, out, errs)
+	} else if data, err := os.ReadFile(nested); err != nil || !strings.Contains(string(data), "uri: ../echo.pt") {
+		t.Errorf("%s: %v\n%s", nested, err, data)
+	}
 
 	ex := filepath.Join(dir, "x.npy")
 	if err := artifactio.WriteNPY(ex, tensor.FromFloat32([]float32{1, 2}, 2)); err != nil {

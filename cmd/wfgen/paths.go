@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,12 +26,17 @@ func checkFormat(name, format string, stderr io.Writer) int {
 }
 
 // loadOptions are the validate options of a command: the configuration's
-// excludes, and a warning for every file skipped because it is not a
-// regular file.
+// excludes, a warning for every file skipped because it is not a regular
+// file, and a note for every JSON Schema document skipped (the schema
+// "wfgen schema" writes, saved beside the manifests).
 func loadOptions(name string, cfg *config, stderr io.Writer) validate.Options {
 	return validate.Options{
 		Exclude: cfg.excludes(),
 		Skipped: func(p string, err error) {
+			if js := (*manifest.JSONSchemaError)(nil); errors.As(err, &js) {
+				fmt.Fprintf(stderr, "wfgen %s: note: skipped %s, %s\n", name, p, js.What())
+				return
+			}
 			fmt.Fprintf(stderr, "wfgen %s: warning: skipped %v\n", name, err)
 		},
 	}

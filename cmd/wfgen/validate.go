@@ -17,7 +17,8 @@ func init() {
 
 const validateUsage = `usage: wfgen validate [--format text|json|github] [PATH...]
 PATH is a manifest file or a folder (searched recursively for *.yaml, *.yml,
-*.json); without PATHs, the inputs of wfgen.yaml. A variant's model checkpoint
+*.json; a JSON Schema document found there, such as wfgen schema's output, is
+skipped with a note); without PATHs, the inputs of wfgen.yaml. A variant's model checkpoint
 found next to the manifest (or under $WORLDFOUNDRY_CHECKPOINT_ROOT) is read, and
 every task is checked against it as a load would check it. Exit 0 when every
 manifest is valid, 1 when any is invalid, 2 on usage or I/O errors.`

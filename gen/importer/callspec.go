@@ -174,7 +174,7 @@ func (b *builder) callSpecTask(spec engine.CallSpec) *yaml.Node {
 			max.HeadComment = fmt.Sprintf("The package takes batches of %d to %d items: longer ones are split and shorter ones padded.", r.Min, r.Max)
 		}
 		bn.Content = append(bn.Content, max, integer(size), key("dim"), str(batch))
-		appendPairs(task, "batching", bn)
+		task.Content = append(task.Content, batchingKey(), bn)
 	}
 	dims := &yaml.Node{Kind: yaml.MappingNode}
 	names := make([]string, 0, len(spec.Dims))

@@ -44,6 +44,8 @@ func TestSkeletonFromCallSpec(t *testing.T) {
 		"format: aotinductor\n",
 		"size_bytes: 373535\n",
 		"# The package takes batches of 2 to 16 items: longer ones are split and shorter ones padded.\n      max_batch_size: 16\n      dim: batch\n",
+		"    # Add invariant: true for answers that never depend on the batch: the same bits\n",
+		"    # differ in the last bits. The cost is padding (docs/batching.md, batch-invariant mode).\n    batching:\n",
 		"- field_id: features\n        label: Features\n        kind: tensor\n        required: true\n        dtype: float32\n        shape: [batch, 32]\n",
 		"- artifact_id: embedding\n        kind: tensor\n        required: true\n        dtype: float32\n        shape: [batch, 16]\n",
 		"- artifact_id: norm\n",

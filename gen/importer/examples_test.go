@@ -129,6 +129,15 @@ func TestSkeletonExamples(t *testing.T) {
 		if batched && !strings.Contains(y, "# TODO: the most items one call may take (the examples hold 4)") {
 			t.Errorf("no max_batch_size TODO:\n%s", y)
 		}
+		// Where the skeleton writes batching, it says what invariant: true
+		// would change (README, docs/batching.md).
+		if want := "    # Add invariant: true for answers that never depend on the batch: the same bits\n" +
+			"    # for an item alone or in any batch, in process and from wfserve -batch (which is\n" +
+			"    # batch-invariant by default). Without it a single call and a batched one may\n" +
+			"    # differ in the last bits. The cost is padding (docs/batching.md, batch-invariant mode).\n" +
+			"    batching:\n"; batched != strings.Contains(y, want) {
+			t.Errorf("batched %v: the invariant comment on batching is wrong or missing in\n%s", batched, y)
+		}
 	}
 }
 

@@ -325,7 +325,7 @@ func (b *builder) task(id string, m engine.MethodSchema) *yaml.Node {
 		max.HeadComment = fmt.Sprintf("TODO: the most items one call may take (the examples hold %d); pad_to_batch_sizes gives static batch sizes", size)
 		bn := &yaml.Node{Kind: yaml.MappingNode}
 		bn.Content = append(bn.Content, max, integer(max64(size, 1)), key("dim"), str(BatchDim))
-		appendPairs(task, "batching", bn)
+		task.Content = append(task.Content, batchingKey(), bn)
 	}
 	appendPairs(task,
 		"inputs", sequence(inputs...),
@@ -630,6 +630,21 @@ func (b *builder) artifactContract(task, a *yaml.Node, method, id string, kind s
 }
 
 // YAML node helpers.
+
+// invariantComment is the comment on the batching block of a batchable
+// task: where a user first meets batching, it says what invariant: true
+// changes, since nothing else in a skeleton would.
+const invariantComment = "Add invariant: true for answers that never depend on the batch: the same bits\n" +
+	"for an item alone or in any batch, in process and from wfserve -batch (which is\n" +
+	"batch-invariant by default). Without it a single call and a batched one may\n" +
+	"differ in the last bits. The cost is padding (docs/batching.md, batch-invariant mode)."
+
+// batchingKey is the "batching" key of a task, with invariantComment.
+func batchingKey() *yaml.Node {
+	k := key("batching")
+	k.HeadComment = invariantComment
+	return k
+}
 
 func key(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
 

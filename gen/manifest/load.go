@@ -603,3 +603,20 @@ func formatFloat(f float64) string {
 	}
 	return s
 }
+
+// ParseNode parses data (the contents of path) as Parse does — strict JSON
+// for a ".json" path, else one YAML document, within the same limits — and
+// returns the document's node tree, keys in their written order, for a tool
+// that rewrites a document (wfgen convert). Parse is what validation reads.
+func ParseNode(path string, data []byte) (*yaml.Node, []Error) {
+	if len(data) > MaxFileSize {
+		return nil, []Error{{Line: 1, Column: 1, Message: (&LimitError{Limit: "max file size", Max: MaxFileSize, Unit: "bytes"}).Error()}}
+	}
+	if e, ok := checkText(data); !ok {
+		return nil, []Error{e}
+	}
+	if IsJSON(path) {
+		return parseJSON(data)
+	}
+	return parseYAML(data)
+}

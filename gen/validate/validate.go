@@ -46,15 +46,19 @@ type Options struct {
 	// explicitly is never excluded.
 	Exclude func(path string) bool
 	// Skipped, when set, is told about each file found in a folder with a
-	// manifest extension that is not a regular file — a named pipe, a
-	// socket, a device, or a symbolic link to one or to a folder — and is
-	// therefore skipped without being opened. The error is a
-	// *manifest.NotRegularError.
+	// manifest extension that is skipped: one that is not a regular file
+	// — a named pipe, a socket, a device, or a symbolic link to one or to
+	// a folder — skipped without being opened (the error is a
+	// *manifest.NotRegularError), and a JSON Schema document, such as the
+	// one "wfgen schema" writes (a *manifest.JSONSchemaError). A JSON
+	// Schema document given explicitly is a diagnostic instead: it is not
+	// a manifest.
 	Skipped func(path string, err error)
 }
 
 // Paths expands files and folders (folders recursively, keeping files whose
-// extension is in Extensions, skipping hidden folders), then loads and
+// extension is in Extensions, skipping hidden folders and, once read, JSON
+// Schema documents: see Options.Skipped), then loads and
 // validates each file, then checks that family ids, aliases and Go packages
 // are unique across the valid files (see ir.Across). The result is sorted
 // by path and deterministic. It returns the valid families (a file that
@@ -129,16 +133,17 @@ func (o Options) scan(paths []string, keep bool) ([]scanned, []Diagnostic, error
 	if len(paths) == 0 {
 		return nil, nil, errors.New("no manifest paths given")
 	}
-	files, err := o.expand(paths)
+	files, explicit, err := o.expand(paths)
 	if err != nil {
 		return nil, nil, err
 	}
 	type result struct {
-		fam   *ir.Family
-		valid bool
-		id    ir.Identity
-		diags []Diagnostic
-		err   error
+		fam    *ir.Family
+		valid  bool
+		id     ir.Identity
+		diags  []Diagnostic
+		schema *manifest.JSONSchemaError // a JSON Schema document found in a folder: skipped
+		err    error
 	}
 	results := make([]result, len(files))
 	workers := min(runtime.GOMAXPROCS(0), len(files))
@@ -155,6 +160,18 @@ func (o Options) scan(paths []string, keep bool) ([]scanned, []Diagnostic, error
 				f, d, err := loadFile(files[i])
 				budget.Release(w)
 				r := result{valid: f != nil, diags: d, err: err}
+				if js := (*manifest.JSONSchemaError)(nil); errors.As(err, &js) {
+					// The one place that decides what a JSON Schema
+					// document is worth: skipped in a folder, a problem
+					// when given by name.
+					r.err = nil
+					if explicit[files[i]] {
+						r.diags = []Diagnostic{{File: files[i], Line: js.Line, Column: js.Column, Path: "/$schema",
+							Message: "this file is " + js.What() + "; name manifests only (in a folder, wfgen skips such files with a note)"}}
+					} else {
+						r.schema = js
+					}
+				}
 				if f != nil {
 					r.id = f.Identity()
 				}
@@ -195,6 +212,12 @@ func (o Options) scan(paths []string, keep bool) ([]scanned, []Diagnostic, error
 			errs = append(errs, r.err)
 			continue
 		}
+		if r.schema != nil {
+			if o.Skipped != nil {
+				o.Skipped(files[i], r.schema)
+			}
+			continue
+		}
 		if r.valid {
 			valid = append(valid, scanned{path: files[i], fam: r.fam, id: r.id})
 		}
@@ -231,8 +254,9 @@ func parseWeight(path string) int64 {
 // symbolic link to one); in folders, files that are not regular are
 // reported to o.Skipped and left out, so that nothing ever opens a named
 // pipe or a device.
-func (o Options) expand(paths []string) ([]string, error) {
+func (o Options) expand(paths []string) (files []string, explicit map[string]bool, err error) {
 	seen := map[string]bool{}
+	explicit = map[string]bool{}
 	var out []string
 	add := func(p string) {
 		if key := filepath.Clean(p); !seen[key] {
@@ -243,17 +267,19 @@ func (o Options) expand(paths []string) ([]string, error) {
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if manifest.Inside(p) != nil {
 			add(p) // File reports it, reading nothing
+			explicit[p] = true
 			continue
 		}
 		if !st.IsDir() {
 			if !st.Mode().IsRegular() {
-				return nil, &manifest.NotRegularError{Path: p, Mode: st.Mode()}
+				return nil, nil, &manifest.NotRegularError{Path: p, Mode: st.Mode()}
 			}
 			add(p)
+			explicit[p] = true
 			continue
 		}
 		root := p
@@ -301,19 +327,20 @@ func (o Options) expand(paths []string) ([]string, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		slices.Sort(found)
 		for _, q := range found {
 			add(q)
 		}
 	}
-	return out, nil
+	return out, explicit, nil
 }
 
 // File loads and validates one manifest file and, when it is valid,
 // checks it against the model checkpoints at hand (Checkpoints). The
-// error is non-nil only when the file cannot be read.
+// error is non-nil when the file cannot be read, and when it is a JSON
+// Schema document rather than a manifest (a *manifest.JSONSchemaError).
 func File(path string) (*ir.Family, []Diagnostic, error) {
 	data, err := manifest.ReadFile(path)
 	if err != nil {
@@ -327,7 +354,10 @@ func File(path string) (*ir.Family, []Diagnostic, error) {
 		}
 		return nil, nil, err
 	}
-	f, diags := Bytes(path, data)
+	f, diags, js := parseBytes(path, data)
+	if js != nil {
+		return nil, nil, js
+	}
 	if diags := Checkpoints(f); len(diags) > 0 {
 		return nil, diags, nil
 	}
@@ -338,8 +368,26 @@ func File(path string) (*ir.Family, []Diagnostic, error) {
 // in diagnostics, picks JSON or YAML by its extension and sets the File's
 // Dir). It returns the resolved family when the manifest is valid, or nil
 // and every diagnostic when it is not. It never panics.
+//
+// A JSON Schema document (see manifest.JSONSchemaError) is not a manifest:
+// its one diagnostic, at its "$schema" key, says so.
 func Bytes(path string, data []byte) (*ir.Family, []Diagnostic) {
+	fam, diags, js := parseBytes(path, data)
+	if js != nil {
+		return nil, []Diagnostic{{File: path, Line: js.Line, Column: js.Column, Path: "/$schema", Message: "this file is " + js.What()}}
+	}
+	return fam, diags
+}
+
+// parseBytes is Bytes, with a JSON Schema document returned as such
+// instead of checked.
+func parseBytes(path string, data []byte) (*ir.Family, []Diagnostic, *manifest.JSONSchemaError) {
 	f, errs := manifest.Parse(path, data)
+	if f != nil {
+		if js := f.JSONSchema(); js != nil {
+			return nil, nil, js
+		}
+	}
 	c := &checker{file: f, path: path}
 	for _, e := range errs {
 		c.diags = append(c.diags, Diagnostic{File: path, Line: e.Line, Column: e.Column, Path: e.Path, Message: e.Message})
@@ -348,9 +396,9 @@ func Bytes(path string, data []byte) (*ir.Family, []Diagnostic) {
 		c.run()
 	}
 	if len(c.diags) > 0 || c.fam == nil {
-		return nil, manifest.SortDiagnostics(c.diags)
+		return nil, manifest.SortDiagnostics(c.diags), nil
 	}
-	return c.fam, nil
+	return c.fam, nil, nil
 }
 
 // Across checks what must be unique across valid families used together
