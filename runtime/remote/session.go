@@ -275,6 +275,14 @@ func chunkResult(task *spec.InferenceTaskProfile, video string, resp *oip.Infere
 		return stream.StepResult{}, err
 	}
 	res := stream.StepResult{Frames: out[video]}
+	// The server's step time: the wait for the chunk here includes the
+	// server's pacing (a paced chunk is sent at its playback time).
+	switch ms := resp.Parameters[oip.ChunkLatencyMS].(type) {
+	case float64:
+		res.Latency = time.Duration(ms * float64(time.Millisecond))
+	case int64:
+		res.Latency = time.Duration(ms) * time.Millisecond
+	}
 	if text, ok := resp.Parameters[oip.ChunkRealtime].(string); ok {
 		var rt map[string]any
 		if json.Unmarshal([]byte(text), &rt) == nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/oip"
@@ -316,4 +317,30 @@ func TestSessionCancelledStep(t *testing.T) {
 		}
 	}
 	enginetest.WaitFor(t, "the connection closed", conn.isClosed)
+}
+
+// A chunk's latency is the server's step time (its latency_ms parameter),
+// not the wait for the chunk: a paced server sends each chunk at its
+// playback time, so the wait was about one chunk's playback (250 ms for
+// the tiny world) against a step of well under a millisecond.
+func TestSessionChunkLatencyIsTheServers(t *testing.T) {
+	c0, c1 := chunkMsg(0), chunkMsg(1)
+	c0.msg.Chunk.Parameters = oip.Parameters{oip.ChunkLatencyMS: 0.75}
+	c1.msg.Chunk.Parameters = oip.Parameters{oip.ChunkLatencyMS: int64(3)}
+	conn := newScriptConn(opened, c0, c1, ended(0))
+	rc, _ := sessionOn(t, conn, nil)
+	sess, err := rc.Stream(context.Background(), "step", nil, stream.WithPacing(false), stream.WithMaxChunks(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []time.Duration
+	for c, err := range sess.Chunks(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.Latency)
+	}
+	if !slices.Equal(got, []time.Duration{750 * time.Microsecond, 3 * time.Millisecond}) {
+		t.Errorf("chunk latencies %v, want the server's 750µs and 3ms", got)
+	}
 }

@@ -86,6 +86,11 @@ type StepResult struct {
 	Realtime any
 	// Done ends the session after this chunk.
 	Done bool
+	// Latency, when positive, is how long generating the chunk took where
+	// the step knows better than the time around its call: a remote
+	// session's step waits for the server, which paces its chunks, and
+	// reports the server's own step time. Zero: the call's duration.
+	Latency time.Duration
 }
 
 // StepFunc produces one chunk of a session. It should return promptly
@@ -102,7 +107,9 @@ type Chunk struct {
 	FirstFrame int64
 	// Spec is the realtime spec the chunk was generated under.
 	Spec wfspec.RealtimeSpec
-	// Latency is how long the step took to generate the chunk.
+	// Latency is how long the step took to generate the chunk: its call's
+	// duration (the gate's and pacing's waits excluded), or what the step
+	// reported (StepResult.Latency; a remote session: the server's step).
 	Latency time.Duration
 	// Ready is when generation finished.
 	Ready time.Time
@@ -449,6 +456,9 @@ func (s *Session) run(ctx context.Context, yield func(Chunk, error) bool) {
 			Spec:       req.Spec,
 			Latency:    ready.Sub(t0),
 			Ready:      ready,
+		}
+		if res.Latency > 0 {
+			c.Latency = res.Latency
 		}
 		if s.paced {
 			if first {

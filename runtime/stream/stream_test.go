@@ -487,6 +487,33 @@ func TestLatencyStats(t *testing.T) {
 	}
 }
 
+// A step that reports its latency (a remote session's: the server's step
+// time, while the call itself waited for the server's pacing) gives the
+// chunk that latency; one that reports none, its call's duration.
+func TestReportedLatency(t *testing.T) {
+	clk := newFakeClock()
+	rec := &recorder{clock: clk, gen: func(int) time.Duration { return 250 * time.Millisecond }}
+	rec.edit = func(req StepRequest, res *StepResult) {
+		if req.Index%2 == 1 {
+			res.Latency = 700 * time.Microsecond
+		}
+	}
+	s := mustNew(t, rtSpec(8, 1, 1), rec.step, WithClock(clk), WithPacing(false), WithMaxChunks(4))
+	chunks, err := collect(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range chunks {
+		want := 250 * time.Millisecond
+		if i%2 == 1 {
+			want = 700 * time.Microsecond
+		}
+		if c.Latency != want {
+			t.Errorf("chunk %d latency %v, want %v", i, c.Latency, want)
+		}
+	}
+}
+
 func TestSpecChangeFromMetadata(t *testing.T) {
 	clk := newFakeClock()
 	rec := &recorder{clock: clk, gen: func(int) time.Duration { return 10 * time.Millisecond }}
