@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"log/slog"
 	"maps"
 	"os"
 	"sync"
@@ -151,6 +152,9 @@ type loaded struct {
 	autocast engine.CallOptions
 	tasks    []loadedTask     // by task index
 	callSpec *engine.CallSpec // a compiled package's call spec; nil for TorchScript
+	// batchSizes are the max batch sizes chosen from free memory, by task
+	// id, for the tasks whose batching says scale_to_memory.
+	batchSizes map[string]device.BatchSize
 }
 
 // loadedTask is what a call of one task needs, resolved at load.
@@ -360,6 +364,22 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if len(errs) > 0 {
 		release(key)
 		return nil, fmt.Errorf("checkpoint %s: %w", path, errors.Join(errs...))
+	}
+	for i := range c.spec.Tasks {
+		t := &c.spec.Tasks[i]
+		if t.Batching == nil || !t.Batching.ScaleToMemory || t.Batching.MaxBatchSize < 1 {
+			continue
+		}
+		bs, err := device.ChooseBatchSize(l.engine, l.device, t.TaskID, t.Batching.MaxBatchSize)
+		if err != nil {
+			release(key)
+			return nil, fmt.Errorf("task %q: max batch size from free memory: %w", t.TaskID, err)
+		}
+		if l.batchSizes == nil {
+			l.batchSizes = map[string]device.BatchSize{}
+		}
+		l.batchSizes[t.TaskID] = bs
+		slog.Info("max batch size from free memory", "model", c.where(t.TaskID), "size", bs.Size, "source", string(bs.Source), "detail", bs.Detail)
 	}
 	for i := range c.spec.Tasks {
 		if t := &c.spec.Tasks[i]; t.Batching != nil {

@@ -205,6 +205,9 @@ func (c *Client) batchConfig(task *spec.InferenceTaskProfile, l *loaded, opts []
 	if err != nil {
 		return nil, batch.Config{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
+	if bs, ok := l.scaledBatchSize(task); ok {
+		all = append(all, scaledBatchSize(task.Batching, bs)...)
+	}
 	// The forward below keeps its buffers per lane: Run may choose lanes.
 	all = append(all, batch.WithPersistentForward(c.where(task.TaskID)), batch.WithAutoLanes())
 	if c.opts.BatchInvariant {
@@ -232,6 +235,27 @@ func (c *Client) runConfig(ti int, task *spec.InferenceTaskProfile, l *loaded, o
 		return lt.batch, lt.batchCfg, lt.batchErr
 	}
 	return c.batchConfig(task, l, opts)
+}
+
+// scaledBatchSize returns the max batch size chosen from free memory for
+// task (scale_to_memory), when the load chose one.
+func (l *loaded) scaledBatchSize(task *spec.InferenceTaskProfile) (int, bool) {
+	if l == nil || l.batchSizes == nil {
+		return 0, false
+	}
+	bs, ok := l.batchSizes[task.TaskID]
+	return bs.Size, ok
+}
+
+// scaledBatchSize returns the options that make n a task's max batch size:
+// the max, and the pad sizes below n with n ending them.
+func scaledBatchSize(b *spec.BatchingSpec, n int) []batch.Option {
+	opts := []batch.Option{batch.WithMaxBatchSize(n)}
+	if len(b.PadToBatchSizes) > 0 {
+		pads := slices.DeleteFunc(slices.Clone(b.PadToBatchSizes), func(p int) bool { return p >= n })
+		opts = append(opts, batch.WithPadSizes(append(pads, n)...))
+	}
+	return opts
 }
 
 // withEquivalence adds to an invariant batch config the sizes measured to

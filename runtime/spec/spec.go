@@ -230,14 +230,22 @@ type BatchingSpec struct {
 	// item's tensors have the rest of the shape, and a single call of the
 	// task runs as a batch of one.
 	Dim string `json:"dim,omitempty" jsonschema:"pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
-	// Invariant makes every forward call run at one batch size, the
-	// largest (max_batch_size): a short batch is padded all the way up, so
-	// an item's output never depends on how many items it was batched
-	// with. libtorch on the CPU gives an item the same bits at one batch
-	// size whatever its neighbours, but other sizes may take other kernels
-	// (a batch of one often does); see docs/batching.md for what
-	// it costs.
+	// Invariant makes every forward call give the bits of the largest
+	// batch size (max_batch_size): a short batch is padded up to the
+	// smallest size measured to give those bits (the max itself when no
+	// other does), so an item's output never depends on how many items it
+	// was batched with. libtorch on the CPU gives an item the same bits at
+	// one batch size whatever its neighbours, but other sizes may take
+	// other kernels (a batch of one often does); see docs/batching.md for
+	// the measurement and what it costs.
 	Invariant bool `json:"invariant,omitempty"`
+	// ScaleToMemory makes max_batch_size the batch size for about 24 GiB of
+	// free memory, scaled when the model loads to the device's free memory
+	// (a GPU's: a quarter at 8 GiB, three times at 80 GB; the CPU's
+	// available memory, never above it) unless WORLDFOUNDRY_BATCH_SIZE_<TASK>
+	// or WORLDFOUNDRY_BATCH_SIZE sets it; pad sizes above the result give
+	// way to it (docs/batching.md, "Batch size from free memory").
+	ScaleToMemory bool `json:"scale_to_memory,omitempty"`
 }
 
 // InferenceTaskProfile is a runnable inference task profile for a model
