@@ -256,7 +256,9 @@ torch.jit.script(Echo()).save(sys.argv[1])
 	if code, _, _ := wfgen("import", filepath.Join(dir, "missing.pt")); code != 2 {
 		t.Errorf("missing checkpoint: exit %d", code)
 	}
-	if code, _, _ := wfgen("import", "-o", filepath.Join(dir, "no", "such", "dir.yaml"), ckpt); code != 2 {
+	// A missing folder is made (the first import of a new module); one
+	// that cannot be (a file is in the way) is an error.
+	if code, _, _ := wfgen("import", "-o", filepath.Join(ckpt, "under-a-file.yaml"), ckpt); code != 2 {
 		t.Errorf("unwritable output: exit %d", code)
 	}
 	if code, _, errs := wfgen("import", script); code != 1 || !strings.Contains(errs, "export.py") {
