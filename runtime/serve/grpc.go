@@ -25,6 +25,7 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -86,6 +87,7 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	svc := &grpcService{s: s}
 	gs.RegisterService(inferenceService(), svc)
 	oippb.RegisterRealtimeInferenceServiceServer(gs, svc)
+	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 	return gs
 }

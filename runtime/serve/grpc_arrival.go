@@ -68,7 +68,7 @@ func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, 
 	s.lastSeen.Store(now.UnixNano())
 	ctx = context.WithValue(ctx, arrivedKey{}, now)
 	method := info.FullMethodName
-	if method == methodServerLive || method == methodServerReady {
+	if method == methodServerLive || method == methodServerReady || isHealthMethod(method) {
 		return ctx, nil
 	}
 	var err error

@@ -239,6 +239,7 @@ type Server struct {
 
 	streamCtx    context.Context // cancelled by Shutdown: ends open streams
 	writeCtx     context.Context // cancelled shutdownGrace after Shutdown began: cuts sessions' writes
+	health       *healthService  // the gRPC health service (health.go)
 	closed       chan struct{}   // closed by Close: the engine callers return
 	closeOnce    sync.Once
 	cancelStream context.CancelFunc
@@ -345,6 +346,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 	}
 	s.openapi = doc
 	s.tel = newTelemetry(s)
+	s.health = newHealthService(s)
 	s.handler = s.observe(s.drainGuard(s.auth(s.routes())))
 	return s, nil
 }
@@ -393,8 +395,10 @@ func (s *Server) Load() error {
 				}
 			}
 			v.loaded.Store(true)
+			s.health.notify()
 		}
 	}
+	s.health.notify() // the failures too
 	return errors.Join(errs...)
 }
 
@@ -478,6 +482,7 @@ const LingerQuiet = 250 * time.Millisecond
 // accepting connections and close the idle ones; Close afterwards.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	s.health.notify() // every status NOT_SERVING; watches end
 	s.receiving.Range(func(_, cut any) bool {
 		cut.(func())()
 		return true
