@@ -244,7 +244,7 @@ func describeTask(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (Tas
 	for i, md := range oip.TaskOutputs(t) {
 		a := &t.Outputs[i]
 		o := Output{Name: md.Name, Kind: a.Kind, Datatype: md.Datatype, Shape: md.Shape, Description: a.Description}
-		if a.Kind == spec.ArtifactTensor || a.Kind == spec.ArtifactEmbedding {
+		if a.Kind.Holds() == spec.HoldsTensor && !a.Kind.IsPicture() { // tensor, embedding
 			o.Role = outputRole(s.WorkloadType, md)
 		}
 		if a.Kind.Picture() == spec.PictureVideo {
