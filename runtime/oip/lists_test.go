@@ -1,13 +1,18 @@
 package oip_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -256,4 +261,45 @@ func hasOutput(outs []oip.Tensor, name string) bool {
 		}
 	}
 	return false
+}
+
+// The OpenAPI document's response schema names a list's elements by
+// pattern: a real answer validates, the list as one tensor or an element
+// with a leading zero does not.
+func TestListOpenAPI(t *testing.T) {
+	f, diags, err := validate.File(filepath.Join("..", "..", "golden", "structured", "input", "structured.yaml"))
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("manifest: %v %v", err, diags)
+	}
+	doc, err := oip.OpenAPI(f.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	if err := c.AddResource("doc.json", bytes.NewReader(doc)); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("doc.json#/components/schemas/golden-structured.split.InferResponse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	split, _ := f.Spec.Task("split")
+	resp := &oip.InferenceResponse{ModelName: "golden-structured", Parameters: oip.Parameters{"task": "split"}}
+	parts := []*tensor.Tensor{tensor.FromFloat32([]float32{1, 2}, 1, 2), tensor.FromFloat32([]float32{3, 4, 5, 6}, 2, 2)}
+	if err := oip.EncodeResponse(resp, split, map[string]any{"total": tensor.FromFloat32([]float32{21}), "parts": parts}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		rename string
+		valid  bool
+	}{{"parts.1", true}, {"parts", false}, {"parts.01", false}, {"parts.x", false}} {
+		resp.Outputs[2].Name = c.rename
+		b, _ := json.Marshal(resp)
+		var v any
+		json.Unmarshal(b, &v)
+		if err := sch.Validate(v); (err == nil) != c.valid {
+			t.Errorf("an element named %q: validation error %v, want valid %v", c.rename, err, c.valid)
+		}
+	}
 }
