@@ -92,9 +92,10 @@ var (
 	_ Loader  = (*Client)(nil)
 )
 
-// ErrNotRemote marks a task that a remote backend cannot run yet: one with
-// a tensor_list artifact (a structured output the wire mapping does not
-// carry).
+// ErrNotRemote marks a task that a remote backend cannot run: one whose
+// outputs the Open Inference Protocol mapping does not carry. No artifact
+// kind is such a kind today (a tensor_list travels as its elements,
+// docs/serving.md); the error stays for structured outputs to come.
 var ErrNotRemote = errors.New("not available remotely")
 
 // Task is one task of a generated family bound to its Go params type P and
@@ -110,9 +111,6 @@ type Task[P, R any] struct {
 	fields   []int // fields[i]: index in P of the field of input i
 	plain    reflect.Type
 	defaults func() P
-	// list is the first tensor_list artifact, which only an in-process
-	// backend returns; "" when the task has none.
-	list string
 }
 
 // NewTask binds task index of family (the generated package's spec) to P
@@ -137,11 +135,6 @@ func NewTask[P, R any](family *spec.ModelInferenceSpec, index int, defaults func
 			panic(fmt.Sprintf("client: %s has no field tagged json:%q", pt, t.spec.Inputs[i].FieldID))
 		}
 		t.fields = append(t.fields, k)
-	}
-	for _, a := range t.spec.Outputs {
-		if a.Kind.Holds() == spec.HoldsTensorList && t.list == "" {
-			t.list = a.ArtifactID
-		}
 	}
 	if rt := reflect.TypeFor[R](); rt.NumField() != len(t.spec.Outputs) {
 		panic(fmt.Sprintf("client: %s has %d fields for %d artifacts", rt, rt.NumField(), len(t.spec.Outputs)))
@@ -268,9 +261,6 @@ func (t *Task[P, R]) Run(ctx context.Context, b Backend, p *P, opts ...CallOptio
 	}
 	if isNil(b) {
 		return nil, t.notNew()
-	}
-	if _, local := b.(Loader); t.list != "" && !local {
-		return nil, fmt.Errorf("%s: %w: artifact %q is a tensor_list, which the Open Inference Protocol mapping does not carry yet; run the task in this process (New)", t.where(), ErrNotRemote, t.list)
 	}
 	out, err := b.Call(ctx, t.spec, t.one(p), opts...)
 	if err != nil {

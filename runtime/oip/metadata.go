@@ -106,6 +106,11 @@ func TaskInputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 // TaskOutputs describes the task's artifacts as the protocol names them:
 // videos UINT8 [-1,-1,-1,-1] (T, H, W, C), images UINT8 [-1,-1,-1],
 // embeddings and tensors AnyDatatype of any rank, text and json BYTES [1].
+// A tensor_list artifact is described once, under its own id (the name a
+// request's outputs select it by), with the datatype and shape of each
+// element; its parameters "elements" and "count_parameter" name the
+// outputs its elements travel as (ID.0, ID.1, ...) and the response
+// parameter that gives their count (ID.count).
 func TaskOutputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 	out := make([]TensorMetadata, 0, len(t.Outputs))
 	for i := range t.Outputs {
@@ -118,6 +123,10 @@ func TaskOutputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 			md.Datatype, md.Shape = Bytes, []int64{1}
 		default:
 			md.Datatype, md.Shape = contractMetadata(a.Contract(), t.Batching != nil && t.Batching.Dim != "")
+		}
+		if isList(a) {
+			md.Parameters["elements"] = ElementName(a.ArtifactID, 0) + ", " + ElementName(a.ArtifactID, 1) + ", ..."
+			md.Parameters["count_parameter"] = CountParameter(a.ArtifactID)
 		}
 		out = append(out, md)
 	}

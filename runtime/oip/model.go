@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/params"
@@ -256,12 +255,8 @@ func fieldOf(task *spec.InferenceTaskProfile, name string) (field, item int, ok 
 			return i, -1, !perItem(task.Inputs[i].Kind)
 		}
 	}
-	base, idx, found := strings.Cut(name, ".")
+	base, n, found := ParseElementName(name)
 	if !found {
-		return 0, 0, false
-	}
-	n, err := strconv.Atoi(idx)
-	if err != nil || n < 0 || strconv.Itoa(n) != idx {
 		return 0, 0, false
 	}
 	for i := range task.Inputs {
@@ -497,7 +492,7 @@ func encodeField(f *spec.InferenceFieldSpec, v any, enc func(string, *tensor.Ten
 		items := v.([]any)
 		out := make([]Tensor, len(items))
 		for j, it := range items {
-			t, err := enc(f.FieldID+"."+strconv.Itoa(j), it.(*tensor.Tensor))
+			t, err := enc(ElementName(f.FieldID, j), it.(*tensor.Tensor))
 			if err != nil {
 				return nil, fmt.Errorf("item %d: %w", j, err)
 			}
@@ -518,7 +513,9 @@ func encodeField(f *spec.InferenceFieldSpec, v any, enc func(string, *tensor.Ten
 // EncodeOutputs returns the response outputs of a task's outputs (keyed by
 // artifact id, as runtime/client returns them), in the task's artifact
 // order. want, when not empty, restricts them to the named artifacts; a
-// name that is not an artifact of the task matches ErrBadRequest.
+// name that is not an artifact of the task matches ErrBadRequest. A
+// tensor_list artifact's element count travels as a response parameter,
+// which only EncodeResponse sets: here such an artifact is an error.
 func EncodeOutputs(task *spec.InferenceTaskProfile, out map[string]any, want []RequestOutput) ([]Tensor, error) {
 	return EncodeOutputsBinary(task, out, want, nil)
 }
@@ -526,6 +523,34 @@ func EncodeOutputs(task *spec.InferenceTaskProfile, out map[string]any, want []R
 // EncodeOutputsBinary is EncodeOutputs with the outputs binary says
 // (BinaryOutputs; nil: none) in the binary tensor data extension's form.
 func EncodeOutputsBinary(task *spec.InferenceTaskProfile, out map[string]any, want []RequestOutput, binary func(name string) bool) ([]Tensor, error) {
+	return encodeOutputs(task, out, want, binary, nil)
+}
+
+// EncodeResponse sets r's outputs to the task's outputs, as
+// EncodeOutputsBinary encodes them, with each tensor_list artifact as its
+// elements ID.0, ID.1, ... and its element count in r's parameter
+// ID.count (CountParameter; r.Parameters is made when nil): the
+// documented mapping that DecodeResponse reverses.
+func EncodeResponse(r *InferenceResponse, task *spec.InferenceTaskProfile, out map[string]any, want []RequestOutput, binary func(name string) bool) error {
+	counts := Parameters{}
+	outs, err := encodeOutputs(task, out, want, binary, counts)
+	if err != nil {
+		return err
+	}
+	if len(counts) > 0 && r.Parameters == nil {
+		r.Parameters = make(Parameters, len(counts))
+	}
+	for k, v := range counts {
+		r.Parameters[k] = v
+	}
+	r.Outputs = outs
+	return nil
+}
+
+// encodeOutputs is EncodeOutputsBinary; counts, when not nil, gets each
+// tensor_list artifact's element count (nil: such an artifact is an
+// error).
+func encodeOutputs(task *spec.InferenceTaskProfile, out map[string]any, want []RequestOutput, binary func(name string) bool, counts Parameters) ([]Tensor, error) {
 	var only map[string]bool
 	if len(want) > 0 {
 		only = make(map[string]bool, len(want))
@@ -543,9 +568,26 @@ func EncodeOutputsBinary(task *spec.InferenceTaskProfile, out map[string]any, wa
 		if !ok || v == nil || (only != nil && !only[a.ArtifactID]) {
 			continue
 		}
+		bin := binary != nil && binary(a.ArtifactID)
+		if isList(a) {
+			if counts == nil {
+				return nil, fmt.Errorf("artifact %q is a tensor_list, whose element count is a response parameter: encode the response with EncodeResponse", a.ArtifactID)
+			}
+			enc := encodeTensor
+			if bin {
+				enc = binaryTensor
+			}
+			elems, err := splitList(a.ArtifactID, v, enc)
+			if err != nil {
+				return nil, fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
+			}
+			counts[CountParameter(a.ArtifactID)] = int64(len(elems))
+			res = append(res, elems...)
+			continue
+		}
 		var t Tensor
 		var err error
-		if binary != nil && binary(a.ArtifactID) {
+		if bin {
 			t, err = rawArtifact(a, v)
 		} else {
 			t, err = encodeArtifact(a, v)
@@ -602,19 +644,60 @@ func encodeArtifact(a *spec.InferenceArtifactSpec, v any) (Tensor, error) {
 // the value form runtime/client returns: tensors as *tensor.Tensor, text
 // and json artifacts as string (JSON text for json). Outputs that are not
 // artifacts of the task are ignored (a server may return more); a missing
-// artifact is left out (the generated decoders report a required one).
+// artifact is left out (the generated decoders report a required one). A
+// tensor_list artifact needs the response's parameters (DecodeResponse):
+// here its elements are an error.
 func DecodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor) (map[string]any, error) {
+	return decodeOutputs(task, outs, nil)
+}
+
+// DecodeResponse is DecodeOutputs of r's outputs, with each tensor_list
+// artifact reassembled from its elements ID.0, ID.1, ... and r's
+// parameter ID.count (see EncodeResponse) as a []*tensor.Tensor of
+// exactly that many tensors. Elements without the count, a count that
+// does not match them, gaps, duplicates and an output named by the list's
+// own id are errors naming the artifact; it never panics.
+func DecodeResponse(task *spec.InferenceTaskProfile, r *InferenceResponse) (map[string]any, error) {
+	p := r.Parameters
+	if p == nil {
+		p = Parameters{}
+	}
+	return decodeOutputs(task, r.Outputs, p)
+}
+
+// decodeOutputs is DecodeResponse with the response's parameters p (nil:
+// none given, DecodeOutputs).
+func decodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor, p Parameters) (map[string]any, error) {
 	res := make(map[string]any, len(outs))
+	var lists map[string]map[int]*Tensor // tensor_list elements by artifact and index
 	for i := range outs {
 		o := &outs[i]
 		a, ok := task.Artifact(o.Name)
 		if !ok {
+			id, j, isElem := ParseElementName(o.Name)
+			if la, ok := task.Artifact(id); isElem && ok && isList(la) {
+				if p == nil {
+					return nil, fmt.Errorf("output %q: an element of tensor_list artifact %q, whose count is a response parameter: decode the response with DecodeResponse", o.Name, id)
+				}
+				if lists == nil {
+					lists = map[string]map[int]*Tensor{}
+				}
+				if lists[id] == nil {
+					lists[id] = map[int]*Tensor{}
+				}
+				if _, dup := lists[id][j]; dup {
+					return nil, fmt.Errorf("output %q: given twice", o.Name)
+				}
+				lists[id][j] = o
+			}
 			continue
 		}
 		if _, dup := res[o.Name]; dup {
 			return nil, fmt.Errorf("output %q: given twice", o.Name)
 		}
 		switch a.Kind.Holds() {
+		case spec.HoldsTensorList:
+			return nil, fmt.Errorf("output %q: artifact %q is a tensor_list, which travels as its elements %s, %s, ..., never as one tensor", o.Name, a.ArtifactID, ElementName(a.ArtifactID, 0), ElementName(a.ArtifactID, 1))
 		case spec.HoldsText, spec.HoldsJSON:
 			if o.Datatype != Bytes {
 				return nil, fmt.Errorf("output %q: datatype %s, but a %s artifact is BYTES", o.Name, o.Datatype, a.Kind)
@@ -638,6 +721,22 @@ func DecodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor) (map[string]a
 				return nil, fmt.Errorf("output %q: %w", o.Name, err)
 			}
 			res[o.Name] = t
+		}
+	}
+	if p == nil {
+		return res, nil
+	}
+	for i := range task.Outputs {
+		a := &task.Outputs[i]
+		if !isList(a) {
+			continue
+		}
+		ts, err := joinList(a.ArtifactID, lists[a.ArtifactID], p)
+		if err != nil {
+			return nil, err
+		}
+		if ts != nil {
+			res[a.ArtifactID] = ts
 		}
 	}
 	return res, nil

@@ -22,7 +22,10 @@
 //     FIELD.1, ... Absent fields take their manifest default.
 //   - Each artifact is one named output tensor, named by its artifact id:
 //     tensor-like artifacts are tensors; text is BYTES [1]; json is BYTES
-//     [1] holding the JSON text.
+//     [1] holding the JSON text; a tensor_list artifact is one output per
+//     element, named ARTIFACT.0, ARTIFACT.1, ..., with the element count
+//     in the response parameter ARTIFACT.count (lists.go; EncodeResponse,
+//     DecodeResponse).
 //
 // Tensor data is JSON: flattened in row-major order or nested to match the
 // shape. JSON has no NaN or infinities; floating outputs carry them as the

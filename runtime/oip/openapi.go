@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -466,8 +467,12 @@ func scalarSchema(f *spec.InferenceFieldSpec) obj {
 // responseSchema is the infer response of one task.
 func responseSchema(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) obj {
 	var items []any
-	for _, md := range TaskOutputs(t) {
+	for i, md := range TaskOutputs(t) {
 		props := obj{"name": obj{"const": md.Name}}
+		if isList(&t.Outputs[i]) {
+			// One element of the list (see lists.go).
+			props["name"] = obj{"type": "string", "pattern": "^" + regexp.QuoteMeta(md.Name) + `\.(0|[1-9][0-9]*)$`}
+		}
 		if md.Datatype != AnyDatatype {
 			props["datatype"] = obj{"const": string(md.Datatype)}
 		}

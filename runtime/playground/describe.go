@@ -127,6 +127,10 @@ type Output struct {
 	FPS int `json:"fps,omitempty"`
 	// Picture undoes an image or video artifact's conversion.
 	Picture *Picture `json:"picture,omitempty"`
+	// Count is, for a tensor_list, the response parameter that gives its
+	// element count (oip.CountParameter): the list arrives as one output
+	// per element, NAME.0, NAME.1, ..., each shown on its own.
+	Count string `json:"count,omitempty"`
 	// Role, in a classification family (workload_type classification),
 	// marks what the page shows as the answer: RoleScores for a float
 	// output of one score per class (logits or probabilities), RoleClass
@@ -246,6 +250,9 @@ func describeTask(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (Tas
 		o := Output{Name: md.Name, Kind: a.Kind, Datatype: md.Datatype, Shape: md.Shape, Description: a.Description}
 		if a.Kind.Holds() == spec.HoldsTensor && !a.Kind.IsPicture() { // tensor, embedding
 			o.Role = outputRole(s.WorkloadType, md)
+		}
+		if a.Kind.Holds() == spec.HoldsTensorList {
+			o.Count = oip.CountParameter(a.ArtifactID)
 		}
 		if a.Kind.Picture() == spec.PictureVideo {
 			o.FPS = s.VideoFPS(a)

@@ -194,7 +194,8 @@ func (c *Client) where(task string) string {
 // Call runs one call of task (a task of Spec) with the one item of in on
 // the server and returns the outputs keyed by artifact id, as
 // client.Client.Call does: tensors as *tensor.Tensor, text and json
-// artifacts as strings. Errors name the family, variant and task; the
+// artifacts as strings, tensor_list artifacts as []*tensor.Tensor
+// (oip.DecodeResponse reassembles them from their elements). Errors name the family, variant and task; the
 // server's answer is a *StatusError.
 //
 // Per-call options are for in-process memory (client.WithOutputBuffer) and
@@ -243,7 +244,7 @@ func (c *Client) run(ctx context.Context, task *spec.InferenceTaskProfile, call,
 	if err != nil {
 		return nil, err
 	}
-	return oip.DecodeOutputs(task, resp.Outputs)
+	return oip.DecodeResponse(task, resp)
 }
 
 // Metadata returns the server's metadata of the model.

@@ -231,19 +231,19 @@ func (s *Server) deadlinePassed(ctx context.Context) error {
 }
 
 // response is the answer to a request: its outputs (those it asked for,
-// binary where binary says), the variant and task that ran.
+// binary where binary says; a tensor_list as its elements and their count,
+// oip.EncodeResponse), the variant and task that ran.
 func (c *inferCall) response(out map[string]any, binary func(string) bool) (*oip.InferenceResponse, error) {
-	outs, err := oip.EncodeOutputsBinary(c.task, out, c.req.Outputs, binary)
-	if err != nil {
-		return nil, err
-	}
-	return &oip.InferenceResponse{
+	resp := &oip.InferenceResponse{
 		ModelName:    c.m.oip.Spec.ModelFamilyID,
 		ModelVersion: c.v.id,
 		ID:           c.req.ID,
 		Parameters:   oip.Parameters{"task": c.task.TaskID},
-		Outputs:      outs,
-	}, nil
+	}
+	if err := oip.EncodeResponse(resp, c.task, out, c.req.Outputs, binary); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // batchResponse is the answer to a batch request, listing its failed

@@ -475,7 +475,7 @@
         if (!r.ok) { status.textContent = ''; return placeError(views, formErr, await WF.errorText(r)); }
         const res = await r.json();
         status.textContent = 'Done in ' + Math.round(performance.now() - t0) + ' ms.';
-        render(results, t, res.outputs || []);
+        render(results, t, res.outputs || [], res.parameters || {});
       } catch (e) {
         status.textContent = '';
         formErr.textContent = String(e.message || e);
@@ -487,15 +487,22 @@
 
   // render shows each output as people look at it: a classification's
   // answer first (the top class and its probability), then each output
-  // under a caption in words, its datatype and shape in small print.
-  function render(box, t, outputs) {
+  // under a caption in words, its datatype and shape in small print. A
+  // tensor_list artifact arrives as its elements NAME.0, NAME.1, ... and
+  // its count in the response parameter the page data names (runtime/oip's
+  // lists.go): each element is shown as a tensor of its own, an empty list
+  // as one line saying so.
+  function render(box, t, outputs, params) {
     WF.results[t.id] = outputs;
+    const artifact = (name) => t.outputs.find((x) => x.name === name) || t.outputs.find((x) => x.kind === 'tensor_list' &&
+      name.startsWith(x.name + '.') && /^(0|[1-9][0-9]*)$/.test(name.slice(x.name.length + 1))) || {kind: 'tensor'};
     const figs = outputs.map((o) => {
-      const a = t.outputs.find((x) => x.name === o.name) || {kind: 'tensor'};
+      const a = artifact(o.name), list = a.kind === 'tensor_list' && a.name !== o.name;
+      const kind = list ? 'element ' + o.name.slice(a.name.length + 1) + ' of ' + params[a.count] : a.kind;
       const data = (o.data || []).flat(Infinity);
       const fig = el('figure', {class: 'out', 'data-output': o.name},
         el('figcaption', {}, el('strong', {text: o.name}), a.description ? ' — ' + a.description + ' ' : ' ',
-          el('small', {class: 'raw', title: 'datatype and shape received'}, a.kind + ' · ' + raw(o))));
+          el('small', {class: 'raw', title: 'datatype and shape received'}, kind + ' · ' + raw(o))));
       if (a.kind === 'text') fig.append(el('pre', {text: String(data[0])}));
       else if (a.kind === 'json') {
         let s = String(data[0]);
@@ -506,6 +513,13 @@
       else fig.append(plot(data.map(Number), o.shape));
       return fig;
     });
+    for (const a of t.outputs) {
+      if (a.kind === 'tensor_list' && Number(params[a.count]) === 0) {
+        figs.push(el('figure', {class: 'out', 'data-output': a.name},
+          el('figcaption', {}, el('strong', {text: a.name}), a.description ? ' — ' + a.description + ' ' : ' ',
+            el('small', {class: 'raw'}, 'tensor_list · 0 elements')), el('p', {text: 'An empty list.'})));
+      }
+    }
     box.replaceChildren(...[answer(t, outputs), ...figs].filter(Boolean));
   }
 

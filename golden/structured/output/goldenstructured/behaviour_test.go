@@ -186,8 +186,9 @@ func (namedBackend) CallStream(context.Context, *spec.InferenceTaskProfile, clie
 func (namedBackend) Close() error { return nil }
 
 // A backend outside this process gets tuple artifacts by name (the server
-// maps the tuple), but cannot carry a tensor_list yet: a task with one is
-// refused with client.ErrNotRemote, before anything is sent.
+// maps the tuple) and tensor_list artifacts as lists (the remote client
+// reassembles them from the wire, runtime/oip's lists.go): a task with
+// one is no longer refused, and an empty list stays an empty slice.
 func TestStructuredRemote(t *testing.T) {
 	ctx := context.Background()
 	h := tensor.FromFloat32([]float32{1, 2, 3}, 1, 3)
@@ -197,10 +198,13 @@ func TestStructuredRemote(t *testing.T) {
 	if err != nil || r.Hidden != h || r.Pooled.Vector != p {
 		t.Errorf("encode through a remote backend: %+v, %v", r, err)
 	}
-	if _, err := c.Split(ctx, SplitParams{X: input()}); !errors.Is(err, client.ErrNotRemote) {
-		t.Errorf("split through a remote backend: %v, want client.ErrNotRemote", err)
+	part := tensor.FromFloat32([]float32{1, 2}, 1, 2)
+	sp, err := NewClient(namedBackend{map[string]any{"total": p, "parts": []*tensor.Tensor{part}}}).Split(ctx, SplitParams{X: input()})
+	if err != nil || sp.Total != p || len(sp.Parts) != 1 || sp.Parts[0] != part {
+		t.Errorf("split through a remote backend: %+v, %v", sp, err)
 	}
-	if _, err := c.Pyramid(ctx, PyramidParams{X: input()}); !errors.Is(err, client.ErrNotRemote) {
-		t.Errorf("pyramid through a remote backend: %v, want client.ErrNotRemote", err)
+	py, err := NewClient(namedBackend{map[string]any{"levels": []*tensor.Tensor{}}}).Pyramid(ctx, PyramidParams{X: input()})
+	if err != nil || py.Levels == nil || len(py.Levels) != 0 {
+		t.Errorf("pyramid through a remote backend: %+v, %v, want an empty list", py, err)
 	}
 }
