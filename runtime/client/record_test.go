@@ -94,3 +94,45 @@ func TestOutputsRecordReturned(t *testing.T) {
 }
 
 func reflectTypeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
+
+// detections is a detector's output for n images of k boxes each, as the
+// engine returns it.
+func detections(n, k int) map[string]any {
+	list := make([]any, n)
+	for i := range list {
+		list[i] = map[string]any{
+			"boxes":  tensor.FromFloat32(make([]float32, 4*k), int64(k), 4),
+			"labels": tensor.FromInt64(make([]int64, k), int64(k)),
+			"scores": tensor.FromFloat32(make([]float32, k), int64(k)),
+		}
+	}
+	return map[string]any{"detections": list}
+}
+
+// Decoding a record_list allocates the slice of structs and nothing else:
+// no tensor is copied, whatever the number of images and boxes.
+func TestDecodeRecordListAllocs(t *testing.T) {
+	out := detections(8, 300)
+	var got []detection
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := decodeArtifact(nil, &detectionsSpec, out, &got); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("decoding 8 dicts: %.0f allocations, want 1 (the slice)", allocs)
+	}
+}
+
+// BenchmarkDecodeRecordList decodes a detector's output for 8 images of 300
+// boxes into the generated struct slice.
+func BenchmarkDecodeRecordList(b *testing.B) {
+	out := detections(8, 300)
+	var got []detection
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := decodeArtifact(nil, &detectionsSpec, out, &got); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

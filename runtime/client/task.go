@@ -505,13 +505,17 @@ func decodeRecord(a *spec.InferenceArtifactSpec, v any, dst any) error {
 	if !ok {
 		return fmt.Errorf("want a list of dicts of tensors (List[Dict[str, Tensor]]), got %s", describe(v))
 	}
-	out := reflect.MakeSlice(d.Type(), len(list), len(list))
+	// A new backing array, grown in place: one allocation (MakeSlice
+	// would add a slice header).
+	d.SetZero()
+	d.Grow(len(list))
+	d.SetLen(len(list))
 	for i, e := range list {
-		if err := fillRecord(a, e, out.Index(i)); err != nil {
+		if err := fillRecord(a, e, d.Index(i)); err != nil {
+			d.SetZero()
 			return fmt.Errorf("element %d: %w", i, err)
 		}
 	}
-	d.Set(out)
 	return nil
 }
 
