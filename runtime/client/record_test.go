@@ -136,3 +136,27 @@ func BenchmarkDecodeRecordList(b *testing.B) {
 		}
 	}
 }
+
+// Records among other artifacts of a dict keyed by artifact id
+// (Dict[str, Dict[str, Tensor]]) are that dict's values.
+func TestOutputsRecordsByArtifactID(t *testing.T) {
+	task := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+		{ArtifactID: "heads", Kind: spec.ArtifactRecord, Required: true, Fields: []spec.ArtifactFieldSpec{{Name: "out", Required: true}}},
+		detectionsSpec,
+	}}
+	x := tensor.FromFloat32([]float32{1}, 1)
+	raw := map[string]any{"heads": map[string]any{"out": x}, "detections": []any{map[string]any{"boxes": x, "labels": x}}}
+	out, err := Outputs(task, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type heads struct{ Out *tensor.Tensor }
+	var h *heads
+	var d []detection
+	if err := decodeArtifact(nil, &task.Outputs[0], out, &h); err != nil || h.Out != x {
+		t.Errorf("heads: %+v, %v", h, err)
+	}
+	if err := decodeArtifact(nil, &task.Outputs[1], out, &d); err != nil || len(d) != 1 || d[0].Boxes != x || d[0].Scores != nil {
+		t.Errorf("detections: %+v, %v", d, err)
+	}
+}

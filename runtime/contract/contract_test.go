@@ -297,6 +297,12 @@ func TestCheck(t *testing.T) {
 				"List[Dict[str, List[Tensor]]] (return Tuple[Tensor, List[Dict[str, List[Tensor]]]])"}},
 		},
 		{
+			name: "records keyed by artifact id", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				artifact("heads", spec.ArtifactRecord), artifact("aux", spec.ArtifactRecord)}},
+			schema: engine.MethodSchema{Returns: []string{"Dict[str, Dict[str, Tensor]]"}},
+		},
+		{
 			name: "a task's only record is the dict the method returns", methods: []string{"forward"},
 			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{artifact("heads", spec.ArtifactRecord)}},
 			schema: engine.MethodSchema{Returns: []string{"Dict[str, Tensor]"}},
