@@ -14,6 +14,7 @@ import (
 	"github.com/worldfoundry/wfgen/golden/escapes/output/goldenescapes"
 	"github.com/worldfoundry/wfgen/golden/kinds/output/goldenkinds"
 	"github.com/worldfoundry/wfgen/golden/naming/output/namingcase"
+	"github.com/worldfoundry/wfgen/golden/records/output/goldenrecords"
 	"github.com/worldfoundry/wfgen/golden/stream/output/goldenstream"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -30,6 +31,7 @@ func TestSpecEqualsManifest(t *testing.T) {
 		{"stream/input/stream.yaml", goldenstream.Spec, goldenstream.FamilyID},
 		{"naming/input/naming.yaml", namingcase.Spec, namingcase.FamilyID},
 		{"escapes/input/escapes.yaml", goldenescapes.Spec, goldenescapes.FamilyID},
+		{"records/input/records.yaml", goldenrecords.Spec, goldenrecords.FamilyID},
 	}
 	for _, c := range cases {
 		t.Run(c.familyID, func(t *testing.T) {

@@ -60,6 +60,9 @@ var page = template.Must(template.New("family.md.tmpl").Funcs(template.FuncMap{
 	"checkpoints": hasCheckpoints,
 	"fielddoc":    fieldDoc,
 	"example":     example,
+	"tensorContract": func(f *spec.ArtifactFieldSpec) string {
+		return spec.TensorContract{DType: f.DType, Shape: f.Shape}.String()
+	},
 	"frames": func(n int) string {
 		if n == 1 {
 			return "1 frame"

@@ -7,6 +7,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/worldfoundry/wfgen/gen/ir"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // client emits the Client type over a client.Backend (it embeds
@@ -100,6 +101,35 @@ func (g *goFile) result(t *ir.Task) {
 		fields = append(fields, jen.Comment(docComment(first, a.Spec.Description, presence)).Line().Id(a.Name).Add(typeOf(a.Type)))
 	}
 	g.add(docComment(fmt.Sprintf("%s holds the outputs of task %q.", t.Result, t.Spec.TaskID)), jen.Type().Id(t.Result).Struct(fields...))
+	for _, a := range t.Artifacts {
+		if a.Record != nil {
+			g.record(t, a)
+		}
+	}
+}
+
+// record emits the struct of a record or record_list artifact: one tensor
+// field per key of the dict, in the manifest's order (client.Task fills
+// them by key).
+func (g *goFile) record(t *ir.Task, a *ir.Artifact) {
+	r := a.Record
+	fields := make([]jen.Code, 0, len(r.Fields))
+	for _, f := range r.Fields {
+		first := fmt.Sprintf("%s is key %q.", f.Name, f.Spec.Name)
+		if c := (spec.TensorContract{DType: f.Spec.DType, Shape: f.Spec.Shape}); c.DType != "" || c.Shape != nil {
+			first = fmt.Sprintf("%s is key %q: %s.", f.Name, f.Spec.Name, c)
+		}
+		presence := "Always set."
+		if !f.Spec.Required {
+			presence = "Nil when the dict had no such key."
+		}
+		fields = append(fields, jen.Comment(docComment(first, f.Spec.Description, presence)).Line().Id(f.Name).Add(typeOf(f.Type)))
+	}
+	what := fmt.Sprintf("the dict (Dict[str, Tensor]) that is artifact %q of task %q", a.Spec.ArtifactID, t.Spec.TaskID)
+	if a.Kind.Holds() == spec.HoldsRecordList {
+		what = fmt.Sprintf("one dict of the list (List[Dict[str, Tensor]]) that is artifact %q of task %q", a.Spec.ArtifactID, t.Spec.TaskID)
+	}
+	g.add(docComment(fmt.Sprintf("%s holds %s: one field per key the manifest declares; other keys are ignored.", r.Type, what)), jen.Type().Id(r.Type).Struct(fields...))
 }
 
 // callOpts is the per-call options parameter of a task method.

@@ -21,8 +21,10 @@
 //   - artifacts from a Dict[str, V] return whose keys the code shows (see
 //     contract.ReturnKeys), one per element of a Tuple return (output_0,
 //     output_1, ..., each with its position), else one artifact "output";
-//     the kind is tensor for Tensor, tensor_list for List[Tensor], text for
-//     str, json for plain data;
+//     the kind is tensor for Tensor, tensor_list for List[Tensor], record
+//     for Dict[str, Tensor] (in a tuple) and record_list for
+//     List[Dict[str, Tensor]], with the keys the code shows as fields (see
+//     contract.ReadDictKeys), text for str, json for plain data;
 //   - a refusal (*UntypedError) naming the position when an argument
 //     without a default, the return type or a tuple element is of a type no
 //     kind holds, since no skeleton could load;
@@ -112,6 +114,10 @@ type Checkpoint struct {
 	// ReturnKeys are the keys of each method's returned dict, when its code
 	// shows them (see contract.ReturnKeys).
 	ReturnKeys map[string][]contract.ReturnKey
+	// DictKeys are, for each method, the keys of the dicts of tensors it
+	// returns inside a structure, when its code shows them (see
+	// contract.ReadDictKeys): the fields of its record artifacts.
+	DictKeys map[string]contract.DictKeys
 	// Outputs are the tensors each method returned when Import ran it on
 	// the examples (Options.Examples), by method name.
 	Outputs map[string]Output
@@ -148,6 +154,7 @@ func Inspect(path string) (Checkpoint, error) {
 		SHA256:     hex.EncodeToString(h.Sum(nil)),
 		SizeBytes:  n,
 		ReturnKeys: contract.ReturnKeys(f, n),
+		DictKeys:   contract.ReadDictKeys(f, n),
 		CustomOps:  ops,
 	}, nil
 }

@@ -518,6 +518,16 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 		return b.tupleArtifacts(task, m, shape, size, batched)
 	}
 	kind := shape.kind
+	if kind.Holds() == spec.HoldsRecordList && !shape.dict {
+		// List[Dict[str, Tensor]]: one record_list artifact.
+		f := b.recordFields(task, m, shape, "the "+shape.text+" that "+m.Name+" returns", batched)
+		if f == nil {
+			return nil
+		}
+		a := mapping("artifact_id", str("output"), "kind", str(string(kind)), "required", boolean(!shape.optional))
+		appendPairs(a, "description", str(fmt.Sprintf("TODO: what it holds. The %s that %s returns.", shape.text, m.Name)), "fields", f)
+		return []*yaml.Node{a}
+	}
 	if kind.Holds() == spec.HoldsTensorList && batched {
 		b.refuse("%s returns %s, a list, which batching cannot split per item; import it without --batched", m.Name, shape.text)
 		return nil
@@ -570,6 +580,39 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 	return out
 }
 
+// recordFields builds the fields of a record or record_list artifact
+// holding what (a phrase naming the value) that method m returns, of type
+// e: the keys of the dicts that the methods m calls on self build
+// (contract.DictKeys). A key is required when every such dict holds it,
+// and m's own code builds no empty dict of tensors that could be returned
+// instead (a record's: a detector's losses in evaluation). When the code
+// does not show the keys, or batching would have to split the value, it
+// refuses, naming the value: a skeleton without its keys could not load.
+func (b *builder) recordFields(task *yaml.Node, m engine.MethodSchema, e returnShape, what string, batched bool) *yaml.Node {
+	if batched {
+		b.refuse("%s is a %s, which batching cannot split per item; import it without --batched", what, e.kind)
+		return nil
+	}
+	dk := b.ck.DictKeys[m.Name]
+	keys := dk.Returns[e.inner]
+	if len(keys) == 0 {
+		b.refuse("%s is a dict of tensors whose keys the code of %s does not show (no method it calls on self declares %s and builds its dicts from literal keys): write the task by hand, with an artifact of kind %s whose fields are the keys the model returns (docs/manifest.md, \"Dicts and lists of dicts\"), or leave %s out (--method)",
+			what, m.Name, e.inner, e.kind, m.Name)
+		return nil
+	}
+	maybeEmpty := dk.Empty && e.kind.Holds() == spec.HoldsRecord
+	var names naming.Scope
+	var fields []*yaml.Node
+	for _, k := range keys {
+		if k.Name == "" || names.Declare(naming.Exported(k.Name), k.Name) != nil {
+			b.warn(task, "key %q of %s has no Go name of its own (it is empty, or another key has the same Go name); it is left out", k.Name, what)
+			continue
+		}
+		fields = append(fields, mapping("name", str(k.Name), "required", boolean(k.Always && !maybeEmpty)))
+	}
+	return sequence(fields...)
+}
+
 // tupleArtifactID is the id of the artifact that is element i of a
 // returned tuple.
 func tupleArtifactID(i int) string { return fmt.Sprintf("output_%d", i) }
@@ -591,6 +634,22 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 		case e.kind.Holds() == spec.HoldsTensorList && batched:
 			b.refuse("element %d of the tuple %s returns, %s, is a list, which batching cannot split per item; import it without --batched", i, m.Name, e.text)
 			return nil
+		}
+		if e.kind.Holds().IsRecord() {
+			f := b.recordFields(task, m, e, fmt.Sprintf("element %d of the tuple %s returns, %s,", i, m.Name, e.text), batched)
+			if f == nil {
+				return nil
+			}
+			id := tupleArtifactID(i)
+			a := mapping(
+				"artifact_id", str(id),
+				"kind", str(string(e.kind)),
+				"position", integer(int64(i)),
+				"required", boolean(!e.optional && !shape.optional),
+			)
+			appendPairs(a, "description", str(fmt.Sprintf("TODO: what it holds; name it. Element %d (%s) of the %s that %s returns.", i, e.text, shape.text, m.Name)), "fields", f)
+			out = append(out, a)
+			continue
 		}
 		hint := ""
 		if e.kind.Holds() == spec.HoldsTensor {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/gen/validate"
 
+	"github.com/worldfoundry/wfgen/runtime/contract"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 )
 
@@ -55,5 +56,63 @@ func TestSkeletonStructuredReturns(t *testing.T) {
 	var untyped *UntypedError
 	if !errors.As(err, &untyped) || !strings.Contains(err.Error(), "element 1 of the tuple detect returns, __torch__.Boxes (return type Tuple[Tensor, __torch__.Boxes]), has no artifact kind") {
 		t.Errorf("an element no kind holds: %v", err)
+	}
+}
+
+// A tuple element that is a dict of tensors, or a list of them, becomes a
+// record or record_list artifact whose fields are the keys the code shows
+// (Checkpoint.DictKeys): required when every dict holds them and the
+// method builds no empty dict instead. Without keys the import refuses,
+// naming the element, rather than write an artifact that cannot load.
+func TestSkeletonRecordReturns(t *testing.T) {
+	t.Parallel()
+	detect := engine.MethodSchema{Name: "forward", Arguments: []engine.Argument{{Name: "images", Type: "List[Tensor]"}},
+		Returns: []string{"Tuple[Dict[str, Tensor], List[Dict[str, Tensor]]]"}}
+	ck := Checkpoint{Path: "m.pt", DictKeys: map[string]contract.DictKeys{"forward": {
+		Returns: map[string][]contract.ReturnKey{
+			"Dict[str, Tensor]":       {{Name: "bbox_regression", Always: true}, {Name: "classification", Always: true}},
+			"List[Dict[str, Tensor]]": {{Name: "boxes", Always: true}, {Name: "scores", Always: true}, {Name: "labels", Always: true}, {Name: "masks"}},
+		},
+		Empty: true,
+	}}}
+	res, err := Skeleton(ck, []engine.MethodSchema{detect}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, diags := validate.Bytes("m.yaml", res.YAML)
+	if len(diags) > 0 {
+		t.Fatalf("the skeleton does not validate: %v\n%s", diags, res.YAML)
+	}
+	var got []string
+	for _, a := range f.Spec.Tasks[0].Outputs {
+		line := fmt.Sprintf("%s %s %d %v:", a.ArtifactID, a.Kind, *a.Position, a.Required)
+		for _, k := range a.Fields {
+			line += fmt.Sprintf(" %s=%v", k.Name, k.Required)
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"output_0 record 0 true: bbox_regression=false classification=false",
+		"output_1 record_list 1 true: boxes=true scores=true labels=true masks=false",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("artifacts:\n%s\nwant:\n%s\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), res.YAML)
+	}
+
+	ck.DictKeys = nil
+	_, err = Skeleton(ck, []engine.MethodSchema{detect}, Options{})
+	var untyped *UntypedError
+	if !errors.As(err, &untyped) || !strings.Contains(err.Error(), "element 0 of the tuple forward returns, Dict[str, Tensor], is a dict of tensors whose keys the code of forward does not show") ||
+		!strings.Contains(err.Error(), "an artifact of kind record whose fields are the keys") {
+		t.Errorf("a dict without keys: %v", err)
+	}
+	lists := engine.MethodSchema{Name: "detect", Arguments: []engine.Argument{{Name: "x", Type: "Tensor"}}, Returns: []string{"List[Dict[str, Tensor]]"}}
+	ck.DictKeys = map[string]contract.DictKeys{"detect": {Returns: map[string][]contract.ReturnKey{"List[Dict[str, Tensor]]": {{Name: "boxes", Always: true}}}}}
+	res, err = Skeleton(ck, []engine.MethodSchema{lists}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, diags = validate.Bytes("m.yaml", res.YAML); len(diags) > 0 || f.Spec.Tasks[0].Outputs[0].Kind != "record_list" || f.Spec.Tasks[0].Outputs[0].Fields[0].Name != "boxes" {
+		t.Errorf("a List[Dict[str, Tensor]] return: %v\n%s", diags, res.YAML)
 	}
 }

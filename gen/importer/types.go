@@ -49,6 +49,9 @@ type returnShape struct {
 	optional bool
 	// text is the return type as printed.
 	text string
+	// inner is the type without Optional, as contract.Type prints it: what
+	// contract.DictKeys keys a record's keys by.
+	inner string
 	// tuple, for a Tuple return (Optional or not), is what each element
 	// says about the artifact that is that element (kind "" when none
 	// holds it); nil otherwise.
@@ -80,7 +83,7 @@ func returnOf(returns []string) returnShape {
 			if e.Name == "Optional" {
 				e, es.optional = e.Elems[0], true
 			}
-			es.kind = artifactKind(e)
+			es.kind, es.inner = artifactKind(e), e.String()
 			s.tuple[i] = es
 		}
 		return s
@@ -92,12 +95,13 @@ func returnOf(returns []string) returnShape {
 			t = t.Elems[0]
 		}
 	}
-	s.kind = artifactKind(t)
+	s.kind, s.inner = artifactKind(t), t.String()
 	return s
 }
 
 // artifactKind is the artifact kind that holds a value of type t: tensor
-// for Tensor (and Any), tensor_list for List[Tensor], text for str, json
+// for Tensor (and Any), tensor_list for List[Tensor], record for
+// Dict[str, Tensor], record_list for List[Dict[str, Tensor]], text for str, json
 // for values made of numbers, strings, bools, lists and dicts; ""
 // otherwise.
 func artifactKind(t contract.Type) spec.ArtifactKind {
@@ -111,6 +115,13 @@ func artifactKind(t contract.Type) spec.ArtifactKind {
 	case "List":
 		if len(t.Elems) == 1 && t.Elems[0].Name == "Tensor" {
 			return spec.ArtifactTensorList
+		}
+		if len(t.Elems) == 1 && tensorDict(t.Elems[0]) {
+			return spec.ArtifactRecordList
+		}
+	case "Dict":
+		if tensorDict(t) {
+			return spec.ArtifactRecord
 		}
 	}
 	if jsonType(t, 0) {
@@ -137,4 +148,9 @@ func jsonType(t contract.Type, depth int) bool {
 		return len(t.Elems) > 0
 	}
 	return false
+}
+
+// tensorDict reports whether t is Dict[str, Tensor], one dict of a record.
+func tensorDict(t contract.Type) bool {
+	return t.Name == "Dict" && len(t.Elems) == 2 && t.Elems[0].Name == "str" && t.Elems[1].Name == "Tensor"
 }

@@ -130,6 +130,29 @@ type Artifact struct {
 	Kind spec.ArtifactKind
 	// Type is the result field's Go type.
 	Type GoType
+	// Record is the struct generated for a record or record_list
+	// artifact (one field per key of its dicts); nil for other kinds.
+	Record *Record
+}
+
+// Record is the struct generated for a record or record_list artifact: a
+// record is a pointer to it, a record_list a slice of it.
+type Record struct {
+	// Type names the struct: the task's Go name then the artifact's
+	// (ForwardDetections).
+	Type string
+	// Fields are its fields, one per key, in manifest order.
+	Fields []*RecordField
+}
+
+// RecordField is one field of a record's struct: one key of the dict.
+type RecordField struct {
+	// Spec is the key's spec.
+	Spec *spec.ArtifactFieldSpec
+	// Name is the Go field name.
+	Name string
+	// Type is the field's Go type (the record kinds' spec.ArtifactInfo.Go).
+	Type GoType
 }
 
 // Enum is the string type of a field with choices.

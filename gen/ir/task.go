@@ -98,6 +98,10 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		if a.ArtifactID == "" || b.pruned(ap+"/artifact_id") {
 			continue
 		}
+		if a.Kind.Holds().IsRecord() {
+			ra.Record = b.record(t, ra, ap, declare)
+			ra.Type.Pkg, ra.Type.Name = "", ra.Record.Type
+		}
 		if first, dup := arts[a.ArtifactID]; dup {
 			b.report(ap+"/artifact_id", false, "%s: duplicate artifact id %q (first defined at line %d)", name, a.ArtifactID, b.f.Line(manifest.Pointer("tasks", i, "outputs", first, "artifact_id")))
 			continue
@@ -180,17 +184,52 @@ func (b *builder) problems(base, name string, ps []spec.Problem) {
 }
 
 // artifactType is the Go type of an artifact in the result struct: its
-// kind's (spec.ArtifactInfo.Go), a pointer to an optional string.
+// kind's (spec.ArtifactInfo.Go), a pointer to an optional string; for a
+// record kind, a pointer to or slice of the struct the task names
+// (Artifact.Record).
 func artifactType(a *spec.InferenceArtifactSpec) GoType {
 	info, ok := a.Kind.Info()
 	if !ok { // a kind that is not valid, reported at its key
 		info, _ = spec.ArtifactTensor.Info()
+	}
+	switch info.Holds {
+	case spec.HoldsRecord: // a pointer to the generated struct (Artifact.Record)
+		return GoType{Pointer: true}
+	case spec.HoldsRecordList: // a slice of it
+		return GoType{Slice: true}
 	}
 	t := goTypeOf(info.Go)
 	if info.Go.Kind() == reflect.String && !a.Required {
 		t.Pointer = true
 	}
 	return t
+}
+
+// record resolves the struct of record artifact a of task t (at ap):
+// its type name, declared in the package when declare says the task's
+// names are, and a field per key, named by the key (or go_name) and
+// unique within the struct.
+func (b *builder) record(t *Task, a *Artifact, ap string, declare bool) *Record {
+	r := &Record{Type: t.Name + a.Name}
+	what := manifest.Sprintf("task %q artifact %q", t.Spec.TaskID, a.Spec.ArtifactID)
+	if declare {
+		b.pkg.declare(b, r.Type, what+" (record type)", nameAt(ap, "artifact_id", a.Spec.GoName))
+	}
+	info, _ := a.Kind.Info()
+	var names scope
+	keys := map[string]bool{}
+	for k := range a.Spec.Fields {
+		f := &a.Spec.Fields[k]
+		fp := manifest.Pointer("tasks", t.Index, "outputs", a.Index, "fields", k)
+		rf := &RecordField{Spec: f, Name: b.goName(f.Name, f.GoName, fp), Type: goTypeOf(info.Go)}
+		r.Fields = append(r.Fields, rf)
+		dup := keys[f.Name] // reported by spec's output rules
+		keys[f.Name] = true
+		if f.Name != "" && !dup && !b.pruned(fp+"/name") {
+			names.declare(b, rf.Name, manifest.Sprintf("%s field %q", what, f.Name), nameAt(fp, "name", f.GoName))
+		}
+	}
+	return r
 }
 
 // artifactContract checks an artifact's dtype, shape and image spec.
@@ -251,6 +290,16 @@ func (b *builder) dims(ts *spec.InferenceTaskProfile, tp, name string) {
 		at := manifest.Pointer("tasks", b.taskIndex(ts), "outputs", j, "shape")
 		if a.Shape != nil && a.Kind.TensorLike() && !b.pruned(at) {
 			check(at, manifest.Sprintf("artifact %q", a.ArtifactID), a.Shape, true)
+		}
+		if !a.Kind.Holds().IsRecord() {
+			continue
+		}
+		for k := range a.Fields {
+			f := &a.Fields[k]
+			at := manifest.Pointer("tasks", b.taskIndex(ts), "outputs", j, "fields", k, "shape")
+			if f.Shape != nil && !b.pruned(at) {
+				check(at, manifest.Sprintf("artifact %q field %q", a.ArtifactID, f.Name), f.Shape, false)
+			}
 		}
 	}
 	names := make([]string, 0, len(ts.Dims))

@@ -136,7 +136,7 @@ tasks:
 	}
 	want := []string{
 		`kinds.yaml:8:50: tasks[0].inputs[0].kind: "audio" is not allowed; must be one of "string", "int", "float", "bool", "tensor", "image", "video", "string_list", "int_list", "float_list", "bool_list", "tensor_list"`,
-		`kinds.yaml:9:40: artifact kind "audio" is not one of video, image, embedding, tensor, text, json, tensor_list`,
+		`kinds.yaml:9:40: artifact kind "audio" is not one of video, image, embedding, tensor, text, json, tensor_list, record, record_list`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/params"
@@ -93,9 +96,9 @@ var (
 )
 
 // ErrNotRemote marks a task that a remote backend cannot run: one whose
-// outputs the Open Inference Protocol mapping does not carry. No artifact
-// kind is such a kind today (a tensor_list travels as its elements,
-// docs/serving.md); the error stays for structured outputs to come.
+// outputs the Open Inference Protocol mapping does not carry — a record or
+// record_list artifact (a dict of tensors, or a list of them) today; a
+// tensor_list travels as its elements (docs/serving.md).
 var ErrNotRemote = errors.New("not available remotely")
 
 // Task is one task of a generated family bound to its Go params type P and
@@ -111,6 +114,9 @@ type Task[P, R any] struct {
 	fields   []int // fields[i]: index in P of the field of input i
 	plain    reflect.Type
 	defaults func() P
+	// record is the first record or record_list artifact, which only an
+	// in-process backend returns; "" when the task has none.
+	record string
 }
 
 // NewTask binds task index of family (the generated package's spec) to P
@@ -136,8 +142,21 @@ func NewTask[P, R any](family *spec.ModelInferenceSpec, index int, defaults func
 		}
 		t.fields = append(t.fields, k)
 	}
-	if rt := reflect.TypeFor[R](); rt.NumField() != len(t.spec.Outputs) {
+	rt := reflect.TypeFor[R]()
+	if rt.NumField() != len(t.spec.Outputs) {
 		panic(fmt.Sprintf("client: %s has %d fields for %d artifacts", rt, rt.NumField(), len(t.spec.Outputs)))
+	}
+	for i := range t.spec.Outputs {
+		a := &t.spec.Outputs[i]
+		if !a.Kind.Holds().IsRecord() {
+			continue
+		}
+		if t.record == "" {
+			t.record = a.ArtifactID
+		}
+		if err := recordType(a, rt.Field(i).Type); err != nil {
+			panic(fmt.Sprintf("client: %s.%s: %v", rt, rt.Field(i).Name, err))
+		}
 	}
 	return t
 }
@@ -262,6 +281,9 @@ func (t *Task[P, R]) Run(ctx context.Context, b Backend, p *P, opts ...CallOptio
 	if isNil(b) {
 		return nil, t.notNew()
 	}
+	if _, local := b.(Loader); t.record != "" && !local {
+		return nil, fmt.Errorf("%s: %w: artifact %q is a record (a dict of tensors), which the Open Inference Protocol mapping does not carry yet; run the task in this process (New)", t.where(), ErrNotRemote, t.record)
+	}
 	out, err := b.Call(ctx, t.spec, t.one(p), opts...)
 	if err != nil {
 		return nil, err
@@ -367,7 +389,9 @@ func isNil(b Backend) bool {
 // decodeArtifact sets *dst from artifact a of the outputs: dst points to
 // the result field of the artifact's Go type (*tensor.Video,
 // *tensor.Image, *tensor.Embedding, *tensor.Tensor, string or *string for
-// text, json.RawMessage, []*tensor.Tensor for tensor_list); a video plays at the family's VideoFPS. A
+// text, json.RawMessage, []*tensor.Tensor for tensor_list, a pointer to
+// or slice of the generated struct for record and record_list: see
+// decodeRecord); a video plays at the family's VideoFPS. A
 // required artifact the model did not return, or a value the kind cannot
 // hold, is an error naming the artifact.
 func decodeArtifact(family *spec.ModelInferenceSpec, a *spec.InferenceArtifactSpec, out map[string]any, dst any) error {
@@ -408,10 +432,117 @@ func decodeArtifact(family *spec.ModelInferenceSpec, a *spec.InferenceArtifactSp
 	case *json.RawMessage:
 		*d, err = tensor.AsJSON(v)
 	default:
+		if a.Kind.Holds().IsRecord() {
+			err = decodeRecord(a, v, dst)
+			break
+		}
 		err = fmt.Errorf("no decoding into %T", dst)
 	}
 	if err != nil {
 		return fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
+	}
+	return nil
+}
+
+// tensorPtr is the type of each field of a record's generated struct.
+var tensorPtr = reflect.TypeFor[*tensor.Tensor]()
+
+// recordType checks that typ is the Go type of record artifact a in a
+// result struct: a pointer to (record) or slice of (record_list) a struct
+// with one *tensor.Tensor field per key, in the order of a.Fields.
+func recordType(a *spec.InferenceArtifactSpec, typ reflect.Type) error {
+	want := reflect.Pointer
+	if a.Kind.Holds() == spec.HoldsRecordList {
+		want = reflect.Slice
+	}
+	if typ.Kind() != want || typ.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("artifact %q (%s) needs a %s of a struct, not %s", a.ArtifactID, a.Kind, want, typ)
+	}
+	st := typ.Elem()
+	if st.NumField() != len(a.Fields) {
+		return fmt.Errorf("%s has %d fields for the %d keys of artifact %q", st, st.NumField(), len(a.Fields), a.ArtifactID)
+	}
+	for k := range st.NumField() {
+		if st.Field(k).Type != tensorPtr {
+			return fmt.Errorf("%s.%s is %s, not *tensor.Tensor", st, st.Field(k).Name, st.Field(k).Type)
+		}
+	}
+	return nil
+}
+
+// decodeRecord sets *dst from v, the value of record artifact a: dst is
+// a **S (record: v is a dict, map[string]any) or a *[]S (record_list: v is
+// a list of dicts, []any), S the generated struct whose k-th field holds
+// the tensor of key a.Fields[k] (recordType). The tensors are the
+// engine's, not copied. A key the model did not return leaves its field
+// nil, and is an error naming the key when the field is required; keys
+// the fields do not name are ignored.
+func decodeRecord(a *spec.InferenceArtifactSpec, v any, dst any) error {
+	d := reflect.ValueOf(dst)
+	if d.Kind() != reflect.Pointer || d.IsNil() || recordType(a, d.Type().Elem()) != nil {
+		return fmt.Errorf("no decoding into %T", dst)
+	}
+	d = d.Elem()
+	if a.Kind.Holds() == spec.HoldsRecord {
+		s := reflect.New(d.Type().Elem())
+		if err := fillRecord(a, v, s.Elem()); err != nil {
+			return err
+		}
+		d.Set(s)
+		return nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("want a list of dicts of tensors (List[Dict[str, Tensor]]), got %s", describe(v))
+	}
+	// A new backing array, grown in place: one allocation (MakeSlice
+	// would add a slice header).
+	d.SetZero()
+	d.Grow(len(list))
+	d.SetLen(len(list))
+	for i, e := range list {
+		if err := fillRecord(a, e, d.Index(i)); err != nil {
+			d.SetZero()
+			return fmt.Errorf("element %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// fillRecord sets the fields of struct s from v, one dict of record
+// artifact a (decodeRecord).
+func fillRecord(a *spec.InferenceArtifactSpec, v any, s reflect.Value) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("want a dict of tensors (Dict[str, Tensor]), got %s", describe(v))
+	}
+	var missing []string
+	for k := range a.Fields {
+		f := &a.Fields[k]
+		e, ok := m[f.Name]
+		if !ok || e == nil {
+			if f.Required {
+				missing = append(missing, strconv.Quote(f.Name))
+			}
+			continue
+		}
+		t, err := tensor.AsTensor(e)
+		if err != nil {
+			return fmt.Errorf("key %q: %w", f.Name, err)
+		}
+		s.Field(k).Set(reflect.ValueOf(t))
+	}
+	if len(missing) > 0 {
+		have := make([]string, 0, len(m))
+		for k := range m {
+			have = append(have, strconv.Quote(k))
+		}
+		slices.Sort(have)
+		found := "no keys"
+		if len(have) > 0 {
+			found = "the keys " + strings.Join(have, ", ")
+		}
+		return fmt.Errorf("required key(s) %s missing: the dict has %s", strings.Join(missing, ", "), found)
 	}
 	return nil
 }

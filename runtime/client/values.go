@@ -35,7 +35,9 @@ func MergeKwargs(layers ...map[string]any) (map[string]any, error) {
 }
 
 // Outputs maps a method's return value onto the task's artifacts: a dict is
-// keyed by artifact id; the tuple of a task whose artifacts give positions
+// keyed by artifact id (unless it is the task's only artifact, a record:
+// spec.InferenceTaskProfile.RecordReturned); the tuple of a task whose
+// artifacts give positions
 // holds each artifact at its position; any other value is the one
 // artifact of a task that has exactly one. A missing required artifact is
 // an error naming it. (A loaded client also maps the tuple of a method
@@ -53,7 +55,7 @@ func outputs(task *spec.InferenceTaskProfile, out any, tuple bool) (map[string]a
 		return tupleOutputs(task, out)
 	}
 	m, isDict := out.(map[string]any)
-	if !isDict {
+	if !isDict || task.RecordReturned() {
 		if len(task.Outputs) != 1 {
 			return nil, fmt.Errorf("method %s returned one %s, but the task declares %d artifacts: return a Dict[str, ...] keyed by artifact id",
 				task.MethodName(), describe(out), len(task.Outputs))

@@ -339,7 +339,7 @@ func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 		c.checkTuple(rt, inner, positions, explicit)
 	case explicit:
 		c.add("return", fmt.Sprintf("a Tuple whose elements are %s (the artifacts give tuple positions)", artifactList(outs)), rt.String())
-	case inner.Name == "Dict":
+	case inner.Name == "Dict" && !c.task.RecordReturned():
 		if !accepts(inner.Elems[0], Type{Name: "str"}) {
 			c.add("return", "Dict[str, ...] keyed by artifact_id", rt.String())
 			return
@@ -492,8 +492,18 @@ func artifactAccepts(t Type, kind spec.ArtifactKind) bool {
 		return jsonable(t, 0)
 	case spec.HoldsTensorList:
 		return t.Name == "List" && len(t.Elems) == 1 && t.Elems[0].Name == "Tensor"
+	case spec.HoldsRecord:
+		return tensorDict(t)
+	case spec.HoldsRecordList:
+		return t.Name == "List" && len(t.Elems) == 1 && tensorDict(t.Elems[0])
 	}
 	return false
+}
+
+// tensorDict reports whether t is Dict[str, Tensor], what one dict of a
+// record artifact is.
+func tensorDict(t Type) bool {
+	return t.Name == "Dict" && len(t.Elems) == 2 && t.Elems[0].Name == "str" && t.Elems[1].Name == "Tensor"
 }
 
 func jsonable(t Type, depth int) bool {

@@ -273,6 +273,47 @@ func TestCheck(t *testing.T) {
 			want:   []Problem{{`artifact "flows"`, "dict values for artifact kind tensor (Tensor)", "values of type List[Tensor] (return Dict[str, List[Tensor]])"}},
 		},
 		{
+			name: "a detector's tuple: a record, then a record_list", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				artifact("losses", spec.ArtifactRecord), artifact("detections", spec.ArtifactRecordList)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[Dict[str, Tensor], List[Dict[str, Tensor]]]"}},
+		},
+		{
+			name: "a record is one dict, a record_list a list of them", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				positioned("detections", spec.ArtifactRecord, 1), positioned("losses", spec.ArtifactRecordList, 0)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[Dict[str, Tensor], List[Dict[str, Tensor]]]"}},
+			want: []Problem{
+				{`artifact "detections"`, "tuple element 1 of a type for artifact kind record (Dict[str, Tensor] with the fields' keys)", "List[Dict[str, Tensor]] (return Tuple[Dict[str, Tensor], List[Dict[str, Tensor]]])"},
+				{`artifact "losses"`, "tuple element 0 of a type for artifact kind record_list (List[Dict[str, Tensor]], each dict with the fields' keys)", "Dict[str, Tensor] (return Tuple[Dict[str, Tensor], List[Dict[str, Tensor]]])"},
+			},
+		},
+		{
+			name: "a record's dict holds tensors only", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				artifact("a", spec.ArtifactTensor), artifact("b", spec.ArtifactRecordList)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[Tensor, List[Dict[str, List[Tensor]]]]"}},
+			want: []Problem{{`artifact "b"`, "tuple element 1 of a type for artifact kind record_list (List[Dict[str, Tensor]], each dict with the fields' keys)",
+				"List[Dict[str, List[Tensor]]] (return Tuple[Tensor, List[Dict[str, List[Tensor]]]])"}},
+		},
+		{
+			name: "records keyed by artifact id", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				artifact("heads", spec.ArtifactRecord), artifact("aux", spec.ArtifactRecord)}},
+			schema: engine.MethodSchema{Returns: []string{"Dict[str, Dict[str, Tensor]]"}},
+		},
+		{
+			name: "a task's only record is the dict the method returns", methods: []string{"forward"},
+			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{artifact("heads", spec.ArtifactRecord)}},
+			schema: engine.MethodSchema{Returns: []string{"Dict[str, Tensor]"}},
+		},
+		{
+			name: "a record is no tensor", methods: []string{"forward"},
+			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{artifact("heads", spec.ArtifactRecord)}},
+			schema: engine.MethodSchema{Returns: []string{"Tensor"}},
+			want:   []Problem{{`artifact "heads"`, "a return type for artifact kind record (Dict[str, Tensor] with the fields' keys)", "Tensor"}},
+		},
+		{
 			name: "a tuple of plain data is one json artifact", methods: []string{"forward"},
 			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{artifact("meta", spec.ArtifactJSON)}},
 			schema: engine.MethodSchema{Returns: []string{"Tuple[int, str]"}},

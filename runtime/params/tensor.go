@@ -193,6 +193,11 @@ type OutputRules struct {
 type outputRule struct {
 	id, quoted string
 	c          *contract
+	// keys are the rules of a record's fields that declare a dtype or
+	// shape (c is nil then); perItem says the record is a record_list,
+	// whose dicts bind their own named dimensions.
+	keys    []outputRule
+	perItem bool
 }
 
 // CompileOutputs compiles the output contracts of t. Declared shapes are
@@ -202,6 +207,20 @@ func CompileOutputs(t *spec.InferenceTaskProfile) OutputRules {
 	var r OutputRules
 	for i := range t.Outputs {
 		a := &t.Outputs[i]
+		if a.Kind.Holds().IsRecord() {
+			rr := outputRule{id: a.ArtifactID, quoted: strconv.Quote(a.ArtifactID), perItem: a.Kind.Holds() == spec.HoldsRecordList}
+			for _, f := range a.Fields {
+				if f.DType == "" && f.Shape == nil {
+					continue
+				}
+				c := &contract{dtype: f.DType, shape: f.Shape, declared: f.Shape, dims: t.Dims}
+				rr.keys = append(rr.keys, outputRule{id: f.Name, quoted: strconv.Quote(f.Name), c: c.compile()})
+			}
+			if len(rr.keys) > 0 {
+				r.arts = append(r.arts, rr)
+			}
+			continue
+		}
 		if !a.Kind.TensorLike() || (a.DType == "" && a.Shape == nil) {
 			continue
 		}
@@ -213,8 +232,9 @@ func CompileOutputs(t *spec.InferenceTaskProfile) OutputRules {
 
 // Check checks the outputs (keyed by artifact id, as the engine returned
 // them) and returns an error naming every artifact whose tensor (or, for a
-// tensor_list, first element) does not match its declaration; named
-// dimensions are bound across the outputs and a list's elements.
+// tensor_list, first element; for a record, first key) does not match its
+// declaration; named dimensions are bound across the outputs and a list's
+// elements (a record_list's dicts bind their own, matchRecord).
 // Artifacts that are missing or are not tensors are left to the artifact
 // conversion.
 func (r OutputRules) Check(out map[string]any) error {
@@ -224,6 +244,12 @@ func (r OutputRules) Check(out map[string]any) error {
 	var b dims
 	var vs []string
 	for _, a := range r.arts {
+		if a.keys != nil {
+			if bad := a.matchRecord(out[a.id], &b); bad != "" {
+				vs = append(vs, bad)
+			}
+			continue
+		}
 		switch v := out[a.id].(type) {
 		case *tensor.Tensor:
 			if v == nil {
@@ -251,6 +277,50 @@ func (r OutputRules) Check(out map[string]any) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrOutputContract, strings.Join(vs, "; "))
+}
+
+// matchRecord checks a record artifact's value (a dict, or for a
+// record_list a list of dicts) against its fields' rules and returns the
+// first violation, or "". Named dimensions a record binds hold across
+// the outputs; those first bound inside one dict of a record_list hold
+// for that dict only. Keys that are missing or not tensors, and values of
+// another form, are left to the artifact conversion.
+func (a *outputRule) matchRecord(v any, b *dims) string {
+	one := func(path string, m map[string]any) string {
+		for _, k := range a.keys {
+			t, ok := m[k.id].(*tensor.Tensor)
+			if !ok || t == nil {
+				continue
+			}
+			if bad := k.c.match(path+" key "+k.quoted, t, b); bad != nil {
+				return "artifact " + bad.Error()
+			}
+		}
+		return ""
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if !a.perItem {
+			return one(a.quoted, x)
+		}
+	case []any:
+		if !a.perItem {
+			return ""
+		}
+		for i, e := range x {
+			m, ok := e.(map[string]any)
+			if !ok {
+				continue
+			}
+			n := b.n
+			bad := one(a.quoted+"["+strconv.Itoa(i)+"]", m)
+			b.n = n
+			if bad != "" {
+				return bad
+			}
+		}
+	}
+	return ""
 }
 
 // ErrOutputContract is the error of outputs that break their declared

@@ -99,3 +99,48 @@ func TestOutputContracts(t *testing.T) {
 		t.Errorf("Check = %v\nwant %s", err, want)
 	}
 }
+
+// A record's keys are matched by their fields' contracts; each dict of a
+// record_list binds its own named dimensions (K detections per image),
+// while a dimension bound by another artifact holds in every dict.
+func TestOutputContractsRecords(t *testing.T) {
+	fields := []spec.ArtifactFieldSpec{
+		{Name: "boxes", DType: tensor.Float32, Shape: shape("K", "4")},
+		{Name: "labels", DType: tensor.Int64, Shape: shape("K")},
+		{Name: "scores", Shape: shape("K")},
+	}
+	task := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+		{ArtifactID: "features", Kind: spec.ArtifactTensor, Shape: shape("C")},
+		{ArtifactID: "detections", Kind: spec.ArtifactRecordList, Fields: fields},
+		{ArtifactID: "first", Kind: spec.ArtifactRecord, Fields: []spec.ArtifactFieldSpec{{Name: "mask", Shape: shape("C", "*")}}},
+	}}
+	r := CompileOutputs(task)
+	det := func(k int64, labels tensor.DType) map[string]any {
+		return map[string]any{"boxes": zeros(tensor.Float32, k, 4), "labels": zeros(labels, k), "scores": zeros(tensor.Float32, k), "extra": "ignored"}
+	}
+	ok := map[string]any{
+		"features":   zeros(tensor.Float32, 3),
+		"detections": []any{det(2, tensor.Int64), det(5, tensor.Int64), map[string]any{}},
+		"first":      map[string]any{"mask": zeros(tensor.Uint8, 3, 7)},
+	}
+	if err := r.Check(ok); err != nil {
+		t.Errorf("valid outputs: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		out  map[string]any
+		want string
+	}{
+		{"a dtype in the second dict", map[string]any{"detections": []any{det(2, tensor.Int64), det(5, tensor.Int32)}},
+			`artifact "detections"[1] key "labels": want int64[K], got int32[5]`},
+		{"a dimension within one dict", map[string]any{"detections": []any{map[string]any{"boxes": zeros(tensor.Float32, 2, 4), "scores": zeros(tensor.Float32, 3)}}},
+			`artifact "detections"[0] key "scores": want tensor[K], got float32[3]: K is 3 here but 2 in "detections"[0] key "boxes"`},
+		{"a dimension bound by another artifact", map[string]any{"features": zeros(tensor.Float32, 3), "first": map[string]any{"mask": zeros(tensor.Uint8, 4, 7)}},
+			`artifact "first" key "mask": want tensor[C,*], got uint8[4,7]: C is 4 here but 3 in "features"`},
+	} {
+		err := r.Check(tc.out)
+		if want := "the model's output does not match the manifest: " + tc.want; err == nil || err.Error() != want || !errors.Is(err, ErrOutputContract) {
+			t.Errorf("%s: Check = %v\nwant %s", tc.name, err, want)
+		}
+	}
+}

@@ -420,6 +420,14 @@ const (
 	// ArtifactTensorList is a list of tensors (TorchScript List[Tensor]),
 	// a []*tensor.Tensor in Go.
 	ArtifactTensorList ArtifactKind = "tensor_list"
+	// ArtifactRecord is a dict of tensors (TorchScript Dict[str, Tensor])
+	// whose keys the artifact's fields declare: a generated struct with
+	// one *tensor.Tensor field per key.
+	ArtifactRecord ArtifactKind = "record"
+	// ArtifactRecordList is a list of such dicts (TorchScript
+	// List[Dict[str, Tensor]], a detector's one dict per image): a slice
+	// of the generated struct.
+	ArtifactRecordList ArtifactKind = "record_list"
 )
 
 // Holds says what the value of an artifact kind is.
@@ -438,7 +446,19 @@ const (
 	// HoldsJSON is a JSON document (TorchScript: a str holding JSON, or a
 	// dict, list or scalar without tensors).
 	HoldsJSON
+	// HoldsRecord is a dict of tensors keyed by the artifact's fields
+	// (TorchScript Dict[str, Tensor]): a pointer to a generated struct.
+	HoldsRecord
+	// HoldsRecordList is a list of such dicts (TorchScript
+	// List[Dict[str, Tensor]]): a slice of the generated struct.
+	HoldsRecordList
 )
+
+// IsRecord reports whether h is a dict of tensors, or a list of them,
+// whose keys an artifact's fields declare (record, record_list): only
+// such artifacts declare fields, and their Go type is a struct generated
+// per artifact.
+func (h Holds) IsRecord() bool { return h == HoldsRecord || h == HoldsRecordList }
 
 // ArtifactInfo describes an artifact kind: its row of the artifact kind
 // table, the one place an artifact kind is described. ArtifactKind's
@@ -457,7 +477,10 @@ type ArtifactInfo struct {
 	// [H, W, C] (frames [T, H, W, C]).
 	Picture Picture
 	// Go is the Go type of the artifact in a generated result struct (an
-	// optional text artifact is a pointer to it).
+	// optional text artifact is a pointer to it). For a record kind, whose
+	// struct is generated per artifact, it is the type of each of that
+	// struct's fields; the artifact is a pointer to the struct (record)
+	// or a slice of it (record_list).
 	Go reflect.Type
 	// Returns says, for messages, what the task's method must return for
 	// the artifact: "Tensor, uint8 [H,W,C]".
@@ -480,6 +503,10 @@ var artifactTable = [...]ArtifactInfo{
 		Go: reflect.TypeFor[json.RawMessage](), Returns: "str holding JSON, or a dict, list or scalar without tensors"},
 	{Kind: ArtifactTensorList, Const: "ArtifactTensorList", Holds: HoldsTensorList, Picture: NotPicture,
 		Go: reflect.TypeFor[[]*tensor.Tensor](), Returns: "List[Tensor]"},
+	{Kind: ArtifactRecord, Const: "ArtifactRecord", Holds: HoldsRecord, Picture: NotPicture,
+		Go: reflect.TypeFor[*tensor.Tensor](), Returns: "Dict[str, Tensor] with the fields' keys"},
+	{Kind: ArtifactRecordList, Const: "ArtifactRecordList", Holds: HoldsRecordList, Picture: NotPicture,
+		Go: reflect.TypeFor[*tensor.Tensor](), Returns: "List[Dict[str, Tensor]], each dict with the fields' keys"},
 }
 
 // artifactRows indexes artifactTable by kind.

@@ -218,6 +218,8 @@ func TestKindAnswers(t *testing.T) {
 		ArtifactVideo: reflect.TypeFor[*tensor.Video](), ArtifactImage: reflect.TypeFor[*tensor.Image](), ArtifactEmbedding: reflect.TypeFor[*tensor.Embedding](),
 		ArtifactTensor: reflect.TypeFor[*tensor.Tensor](), ArtifactText: reflect.TypeFor[string](), ArtifactJSON: reflect.TypeFor[json.RawMessage](),
 		ArtifactTensorList: reflect.TypeFor[[]*tensor.Tensor](),
+		// A record kind's struct is generated: Go is the type of its fields.
+		ArtifactRecord: reflect.TypeFor[*tensor.Tensor](), ArtifactRecordList: reflect.TypeFor[*tensor.Tensor](),
 	} {
 		if info, _ := k.Info(); info.Go != want {
 			t.Errorf("artifact kind %s: Go type %v, want %v", k, info.Go, want)

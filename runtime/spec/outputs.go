@@ -20,15 +20,28 @@ func (t *InferenceTaskProfile) ArtifactPositions() (positions []int, explicit bo
 	return positions, explicit
 }
 
+// RecordReturned reports whether the method's return value is the task's
+// only artifact, a record, whole: the dict the method returns is the
+// record's (keyed by its fields), not keyed by artifact id. A task with a
+// record among other artifacts returns them in a tuple, or in a dict
+// keyed by artifact id whose values are the dicts.
+func (t *InferenceTaskProfile) RecordReturned() bool {
+	return len(t.Outputs) == 1 && t.Outputs[0].Kind.Holds() == HoldsRecord
+}
+
 // OutputProblems checks the rules of a task's outputs that no schema can
 // say, with paths relative to the task:
 //
 //   - "outputs/I/position": either every artifact gives a position or
 //     none does, and no two give the same one (the schema says a position
 //     is at least 0).
-//   - "outputs/I/kind": a tensor_list artifact cannot be split per item,
-//     so a batchable task has none; a stream task's chunks are dicts with
-//     a video, so it neither has one nor positions.
+//   - "outputs/I/kind": a tensor_list, record or record_list artifact
+//     cannot be split per item, so a batchable task has none; a stream
+//     task's chunks are dicts with a video, so it neither has one nor
+//     positions.
+//   - "outputs/I/fields": a record or record_list artifact declares at
+//     least one field, no other kind any; field names are unique
+//     (ArtifactFieldSpec; fieldProblems).
 //
 // wfgen validate reports these; the contract check then holds positions
 // against the tuple the method returns.
@@ -56,19 +69,57 @@ func (t *InferenceTaskProfile) OutputProblems() []Problem {
 		}
 	}
 	for i := range t.Outputs {
+		ps = append(ps, t.Outputs[i].fieldProblems(fmt.Sprintf("outputs/%d", i))...)
+	}
+	for i := range t.Outputs {
 		a := &t.Outputs[i]
 		switch {
 		case t.Stream && a.Position != nil:
 			ps = append(ps, Problem{Path: fmt.Sprintf("outputs/%d/position", i), Key: true, Message: fmt.Sprintf(
 				"artifact %q: a stream task's method returns a dict with its video (and state) each chunk, not a tuple; remove position", a.ArtifactID)})
-		case a.Kind.Holds() != HoldsTensorList:
+		case a.Kind.Holds() != HoldsTensorList && !a.Kind.Holds().IsRecord():
 		case t.Stream:
 			ps = append(ps, Problem{Path: fmt.Sprintf("outputs/%d/kind", i), Message: fmt.Sprintf(
-				"artifact %q: a stream task's chunks hold tensors, not lists of them; use kind tensor", a.ArtifactID)})
+				"artifact %q: a stream task's chunks hold tensors, not lists or dicts of them; use kind tensor", a.ArtifactID)})
 		case t.Batching != nil:
 			ps = append(ps, Problem{Path: fmt.Sprintf("outputs/%d/kind", i), Message: fmt.Sprintf(
-				"artifact %q: a batchable task's outputs are split along their batch dimension, and a tensor_list has none; return a stacked tensor, or remove batching", a.ArtifactID)})
+				"artifact %q: a batchable task's outputs are split along their batch dimension, and a %s has none; return a stacked tensor, or remove batching", a.ArtifactID, a.Kind)})
 		}
+	}
+	return ps
+}
+
+// fieldProblems checks an artifact's fields (at path, relative to the
+// task): a record kind has at least one, other kinds none; no two fields
+// name the same key.
+func (a *InferenceArtifactSpec) fieldProblems(path string) []Problem {
+	record := a.Kind.Holds().IsRecord()
+	switch {
+	case !a.Kind.Valid():
+		return nil // reported at the kind
+	case !record && a.Fields != nil:
+		return []Problem{{Path: path + "/fields", Key: true, Message: fmt.Sprintf(
+			"artifact %q: fields are the keys of a record or record_list artifact's dicts, and this artifact's kind is %s: remove fields, or use kind record (Dict[str, Tensor]) or record_list (List[Dict[str, Tensor]])", a.ArtifactID, a.Kind)}}
+	case record && len(a.Fields) == 0:
+		at, key := path+"/fields", true
+		if a.Fields == nil {
+			at, key = path, false
+		}
+		return []Problem{{Path: at, Key: key, Message: fmt.Sprintf(
+			"artifact %q: a %s artifact lists its dict's keys under fields, at least one: fields: [{name: boxes, dtype: float32, shape: [K, 4], required: true}, ...]", a.ArtifactID, a.Kind)}}
+	}
+	var ps []Problem
+	first := map[string]int{}
+	for j, f := range a.Fields {
+		if f.Name == "" {
+			continue // the schema says a name is at least 1 character
+		}
+		if k, dup := first[f.Name]; dup {
+			ps = append(ps, Problem{Path: fmt.Sprintf("%s/fields/%d/name", path, j), Message: fmt.Sprintf(
+				"artifact %q: fields %d and %d both name the key %q; each field is another key of the dict", a.ArtifactID, k, j, f.Name)})
+			continue
+		}
+		first[f.Name] = j
 	}
 	return ps
 }

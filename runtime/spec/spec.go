@@ -183,6 +183,33 @@ type InferenceArtifactSpec struct {
 	// task has one or none has; without, artifact i is element i (the rule
 	// is InferenceTaskProfile.ArtifactPositions).
 	Position *int `json:"position,omitempty" jsonschema:"minimum=0"`
+	// Fields are the keys of the dict a record artifact is (or of each
+	// dict of a record_list), one tensor each: the generated struct has a
+	// field per key, in this order. Keys the model returns beyond them are
+	// ignored. Only record and record_list artifacts have fields, and they
+	// have at least one.
+	Fields []ArtifactFieldSpec `json:"fields,omitempty"`
+}
+
+// ArtifactFieldSpec is one key of a record artifact's dict: a tensor, held
+// in a field of the struct generated for the artifact.
+type ArtifactFieldSpec struct {
+	// Name is the dict's key.
+	Name string `json:"name" jsonschema:"required,minLength=1,example=boxes"`
+	// Required keys must be in every dict the model returns; a missing
+	// optional key leaves its struct field nil.
+	Required bool `json:"required"`
+	// Description is free text for documentation.
+	Description string `json:"description,omitempty"`
+	// DType is the element type the key's tensor must have.
+	DType tensor.DType `json:"dtype,omitempty" jsonschema:"enum=float32,enum=float16,enum=bfloat16,enum=int64,enum=int32,enum=uint8,enum=bool"`
+	// Shape is the shape the key's tensor must have (see the field's
+	// shape). In a record_list, a named dimension first bound inside one
+	// dict is bound for that dict only (each image has its own number of
+	// detections).
+	Shape Shape `json:"shape,omitempty"`
+	// GoName overrides the Go identifier wfgen derives from Name.
+	GoName string `json:"go_name,omitempty" jsonschema:"pattern=^[A-Z][A-Za-z0-9]*$"`
 }
 
 // DefaultVideoFPS is the playback rate of a video artifact when neither the

@@ -286,7 +286,7 @@ func TestKindLists(t *testing.T) {
 	if len(FieldKinds) != 12 || !slices.Contains(FieldKinds, KindTensorList) || !slices.Contains(FieldKinds, KindString) {
 		t.Errorf("FieldKinds = %v", FieldKinds)
 	}
-	if len(ArtifactKinds) != 7 || !slices.Contains(ArtifactKinds, ArtifactEmbedding) || !slices.Contains(ArtifactKinds, ArtifactTensorList) {
+	if len(ArtifactKinds) != 9 || !slices.Contains(ArtifactKinds, ArtifactRecordList) || !slices.Contains(ArtifactKinds, ArtifactEmbedding) || !slices.Contains(ArtifactKinds, ArtifactTensorList) {
 		t.Errorf("ArtifactKinds = %v", ArtifactKinds)
 	}
 }
