@@ -50,7 +50,7 @@ func main() {
 type options struct {
 	cfg                                           serve.Config
 	addr, grpcAddr, addrFile, root, device, dtype *string
-	tokenFile                                     *string
+	tokenFile, keyFile                            *string
 	drain                                         *time.Duration
 	noWarmup, metrics, pages                      *bool
 }
@@ -74,6 +74,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 	f.device = fs.String("device", "", "`device` to run on: cpu, cuda, cuda:N (default cuda, else cpu)")
 	f.dtype = fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
 	f.tokenFile = fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
+	f.keyFile = fs.String("key-file", "", "read named API keys (each with optional models and a rate) from `FILE` instead of one token; reread on SIGHUP (docs/serving.md, Keys and quotas)")
 	f.drain = fs.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", serve.DefaultMaxBodyBytes, "largest request body or gRPC message, in `bytes` (413 beyond)")
 	fs.Int64Var(&cfg.MaxTensorBytes, "max-tensor", serve.DefaultMaxTensorBytes, "largest decoded input tensor, in `bytes` (400 beyond)")
@@ -96,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs, f := flags(stderr)
 	cfg := &f.cfg
 	addr, grpcAddr, addrFile, root, device, dtype := f.addr, f.grpcAddr, f.addrFile, f.root, f.device, f.dtype
-	tokenFile, drain, noWarmup, metrics, pages := f.tokenFile, f.drain, f.noWarmup, f.metrics, f.pages
+	tokenFile, keyFile, drain, noWarmup, metrics, pages := f.tokenFile, f.keyFile, f.drain, f.noWarmup, f.metrics, f.pages
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -126,6 +127,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 	if tp != nil {
 		cfg.TracerProvider = tp
+	}
+	if *keyFile != "" {
+		if *tokenFile != "" {
+			fmt.Fprintln(stderr, "wfserve: -token-file and -key-file both given: use one (a token is a key file's one key)")
+			return 2
+		}
+		keys, err := serve.LoadKeys(*keyFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "wfserve: %v\n", err)
+			return 2
+		}
+		cfg.Keys = keys
 	}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)
@@ -204,7 +217,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		names[i] = f.Spec.ModelFamilyID
 	}
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.Any("models", names),
-		slog.Bool("batching", cfg.Batching), slog.Bool("auth", cfg.Token != ""),
+		slog.Bool("batching", cfg.Batching), slog.Bool("auth", cfg.Token != "" || cfg.Keys != nil),
 		slog.Bool("metrics", *metrics), slog.String("otlp_traces", otlpEndpoint),
 		slog.Uint64("gogc", gogc), slog.Uint64("memory_limit", memLimit),
 		slog.Float64("load_s", time.Since(start).Seconds()))
@@ -214,6 +227,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	hup := make(chan os.Signal, 1) // before serving: a SIGHUP must never find the default action
+	if cfg.Keys != nil {
+		signal.Notify(hup, syscall.SIGHUP)
+	}
 	hs := srv.HTTPServer()
 	served := make(chan error, 2) // the HTTP and gRPC servers
 	go func() { served <- hs.Serve(ln) }()
@@ -222,14 +239,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		gs = srv.GRPCServer()
 		go func() { served <- gs.Serve(gln) }()
 	}
-	select {
-	case err := <-served:
-		fmt.Fprintf(stderr, "wfserve: %v\n", err)
-		return 1
-	case s := <-sig:
-		log.Info("shutting down", slog.String("signal", s.String()), slog.Duration("drain_timeout", *drain))
+wait:
+	for {
+		select {
+		case err := <-served:
+			fmt.Fprintf(stderr, "wfserve: %v\n", err)
+			return 1
+		case <-hup:
+			// The keys in use stay when the file is wrong.
+			if err := cfg.Keys.Reload(*keyFile); err != nil {
+				log.Error("keys not reloaded", slog.String("error", err.Error()))
+			} else {
+				log.Info("keys reloaded", slog.Any("keys", cfg.Keys.Names()))
+			}
+		case s := <-sig:
+			log.Info("shutting down", slog.String("signal", s.String()), slog.Duration("drain_timeout", *drain))
+			break wait
+		}
 	}
 	signal.Stop(sig)
+	signal.Stop(hup)
 	ctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
 	// Drain first, with the listener open: requests in flight finish,

@@ -88,10 +88,13 @@ func writeError(w http.ResponseWriter, err error) {
 	if errors.As(err, &mbe) {
 		msg = fmt.Sprintf("request body larger than the limit of %d bytes", mbe.Limit)
 	}
-	switch code {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	var rl *rateLimited
+	switch {
+	case errors.As(err, &rl):
+		w.Header().Set("Retry-After", strconv.Itoa(rl.retryAfter()))
+	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
-	case http.StatusRequestEntityTooLarge, http.StatusRequestTimeout:
+	case code == http.StatusRequestEntityTooLarge, code == http.StatusRequestTimeout:
 		w.Header().Set("Connection", "close")
 	}
 	if rec, ok := w.(*recorder); ok {

@@ -184,7 +184,7 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 		id = newID(8)
 	}
 	header(metadata.Pairs("x-request-id", id))
-	ri := &reqInfo{arrived: start}
+	ri := &reqInfo{arrived: start, key: keyOf(ctx)}
 	ctx = context.WithValue(ctx, infoKey{}, ri)
 	fields := logctx.Fields{"request_id": id}
 	ctx = s.tel.startGRPCSpan(ctx, method, ri, id, fields)
@@ -196,6 +196,7 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 		gcode := grpcstatus.Code(gerr)
 		if m := s.tel.m; m != nil {
 			m.grpc.WithLabelValues(method, gcode.String()).Inc()
+			m.countKey(ri.key, code)
 			ri.answered(code, end)
 		}
 		if ri.span != nil {
@@ -220,6 +221,9 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 		}
 		if gerr != nil {
 			attrs = append(attrs, slog.String("error", grpcstatus.Convert(gerr).Message()))
+		}
+		if name := keyName(ri); name != "" {
+			attrs = append(attrs, slog.String("key", name))
 		}
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "grpc request", attrs...)
 		return gerr
@@ -258,11 +262,15 @@ func (t *telemetry) startGRPCSpan(ctx context.Context, method string, ri *reqInf
 
 // lookup resolves a model name (family id or alias) and version (variant
 // id or alias, "" for none) as the REST paths' {model} and {version} are:
-// 404 for an unknown one. v is nil when version is "".
-func (s *Server) lookup(name, version string) (*model, *variant, error) {
+// 404 for an unknown one, 403 for one the request's key may not use. v is
+// nil when version is "".
+func (s *Server) lookup(ctx context.Context, name, version string) (*model, *variant, error) {
 	m, ok := s.models[name]
 	if !ok {
 		return nil, nil, withStatus(http.StatusNotFound, "no model %q (served: %s)", name, s.modelNames())
+	}
+	if err := checkModel(ctx, m.oip.Spec.ModelFamilyID); err != nil {
+		return nil, nil, err
 	}
 	if version == "" {
 		return m, nil, nil
@@ -300,7 +308,7 @@ func (s *Server) metadata() oip.ServerMetadata {
 // ModelReady answers whether a model's variant (the default one when the
 // request names no version) has loaded; NotFound for an unknown one.
 func (g *grpcService) ModelReady(ctx context.Context, r *oippb.ModelReadyRequest) (*oippb.ModelReadyResponse, error) {
-	m, v, err := g.s.lookup(r.GetName(), r.GetVersion())
+	m, v, err := g.s.lookup(ctx, r.GetName(), r.GetVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +324,7 @@ func (g *grpcService) ModelReady(ctx context.Context, r *oippb.ModelReadyRequest
 // every task's inputs and outputs) are the property "parameters", as JSON
 // text, and each input's and output's parameters are left out.
 func (g *grpcService) ModelMetadata(ctx context.Context, r *oippb.ModelMetadataRequest) (*oippb.ModelMetadataResponse, error) {
-	m, _, err := g.s.lookup(r.GetName(), r.GetVersion())
+	m, _, err := g.s.lookup(ctx, r.GetName(), r.GetVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +368,7 @@ func (g *grpcService) modelInfer(ss grpc.ServerStream) error {
 	if err := s.receive(ctx, ss, &r, &a.hold); err != nil {
 		return err
 	}
-	m, pv, err := s.lookup(r.GetModelName(), r.GetModelVersion())
+	m, pv, err := s.lookup(ctx, r.GetModelName(), r.GetModelVersion())
 	if m == nil {
 		setObs(ctx, s.tel.unknownModel)
 	} else {

@@ -72,14 +72,24 @@ func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, 
 		return ctx, nil
 	}
 	var err error
+	var key *apiKey
 	switch values := info.Header.Get("authorization"); {
 	case s.draining.Load():
 		err = errDraining
-	case s.cfg.Token == "":
+	case s.keys == nil:
 	case len(values) > 1:
 		err = withStatus(http.StatusUnauthorized, "%d authorization values: send one (authorization: Bearer TOKEN)", len(values))
-	case len(values) == 0 || !bearer(values[0], s.cfg.Token):
-		err = withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send the metadata authorization: Bearer TOKEN)")
+	case len(values) == 0:
+	default:
+		key = s.keys.match(bearerToken(values[0]))
+	}
+	if err == nil && s.keys != nil {
+		if key == nil {
+			err = withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send the metadata authorization: Bearer TOKEN)")
+		} else {
+			ctx = withKey(ctx, key)
+			err = key.admit(now)
+		}
 	}
 	if err != nil {
 		return nil, s.grpcRefused(ctx, method, err, now)
@@ -110,11 +120,15 @@ func (s *Server) grpcRefused(ctx context.Context, method string, err error, at t
 	}
 	if m := s.tel.m; m != nil {
 		m.grpc.WithLabelValues(label, grpcstatus.Code(gerr).String()).Inc()
+		m.countKey(keyOf(ctx), code)
 	}
 	if s.cfg.Logger.Enabled(ctx, slog.LevelInfo) {
 		attrs := []slog.Attr{
 			slog.String("method", truncate(method, 128)), slog.String("code", grpcstatus.Code(gerr).String()), slog.Int("status", code),
 			slog.Float64("duration_ms", float64(time.Since(at).Microseconds())/1000), slog.String("error", err.Error()),
+		}
+		if k := keyOf(ctx); k != nil {
+			attrs = append(attrs, slog.String("key", k.Name))
 		}
 		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 			attrs = append(attrs, slog.String("remote", p.Addr.String()))

@@ -42,7 +42,7 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 	if err != nil {
 		return err
 	}
-	m, pv, err := s.lookup(start.GetModelName(), start.GetModelVersion())
+	m, pv, err := s.lookup(ctx, start.GetModelName(), start.GetModelVersion())
 	if m == nil {
 		setObs(ctx, s.tel.unknownModel)
 	} else {

@@ -55,6 +55,7 @@ type metrics struct {
 	requests  *prometheus.CounterVec   // model, task, code
 	http      *prometheus.CounterVec   // handler, code
 	grpc      *prometheus.CounterVec   // method, code (grpc.go)
+	keys      *prometheus.CounterVec   // key, code: requests by API key name (keys.go)
 	httpByKey sync.Map                 // httpKey → prometheus.Counter, looked up without hashing labels
 	duration  *prometheus.HistogramVec // model, task
 	queue     *prometheus.HistogramVec // model, task
@@ -148,7 +149,11 @@ func newMetrics(s *Server) *metrics {
 	for _, method := range grpcMethods() { // every method's OK series exists from the start
 		m.grpc.WithLabelValues(method, "OK")
 	}
-	m.reg.MustRegister(m.requests, m.http, m.grpc, m.duration, m.queue, m.compute, m.batchSize,
+	m.keys = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wfserve_key_requests_total",
+		Help: "Requests (REST and gRPC) that carried an API key, by the key's name (never the key) and HTTP status code (gRPC's mapped): as many series as keys in the key file.",
+	}, []string{"key", "code"})
+	m.reg.MustRegister(m.requests, m.http, m.grpc, m.keys, m.duration, m.queue, m.compute, m.batchSize,
 		gauge("wfserve_queue_depth", "Infer requests admitted now, queued or running.",
 			func() float64 { return float64(s.adm.requests.Load()) }),
 		gauge("wfserve_queue_capacity", "Infer requests that may be admitted at once (-max-queue); beyond it requests are answered 429.",
@@ -313,6 +318,9 @@ type reqInfo struct {
 	stream bool
 	// span is the request's span (nil without tracing).
 	span trace.Span
+	// key is the request's API key (nil when the server asks for none, or
+	// before auth found it).
+	key *apiKey
 }
 
 // infoKey is the context key of a request's *reqInfo.
@@ -374,10 +382,18 @@ func (t *telemetry) finish(s *Server, r *http.Request, ri *reqInfo, rec *recorde
 			pattern = "none"
 		}
 		t.m.httpCounter(pattern, rec.status).Inc()
+		t.m.countKey(ri.key, rec.status)
 		ri.answered(rec.status, end)
 	}
 	if ri.span != nil {
 		t.endSpan(r, ri, rec, end)
+	}
+}
+
+// countKey counts a request of key (nil: none) answered code.
+func (m *metrics) countKey(k *apiKey, code int) {
+	if k != nil {
+		m.keys.WithLabelValues(k.Name, strconv.Itoa(code)).Inc()
 	}
 }
 

@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"log/slog"
@@ -63,6 +62,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if rec.err != "" {
 			attrs = append(attrs, slog.String("error", rec.err))
 		}
+		if name := keyName(ri); name != "" {
+			attrs = append(attrs, slog.String("key", name))
+		}
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "http request", attrs...)
 	})
 }
@@ -99,11 +101,12 @@ func (s *Server) drainGuard(next http.Handler) http.Handler {
 	})
 }
 
-// auth checks the bearer token of every request but the health probes
-// before anything reads its body: a request without the token is answered
-// 401 at once, and its connection closed.
+// auth checks the API key of every request but the health probes and the
+// playground's pages before anything reads its body: a request without a
+// key of the server's is answered 401 at once, one over its key's rate 429
+// (keys.go), and its connection closed.
 func (s *Server) auth(next http.Handler) http.Handler {
-	if s.cfg.Token == "" {
+	if s.keys == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -112,29 +115,41 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			return
 		}
 		var err error
+		var key *apiKey
 		switch values := r.Header.Values("Authorization"); {
 		case len(values) > 1:
 			err = withStatus(http.StatusUnauthorized, "%d Authorization headers: send one (Authorization: Bearer TOKEN)", len(values))
-		case len(values) == 1 && bearer(values[0], s.cfg.Token), len(values) == 0 && sessionPath(r.URL.Path) && wsBearer(r, s.cfg.Token):
-			next.ServeHTTP(w, r)
-			return
-		default:
-			err = withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)")
+		case len(values) == 1:
+			key = s.keys.match(bearerToken(values[0]))
+		case sessionPath(r.URL.Path):
+			key = s.keys.match(wsToken(r))
 		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="wfserve"`)
+		switch {
+		case err != nil:
+		case key == nil:
+			err = withStatus(http.StatusUnauthorized, "missing or wrong bearer token (send Authorization: Bearer TOKEN)")
+		default:
+			ctx := withKey(r.Context(), key)
+			if err = key.admit(arrivedAt(r)); err == nil {
+				next.ServeHTTP(w, r.WithContext(ctx))
+				return
+			}
+		}
+		if status(err) == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="wfserve"`)
+		}
 		refuse(w, r, err)
 	})
 }
 
-// bearer reports whether an Authorization header value carries token with
-// the Bearer scheme (its name in any case, RFC 7235).
-func bearer(header, token string) bool {
+// bearerToken returns the token of an Authorization header value with the
+// Bearer scheme (its name in any case, RFC 7235), "" for another.
+func bearerToken(header string) string {
 	scheme, got, ok := strings.Cut(strings.TrimSpace(header), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return ""
 	}
-	got = strings.TrimSpace(got)
-	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	return strings.TrimSpace(got)
 }
 
 // sessionPath reports whether path is a WebSocket session endpoint,
@@ -150,12 +165,12 @@ func sessionPath(path string) bool {
 	return (len(parts) == 2 || len(parts) == 4 && parts[1] == "versions") && parts[len(parts)-1] == "stream" && parts[0] != ""
 }
 
-// wsBearer reports whether a WebSocket upgrade request offers token as
-// the subprotocol oip.BearerSubprotocol + base64url(token): a browser's
-// WebSocket cannot send an Authorization header.
-func wsBearer(r *http.Request, token string) bool {
+// wsToken returns the token a WebSocket upgrade request offers as the
+// subprotocol oip.BearerSubprotocol + base64url(token) — a browser's
+// WebSocket cannot send an Authorization header —, "" for none.
+func wsToken(r *http.Request) string {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		return false
+		return ""
 	}
 	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
 		for p := range strings.SplitSeq(h, ",") {
@@ -163,13 +178,12 @@ func wsBearer(r *http.Request, token string) bool {
 			if !ok {
 				continue
 			}
-			got, err := base64.RawURLEncoding.DecodeString(enc)
-			if err == nil && subtle.ConstantTimeCompare(got, []byte(token)) == 1 {
-				return true
+			if got, err := base64.RawURLEncoding.DecodeString(enc); err == nil {
+				return string(got)
 			}
 		}
 	}
-	return false
+	return ""
 }
 
 // newID returns n random bytes in hex.

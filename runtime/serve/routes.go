@@ -80,7 +80,7 @@ type (
 func (s *Server) withModel(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		// The same lookup as gRPC's (grpc.go).
-		m, v, err := s.lookup(r.PathValue("model"), r.PathValue("version"))
+		m, v, err := s.lookup(r.Context(), r.PathValue("model"), r.PathValue("version"))
 		if strings.HasSuffix(r.Pattern, "/infer") { // counted per model and task (metrics.go)
 			if m != nil {
 				setObs(r.Context(), s.tel.obs(m, ""))

@@ -103,8 +103,13 @@ type Config struct {
 	MaxSessions int
 	// Token, when set, is the bearer token every request but the health
 	// probes must carry (Authorization: Bearer TOKEN); others are answered
-	// 401 without their body being read.
+	// 401 without their body being read. It is one key named "token", with
+	// no model list and no rate (see Keys).
 	Token string
+	// Keys, when set, are the API keys requests must carry instead of
+	// Token: each with a name (logs, metrics), optional models and a rate
+	// (keys.go). Replace them while serving with Keys.Reload or Keys.Set.
+	Keys *Keys
 	// Logger receives one access log record per request (default
 	// logctx.Logger()); its handler is wrapped in logctx.NewHandler, so
 	// records carry the request's correlation id ("request_id": the
@@ -240,6 +245,7 @@ type Server struct {
 	streamCtx    context.Context // cancelled by Shutdown: ends open streams
 	writeCtx     context.Context // cancelled shutdownGrace after Shutdown began: cuts sessions' writes
 	health       *healthService  // the gRPC health service (health.go)
+	keys         *Keys           // the API keys (Config.Keys, or Token's), nil for none
 	closed       chan struct{}   // closed by Close: the engine callers return
 	closeOnce    sync.Once
 	cancelStream context.CancelFunc
@@ -347,6 +353,12 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 	s.openapi = doc
 	s.tel = newTelemetry(s)
 	s.health = newHealthService(s)
+	switch {
+	case cfg.Keys != nil:
+		s.keys = cfg.Keys
+	case cfg.Token != "":
+		s.keys = NewKeys(Key{Name: "token", Key: cfg.Token})
+	}
 	s.handler = s.observe(s.drainGuard(s.auth(s.routes())))
 	return s, nil
 }
