@@ -85,6 +85,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 1, "engine calls at once per model variant: requests, batches and stream chunks (libtorch spreads one call over its threads)")
 	fs.BoolVar(&cfg.Batching, "batch", false, "merge concurrent requests to batchable tasks into batches (max_batch_size of the task)")
 	fs.DurationVar(&cfg.BatchDelay, "batch-delay", 0, "how long the oldest queued request waits for others to join its batch")
+	fs.IntVar(&cfg.DefaultPriority, "default-priority", serve.DefaultPriority, "the priority level of an infer request whose \"priority\" parameter is 0 or absent (1 is served first, larger levels later)")
 	fs.BoolVar(&cfg.BatchInvariant, "batch-invariant", true, "with -batch, pad every batched forward call to a size that gives the bits of the task's max batch size (measured once per machine), so an answer never depends on how requests were grouped")
 	f.noWarmup = fs.Bool("no-warmup", false, "skip the warm-up of tasks whose manifest has a warmup block (ready sooner, first requests slower)")
 	fs.IntVar(&cfg.MaxSessions, "max-sessions", serve.DefaultMaxSessions, "realtime streams open at once (429 beyond)")

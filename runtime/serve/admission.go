@@ -1,10 +1,12 @@
 package serve
 
 import (
+	"container/heap"
 	"context"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // admission bounds the work in flight: the infer requests admitted
@@ -129,19 +131,111 @@ func (h *holding) done() {
 }
 
 // slots bound the engine calls that run at once for one variant.
-type slots chan struct{}
+type slots struct{ q *slotQueue }
 
-func newSlots(n int) slots { return make(slots, n) }
+// slotQueue is a counting semaphore whose waiters are served by priority
+// (lower level first), then in order of arrival (priority.go).
+type slotQueue struct {
+	mu      sync.Mutex
+	free    int
+	seq     uint64
+	waiting waiters
+}
 
-// acquire waits for a slot until ctx ends.
+func newSlots(n int) slots { return slots{&slotQueue{free: n}} }
+
+// acquire waits for a slot, behind the waiters of a lower level and those
+// of its own level that came first, until ctx ends — or, when ctx carries
+// a queue deadline (a request's timeout parameter), until then:
+// errQueueTimeout.
 func (s slots) acquire(ctx context.Context) (release func(), err error) {
-	select {
-	case s <- struct{}{}:
-		var once sync.Once
-		return func() { once.Do(func() { <-s }) }, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	q := s.q
+	level, by := priorityOf(ctx)
+	q.mu.Lock()
+	if q.free > 0 && len(q.waiting) == 0 {
+		q.free--
+		q.mu.Unlock()
+		return q.releaser(), nil
 	}
+	w := &waiter{level: level, seq: q.seq, ready: make(chan struct{})}
+	q.seq++
+	heap.Push(&q.waiting, w)
+	q.mu.Unlock()
+	var expired <-chan time.Time
+	if !by.IsZero() {
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-w.ready:
+		return q.releaser(), nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-expired:
+		err = errQueueTimeout
+	}
+	q.mu.Lock()
+	granted := w.index < 0
+	if !granted {
+		heap.Remove(&q.waiting, w.index)
+	}
+	q.mu.Unlock()
+	if granted {
+		q.releaser()() // handed over as the wait ended: pass it on
+	}
+	return nil, err
+}
+
+// releaser returns the release of one held slot: it goes to the first
+// waiter, or back to the free ones. Releasing twice is harmless.
+func (q *slotQueue) releaser() func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			if len(q.waiting) > 0 {
+				w := heap.Pop(&q.waiting).(*waiter)
+				w.index = -1
+				close(w.ready)
+				return
+			}
+			q.free++
+		})
+	}
+}
+
+// waiter is one acquire waiting for a slot.
+type waiter struct {
+	level int
+	seq   uint64
+	ready chan struct{} // closed when it is handed a slot
+	index int           // in the heap; -1 once handed a slot
+}
+
+// waiters is a heap of waiters, the first to serve at the top.
+type waiters []*waiter
+
+func (h waiters) Len() int { return len(h) }
+func (h waiters) Less(i, j int) bool {
+	return h[i].level < h[j].level || h[i].level == h[j].level && h[i].seq < h[j].seq
+}
+func (h waiters) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *waiters) Push(x any) {
+	w := x.(*waiter)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *waiters) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return w
 }
 
 // tracker counts work in progress and tells when it is all done once

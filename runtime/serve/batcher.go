@@ -51,6 +51,8 @@ type pending struct {
 	call    map[string]any // the decoded call inputs, keyed by field id
 	in      client.Inputs  // call as the task's inputs
 	arrived time.Time
+	level   int         // priority level: lower first (priority.go)
+	by      time.Time   // must run by then (zero: no timeout)
 	result  chan result // buffered: the batcher never blocks on it
 }
 
@@ -77,7 +79,8 @@ func (b *batcher) close() {
 // its error at once and takes the request out of the queue (a batch it
 // already joined still runs for the others).
 func (b *batcher) submit(ctx context.Context, call map[string]any) (map[string]any, error) {
-	p := &pending{ctx: ctx, call: call, in: client.Kwargs(b.task, call), arrived: time.Now(), result: make(chan result, 1)}
+	level, by := priorityOf(ctx)
+	p := &pending{ctx: ctx, call: call, in: client.Kwargs(b.task, call), arrived: time.Now(), level: level, by: by, result: make(chan result, 1)}
 	b.mu.Lock()
 	select {
 	case <-b.stop:
@@ -128,13 +131,15 @@ func (b *batcher) loop() {
 }
 
 // next waits for the next batch: up to max queued requests that may share
-// a forward call with the oldest one, once that group is full, its delay has passed, or
+// a forward call with the first one — by priority level, then the oldest
+// (priority.go) —, once that group is full, its delay has passed, or
 // every request the server is working on is queued here (no other can
-// join).
+// join). A request past its timeout leaves the queue answered 504.
 func (b *batcher) next() (run []*pending, stopped bool) {
 	for {
 		var wait time.Duration
 		b.mu.Lock()
+		b.expire(time.Now())
 		if len(b.waiting) > 0 {
 			group := b.group()
 			oldest := b.waiting[0]
@@ -143,6 +148,11 @@ func (b *batcher) next() (run []*pending, stopped bool) {
 				b.take(group)
 				b.mu.Unlock()
 				return group, false
+			}
+			for _, p := range b.waiting {
+				if !p.by.IsZero() {
+					wait = max(min(wait, time.Until(p.by)), time.Microsecond) // wake to answer it
+				}
 			}
 		}
 		b.mu.Unlock()
@@ -164,9 +174,26 @@ func (b *batcher) next() (run []*pending, stopped bool) {
 	}
 }
 
+// expire answers and takes out the queued requests past their timeout;
+// b.mu is held.
+func (b *batcher) expire(now time.Time) {
+	b.waiting = slices.DeleteFunc(b.waiting, func(p *pending) bool {
+		if !p.by.IsZero() && !now.Before(p.by) {
+			p.result <- result{err: errQueueTimeout}
+			return true
+		}
+		return false
+	})
+}
+
 // group returns up to max queued requests that may share a forward call
-// with the oldest one (client.BatchConflict); b.mu is held.
+// with the first one to serve — the lowest priority level, then the
+// oldest (client.BatchConflict) —, taking the others by the same order;
+// b.mu is held.
 func (b *batcher) group() []*pending {
+	// The queue is in arrival order; a stable sort by level keeps it
+	// within a level.
+	slices.SortStableFunc(b.waiting, func(x, y *pending) int { return x.level - y.level })
 	var g []*pending
 	first := b.waiting[0]
 	for _, p := range b.waiting {
@@ -206,7 +233,8 @@ func (b *batcher) run(run []*pending) {
 			stop()
 		}
 	}()
-	release, err := b.slots.acquire(ctx)
+	level := run[0].level // the group's first is its best
+	release, err := b.slots.acquire(withPriority(ctx, level, time.Time{}))
 	if err != nil {
 		for _, p := range run {
 			p.result <- result{err: err}

@@ -101,6 +101,7 @@ type inferCall struct {
 	call, load map[string]any   // a request's inputs (not a batch)
 	items      []map[string]any // a batch's items
 	hold       *holding         // the request's bytes in the in-flight budget
+	place      place            // its priority level and queue deadline (priority.go)
 }
 
 // resolve resolves a decoded infer request to model m: its variant (pv,
@@ -114,6 +115,14 @@ func (s *Server) resolve(ctx context.Context, m *model, pv *variant, req *oip.In
 	if err := oip.CheckParameters(req.Parameters); err != nil {
 		return nil, err
 	}
+	arrived := time.Now()
+	if ri := requestInfo(ctx); ri != nil {
+		arrived = ri.arrived
+	}
+	place, err := requestPlace(req.Parameters, s.cfg.DefaultPriority, arrived)
+	if err != nil {
+		return nil, err
+	}
 	version := ""
 	if pv != nil {
 		version = pv.id
@@ -122,7 +131,7 @@ func (s *Server) resolve(ctx context.Context, m *model, pv *variant, req *oip.In
 	if err != nil {
 		return nil, err
 	}
-	c := &inferCall{m: m, v: m.variants[vs.VariantID], req: req, hold: hold}
+	c := &inferCall{m: m, v: m.variants[vs.VariantID], req: req, hold: hold, place: place}
 	c.task, err = m.oip.Task(req.Parameters)
 	if err != nil {
 		return nil, err
@@ -173,6 +182,7 @@ func (s *Server) resolve(ctx context.Context, m *model, pv *variant, req *oip.In
 // slots or through its task's batcher until ctx ends (504: ctx carries the
 // request's deadline).
 func (s *Server) execute(ctx context.Context, c *inferCall) (map[string]any, error) {
+	ctx = withPriority(ctx, c.place.level, c.place.by)
 	release, err := s.adm.admit()
 	if err != nil {
 		return nil, err
@@ -200,6 +210,7 @@ func (s *Server) execute(ctx context.Context, c *inferCall) (map[string]any, err
 // perItem, the items that failed are returned in itemErrs and the others
 // answered.
 func (s *Server) executeBatch(ctx context.Context, c *inferCall) (outs []map[string]any, itemErrs batch.ItemErrors, err error) {
+	ctx = withPriority(ctx, c.place.level, c.place.by)
 	release, err := s.adm.admit()
 	if err != nil {
 		return nil, nil, err

@@ -106,6 +106,10 @@ type Config struct {
 	// 401 without their body being read. It is one key named "token", with
 	// no model list and no rate (see Keys).
 	Token string
+	// DefaultPriority is the priority level of an infer request that gives
+	// none (its "priority" parameter 0 or absent): 1 is served first,
+	// larger levels later (priority.go). Default DefaultPriority (3).
+	DefaultPriority int
 	// Keys, when set, are the API keys requests must carry instead of
 	// Token: each with a name (logs, metrics), optional models and a rate
 	// (keys.go). Replace them while serving with Keys.Reload or Keys.Set.
@@ -152,6 +156,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.DefaultPriority <= 0 {
+		c.DefaultPriority = DefaultPriority
 	}
 	if c.MaxTensorBytes <= 0 {
 		c.MaxTensorBytes = DefaultMaxTensorBytes
