@@ -44,6 +44,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		b.report(tp+"/stream", false, "%s is a stream task, but the family does not set supports_stream: true", name)
 	}
 	b.batching(ts, tp, name)
+	b.openai(ts, tp, name)
 
 	goName := b.goName(ts.TaskID, ts.GoName, tp)
 	t := &Task{
@@ -168,6 +169,15 @@ func (b *builder) batching(ts *spec.InferenceTaskProfile, tp, name string) {
 		return
 	}
 	b.problems(tp, name, ts.BatchingProblems())
+}
+
+// openai checks a task's openai block with the runtime's rules
+// (spec.InferenceTaskProfile.OpenAIProblems), which wfserve applies too.
+func (b *builder) openai(ts *spec.InferenceTaskProfile, tp, name string) {
+	if ts.OpenAI == nil || b.pruned(tp+"/openai") {
+		return
+	}
+	b.problems(tp, name, ts.OpenAIProblems())
 }
 
 // problems reports runtime problems located relative to the value at base.

@@ -297,6 +297,10 @@ type InferenceTaskProfile struct {
 	Method string `json:"method,omitempty" jsonschema:"default=forward,pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
 	// Batching, when set, makes the task batchable.
 	Batching *BatchingSpec `json:"batching,omitempty"`
+	// OpenAI, when set, serves the task as OpenAI's embeddings API too
+	// (wfserve's POST /v1/embeddings and GET /v1/models): its result is
+	// its one embedding artifact, its input the field OpenAI.Input names.
+	OpenAI *OpenAISpec `json:"openai,omitempty"`
 	// Dims constrains the named dimensions of the task's shapes.
 	Dims map[string]DimSpec `json:"dims,omitempty"`
 	// Stream marks a task that produces a realtime stream of chunks.
