@@ -480,6 +480,12 @@ func decodeRecord(a *spec.InferenceArtifactSpec, v any, dst any) error {
 	if !ok {
 		return fmt.Errorf("want a list of dicts of tensors (List[Dict[str, Tensor]]), got %s", describe(v))
 	}
+	if len(list) == 0 {
+		// An empty list is empty, not absent: a non-nil slice, as a
+		// tensor_list's.
+		d.Set(reflect.MakeSlice(d.Type(), 0, 0))
+		return nil
+	}
 	// A new backing array, grown in place: one allocation (MakeSlice
 	// would add a slice header).
 	d.SetZero()
