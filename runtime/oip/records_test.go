@@ -1,13 +1,18 @@
 package oip_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -299,5 +304,65 @@ func TestRecordMetadata(t *testing.T) {
 	}
 	if l := mds[0]; l.Parameters["elements"] != "losses.classification, losses.bbox_regression" || l.Parameters["count_parameter"] != "losses.count" {
 		t.Errorf("losses: %+v", l)
+	}
+}
+
+// The OpenAPI document's response schema names a record's outputs by
+// pattern with each key's datatype: a real answer validates; an
+// undeclared key, an element without its index, a key of another
+// datatype do not.
+func TestRecordOpenAPI(t *testing.T) {
+	f, diags, err := validate.File(filepath.Join("..", "..", "golden", "records", "input", "records.yaml"))
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("manifest: %v %v", err, diags)
+	}
+	doc, err := oip.OpenAPI(f.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	if err := c.AddResource("doc.json", bytes.NewReader(doc)); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("doc.json#/components/schemas/golden-records.detect.InferResponse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	detect, _ := f.Spec.Task("detect")
+	resp := &oip.InferenceResponse{ModelName: "golden-records", Parameters: oip.Parameters{"task": "detect"}}
+	out := map[string]any{
+		"losses": map[string]any{"classification": tensor.FromFloat32([]float32{1})},
+		"detections": []any{map[string]any{
+			"boxes": tensor.FromFloat32([]float32{1, 2, 3, 4}, 1, 4), "labels": tensor.FromInt64([]int64{7}, 1), "scores": tensor.FromFloat32([]float32{0.5}, 1)}},
+	}
+	if err := oip.EncodeResponse(resp, detect, out, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		output, rename string
+		datatype       oip.Datatype
+		valid          bool
+	}{
+		{"detections.0.labels", "detections.0.labels", oip.Int64, true},
+		{"detections.0.labels", "detections.12.labels", oip.Int64, true},
+		{"losses.classification", "losses.bbox_regression", oip.FP32, true},
+		{"detections.0.labels", "detections.0.masks", oip.Int64, false},
+		{"detections.0.labels", "detections.labels", oip.Int64, false},
+		{"detections.0.labels", "detections.01.labels", oip.Int64, false},
+		{"detections.0.labels", "detections.0.labels", oip.FP32, false},
+		{"detections.0.boxes", "detections.0.boxes", oip.FP32, true},
+		{"losses.classification", "losses", oip.FP32, false},
+	} {
+		r := *resp
+		r.Outputs = slices.Clone(resp.Outputs)
+		i := slices.IndexFunc(r.Outputs, func(o oip.Tensor) bool { return o.Name == c.output })
+		r.Outputs[i].Name, r.Outputs[i].Datatype = c.rename, c.datatype
+		b, _ := json.Marshal(&r)
+		var v any
+		json.Unmarshal(b, &v)
+		if err := sch.Validate(v); (err == nil) != c.valid {
+			t.Errorf("%s as %s %s: validation error %v, want valid %v", c.output, c.rename, c.datatype, err, c.valid)
+		}
 	}
 }
