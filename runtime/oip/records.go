@@ -136,7 +136,7 @@ func partOf(task *spec.InferenceTaskProfile, name string) (a *spec.InferenceArti
 	for i := range task.Outputs {
 		o := &task.Outputs[i]
 		id := o.ArtifactID
-		if inParts(o) && len(name) > len(id)+1 && name[len(id)] == '.' && strings.HasPrefix(name, id) &&
+		if inParts(o) && len(name) > len(id) && name[len(id)] == '.' && strings.HasPrefix(name, id) &&
 			(a == nil || len(id) > len(a.ArtifactID)) {
 			a, rest = o, name[len(id)+1:]
 		}

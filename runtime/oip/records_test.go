@@ -240,6 +240,7 @@ func TestRecordDecodeErrors(t *testing.T) {
 			`output "detections.1.masks_v2": "masks_v2" is no key of artifact "detections" (record_list; keys: boxes, labels, masks)`},
 		{"an unknown key of a record", []string{"losses.total"}, oip.Parameters{"losses.count": int64(1)},
 			`output "losses.total": "total" is no key of artifact "losses" (record; keys: classification, bbox_regression)`},
+		{"an empty key", []string{"losses."}, oip.Parameters{"losses.count": int64(1)}, `output "losses.": "" is no key of artifact "losses"`},
 		{"no index", []string{"detections.boxes"}, two, `output "detections.boxes": artifact "detections" is a record_list, whose tensors are named detections.0.KEY`},
 		{"a leading zero", []string{"detections.01.boxes"}, two, `output "detections.01.boxes": artifact "detections" is a record_list`},
 		{"a record's keys miscounted", []string{"losses.classification"}, oip.Parameters{"losses.count": int64(2)},
