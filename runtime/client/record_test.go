@@ -160,3 +160,12 @@ func TestOutputsRecordsByArtifactID(t *testing.T) {
 		t.Errorf("detections: %+v, %v", d, err)
 	}
 }
+
+// An empty record_list is an empty slice, not nil: the model returned a
+// list, of no dicts (as an empty tensor_list is an empty slice).
+func TestDecodeRecordListEmpty(t *testing.T) {
+	var got []detection
+	if err := decodeArtifact(nil, &detectionsSpec, map[string]any{"detections": []any{}}, &got); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("decoded %#v (nil %v), %v; want an empty slice", got, got == nil, err)
+	}
+}

@@ -95,12 +95,6 @@ var (
 	_ Loader  = (*Client)(nil)
 )
 
-// ErrNotRemote marks a task that a remote backend cannot run: one whose
-// outputs the Open Inference Protocol mapping does not carry — a record or
-// record_list artifact (a dict of tensors, or a list of them) today; a
-// tensor_list travels as its elements (docs/serving.md).
-var ErrNotRemote = errors.New("not available remotely")
-
 // Task is one task of a generated family bound to its Go params type P and
 // result type R: the generated methods are one-line calls of its methods.
 // It reads params in place, by reflection over the struct fields it
@@ -114,9 +108,6 @@ type Task[P, R any] struct {
 	fields   []int // fields[i]: index in P of the field of input i
 	plain    reflect.Type
 	defaults func() P
-	// record is the first record or record_list artifact, which only an
-	// in-process backend returns; "" when the task has none.
-	record string
 }
 
 // NewTask binds task index of family (the generated package's spec) to P
@@ -150,9 +141,6 @@ func NewTask[P, R any](family *spec.ModelInferenceSpec, index int, defaults func
 		a := &t.spec.Outputs[i]
 		if !a.Kind.Holds().IsRecord() {
 			continue
-		}
-		if t.record == "" {
-			t.record = a.ArtifactID
 		}
 		if err := recordType(a, rt.Field(i).Type); err != nil {
 			panic(fmt.Sprintf("client: %s.%s: %v", rt, rt.Field(i).Name, err))
@@ -280,9 +268,6 @@ func (t *Task[P, R]) Run(ctx context.Context, b Backend, p *P, opts ...CallOptio
 	}
 	if isNil(b) {
 		return nil, t.notNew()
-	}
-	if _, local := b.(Loader); t.record != "" && !local {
-		return nil, fmt.Errorf("%s: %w: artifact %q is a record (a dict of tensors), which the Open Inference Protocol mapping does not carry yet; run the task in this process (New)", t.where(), ErrNotRemote, t.record)
 	}
 	out, err := b.Call(ctx, t.spec, t.one(p), opts...)
 	if err != nil {
@@ -494,6 +479,12 @@ func decodeRecord(a *spec.InferenceArtifactSpec, v any, dst any) error {
 	list, ok := v.([]any)
 	if !ok {
 		return fmt.Errorf("want a list of dicts of tensors (List[Dict[str, Tensor]]), got %s", describe(v))
+	}
+	if len(list) == 0 {
+		// An empty list is empty, not absent: a non-nil slice, as a
+		// tensor_list's.
+		d.Set(reflect.MakeSlice(d.Type(), 0, 0))
+		return nil
 	}
 	// A new backing array, grown in place: one allocation (MakeSlice
 	// would add a slice header).

@@ -212,8 +212,10 @@ func TestListDecodeErrors(t *testing.T) {
 }
 
 // FuzzDecodeListResponse feeds arbitrary response JSON to DecodeResponse
-// for a task with tensor_list artifacts: nothing may panic, and what
-// decodes holds lists of exactly their count.
+// for a task with tensor_list, record and record_list artifacts: nothing
+// may panic, and what decodes holds lists of exactly their count, records
+// of exactly their count of keys, and every required key of every dict,
+// each from its own output.
 func FuzzDecodeListResponse(f *testing.F) {
 	for _, s := range []string{
 		`{"model_name":"m","parameters":{"parts.count":2},"outputs":[{"name":"parts.1","datatype":"FP32","shape":[1],"data":[1]},{"name":"parts.0","datatype":"INT64","shape":[0],"data":[]}]}`,
@@ -223,10 +225,18 @@ func FuzzDecodeListResponse(f *testing.F) {
 		`{"parameters":{"parts.count":-3},"outputs":[]}`,
 		`{"parameters":{"parts.count":"x"},"outputs":[{"name":"parts","datatype":"FP32","shape":[1],"data":[1]}]}`,
 		`{"outputs":[{"name":"parts.0","datatype":"FP32","shape":[2],"data":[1]}],"parameters":{"parts.count":1}}`,
+		`{"parameters":{"losses.count":1,"detections.count":2},"outputs":[{"name":"losses.classification","datatype":"FP32","shape":[],"data":[1]},` +
+			`{"name":"detections.0.boxes","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]},{"name":"detections.0.labels","datatype":"INT64","shape":[1],"data":[7]},` +
+			`{"name":"detections.1.boxes","datatype":"FP32","shape":[0,4],"data":[]},{"name":"detections.1.labels","datatype":"INT64","shape":[0],"data":[]}]}`,
+		`{"parameters":{"losses.count":0,"detections.count":0,"aux.count":0},"outputs":[]}`,
+		`{"parameters":{"detections.count":3},"outputs":[{"name":"detections.2.boxes","datatype":"FP32","shape":[1],"data":[1]},{"name":"detections.2.labels","datatype":"INT64","shape":[1],"data":[1]}]}`,
+		`{"parameters":{"losses.count":2},"outputs":[{"name":"losses.classification","datatype":"FP32","shape":[1],"data":[1]},{"name":"losses.x","datatype":"FP32","shape":[1],"data":[1]}]}`,
+		`{"parameters":{"detections.count":1},"outputs":[{"name":"detections.0.0.boxes","datatype":"FP32","shape":[1],"data":[1]},{"name":"detections","datatype":"FP32","shape":[1],"data":[1]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	task := listTask()
+	task.Outputs = append(task.Outputs, recordTask().Outputs...)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var resp oip.InferenceResponse
 		if json.Unmarshal(body, &resp) != nil {
@@ -249,6 +259,36 @@ func FuzzDecodeListResponse(f *testing.F) {
 				if !hasOutput(resp.Outputs, oip.ElementName(id, int(i))) {
 					t.Fatalf("%s: element %d decoded without its output", id, i)
 				}
+			}
+		}
+		for _, a := range task.Outputs[4:] {
+			v, ok := got[a.ArtifactID]
+			if !ok {
+				continue
+			}
+			n, _, _ := resp.Parameters.IntParam(oip.CountParameter(a.ArtifactID))
+			checkDict := func(d map[string]any, name func(key string) string) {
+				for _, f := range a.Fields {
+					_, has := d[f.Name]
+					if f.Required && !has || has && !hasOutput(resp.Outputs, name(f.Name)) {
+						t.Fatalf("%s: key %s decoded %v without its output %s", a.ArtifactID, f.Name, has, name(f.Name))
+					}
+				}
+			}
+			if a.Kind == spec.ArtifactRecord {
+				d := v.(map[string]any)
+				if int64(len(d)) != n {
+					t.Fatalf("%s: %d keys for a count of %d", a.ArtifactID, len(d), n)
+				}
+				checkDict(d, func(k string) string { return oip.KeyName(a.ArtifactID, k) })
+				continue
+			}
+			list := v.([]any)
+			if int64(len(list)) != n {
+				t.Fatalf("%s: %d dicts for a count of %d", a.ArtifactID, len(list), n)
+			}
+			for i, d := range list {
+				checkDict(d.(map[string]any), func(k string) string { return oip.ItemKeyName(a.ArtifactID, i, k) })
 			}
 		}
 	})

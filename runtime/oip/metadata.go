@@ -3,6 +3,7 @@ package oip
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
 )
@@ -110,7 +111,9 @@ func TaskInputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 // request's outputs select it by), with the datatype and shape of each
 // element; its parameters "elements" and "count_parameter" name the
 // outputs its elements travel as (ID.0, ID.1, ...) and the response
-// parameter that gives their count (ID.count).
+// parameter that gives their count (ID.count). A record or record_list
+// artifact is described so too, with its keys in the parameter "fields"
+// (recordMetadata).
 func TaskOutputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 	out := make([]TensorMetadata, 0, len(t.Outputs))
 	for i := range t.Outputs {
@@ -128,9 +131,55 @@ func TaskOutputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 			md.Parameters["elements"] = ElementName(a.ArtifactID, 0) + ", " + ElementName(a.ArtifactID, 1) + ", ..."
 			md.Parameters["count_parameter"] = CountParameter(a.ArtifactID)
 		}
+		if isRecord(a) {
+			md.Datatype, md.Shape = recordMetadata(a, md.Parameters)
+		}
 		out = append(out, md)
 	}
 	return out
+}
+
+// recordMetadata describes record or record_list artifact a: its
+// datatype is its keys' when they all declare the same one, else
+// AnyDatatype, its shape nil; the parameters p get "elements", the names
+// its tensors travel as (ID.KEY, ...; ID.0.KEY, ..., ID.1.KEY, ...),
+// "count_parameter" (ID.count) and "fields", JSON text listing each key
+// with its datatype, shape (as for any output) and whether it is
+// required.
+func recordMetadata(a *spec.InferenceArtifactSpec, p Parameters) (Datatype, []int64) {
+	type key struct {
+		Name     string   `json:"name"`
+		Datatype Datatype `json:"datatype"`
+		Shape    []int64  `json:"shape"`
+		Required bool     `json:"required"`
+	}
+	keys := make([]key, len(a.Fields))
+	var names []string
+	for k := range a.Fields {
+		f := &a.Fields[k]
+		d, shape := contractMetadata(spec.TensorContract{DType: f.DType, Shape: f.Shape}, false)
+		keys[k] = key{Name: f.Name, Datatype: d, Shape: shape, Required: f.Required}
+		if isRecordList(a) {
+			names = append(names, ItemKeyName(a.ArtifactID, 0, f.Name))
+		} else {
+			names = append(names, KeyName(a.ArtifactID, f.Name))
+		}
+	}
+	if isRecordList(a) && len(a.Fields) > 0 {
+		names = append(names, ItemKeyName(a.ArtifactID, 1, a.Fields[0].Name), "...")
+	}
+	p["elements"] = strings.Join(names, ", ")
+	p["count_parameter"] = CountParameter(a.ArtifactID)
+	p["fields"] = jsonText(keys)
+	d := AnyDatatype
+	for k := range keys {
+		if k == 0 {
+			d = keys[k].Datatype
+		} else if keys[k].Datatype != d {
+			d = AnyDatatype
+		}
+	}
+	return d, nil
 }
 
 // contractMetadata is the datatype and shape of a declared tensor contract

@@ -528,9 +528,11 @@ func EncodeOutputsBinary(task *spec.InferenceTaskProfile, out map[string]any, wa
 
 // EncodeResponse sets r's outputs to the task's outputs, as
 // EncodeOutputsBinary encodes them, with each tensor_list artifact as its
-// elements ID.0, ID.1, ... and its element count in r's parameter
-// ID.count (CountParameter; r.Parameters is made when nil): the
-// documented mapping that DecodeResponse reverses.
+// elements ID.0, ID.1, ..., each record as its keys ID.KEY and each
+// record_list as the keys of its elements ID.0.KEY, ID.1.KEY, ..., and
+// their count in r's parameter ID.count (CountParameter; r.Parameters is
+// made when nil): the documented mapping (lists.go, records.go) that
+// DecodeResponse reverses.
 func EncodeResponse(r *InferenceResponse, task *spec.InferenceTaskProfile, out map[string]any, want []RequestOutput, binary func(name string) bool) error {
 	counts := Parameters{}
 	outs, err := encodeOutputs(task, out, want, binary, counts)
@@ -583,6 +585,22 @@ func encodeOutputs(task *spec.InferenceTaskProfile, out map[string]any, want []R
 			}
 			counts[CountParameter(a.ArtifactID)] = int64(len(elems))
 			res = append(res, elems...)
+			continue
+		}
+		if isRecord(a) {
+			if counts == nil {
+				return nil, fmt.Errorf("artifact %q is a %s, whose count is a response parameter: encode the response with EncodeResponse", a.ArtifactID, a.Kind)
+			}
+			enc := encodeTensor
+			if bin {
+				enc = binaryTensor
+			}
+			parts, n, err := splitRecord(a, v, enc)
+			if err != nil {
+				return nil, fmt.Errorf("artifact %q: %w", a.ArtifactID, err)
+			}
+			counts[CountParameter(a.ArtifactID)] = int64(n)
+			res = append(res, parts...)
 			continue
 		}
 		var t Tensor
@@ -654,9 +672,12 @@ func DecodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor) (map[string]a
 // DecodeResponse is DecodeOutputs of r's outputs, with each tensor_list
 // artifact reassembled from its elements ID.0, ID.1, ... and r's
 // parameter ID.count (see EncodeResponse) as a []*tensor.Tensor of
-// exactly that many tensors. Elements without the count, a count that
-// does not match them, gaps, duplicates and an output named by the list's
-// own id are errors naming the artifact; it never panics.
+// exactly that many tensors, and each record and record_list from its
+// keys' tensors and its count in the in-process client's value form (a
+// map[string]any of tensors, a []any of them). Parts without the count, a
+// count that does not match them, gaps, duplicates, keys the artifact
+// does not declare, a required key missing and an output named by the
+// artifact's own id are errors naming the artifact; it never panics.
 func DecodeResponse(task *spec.InferenceTaskProfile, r *InferenceResponse) (map[string]any, error) {
 	p := r.Parameters
 	if p == nil {
@@ -670,10 +691,26 @@ func DecodeResponse(task *spec.InferenceTaskProfile, r *InferenceResponse) (map[
 func decodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor, p Parameters) (map[string]any, error) {
 	res := make(map[string]any, len(outs))
 	var lists map[string]map[int]*Tensor // tensor_list elements by artifact and index
+	var records map[string]recordParts   // record and record_list tensors by artifact
 	for i := range outs {
 		o := &outs[i]
 		a, ok := task.Artifact(o.Name)
 		if !ok {
+			if ra, rest, isPart := partOf(task, o.Name); isPart && isRecord(ra) {
+				if p == nil {
+					return nil, fmt.Errorf("output %q: a tensor of %s artifact %q, whose count is a response parameter: decode the response with DecodeResponse", o.Name, ra.Kind, ra.ArtifactID)
+				}
+				if records == nil {
+					records = map[string]recordParts{}
+				}
+				if records[ra.ArtifactID] == nil {
+					records[ra.ArtifactID] = recordParts{}
+				}
+				if err := records[ra.ArtifactID].add(ra, rest, o); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			id, j, isElem := ParseElementName(o.Name)
 			if la, ok := task.Artifact(id); isElem && ok && isList(la) {
 				if p == nil {
@@ -698,6 +735,10 @@ func decodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor, p Parameters)
 		switch a.Kind.Holds() {
 		case spec.HoldsTensorList:
 			return nil, fmt.Errorf("output %q: artifact %q is a tensor_list, which travels as its elements %s, %s, ..., never as one tensor", o.Name, a.ArtifactID, ElementName(a.ArtifactID, 0), ElementName(a.ArtifactID, 1))
+		case spec.HoldsRecord:
+			return nil, fmt.Errorf("output %q: artifact %q is a record, which travels as its keys %s, never as one tensor", o.Name, a.ArtifactID, KeyName(a.ArtifactID, "KEY"))
+		case spec.HoldsRecordList:
+			return nil, fmt.Errorf("output %q: artifact %q is a record_list, which travels as the keys of its elements %s, %s, ..., never as one tensor", o.Name, a.ArtifactID, ItemKeyName(a.ArtifactID, 0, "KEY"), ItemKeyName(a.ArtifactID, 1, "KEY"))
 		case spec.HoldsText, spec.HoldsJSON:
 			if o.Datatype != Bytes {
 				return nil, fmt.Errorf("output %q: datatype %s, but a %s artifact is BYTES", o.Name, o.Datatype, a.Kind)
@@ -728,6 +769,16 @@ func decodeOutputs(task *spec.InferenceTaskProfile, outs []Tensor, p Parameters)
 	}
 	for i := range task.Outputs {
 		a := &task.Outputs[i]
+		if isRecord(a) {
+			v, err := joinRecord(a, records[a.ArtifactID], p)
+			if err != nil {
+				return nil, err
+			}
+			if v != nil {
+				res[a.ArtifactID] = v
+			}
+			continue
+		}
 		if !isList(a) {
 			continue
 		}

@@ -25,7 +25,10 @@
 //     [1] holding the JSON text; a tensor_list artifact is one output per
 //     element, named ARTIFACT.0, ARTIFACT.1, ..., with the element count
 //     in the response parameter ARTIFACT.count (lists.go; EncodeResponse,
-//     DecodeResponse).
+//     DecodeResponse); a record artifact is one output per key it holds,
+//     ARTIFACT.KEY, a record_list one per key of each element,
+//     ARTIFACT.I.KEY, with the number of keys (record) or elements
+//     (record_list) in ARTIFACT.count (records.go).
 //
 // Tensor data is JSON: flattened in row-major order or nested to match the
 // shape. JSON has no NaN or infinities; floating outputs carry them as the

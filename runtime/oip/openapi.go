@@ -468,20 +468,25 @@ func scalarSchema(f *spec.InferenceFieldSpec) obj {
 func responseSchema(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) obj {
 	var items []any
 	for i, md := range TaskOutputs(t) {
+		if a := &t.Outputs[i]; isRecord(a) {
+			// One key of the record, or of an element (see records.go).
+			for k := range a.Fields {
+				f := &a.Fields[k]
+				name := "^" + regexp.QuoteMeta(KeyName(a.ArtifactID, f.Name)) + "$"
+				if isRecordList(a) {
+					name = "^" + regexp.QuoteMeta(a.ArtifactID) + `\.(0|[1-9][0-9]*)\.` + regexp.QuoteMeta(f.Name) + "$"
+				}
+				d, shape := contractMetadata(spec.TensorContract{DType: f.DType, Shape: f.Shape}, false)
+				items = append(items, responseTensor(obj{"name": obj{"type": "string", "pattern": name}}, d, shape))
+			}
+			continue
+		}
 		props := obj{"name": obj{"const": md.Name}}
 		if isList(&t.Outputs[i]) {
 			// One element of the list (see lists.go).
 			props["name"] = obj{"type": "string", "pattern": "^" + regexp.QuoteMeta(md.Name) + `\.(0|[1-9][0-9]*)$`}
 		}
-		if md.Datatype != AnyDatatype {
-			props["datatype"] = obj{"const": string(md.Datatype)}
-		}
-		if md.Shape != nil && !slices.Contains(md.Shape, -1) {
-			props["shape"] = obj{"const": anyInts(md.Shape)}
-		} else if md.Shape != nil {
-			props["shape"] = obj{"type": "array", "items": obj{"type": "integer", "minimum": 0}, "minItems": len(md.Shape), "maxItems": len(md.Shape)}
-		}
-		items = append(items, obj{"allOf": []any{ref("ResponseTensor"), obj{"properties": props}}})
+		items = append(items, responseTensor(props, md.Datatype, md.Shape))
 	}
 	outputs := obj{"type": "array"}
 	if len(items) > 0 {
@@ -490,6 +495,20 @@ func responseSchema(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) ob
 	return obj{"type": "object", "title": s.ModelFamilyID + " " + t.TaskID + " response", "required": []any{"model_name", "outputs"}, "properties": obj{
 		"model_name": obj{"const": s.ModelFamilyID}, "model_version": obj{"type": "string"}, "id": obj{"type": "string"},
 		"parameters": ref("Parameters"), "outputs": outputs}}
+}
+
+// responseTensor is the schema of one response tensor with the
+// properties props, datatype d (AnyDatatype: any) and shape (nil: any).
+func responseTensor(props obj, d Datatype, shape []int64) obj {
+	if d != AnyDatatype {
+		props["datatype"] = obj{"const": string(d)}
+	}
+	if shape != nil && !slices.Contains(shape, -1) {
+		props["shape"] = obj{"const": anyInts(shape)}
+	} else if shape != nil {
+		props["shape"] = obj{"type": "array", "items": obj{"type": "integer", "minimum": 0}, "minItems": len(shape), "maxItems": len(shape)}
+	}
+	return obj{"allOf": []any{ref("ResponseTensor"), obj{"properties": props}}}
 }
 
 func anyInts(v []int64) []any {

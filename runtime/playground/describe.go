@@ -131,6 +131,13 @@ type Output struct {
 	// element count (oip.CountParameter): the list arrives as one output
 	// per element, NAME.0, NAME.1, ..., each shown on its own.
 	Count string `json:"count,omitempty"`
+	// Fields are, for a record or record_list, its keys in the manifest's
+	// order; Count is then the response parameter that gives the number
+	// of keys (record) or dicts (record_list). Key KEY arrives as the
+	// output NAME.KEY, of dict I as NAME.I.KEY (runtime/oip's records.go):
+	// the page shows a record as a table of its keys, a record_list as one
+	// such table per dict.
+	Fields []string `json:"fields,omitempty"`
 	// Role, in a classification family (workload_type classification),
 	// marks what the page shows as the answer: RoleScores for a float
 	// output of one score per class (logits or probabilities), RoleClass
@@ -253,6 +260,12 @@ func describeTask(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (Tas
 		}
 		if a.Kind.Holds() == spec.HoldsTensorList {
 			o.Count = oip.CountParameter(a.ArtifactID)
+		}
+		if a.Kind.Holds().IsRecord() {
+			o.Count = oip.CountParameter(a.ArtifactID)
+			for _, f := range a.Fields {
+				o.Fields = append(o.Fields, f.Name)
+			}
 		}
 		if a.Kind.Picture() == spec.PictureVideo {
 			o.FPS = s.VideoFPS(a)

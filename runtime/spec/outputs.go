@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // ArtifactPositions says which element of the tuple a task's method
@@ -40,8 +41,15 @@ func (t *InferenceTaskProfile) RecordReturned() bool {
 //     task's chunks are dicts with a video, so it neither has one nor
 //     positions.
 //   - "outputs/I/fields": a record or record_list artifact declares at
-//     least one field, no other kind any; field names are unique
-//     (ArtifactFieldSpec; fieldProblems).
+//     least one field, no other kind any; field names are unique, have no
+//     '.' and are not all digits (ArtifactFieldSpec; fieldProblems).
+//   - "outputs/I/artifact_id": no artifact id begins with the id of an
+//     artifact that travels in parts (tensor_list, record, record_list)
+//     and a '.'.
+//
+// The last two keep the names of the Open Inference Protocol mapping
+// unambiguous: a tensor_list's elements are ID.0, ID.1, ..., a record's
+// keys ID.KEY, a record_list's ID.I.KEY (runtime/oip, records.go).
 //
 // wfgen validate reports these; the contract check then holds positions
 // against the tuple the method returns.
@@ -70,6 +78,17 @@ func (t *InferenceTaskProfile) OutputProblems() []Problem {
 	}
 	for i := range t.Outputs {
 		ps = append(ps, t.Outputs[i].fieldProblems(fmt.Sprintf("outputs/%d", i))...)
+	}
+	for i := range t.Outputs {
+		for j := range t.Outputs {
+			a, b := &t.Outputs[i], &t.Outputs[j]
+			if h := b.Kind.Holds(); i == j || h != HoldsTensorList && !h.IsRecord() || !strings.HasPrefix(a.ArtifactID, b.ArtifactID+".") {
+				continue
+			}
+			ps = append(ps, Problem{Path: fmt.Sprintf("outputs/%d/artifact_id", i), Message: fmt.Sprintf(
+				"artifact %q: on the wire, the %s artifact %q travels as outputs named %s.*, and this id is one of those names; rename one of them", a.ArtifactID, b.Kind, b.ArtifactID, b.ArtifactID)})
+			break
+		}
 	}
 	for i := range t.Outputs {
 		a := &t.Outputs[i]
@@ -113,6 +132,11 @@ func (a *InferenceArtifactSpec) fieldProblems(path string) []Problem {
 	for j, f := range a.Fields {
 		if f.Name == "" {
 			continue // the schema says a name is at least 1 character
+		}
+		if strings.Contains(f.Name, ".") || strings.Trim(f.Name, "0123456789") == "" {
+			ps = append(ps, Problem{Path: fmt.Sprintf("%s/fields/%d/name", path, j), Message: fmt.Sprintf(
+				"artifact %q: key %q: on the wire a key is a part of an output's name (%s.KEY; %s.0.KEY in a record_list), where a '.' separates the parts and digits are list indices; use a key with no '.' that is not all digits", a.ArtifactID, f.Name, a.ArtifactID, a.ArtifactID)})
+			continue
 		}
 		if k, dup := first[f.Name]; dup {
 			ps = append(ps, Problem{Path: fmt.Sprintf("%s/fields/%d/name", path, j), Message: fmt.Sprintf(

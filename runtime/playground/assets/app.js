@@ -491,12 +491,14 @@
   // tensor_list artifact arrives as its elements NAME.0, NAME.1, ... and
   // its count in the response parameter the page data names (runtime/oip's
   // lists.go): each element is shown as a tensor of its own, an empty list
-  // as one line saying so.
+  // as one line saying so. Records arrive as their keys (records.go) and
+  // are shown by recordFigures.
   function render(box, t, outputs, params) {
     WF.results[t.id] = outputs;
     const artifact = (name) => t.outputs.find((x) => x.name === name) || t.outputs.find((x) => x.kind === 'tensor_list' &&
-      name.startsWith(x.name + '.') && /^(0|[1-9][0-9]*)$/.test(name.slice(x.name.length + 1))) || {kind: 'tensor'};
-    const figs = outputs.map((o) => {
+      name.startsWith(x.name + '.') && /^(0|[1-9][0-9]*)$/.test(name.slice(x.name.length + 1))) ||
+      t.outputs.find((x) => x.fields && name.startsWith(x.name + '.')) || {kind: 'tensor'};
+    const figs = outputs.filter((o) => !artifact(o.name).fields).map((o) => {
       const a = artifact(o.name), list = a.kind === 'tensor_list' && a.name !== o.name;
       const kind = list ? 'element ' + o.name.slice(a.name.length + 1) + ' of ' + params[a.count] : a.kind;
       const data = (o.data || []).flat(Infinity);
@@ -519,8 +521,45 @@
           el('figcaption', {}, el('strong', {text: a.name}), a.description ? ' — ' + a.description + ' ' : ' ',
             el('small', {class: 'raw'}, 'tensor_list · 0 elements')), el('p', {text: 'An empty list.'})));
       }
+      if (a.fields && params[a.count] != null) figs.push(...recordFigures(a, outputs, Number(params[a.count])));
     }
     box.replaceChildren(...[answer(t, outputs), ...figs].filter(Boolean));
+  }
+
+  // recordFigures shows a record (a dict of tensors) as a small table of
+  // its keys — each key's datatype and shape and its values in brief, a
+  // key the dict does not hold marked absent — and a record_list as one
+  // such table per dict (the first maxDicts of them), an empty one as one
+  // line saying so. n is the artifact's count: keys of a record, dicts of
+  // a record_list.
+  const maxDicts = 50;
+  function recordFigures(a, outputs, n) {
+    const byName = new Map(outputs.map((o) => [o.name, o]));
+    const figure = (name, what, ...body) => el('figure', {class: 'out record', 'data-output': name},
+      el('figcaption', {}, el('strong', {text: name}), a.description ? ' — ' + a.description + ' ' : ' ',
+        el('small', {class: 'raw'}, what)), ...body);
+    const table = (prefix) => el('table', {class: 'keys'}, el('tbody', {}, a.fields.map((k) => {
+      const o = byName.get(prefix + k);
+      return el('tr', {'data-key': k, class: o ? null : 'absent'}, el('th', {scope: 'row', text: k}),
+        el('td', {class: 'raw', text: o ? raw(o) : '—'}), el('td', {class: 'values', text: o ? brief(o) : 'absent'}));
+    })));
+    if (a.kind === 'record') return [figure(a.name, 'record · ' + n + ' of ' + a.fields.length + ' keys', table(a.name + '.'))];
+    if (n === 0) return [figure(a.name, 'record_list · 0 elements', el('p', {text: 'An empty list.'}))];
+    const figs = [];
+    for (let i = 0; i < n && i < maxDicts; i++) figs.push(figure(a.name + '.' + i, 'element ' + i + ' of ' + n, table(a.name + '.' + i + '.')));
+    if (n > maxDicts) figs.push(el('p', {class: 'more', text: (n - maxDicts) + ' more elements not shown.'}));
+    return figs;
+  }
+
+  // brief says what a tensor holds in a few words: its values when there
+  // are few, else how many and their range.
+  function brief(o) {
+    const v = (o.data || []).flat(Infinity);
+    if (v.length === 0) return 'no values';
+    if (v.length <= 6) return v.map(String).join(', ');
+    let lo = Infinity, hi = -Infinity;
+    for (const x of v) { const y = Number(x); if (y < lo) lo = y; if (y > hi) hi = y; }
+    return v.length + ' values from ' + lo.toPrecision(4) + ' to ' + hi.toPrecision(4);
   }
 
   // probabilities are the scores as they are when they already are a

@@ -10,16 +10,15 @@ package goldenrecords
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/engine"
+	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/spec"
-	"github.com/worldfoundry/wfgen/runtime/stream"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 	"github.com/worldfoundry/wfgen/runtime/torch"
 )
@@ -211,28 +210,78 @@ def heads(self, x: Tensor) -> Tensor:
 	}
 }
 
-// namedBackend answers every call with outputs keyed by artifact id, as a
-// server does: a client.Backend that is not in this process.
-type namedBackend struct{}
+// wireBackend runs every call in this process and hands back its outputs
+// as a remote backend does: encoded onto the Open Inference Protocol's
+// named tensors (oip.EncodeResponse), sent as JSON and decoded
+// (oip.DecodeResponse). It is not a client.Loader: a client.Backend
+// outside this process.
+type wireBackend struct{ client.Backend }
 
-func (namedBackend) Spec() *spec.ModelInferenceSpec      { return Spec() }
-func (namedBackend) Variant() *spec.InferenceVariantSpec { return &Spec().Variants[0] }
-func (namedBackend) Call(context.Context, *spec.InferenceTaskProfile, client.Inputs, ...client.CallOption) (map[string]any, error) {
-	return nil, errors.New("called")
+func (w wireBackend) Call(ctx context.Context, task *spec.InferenceTaskProfile, in client.Inputs, opts ...client.CallOption) (map[string]any, error) {
+	out, err := w.Backend.Call(ctx, task, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	resp := &oip.InferenceResponse{ModelName: FamilyID}
+	if err := oip.EncodeResponse(resp, task, out, nil, nil); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return nil, err
+	}
+	var back oip.InferenceResponse
+	if err := json.Unmarshal(b, &back); err != nil {
+		return nil, err
+	}
+	return oip.DecodeResponse(task, &back)
 }
-func (namedBackend) CallBatch(context.Context, *spec.InferenceTaskProfile, client.Inputs, func(int, map[string]any) error, ...batch.Option) error {
-	return errors.New("no batches")
-}
-func (namedBackend) CallStream(context.Context, *spec.InferenceTaskProfile, client.Inputs, ...stream.Option) (*stream.Session, error) {
-	return nil, errors.New("no streams")
-}
-func (namedBackend) Close() error { return nil }
 
-// The wire mapping does not carry records yet: a backend outside this
-// process refuses them with client.ErrNotRemote before anything is sent.
+// A backend outside this process runs record tasks (they were refused
+// before the wire mapping carried them): through the mapping, the
+// results equal the in-process ones bit for bit — the empty losses record
+// non-nil, each image's detections, heads without its optional key.
 func TestRecordRemote(t *testing.T) {
-	c := NewClient(namedBackend{})
-	if _, err := c.Detect(context.Background(), DetectParams{X: input()}); !errors.Is(err, client.ErrNotRemote) {
-		t.Errorf("detect through a remote backend: %v, want client.ErrNotRemote", err)
+	path, _ := module(t, source)
+	b, err := client.New(family, client.WithCheckpointPath(path), client.WithDevice("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := NewClient(b)
+	defer local.Close()
+	remote := NewClient(wireBackend{b})
+	ctx := context.Background()
+
+	want, err := local.Detect(ctx, DetectParams{X: input()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := remote.Detect(ctx, DetectParams{X: input()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Losses == nil || got.Losses.Classification != nil || got.Losses.BboxRegression != nil {
+		t.Errorf("losses = %+v, want an empty record", got.Losses)
+	}
+	if len(got.Detections) != len(want.Detections) {
+		t.Fatalf("%d detections, want %d", len(got.Detections), len(want.Detections))
+	}
+	for i, d := range want.Detections {
+		same(t, "boxes", got.Detections[i].Boxes, d.Boxes)
+		same(t, "labels", got.Detections[i].Labels, d.Labels)
+		same(t, "scores", got.Detections[i].Scores, d.Scores)
+	}
+	h, err := remote.Heads(ctx, HeadsParams{X: input()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, err := local.Heads(ctx, HeadsParams{X: input()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "mean", h.Heads.Mean, hw.Heads.Mean)
+	same(t, "max", h.Heads.Maximum, hw.Heads.Maximum)
+	if h.Heads.Aux != nil {
+		t.Errorf("aux = %v, want nil", h.Heads.Aux)
 	}
 }
