@@ -155,6 +155,9 @@ func Spec() *spec.ModelInferenceSpec {
 					PadToBatchSizes: []int{1, 2, 4, 8},
 					Dim:             "N",
 				},
+				OpenAI: &spec.OpenAISpec{
+					Input: "tokens",
+				},
 				Warmup: &spec.WarmupSpec{
 					Dims: map[string]int64{
 						"L": 16,

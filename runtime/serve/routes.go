@@ -39,6 +39,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v2/models/{model}/sessions/{session}", s.withModel(post(s.control)))
 	mux.HandleFunc("/v2/models/{model}/stream", s.withModel(get(s.wsStream)))
 	mux.HandleFunc("/v2/models/{model}/versions/{version}/stream", s.withModel(get(s.wsStream)))
+	mux.HandleFunc("/v1/embeddings", post(s.openAIEmbeddings)) // OpenAI's API (openai.go)
+	mux.HandleFunc("/v1/models", get(s.openAIModels))
 	if m := s.tel.m; m != nil {
 		mux.Handle("/metrics", get(m.handler.ServeHTTP))
 	}
