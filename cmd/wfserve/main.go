@@ -74,6 +74,15 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 	f.device = fs.String("device", "", "`device` to run on: cpu, cuda, cuda:N (default cuda, else cpu)")
 	f.dtype = fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
 	f.tokenFile = fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
+	fs.StringVar(&f.cfg.ModelControl, "model-control", serve.ControlNone, "how models load: none (every model at start) or explicit (those of -load-model at start, the others on POST /v2/repository/models/NAME/load; unload frees them)")
+	fs.Func("load-model", "with -model-control explicit, a `MODEL` to load at start (repeat, or separate with commas)", func(v string) error {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				f.cfg.StartupModels = append(f.cfg.StartupModels, name)
+			}
+		}
+		return nil
+	})
 	f.keyFile = fs.String("key-file", "", "read named API keys (each with optional models and a rate) from `FILE` instead of one token; reread on SIGHUP (docs/serving.md, Keys and quotas)")
 	f.drain = fs.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", serve.DefaultMaxBodyBytes, "largest request body or gRPC message, in `bytes` (413 beyond)")

@@ -765,6 +765,21 @@ func (c *Client) Chunks(ctx context.Context, taskID string, call map[string]any,
 	return s.Chunks(ctx)
 }
 
+// Unload gives back the loaded model, as Close does, but leaves the
+// client open: the next call loads it again (a model repository's unload,
+// docs/serving.md). The module is freed once no client uses it and
+// ReleaseCaches runs. A call already running keeps the module it started
+// with until it returns: the caller should let the running calls finish
+// first.
+func (c *Client) Unload() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loaded != nil {
+		release(c.loaded.key)
+		c.loaded = nil
+	}
+}
+
 // Close releases the client's hold on its cached module. It is safe to call
 // twice; later calls return engine.ErrClosed.
 func (c *Client) Close() error {

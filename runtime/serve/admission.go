@@ -187,6 +187,13 @@ func (s slots) acquire(ctx context.Context) (release func(), err error) {
 	return nil, err
 }
 
+// waiters returns how many wait for a slot now.
+func (s slots) waiters() int64 {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	return int64(len(s.q.waiting))
+}
+
 // releaser returns the release of one held slot: it goes to the first
 // waiter, or back to the free ones. Releasing twice is harmless.
 func (q *slotQueue) releaser() func() {

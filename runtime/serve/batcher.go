@@ -28,10 +28,13 @@ import (
 type batcher struct {
 	client *client.Client
 	task   *spec.InferenceTaskProfile
-	slots  slots
-	max    int
-	delay  time.Duration
-	stats  *counters
+	// unloaded, when not nil, refuses a batch that got its engine slot
+	// after an unload (repository.go).
+	unloaded func() error
+	slots    slots
+	max      int
+	delay    time.Duration
+	stats    *counters
 	// active returns the infer requests the server is reading, queueing or
 	// running: when every one of them is already waiting here, no other
 	// can join soon, and the batch runs without waiting out the delay.
@@ -61,8 +64,8 @@ type result struct {
 	err error
 }
 
-func newBatcher(c *client.Client, task *spec.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64) *batcher {
-	b := &batcher{client: c, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, active: active,
+func newBatcher(c *client.Client, task *spec.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64, unloaded func() error) *batcher {
+	b := &batcher{client: c, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, active: active, unloaded: unloaded,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
@@ -235,6 +238,11 @@ func (b *batcher) run(run []*pending) {
 	}()
 	level := run[0].level // the group's first is its best
 	release, err := b.slots.acquire(withPriority(ctx, level, time.Time{}))
+	if err == nil && b.unloaded != nil {
+		if err = b.unloaded(); err != nil {
+			release()
+		}
+	}
 	if err != nil {
 		for _, p := range run {
 			p.result <- result{err: err}

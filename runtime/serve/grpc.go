@@ -46,6 +46,8 @@ const RealtimeExtension = "realtime_sessions"
 const (
 	methodServerLive  = "/inference.GRPCInferenceService/ServerLive"
 	methodServerReady = "/inference.GRPCInferenceService/ServerReady"
+	// methodModelStreamInfer is the realtime sessions' call.
+	methodModelStreamInfer = "/wfgen.realtime.RealtimeInferenceService/ModelStreamInfer"
 )
 
 // GRPCServer returns a gRPC server that serves s over the Open Inference
@@ -190,7 +192,15 @@ func (s *Server) grpcBegin(ctx context.Context, method string, header func(metad
 	ctx = s.tel.startGRPCSpan(ctx, method, ri, id, fields)
 	ctx = logctx.With(ctx, fields)
 	return ctx, func(err error) error {
-		defer cancelCall(nil)
+		// The call's context ends with the handler — but not a session's:
+		// its reader is still in a Recv, which, cancelled, would answer
+		// the call itself (grpc-go writes a failed Recv's status,
+		// Canceled) before grpc-go writes the handler's (Unavailable at a
+		// drain). grpc-go cancels the call's context once it has written
+		// the status, and that ends the Recv.
+		if method != methodModelStreamInfer {
+			defer cancelCall(nil)
+		}
 		code, gerr := grpcAnswer(call, err)
 		end := time.Now()
 		gcode := grpcstatus.Code(gerr)

@@ -132,6 +132,9 @@ func (s *Server) resolve(ctx context.Context, m *model, pv *variant, req *oip.In
 		return nil, err
 	}
 	c := &inferCall{m: m, v: m.variants[vs.VariantID], req: req, hold: hold, place: place}
+	if err := s.notLoaded(m, c.v); err != nil {
+		return nil, err
+	}
 	c.task, err = m.oip.Task(req.Parameters)
 	if err != nil {
 		return nil, err
@@ -430,6 +433,10 @@ func onSlot[T any](ctx context.Context, s *Server, v *variant, fn func() (T, err
 	admitted := time.Now()
 	release, err := v.slots.acquire(ctx)
 	if err != nil {
+		return zero, err
+	}
+	if err := s.unloadedMeanwhile(v); err != nil {
+		release()
 		return zero, err
 	}
 	_, called := slotted(ctx, admitted) // queue wait, engine call (metrics.go)

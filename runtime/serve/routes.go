@@ -39,6 +39,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v2/models/{model}/sessions/{session}", s.withModel(post(s.control)))
 	mux.HandleFunc("/v2/models/{model}/stream", s.withModel(get(s.wsStream)))
 	mux.HandleFunc("/v2/models/{model}/versions/{version}/stream", s.withModel(get(s.wsStream)))
+	mux.HandleFunc("/v2/repository/index", post(s.repositoryIndex)) // the model repository (repository.go)
+	mux.HandleFunc("/v2/repository/models/{model}/load", s.withModel(post(s.repositoryControl(true))))
+	mux.HandleFunc("/v2/repository/models/{model}/unload", s.withModel(post(s.repositoryControl(false))))
 	mux.HandleFunc("/v1/embeddings", post(s.openAIEmbeddings)) // OpenAI's API (openai.go)
 	mux.HandleFunc("/v1/models", get(s.openAIModels))
 	if m := s.tel.m; m != nil {

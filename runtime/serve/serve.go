@@ -106,6 +106,13 @@ type Config struct {
 	// 401 without their body being read. It is one key named "token", with
 	// no model list and no rate (see Keys).
 	Token string
+	// ModelControl is how models are loaded (repository.go): ControlNone
+	// (the default: every model at start; load and unload refused) or
+	// ControlExplicit (StartupModels at start, the others when asked).
+	ModelControl string
+	// StartupModels are the families (ids or aliases) loaded at start in
+	// explicit mode.
+	StartupModels []string
 	// DefaultPriority is the priority level of an infer request that gives
 	// none (its "priority" parameter 0 or absent): 1 is served first,
 	// larger levels later (priority.go). Default DefaultPriority (3).
@@ -159,6 +166,16 @@ func (c *Config) defaults() error {
 	}
 	if c.DefaultPriority <= 0 {
 		c.DefaultPriority = DefaultPriority
+	}
+	switch c.ModelControl {
+	case "":
+		c.ModelControl = ControlNone
+	case ControlNone, ControlExplicit:
+	default:
+		return fmt.Errorf("serve: model control %q: want %s or %s", c.ModelControl, ControlNone, ControlExplicit)
+	}
+	if c.ModelControl != ControlExplicit && len(c.StartupModels) > 0 {
+		return fmt.Errorf("serve: startup models %v are for explicit model control (every model loads at start otherwise)", c.StartupModels)
 	}
 	if c.MaxTensorBytes <= 0 {
 		c.MaxTensorBytes = DefaultMaxTensorBytes
@@ -218,6 +235,7 @@ type model struct {
 	oip      *oip.Model
 	variants map[string]*variant // by variant id
 	openapi  []byte
+	control  sync.Mutex // one load or unload at a time (repository.go)
 }
 
 // variant is one served variant: its client, load state, engine slots and
@@ -253,6 +271,7 @@ type Server struct {
 	writeCtx     context.Context // cancelled shutdownGrace after Shutdown began: cuts sessions' writes
 	health       *healthService  // the gRPC health service (health.go)
 	keys         *Keys           // the API keys (Config.Keys, or Token's), nil for none
+	started      atomic.Bool     // Load has run
 	closed       chan struct{}   // closed by Close: the engine callers return
 	closeOnce    sync.Once
 	cancelStream context.CancelFunc
@@ -285,12 +304,21 @@ type Stats struct {
 	// Sessions is the realtime sessions open now (see
 	// Config.MaxSessions).
 	Sessions int64
+	// SlotWaiters is the calls waiting for an engine slot now, over every
+	// variant (requests, batches, session steps, unloads).
+	SlotWaiters int64
 }
 
 // Stats returns the server's running totals.
 func (s *Server) Stats() Stats {
-	return Stats{Batches: s.counters.batches.Load(), BatchedRequests: s.counters.batched.Load(),
+	st := Stats{Batches: s.counters.batches.Load(), BatchedRequests: s.counters.batched.Load(),
 		InflightBytes: s.adm.bytesInUse(), Admitted: s.adm.requests.Load(), Sessions: s.nsessions.Load()}
+	for _, m := range s.order {
+		for _, v := range m.variants {
+			st.SlotWaiters += v.slots.waiters()
+		}
+	}
+	return st
 }
 
 // New returns a server for families. Every family id and alias names one
@@ -340,7 +368,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 				for j := range f.Spec.Tasks {
 					t := &f.Spec.Tasks[j]
 					if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-						v.batchers[t] = newBatcher(c, t, v.slots, cfg.BatchDelay, &s.counters, s.active.Load)
+						v.batchers[t] = newBatcher(c, t, v.slots, cfg.BatchDelay, &s.counters, s.active.Load, func() error { return s.unloadedMeanwhile(v) })
 					}
 				}
 			}
@@ -359,6 +387,11 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 	}
 	s.openapi = doc
 	s.tel = newTelemetry(s)
+	for _, name := range cfg.StartupModels {
+		if s.models[name] == nil {
+			return nil, fmt.Errorf("serve: startup model %q is not served (served: %s)", name, s.modelNames())
+		}
+	}
 	s.health = newHealthService(s)
 	switch {
 	case cfg.Keys != nil:
@@ -385,38 +418,30 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
-// Load loads every variant of every family now and warms up the tasks
-// whose manifest asks for it (a warmup block: one call per batch size the
+// Load loads every variant of every family now (in explicit model
+// control, those of Config.StartupModels) and warms up the tasks whose
+// manifest asks for it (a warmup block: one call per batch size the
 // executor pads to, so that the first requests after ready do not pay for
 // TorchScript's profiling runs), unless Config.NoWarmup. It returns the
 // joined load and warm-up errors. The server is ready (GET
 // /v2/health/ready) once every variant has loaded and warmed up.
 func (s *Server) Load() error {
+	startup := map[*model]bool{}
+	for _, name := range s.cfg.StartupModels {
+		startup[s.models[name]] = true
+	}
 	var errs []error
 	for _, m := range s.order {
+		if s.explicit() && !startup[m] {
+			continue
+		}
 		for _, v := range m.sortedVariants() {
-			if _, _, err := v.client.Load(); err != nil {
-				v.loadErr.Store(&err)
+			if err := s.loadVariant(m, v); err != nil {
 				errs = append(errs, err)
-				continue
 			}
-			if !s.cfg.NoWarmup {
-				rep, err := v.client.Warmup(context.Background())
-				if err != nil {
-					err = fmt.Errorf("warm-up: %w", err)
-					v.loadErr.Store(&err)
-					errs = append(errs, err)
-					continue
-				}
-				if len(rep.Calls) > 0 {
-					s.cfg.Logger.Info("warmed up", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", v.id),
-						slog.Int("calls", len(rep.Calls)), slog.Float64("duration_ms", float64(rep.Total().Microseconds())/1000))
-				}
-			}
-			v.loaded.Store(true)
-			s.health.notify()
 		}
 	}
+	s.started.Store(true)
 	s.health.notify() // the failures too
 	return errors.Join(errs...)
 }
@@ -435,6 +460,14 @@ func (s *Server) ready() error {
 	if s.draining.Load() {
 		return errors.New("the server is shutting down")
 	}
+	if s.explicit() {
+		// Models come and go on request: the server is ready once Load
+		// has loaded the startup models (each model says its own).
+		if !s.started.Load() {
+			return errors.New("the startup models are not loaded yet")
+		}
+		return nil
+	}
 	for _, m := range s.order {
 		for _, v := range m.sortedVariants() {
 			if err := v.ready(m); err != nil {
@@ -448,6 +481,9 @@ func (s *Server) ready() error {
 func (v *variant) ready(m *model) error {
 	if v.loaded.Load() {
 		return nil
+	}
+	if p := v.loadErr.Load(); p != nil && errors.Is(*p, errUnloaded) {
+		return fmt.Errorf("%s/%s is unloaded", m.oip.Spec.ModelFamilyID, v.id)
 	}
 	if p := v.loadErr.Load(); p != nil {
 		return fmt.Errorf("%s/%s failed to load: %w", m.oip.Spec.ModelFamilyID, v.id, *p)

@@ -25,6 +25,7 @@ type session struct {
 	id      string
 	s       *stream.Session
 	ctx     context.Context // ends with the session
+	cancel  func()          // ends the session (its handler then closes it)
 	close   func()          // ends the session and forgets it
 
 	mu    sync.Mutex
@@ -154,7 +155,7 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		s.nsessions.Add(-1)
 		return nil, err
 	}
-	se.s, se.ctx = sess, ctx
+	se.s, se.ctx, se.cancel = sess, ctx, cancel
 	for _, a := range task.Outputs {
 		if a.Kind.Picture() == spec.PictureVideo {
 			se.video = a.ArtifactID

@@ -1,0 +1,250 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/worldfoundry/wfgen/runtime/client"
+)
+
+// The model repository's control (Triton's repository extension), so that
+// an operator, or Triton's own clients (load_model, unload_model,
+// get_model_repository_index), load and unload models while the server
+// runs:
+//
+//   - POST /v2/repository/index lists every variant of every family with
+//     its state (READY, UNAVAILABLE) and why (body {"ready": true}: the
+//     ready ones only);
+//   - POST /v2/repository/models/{model}/load loads and warms up a model's
+//     variants (Load's steps), answering once they are ready, or with the
+//     error that left them unavailable;
+//   - POST /v2/repository/models/{model}/unload takes them out of service:
+//     new requests are refused at once, sessions end, the calls in the
+//     engine finish, then the module is freed.
+//
+// Config.ModelControl chooses the mode: ControlNone (the default: every
+// model at start, load and unload refused) or ControlExplicit (the models
+// of Config.StartupModels at start, the rest on request). Requests for a
+// model that is not loaded are answered 503 in explicit mode. A load and
+// an unload of one model wait for each other.
+
+// Model control modes (Config.ModelControl).
+const (
+	// ControlNone loads every model at start and refuses load and unload.
+	ControlNone = "none"
+	// ControlExplicit loads the models of Config.StartupModels at start
+	// and the others when asked (POST /v2/repository/models/NAME/load).
+	ControlExplicit = "explicit"
+)
+
+// errUnloaded is the state of a variant an unload took out of service.
+var errUnloaded = errors.New("unloaded")
+
+// unloadWait bounds how long an unload waits for the calls in the
+// engine to finish.
+const unloadWait = time.Minute
+
+// explicit reports whether the server loads models on request.
+func (s *Server) explicit() bool { return s.cfg.ModelControl == ControlExplicit }
+
+// loadVariant loads and warms up one variant (Load's steps): it is ready
+// when this returns nil.
+func (s *Server) loadVariant(m *model, v *variant) error {
+	v.loadErr.Store(nil)
+	if _, _, err := v.client.Load(); err != nil {
+		v.loadErr.Store(&err)
+		return err
+	}
+	if !s.cfg.NoWarmup {
+		rep, err := v.client.Warmup(context.Background())
+		if err != nil {
+			err = fmt.Errorf("warm-up: %w", err)
+			v.loadErr.Store(&err)
+			return err
+		}
+		if len(rep.Calls) > 0 {
+			s.cfg.Logger.Info("warmed up", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", v.id),
+				slog.Int("calls", len(rep.Calls)), slog.Float64("duration_ms", float64(rep.Total().Microseconds())/1000))
+		}
+	}
+	v.loaded.Store(true)
+	s.health.notify()
+	return nil
+}
+
+// loadModel loads every variant of m that is not loaded.
+func (s *Server) loadModel(m *model) error {
+	m.control.Lock()
+	defer m.control.Unlock()
+	var errs []error
+	for _, v := range m.sortedVariants() {
+		if v.loaded.Load() {
+			continue
+		}
+		if err := s.loadVariant(m, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s/%s: %w", m.oip.Spec.ModelFamilyID, v.id, err))
+		}
+	}
+	s.health.notify()
+	return errors.Join(errs...)
+}
+
+// unloadModel takes m out of service: its variants are marked unloaded
+// (new requests are refused 503), its sessions end, the calls in the
+// engine finish (ctx bounds the wait), and its modules are freed.
+func (s *Server) unloadModel(ctx context.Context, m *model) error {
+	m.control.Lock()
+	defer m.control.Unlock()
+	for _, v := range m.sortedVariants() {
+		v.loaded.Store(false)
+		err := errUnloaded
+		v.loadErr.Store(&err)
+	}
+	s.health.notify()
+	s.sessions.Range(func(_, x any) bool {
+		if se := x.(*session); se.model == m {
+			se.cancel()
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(ctx, unloadWait)
+	defer cancel()
+	for _, v := range m.sortedVariants() {
+		// Every engine slot held: no call of the variant is running,
+		// and none starts until they are given back.
+		var held []func()
+		for range s.cfg.MaxConcurrent {
+			release, err := v.slots.acquire(withPriority(ctx, 0, time.Time{}))
+			if err != nil {
+				for _, r := range held {
+					r()
+				}
+				return fmt.Errorf("%s/%s: calls still running after %v: %w", m.oip.Spec.ModelFamilyID, v.id, unloadWait, err)
+			}
+			held = append(held, release)
+		}
+		v.client.Unload()
+		for _, r := range held {
+			r()
+		}
+	}
+	if _, err := client.ReleaseCaches(); err != nil {
+		s.cfg.Logger.Warn("unload: releasing caches", slog.String("error", err.Error()))
+	}
+	s.cfg.Logger.Info("unloaded", slog.String("model", m.oip.Spec.ModelFamilyID))
+	return nil
+}
+
+// notLoaded refuses a request for a variant that is not loaded, in
+// explicit mode: 503, saying how to load it.
+func (s *Server) notLoaded(m *model, v *variant) error {
+	if !s.explicit() || v.loaded.Load() {
+		return nil
+	}
+	return withStatus(http.StatusServiceUnavailable, "model %q (version %q) is not loaded: load it with POST /v2/repository/models/%s/load",
+		m.oip.Spec.ModelFamilyID, v.id, m.oip.Spec.ModelFamilyID)
+}
+
+// unloadedMeanwhile refuses a call that got an engine slot of a variant
+// unloaded while it waited for one (it would load the model again): 503.
+func (s *Server) unloadedMeanwhile(v *variant) error {
+	if s.explicit() && !v.loaded.Load() {
+		return withStatus(http.StatusServiceUnavailable, "version %q was unloaded while the request waited", v.id)
+	}
+	return nil
+}
+
+// repositoryEntry is one entry of the repository index, as Triton gives it.
+type repositoryEntry struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	State   string `json:"state"`
+	Reason  string `json:"reason"`
+}
+
+// repositoryIndex answers POST /v2/repository/index.
+func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Ready bool `json:"ready"`
+	}
+	if r.ContentLength != 0 {
+		body, err := s.readSmallBody(w, r)
+		if err == nil && len(body) > 0 {
+			err = json.Unmarshal(body, &req)
+		}
+		if err != nil {
+			writeError(w, withStatus(http.StatusBadRequest, "malformed request body: %v", err))
+			return
+		}
+	}
+	out := []repositoryEntry{}
+	for _, m := range s.order {
+		if checkModel(r.Context(), m.oip.Spec.ModelFamilyID) != nil {
+			continue
+		}
+		for _, v := range m.sortedVariants() {
+			e := repositoryEntry{Name: m.oip.Spec.ModelFamilyID, Version: v.id, State: "READY"}
+			if err := v.ready(m); err != nil {
+				e.State, e.Reason = "UNAVAILABLE", err.Error()
+			}
+			if !req.Ready || e.State == "READY" {
+				out = append(out, e)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// repositoryControl answers POST /v2/repository/models/{model}/load and
+// /unload.
+func (s *Server) repositoryControl(load bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.explicit() {
+			writeError(w, withStatus(http.StatusBadRequest, "model control is off: wfserve loads every model at start (run it with -model-control explicit to load and unload models)"))
+			return
+		}
+		if r.ContentLength != 0 {
+			if _, err := s.readSmallBody(w, r); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		m := modelOf(r)
+		var err error
+		if load {
+			err = s.loadModel(m)
+		} else {
+			err = s.unloadModel(r.Context(), m)
+		}
+		if err != nil {
+			what := "unload"
+			if load {
+				what = "load"
+			}
+			s.cfg.Logger.Error(what+" failed", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("error", err.Error()))
+			writeError(w, withStatus(http.StatusBadRequest, "failed to %s %q: %v", what, m.oip.Spec.ModelFamilyID, err))
+			return
+		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	}
+}
+
+// maxControlBody bounds the body of a repository request (Triton's load
+// may carry parameters; none are read).
+const maxControlBody = 64 << 10
+
+// readSmallBody reads a repository request's body, at most maxControlBody.
+func (s *Server) readSmallBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxControlBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, withStatus(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", maxControlBody)
+	}
+	return b, err
+}
