@@ -260,9 +260,6 @@ func (s *Session) Snapshot() (Snapshot, error) {
 	}
 	snap.Origin.Params, _ = params.(map[string]any)
 	snap.Spec.Controls = slices.Clone(s.spec.Controls)
-	if snap.Log.End != s.next { // nothing generated yet in this session
-		snap.Log = ControlsLog{Start: s.next, End: s.next}
-	}
 	return snap, nil
 }
 

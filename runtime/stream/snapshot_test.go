@@ -370,3 +370,38 @@ func TestControlsLogIsBounded(t *testing.T) {
 		t.Fatalf("replay from 0 of a log from 10: %v, want ErrLogTruncated", err)
 	}
 }
+
+func TestSnapshotWhileStreaming(t *testing.T) {
+	s := newWorld(t, 12, WithControls(Controls{"right": 1}))
+	ch := s.Channel(context.Background(), 0)
+	var snaps []Snapshot
+	got := map[int][]byte{}
+	for r := range ch {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		got[r.Chunk.Index] = bytes.Clone(r.Chunk.Video.Frames.Data)
+		snap, err := s.Snapshot() // the producer may be generating the next chunk
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, snap)
+	}
+	for _, snap := range snaps {
+		if snap.Next == 12 {
+			continue // nothing left to compare
+		}
+		if snap.Next < 1 || snap.Log.End != snap.Next {
+			t.Fatalf("snapshot at chunk %d with a log to %d", snap.Next, snap.Log.End)
+		}
+		r, err := Restore(snap, worldStep, WithPacing(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := play(t, withLimit(r, 12-snap.Next), nil)
+		sameChunks(t, "restored from a snapshot taken while streaming", got, rest, snap.Next, 12)
+		if st := r.Stats(); st.Chunks != 12-snap.Next || st.Steady.Count != 12-snap.Next-1 {
+			t.Fatalf("restored session stats %+v: want %d chunks, the first not steady", st, 12-snap.Next)
+		}
+	}
+}

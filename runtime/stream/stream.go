@@ -616,7 +616,7 @@ func (s *Session) commit(req StepRequest, res StepResult, c Chunk, sinceStart ti
 		s.ended = true
 	}
 	s.log.record(req.Index, req.Controls)
-	s.stats.add(c, sinceStart)
+	s.stats.add(c, sinceStart, req.Index == s.start)
 }
 
 // Stats are the latency figures of a session.
@@ -625,7 +625,8 @@ type Stats struct {
 	Chunks int
 	Frames int64
 	// FirstChunk is the time from the start of the first stream to the first
-	// chunk being ready: the latency a viewer waits before play starts.
+	// chunk being ready: the latency a viewer waits before play starts (a
+	// restored session's first chunk is the snapshot's next).
 	FirstChunk time.Duration
 	// Steady summarises the generation latency of the chunks after the first.
 	Steady Summary
@@ -666,13 +667,13 @@ type statsAcc struct {
 	recentNext int
 }
 
-func (a *statsAcc) add(c Chunk, sinceStart time.Duration) {
+func (a *statsAcc) add(c Chunk, sinceStart time.Duration, first bool) {
 	a.chunks++
 	a.frames += c.Video.Frames.Shape[0]
 	if c.Late() {
 		a.late++
 	}
-	if c.Index == 0 {
+	if first {
 		a.first = sinceStart
 		return
 	}
