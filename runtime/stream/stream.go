@@ -14,6 +14,11 @@
 // applies to later chunks. Cancelling the context stops the stream within
 // one chunk.
 //
+// A session is a value: Session.Snapshot captures it at a chunk boundary,
+// Restore and Fork continue it bit for bit in new sessions, WithReplay
+// replays its controls log, and Seal and Open carry a snapshot as a signed,
+// bounded token (docs/streaming.md, "Snapshots, forks and replay").
+//
 // The package is pure Go (no cgo) and starts no goroutine except the one
 // behind Session.Channel.
 package stream
