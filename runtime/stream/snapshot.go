@@ -307,7 +307,9 @@ func FromSnapshot(snap Snapshot) Option {
 
 // Restore returns a new session that continues snap with step (the step
 // function of the session it was taken from, or one that computes the
-// same): New with FromSnapshot(snap) and opts.
+// same): New with FromSnapshot(snap) and opts. A snapshot with an origin
+// (every runtime/client stream's) restores only with WithOrigin of the same
+// among opts; runtime/client's RestoreStream builds the step and adds it.
 func Restore(snap Snapshot, step StepFunc, opts ...Option) (*Session, error) {
 	return New(&snap.Spec, step, append(opts, FromSnapshot(snap))...)
 }
