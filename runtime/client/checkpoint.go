@@ -175,3 +175,22 @@ func FileSHA256(path string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// checkpointIdentity names the bytes of a loaded checkpoint for a stream's
+// origin: "sha256:<hex>" when the manifest declares the digest and the
+// file was verified against it, else "file:<absolute path>:<size>:<mtime
+// in Unix nanoseconds>".
+func checkpointIdentity(path string, ref spec.InferenceCheckpointRef, verified bool) (string, error) {
+	if verified && ref.SHA256 != "" {
+		return "sha256:" + strings.ToLower(ref.SHA256), nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	return fmt.Sprintf("file:%s:%d:%d", abs, st.Size(), st.ModTime().UnixNano()), nil
+}

@@ -155,6 +155,9 @@ type loaded struct {
 	// batchSizes are the max batch sizes chosen from free memory, by task
 	// id, for the tasks whose batching says scale_to_memory.
 	batchSizes map[string]device.BatchSize
+	// checkpoint identifies the loaded checkpoint's bytes in a stream's
+	// origin (checkpointIdentity).
+	checkpoint string
 }
 
 // loadedTask is what a call of one task needs, resolved at load.
@@ -283,6 +286,10 @@ func (c *Client) loadLocked() (*loaded, error) {
 			return nil, err
 		}
 	}
+	ckID, err := checkpointIdentity(path, ref, hasRef && !c.opts.SkipCheckpointVerification)
+	if err != nil {
+		return nil, err
+	}
 	format, err := engine.ResolveFormat(path, ref.Format)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
@@ -324,7 +331,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &loaded{mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac, tasks: make([]loadedTask, len(c.spec.Tasks))}
+	l := &loaded{checkpoint: ckID, mod: mod, key: key, engine: eng, device: dev, dtype: dtype, autocast: ac, tasks: make([]loadedTask, len(c.spec.Tasks))}
 	for i := range c.spec.Tasks {
 		t := &c.spec.Tasks[i]
 		lt := &l.tasks[i]
@@ -695,7 +702,78 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 		}
 		return res, nil
 	}
-	return stream.New(c.spec.Realtime, step, opts...)
+	origin := stream.Origin{Family: c.spec.ModelFamilyID, Variant: c.variant.VariantID, Checkpoint: l.checkpoint, Task: task.TaskID, Params: streamParams(task, in)}
+	return stream.New(c.spec.Realtime, step, append([]stream.Option{stream.WithOrigin(origin)}, opts...)...)
+}
+
+// streamParams returns the item's set call_kwargs fields, by field id:
+// the params of a stream's origin.
+func streamParams(task *spec.InferenceTaskProfile, in Inputs) map[string]any {
+	var out map[string]any
+	for f := range task.Inputs {
+		if !task.Inputs[f].CallKwarg() {
+			continue
+		}
+		if v := in.Input(0, f); v != nil {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[task.Inputs[f].FieldID] = v
+		}
+	}
+	return out
+}
+
+// RestoreStream opens a session of the snapshot's task from snap (a
+// snapshot of a CallStream session: Session.Snapshot, or stream.Open of a
+// token) with its params: its chunks continue snap bit for bit, given the
+// same controls. snap must come from this client's model — family,
+// variant, checkpoint (its sha256, or path, size and mtime when the
+// manifest gives none or verification is off), task and params — else
+// the error matches stream.ErrForeignModel; a finished session's snapshot
+// is refused (stream.ErrFinished). opts configure the new session (its
+// controls, pacing, chunk limit, stream.WithReplay). A generated client
+// does the same with stream.FromSnapshot(snap) among its <Task>Stream
+// options and the snapshot's params.
+func (c *Client) RestoreStream(ctx context.Context, snap stream.Snapshot, opts ...stream.Option) (*stream.Session, error) {
+	for _, f := range [...]struct{ name, snap, own string }{
+		{"family", snap.Origin.Family, c.spec.ModelFamilyID},
+		{"variant", snap.Origin.Variant, c.variant.VariantID},
+	} {
+		if f.snap != f.own {
+			return nil, fmt.Errorf("%s: %w", c.where(""), &stream.OriginMismatchError{Field: f.name, Snapshot: fmt.Sprintf("%q", f.snap), Session: fmt.Sprintf("%q", f.own)})
+		}
+	}
+	task, err := c.spec.Task(snap.Origin.Task)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	in, err := KwargsOf(ctx, task, []map[string]any{snap.Origin.Params}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: snapshot params: %w", c.where(task.TaskID), err)
+	}
+	return c.CallStream(ctx, task, in, append(opts, stream.FromSnapshot(snap))...)
+}
+
+// ForkStream restores snap into n independent sessions (RestoreStream);
+// opts(i), when not nil, gives session i's options (its controls, say).
+func (c *Client) ForkStream(ctx context.Context, snap stream.Snapshot, n int, opts func(i int) []stream.Option) ([]*stream.Session, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("%s: fork into %d sessions, want ≥ 0", c.where(snap.Origin.Task), n)
+	}
+	out := make([]*stream.Session, n)
+	for i := range out {
+		var o []stream.Option
+		if opts != nil {
+			o = opts(i)
+		}
+		s, err := c.RestoreStream(ctx, snap, o...)
+		if err != nil {
+			return nil, fmt.Errorf("fork %d: %w", i, err)
+		}
+		out[i] = s
+	}
+	return out, nil
 }
 
 // streamVideo returns the id of a streaming task's video artifact, "" when

@@ -14,6 +14,11 @@
 // applies to later chunks. Cancelling the context stops the stream within
 // one chunk.
 //
+// A session is a value: Session.Snapshot captures it at a chunk boundary,
+// Restore and Fork continue it bit for bit in new sessions, WithReplay
+// replays its controls log, and Seal and Open carry a snapshot as a signed,
+// bounded token (docs/streaming.md, "Snapshots, forks and replay").
+//
 // The package is pure Go (no cgo) and starts no goroutine except the one
 // behind Session.Channel.
 package stream
@@ -175,7 +180,8 @@ func WithClock(c Clock) Option {
 
 // WithMaxChunks ends the session after n chunks (0, the default, means no
 // limit: the stream runs until the step says Done, the context is
-// cancelled or the consumer stops).
+// cancelled or the consumer stops). A session restored from a snapshot
+// counts its own chunks: n more after the snapshot's.
 func WithMaxChunks(n int) Option {
 	return func(s *Session) error {
 		if n < 0 {
@@ -188,7 +194,13 @@ func WithMaxChunks(n int) Option {
 
 // WithControls sets the initial controls (checked like SetControls).
 func WithControls(c Controls) Option {
-	return func(s *Session) error { return s.SetControls(c) }
+	return func(s *Session) error {
+		if err := s.SetControls(c); err != nil {
+			return err
+		}
+		s.optControls, s.hasOptControls = maps.Clone(c), true
+		return nil
+	}
 }
 
 // WithControlsHook makes SetControls (and WithControls after it) call fn
@@ -238,8 +250,17 @@ type Session struct {
 	nextFrame int64 // index of the next chunk's first frame
 	frameDims [3]int64
 	done      bool
+	ended     bool // the step said Done
 	streaming bool
 	stats     statsAcc
+
+	origin         Origin
+	start          int          // index of this session's first chunk (a restored session's: the snapshot's Next)
+	log            ControlsLog  // the controls applied so far
+	replay         *ControlsLog // when set, the controls come from it and the session ends at its End
+	restore        *Snapshot    // pending FromSnapshot, applied by New after the options
+	optControls    Controls     // WithControls' controls, applied again over a restored snapshot's
+	hasOptControls bool
 }
 
 // New returns a session that produces chunks with step under spec (nil
@@ -260,6 +281,17 @@ func New(spec *wfspec.RealtimeSpec, step StepFunc, opts ...Option) (*Session, er
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, badOption{err}
+		}
+	}
+	if s.restore != nil {
+		if err := s.applySnapshot(s.restore); err != nil {
+			return nil, err
+		}
+		s.restore = nil
+	}
+	if s.replay != nil {
+		if err := s.startReplay(); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
@@ -289,6 +321,9 @@ func (s *Session) Spec() wfspec.RealtimeSpec {
 // name must be in the spec's control list and every value finite; on error
 // the controls stay as they were.
 func (s *Session) SetControls(c Controls) error {
+	if s.replay != nil {
+		return ErrReplaying
+	}
 	s.controlsMu.Lock()
 	defer s.controlsMu.Unlock()
 	if err := s.checkControls(c); err != nil {
@@ -339,8 +374,8 @@ func (s *Session) Controls() Controls {
 	return maps.Clone(s.controls)
 }
 
-// Done reports whether the session has ended (the step said Done or the
-// max chunk count was reached).
+// Done reports whether the session has ended (the step said Done, the
+// max chunk count was reached or a replay's log ran out).
 func (s *Session) Done() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -490,9 +525,16 @@ func playback(n, fps int) time.Duration {
 func (s *Session) request() (StepRequest, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done || (s.maxChunks > 0 && s.next >= s.maxChunks) {
+	if s.done || (s.maxChunks > 0 && s.next-s.start >= s.maxChunks) {
 		s.done = true
 		return StepRequest{}, false
+	}
+	if s.replay != nil {
+		if s.next >= s.replay.End {
+			s.done = true
+			return StepRequest{}, false
+		}
+		s.controls = s.replay.At(s.next)
 	}
 	req := StepRequest{
 		Index:      s.next,
@@ -576,8 +618,10 @@ func (s *Session) commit(req StepRequest, res StepResult, c Chunk, sinceStart ti
 	}
 	if res.Done {
 		s.done = true
+		s.ended = true
 	}
-	s.stats.add(c, sinceStart)
+	s.log.record(req.Index, req.Controls)
+	s.stats.add(c, sinceStart, req.Index == s.start)
 }
 
 // Stats are the latency figures of a session.
@@ -586,7 +630,8 @@ type Stats struct {
 	Chunks int
 	Frames int64
 	// FirstChunk is the time from the start of the first stream to the first
-	// chunk being ready: the latency a viewer waits before play starts.
+	// chunk being ready: the latency a viewer waits before play starts (a
+	// restored session's first chunk is the snapshot's next).
 	FirstChunk time.Duration
 	// Steady summarises the generation latency of the chunks after the first.
 	Steady Summary
@@ -627,13 +672,13 @@ type statsAcc struct {
 	recentNext int
 }
 
-func (a *statsAcc) add(c Chunk, sinceStart time.Duration) {
+func (a *statsAcc) add(c Chunk, sinceStart time.Duration, first bool) {
 	a.chunks++
 	a.frames += c.Video.Frames.Shape[0]
 	if c.Late() {
 		a.late++
 	}
-	if c.Index == 0 {
+	if first {
 		a.first = sinceStart
 		return
 	}
