@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/params"
@@ -503,37 +500,11 @@ func decodeRecord(a *spec.InferenceArtifactSpec, v any, dst any) error {
 // fillRecord sets the fields of struct s from v, one dict of record
 // artifact a (decodeRecord).
 func fillRecord(a *spec.InferenceArtifactSpec, v any, s reflect.Value) error {
-	m, ok := v.(map[string]any)
-	if !ok {
+	if _, ok := v.(map[string]any); !ok {
 		return fmt.Errorf("want a dict of tensors (Dict[str, Tensor]), got %s", describe(v))
 	}
-	var missing []string
-	for k := range a.Fields {
-		f := &a.Fields[k]
-		e, ok := m[f.Name]
-		if !ok || e == nil {
-			if f.Required {
-				missing = append(missing, strconv.Quote(f.Name))
-			}
-			continue
-		}
-		t, err := tensor.AsTensor(e)
-		if err != nil {
-			return fmt.Errorf("key %q: %w", f.Name, err)
-		}
+	return a.EachRecordKey(v, func(k int, t *tensor.Tensor) error {
 		s.Field(k).Set(reflect.ValueOf(t))
-	}
-	if len(missing) > 0 {
-		have := make([]string, 0, len(m))
-		for k := range m {
-			have = append(have, strconv.Quote(k))
-		}
-		slices.Sort(have)
-		found := "no keys"
-		if len(have) > 0 {
-			found = "the keys " + strings.Join(have, ", ")
-		}
-		return fmt.Errorf("required key(s) %s missing: the dict has %s", strings.Join(missing, ", "), found)
-	}
-	return nil
+		return nil
+	})
 }

@@ -24,7 +24,6 @@ package oip
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -82,52 +81,24 @@ func splitRecord(a *spec.InferenceArtifactSpec, v any, enc func(string, *tensor.
 // splitDict appends the tensors of one dict of record artifact a to out:
 // element i of a record_list, or the record itself (i < 0).
 func splitDict(a *spec.InferenceArtifactSpec, v any, i int, out []Tensor, enc func(string, *tensor.Tensor) (Tensor, error)) ([]Tensor, error) {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("want a dict of tensors (Dict[str, Tensor]), got %T", v)
-	}
-	var missing []string
-	for k := range a.Fields {
-		f := &a.Fields[k]
-		e, ok := m[f.Name]
-		if !ok || e == nil {
-			if f.Required {
-				missing = append(missing, strconv.Quote(f.Name))
-			}
-			continue
-		}
-		t, err := tensor.AsTensor(e)
-		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", f.Name, err)
-		}
-		name := KeyName(a.ArtifactID, f.Name)
+	err := a.EachRecordKey(v, func(k int, t *tensor.Tensor) error {
+		name := KeyName(a.ArtifactID, a.Fields[k].Name)
 		if i >= 0 {
-			name = ItemKeyName(a.ArtifactID, i, f.Name)
+			name = ItemKeyName(a.ArtifactID, i, a.Fields[k].Name)
 		}
 		w, err := enc(name, t)
 		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", f.Name, err)
+			return err
 		}
 		out = append(out, w)
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("required key(s) %s missing: the dict has %s", strings.Join(missing, ", "), dictKeys(m))
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// dictKeys names the keys of m, sorted, for messages.
-func dictKeys(m map[string]any) string {
-	if len(m) == 0 {
-		return "no keys"
-	}
-	have := make([]string, 0, len(m))
-	for k := range m {
-		have = append(have, strconv.Quote(k))
-	}
-	slices.Sort(have)
-	return "the keys " + strings.Join(have, ", ")
-}
 
 // partOf finds the artifact of task that travels in parts whose tensor
 // name is: the one whose id and a '.' begin name (the longest, should

@@ -161,14 +161,8 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, withStatus(http.StatusBadRequest, "%v", err))
 		return
 	}
-	field, _ := task.Field(task.OpenAI.Input)
-	text := field.Kind == spec.KindString
-	var artifact string
-	for _, o := range task.Outputs {
-		if o.Kind == spec.ArtifactEmbedding {
-			artifact = o.ArtifactID
-		}
-	}
+	field, text, _ := task.OpenAIInput()
+	artifact := task.OpenAIArtifact()
 	reqs := make([]*oip.InferenceRequest, len(inputs))
 	usage := 0
 	for i, in := range inputs {

@@ -35,14 +35,40 @@ func (t *InferenceTaskProfile) OpenAIProblems() []Problem {
 	if t.Stream {
 		ps = append(ps, Problem{Path: "openai", Key: true, Message: "openai: a stream task cannot answer embeddings"})
 	}
-	n := 0
-	for _, a := range t.Outputs {
-		if a.Kind == ArtifactEmbedding {
-			n++
+	if t.OpenAIArtifact() == "" {
+		n := 0
+		for _, a := range t.Outputs {
+			if a.Kind == ArtifactEmbedding {
+				n++
+			}
 		}
-	}
-	if n != 1 {
 		ps = append(ps, Problem{Path: "openai", Key: true, Message: fmt.Sprintf("openai: the task has %d embedding artifacts, want exactly one (the answer)", n)})
 	}
 	return ps
+}
+
+// OpenAIInput returns the task's OpenAI input field and whether it takes
+// text (a string field) rather than token ids; ok is false without an
+// openai block or with problems (OpenAIProblems).
+func (t *InferenceTaskProfile) OpenAIInput() (f *InferenceFieldSpec, text, ok bool) {
+	if t.OpenAI == nil || len(t.OpenAIProblems()) > 0 {
+		return nil, false, false
+	}
+	f, _ = t.Field(t.OpenAI.Input)
+	return f, f.Kind == KindString, true
+}
+
+// OpenAIArtifact returns the id of the task's one embedding artifact, the
+// answer to an embeddings request ("" when it has not exactly one).
+func (t *InferenceTaskProfile) OpenAIArtifact() string {
+	id, n := "", 0
+	for _, a := range t.Outputs {
+		if a.Kind == ArtifactEmbedding {
+			id, n = a.ArtifactID, n+1
+		}
+	}
+	if n != 1 {
+		return ""
+	}
+	return id
 }

@@ -2,8 +2,11 @@ package spec
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // ArtifactPositions says which element of the tuple a task's method
@@ -146,4 +149,50 @@ func (a *InferenceArtifactSpec) fieldProblems(path string) []Problem {
 		first[f.Name] = j
 	}
 	return ps
+}
+
+// EachRecordKey visits one dict of record artifact a — a record, or one
+// element of a record_list — given as the engine's value v (a
+// map[string]any): for each declared field it holds, the field's index in
+// a.Fields and its tensor, in field order; keys it does not declare are
+// ignored. v not a dict, a key whose value is not a tensor, each's error,
+// or required keys absent (named, with the keys the dict has) is an
+// error. The in-process client and the wire encoder read records through
+// it: one rule for what a record holds.
+func (a *InferenceArtifactSpec) EachRecordKey(v any, each func(k int, t *tensor.Tensor) error) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return fmt.Errorf("want a dict of tensors (Dict[str, Tensor]), got %T", v)
+	}
+	var missing []string
+	for k := range a.Fields {
+		f := &a.Fields[k]
+		e, ok := m[f.Name]
+		if !ok || e == nil {
+			if f.Required {
+				missing = append(missing, strconv.Quote(f.Name))
+			}
+			continue
+		}
+		t, err := tensor.AsTensor(e)
+		if err == nil {
+			err = each(k, t)
+		}
+		if err != nil {
+			return fmt.Errorf("key %q: %w", f.Name, err)
+		}
+	}
+	if len(missing) > 0 {
+		have := "no keys"
+		if len(m) > 0 {
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, strconv.Quote(k))
+			}
+			slices.Sort(keys)
+			have = "the keys " + strings.Join(keys, ", ")
+		}
+		return fmt.Errorf("required key(s) %s missing: the dict has %s", strings.Join(missing, ", "), have)
+	}
+	return nil
 }
