@@ -99,7 +99,6 @@ func splitDict(a *spec.InferenceArtifactSpec, v any, i int, out []Tensor, enc fu
 	return out, nil
 }
 
-
 // partOf finds the artifact of task that travels in parts whose tensor
 // name is: the one whose id and a '.' begin name (the longest, should
 // ids nest), and the rest of the name. ok is false when there is none.
