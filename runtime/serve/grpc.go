@@ -292,6 +292,40 @@ func (s *Server) lookup(ctx context.Context, name, version string) (*model, *var
 	return m, m.variants[vs.VariantID], nil
 }
 
+// RepositoryIndex answers as POST /v2/repository/index.
+func (g *grpcService) RepositoryIndex(ctx context.Context, r *oippb.RepositoryIndexRequest) (*oippb.RepositoryIndexResponse, error) {
+	out := &oippb.RepositoryIndexResponse{}
+	for _, e := range g.s.indexEntries(ctx, r.GetReady()) {
+		out.Models = append(out.Models, &oippb.RepositoryIndexResponse_ModelIndex{Name: e.Name, Version: e.Version, State: e.State, Reason: e.Reason})
+	}
+	return out, nil
+}
+
+// RepositoryModelLoad answers as POST /v2/repository/models/{model}/load.
+func (g *grpcService) RepositoryModelLoad(ctx context.Context, r *oippb.RepositoryModelLoadRequest) (*oippb.RepositoryModelLoadResponse, error) {
+	m, _, err := g.s.lookup(ctx, r.GetModelName(), "")
+	if err == nil {
+		err = g.s.loadOrUnload(ctx, m, true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &oippb.RepositoryModelLoadResponse{}, nil
+}
+
+// RepositoryModelUnload answers as POST
+// /v2/repository/models/{model}/unload.
+func (g *grpcService) RepositoryModelUnload(ctx context.Context, r *oippb.RepositoryModelUnloadRequest) (*oippb.RepositoryModelUnloadResponse, error) {
+	m, _, err := g.s.lookup(ctx, r.GetModelName(), "")
+	if err == nil {
+		err = g.s.loadOrUnload(ctx, m, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &oippb.RepositoryModelUnloadResponse{}, nil
+}
+
 // ServerLive answers that the server is live.
 func (g *grpcService) ServerLive(context.Context, *oippb.ServerLiveRequest) (*oippb.ServerLiveResponse, error) {
 	return &oippb.ServerLiveResponse{Live: true}, nil

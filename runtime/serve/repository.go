@@ -13,8 +13,9 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 )
 
-// The model repository's control (Triton's repository extension), so that
-// an operator, or Triton's own clients (load_model, unload_model,
+// The model repository's control (Triton's repository extension, over REST
+// and gRPC: RepositoryIndex, RepositoryModelLoad, RepositoryModelUnload),
+// so that an operator, or Triton's own clients (load_model, unload_model,
 // get_model_repository_index), load and unload models while the server
 // runs:
 //
@@ -183,9 +184,16 @@ func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	writeJSON(w, http.StatusOK, s.indexEntries(r.Context(), req.Ready))
+}
+
+// indexEntries lists every variant of every model the request's key may
+// use with its state (only the ready ones with ready): REST's and gRPC's
+// index.
+func (s *Server) indexEntries(ctx context.Context, ready bool) []repositoryEntry {
 	out := []repositoryEntry{}
 	for _, m := range s.order {
-		if checkModel(r.Context(), m.oip.Spec.ModelFamilyID) != nil {
+		if checkModel(ctx, m.oip.Spec.ModelFamilyID) != nil {
 			continue
 		}
 		for _, v := range m.sortedVariants() {
@@ -193,42 +201,47 @@ func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 			if err := v.ready(m); err != nil {
 				e.State, e.Reason = "UNAVAILABLE", err.Error()
 			}
-			if !req.Ready || e.State == "READY" {
+			if !ready || e.State == "READY" {
 				out = append(out, e)
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
+}
+
+// loadOrUnload loads or unloads the model ctx's request names (REST's and
+// gRPC's): 400 when model control is off or the load or unload failed.
+func (s *Server) loadOrUnload(ctx context.Context, m *model, load bool) error {
+	if !s.explicit() {
+		return withStatus(http.StatusBadRequest, "model control is off: wfserve loads every model at start (run it with -model-control explicit to load and unload models)")
+	}
+	var err error
+	what := "unload"
+	if load {
+		what = "load"
+		err = s.loadModel(m)
+	} else {
+		err = s.unloadModel(ctx, m)
+	}
+	if err != nil {
+		s.cfg.Logger.Error(what+" failed", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("error", err.Error()))
+		return withStatus(http.StatusBadRequest, "failed to %s %q: %v", what, m.oip.Spec.ModelFamilyID, err)
+	}
+	return nil
 }
 
 // repositoryControl answers POST /v2/repository/models/{model}/load and
 // /unload.
 func (s *Server) repositoryControl(load bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !s.explicit() {
-			writeError(w, withStatus(http.StatusBadRequest, "model control is off: wfserve loads every model at start (run it with -model-control explicit to load and unload models)"))
-			return
-		}
 		if r.ContentLength != 0 {
 			if _, err := s.readSmallBody(w, r); err != nil {
 				writeError(w, err)
 				return
 			}
 		}
-		m := modelOf(r)
-		var err error
-		if load {
-			err = s.loadModel(m)
-		} else {
-			err = s.unloadModel(r.Context(), m)
-		}
-		if err != nil {
-			what := "unload"
-			if load {
-				what = "load"
-			}
-			s.cfg.Logger.Error(what+" failed", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("error", err.Error()))
-			writeError(w, withStatus(http.StatusBadRequest, "failed to %s %q: %v", what, m.oip.Spec.ModelFamilyID, err))
+		if err := s.loadOrUnload(r.Context(), modelOf(r), load); err != nil {
+			writeError(w, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, struct{}{})

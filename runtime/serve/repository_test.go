@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/worldfoundry/wfgen/internal/enginetest"
+	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/stream"
 )
@@ -58,9 +61,9 @@ func TestRepositoryExplicitControl(t *testing.T) {
 	if code, _, b := post(t, s.url+"/v2/repository/models/tiny-encoder/load", ""); code != 200 {
 		t.Fatalf("load: %d %s", code, b)
 	}
-	code, first := infer()
-	if code != 200 {
-		t.Fatalf("after load: %d %s", code, first)
+	st, first := infer()
+	if st != 200 {
+		t.Fatalf("after load: %d %s", st, first)
 	}
 	if code, _, _ := call(t, "GET", s.url+"/v2/models/tiny-encoder/ready", ""); code != 200 {
 		t.Errorf("model ready after load: %d", code)
@@ -110,9 +113,48 @@ func TestRepositoryExplicitControl(t *testing.T) {
 		t.Errorf("load of an unknown model: %d %s", code, b)
 	}
 
-	plain := start(t, serve.Config{})
+	// The same over gRPC (Triton's RepositoryIndex, RepositoryModelLoad,
+	// RepositoryModelUnload).
+	g := withGRPC(t, s)
+	ctx := context.Background()
+	state := func() string {
+		t.Helper()
+		idx, err := g.oip.RepositoryIndex(ctx, &oippb.RepositoryIndexRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range idx.Models {
+			if e.Name == "tiny-world" {
+				return e.State
+			}
+		}
+		return "absent"
+	}
+	if st := state(); st != "UNAVAILABLE" {
+		t.Errorf("gRPC index before the load: %s", st)
+	}
+	if _, err := g.oip.RepositoryModelLoad(ctx, &oippb.RepositoryModelLoadRequest{ModelName: "tiny-world"}); err != nil {
+		t.Fatalf("gRPC load: %v", err)
+	}
+	if st := state(); st != "READY" {
+		t.Errorf("gRPC index after the load: %s", st)
+	}
+	if _, err := g.oip.RepositoryModelUnload(ctx, &oippb.RepositoryModelUnloadRequest{ModelName: "tiny-world"}); err != nil {
+		t.Fatalf("gRPC unload: %v", err)
+	}
+	if st := state(); st != "UNAVAILABLE" {
+		t.Errorf("gRPC index after the unload: %s", st)
+	}
+	if _, err := g.oip.RepositoryModelLoad(ctx, &oippb.RepositoryModelLoadRequest{ModelName: "nope"}); code(err) != codes.NotFound {
+		t.Errorf("gRPC load of an unknown model: %v", err)
+	}
+
+	plain := withGRPC(t, start(t, serve.Config{}))
 	if code, _, b := post(t, plain.url+"/v2/repository/models/tiny-encoder/unload", ""); code != 400 || !strings.Contains(string(b), "model control is off") {
 		t.Errorf("unload without model control: %d %s", code, b)
+	}
+	if _, err := plain.oip.RepositoryModelUnload(ctx, &oippb.RepositoryModelUnloadRequest{ModelName: "tiny-encoder"}); code(err) != codes.InvalidArgument {
+		t.Errorf("gRPC unload without model control: %v", err)
 	}
 	if idx := repositoryIndex(t, plain.url); idx["tiny-encoder"].State != "READY" {
 		t.Errorf("index without model control: %+v", idx)
