@@ -78,9 +78,22 @@ func nearest(px []byte) uint8 {
 // colour: the centre of the pixels whose nearest palette colour is the
 // sprite's (or the ball-over-sprite blend). ok is false when there are none.
 func SpritePosition(frame []byte) (x, y float64, ok bool) {
+	return classPosition(frame, Sprite)
+}
+
+// BallPosition finds the ball in a uint8 [Size, Size, 3] frame by its
+// colour: the centre of the pixels whose nearest palette colour is the
+// ball's (or the ball-over-sprite blend). ok is false when there are none.
+func BallPosition(frame []byte) (x, y float64, ok bool) {
+	return classPosition(frame, Ball)
+}
+
+// classPosition is the centre of the pixels of colour class k or of the
+// blend of ball and sprite.
+func classPosition(frame []byte, class uint8) (x, y float64, ok bool) {
 	n := 0
 	for i := 0; i+3 <= len(frame) && i < FrameBytes; i += 3 {
-		if k := nearest(frame[i : i+3]); k == Sprite || k == Overlap {
+		if k := nearest(frame[i : i+3]); k == class || k == Overlap {
 			p := i / 3
 			x += float64(p % Size)
 			y += float64(p / Size)
@@ -106,11 +119,19 @@ type Quality struct {
 	MeanPixelError float64
 	// ExactFrames is the fraction of frames equal to the simulator's.
 	ExactFrames float64
+	// BallAccuracy is PositionAccuracy for the ball (BallPosition).
+	BallAccuracy float64
+	// BallByStep is BallAccuracy by step index (element t: step t+1).
+	BallByStep []float64
+	// BallLost counts the episodes whose last frame has no ball within
+	// one pixel of the simulator's: the ball vanished or smeared for
+	// good.
+	BallLost int
 }
 
 func (q Quality) String() string {
-	return fmt.Sprintf("sprite within 1 px in %.4f of %d steps (%d rollouts of %d), mean pixel error %.3f/255, %.4f of frames exact",
-		q.PositionAccuracy, q.Episodes*q.Steps, q.Episodes, q.Steps, q.MeanPixelError, q.ExactFrames)
+	return fmt.Sprintf("sprite within 1 px in %.4f of %d steps (%d rollouts of %d), ball in %.4f (lost for good in %d rollouts), mean pixel error %.3f/255, %.4f of frames exact",
+		q.PositionAccuracy, q.Episodes*q.Steps, q.Episodes, q.Steps, q.BallAccuracy, q.BallLost, q.MeanPixelError, q.ExactFrames)
 }
 
 // Measure compares rollouts with the simulator's frames of the same
@@ -121,8 +142,9 @@ func Measure(rollouts, sims [][]byte) (Quality, error) {
 		return Quality{}, fmt.Errorf("%d rollouts, %d simulations", len(rollouts), len(sims))
 	}
 	q := Quality{Episodes: len(sims), Steps: len(sims[0]) / FrameBytes}
-	var hits, exact, frames int
+	var hits, balls, exact, frames int
 	var absSum float64
+	ballAt := make([]int, q.Steps)
 	for i := range sims {
 		if len(sims[i]) != q.Steps*FrameBytes || len(rollouts[i]) != len(sims[i]) {
 			return Quality{}, fmt.Errorf("episode %d: %d rollout bytes, %d simulated, want %d", i, len(rollouts[i]), len(sims[i]), q.Steps*FrameBytes)
@@ -133,6 +155,15 @@ func Measure(rollouts, sims [][]byte) (Quality, error) {
 			sx, sy, _ := SpritePosition(s)
 			if ok && math.Abs(mx-sx) <= 1 && math.Abs(my-sy) <= 1 {
 				hits++
+			}
+			bx, by, bok := BallPosition(m)
+			tx, ty, _ := BallPosition(s)
+			ballOK := bok && math.Abs(bx-tx) <= 1 && math.Abs(by-ty) <= 1
+			if ballOK {
+				balls++
+				ballAt[t]++
+			} else if t == q.Steps-1 {
+				q.BallLost++
 			}
 			same := true
 			for j := range m {
@@ -149,6 +180,11 @@ func Measure(rollouts, sims [][]byte) (Quality, error) {
 		}
 	}
 	q.PositionAccuracy = float64(hits) / float64(frames)
+	q.BallAccuracy = float64(balls) / float64(frames)
+	q.BallByStep = make([]float64, q.Steps)
+	for t, n := range ballAt {
+		q.BallByStep[t] = float64(n) / float64(q.Episodes)
+	}
 	q.MeanPixelError = absSum / float64(frames*FrameBytes)
 	q.ExactFrames = float64(exact) / float64(frames)
 	return q, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"slices"
 	"testing"
 	"time"
 )
@@ -185,5 +186,38 @@ func TestSimulatorMatchesPython(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Measure finds the ball as it finds the sprite: the simulator's own
+// frames are all right; a rollout whose ball is gone from its last frame
+// counts as a ball lost for good, and misses that step only.
+func TestMeasureBall(t *testing.T) {
+	eps := RandomEpisodes(5, 4, 6)
+	var sims, rolls [][]byte
+	for _, ep := range eps {
+		f := ep.Frames()
+		sims = append(sims, f)
+		rolls = append(rolls, slices.Clone(f))
+	}
+	q, err := Measure(rolls, sims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.BallAccuracy != 1 || q.BallLost != 0 || q.PositionAccuracy != 1 || len(q.BallByStep) != 6 {
+		t.Fatalf("the simulator against itself: %+v", q)
+	}
+	// Paint the ball over with the background in episode 0's last frame.
+	last := rolls[0][5*FrameBytes:]
+	for i := 0; i+3 <= len(last); i += 3 {
+		if k := nearest(last[i : i+3]); k == Ball || k == Overlap {
+			copy(last[i:i+3], Palette[Background][:])
+		}
+	}
+	if q, err = Measure(rolls, sims); err != nil {
+		t.Fatal(err)
+	}
+	if q.BallLost != 1 || q.BallByStep[5] != 0.75 || q.BallByStep[4] != 1 {
+		t.Errorf("a ball erased from one last frame: lost %d, by step %v", q.BallLost, q.BallByStep)
 	}
 }
