@@ -3,18 +3,20 @@
 usage: zoo.py OUT MODEL...
 
 For each MODEL (a name in MODELS) writes OUT/MODEL/: MODEL.pt (the model in
-evaluation mode, torch.jit.script'ed), in_<ARG>[_<i>].npy (the fixed input
-of each forward argument; a List[Tensor] argument as one file per item),
-out<PATH>.npy, one per tensor of PyTorch's output on that input with one
-thread, PATH naming where the tensor sits in the result (a tuple position,
-a dict key, a list index, joined by "."), and root.txt, the kind of the
-result (tensor, tuple, list or dict). A model that does not script
-gets OUT/MODEL/error.txt instead. Nothing is downloaded: weights=None and
-weights_backbone=None.
+evaluation mode, torch.jit.script'ed, or traced for those in TRACED),
+in_<ARG>[_<i>|_<KEY>].npy (the fixed input of each forward argument; a
+List[Tensor] argument as one file per item, a Dict[str, Tensor] one per
+key), out<PATH>.npy, one per tensor of PyTorch's output on that input with
+one thread, PATH naming where the tensor sits in the result (a tuple
+position, a dict key, a list index, each after a "."), and root.txt, the
+kind of the result (tensor, tuple, list or dict). A model that does not
+script gets OUT/MODEL/error.txt instead. Nothing is downloaded:
+weights=None and weights_backbone=None.
 """
 
 import os
 import sys
+from typing import Dict, Optional
 
 import numpy as np
 import torch
@@ -35,6 +37,48 @@ def img(*shape):
 def two_images():
     return [[img(3, 96, 128), img(3, 80, 80)]]
 
+
+class TupleEncoder(torch.nn.Module):
+    """A transformer-like encoder whose forward returns (last hidden state,
+    pooled): traced, the everyday tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        return h, h.mean(dim=1)
+
+
+class OptionalInput(torch.nn.Module):
+    """A head with an Optional[Tensor] argument (None: no mask) and a
+    float with a default, returning a dict."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, scale: float = 1.0) -> Dict[str, torch.Tensor]:
+        h = self.proj(x) * scale
+        if mask is not None:
+            h = h * mask
+        return {"logits": h, "probs": torch.softmax(h, dim=-1)}
+
+
+class DictInput(torch.nn.Module):
+    """A head whose features come in a Dict[str, Tensor]."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 4)
+
+    def forward(self, features: Dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.proj(features["a"] + features["b"])
+
+
+# Built with torch.jit.trace on the inputs instead of torch.jit.script.
+TRACED = {"traced_tuple"}
 
 # name -> (constructor, forward's leading positional arguments: tensors or
 # lists of tensors)
@@ -81,6 +125,10 @@ MODELS = {
     "raft_small": (
         lambda: M.optical_flow.raft_small(weights=None),
         lambda: [img(1, 3, 64, 64), img(1, 3, 64, 64)]),
+    # not torchvision: what the issue names besides it
+    "traced_tuple": (TupleEncoder, lambda: [torch.randn(2, 5, 8)]),
+    "optional_input": (OptionalInput, lambda: [torch.randn(2, 8), (torch.rand(2, 4) > 0.5).float()]),
+    "dict_input": (DictInput, lambda: [{"a": torch.randn(2, 8), "b": torch.randn(2, 8)}]),
 }
 
 
@@ -115,8 +163,12 @@ def export(out, name):
     os.makedirs(d, exist_ok=True)
     torch.manual_seed(0)
     model = build().eval()
+    args = inputs()
     try:
-        scripted = torch.jit.script(model)
+        if name in TRACED:
+            scripted = torch.jit.trace(model, tuple(args))
+        else:
+            scripted = torch.jit.script(model)
     except Exception as e:
         with open(os.path.join(d, "error.txt"), "w") as f:
             f.write(str(e).strip().splitlines()[0] + "\n")
@@ -124,13 +176,15 @@ def export(out, name):
     path = os.path.join(d, name + ".pt")
     scripted.save(path)
     scripted = torch.jit.load(path)  # what the Go side loads
-    args = inputs()
     # forward's schema names the arguments (its first is self)
     names = [a.name for a in scripted.forward.schema.arguments[1:]]
     for arg, v in zip(names, args):
         if isinstance(v, list):
             for i, x in enumerate(v):
                 np.save(os.path.join(d, "in_%s_%d.npy" % (arg, i)), x.numpy())
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                np.save(os.path.join(d, "in_%s_%s.npy" % (arg, k)), x.numpy())
         else:
             np.save(os.path.join(d, "in_%s.npy" % arg), v.numpy())
     with torch.no_grad():
