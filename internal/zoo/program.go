@@ -116,7 +116,8 @@ func read(path string) (*tensor.Tensor, error) {
 // write walks the typed result: artifact i of the task is field i of the
 // result; its path component is its tuple position, else its id; a
 // record's fields are named by the manifest's field names, list items by
-// their index. It returns a summary of the result's Go types.
+// their index. It returns a summary of the result's Go types, and of which
+// artifacts the manifest says may be missing.
 func write(s *spec.ModelInferenceSpec, res any, out string) (string, error) {
 	task := s.Tasks[0]
 	v := reflect.ValueOf(res).Elem()
@@ -136,7 +137,11 @@ func write(s *spec.ModelInferenceSpec, res any, out string) (string, error) {
 		if err := walk(v.Field(i), "out."+comp, names, out); err != nil {
 			return "", err
 		}
-		summary = append(summary, v.Type().Field(i).Name+" "+describe(v.Field(i)))
+		d := v.Type().Field(i).Name + " " + describe(v.Field(i))
+		if !a.Required {
+			d += " (optional: nil when the model returns none)"
+		}
+		summary = append(summary, d)
 	}
 	return strings.Join(summary, ", "), nil
 }
