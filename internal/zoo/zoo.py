@@ -85,6 +85,7 @@ TRACED = {"traced_tuple"}
 MODELS = {
     # classification
     "resnet18": (lambda: M.resnet18(weights=None), lambda: [img(1, 3, 64, 64)]),
+    "mobilenet_v2": (lambda: M.mobilenet_v2(weights=None), lambda: [img(1, 3, 64, 64)]),
     "mobilenet_v3_small": (lambda: M.mobilenet_v3_small(weights=None), lambda: [img(1, 3, 64, 64)]),
     "efficientnet_b0": (lambda: M.efficientnet_b0(weights=None), lambda: [img(1, 3, 64, 64)]),
     "regnet_y_400mf": (lambda: M.regnet_y_400mf(weights=None), lambda: [img(1, 3, 64, 64)]),
@@ -94,6 +95,10 @@ MODELS = {
     "densenet121": (lambda: M.densenet121(weights=None), lambda: [img(1, 3, 64, 64)]),
     "convnext_tiny": (lambda: M.convnext_tiny(weights=None), lambda: [img(1, 3, 64, 64)]),
     "vit_b_16": (lambda: M.vit_b_16(weights=None, image_size=32), lambda: [img(1, 3, 32, 32)]),
+    "swin_t": (lambda: M.swin_t(weights=None), lambda: [img(1, 3, 64, 64)]),
+    # scripted, these return a NamedTuple (logits, Optional aux logits)
+    "googlenet": (lambda: M.googlenet(weights=None, aux_logits=False, init_weights=True), lambda: [img(1, 3, 64, 64)]),
+    "inception_v3": (lambda: M.inception_v3(weights=None, aux_logits=False, init_weights=True), lambda: [img(1, 3, 80, 80)]),
     # segmentation
     "lraspp_mobilenet_v3_large": (
         lambda: M.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None),
@@ -121,6 +126,7 @@ MODELS = {
         lambda: M.detection.keypointrcnn_resnet50_fpn(weights=None, weights_backbone=None, **SMALL), two_images),
     # video
     "r3d_18": (lambda: M.video.r3d_18(weights=None), lambda: [img(1, 3, 4, 32, 32)]),
+    "r2plus1d_18": (lambda: M.video.r2plus1d_18(weights=None), lambda: [img(1, 3, 4, 32, 32)]),
     # optical flow
     "raft_small": (
         lambda: M.optical_flow.raft_small(weights=None),

@@ -30,6 +30,7 @@ type entry struct{ name, area string }
 // all is the whole zoo (WFGEN_ZOO=all, make zoo).
 var all = []entry{
 	{"resnet18", "classification"},
+	{"mobilenet_v2", "classification"},
 	{"mobilenet_v3_small", "classification"},
 	{"efficientnet_b0", "classification"},
 	{"regnet_y_400mf", "classification"},
@@ -39,6 +40,9 @@ var all = []entry{
 	{"densenet121", "classification"},
 	{"convnext_tiny", "classification"},
 	{"vit_b_16", "classification"},
+	{"swin_t", "classification"},
+	{"googlenet", "classification"},
+	{"inception_v3", "classification"},
 	{"lraspp_mobilenet_v3_large", "segmentation"},
 	{"fcn_resnet50", "segmentation"},
 	{"deeplabv3_mobilenet_v3_large", "segmentation"},
@@ -50,6 +54,7 @@ var all = []entry{
 	{"maskrcnn_resnet50_fpn", "detection"},
 	{"keypointrcnn_resnet50_fpn", "detection"},
 	{"r3d_18", "video"},
+	{"r2plus1d_18", "video"},
 	{"raft_small", "optical flow"},
 	{"traced_tuple", "traced, returns a tuple"},
 	{"optional_input", "Optional[Tensor] input"},
@@ -64,8 +69,11 @@ var fast = []string{"squeezenet1_0", "ssdlite320_mobilenet_v3_large", "raft_smal
 // says: the test checks that they are refused so, and fails when one
 // imports (then it belongs with the others). The detectors' heads build
 // the losses dict in submodules, so forward's code does not show its keys;
-// a Dict[str, Tensor] argument has no field kind yet (issue 42 §2).
+// GoogLeNet and Inception v3 return a NamedTuple, which has no artifact
+// kind; a Dict[str, Tensor] argument has no field kind yet (issue 42 §2).
 var refused = map[string]string{
+	"googlenet":                             "GoogLeNetOutputs, has no artifact kind",
+	"inception_v3":                          "InceptionOutputs, has no artifact kind",
 	"dict_input":                            "argument features: Dict[str, Tensor] of forward has no field kind",
 	"fasterrcnn_mobilenet_v3_large_320_fpn": lossesKeys,
 	"retinanet_resnet50_fpn":                lossesKeys,
