@@ -48,7 +48,7 @@ func TestCompare(t *testing.T) {
 			t.Errorf("case %d: %q, %q; want %q, %q", i, diff, msg, c.diff, c.msg)
 		}
 	}
-	if s := table([]*row{{entry: entry{"m", "area"}, result: "Output Tensor", diff: "a|b", status: "pass"}}); !strings.HasSuffix(s, "| m | area | — | Output Tensor | a\\|b | pass |\n") {
+	if s := table([]*row{{entry: entry{"m", "area"}, result: "Output Tensor", diff: "a|b", status: "pass"}}); !strings.HasSuffix(s, "| m | area | — | Output Tensor | a\\|b | — | pass |\n") {
 		t.Errorf("table:\n%s", s)
 	}
 }

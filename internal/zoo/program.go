@@ -17,19 +17,28 @@ type Model struct {
 // mod/models) with the in-process client, runs forward on zoo.py's inputs
 // and writes every tensor of the typed result as an .npy file. It runs as
 //
-//	prog MANIFESTS PYDIR OUTDIR
+//	prog MANIFESTS PYDIR OUTDIR [HTTP_URL GRPC_URL]
 //
-// and prints one JSON line per model: {"model", "result", "error"}.
+// and prints one JSON line per model and way of calling it: {"model",
+// "transport", "result", "error"}; its files go to OUTDIR/TRANSPORT/MODEL.
+// The transport is "in-process", and with the URLs of a wfserve serving the
+// manifests also "rest-json", "rest-binary" and "grpc": the generated
+// client over a remote client of package runtime/remote.
 func Program(mod string, models []Model) string {
 	ms := append([]Model(nil), models...)
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
 	var imports, table strings.Builder
 	for i, m := range ms {
 		fmt.Fprintf(&imports, "\tm%d %q\n", i, mod+"/models/"+m.Package)
-		fmt.Fprintf(&table, `	{%q, m%[2]d.Spec(), func(ctx context.Context, manifests, in string) (any, error) {
-		c, err := m%[2]d.New(client.WithManifestDir(manifests), client.WithDevice("cpu"))
-		if err != nil {
-			return nil, err
+		fmt.Fprintf(&table, `	{%q, m%[2]d.Spec(), func(ctx context.Context, b client.Backend, manifests, in string) (any, error) {
+		var c *m%[2]d.Client
+		if b == nil {
+			var err error
+			if c, err = m%[2]d.New(client.WithManifestDir(manifests), client.WithDevice("cpu")); err != nil {
+				return nil, err
+			}
+		} else {
+			c = m%[2]d.NewClient(b)
 		}
 		defer c.Close()
 		p := m%[2]d.DefaultForwardParams()
@@ -58,6 +67,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/runtime/artifactio"
 	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
@@ -68,7 +78,9 @@ import (
 type model struct {
 	name string
 	spec *spec.ModelInferenceSpec
-	run  func(ctx context.Context, manifests, in string) (any, error)
+	// run runs forward through the generated client: in-process when b is
+	// nil, else over b.
+	run func(ctx context.Context, b client.Backend, manifests, in string) (any, error)
 }
 
 var models = []model{
@@ -236,20 +248,45 @@ func typeName(t reflect.Type) string {
 
 func main() {
 	manifests, py, out := os.Args[1], os.Args[2], os.Args[3]
+	transports := []string{"in-process"}
+	urls := map[string]string{}
+	if len(os.Args) == 6 {
+		transports = append(transports, "rest-json", "rest-binary", "grpc")
+		urls = map[string]string{"rest-json": os.Args[4], "rest-binary": os.Args[4], "grpc": os.Args[5]}
+	}
 	enc := json.NewEncoder(os.Stdout)
 	for _, m := range models {
-		line := map[string]string{"model": m.name}
-		res, err := m.run(context.Background(), manifests, filepath.Join(py, m.name))
-		if err == nil {
-			dir := filepath.Join(out, m.name)
-			if err = os.MkdirAll(dir, 0o755); err == nil {
+		for _, tr := range transports {
+			line := map[string]string{"model": m.name, "transport": tr}
+			err := func() error {
+				var b client.Backend
+				if tr != "in-process" {
+					var opts []remote.Option
+					if tr == "rest-json" {
+						opts = append(opts, remote.WithJSONTensors())
+					}
+					r, err := remote.New(m.spec, urls[tr], opts...)
+					if err != nil {
+						return err
+					}
+					b = r
+				}
+				res, err := m.run(context.Background(), b, manifests, filepath.Join(py, m.name))
+				if err != nil {
+					return err
+				}
+				dir := filepath.Join(out, tr, m.name)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return err
+				}
 				line["result"], err = write(m.spec, res, dir)
+				return err
+			}()
+			if err != nil {
+				line["error"] = err.Error()
 			}
+			enc.Encode(line)
 		}
-		if err != nil {
-			line["error"] = err.Error()
-		}
-		enc.Encode(line)
 	}
 }
 `

@@ -89,9 +89,70 @@ type row struct {
 	entry
 	importTime time.Duration
 	result     string // the typed result's summary
-	diff       string // "bit-identical" or the max abs difference
+	diff       string // in-process: "bit-identical" or the max abs difference
+	remote     string // through wfserve, the same over each transport
 	status     string // "pass", or what failed and how
 	ok         bool
+
+	diffs map[string]string // by transport
+}
+
+// transports are the ways the program calls each model: the generated
+// client in-process, and over wfserve's REST API (JSON tensors, binary
+// tensors) and gRPC API with a remote client.
+var transports = []string{"in-process", "rest-json", "rest-binary", "grpc"}
+
+// remoteCell says how the results through wfserve compare: one cell when
+// every transport gives the same, else one part per transport.
+func remoteCell(diffs map[string]string) string {
+	remote := transports[1:]
+	same := true
+	for _, tr := range remote {
+		same = same && diffs[tr] == diffs[remote[0]]
+	}
+	if same {
+		return diffs[remote[0]]
+	}
+	var parts []string
+	for _, tr := range remote {
+		parts = append(parts, tr+": "+diffs[tr])
+	}
+	return strings.Join(parts, "; ")
+}
+
+// serve starts wfserve (built from root) on the manifests, on free ports,
+// and returns its REST and gRPC URLs; it is killed when the test ends.
+func serve(t *testing.T, root, dir, manifests string) (httpURL, grpcURL string) {
+	t.Helper()
+	bin := filepath.Join(dir, "wfserve")
+	run(t, root, nil, "go", "build", "-o", bin, "./cmd/wfserve")
+	addrFile := filepath.Join(dir, "addr.json")
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-grpc-addr", "127.0.0.1:0", "-addr-file", addrFile, "-device", "cpu", manifests)
+	cmd.Env = append(os.Environ(), "WORLDFOUNDRY_TORCH_THREADS=1")
+	logs := &enginetest.Buffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	must(t, cmd.Start())
+	exited := make(chan struct{})
+	var exitErr error
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	var l struct {
+		Addr     string `json:"addr"`
+		GRPCAddr string `json:"grpc_addr"`
+	}
+	enginetest.WaitFor(t, "wfserve to write its -addr-file", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("wfserve exited (%v) before serving:\n%s", exitErr, logs.String())
+		default:
+		}
+		b, err := os.ReadFile(addrFile)
+		return err == nil && json.Unmarshal(b, &l) == nil
+	})
+	return "http://" + l.Addr, "grpc://" + l.GRPCAddr
 }
 
 // TestZoo runs each model of the zoo (the fast subset, or every model with
@@ -178,7 +239,9 @@ func TestZoo(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(mod, "cmd", "zoo", "main.go"), []byte(zoo.Program("example.com/zoo", built)), 0o644))
 		bin := filepath.Join(dir, "zoo")
 		run(t, mod, nil, "go", "build", "-o", bin, "./cmd/zoo")
-		stdout := run(t, mod, []string{"WORLDFOUNDRY_TORCH_THREADS=1"}, bin, manifests, py, out)
+		// wfserve serves the same manifests; the program calls it too.
+		httpURL, grpcURL := serve(t, root, dir, manifests)
+		stdout := run(t, mod, []string{"WORLDFOUNDRY_TORCH_THREADS=1"}, bin, manifests, py, out, httpURL, grpcURL)
 
 		byName := map[string]*row{}
 		for _, r := range rows {
@@ -186,18 +249,48 @@ func TestZoo(t *testing.T) {
 		}
 		sc := bufio.NewScanner(strings.NewReader(stdout))
 		for sc.Scan() {
-			var line struct{ Model, Result, Error string }
+			var line struct{ Model, Transport, Result, Error string }
 			if json.Unmarshal(sc.Bytes(), &line) != nil || byName[line.Model] == nil {
 				continue // libtorch's own output
 			}
 			r := byName[line.Model]
-			r.result = line.Result
+			if r.diffs == nil {
+				r.diffs = map[string]string{}
+			}
+			if line.Transport == "in-process" {
+				r.result = line.Result
+			}
 			if line.Error != "" {
-				r.status = "fails at run: " + line.Error
+				r.diffs[line.Transport] = "fails at run: " + line.Error
 				continue
 			}
-			r.diff, r.status = compare(t, filepath.Join(py, r.name), filepath.Join(out, r.name))
-			r.ok = r.status == "pass"
+			diff, status := compare(t, filepath.Join(py, r.name), filepath.Join(out, line.Transport, r.name))
+			switch {
+			case status == "pass":
+			case diff == "—":
+				diff = status
+			default:
+				diff = status + ", " + diff
+			}
+			r.diffs[line.Transport] = diff
+		}
+		for _, r := range rows {
+			if r.status != "" {
+				continue
+			}
+			r.ok = len(r.diffs) == len(transports)
+			for _, tr := range transports {
+				d, ok := r.diffs[tr]
+				if !ok {
+					r.diffs[tr] = "no result"
+				}
+				r.ok = r.ok && ok && strings.HasPrefix(d, "bit-identical")
+			}
+			r.diff, r.remote = r.diffs["in-process"], remoteCell(r.diffs)
+			r.status = "pass"
+			if !r.ok {
+				r.status = "differs"
+			}
 		}
 	}
 
@@ -318,8 +411,10 @@ seed 0), each ` + "`torch.jit.script`" + `ed in evaluation mode by
 with **no manual edit**; one Go program, built once for all, loads each model
 through its generated package's in-process client and runs forward on the
 input PyTorch ran (one thread on both sides: ` + "`torch.set_num_threads(1)`" + `,
-` + "`WORLDFOUNDRY_TORCH_THREADS=1`" + `). Every tensor of the typed result is compared
-with PyTorch's: dtype, shape and bytes.
+` + "`WORLDFOUNDRY_TORCH_THREADS=1`" + `), then again through ` + "`wfserve`" + ` (serving the same
+manifests) with the generated client over a remote client: REST with JSON
+tensors, REST with binary tensors, gRPC. Every tensor of each typed result is
+compared with PyTorch's: dtype, shape and bytes.
 
 ` + "`make zoo`" + ` runs every model and rewrites this page
 (` + "`WFGEN_ZOO=all WFGEN_ZOO_TABLE=docs/zoo.md go test -run TestZoo ./internal/zoo`" + `);
@@ -337,8 +432,8 @@ with an ` + "`Optional[Tensor]`" + ` argument (passed) and a dict result, and on
 message it is refused with, and the test checks that it still is (it fails
 when one starts to import, so the table is updated).
 
-| model | area | import | typed result (Go) | compared with PyTorch | status |
-| --- | --- | --- | --- | --- | --- |
+| model | area | import | typed result (Go) | in-process vs PyTorch | through wfserve (REST JSON, binary, gRPC) vs PyTorch | status |
+| --- | --- | --- | --- | --- | --- | --- |
 `
 
 // table renders the rows as docs/zoo.md.
@@ -354,7 +449,7 @@ func table(rows []*row) string {
 		if r.importTime > 0 {
 			imp = fmt.Sprintf("%.1f ms", float64(r.importTime.Microseconds())/1000)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.name, r.area, imp, esc(cell(r.result)), esc(cell(r.diff)), esc(r.status))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.name, r.area, imp, esc(cell(r.result)), esc(cell(r.diff)), esc(cell(r.remote)), esc(r.status))
 	}
 	return b.String()
 }
