@@ -158,8 +158,11 @@ func serve(t *testing.T, root, dir, manifests string) (httpURL, grpcURL string) 
 // TestZoo runs each model of the zoo (the fast subset, or every model with
 // WFGEN_ZOO=all) through wfgen import → validate → generate with no edit,
 // then one program built once for all loads each through its generated
-// package's in-process client (one thread) and writes its typed result,
-// which must equal PyTorch's (one thread) bit for bit.
+// package's in-process client (one thread), then through wfserve over
+// REST (JSON and binary tensors) and gRPC with the generated client over a
+// remote client, and writes each typed result, which must equal PyTorch's
+// (one thread) bit for bit. A model in refused must be refused at import
+// with its message.
 func TestZoo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("exports torchvision models and builds a cgo program; skipped with -short")
