@@ -425,7 +425,7 @@ compared with PyTorch's: dtype, shape and bytes.
 ` + "`ssdlite320_mobilenet_v3_large`" + ` and ` + "`raft_small`" + `. Inputs are small (64×64
 images; detectors get two images of other sizes, and the ones with a
 ResNet-50 backbone ` + "`min_size=128, max_size=160`" + ` at construction; a 4-frame
-32×32 clip for r3d_18; ViT-B/16 at ` + "`image_size=32`" + `). Import time is the pure-Go
+32×32 clip for the video models; ViT-B/16 at ` + "`image_size=32`" + `). Import time is the pure-Go
 ` + "`wfgen import`" + ` of the checkpoint on this machine's shared cores.
 
 Besides torchvision, three small modules cover what the issue names: a traced
@@ -434,6 +434,13 @@ with an ` + "`Optional[Tensor]`" + ` argument (passed) and a dict result, and on
 ` + "`Dict[str, Tensor]`" + ` argument. A model the import refuses is listed with the
 message it is refused with, and the test checks that it still is (it fails
 when one starts to import, so the table is updated).
+
+Not in the zoo: the quantized models (Debian's torch 1.13 has no fbgemm
+engine, so torchvision cannot quantize them: "Quantized backend not
+supported"), S3D (scripted, it fails in the TorchScript interpreter on a
+small clip; a full-size one is too slow for the zoo), and the large
+classifiers whose only difference from the ones here is size (VGG, the
+other ResNets, ...).
 
 | model | area | import | typed result (Go) | in-process vs PyTorch | through wfserve (REST JSON, binary, gRPC) vs PyTorch | status |
 | --- | --- | --- | --- | --- | --- | --- |
