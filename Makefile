@@ -10,7 +10,7 @@ COUNT   ?= 5
 # proxy (GOTOOLCHAIN).
 GO_NEXT ?= go1.27.3
 
-.PHONY: setup generate test quick test-go-next test-libtorch2 demo bench bench-compare golden check fuzz
+.PHONY: setup generate test zoo quick test-go-next test-libtorch2 demo bench bench-compare golden check fuzz
 
 ## setup: install libtorch and Debian's python torch when missing
 setup:
@@ -40,6 +40,13 @@ test: setup check
 	@# scheduler behaviour is measured without the race detector's threads
 	$(GO) test -count=1 -run 'TestBackToBackCallsKeepSchedulerQuiet' ./runtime/torch/
 	$(MAKE) --no-print-directory demo
+
+## zoo: the whole zoo (internal/zoo: every torchvision 0.14 model that
+## scripts, import → validate → generate → run with no edit, compared with
+## PyTorch bit for bit) and its table written to docs/zoo.md; make test runs
+## a fast subset
+zoo: setup
+	WFGEN_ZOO=all WFGEN_ZOO_TABLE=$(CURDIR)/docs/zoo.md $(GO) test -count=1 -timeout 60m -run '^TestZoo$$$$' -v ./internal/zoo
 
 ## quick: the quick suite — go vet and the tests without the race detector
 ## (the scheduler measurement, which make test runs alone, is left out)
