@@ -49,7 +49,7 @@ func TestEndpoints(t *testing.T) {
 		{"POST", "/v2/health/live", "", 405, "use GET"},
 		{"DELETE", "/v2/models/tiny-world", "", 405, "use GET"},
 		{"GET", "/v3", "", 404, "under /v2"},
-		{"GET", "/v2/repository/index", "", 404, "no endpoint"},
+		{"GET", "/v2/repository/index", "", 405, "use POST"}, // the repository extension (repository.go) takes POST
 		{"GET", "/v2/models/tiny-world/frobnicate", "", 404, "no endpoint"},
 		{"POST", "/v2/models/tiny-encoder/infer", `{"inputs":[`, 400, "malformed request body"},
 		{"POST", "/v2/models/tiny-encoder/infer", ``, 400, "empty body"},
