@@ -58,3 +58,19 @@ func TestKeyFileReloadsOnSIGHUP(t *testing.T) {
 		t.Errorf("the log holds a secret or no reload:\n%s", log)
 	}
 }
+
+// A second SIGTERM during the drain (a process group's signal that `go
+// tool wfserve` relays as well) does not kill wfserve: it finishes the
+// drain and exits 0 (it died of the second signal, under `go tool` of Go
+// 1.27, in the downstream e2e test).
+func TestSecondSIGTERMDuringTheDrain(t *testing.T) {
+	t.Parallel()
+	p := startProc(t, "-drain-timeout", "30s")
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	enginetest.WaitFor(t, "the drain to begin", func() bool { return strings.Contains(p.stderr.String(), "shutting down") })
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.exited
+	if p.exitErr != nil {
+		t.Errorf("wfserve after two SIGTERMs: %v\n%s", p.exitErr, p.stderr.String())
+	}
+}

@@ -267,8 +267,16 @@ wait:
 			break wait
 		}
 	}
-	signal.Stop(sig)
 	signal.Stop(hup)
+	// The drain keeps the handler: a second SIGTERM or SIGINT (a process
+	// group's signal that `go tool` relays too, an impatient operator)
+	// must not kill the process mid-drain; -drain-timeout bounds it.
+	go func() {
+		for s := range sig {
+			log.Info("signal during the drain: still draining", slog.String("signal", s.String()), slog.Duration("drain_timeout", *drain))
+		}
+	}()
+	defer signal.Stop(sig)
 	ctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
 	// Drain first, with the listener open: requests in flight finish,
