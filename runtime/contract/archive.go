@@ -463,8 +463,15 @@ func methodReturnKeys(method string) []ReturnKey {
 	if len(order) == 0 {
 		return nil
 	}
+	everyPath := setOnEveryPath(method)
 	keys := make([]ReturnKey, len(order))
 	for i, k := range order {
+		if setItem[k] && everyPath[k] && len(dicts) == 0 {
+			// Set at the body's top level, before its one return: every
+			// path holds it (a segmentation model's "out").
+			keys[i] = ReturnKey{Name: k, Always: true}
+			continue
+		}
 		always := len(dicts) > 0 && !setItem[k]
 		for _, d := range dicts {
 			found := false
@@ -738,6 +745,64 @@ func statements(toks []token) [][]token {
 	}
 	if len(cur) > 0 {
 		out = append(out, cur)
+	}
+	return out
+}
+
+// setOnEveryPath returns the keys that a method's code sets with a
+// torch._set_item statement at its body's top indentation, when the body's
+// only return is its last statement, at that indentation: every path
+// through the method sets them. Anything else (a return in a branch, a set
+// inside an if) gives no key.
+func setOnEveryPath(method string) map[string]bool {
+	lines := strings.Split(method, "\n")
+	// The body starts after the signature: the first line ending with ':'
+	// from the def on.
+	start := -1
+	for i, l := range lines {
+		if strings.HasSuffix(strings.TrimSpace(l), ":") {
+			start = i + 1
+			break
+		}
+	}
+	if start < 0 {
+		return nil
+	}
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " \t")) }
+	base, last := -1, -1
+	for i := start; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) == "" {
+			continue
+		}
+		if base < 0 {
+			base = indent(lines[i])
+		}
+		last = i
+	}
+	if base < 0 {
+		return nil
+	}
+	for i := start; i <= last; i++ {
+		t := strings.TrimSpace(lines[i])
+		if (t == "return" || strings.HasPrefix(t, "return ")) && (i != last || indent(lines[i]) != base) {
+			return nil // a return before the end, or in a branch
+		}
+	}
+	if t := strings.TrimSpace(lines[last]); t != "return" && !strings.HasPrefix(t, "return ") {
+		return nil
+	}
+	out := map[string]bool{}
+	for i := start; i < last; i++ {
+		if indent(lines[i]) != base {
+			continue
+		}
+		toks := lex(lines[i], false)
+		for j := 0; j+4 < len(toks); j++ {
+			if toks[j].kind == 'i' && strings.HasSuffix(toks[j].text, "_set_item") && toks[j+1] == (token{'p', "("}) &&
+				toks[j+2].kind == 'i' && toks[j+3] == (token{'p', ","}) && toks[j+4].kind == 's' {
+				out[toks[j+4].text] = true
+			}
+		}
 	}
 	return out
 }

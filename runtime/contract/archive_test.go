@@ -28,7 +28,23 @@ func TestMethodReturnKeys(t *testing.T) {
     d = annotate(Dict[str, Tensor], {})
     torch._set_item(d, "a\"b", x)
     torch._set_item(d, 'c', x)  # "not": a key
-    return d`, []ReturnKey{{"a\"b", false}, {"c", false}}},
+    return d`, []ReturnKey{{"a\"b", true}, {"c", true}}}, // set on every path
+		{`def forward(self, x: Tensor, aux: bool) -> Dict[str, Tensor]:
+    result = annotate(Dict[str, Tensor], {})
+    _0 = torch._set_item(result, "out", x)
+    if aux:
+      _1 = torch._set_item(result, "aux", x)
+    else:
+      pass
+    return result`, []ReturnKey{{"out", true}, {"aux", false}}}, // a segmentation model's
+		{`def forward(self, x: Tensor, early: bool) -> Dict[str, Tensor]:
+    result = annotate(Dict[str, Tensor], {})
+    if early:
+      return result
+    else:
+      pass
+    _0 = torch._set_item(result, "out", x)
+    return result`, []ReturnKey{{"out", false}}}, // a path returns before it
 		{`def forward(self, x: Tensor) -> Tensor:
     return torch.mul(x, 2)`, nil},
 		{`def broken(self, x: Tensor`, nil},

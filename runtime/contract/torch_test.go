@@ -184,7 +184,8 @@ def viahelper(self, x: Tensor) -> Dict[str, Tensor]:
 
 // The keys a method's dict can hold, read from a real archive's code: a
 // literal plus an item given in a branch is complete; keys built from an
-// argument or by another method are not.
+// argument or by another method are not; a key set at the top of the body
+// before its one return is on every path.
 func TestReadReturnsFromLibtorchArchive(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys.pt")
@@ -203,7 +204,7 @@ func TestReadReturnsFromLibtorchArchive(t *testing.T) {
 	got := contract.ReadReturns(f, st.Size())
 	want := map[string]contract.MethodReturns{
 		"forward":   {Keys: []contract.ReturnKey{{Name: "frames", Always: true}, {Name: "mask"}}, Complete: true},
-		"viahelper": {Keys: []contract.ReturnKey{{Name: "extra"}}},
+		"viahelper": {Keys: []contract.ReturnKey{{Name: "extra", Always: true}}}, // set before its one return: every path holds it
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ReadReturns (-want +got):\n%s", diff)
