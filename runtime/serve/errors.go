@@ -79,9 +79,11 @@ func marshal(v any) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// writeError writes the protocol's error body, and gives the access log
-// the error's text.
-func writeError(w http.ResponseWriter, err error) {
+// errorAnswer returns the status and text an error is answered with, and
+// sets the headers that go with it (Retry-After for 429 and 503, the
+// rate-limited key's wait; Connection: close for 413 and 408): every error
+// body's writer (writeError, writeOpenAIError) answers through it.
+func errorAnswer(w http.ResponseWriter, err error) (int, string) {
 	code := status(err)
 	msg := err.Error()
 	var mbe *http.MaxBytesError
@@ -97,6 +99,13 @@ func writeError(w http.ResponseWriter, err error) {
 	case code == http.StatusRequestEntityTooLarge, code == http.StatusRequestTimeout:
 		w.Header().Set("Connection", "close")
 	}
+	return code, msg
+}
+
+// writeError writes the protocol's error body, and gives the access log
+// the error's text.
+func writeError(w http.ResponseWriter, err error) {
+	code, msg := errorAnswer(w, err)
 	if rec, ok := w.(*recorder); ok {
 		rec.err = msg
 	}

@@ -295,7 +295,7 @@ func appendOpenAIEmbeddings(b []byte, model string, vecs [][]float32, b64 bool, 
 // writeOpenAIError writes err as OpenAI's error body, with the status
 // wfserve gives it (Retry-After for 429 and 503, as writeError does).
 func writeOpenAIError(w http.ResponseWriter, err error) {
-	code := status(err)
+	code, msg := errorAnswer(w, err)
 	kind := "invalid_request_error"
 	switch {
 	case code == http.StatusUnauthorized:
@@ -306,19 +306,11 @@ func writeOpenAIError(w http.ResponseWriter, err error) {
 		kind = "not_found_error"
 	case code == http.StatusTooManyRequests:
 		kind = "rate_limit_error"
-		w.Header().Set("Retry-After", "1")
 	case code >= 500:
 		kind = "server_error"
-		if code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
-	}
-	var rl *rateLimited
-	if errors.As(err, &rl) {
-		w.Header().Set("Retry-After", strconv.Itoa(rl.retryAfter()))
 	}
 	if rec, ok := w.(*recorder); ok {
-		rec.err = err.Error()
+		rec.err = msg
 	}
 	type body struct {
 		Message string  `json:"message"`
@@ -326,5 +318,5 @@ func writeOpenAIError(w http.ResponseWriter, err error) {
 		Param   *string `json:"param"`
 		Code    *string `json:"code"`
 	}
-	writeJSON(w, code, map[string]body{"error": {Message: err.Error(), Type: kind}})
+	writeJSON(w, code, map[string]body{"error": {Message: msg, Type: kind}})
 }
