@@ -118,6 +118,10 @@ type Checkpoint struct {
 	// returns inside a structure, when its code shows them (see
 	// contract.ReadDictKeys): the fields of its record artifacts.
 	DictKeys map[string]contract.DictKeys
+	// TupleNames are, for each method that returns a NamedTuple, its
+	// fields' names in order (contract.Signatures.ReturnNames): the ids
+	// of the artifacts that are its elements.
+	TupleNames map[string][]string
 	// Outputs are the tensors each method returned when Import ran it on
 	// the examples (Options.Examples), by method name.
 	Outputs map[string]Output
@@ -149,7 +153,19 @@ func Inspect(path string) (Checkpoint, error) {
 	// An archive whose code cannot be read has no custom ops to tell of:
 	// reading its signatures reports what is wrong with it.
 	ops, _ := contract.ReadCustomOps(f, n)
+	var names map[string][]string
+	if sigs, err := contract.ReadSignatures(f, n); err == nil {
+		for _, m := range sigs.Methods() {
+			if ns := sigs.ReturnNames(m); ns != nil {
+				if names == nil {
+					names = map[string][]string{}
+				}
+				names[m] = ns
+			}
+		}
+	}
 	return Checkpoint{
+		TupleNames: names,
 		Path:       path,
 		SHA256:     hex.EncodeToString(h.Sum(nil)),
 		SizeBytes:  n,

@@ -625,6 +625,7 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 		b.refuse("%s returns %s, an empty tuple, which has no artifact; leave %s out (--method)", m.Name, shape.text, m.Name)
 		return nil
 	}
+	ids := b.tupleIDs(task, m, len(shape.tuple))
 	var out []*yaml.Node
 	for i, e := range shape.tuple {
 		switch {
@@ -640,14 +641,13 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 			if f == nil {
 				return nil
 			}
-			id := tupleArtifactID(i)
 			a := mapping(
-				"artifact_id", str(id),
+				"artifact_id", str(ids[i]),
 				"kind", str(string(e.kind)),
 				"position", integer(int64(i)),
 				"required", boolean(!e.optional && !shape.optional),
 			)
-			appendPairs(a, "description", str(fmt.Sprintf("TODO: what it holds; name it. Element %d (%s) of the %s that %s returns.", i, e.text, shape.text, m.Name)), "fields", f)
+			appendPairs(a, "description", str(fmt.Sprintf("TODO: what it holds%s. Element %d (%s) of the %s that %s returns.", nameIt(ids[i], i), i, e.text, shape.text, m.Name)), "fields", f)
 			out = append(out, a)
 			continue
 		}
@@ -655,17 +655,51 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 		if e.kind.Holds() == spec.HoldsTensor {
 			hint = " A more specific kind (video, image, embedding) may fit."
 		}
-		id := tupleArtifactID(i)
 		a := mapping(
-			"artifact_id", str(id),
+			"artifact_id", str(ids[i]),
 			"kind", str(string(e.kind)),
 			"position", integer(int64(i)),
 			"required", boolean(!e.optional && !shape.optional),
 		)
-		out = append(out, b.artifactContract(task, a, m.Name, id, e.kind, size, batched,
-			fmt.Sprintf("TODO: what it holds; name it. Element %d (%s) of the %s that %s returns.%s", i, e.text, shape.text, m.Name, hint)))
+		out = append(out, b.artifactContract(task, a, m.Name, tupleArtifactID(i), e.kind, size, batched,
+			fmt.Sprintf("TODO: what it holds%s. Element %d (%s) of the %s that %s returns.%s", nameIt(ids[i], i), i, e.text, shape.text, m.Name, hint)))
 	}
 	return out
+}
+
+// tupleIDs are the ids of the n artifacts that are the elements of the
+// tuple method m returns: a NamedTuple's field names
+// (Checkpoint.TupleNames), else output_0, output_1, ... A field name
+// that is no artifact id, or whose Go name another one has, gives way to
+// the element's position, with a warning.
+func (b *builder) tupleIDs(task *yaml.Node, m engine.MethodSchema, n int) []string {
+	names := b.ck.TupleNames[m.Name]
+	if len(names) != n {
+		names = nil
+	}
+	ids := make([]string, n)
+	var scope naming.Scope
+	for i := range ids {
+		ids[i] = tupleArtifactID(i)
+		if names == nil {
+			continue
+		}
+		if !artifactID.MatchString(names[i]) || scope.Declare(naming.Exported(names[i]), names[i]) != nil {
+			b.warn(task, "field %q of the NamedTuple %s returns is not an artifact id, or has another field's Go name: its artifact is %s", names[i], m.Name, ids[i])
+			continue
+		}
+		ids[i] = names[i]
+	}
+	return ids
+}
+
+// nameIt asks, in a description, to name an artifact whose id is only
+// its position.
+func nameIt(id string, i int) string {
+	if id == tupleArtifactID(i) {
+		return "; name it"
+	}
+	return ""
 }
 
 // artifactContract completes artifact a (id, kind and required set) with

@@ -17,7 +17,7 @@ import (
 // Optional element not required), a List[Tensor] return a tensor_list
 // artifact; the skeleton passes the contract check against the schemas
 // (Skeleton checks it). An element no artifact kind holds is refused,
-// naming its position.
+// naming its position. A NamedTuple's elements are named by its fields.
 func TestSkeletonStructuredReturns(t *testing.T) {
 	t.Parallel()
 	methods := []engine.MethodSchema{
@@ -25,7 +25,14 @@ func TestSkeletonStructuredReturns(t *testing.T) {
 		{Name: "flows", Arguments: []engine.Argument{{Name: "x", Type: "Tensor"}}, Returns: []string{"List[Tensor]"}},
 		{Name: "pair", Returns: []string{"Tensor", "str"}},
 	}
-	res, err := Skeleton(Checkpoint{Path: "m.pt"}, methods, Options{})
+	// flows is the NamedTuple (logits, aux, ...) of another model: no
+	// names for a tuple of another length; pair's second name is no id.
+	ck := Checkpoint{Path: "m.pt", TupleNames: map[string][]string{
+		"forward": {"logits", "aux_logits", "flows"},
+		"flows":   {"a", "b"},
+		"pair":    {"first", "2nd"},
+	}}
+	res, err := Skeleton(ck, methods, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,9 +51,9 @@ func TestSkeletonStructuredReturns(t *testing.T) {
 		}
 	}
 	want := []string{
-		"forward output_0 tensor 0 true", "forward output_1 tensor 1 false", "forward output_2 tensor_list 2 true",
+		"forward logits tensor 0 true", "forward aux_logits tensor 1 false", "forward flows tensor_list 2 true",
 		"flows output tensor_list - true",
-		"pair output_0 tensor 0 true", "pair output_1 text 1 true",
+		"pair first tensor 0 true", "pair output_1 text 1 true",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("artifacts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

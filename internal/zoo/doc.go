@@ -5,7 +5,8 @@
 // wfserve (REST JSON, REST binary, gRPC) with its remote client, and
 // compared with PyTorch's outputs bit for bit (one thread on both sides).
 //
-// go test runs a fast subset; WFGEN_ZOO=all runs every model, and
+// go test runs a fast subset; WFGEN_ZOO=all runs every model,
+// WFGEN_ZOO=NAME,NAME the ones named, and
 // WFGEN_ZOO_TABLE=FILE writes the results as a Markdown table (make zoo
 // writes docs/zoo.md).
 package zoo

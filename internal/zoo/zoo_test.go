@@ -69,11 +69,8 @@ var fast = []string{"squeezenet1_0", "ssdlite320_mobilenet_v3_large", "raft_smal
 // says: the test checks that they are refused so, and fails when one
 // imports (then it belongs with the others). The detectors' heads build
 // the losses dict in submodules, so forward's code does not show its keys;
-// GoogLeNet and Inception v3 return a NamedTuple, which has no artifact
-// kind; a Dict[str, Tensor] argument has no field kind yet (issue 42 §2).
+// a Dict[str, Tensor] argument has no field kind yet (issue 42 §2).
 var refused = map[string]string{
-	"googlenet":                             "GoogLeNetOutputs, has no artifact kind",
-	"inception_v3":                          "InceptionOutputs, has no artifact kind",
 	"dict_input":                            "argument features: Dict[str, Tensor] of forward has no field kind",
 	"fasterrcnn_mobilenet_v3_large_320_fpn": lossesKeys,
 	"retinanet_resnet50_fpn":                lossesKeys,
@@ -169,8 +166,16 @@ func TestZoo(t *testing.T) {
 	}
 	enginetest.TorchvisionOps(t)
 	models := all
-	if os.Getenv("WFGEN_ZOO") != "all" {
+	switch pick := os.Getenv("WFGEN_ZOO"); pick {
+	case "all":
+	case "":
 		models = slices.DeleteFunc(slices.Clone(all), func(e entry) bool { return !slices.Contains(fast, e.name) })
+	default: // a comma-separated list of models
+		names := strings.Split(pick, ",")
+		models = slices.DeleteFunc(slices.Clone(all), func(e entry) bool { return !slices.Contains(names, e.name) })
+		if len(models) != len(names) {
+			t.Fatalf("WFGEN_ZOO=%s names a model the zoo does not have (it has: all, or a list of %v)", pick, all)
+		}
 	}
 	root, err := filepath.Abs("../..")
 	must(t, err)
@@ -422,7 +427,8 @@ compared with PyTorch's: dtype, shape and bytes.
 ` + "`make zoo`" + ` runs every model and rewrites this page
 (` + "`WFGEN_ZOO=all WFGEN_ZOO_TABLE=docs/zoo.md go test -run TestZoo ./internal/zoo`" + `);
 ` + "`go test ./internal/zoo`" + ` (and so ` + "`make test`" + `) runs a fast subset: ` + "`" + `squeezenet1_0` + "`" + `,
-` + "`ssdlite320_mobilenet_v3_large`" + ` and ` + "`raft_small`" + `. Inputs are small (64×64
+` + "`ssdlite320_mobilenet_v3_large`" + ` and ` + "`raft_small`" + ` (` + "`WFGEN_ZOO=resnet18,raft_small`" + ` runs the ones
+named). Inputs are small (64×64
 images; detectors get two images of other sizes, and the ones with a
 ResNet-50 backbone ` + "`min_size=128, max_size=160`" + ` at construction; a 4-frame
 32×32 clip for the video models; ViT-B/16 at ` + "`image_size=32`" + `). Import time is the pure-Go

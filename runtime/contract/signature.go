@@ -26,6 +26,7 @@ type Signatures struct {
 	methods []string
 	schemas map[string]engine.MethodSchema
 	errs    map[string]error
+	names   map[string][]string
 }
 
 // Methods lists the module's method names, sorted.
@@ -44,6 +45,14 @@ func (s *Signatures) Schema(method string) (engine.MethodSchema, error) {
 	sc.Arguments = slices.Clone(sc.Arguments)
 	sc.Returns = slices.Clone(sc.Returns)
 	return sc, nil
+}
+
+// ReturnNames returns the field names of the NamedTuple a method returns
+// (GoogLeNet's logits, aux_logits2, aux_logits1), in the order of the
+// tuple's elements; nil when it returns none. Its schema's return type is
+// the tuple of the fields' types.
+func (s *Signatures) ReturnNames(method string) []string {
+	return slices.Clone(s.names[method])
 }
 
 // CodeError is a signature in an archive's code that could not be read.
@@ -73,7 +82,9 @@ const (
 // ReadSignatures reads a TorchScript archive (see ReadReturns) and returns
 // the signatures its code declares for the root module's methods: each
 // "def" in the body of the module's class, but the hook functions the
-// class lists in __forward_pre_hooks__ and __forward_hooks__.
+// class lists in __forward_pre_hooks__ and __forward_hooks__. A NamedTuple
+// class in a type is printed as the Tuple of its fields' types, as the
+// engine prints it (ReturnNames gives a returned one's field names).
 //
 // Defaults are read as torch.jit's code printer writes them: None, True,
 // False, int and float literals (an int literal of a float argument is a
@@ -100,6 +111,7 @@ func ReadSignatures(r io.ReaderAt, size int64) (*Signatures, error) {
 		return nil, fmt.Errorf("%s does not define class %s, the root module's class", file, a.class)
 	}
 	s := &Signatures{Class: qualified, File: file, schemas: map[string]engine.MethodSchema{}, errs: map[string]error{}}
+	nt := &namedTuples{a: a}
 	var (
 		consts    []any
 		constsErr error
@@ -143,6 +155,17 @@ func ReadSignatures(r io.ReaderAt, size int64) (*Signatures, error) {
 			}
 			s.errs[m.name] = &CodeError{File: file, Line: m.line + line, Column: col, Method: m.name, Msg: err.Error()}
 			continue
+		}
+		if names := nt.names(schema.Returns[0]); names != nil {
+			if s.names == nil {
+				s.names = map[string][]string{}
+			}
+			s.names[m.name] = names
+		}
+		// A NamedTuple is printed as the Tuple it is, as the engine does.
+		schema.Returns[0] = nt.expandText(schema.Returns[0])
+		for i, arg := range schema.Arguments {
+			schema.Arguments[i].Type = nt.expandText(arg.Type)
 		}
 		s.schemas[m.name] = schema
 	}

@@ -331,3 +331,59 @@ func TestReadCallSpec(t *testing.T) {
 		t.Errorf("not a zip: %v", err)
 	}
 }
+
+// TestReadSignaturesNamedTuple: a NamedTuple class in a type is the Tuple
+// of its fields' types (nested, in another module's file, under
+// Optional), as the engine prints it, and ReturnNames gives a returned
+// one's field names; a class that is no NamedTuple stays a class.
+func TestReadSignaturesNamedTuple(t *testing.T) {
+	t.Parallel()
+	s, err := readSigs(t, map[string]string{
+		"net/data.pkl": pkl,
+		"net/code/__torch__/pkg.py": `class Net(Module):
+  __parameters__ = []
+  def forward(self: __torch__.pkg.Net,
+    x: Tensor) -> __torch__.pkg.Outputs:
+    return __torch__.pkg.Outputs(x, None)
+  def maybe(self: __torch__.pkg.Net,
+    x: Tensor) -> Optional[__torch__.pkg.Outputs]:
+    return None
+  def inner(self: __torch__.pkg.Net,
+    x: Tensor) -> List[__torch__.other.Inner]:
+    return []
+  def obj(self: __torch__.pkg.Net,
+    x: Tensor) -> __torch__.pkg.Net:
+    return self
+class Outputs(NamedTuple):
+  logits : Tensor
+  aux : Optional[__torch__.other.Inner]
+`,
+		"net/code/__torch__/other.py": `class Inner(NamedTuple):
+  a : Tensor
+  b : int
+`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method, ret string
+		names       []string
+	}{
+		{"forward", "Tuple[Tensor, Optional[Tuple[Tensor, int]]]", []string{"logits", "aux"}},
+		{"maybe", "Optional[Tuple[Tensor, Optional[Tuple[Tensor, int]]]]", []string{"logits", "aux"}},
+		{"inner", "List[Tuple[Tensor, int]]", nil},
+		{"obj", "__torch__.pkg.Net", nil},
+	} {
+		sc, err := s.Schema(c.method)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.Returns[0] != c.ret {
+			t.Errorf("%s returns %q, want %q", c.method, sc.Returns[0], c.ret)
+		}
+		if got := s.ReturnNames(c.method); !cmp.Equal(got, c.names) {
+			t.Errorf("%s: names %q, want %q", c.method, got, c.names)
+		}
+	}
+}

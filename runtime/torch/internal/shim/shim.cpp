@@ -519,6 +519,27 @@ void index_methods(wf_module* h) {
   }
 }
 
+// schema_type_str prints a schema's type in annotation form with every
+// NamedTuple class written as the Tuple of its fields' types (the value
+// libtorch returns is that tuple): what contract.ReadSignatures prints for
+// the same code, so the load's contract check and wfgen validate agree.
+std::string schema_type_str(const c10::TypePtr& type) {
+  c10::TypePrinter printer;
+  printer = [&printer](const c10::Type& t) -> decltype(printer(t)) {
+    const auto* tuple = t.castRaw<c10::TupleType>();
+    if (tuple == nullptr || !tuple->name()) return {};
+    const auto elems = tuple->elements();
+    if (elems.empty()) return std::string("Tuple[()]");
+    std::string s = "Tuple[";
+    for (size_t i = 0; i < elems.size(); i++) {
+      if (i > 0) s += ", ";
+      s += elems[i]->annotation_str(printer);
+    }
+    return s + "]";
+  };
+  return type->annotation_str(printer);
+}
+
 void write_info(Writer& w, const wf_module* h) {
   w.lenient = true;
   w.put<uint8_t>(h->module.hasattr(kCompiledAttr) ? 1 : 0);
@@ -533,13 +554,13 @@ void write_info(Writer& w, const wf_module* h) {
     w.put<uint64_t>(args.empty() ? 0 : args.size() - 1);
     for (size_t i = 1; i < args.size(); i++) {
       w.str(args[i].name());
-      w.str(args[i].type()->annotation_str());
+      w.str(schema_type_str(args[i].type()));
       auto def = args[i].default_value();
       w.put<uint8_t>(def ? 1 : 0);
       if (def) write_value(w, *def, 0);
     }
     w.put<uint64_t>(schema.returns().size());
-    for (const auto& ret : schema.returns()) w.str(ret.type()->annotation_str());
+    for (const auto& ret : schema.returns()) w.str(schema_type_str(ret.type()));
   }
 }
 
