@@ -58,7 +58,7 @@ quick:
 test-go-next: setup
 	GOTOOLCHAIN=$(GO_NEXT) $(MAKE) --no-print-directory quick
 
-## test-libtorch2: engine, client, e2e, importer and torchrun tests against
+## test-libtorch2: engine, client, e2e, importer, torchrun and zoo (fast subset) tests against
 ## libtorch 2.6 in a Debian trixie chroot (cached; needs root, see docs/engine.md)
 test-libtorch2:
 	@bash scripts/libtorch2-lane.sh test

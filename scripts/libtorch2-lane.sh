@@ -53,7 +53,7 @@ PACKAGES=(libtorch-dev libopenblas0 python3-torch g++ pkgconf python3-setuptools
 # ~/.cache/wfgen/aoti). The scheduler measurement runs alone afterwards, as
 # in make test: other packages' tests running beside it add context
 # switches it would count.
-TEST_PKGS=(./runtime/torch/... ./runtime/client/... ./e2e/... ./gen/importer/... ./runtime/proc/torchrun/... ./runtime/dist/... ./examples/sharded/...)
+TEST_PKGS=(./runtime/torch/... ./runtime/client/... ./e2e/... ./gen/importer/... ./runtime/proc/torchrun/... ./runtime/dist/... ./examples/sharded/... ./internal/zoo/)
 IMPORT_RUN='^TestImport'
 ALONE='^TestBackToBackCallsKeepSchedulerQuiet$'
 

@@ -130,7 +130,7 @@ MODELS = {
     # optical flow
     "raft_small": (
         lambda: M.optical_flow.raft_small(weights=None),
-        lambda: [img(1, 3, 64, 64), img(1, 3, 64, 64)]),
+        lambda: [img(1, 3, 128, 128), img(1, 3, 128, 128)]),
     # not torchvision: what the issue names besides it
     "traced_tuple": (TupleEncoder, lambda: [torch.randn(2, 5, 8)]),
     "optional_input": (OptionalInput, lambda: [torch.randn(2, 8), (torch.rand(2, 4) > 0.5).float()]),

@@ -306,6 +306,7 @@ func TestZoo(t *testing.T) {
 		must(t, os.WriteFile(path, []byte(table(rows)), 0o644))
 	}
 	for _, r := range rows {
+		t.Logf("%s: %s; %s; in-process %s; wfserve %s", r.name, r.status, r.result, r.diff, r.remote)
 		if !r.ok {
 			if want, ok := refused[r.name]; ok && r.importTime > 0 {
 				t.Errorf("%s: %s; want it refused at import with %q", r.name, r.status, want)
@@ -440,6 +441,11 @@ with an ` + "`Optional[Tensor]`" + ` argument (passed) and a dict result, and on
 ` + "`Dict[str, Tensor]`" + ` argument. A model the import refuses is listed with the
 message it is refused with, and the test checks that it still is (it fails
 when one starts to import, so the table is updated).
+
+On libtorch 2.6, ` + "`make test-libtorch2`" + ` runs the fast subset in its Debian trixie
+root, against that root's PyTorch 2.6 and torchvision 0.21 (and its op
+library): the same three pass bit for bit in process and through wfserve.
+(` + "`raft_small`" + ` takes 128×128 images: torchvision 0.21 refuses smaller ones.)
 
 Not in the zoo: the quantized models (Debian's torch 1.13 has no fbgemm
 engine, so torchvision cannot quantize them: "Quantized backend not
