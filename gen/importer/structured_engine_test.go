@@ -124,7 +124,7 @@ func TestImportStructuredReturns(t *testing.T) {
 
 // exportPython runs script with Debian's Python (which has torch) on dir,
 // or skips the test.
-func exportPython(t *testing.T, dir, script string) {
+func exportPython(t testing.TB, dir, script string) {
 	t.Helper()
 	if out, err := exec.Command(debianPython, "-c", "import torch, numpy").CombinedOutput(); err != nil {
 		t.Skipf("skipping: %s cannot import torch and numpy (install python3-torch): %v\n%s", debianPython, err, out)
