@@ -53,8 +53,9 @@ type returnShape struct {
 	// contract.DictKeys keys a record's keys by.
 	inner string
 	// tuple, for a Tuple return (Optional or not), is what each element
-	// says about the artifact that is that element (kind "" when none
-	// holds it); nil otherwise.
+	// (each leaf: a nested tuple's elements are elements, see
+	// contract.TupleLeaves) says about the artifact that is that element
+	// (kind "" when none holds it); nil otherwise.
 	tuple []returnShape
 }
 
@@ -77,8 +78,11 @@ func returnOf(returns []string) returnShape {
 	if t.Name == "Tuple" && !jsonType(t, 0) {
 		// The elements are the artifacts (contract.TupleArtifacts); a
 		// tuple of plain data is one json artifact.
-		s.tuple = make([]returnShape, len(t.Elems))
-		for i, e := range t.Elems {
+		// A nested tuple's elements are artifacts too (contract.TupleLeaves).
+		leaves := contract.TupleLeaves(t)
+		s.tuple = make([]returnShape, len(leaves))
+		for i, l := range leaves {
+			e := l.Type
 			es := returnShape{text: e.String()}
 			if e.Name == "Optional" {
 				e, es.optional = e.Elems[0], true

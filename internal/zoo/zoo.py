@@ -8,7 +8,8 @@ in_<ARG>[_<i>|_<KEY>].npy (the fixed input of each forward argument; a
 List[Tensor] argument as one file per item, a Dict[str, Tensor] one per
 key), out<PATH>.npy, one per tensor of PyTorch's output on that input with
 one thread, PATH naming where the tensor sits in the result (a tuple
-position, a dict key, a list index, each after a "."), and root.txt, the
+position — of the leaves, where a nested tuple's elements count as the
+outer one's —, a dict key, a list index, each after a "."), and root.txt, the
 kind of the result (tensor, tuple, list or dict). A model that does not
 script gets OUT/MODEL/error.txt instead. Nothing is downloaded:
 weights=None and weights_backbone=None.
@@ -16,7 +17,7 @@ weights=None and weights_backbone=None.
 
 import os
 import sys
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import torch
@@ -49,6 +50,20 @@ class TupleEncoder(torch.nn.Module):
     def forward(self, x):
         h = torch.tanh(self.proj(x))
         return h, h.mean(dim=1)
+
+
+class NestedTuple(torch.nn.Module):
+    """A scripted encoder returning (hidden, (pooled, attention)), the
+    attention Optional (None here): a nested tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, Tuple[torch.Tensor, Optional[torch.Tensor]]]:
+        h = torch.tanh(self.proj(x))
+        attention: Optional[torch.Tensor] = None
+        return h, (h.mean(dim=1), attention)
 
 
 class OptionalInput(torch.nn.Module):
@@ -133,6 +148,7 @@ MODELS = {
         lambda: [img(1, 3, 128, 128), img(1, 3, 128, 128)]),
     # not torchvision: what the issue names besides it
     "traced_tuple": (TupleEncoder, lambda: [torch.randn(2, 5, 8)]),
+    "nested_tuple": (NestedTuple, lambda: [torch.randn(2, 5, 8)]),
     "optional_input": (OptionalInput, lambda: [torch.randn(2, 8), (torch.rand(2, 4) > 0.5).float()]),
     "dict_input": (DictInput, lambda: [{"a": torch.randn(2, 8), "b": torch.randn(2, 8)}]),
 }
@@ -149,6 +165,28 @@ def flatten(value, path, out):
             flatten(v, "%s.%s" % (path, k), out)
     elif value is not None:
         raise TypeError("%s: %r" % (path, type(value)))
+
+
+def tuple_leaves(value, leaves):
+    """The elements of a returned tuple that are artifacts, as wfgen
+    numbers them (contract.TupleLeaves): a nested tuple holding a tensor
+    is replaced by its own elements, depth first."""
+    for e in value:
+        if isinstance(e, tuple) and has_tensor(e):
+            tuple_leaves(e, leaves)
+        else:
+            leaves.append(e)
+    return leaves
+
+
+def has_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(has_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_tensor(v) for v in value.values())
+    return False
 
 
 def root_kind(value):
@@ -196,6 +234,8 @@ def export(out, name):
     with torch.no_grad():
         result = scripted(*args)
     flat = {}
+    if isinstance(result, tuple):
+        result = tuple(tuple_leaves(result, []))
     flatten(result, "out", flat)
     for p, t in flat.items():
         np.save(os.path.join(d, p + ".npy"), t.contiguous().numpy())

@@ -57,6 +57,7 @@ var all = []entry{
 	{"r2plus1d_18", "video"},
 	{"raft_small", "optical flow"},
 	{"traced_tuple", "traced, returns a tuple"},
+	{"nested_tuple", "returns a nested tuple"},
 	{"optional_input", "Optional[Tensor] input"},
 	{"dict_input", "Dict[str, Tensor] input"},
 }
@@ -435,8 +436,10 @@ ResNet-50 backbone ` + "`min_size=128, max_size=160`" + ` at construction; a 4-f
 32×32 clip for the video models; ViT-B/16 at ` + "`image_size=32`" + `). Import time is the pure-Go
 ` + "`wfgen import`" + ` of the checkpoint on this machine's shared cores.
 
-Besides torchvision, three small modules cover what the issue names: a traced
-encoder that returns a tuple (last hidden state, pooled), a scripted head
+Besides torchvision, small modules cover what the issue names: a traced
+encoder that returns a tuple (last hidden state, pooled), a scripted one
+that returns a nested tuple (hidden, (pooled, an ` + "`Optional`" + ` attention that is
+None)), a scripted head
 with an ` + "`Optional[Tensor]`" + ` argument (passed) and a dict result, and one with a
 ` + "`Dict[str, Tensor]`" + ` argument. A model the import refuses is listed with the
 message it is refused with, and the test checks that it still is (it fails

@@ -164,9 +164,10 @@ type loaded struct {
 type loadedTask struct {
 	// args are the names of the arguments the task's method declares.
 	args map[string]bool
-	// tuple says the method returns a tuple whose elements are the
-	// artifacts (contract.TupleArtifacts).
-	tuple bool
+	// tuple, when the method returns a tuple whose elements are the
+	// artifacts (contract.TupleArtifacts), is the path of each artifact's
+	// element in it (contract.TuplePaths); nil otherwise.
+	tuple [][]int
 	// outputs are the artifacts' declared dtypes and shapes.
 	outputs params.OutputRules
 	// base is the variant's call_kwargs, then the task's
@@ -353,7 +354,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 	for i := range c.spec.Tasks {
 		t := &c.spec.Tasks[i]
 		if schema, err := mod.Schema(t.MethodName()); err == nil {
-			l.tasks[i].tuple = contract.TupleArtifacts(t, schema)
+			l.tasks[i].tuple = contract.TuplePaths(t, schema)
 			l.tasks[i].args = map[string]bool{}
 			for _, a := range schema.Arguments {
 				l.tasks[i].args[a.Name] = true

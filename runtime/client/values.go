@@ -44,15 +44,23 @@ func MergeKwargs(layers ...map[string]any) (map[string]any, error) {
 // that returns one onto artifacts without positions, in order, as
 // contract.TupleArtifacts says from the method's schema.)
 func Outputs(task *spec.InferenceTaskProfile, out any) (map[string]any, error) {
-	_, explicit := task.ArtifactPositions()
-	return outputs(task, out, explicit)
+	positions, explicit := task.ArtifactPositions()
+	var paths [][]int
+	if explicit {
+		paths = make([][]int, len(positions))
+		for i, p := range positions {
+			paths[i] = []int{p}
+		}
+	}
+	return outputs(task, out, paths)
 }
 
-// outputs is Outputs; tuple says the value is a tuple whose elements are
-// the artifacts (contract.TupleArtifacts).
-func outputs(task *spec.InferenceTaskProfile, out any, tuple bool) (map[string]any, error) {
-	if tuple {
-		return tupleOutputs(task, out)
+// outputs is Outputs; tuple, when the value is a tuple whose elements are
+// the artifacts, is the path of each artifact's element in it
+// (contract.TuplePaths).
+func outputs(task *spec.InferenceTaskProfile, out any, tuple [][]int) (map[string]any, error) {
+	if tuple != nil {
+		return tupleOutputs(task, out, tuple)
 	}
 	m, isDict := out.(map[string]any)
 	if !isDict || task.RecordReturned() {
@@ -86,25 +94,29 @@ func outputs(task *spec.InferenceTaskProfile, out any, tuple bool) (map[string]a
 }
 
 // tupleOutputs maps the elements of a returned tuple onto the task's
-// artifacts by their positions (spec.InferenceTaskProfile.ArtifactPositions).
-func tupleOutputs(task *spec.InferenceTaskProfile, out any) (map[string]any, error) {
-	elems, ok := out.([]any)
-	if !ok {
-		if out == nil {
-			elems = nil // an Optional tuple that is None: every artifact missing
-		} else {
-			return nil, fmt.Errorf("method %s returned %s, but the task's artifacts are the elements of a tuple", task.MethodName(), describe(out))
-		}
+// artifacts: artifact i is the element at paths[i] (contract.TuplePaths),
+// an element of a nested tuple at a path longer than one. A tuple on the
+// way that is None (an Optional one) leaves the artifact missing.
+func tupleOutputs(task *spec.InferenceTaskProfile, out any, paths [][]int) (map[string]any, error) {
+	if _, ok := out.([]any); !ok && out != nil {
+		return nil, fmt.Errorf("method %s returned %s, but the task's artifacts are the elements of a tuple", task.MethodName(), describe(out))
 	}
-	positions, _ := task.ArtifactPositions()
 	res := make(map[string]any, len(task.Outputs))
 	var missing []string
 	for i, a := range task.Outputs {
-		var v any
-		if p := positions[i]; p < len(elems) {
+		v := out
+		for depth, p := range paths[i] {
+			if v == nil {
+				break
+			}
+			elems, ok := v.([]any)
+			if !ok {
+				return nil, fmt.Errorf("method %s returned %s at element %v of its tuple, where the schema has a tuple for artifact %q", task.MethodName(), describe(v), paths[i][:depth], a.ArtifactID)
+			}
+			if p >= len(elems) {
+				return nil, fmt.Errorf("method %s returned a tuple of %d, which has no element %d for artifact %q", task.MethodName(), len(elems), p, a.ArtifactID)
+			}
 			v = elems[p]
-		} else if out != nil {
-			return nil, fmt.Errorf("method %s returned a tuple of %d, which has no element %d for artifact %q", task.MethodName(), len(elems), p, a.ArtifactID)
 		}
 		if v == nil {
 			if a.Required {

@@ -60,3 +60,29 @@ func TestOutputs(t *testing.T) {
 		t.Fatalf("missing required: %v", err)
 	}
 }
+
+// A nested tuple's elements are artifacts at their paths
+// (contract.TuplePaths); a None tuple on the way leaves its artifacts
+// missing, an error for a required one; a value that is no tuple where
+// the path goes on is an error naming where.
+func TestTupleOutputsNested(t *testing.T) {
+	t.Parallel()
+	task := &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+		{ArtifactID: "hidden", Kind: "tensor", Required: true}, {ArtifactID: "pooled", Kind: "tensor"}, {ArtifactID: "attention", Kind: "tensor"}}}
+	paths := [][]int{{0}, {1, 0}, {1, 1}}
+	got, err := outputs(task, []any{"h", []any{"p", "a"}}, paths)
+	if err != nil || got["hidden"] != "h" || got["pooled"] != "p" || got["attention"] != "a" {
+		t.Errorf("nested: %v %v", got, err)
+	}
+	got, err = outputs(task, []any{"h", nil}, paths)
+	if err != nil || len(got) != 1 || got["hidden"] != "h" {
+		t.Errorf("a None nested tuple: %v %v", got, err)
+	}
+	task.Outputs[1].Required = true
+	if _, err := outputs(task, []any{"h", nil}, paths); err == nil || !strings.Contains(err.Error(), "required artifact(s) [pooled]") {
+		t.Errorf("a None nested tuple holding a required artifact: %v", err)
+	}
+	if _, err := outputs(task, []any{"h", "p"}, paths); err == nil || !strings.Contains(err.Error(), "at element [1] of its tuple") {
+		t.Errorf("no tuple where the schema has one: %v", err)
+	}
+}

@@ -307,27 +307,10 @@ func (c *checker) checkFields(schema engine.MethodSchema, args map[string]engine
 
 func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 	outs := c.task.Outputs
-	var rt Type
-	switch len(schema.Returns) {
-	case 0:
-		rt = Type{Name: "NoneType"}
-	case 1:
-		t, err := ParseType(schema.Returns[0])
-		if err != nil {
-			c.add("return", "a TorchScript type", err.Error())
-			return
-		}
-		rt = t
-	default:
-		rt = Type{Name: "Tuple"}
-		for _, r := range schema.Returns {
-			t, err := ParseType(r)
-			if err != nil {
-				c.add("return", "a TorchScript type", err.Error())
-				return
-			}
-			rt.Elems = append(rt.Elems, t)
-		}
+	rt, err := returnType(schema)
+	if err != nil {
+		c.add("return", "a TorchScript type", err.Error())
+		return
 	}
 	inner := rt
 	for inner.Name == "Optional" {
@@ -369,23 +352,47 @@ func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 // artifact.
 func (c *checker) checkTuple(rt, inner Type, positions []int, explicit bool) {
 	outs := c.task.Outputs
-	if !explicit && len(outs) != len(inner.Elems) {
-		c.add("return", fmt.Sprintf("a Tuple of %d, one element per artifact in order, for %s (or positions on the artifacts)", len(outs), artifactList(outs)),
-			fmt.Sprintf("%s, a Tuple of %d", rt, len(inner.Elems)))
+	leaves := TupleLeaves(inner)
+	of := fmt.Sprintf("%s, a Tuple of %d", rt, len(leaves))
+	if len(leaves) != len(inner.Elems) {
+		of = fmt.Sprintf("%s, %d elements with its nested tuples'", rt, len(leaves))
+	}
+	if !explicit && len(outs) != len(leaves) {
+		c.add("return", fmt.Sprintf("a Tuple of %d, one element per artifact in order, for %s (or positions on the artifacts)", len(outs), artifactList(outs)), of)
 		return
 	}
 	for i := range outs {
 		a := &outs[i]
 		p := positions[i]
-		if p >= len(inner.Elems) {
-			c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("element %d of the tuple %s returns", p, c.method), fmt.Sprintf("%s, a Tuple of %d", rt, len(inner.Elems)))
+		if p >= len(leaves) {
+			c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("element %d of the tuple %s returns", p, c.method), of)
 			continue
 		}
-		if e := inner.Elems[p]; !artifactAccepts(e, a.Kind) {
+		if e := leaves[p].Type; !artifactAccepts(e, a.Kind) {
 			c.add(fmt.Sprintf("artifact %q", a.ArtifactID), fmt.Sprintf("tuple element %d of a type for artifact kind %s (%s)", p, a.Kind, artifactNeeds(a.Kind)),
 				fmt.Sprintf("%s (return %s)", e, rt))
 		}
 	}
+}
+
+// returnType is the type a method returns: its schema's one return type,
+// NoneType for none, a Tuple of several.
+func returnType(schema engine.MethodSchema) (Type, error) {
+	switch len(schema.Returns) {
+	case 0:
+		return Type{Name: "NoneType"}, nil
+	case 1:
+		return ParseType(schema.Returns[0])
+	}
+	rt := Type{Name: "Tuple"}
+	for _, r := range schema.Returns {
+		t, err := ParseType(r)
+		if err != nil {
+			return Type{}, err
+		}
+		rt.Elems = append(rt.Elems, t)
+	}
+	return rt, nil
 }
 
 // checkKeys checks that every required artifact is a key the method's

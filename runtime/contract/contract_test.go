@@ -255,6 +255,22 @@ func TestCheck(t *testing.T) {
 			},
 		},
 		{
+			name: "a nested tuple's elements are artifacts", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				artifact("hidden", spec.ArtifactTensor), artifact("pooled", spec.ArtifactTensor), artifact("attention", spec.ArtifactTensor), artifact("size", spec.ArtifactJSON)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[Tensor, Tuple[Tensor, Optional[Tensor]], Tuple[int, int]]"}},
+		},
+		{
+			name: "a nested tuple's elements at positions", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				positioned("value", spec.ArtifactTensor, 2), positioned("key", spec.ArtifactText, 1), positioned("beyond", spec.ArtifactTensor, 3)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]]"}},
+			want: []Problem{
+				{`artifact "key"`, "tuple element 1 of a type for artifact kind text (str)", "Optional[Tensor] (return Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]])"},
+				{`artifact "beyond"`, "element 3 of the tuple forward returns", "Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]], 3 elements with its nested tuples'"},
+			},
+		},
+		{
 			name: "positions without a tuple", methods: []string{"forward"},
 			task:   &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{positioned("y", spec.ArtifactTensor, 0)}},
 			schema: engine.MethodSchema{Returns: []string{"Tensor"}},

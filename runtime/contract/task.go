@@ -148,18 +148,9 @@ func TupleArtifacts(task *spec.InferenceTaskProfile, schema engine.MethodSchema)
 	if _, explicit := task.ArtifactPositions(); explicit {
 		return true
 	}
-	var rt Type
-	switch len(schema.Returns) {
-	case 0:
+	rt, err := returnType(schema)
+	if err != nil {
 		return false
-	case 1:
-		t, err := ParseType(schema.Returns[0])
-		if err != nil {
-			return false
-		}
-		rt = t
-	default:
-		rt = Type{Name: "Tuple"}
 	}
 	for rt.Name == "Optional" {
 		rt = rt.Elems[0]
