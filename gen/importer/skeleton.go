@@ -641,12 +641,7 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 			if f == nil {
 				return nil
 			}
-			a := mapping(
-				"artifact_id", str(ids[i]),
-				"kind", str(string(e.kind)),
-				"position", integer(int64(i)),
-				"required", boolean(!e.optional && !shape.optional),
-			)
+			a := tupleArtifact(shape, i, ids[i], e)
 			appendPairs(a, "description", str(fmt.Sprintf("TODO: what it holds%s. Element %d (%s) of the %s that %s returns.", nameIt(ids[i], i), i, e.text, shape.text, m.Name)), "fields", f)
 			out = append(out, a)
 			continue
@@ -655,16 +650,23 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 		if e.kind.Holds() == spec.HoldsTensor {
 			hint = " A more specific kind (video, image, embedding) may fit."
 		}
-		a := mapping(
-			"artifact_id", str(ids[i]),
-			"kind", str(string(e.kind)),
-			"position", integer(int64(i)),
-			"required", boolean(!e.optional && !shape.optional),
-		)
+		a := tupleArtifact(shape, i, ids[i], e)
 		out = append(out, b.artifactContract(task, a, m.Name, tupleArtifactID(i), e.kind, size, batched,
 			fmt.Sprintf("TODO: what it holds%s. Element %d (%s) of the %s that %s returns.%s", nameIt(ids[i], i), i, e.text, shape.text, m.Name, hint)))
 	}
 	return out
+}
+
+// tupleArtifact starts the artifact id that is element i (e) of the tuple
+// shape: its id, kind, position (none in a tuple with nested tuples,
+// whose artifacts are its elements in order) and whether it is required.
+func tupleArtifact(shape returnShape, i int, id string, e returnShape) *yaml.Node {
+	a := mapping("artifact_id", str(id), "kind", str(string(e.kind)))
+	if !shape.nested {
+		appendPairs(a, "position", integer(int64(i)))
+	}
+	appendPairs(a, "required", boolean(!e.optional && !shape.optional))
+	return a
 }
 
 // tupleIDs are the ids of the n artifacts that are the elements of the

@@ -17,13 +17,15 @@ import (
 // Optional element not required), a List[Tensor] return a tensor_list
 // artifact; the skeleton passes the contract check against the schemas
 // (Skeleton checks it). An element no artifact kind holds is refused,
-// naming its position. A NamedTuple's elements are named by its fields.
+// naming its position. A NamedTuple's elements are named by its fields; a
+// nested tuple's elements are artifacts in order.
 func TestSkeletonStructuredReturns(t *testing.T) {
 	t.Parallel()
 	methods := []engine.MethodSchema{
 		{Name: "forward", Arguments: []engine.Argument{{Name: "x", Type: "Tensor"}}, Returns: []string{"Tuple[Tensor, Optional[Tensor], List[Tensor]]"}},
 		{Name: "flows", Arguments: []engine.Argument{{Name: "x", Type: "Tensor"}}, Returns: []string{"List[Tensor]"}},
 		{Name: "pair", Returns: []string{"Tensor", "str"}},
+		{Name: "nested", Returns: []string{"Tuple[Tensor, Optional[Tuple[Tensor, List[Tensor]]], Tuple[int, int]]"}},
 	}
 	// flows is the NamedTuple (logits, aux, ...) of another model: no
 	// names for a tuple of another length; pair's second name is no id.
@@ -54,6 +56,9 @@ func TestSkeletonStructuredReturns(t *testing.T) {
 		"forward logits tensor 0 true", "forward aux_logits tensor 1 false", "forward flows tensor_list 2 true",
 		"flows output tensor_list - true",
 		"pair first tensor 0 true", "pair output_1 text 1 true",
+		// a nested tuple's elements, in order: no positions (a position
+		// is an element of the outer tuple)
+		"nested output_0 tensor - true", "nested output_1 tensor - false", "nested output_2 tensor_list - false", "nested output_3 json - true",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("artifacts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -57,6 +57,10 @@ type returnShape struct {
 	// contract.TupleLeaves) says about the artifact that is that element
 	// (kind "" when none holds it); nil otherwise.
 	tuple []returnShape
+	// nested says the tuple holds nested tuples whose elements are in
+	// tuple: its artifacts then give no positions, since a position is
+	// an element of the outer tuple (contract.TupleLeaves).
+	nested bool
 }
 
 // returnOf reads a method's return types.
@@ -80,7 +84,7 @@ func returnOf(returns []string) returnShape {
 		// tuple of plain data is one json artifact.
 		// A nested tuple's elements are artifacts too (contract.TupleLeaves).
 		leaves := contract.TupleLeaves(t)
-		s.tuple = make([]returnShape, len(leaves))
+		s.tuple, s.nested = make([]returnShape, len(leaves)), len(leaves) != len(t.Elems)
 		for i, l := range leaves {
 			e := l.Type
 			es := returnShape{text: e.String()}

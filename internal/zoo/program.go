@@ -126,11 +126,12 @@ func read(path string) (*tensor.Tensor, error) {
 }
 
 // write walks the typed result: artifact i of the task is field i of the
-// result; its path component is its tuple position, else its id; a
+// result; its path component is its tuple position, else i when the model
+// returns a tuple (whose leaves are the artifacts in order), else its id; a
 // record's fields are named by the manifest's field names, list items by
 // their index. It returns a summary of the result's Go types, and of which
 // artifacts the manifest says may be missing.
-func write(s *spec.ModelInferenceSpec, res any, out string) (string, error) {
+func write(s *spec.ModelInferenceSpec, res any, tuple bool, out string) (string, error) {
 	task := s.Tasks[0]
 	v := reflect.ValueOf(res).Elem()
 	if v.NumField() != len(task.Outputs) {
@@ -139,8 +140,11 @@ func write(s *spec.ModelInferenceSpec, res any, out string) (string, error) {
 	var summary []string
 	for i, a := range task.Outputs {
 		comp := a.ArtifactID
-		if a.Position != nil {
+		switch {
+		case a.Position != nil:
 			comp = strconv.Itoa(*a.Position)
+		case tuple:
+			comp = strconv.Itoa(i)
 		}
 		var names []string
 		for _, f := range a.Fields {
@@ -279,7 +283,11 @@ func main() {
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					return err
 				}
-				line["result"], err = write(m.spec, res, dir)
+				root, err := os.ReadFile(filepath.Join(py, m.name, "root.txt"))
+				if err != nil {
+					return err
+				}
+				line["result"], err = write(m.spec, res, strings.TrimSpace(string(root)) == "tuple", dir)
 				return err
 			}()
 			if err != nil {

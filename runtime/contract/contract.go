@@ -349,10 +349,11 @@ func (c *checker) checkReturn(schema engine.MethodSchema, ret *MethodReturns) {
 // checkTuple checks the artifacts of a method returning a tuple (inner,
 // rt without Optional): each is the element at its position, of a type
 // its kind holds; without positions, the tuple has one element per
-// artifact.
+// artifact, a nested tuple's elements counting as elements
+// (tupleElements).
 func (c *checker) checkTuple(rt, inner Type, positions []int, explicit bool) {
 	outs := c.task.Outputs
-	leaves := TupleLeaves(inner)
+	leaves := tupleElements(inner, explicit)
 	of := fmt.Sprintf("%s, a Tuple of %d", rt, len(leaves))
 	if len(leaves) != len(inner.Elems) {
 		of = fmt.Sprintf("%s, %d elements with its nested tuples'", rt, len(leaves))

@@ -261,13 +261,21 @@ func TestCheck(t *testing.T) {
 			schema: engine.MethodSchema{Returns: []string{"Tuple[Tensor, Tuple[Tensor, Optional[Tensor]], Tuple[int, int]]"}},
 		},
 		{
-			name: "a nested tuple's elements at positions", methods: []string{"forward"},
+			name: "positions are the outer tuple's elements", methods: []string{"forward"},
 			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
-				positioned("value", spec.ArtifactTensor, 2), positioned("key", spec.ArtifactText, 1), positioned("beyond", spec.ArtifactTensor, 3)}},
+				positioned("logits", spec.ArtifactTensor, 2), positioned("hidden", spec.ArtifactTensor, 0), positioned("cache", spec.ArtifactTensor, 1)}},
+			schema: engine.MethodSchema{Returns: []string{"Tuple[Tensor, Optional[Tuple[Tensor, Tensor]], Tensor]"}},
+			want: []Problem{
+				{`artifact "cache"`, "tuple element 1 of a type for artifact kind tensor (Tensor)", "Optional[Tuple[Tensor, Tensor]] (return Tuple[Tensor, Optional[Tuple[Tensor, Tensor]], Tensor])"},
+			},
+		},
+		{
+			name: "a nested tuple's elements in order, one too few", methods: []string{"forward"},
+			task: &spec.InferenceTaskProfile{TaskID: "t", Outputs: []spec.InferenceArtifactSpec{
+				artifact("hidden", spec.ArtifactTensor), artifact("key", spec.ArtifactTensor)}},
 			schema: engine.MethodSchema{Returns: []string{"Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]]"}},
 			want: []Problem{
-				{`artifact "key"`, "tuple element 1 of a type for artifact kind text (str)", "Optional[Tensor] (return Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]])"},
-				{`artifact "beyond"`, "element 3 of the tuple forward returns", "Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]], 3 elements with its nested tuples'"},
+				{"return", `a Tuple of 2, one element per artifact in order, for 2 artifacts ("hidden", "key") (or positions on the artifacts)`, "Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]], 3 elements with its nested tuples'"},
 			},
 		},
 		{

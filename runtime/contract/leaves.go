@@ -12,10 +12,12 @@ import (
 // nested tuple of plain data (Tuple[int, int]) stays one element, a json
 // artifact's value, as a tuple of plain data returned whole is.
 //
-// An artifact's tuple position is the index of its leaf: for
-// Tuple[Tensor, Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]]] the leaves
-// are 0 (path [0]), 1 ([1 0]), 2 ([1 1 0]) and 3 ([1 1 1]), the last two
-// Optional. Without nested tuples the leaves are the elements.
+// For Tuple[Tensor, Tuple[Tensor, Optional[Tuple[Tensor, Tensor]]]] the
+// leaves are path [0], [1 0], [1 1 0] and [1 1 1], the last two Optional.
+// Without nested tuples the leaves are the elements. A task's artifacts
+// are the leaves in order when they give no positions; a position is an
+// element of the outer tuple (tupleElements), as it was before nested
+// tuples were read, so that no manifest's position moves.
 type TupleLeaf struct {
 	// Path indexes the element in the returned value: the outer tuple's
 	// element Path[0], then that tuple's element Path[1], ...
@@ -71,8 +73,9 @@ func TuplePaths(task *spec.InferenceTaskProfile, schema engine.MethodSchema) [][
 	if err != nil {
 		return nil
 	}
-	leaves := TupleLeaves(rt)
-	positions, _ := task.ArtifactPositions()
+	var leaves []TupleLeaf
+	positions, explicit := task.ArtifactPositions()
+	leaves = tupleElements(rt, explicit)
 	paths := make([][]int, len(task.Outputs))
 	for i, p := range positions {
 		if p < len(leaves) {
@@ -82,4 +85,25 @@ func TuplePaths(task *spec.InferenceTaskProfile, schema engine.MethodSchema) [][
 		}
 	}
 	return paths
+}
+
+// tupleElements are the elements of tuple type t (Optional or not) that a
+// task's artifacts are: its leaves in order (TupleLeaves), or, when the
+// artifacts give positions, the outer tuple's elements, each its own
+// (position i is element i, whatever it holds).
+func tupleElements(t Type, explicit bool) []TupleLeaf {
+	if !explicit {
+		return TupleLeaves(t)
+	}
+	for t.Name == "Optional" && len(t.Elems) == 1 {
+		t = t.Elems[0]
+	}
+	if t.Name != "Tuple" {
+		return nil
+	}
+	elems := make([]TupleLeaf, len(t.Elems))
+	for i, e := range t.Elems {
+		elems[i] = TupleLeaf{Path: []int{i}, Type: e}
+	}
+	return elems
 }
