@@ -67,22 +67,14 @@ var fast = []string{"squeezenet1_0", "ssdlite320_mobilenet_v3_large", "raft_smal
 
 // refused are the models wfgen import refuses today, with what its message
 // says: the test checks that they are refused so, and fails when one
-// imports (then it belongs with the others). The detectors' heads build
-// the losses dict in submodules, so forward's code does not show its keys;
-// GoogLeNet and Inception v3 return a NamedTuple, which has no artifact
-// kind; a Dict[str, Tensor] argument has no field kind yet (issue 42 §2).
+// imports (then it belongs with the others). GoogLeNet and Inception v3
+// return a NamedTuple, which has no artifact kind; a Dict[str, Tensor]
+// argument has no field kind yet (issue 42 §2).
 var refused = map[string]string{
-	"googlenet":                             "GoogLeNetOutputs, has no artifact kind",
-	"inception_v3":                          "InceptionOutputs, has no artifact kind",
-	"dict_input":                            "argument features: Dict[str, Tensor] of forward has no field kind",
-	"fasterrcnn_mobilenet_v3_large_320_fpn": lossesKeys,
-	"retinanet_resnet50_fpn":                lossesKeys,
-	"fcos_resnet50_fpn":                     lossesKeys,
-	"maskrcnn_resnet50_fpn":                 lossesKeys,
-	"keypointrcnn_resnet50_fpn":             lossesKeys,
+	"googlenet":    "GoogLeNetOutputs, has no artifact kind",
+	"inception_v3": "InceptionOutputs, has no artifact kind",
+	"dict_input":   "argument features: Dict[str, Tensor] of forward has no field kind",
 }
-
-const lossesKeys = "element 0 of the tuple forward returns, Dict[str, Tensor], is a dict of tensors whose keys the code of forward does not show"
 
 // row is a model's line in the table.
 type row struct {
