@@ -411,6 +411,13 @@ manifests) with the generated client over a remote client: REST with JSON
 tensors, REST with binary tensors, gRPC. Every tensor of each typed result is
 compared with PyTorch's: dtype, shape and bytes.
 
+The detectors return records whose fields ` + "`wfgen import`" + ` reads from the
+archive's code, following forward into the submodules that build the dicts
+(` + "`roi_heads`" + `, ` + "`transform.postprocess`" + `, a head's ` + "`compute_loss`" + `): each
+image's ` + "`boxes`" + `, ` + "`labels`" + ` and ` + "`scores`" + ` (and Mask R-CNN's ` + "`masks`" + `,
+Keypoint R-CNN's ` + "`keypoints`" + ` and ` + "`keypoints_scores`" + `) are required; the
+losses, which only training fills, are all optional, and empty here.
+
 ` + "`make zoo`" + ` runs every model and rewrites this page
 (` + "`WFGEN_ZOO=all WFGEN_ZOO_TABLE=docs/zoo.md go test -run TestZoo ./internal/zoo`" + `);
 ` + "`go test ./internal/zoo`" + ` (and so ` + "`make test`" + `) runs a fast subset: ` + "`" + `squeezenet1_0` + "`" + `,
