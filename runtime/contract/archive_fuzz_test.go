@@ -10,12 +10,17 @@ import (
 
 // FuzzReadReturns reads any bytes as a TorchScript archive: never a panic,
 // every method an identifier with at most MaxReturnKeys keys, and something
-// to say about each.
+// to say about each; ReadDictKeys too.
 func FuzzReadReturns(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for m, ret := range ReadReturns(bytes.NewReader(data), int64(len(data))) {
 			if !isIdentifier(m) || (len(ret.Keys) == 0 && !ret.Complete) || len(ret.Keys) > MaxReturnKeys {
 				t.Fatalf("method %q returns %+v", m, ret)
+			}
+		}
+		for m := range ReadDictKeys(bytes.NewReader(data), int64(len(data))) {
+			if !isIdentifier(m) {
+				t.Fatalf("method %q", m)
 			}
 		}
 	})

@@ -516,7 +516,7 @@ func (ev *flowEval) eval(s *flowState, e *expr, fr *flowFrame, line int) value {
 			}
 			return value{kind: vObj, obj: o.elem, partial: !(idx.kind == vIndex && slices.Contains(idx.lists, base.obj))}
 		case vTuple:
-			if i, err := strconv.Atoi(idx.name); err == nil && idx.kind == vInt && i < len(base.elems) {
+			if i, err := strconv.Atoi(idx.name); err == nil && idx.kind == vInt && i >= 0 && i < len(base.elems) {
 				return base.elems[i]
 			}
 			ev.escape(s, base, ev.where(fr, line)+": a tuple indexed at run time")
