@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -12,6 +13,9 @@ import (
 // every method an identifier with at most MaxReturnKeys keys, and something
 // to say about each; ReadDictKeys too.
 func FuzzReadReturns(f *testing.F) {
+	if data, err := os.ReadFile("testdata/maskrcnn_code.pt"); err == nil {
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for m, ret := range ReadReturns(bytes.NewReader(data), int64(len(data))) {
 			if !isIdentifier(m) || (len(ret.Keys) == 0 && !ret.Complete) || len(ret.Keys) > MaxReturnKeys {

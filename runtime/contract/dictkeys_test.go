@@ -2,6 +2,8 @@ package contract
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -263,6 +265,33 @@ func TestReadDictKeysMalformed(t *testing.T) {
 					t.Errorf("%q: %+v", code, got)
 				}
 			}
+		}
+	}
+}
+
+// The code of torchvision 0.14's scripted Mask R-CNN and Keypoint R-CNN
+// (testdata/*_code.pt: the archives internal/zoo/zoo.py writes, cut to
+// the first 4 KiB of data.pkl and the code under
+// torchvision/models/detection, without the backbone's and the anchor
+// generator's): each image's dict holds boxes, labels and scores, which
+// roi_heads appends, and the masks or keypoints it sets on each; the losses
+// are the submodules' training losses, all optional.
+func TestReadDictKeysTorchvision(t *testing.T) {
+	t.Parallel()
+	losses := func(head string) ValueKeys {
+		return ValueKeys{Keys: []ReturnKey{{"loss_classifier", false}, {"loss_box_reg", false}, {head, false}, {"loss_objectness", false}, {"loss_rpn_box_reg", false}}, Complete: true}
+	}
+	for file, want := range map[string][]ValueKeys{
+		"maskrcnn_code.pt":     {losses("loss_mask"), {Keys: []ReturnKey{{"boxes", true}, {"labels", true}, {"scores", true}, {"masks", true}}, Complete: true}},
+		"keypointrcnn_code.pt": {losses("loss_keypoint"), {Keys: []ReturnKey{{"boxes", true}, {"labels", true}, {"scores", true}, {"keypoints", true}, {"keypoints_scores", true}}, Complete: true}},
+	} {
+		data, err := os.ReadFile(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ReadDictKeys(bytes.NewReader(data), int64(len(data)))
+		if d := cmp.Diff(map[string]DictKeys{"forward": {Values: want}}, got); d != "" {
+			t.Errorf("%s (-want +got):\n%s", file, d)
 		}
 	}
 }
