@@ -49,9 +49,6 @@ type returnShape struct {
 	optional bool
 	// text is the return type as printed.
 	text string
-	// inner is the type without Optional, as contract.Type prints it: what
-	// contract.DictKeys keys a record's keys by.
-	inner string
 	// tuple, for a Tuple return (Optional or not), is what each element
 	// says about the artifact that is that element (kind "" when none
 	// holds it); nil otherwise.
@@ -83,7 +80,7 @@ func returnOf(returns []string) returnShape {
 			if e.Name == "Optional" {
 				e, es.optional = e.Elems[0], true
 			}
-			es.kind, es.inner = artifactKind(e), e.String()
+			es.kind = artifactKind(e)
 			s.tuple[i] = es
 		}
 		return s
@@ -95,7 +92,7 @@ func returnOf(returns []string) returnShape {
 			t = t.Elems[0]
 		}
 	}
-	s.kind, s.inner = artifactKind(t), t.String()
+	s.kind = artifactKind(t)
 	return s
 }
 

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -211,13 +212,11 @@ func (ev *flowEval) run(q, name string) (value, *flowState, bool) {
 
 // tracked reports whether v holds a dict or list of the heap.
 func tracked(v value) bool {
-	if v.kind == vObj {
+	switch v.kind {
+	case vObj:
 		return true
-	}
-	for _, e := range v.elems {
-		if v.kind == vTuple && tracked(e) {
-			return true
-		}
+	case vTuple:
+		return slices.ContainsFunc(v.elems, tracked)
 	}
 	return false
 }
@@ -327,9 +326,13 @@ func (ev *flowEval) stmt(s *flowState, st *stmt, fr *flowFrame) {
 				ev.bind(s, t, v.elems[i], fr, st.line)
 			}
 		default:
-			ev.escape(s, v, ev.where(fr, st.line)+": unpacked in a way this reader does not follow")
+			why := v.why
+			if v.kind != vUnknown {
+				why = ev.where(fr, st.line) + ": unpacked in a way this reader does not follow"
+				ev.escape(s, v, why)
+			}
 			for _, t := range st.targets {
-				ev.bind(s, t, value{why: ev.where(fr, st.line) + ": unpacked in a way this reader does not follow"}, fr, st.line)
+				ev.bind(s, t, value{why: why}, fr, st.line)
 			}
 		}
 	case 'e':
@@ -963,7 +966,7 @@ func (j *joiner) value(va, vb value) value {
 	case vb.kind == vNone:
 		return va
 	case va.kind != vb.kind:
-		return value{why: va.why + vb.why}
+		return value{why: cmp.Or(va.why, vb.why)}
 	}
 	switch va.kind {
 	case vObj:
