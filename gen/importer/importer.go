@@ -23,8 +23,11 @@
 //     output_1, ..., each with its position), else one artifact "output";
 //     the kind is tensor for Tensor, tensor_list for List[Tensor], record
 //     for Dict[str, Tensor] (in a tuple) and record_list for
-//     List[Dict[str, Tensor]], with the keys the code shows as fields (see
-//     contract.ReadDictKeys), text for str, json for plain data;
+//     List[Dict[str, Tensor]], with the keys the code shows as fields,
+//     followed through the module's submodules and functions (see
+//     contract.ReadDictKeys): required when every inference path sets
+//     them; a refusal naming where the code stops telling when it does not
+//     show every key; text for str, json for plain data;
 //   - a refusal (*UntypedError) naming the position when an argument
 //     without a default, the return type or a tuple element is of a type no
 //     kind holds, since no skeleton could load;
@@ -115,8 +118,9 @@ type Checkpoint struct {
 	// shows them (see contract.ReturnKeys).
 	ReturnKeys map[string][]contract.ReturnKey
 	// DictKeys are, for each method, the keys of the dicts of tensors it
-	// returns inside a structure, when its code shows them (see
-	// contract.ReadDictKeys): the fields of its record artifacts.
+	// returns inside a structure, by tuple position, as far as its code
+	// shows them (see contract.ReadDictKeys): the fields of its record
+	// artifacts.
 	DictKeys map[string]contract.DictKeys
 	// TupleNames are, for each method that returns a NamedTuple, its
 	// fields' names in order (contract.Signatures.ReturnNames): the ids

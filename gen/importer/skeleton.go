@@ -520,7 +520,7 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 	kind := shape.kind
 	if kind.Holds() == spec.HoldsRecordList && !shape.dict {
 		// List[Dict[str, Tensor]]: one record_list artifact.
-		f := b.recordFields(task, m, shape, "the "+shape.text+" that "+m.Name+" returns", batched)
+		f := b.recordFields(task, m, shape, 0, "the "+shape.text+" that "+m.Name+" returns", batched)
 		if f == nil {
 			return nil
 		}
@@ -581,34 +581,44 @@ func (b *builder) artifacts(task *yaml.Node, m engine.MethodSchema, size int64, 
 }
 
 // recordFields builds the fields of a record or record_list artifact
-// holding what (a phrase naming the value) that method m returns, of type
-// e: the keys of the dicts that the methods m calls on self build
-// (contract.DictKeys). A key is required when every such dict holds it,
-// and m's own code builds no empty dict of tensors that could be returned
-// instead (a record's: a detector's losses in evaluation). When the code
-// does not show the keys, or batching would have to split the value, it
-// refuses, naming the value: a skeleton without its keys could not load.
-func (b *builder) recordFields(task *yaml.Node, m engine.MethodSchema, e returnShape, what string, batched bool) *yaml.Node {
+// holding what (a phrase naming the value) that method m returns at
+// position pos of its tuple (0 for a value that is not a tuple; -1 inside a
+// nested tuple, whose dicts are not followed), of type
+// e: the keys the code that builds the dicts shows (contract.DictKeys). A
+// key is required when every path of the inference sets it; one that only
+// some paths (or only training) set is optional. When the code does not
+// show every key the value can hold, or batching would have to split the
+// value, it refuses, naming the value and where the code stops telling: a
+// skeleton without its keys could not load.
+func (b *builder) recordFields(task *yaml.Node, m engine.MethodSchema, e returnShape, pos int, what string, batched bool) *yaml.Node {
 	if batched {
 		b.refuse("%s is a %s, which batching cannot split per item; import it without --batched", what, e.kind)
 		return nil
 	}
-	dk := b.ck.DictKeys[m.Name]
-	keys := dk.Returns[e.inner]
-	if len(keys) == 0 {
-		b.refuse("%s is a dict of tensors whose keys the code of %s does not show (no method it calls on self declares %s and builds its dicts from literal keys): write the task by hand, with an artifact of kind %s whose fields are the keys the model returns (docs/manifest.md, \"Dicts and lists of dicts\"), or leave %s out (--method)",
-			what, m.Name, e.inner, e.kind, m.Name)
+	var vk contract.ValueKeys
+	if dk := b.ck.DictKeys[m.Name]; pos >= 0 && pos < len(dk.Values) {
+		vk = dk.Values[pos]
+	}
+	if len(vk.Keys) == 0 || !vk.Complete {
+		why := "its code was not read"
+		switch {
+		case vk.Why != "":
+			why = "the trail stops at " + vk.Why
+		case vk.Complete:
+			why = "no dict it returns has a key"
+		}
+		b.refuse("%s is a dict of tensors whose keys the code of %s does not show (%s): write the task by hand, with an artifact of kind %s whose fields are the keys the model returns (docs/manifest.md, \"Dicts and lists of dicts\"), or leave %s out (--method)",
+			what, m.Name, why, e.kind, m.Name)
 		return nil
 	}
-	maybeEmpty := dk.Empty && e.kind.Holds() == spec.HoldsRecord
 	var names naming.Scope
 	var fields []*yaml.Node
-	for _, k := range keys {
+	for _, k := range vk.Keys {
 		if k.Name == "" || names.Declare(naming.Exported(k.Name), k.Name) != nil {
 			b.warn(task, "key %q of %s has no Go name of its own (it is empty, or another key has the same Go name); it is left out", k.Name, what)
 			continue
 		}
-		fields = append(fields, mapping("name", str(k.Name), "required", boolean(k.Always && !maybeEmpty)))
+		fields = append(fields, mapping("name", str(k.Name), "required", boolean(k.Always)))
 	}
 	return sequence(fields...)
 }
@@ -637,7 +647,12 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 			return nil
 		}
 		if e.kind.Holds().IsRecord() {
-			f := b.recordFields(task, m, e, fmt.Sprintf("element %d of the tuple %s returns, %s,", i, m.Name, e.text), batched)
+			// The keys are read for the outer tuple's elements only.
+			pos := -1
+			if len(e.path) == 1 {
+				pos = e.path[0]
+			}
+			f := b.recordFields(task, m, e, pos, fmt.Sprintf("element %d of the tuple %s returns, %s,", i, m.Name, e.text), batched)
 			if f == nil {
 				return nil
 			}

@@ -73,20 +73,18 @@ func TestSkeletonStructuredReturns(t *testing.T) {
 
 // A tuple element that is a dict of tensors, or a list of them, becomes a
 // record or record_list artifact whose fields are the keys the code shows
-// (Checkpoint.DictKeys): required when every dict holds them and the
-// method builds no empty dict instead. Without keys the import refuses,
-// naming the element, rather than write an artifact that cannot load.
+// (Checkpoint.DictKeys), by position: required when every path of the
+// inference sets them. Without keys, or when the code does not show them
+// all, the import refuses, naming the element and where the code stops
+// telling, rather than write an artifact that cannot load.
 func TestSkeletonRecordReturns(t *testing.T) {
 	t.Parallel()
 	detect := engine.MethodSchema{Name: "forward", Arguments: []engine.Argument{{Name: "images", Type: "List[Tensor]"}},
 		Returns: []string{"Tuple[Dict[str, Tensor], List[Dict[str, Tensor]]]"}}
-	ck := Checkpoint{Path: "m.pt", DictKeys: map[string]contract.DictKeys{"forward": {
-		Returns: map[string][]contract.ReturnKey{
-			"Dict[str, Tensor]":       {{Name: "bbox_regression", Always: true}, {Name: "classification", Always: true}},
-			"List[Dict[str, Tensor]]": {{Name: "boxes", Always: true}, {Name: "scores", Always: true}, {Name: "labels", Always: true}, {Name: "masks"}},
-		},
-		Empty: true,
-	}}}
+	ck := Checkpoint{Path: "m.pt", DictKeys: map[string]contract.DictKeys{"forward": {Values: []contract.ValueKeys{
+		{Keys: []contract.ReturnKey{{Name: "bbox_regression"}, {Name: "classification"}}, Complete: true},
+		{Keys: []contract.ReturnKey{{Name: "boxes", Always: true}, {Name: "scores", Always: true}, {Name: "labels", Always: true}, {Name: "masks"}}, Complete: true},
+	}}}}
 	res, err := Skeleton(ck, []engine.MethodSchema{detect}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +116,17 @@ func TestSkeletonRecordReturns(t *testing.T) {
 		!strings.Contains(err.Error(), "an artifact of kind record whose fields are the keys") {
 		t.Errorf("a dict without keys: %v", err)
 	}
+	// Keys, but not all of them: refused, with where the code stops telling.
+	ck.DictKeys = map[string]contract.DictKeys{"forward": {Values: []contract.ValueKeys{
+		{Keys: []contract.ReturnKey{{Name: "loss"}}, Why: "code/__torch__/m.py:7 (Net.forward): passed to f, whose code this reader does not follow"},
+		{Keys: []contract.ReturnKey{{Name: "boxes", Always: true}}, Complete: true},
+	}}}
+	_, err = Skeleton(ck, []engine.MethodSchema{detect}, Options{})
+	if !errors.As(err, &untyped) || !strings.Contains(err.Error(), "element 0 of the tuple forward returns, Dict[str, Tensor], is a dict of tensors whose keys the code of forward does not show (the trail stops at code/__torch__/m.py:7 (Net.forward): passed to f") {
+		t.Errorf("a dict whose keys are not all known: %v", err)
+	}
 	lists := engine.MethodSchema{Name: "detect", Arguments: []engine.Argument{{Name: "x", Type: "Tensor"}}, Returns: []string{"List[Dict[str, Tensor]]"}}
-	ck.DictKeys = map[string]contract.DictKeys{"detect": {Returns: map[string][]contract.ReturnKey{"List[Dict[str, Tensor]]": {{Name: "boxes", Always: true}}}}}
+	ck.DictKeys = map[string]contract.DictKeys{"detect": {Values: []contract.ValueKeys{{Keys: []contract.ReturnKey{{Name: "boxes", Always: true}}, Complete: true}}}}
 	res, err = Skeleton(ck, []engine.MethodSchema{lists}, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -49,9 +49,6 @@ type returnShape struct {
 	optional bool
 	// text is the return type as printed.
 	text string
-	// inner is the type without Optional, as contract.Type prints it: what
-	// contract.DictKeys keys a record's keys by.
-	inner string
 	// tuple, for a Tuple return (Optional or not), is what each element
 	// (each leaf: a nested tuple's elements are elements, see
 	// contract.TupleLeaves) says about the artifact that is that element
@@ -61,6 +58,9 @@ type returnShape struct {
 	// tuple: its artifacts then give no positions, since a position is
 	// an element of the outer tuple (contract.TupleLeaves).
 	nested bool
+	// path is, for an element of tuple, where it is in the returned
+	// value (contract.TupleLeaf.Path).
+	path []int
 }
 
 // returnOf reads a method's return types.
@@ -87,11 +87,11 @@ func returnOf(returns []string) returnShape {
 		s.tuple, s.nested = make([]returnShape, len(leaves)), len(leaves) != len(t.Elems)
 		for i, l := range leaves {
 			e := l.Type
-			es := returnShape{text: e.String()}
+			es := returnShape{text: e.String(), path: l.Path}
 			if e.Name == "Optional" {
 				e, es.optional = e.Elems[0], true
 			}
-			es.kind, es.inner = artifactKind(e), e.String()
+			es.kind = artifactKind(e)
 			s.tuple[i] = es
 		}
 		return s
@@ -103,7 +103,7 @@ func returnOf(returns []string) returnShape {
 			t = t.Elems[0]
 		}
 	}
-	s.kind, s.inner = artifactKind(t), t.String()
+	s.kind = artifactKind(t)
 	return s
 }
 

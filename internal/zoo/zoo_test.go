@@ -68,19 +68,11 @@ var fast = []string{"squeezenet1_0", "ssdlite320_mobilenet_v3_large", "raft_smal
 
 // refused are the models wfgen import refuses today, with what its message
 // says: the test checks that they are refused so, and fails when one
-// imports (then it belongs with the others). The detectors' heads build
-// the losses dict in submodules, so forward's code does not show its keys;
-// a Dict[str, Tensor] argument has no field kind yet (issue 42 §2).
+// imports (then it belongs with the others). A Dict[str, Tensor]
+// argument has no field kind yet (issue 42 §2).
 var refused = map[string]string{
-	"dict_input":                            "argument features: Dict[str, Tensor] of forward has no field kind",
-	"fasterrcnn_mobilenet_v3_large_320_fpn": lossesKeys,
-	"retinanet_resnet50_fpn":                lossesKeys,
-	"fcos_resnet50_fpn":                     lossesKeys,
-	"maskrcnn_resnet50_fpn":                 lossesKeys,
-	"keypointrcnn_resnet50_fpn":             lossesKeys,
+	"dict_input": "argument features: Dict[str, Tensor] of forward has no field kind",
 }
-
-const lossesKeys = "element 0 of the tuple forward returns, Dict[str, Tensor], is a dict of tensors whose keys the code of forward does not show"
 
 // row is a model's line in the table.
 type row struct {
@@ -425,6 +417,13 @@ input PyTorch ran (one thread on both sides: ` + "`torch.set_num_threads(1)`" + 
 manifests) with the generated client over a remote client: REST with JSON
 tensors, REST with binary tensors, gRPC. Every tensor of each typed result is
 compared with PyTorch's: dtype, shape and bytes.
+
+The detectors return records whose fields ` + "`wfgen import`" + ` reads from the
+archive's code, following forward into the submodules that build the dicts
+(` + "`roi_heads`" + `, ` + "`transform.postprocess`" + `, a head's ` + "`compute_loss`" + `): each
+image's ` + "`boxes`" + `, ` + "`labels`" + ` and ` + "`scores`" + ` (and Mask R-CNN's ` + "`masks`" + `,
+Keypoint R-CNN's ` + "`keypoints`" + ` and ` + "`keypoints_scores`" + `) are required; the
+losses, which only training fills, are all optional, and empty here.
 
 ` + "`make zoo`" + ` runs every model and rewrites this page
 (` + "`WFGEN_ZOO=all WFGEN_ZOO_TABLE=docs/zoo.md go test -run TestZoo ./internal/zoo`" + `);

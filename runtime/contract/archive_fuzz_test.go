@@ -4,18 +4,27 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
 
 // FuzzReadReturns reads any bytes as a TorchScript archive: never a panic,
 // every method an identifier with at most MaxReturnKeys keys, and something
-// to say about each.
+// to say about each; ReadDictKeys too.
 func FuzzReadReturns(f *testing.F) {
+	if data, err := os.ReadFile("testdata/maskrcnn_code.pt"); err == nil {
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for m, ret := range ReadReturns(bytes.NewReader(data), int64(len(data))) {
 			if !isIdentifier(m) || (len(ret.Keys) == 0 && !ret.Complete) || len(ret.Keys) > MaxReturnKeys {
 				t.Fatalf("method %q returns %+v", m, ret)
+			}
+		}
+		for m := range ReadDictKeys(bytes.NewReader(data), int64(len(data))) {
+			if !isIdentifier(m) {
+				t.Fatalf("method %q", m)
 			}
 		}
 	})
@@ -189,6 +198,41 @@ func FuzzReadCallSpec(f *testing.F) {
 		if err == nil {
 			if err := spec.Check(); err != nil {
 				t.Fatalf("returned a spec that fails its check: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzDictKeysCode evaluates any code as the root class's file and a
+// submodule's (dictflow.go): never a panic, no key twice, at most
+// MaxReturnKeys keys, and a value that is not Complete says why.
+func FuzzDictKeysCode(f *testing.F) {
+	f.Add(detectorCode, "")
+	f.Add(rcnnCode, roiHeadsCode)
+	f.Add(rcnnCode, transformCode)
+	f.Add("class Net(Module):\n  def forward(self: __torch__.pkg.Net) -> Dict[str, Tensor]:\n    d, e, = (annotate(Dict[str, Tensor], {}), 1)\n    while True:\n      torch._set_item(d, \"a\", 1)\n      break\n    return d\n", "")
+	f.Fuzz(func(t *testing.T, root, sub string) {
+		files := map[string]string{
+			"code/__torch__/pkg.py":                             root,
+			"code/__torch__/pkg/roi_heads/___torch_mangle_7.py": sub,
+			"code/__torch__/pkg/transform.py":                   sub,
+		}
+		read := func(p string) (string, bool) {
+			s, ok := files[p]
+			return s, ok
+		}
+		for m, d := range dictKeys(read, "__torch__.pkg", "Net") {
+			for _, v := range d.Values {
+				seen := map[string]bool{}
+				for _, k := range v.Keys {
+					if seen[k.Name] {
+						t.Fatalf("%s: key %q twice: %+v", m, k.Name, v)
+					}
+					seen[k.Name] = true
+				}
+				if len(v.Keys) > MaxReturnKeys || !v.Complete && v.Why == "" {
+					t.Fatalf("%s: %+v", m, v)
+				}
 			}
 		}
 	})

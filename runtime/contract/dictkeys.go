@@ -2,128 +2,136 @@ package contract
 
 import (
 	"io"
+	"maps"
+	"slices"
 	"strings"
 )
 
 // DictKeys is what a method's TorchScript code tells about the keys of the
 // dicts of tensors it returns inside a structure (a detector's
 // Tuple[Dict[str, Tensor], List[Dict[str, Tensor]]]): the schema says
-// Dict[str, Tensor], never which keys, but the methods of the module that
-// build such dicts from literal keys do.
+// Dict[str, Tensor], never which keys, but the code that builds the dicts,
+// in the method, in the methods of the module and its submodules it calls
+// and in the archive's functions, does.
 type DictKeys struct {
-	// Returns are, by return type as Type.String prints it
-	// ("Dict[str, Tensor]", "List[Dict[str, Tensor]]"), the keys of the
-	// dicts built (methodReturnKeys) by the methods of the module's class
-	// that the method calls on self and that declare that return type, in
-	// order of first appearance. A key is Always when every literal of
-	// every such method holds it (torchvision's postprocess_detections
-	// builds every dict with "boxes", "scores" and "labels").
-	Returns map[string][]ReturnKey
-	// Empty says the method's own code builds an empty Dict[str, Tensor]
-	// (annotate(Dict[str, Tensor], {})): what it returns may be such a
-	// dict, which holds none of the keys (a torchvision detector's
-	// losses in evaluation).
-	Empty bool
+	// Values are what each value the method returns holds: one per
+	// element of a returned tuple, in order; one for any other return.
+	Values []ValueKeys
+}
+
+// ValueKeys are the keys of one returned dict of tensors, or of each dict
+// of a returned list of them.
+type ValueKeys struct {
+	// Keys are the keys the dict (each dict of the list) can hold, in
+	// order of first appearance. A key is Always when every path the
+	// inference takes through the code sets it (on each dict of the
+	// list); a key only a training branch sets is listed, not Always.
+	Keys []ReturnKey
+	// Complete says the dict can hold no key outside Keys: the code that
+	// builds it was followed all the way (false for a value that is not a
+	// dict or a list of dicts).
+	Complete bool
+	// Why says, when the value is not Complete, where the code stops
+	// telling: "code/__torch__/m.py:12 (Net.forward): passed to ...".
+	Why string
 }
 
 // ReadDictKeys reads the DictKeys of each method of a TorchScript
-// archive's root module class that calls such methods or builds such an
-// empty dict. Anything it cannot read (not a zip, no code) yields nothing,
-// never an error: the keys are a hint for wfgen import, which refuses what
-// they do not tell.
+// archive's root module class whose declared return type holds a
+// Dict[str, Tensor], by an abstract evaluation of the archive's code
+// (dictflow.go): the method runs in inference (self.training is false)
+// with unknown arguments, and what it returns is followed back to the
+// literals and item assignments that give the dicts their keys. Anything
+// it cannot read (not a zip, no code) yields nothing, never an error: the
+// keys are a hint for wfgen import, which refuses what they do not tell.
 func ReadDictKeys(r io.ReaderAt, size int64) map[string]DictKeys {
 	a, err := openArchive(r, size)
 	if err != nil {
 		return nil
 	}
-	methods, _, _ := classMethods(a.code, a.class)
-	byName := map[string]classMethod{}
-	for _, m := range methods {
-		byName[m.name] = m
+	read := func(p string) (string, bool) {
+		b, err := a.read(p)
+		return string(b), err == nil
+	}
+	return dictKeys(read, a.module, a.class)
+}
+
+// dictKeys evaluates each method of class module.class whose return type
+// holds a Dict[str, Tensor]; read reads a code file by its path in the
+// archive's folder ("code/__torch__/pkg.py").
+func dictKeys(read func(string) (string, bool), module, class string) map[string]DictKeys {
+	ev := &flowEval{read: read, files: map[string]*codeFile{}}
+	q := module + "." + class
+	c := ev.class(q)
+	if c == nil {
+		return nil
 	}
 	var out map[string]DictKeys
-	for _, m := range methods {
-		d := DictKeys{Empty: strings.Contains(m.text, "annotate(Dict[str, Tensor], {})")}
-		always := map[string]map[string]bool{}
-		seen := map[string]bool{}
-		toks := lex(m.text, false)
-		for i := 0; i+5 < len(toks); i++ {
-			// (self).NAME( — a call of another method of the class; lex
-			// reads the '.' as an other token.
-			if toks[i] != (token{'p', "("}) || toks[i+1] != (token{'i', "self"}) || toks[i+2] != (token{'p', ")"}) ||
-				toks[i+3] != (token{'o', ""}) || toks[i+4].kind != 'i' || toks[i+5] != (token{'p', "("}) {
-				continue
-			}
-			callee, ok := byName[toks[i+4].text]
-			if !ok || seen[callee.name] {
-				continue
-			}
-			seen[callee.name] = true
-			ret, ok := declaredReturn(callee.text)
-			if !ok || !strings.Contains(ret, "Dict[str, Tensor]") {
-				continue
-			}
-			keys := methodReturnKeys(callee.text)
-			if len(keys) == 0 {
-				continue
-			}
-			if d.Returns == nil {
-				d.Returns = map[string][]ReturnKey{}
-			}
-			g, first := always[ret], always[ret] == nil
-			if first {
-				g = map[string]bool{}
-				always[ret] = g
-			}
-			have := map[string]bool{}
-			for _, k := range keys {
-				have[k.Name] = true
-				if _, known := g[k.Name]; !known {
-					// A key this method adds: Always only if no method
-					// before built dicts without it.
-					g[k.Name] = k.Always && first
-					d.Returns[ret] = append(d.Returns[ret], ReturnKey{Name: k.Name})
-					continue
-				}
-				g[k.Name] = g[k.Name] && k.Always
-			}
-			for k := range g {
-				if !have[k] {
-					g[k] = false
-				}
-			}
-		}
-		for ret, keys := range d.Returns {
-			for i := range keys {
-				keys[i].Always = always[ret][keys[i].Name]
-			}
-		}
-		if d.Returns == nil && !d.Empty {
+	// forward first: past the archive's budget, the others give up.
+	names := slices.Sorted(maps.Keys(c.methods))
+	if i := slices.Index(names, "forward"); i > 0 {
+		names = append([]string{"forward"}, slices.Delete(names, i, i+1)...)
+	}
+	for _, name := range names {
+		m := c.methods[name]
+		if !strings.Contains(m.ret, "Dict[str,Tensor]") {
 			continue
+		}
+		ev.failed, ev.steps = false, 0
+		v, s, ok := ev.run(q, name)
+		var d DictKeys
+		values := []value{v}
+		if v.kind == vTuple {
+			values = v.elems
+		}
+		for _, e := range values {
+			var vk ValueKeys
+			if ok {
+				vk = valueKeys(s, e)
+			} else {
+				vk.Why = "the code of " + m.qual + " is beyond what this reader follows (too long, or it always raises)"
+			}
+			d.Values = append(d.Values, vk)
 		}
 		if out == nil {
 			out = map[string]DictKeys{}
 		}
-		out[m.name] = d
+		out[name] = d
 	}
 	return out
 }
 
-// declaredReturn reads the return type a serialized method declares
-// ("def f(self: C, x: Tensor) -> List[Dict[str, Tensor]]:"), as
-// Type.String prints it.
-func declaredReturn(method string) (string, bool) {
-	_, rest, ok := strings.Cut(method, ") -> ")
-	if !ok {
-		return "", false
+// valueKeys reads the keys of the dict (or list of dicts) v.
+func valueKeys(s *flowState, v value) ValueKeys {
+	if v.kind != vObj {
+		why := v.why
+		if why == "" {
+			why = "it comes from code this reader does not follow"
+		}
+		return ValueKeys{Why: why}
 	}
-	ret, _, ok := strings.Cut(rest, ":\n")
-	if !ok {
-		ret = strings.TrimSuffix(strings.TrimSpace(rest), ":")
+	o := s.heap[v.obj]
+	if o == nil {
+		return ValueKeys{Why: "lost"}
 	}
-	t, err := ParseType(strings.TrimSpace(ret))
-	if err != nil {
-		return "", false
+	complete, why := !o.unknown, o.why
+	if o.list {
+		if o.elem == 0 {
+			return ValueKeys{Complete: complete, Why: why}
+		}
+		if o = s.heap[o.elem]; o == nil {
+			return ValueKeys{Why: "lost"}
+		}
+		if complete {
+			complete, why = !o.unknown, o.why
+		}
 	}
-	return t.String(), true
+	vk := ValueKeys{Complete: complete}
+	if !complete {
+		vk.Why = why
+	}
+	for _, k := range o.keys {
+		vk.Keys = append(vk.Keys, ReturnKey{Name: k.name, Always: k.always})
+	}
+	return vk
 }
