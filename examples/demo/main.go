@@ -316,8 +316,5 @@ func learnedWorld(ctx context.Context, out string) error {
 		return err
 	}
 	fmt.Printf("worldmodel: %s shows the model (left) beside the simulator (right) on %d scripted steps\n", gifPath, len(ep.Actions))
-	if q.PositionAccuracy < worldmodel.MinPositionAccuracy {
-		return fmt.Errorf("worldmodel: sprite within one pixel in %.4f of the steps, below %.2f", q.PositionAccuracy, worldmodel.MinPositionAccuracy)
-	}
-	return nil
+	return q.Check()
 }

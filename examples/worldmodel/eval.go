@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	gen "github.com/worldfoundry/wfgen/generated/worldmodel"
 	"github.com/worldfoundry/wfgen/runtime/stream"
@@ -11,13 +12,16 @@ import (
 )
 
 // The demo's measurement: DemoEpisodes random episodes (RandomEpisodes)
-// of DemoSteps actions from DemoSeed, and the fraction of steps whose
-// sprite must be within one pixel of the simulator's.
+// of DemoSteps actions from DemoSeed, the fraction of steps whose sprite
+// must be within one pixel of the simulator's, and the fraction of
+// episodes whose ball must be within one pixel at each step index
+// (Quality.Check).
 const (
 	DemoSeed            = 2025
 	DemoEpisodes        = 100
 	DemoSteps           = 32
 	MinPositionAccuracy = 0.9
+	MinBallByStep       = 0.99
 )
 
 // Rollout plays an episode through the generated client's streaming task:
@@ -132,6 +136,31 @@ type Quality struct {
 func (q Quality) String() string {
 	return fmt.Sprintf("sprite within 1 px in %.4f of %d steps (%d rollouts of %d), ball in %.4f (lost for good in %d rollouts), mean pixel error %.3f/255, %.4f of frames exact",
 		q.PositionAccuracy, q.Episodes*q.Steps, q.Episodes, q.Steps, q.BallAccuracy, q.BallLost, q.MeanPixelError, q.ExactFrames)
+}
+
+// Check says what in q falls short of the model's goals (issue 45): the
+// sprite within one pixel in at least MinPositionAccuracy of the steps,
+// the ball within one pixel in at least MinBallByStep of the episodes at
+// every step index, and no episode that loses the ball for good. nil when
+// q meets them all.
+func (q Quality) Check() error {
+	var short []string
+	if q.PositionAccuracy < MinPositionAccuracy {
+		short = append(short, fmt.Sprintf("sprite within one pixel in %.4f of the steps, below %.2f", q.PositionAccuracy, MinPositionAccuracy))
+	}
+	for t, b := range q.BallByStep {
+		if b < MinBallByStep {
+			short = append(short, fmt.Sprintf("ball within one pixel in %.4f of the episodes at step %d, below %.2f", b, t+1, MinBallByStep))
+			break
+		}
+	}
+	if q.BallLost > 0 {
+		short = append(short, fmt.Sprintf("the ball lost for good in %d of %d episodes", q.BallLost, q.Episodes))
+	}
+	if len(short) == 0 {
+		return nil
+	}
+	return fmt.Errorf("worldmodel: %s", strings.Join(short, "; "))
 }
 
 // Measure compares rollouts with the simulator's frames of the same

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -219,5 +220,29 @@ func TestMeasureBall(t *testing.T) {
 	}
 	if q.BallLost != 1 || q.BallByStep[5] != 0.75 || q.BallByStep[4] != 1 {
 		t.Errorf("a ball erased from one last frame: lost %d, by step %v", q.BallLost, q.BallByStep)
+	}
+}
+
+// Check holds the model to its goals: the sprite overall, the ball at
+// every step index (one bad step is enough), no ball lost.
+func TestQualityCheck(t *testing.T) {
+	good := Quality{Episodes: 100, Steps: 4, PositionAccuracy: 0.95, BallByStep: []float64{1, 1, 0.99, 1}}
+	if err := good.Check(); err != nil {
+		t.Errorf("a model meeting its goals: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		q    func(*Quality)
+		want string
+	}{
+		{"sprite", func(q *Quality) { q.PositionAccuracy = 0.89 }, "sprite within one pixel in 0.8900 of the steps, below 0.90"},
+		{"one step's ball", func(q *Quality) { q.BallByStep = []float64{1, 1, 0.98, 1} }, "ball within one pixel in 0.9800 of the episodes at step 3, below 0.99"},
+		{"a ball lost", func(q *Quality) { q.BallLost = 1 }, "the ball lost for good in 1 of 100 episodes"},
+	} {
+		q := good
+		c.q(&q)
+		if err := q.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Command quality measures the learned world model (make demo trains it)
 // against its simulator: the sprite and the ball within one pixel, by step
-// index, over random episodes (docs/worldmodel.md, "How good it is").
+// index, over random episodes (docs/worldmodel.md, "How good it is"). It
+// exits 1 when the model misses its goals (worldmodel.Quality.Check).
 //
 //	go run ./examples/worldmodel/cmd/quality -root out/worldmodel -episodes 1000 -steps 32
 package main
@@ -39,10 +40,15 @@ func main() {
 	per := max(1, *steps / *buckets)
 	for lo := 0; lo < *steps; lo += per {
 		hi := min(lo+per, *steps)
-		sum := 0.0
+		sum, low := 0.0, 1.0
 		for _, v := range q.BallByStep[lo:hi] {
 			sum += v
+			low = min(low, v)
 		}
-		fmt.Printf("ball within 1 px, steps %d–%d: %.4f\n", lo+1, hi, sum/float64(hi-lo))
+		fmt.Printf("ball within 1 px, steps %d–%d: %.4f (lowest step %.4f)\n", lo+1, hi, sum/float64(hi-lo), low)
+	}
+	if err := q.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "quality:", err)
+		os.Exit(1)
 	}
 }
