@@ -181,7 +181,7 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 }
 
 // control applies a control message to a session: its controls from the
-// next chunk, a snapshot (taken after the controls apply and before the
+// next chunk (clear_controls: none), a snapshot (taken after the controls apply and before the
 // ack), its ack. It returns the controls in effect when the message set
 // some (nil for an ack alone) and the snapshot it asked for. A message
 // without any of them is refused.
@@ -189,11 +189,15 @@ func (se *session) control(c *oippb.SessionControls) (*oippb.SessionControls, *o
 	if c == nil {
 		return nil, nil, withStatus(http.StatusBadRequest, "a message after the first must be controls (the session is open)")
 	}
-	if len(c.GetControls()) == 0 && c.Ack == nil && !c.GetSnapshot() {
-		return nil, nil, withStatus(http.StatusBadRequest, "the controls message has neither controls, an ack nor snapshot: true")
+	set := len(c.GetControls()) > 0 || c.GetClearControls()
+	if !set && c.Ack == nil && !c.GetSnapshot() {
+		return nil, nil, withStatus(http.StatusBadRequest, "the controls message has neither controls, clear_controls, an ack nor snapshot: true")
 	}
 	var ans *oippb.SessionControls
-	if len(c.GetControls()) > 0 {
+	if set {
+		if len(c.GetControls()) > 0 && c.GetClearControls() {
+			return nil, nil, withStatus(http.StatusBadRequest, "the controls message has both controls and clear_controls")
+		}
 		if err := se.s.SetControls(c.GetControls()); err != nil {
 			return nil, nil, err
 		}

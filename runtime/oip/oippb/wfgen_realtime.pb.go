@@ -126,7 +126,10 @@ type SessionControls struct {
 	// error_message when refused (the server has no session key). The
 	// infer request that opens a session restores one with the parameter
 	// "snapshot" (the token, base64 text); see docs/serving.md.
-	Snapshot      bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Snapshot bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// Set the controls to none (release every control): proto3 cannot tell
+	// an empty controls map from an absent one.
+	ClearControls bool `protobuf:"varint,4,opt,name=clear_controls,json=clearControls,proto3" json:"clear_controls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +181,13 @@ func (x *SessionControls) GetAck() int64 {
 func (x *SessionControls) GetSnapshot() bool {
 	if x != nil {
 		return x.Snapshot
+	}
+	return false
+}
+
+func (x *SessionControls) GetClearControls() bool {
+	if x != nil {
+		return x.ClearControls
 	}
 	return false
 }
@@ -441,11 +451,12 @@ const file_wfgen_realtime_proto_rawDesc = "" +
 	"\x17ModelStreamInferRequest\x124\n" +
 	"\x05start\x18\x01 \x01(\v2\x1c.inference.ModelInferRequestH\x00R\x05start\x12=\n" +
 	"\bcontrols\x18\x02 \x01(\v2\x1f.wfgen.realtime.SessionControlsH\x00R\bcontrolsB\t\n" +
-	"\amessage\"\xd4\x01\n" +
+	"\amessage\"\xfb\x01\n" +
 	"\x0fSessionControls\x12I\n" +
 	"\bcontrols\x18\x01 \x03(\v2-.wfgen.realtime.SessionControls.ControlsEntryR\bcontrols\x12\x15\n" +
 	"\x03ack\x18\x02 \x01(\x03H\x00R\x03ack\x88\x01\x01\x12\x1a\n" +
-	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x1a;\n" +
+	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12%\n" +
+	"\x0eclear_controls\x18\x04 \x01(\bR\rclearControls\x1a;\n" +
 	"\rControlsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\x06\n" +
