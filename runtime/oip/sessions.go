@@ -109,6 +109,10 @@ type Message struct {
 // SessionsExtension is the extension name GET /v2 lists for sessions.
 const SessionsExtension = "sessions"
 
+// SnapshotsExtension is the extension name GET /v2 lists when the server
+// takes and restores snapshots of sessions (it has a session key).
+const SnapshotsExtension = "session_snapshots"
+
 // SessionInfo is the data of the session event.
 type SessionInfo struct {
 	// ID names the session; it is unguessable and only the stream's

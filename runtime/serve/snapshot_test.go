@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -517,8 +518,18 @@ func TestSnapshotOverSSE(t *testing.T) {
 		}
 	}
 	// Without a key: a snapshot request and a restore are refused (501),
-	// the session goes on.
+	// the session goes on; the server metadata lists snapshots only with one.
 	bare := start(t, serve.Config{})
+	for _, c := range []struct {
+		s    *started
+		want bool
+	}{{s, true}, {bare, false}} {
+		_, _, b := call(t, "GET", c.s.url+"/v2", "")
+		var md oip.ServerMetadata
+		if err := json.Unmarshal(b, &md); err != nil || slices.Contains(md.Extensions, oip.SnapshotsExtension) != c.want {
+			t.Errorf("server metadata %s, want %q listed: %v", b, oip.SnapshotsExtension, c.want)
+		}
+	}
 	if _, code, msg := openSSE(t, bare, `{"parameters":{"task":"step","snapshot":"`+token+`"},`+input+`}`); code != 501 || !strings.Contains(msg, "-session-key-file") {
 		t.Errorf("a restore without a key: %d %q", code, msg)
 	}
