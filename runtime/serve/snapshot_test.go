@@ -182,7 +182,8 @@ func TestRemoteSnapshotRestoreFork(t *testing.T) {
 			sameChunks(t, "StepStream with FromSnapshot", full, playChunks(t, r2, 3, -1, worldScript), 3, 10)
 
 			// Forks with their own controls.
-			forks, err := tr.rc.ForkStream(ctx, snap, len(dirs), func(i int) []stream.Option {
+			var b client.Backend = tr.rc // generic code finds the capability
+			forks, err := b.(client.Restorer).ForkStream(ctx, snap, len(dirs), func(i int) []stream.Option {
 				return []stream.Option{unpaced, stream.WithMaxChunks(4), stream.WithControls(dirs[i])}
 			})
 			if err != nil {
