@@ -5,18 +5,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
 	"github.com/worldfoundry/wfgen/generated/tinyworld"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/oip"
+	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
 	"github.com/worldfoundry/wfgen/runtime/remote"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/stream"
@@ -613,4 +619,79 @@ func TestSnapshotOverRawWebSocket(t *testing.T) {
 	}
 	b.sendText(`{"ack":0}`)
 	b.must(oip.EventChunk)
+}
+
+// TestSnapshotOverRawGRPC speaks ModelStreamInfer with no wfgen client
+// code: snapshot: true is answered by a snapshot message holding the
+// token, clear_controls sets none, and a start request with another
+// key's token or another checkpoint's ends with InvalidArgument and
+// FailedPrecondition.
+func TestSnapshotOverRawGRPC(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := withGRPC(t, start(t, serve.Config{SessionKey: sessionKey}))
+	param := func(v any) *oippb.InferParameter {
+		if b, ok := v.(bool); ok {
+			return &oippb.InferParameter{ParameterChoice: &oippb.InferParameter_BoolParam{BoolParam: b}}
+		}
+		return &oippb.InferParameter{ParameterChoice: &oippb.InferParameter_StringParam{StringParam: v.(string)}}
+	}
+	speed := make([]byte, 4)
+	binary.LittleEndian.PutUint32(speed, math.Float32bits(3))
+	open := func(extra map[string]*oippb.InferParameter) oippb.RealtimeInferenceService_ModelStreamInferClient {
+		st, err := s.rt.ModelStreamInfer(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := map[string]*oippb.InferParameter{"task": param("step"), "paced": param(false), "lockstep": param(true)}
+		for k, v := range extra {
+			p[k] = v
+		}
+		if err := st.Send(&oippb.ModelStreamInferRequest{Message: &oippb.ModelStreamInferRequest_Start{Start: &oippb.ModelInferRequest{
+			ModelName: "tiny-world", Parameters: p,
+			Inputs:           []*oippb.ModelInferRequest_InferInputTensor{{Name: "speed", Datatype: "FP32", Shape: []int64{1}}},
+			RawInputContents: [][]byte{speed},
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	recv := func(st oippb.RealtimeInferenceService_ModelStreamInferClient) *oippb.ModelStreamInferResponse {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	st := open(map[string]*oippb.InferParameter{"controls": param(`{"right":1}`)})
+	if recv(st).GetSession() == nil || recv(st).GetChunk() == nil {
+		t.Fatal("no session and chunk")
+	}
+	st.Send(&oippb.ModelStreamInferRequest{Message: &oippb.ModelStreamInferRequest_Controls{Controls: &oippb.SessionControls{ClearControls: true, Snapshot: true}}})
+	if c := recv(st).GetControls(); c == nil || len(c.GetControls()) != 0 {
+		t.Fatalf("clear_controls: %v", c)
+	}
+	m := recv(st).GetSnapshot()
+	if m == nil || m.GetNext() != 1 {
+		t.Fatalf("snapshot: %v", m)
+	}
+	snap, err := stream.Open(m.GetToken(), sessionKey)
+	if err != nil || len(snap.Controls) != 0 {
+		t.Fatalf("the token: %v %v", snap.Controls, err)
+	}
+	other, _ := stream.Seal(snap, []byte("another server's key, 32 bytes."))
+	moved := snap
+	moved.Origin.Checkpoint = "file:/elsewhere"
+	movedTok, _ := stream.Seal(moved, sessionKey)
+	for _, c := range []struct {
+		tok  []byte
+		code codes.Code
+		text string
+	}{{other, codes.InvalidArgument, "another key"}, {movedTok, codes.FailedPrecondition, "its checkpoint is"}} {
+		r := open(map[string]*oippb.InferParameter{"snapshot": param(base64.StdEncoding.EncodeToString(c.tok))})
+		_, err := r.Recv()
+		if st, _ := grpcstatus.FromError(err); st.Code() != c.code || !strings.Contains(st.Message(), c.text) {
+			t.Errorf("%v, want %v and %q", err, c.code, c.text)
+		}
+	}
 }
