@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,12 +87,12 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 	// A probe session reads the options the caller gave.
 	probe, err := stream.New(c.spec.Realtime, func(context.Context, stream.StepRequest) (stream.StepResult, error) {
 		return stream.StepResult{}, errors.New("probe")
-	}, append(own, opts...)...)
+	}, slices.Concat(own, opts)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	s.paced, s.maxChunks = probe.Paced(), probe.MaxChunks()
-	all := append(append(own, opts...), stream.WithPacing(false), stream.WithControlsHook(s.sendControls), stream.WithSnapshotHook(s.snapshot))
+	all := slices.Concat(own, opts, []stream.Option{stream.WithPacing(false), stream.WithControlsHook(s.sendControls), stream.WithSnapshotHook(s.snapshot)})
 	return stream.New(c.spec.Realtime, s.step, all...)
 }
 
