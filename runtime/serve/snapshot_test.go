@@ -478,6 +478,29 @@ func TestSnapshotOverSSE(t *testing.T) {
 	if name, _ := r.next(); name != oip.EventEnd {
 		t.Fatalf("after the last chunk: %q", name)
 	}
+	// Two forks, each with its own controls from chunk 3 (the "controls"
+	// parameter replaces the snapshot's): each equals an in-process
+	// session that pressed the same.
+	for _, d := range []string{`{"left":1}`, `{"backward":1,"right":0.5}`} {
+		var dc stream.Controls
+		json.Unmarshal([]byte(d), &dc)
+		alone, err := tinyworld.NewClient(inProcess(t, "tiny-world")).StepStream(ctx, tinyworld.StepParams{Speed: 3}, stream.WithPacing(false), stream.WithMaxChunks(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFork := playChunks(t, alone, 0, -1, func(k int) stream.Controls {
+			if k == 3 {
+				return dc
+			}
+			return worldScript(k)
+		})
+		f, code, msg := openSSE(t, s, `{"parameters":{"task":"step","paced":false,"max_chunks":2,"controls":`+d+`,"snapshot":"`+token+`"},`+input+`}`)
+		if code != 200 {
+			t.Fatalf("fork: %d %s", code, msg)
+		}
+		sameChunks(t, "fork "+d, wantFork, map[int][]byte{3: f.chunk(3), 4: f.chunk(4)}, 3, 5)
+	}
+
 	// Replayed from chunk 0 with its log.
 	log, _ := json.Marshal(snap.Log)
 	logText, _ := json.Marshal(string(log))
