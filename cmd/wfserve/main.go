@@ -50,7 +50,7 @@ func main() {
 type options struct {
 	cfg                                           serve.Config
 	addr, grpcAddr, addrFile, root, device, dtype *string
-	tokenFile, keyFile                            *string
+	tokenFile, keyFile, sessionKeyFile            *string
 	drain                                         *time.Duration
 	noWarmup, metrics, pages                      *bool
 }
@@ -84,6 +84,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 		return nil
 	})
 	f.keyFile = fs.String("key-file", "", "read named API keys (each with optional models and a rate) from `FILE` instead of one token; reread on SIGHUP (docs/serving.md, Keys and quotas)")
+	f.sessionKeyFile = fs.String("session-key-file", "", "read the key that seals realtime sessions' snapshots from `FILE` (its bytes, white space trimmed, at least 16; the same file on every replica): without it snapshot and restore requests are refused (501)")
 	f.drain = fs.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", serve.DefaultMaxBodyBytes, "largest request body or gRPC message, in `bytes` (413 beyond)")
 	fs.Int64Var(&cfg.MaxTensorBytes, "max-tensor", serve.DefaultMaxTensorBytes, "largest decoded input tensor, in `bytes` (400 beyond)")
@@ -149,6 +150,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg.Keys = keys
+	}
+	if *f.sessionKeyFile != "" {
+		if cfg.SessionKey, err = serve.LoadSessionKey(*f.sessionKeyFile); err != nil {
+			fmt.Fprintf(stderr, "wfserve: %v\n", err)
+			return 2
+		}
 	}
 	if *tokenFile != "" {
 		b, err := os.ReadFile(*tokenFile)

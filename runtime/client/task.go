@@ -87,9 +87,20 @@ type Loader interface {
 	Load() (device string, dtype tensor.DType, err error)
 }
 
+// Restorer is the optional capability of a backend that restores
+// snapshots of its streams (this package's Client, in process; a remote
+// client, on its server): RestoreStream continues a snapshot in a new
+// session, ForkStream in n (docs/streaming.md). Find it with a type
+// assertion: b.(client.Restorer).
+type Restorer interface {
+	RestoreStream(ctx context.Context, snap stream.Snapshot, opts ...stream.Option) (*stream.Session, error)
+	ForkStream(ctx context.Context, snap stream.Snapshot, n int, opts func(i int) []stream.Option) ([]*stream.Session, error)
+}
+
 var (
-	_ Backend = (*Client)(nil)
-	_ Loader  = (*Client)(nil)
+	_ Backend  = (*Client)(nil)
+	_ Loader   = (*Client)(nil)
+	_ Restorer = (*Client)(nil)
 )
 
 // Task is one task of a generated family bound to its Go params type P and

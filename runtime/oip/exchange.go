@@ -46,7 +46,7 @@ type SessionConn interface {
 
 // SessionMessage is one message of a session connection from the server:
 // an event (EventSession, EventChunk, EventControls, EventRefused,
-// EventEnd, EventError) and what it carries.
+// EventSnapshot, EventEnd, EventError) and what it carries.
 type SessionMessage struct {
 	// Event names the message.
 	Event string
@@ -58,6 +58,8 @@ type SessionMessage struct {
 	// Controls are the controls in effect (EventControls), answering a
 	// controls message.
 	Controls map[string]float64
+	// Snapshot answers a snapshot request (EventSnapshot).
+	Snapshot *SnapshotInfo
 	// Error is why the session failed (EventError) or why a controls
 	// message was refused (EventRefused; the session goes on).
 	Error string

@@ -42,7 +42,7 @@ func NewModel(spec *spec.ModelInferenceSpec) (*Model, error) {
 // docs/serving.md): the task and variant, a stream's configuration, a
 // batch's, binary outputs, Triton's priority and timeout (admission).
 var RequestParameters = []string{"task", "variant", "stream", "paced", "max_chunks", "controls", "lockstep",
-	BatchParameter, ItemErrorsParameter, BinaryDataOutput, "priority", "timeout"}
+	SessionSnapshot, SessionReplay, BatchParameter, ItemErrorsParameter, BinaryDataOutput, "priority", "timeout"}
 
 // CheckParameters refuses a request parameter that is not one of
 // RequestParameters, naming them (ErrBadRequest): one nobody reads is a

@@ -246,6 +246,8 @@ func requestSchema(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (ob
 			obj{"type": "object", "additionalProperties": obj{"type": "number"}, "description": "The initial controls as an object (accepted too)."},
 		}}
 		paramProps["lockstep"] = obj{"type": "boolean", "description": "Make each chunk after the first only once the client acks the one before (POST {\"ack\": k} to the controls URL)."}
+		paramProps[SessionSnapshot] = obj{"type": "string", "contentEncoding": "base64", "description": "Restore a session from this snapshot token (POST {\"snapshot\": true} to the controls URL to get one); the inputs must be the snapshot's params. Needs a server session key."}
+		paramProps[SessionReplay] = obj{"type": "string", "description": "Replay this controls log, JSON text {\"start\": N, \"end\": N, \"changes\": [{\"from\": N, \"controls\": {...}}]}: each chunk's controls come from it, and the session ends after its last chunk."}
 	}
 	batchable := t.Batching != nil && len(t.BatchingProblems()) == 0
 	if batchable {

@@ -39,7 +39,34 @@ const (
 	// EventRefused answers a ControlsRequest message the session refused
 	// with an ErrorResponse; the controls and the session go on unchanged.
 	EventRefused = "refused"
+	// EventSnapshot answers a ControlsRequest message that asks for a
+	// snapshot (Snapshot: true) with a SnapshotInfo.
+	EventSnapshot = "snapshot"
 )
+
+// Parameters of the infer request that opens a session, for snapshots
+// (docs/serving.md, "Snapshots over the wire").
+const (
+	// SessionSnapshot is a sealed snapshot token (stream.Seal), base64
+	// (standard, padded) text: the session restores it and continues it
+	// from its next chunk. The request's inputs must be the snapshot's
+	// params, its task the snapshot's.
+	SessionSnapshot = "snapshot"
+	// SessionReplay is a controls log (stream.ControlsLog) as JSON text:
+	// the session takes each chunk's controls from it and ends after its
+	// last chunk.
+	SessionReplay = "replay"
+)
+
+// SnapshotInfo is the answer to a snapshot request: the sealed token of
+// the session at its chunk boundary and the index of the next chunk it
+// holds.
+type SnapshotInfo struct {
+	// Token is the sealed snapshot (base64 in JSON).
+	Token []byte `json:"token"`
+	// Next is the index of the snapshot's next chunk.
+	Next int64 `json:"next"`
+}
 
 // SessionsSubprotocol is the WebSocket subprotocol of a session: a client
 // offers it and the server selects it.
@@ -82,6 +109,10 @@ type Message struct {
 // SessionsExtension is the extension name GET /v2 lists for sessions.
 const SessionsExtension = "sessions"
 
+// SnapshotsExtension is the extension name GET /v2 lists when the server
+// takes and restores snapshots of sessions (it has a session key).
+const SnapshotsExtension = "session_snapshots"
+
 // SessionInfo is the data of the session event.
 type SessionInfo struct {
 	// ID names the session; it is unguessable and only the stream's
@@ -105,6 +136,22 @@ type ControlsRequest struct {
 	// effect then — so controls sent before the ack apply to that chunk,
 	// as they do in-process between two iterations of a session.
 	Ack *int64 `json:"ack,omitempty"`
+	// Snapshot asks for a snapshot of the session at its chunk boundary
+	// (after the last chunk it generated): answered by EventSnapshot on a
+	// session connection, by a "snapshot" (SnapshotInfo) beside the
+	// controls in the answer to the controls endpoint. The server needs a
+	// session key (wfserve -session-key-file).
+	Snapshot bool `json:"snapshot,omitempty"`
+}
+
+// ControlsAnswer is the answer of POST /v2/models/{name}/sessions/{id}:
+// the controls in effect, and the snapshot asked for.
+type ControlsAnswer struct {
+	// Controls are the controls in effect.
+	Controls map[string]float64 `json:"controls"`
+	// Snapshot is the snapshot the request asked for (absent when it
+	// did not).
+	Snapshot *SnapshotInfo `json:"snapshot,omitempty"`
 }
 
 // Parameters of a chunk event (InferenceResponse.Parameters).

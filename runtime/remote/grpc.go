@@ -257,7 +257,8 @@ type grpcConn struct {
 // Send sends one controls message.
 func (g *grpcConn) Send(ctx context.Context, m oip.ControlsRequest) error {
 	err := g.st.Send(&oippb.ModelStreamInferRequest{Message: &oippb.ModelStreamInferRequest_Controls{
-		Controls: &oippb.SessionControls{Controls: m.Controls, Ack: m.Ack}}})
+		Controls: &oippb.SessionControls{Controls: m.Controls, Ack: m.Ack, Snapshot: m.Snapshot,
+			ClearControls: m.Controls != nil && len(m.Controls) == 0}}})
 	if err != nil {
 		return grpcError(ctx, err)
 	}
@@ -291,6 +292,8 @@ func (g *grpcConn) Receive(context.Context) (oip.SessionMessage, error) {
 		return oip.SessionMessage{Event: oip.EventChunk, Chunk: resp}, nil
 	case *oippb.ModelStreamInferResponse_Controls:
 		return oip.SessionMessage{Event: oip.EventControls, Controls: m.Controls.GetControls()}, nil
+	case *oippb.ModelStreamInferResponse_Snapshot:
+		return oip.SessionMessage{Event: oip.EventSnapshot, Snapshot: &oip.SnapshotInfo{Token: m.Snapshot.GetToken(), Next: m.Snapshot.GetNext()}}, nil
 	case *oippb.ModelStreamInferResponse_ErrorMessage:
 		return oip.SessionMessage{Event: oip.EventRefused, Error: m.ErrorMessage}, nil
 	}

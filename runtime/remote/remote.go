@@ -91,7 +91,10 @@ type Client struct {
 	t       transport    // REST (rest.go) or gRPC (grpc.go), by the URL's scheme
 }
 
-var _ client.Backend = (*Client)(nil)
+var (
+	_ client.Backend  = (*Client)(nil)
+	_ client.Restorer = (*Client)(nil)
+)
 
 // New returns a client of the family spec served at baseURL: the server's
 // REST root ("http://host:8080", "https://...") or its gRPC address

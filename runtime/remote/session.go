@@ -2,10 +2,12 @@ package remote
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +32,14 @@ import (
 // stopped Chunks loop whose context is cancelled), the chunk limit is
 // reached, or an error. Cancel ctx to release a session that is left
 // unfinished.
+//
+// Snapshots are the server's (docs/serving.md, "Snapshots over the
+// wire"): the session's Snapshot asks the server for one at its chunk
+// boundary, sealed with the server's key (stream.Snapshot.Token; the
+// other fields are read from it with stream.Peek). stream.FromSnapshot
+// among opts restores such a snapshot on the server — any server with the
+// same session key — and stream.WithReplay replays a controls log there;
+// the chunks equal the in-process session's bit for bit.
 func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile, in client.Inputs, opts ...stream.Option) (*stream.Session, error) {
 	if err := client.OneItem(in); err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
@@ -47,20 +57,102 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 	if video == "" {
 		return nil, fmt.Errorf("%s: a streaming task needs a video artifact", c.where(task.TaskID))
 	}
-	req, err := c.t.sessionRequest(task, client.CallKwargs(task, in, 0))
+	call := client.CallKwargs(task, in, 0)
+	req, err := c.t.sessionRequest(task, call)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	s := &session{c: c, ctx: ctx, task: task, video: video, req: req}
+	var own []stream.Option
+	snap, replay := stream.Pending(opts...)
+	if snap != nil {
+		if snap.Token == nil {
+			return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), ErrUnsealed)
+		}
+		// The local session checks what it can — family, variant, task,
+		// params — and the server the rest: the checkpoint, and that the
+		// token is its own and untouched.
+		if len(call) == 0 {
+			call = nil
+		}
+		own = append(own, stream.WithOrigin(stream.Origin{Family: c.spec.ModelFamilyID, Variant: c.vspec.VariantID,
+			Checkpoint: snap.Origin.Checkpoint, Task: task.TaskID, Params: call}))
+		s.token, s.first = snap.Token, snap.Next
+	}
+	if replay != nil {
+		if s.replay, err = json.Marshal(replay); err != nil {
+			return nil, fmt.Errorf("%s: replay: %w", c.where(task.TaskID), err)
+		}
 	}
 	// A probe session reads the options the caller gave.
 	probe, err := stream.New(c.spec.Realtime, func(context.Context, stream.StepRequest) (stream.StepResult, error) {
 		return stream.StepResult{}, errors.New("probe")
-	}, opts...)
+	}, slices.Concat(own, opts)...)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
-	s := &session{c: c, ctx: ctx, task: task, video: video, req: req, paced: probe.Paced(), maxChunks: probe.MaxChunks()}
-	all := append(append([]stream.Option{}, opts...), stream.WithPacing(false), stream.WithControlsHook(s.sendControls))
+	s.paced, s.maxChunks = probe.Paced(), probe.MaxChunks()
+	all := slices.Concat(own, opts, []stream.Option{stream.WithPacing(false), stream.WithControlsHook(s.sendControls), stream.WithSnapshotHook(s.snapshot)})
 	return stream.New(c.spec.Realtime, s.step, all...)
+}
+
+// ErrUnsealed is matched (errors.Is) by the error of restoring, on a
+// remote backend, a snapshot without a token (stream.Snapshot.Token): one
+// taken in process, whose state the server would have to trust. Restore a
+// remote session's snapshot, or seal an in-process one with the server's
+// session key and read it with stream.Peek.
+var ErrUnsealed = errors.New("remote: the snapshot holds no sealed token: a server restores only the tokens it can verify (a remote session's snapshot, or stream.Peek of a token sealed with its session key)")
+
+// RestoreStream opens a session on the server from snap, a snapshot of a
+// remote session (its Snapshot) or one read from a token with
+// stream.Peek, of the snapshot's task and params: its chunks continue
+// snap bit for bit, given the same controls, as client.Client's
+// RestoreStream does in process. The server checks the token (its key,
+// its bytes) and the model (family, variant, checkpoint, task, params):
+// a refusal is a *StatusError (400 a bad token, 409 another model's
+// snapshot or a finished session's, 501 a server without a session key)
+// that the first chunk returns; the family, variant and task are checked
+// here (stream.ErrForeignModel).
+func (c *Client) RestoreStream(ctx context.Context, snap stream.Snapshot, opts ...stream.Option) (*stream.Session, error) {
+	for _, f := range [...]struct{ name, snap, own string }{
+		{"family", snap.Origin.Family, c.spec.ModelFamilyID},
+		{"variant", snap.Origin.Variant, c.vspec.VariantID},
+	} {
+		if f.snap != f.own {
+			return nil, fmt.Errorf("%s: %w", c.where(""), &stream.OriginMismatchError{Field: f.name, Snapshot: fmt.Sprintf("%q", f.snap), Session: fmt.Sprintf("%q", f.own)})
+		}
+	}
+	task, err := c.spec.Task(snap.Origin.Task)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+	}
+	in, err := client.KwargsOf(ctx, task, []map[string]any{snap.Origin.Params}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: snapshot params: %w", c.where(task.TaskID), err)
+	}
+	return c.CallStream(ctx, task, in, append(opts, stream.FromSnapshot(snap))...)
+}
+
+// ForkStream restores snap into n independent server sessions
+// (RestoreStream); opts(i), when not nil, gives session i's options (its
+// controls, say).
+func (c *Client) ForkStream(ctx context.Context, snap stream.Snapshot, n int, opts func(i int) []stream.Option) ([]*stream.Session, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("%s: fork into %d sessions, want ≥ 0", c.where(snap.Origin.Task), n)
+	}
+	out := make([]*stream.Session, n)
+	for i := range out {
+		var o []stream.Option
+		if opts != nil {
+			o = opts(i)
+		}
+		s, err := c.RestoreStream(ctx, snap, o...)
+		if err != nil {
+			return nil, fmt.Errorf("fork %d: %w", i, err)
+		}
+		out[i] = s
+	}
+	return out, nil
 }
 
 // Stream starts a realtime session of task taskID with untyped call
@@ -88,6 +180,9 @@ type session struct {
 	req       *oip.InferenceRequest // without the stream parameters
 	paced     bool
 	maxChunks int
+	token     []byte // the snapshot the server session restores (nil: none)
+	first     int    // the index of its first chunk (the snapshot's next)
+	replay    []byte // the controls log it replays, as JSON (nil: none)
 
 	mu      sync.Mutex // guards the fields below
 	conn    oip.SessionConn
@@ -127,7 +222,15 @@ func (s *session) open(controls stream.Controls) error {
 	// JSON text.
 	req := *s.req
 	req.Parameters = oip.Parameters{"task": s.task.TaskID, "paced": s.paced, "max_chunks": s.maxChunks,
-		"controls": string(ctl), "lockstep": true}
+		"lockstep": true}
+	if s.replay != nil {
+		req.Parameters[oip.SessionReplay] = string(s.replay) // the log gives the controls
+	} else {
+		req.Parameters["controls"] = string(ctl)
+	}
+	if s.token != nil {
+		req.Parameters[oip.SessionSnapshot] = base64.StdEncoding.EncodeToString(s.token)
+	}
 	conn, keep, err := s.c.t.openSession(s.ctx, &req)
 	if err != nil {
 		return err
@@ -163,7 +266,7 @@ func (s *session) read() {
 	defer close(s.events)
 	for {
 		m, err := s.conn.Receive(s.ctx)
-		if err == nil && (m.Event == oip.EventControls || m.Event == oip.EventRefused) {
+		if err == nil && (m.Event == oip.EventControls || m.Event == oip.EventRefused || m.Event == oip.EventSnapshot) {
 			select {
 			case s.answers <- m:
 			default:
@@ -210,7 +313,7 @@ func (s *session) step(ctx context.Context, req stream.StepRequest) (stream.Step
 	// A cancelled step ends the server session: the connection closes.
 	stop := context.AfterFunc(ctx, func() { s.fail(ctx.Err()) })
 	defer stop()
-	if req.Index > 0 {
+	if req.Index > s.first {
 		// The consumer has taken the previous chunk (the local session
 		// asks for this one only then), and any controls it set since
 		// have reached the server: let the server make this one.
@@ -231,7 +334,7 @@ func (s *session) step(ctx context.Context, req stream.StepRequest) (stream.Step
 		s.fail(err)
 		return stream.StepResult{}, err
 	}
-	if s.maxChunks > 0 && req.Index+1 >= s.maxChunks {
+	if s.maxChunks > 0 && req.Index+1-s.first >= s.maxChunks { // a restored session counts its own chunks
 		s.finish()
 	}
 	return res, nil
@@ -399,4 +502,56 @@ func (s *session) sendControls(c stream.Controls) error {
 		return fmt.Errorf("%s: controls: %w", where, &StatusError{Status: http.StatusBadRequest, Message: m.Error})
 	}
 	return nil
+}
+
+// snapshot is the local session's snapshot hook: the server seals the
+// session at its chunk boundary — after the last chunk it generated,
+// which is the last the local session released unless a step is under
+// way — and the snapshot is read from the token (stream.Peek), which it
+// holds to restore it. The server session must be open: a session that
+// has not asked for its first chunk, or that has ended (its chunk limit
+// reached), has none.
+func (s *session) snapshot() (stream.Snapshot, error) {
+	where := s.c.where(s.task.TaskID)
+	s.mu.Lock()
+	open, closed := s.conn != nil, s.closed
+	s.mu.Unlock()
+	switch {
+	case closed != nil:
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: %w", where, closed)
+	case !open:
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: the server session opens with the first chunk: take a snapshot once a chunk has come", where)
+	}
+	s.ctl.Lock()
+	defer s.ctl.Unlock()
+	if err := s.closedNow(); err != nil {
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: %w", where, err)
+	}
+	if err := s.write(s.ctx, oip.ControlsRequest{Snapshot: true}); err != nil {
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: %w", where, err)
+	}
+	m, ok := <-s.answers
+	switch {
+	case !ok:
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: %w", where, s.closedErr())
+	case m.Event == oip.EventRefused:
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: %w", where, &StatusError{Status: http.StatusBadRequest, Message: m.Error})
+	case m.Event != oip.EventSnapshot || m.Snapshot == nil:
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: the server answered %q", where, m.Event)
+	}
+	snap, err := stream.Peek(m.Snapshot.Token)
+	if err != nil {
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: the server's token: %w", where, err)
+	}
+	if int64(snap.Next) != m.Snapshot.Next {
+		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: the server says chunk %d, its token holds chunk %d", where, m.Snapshot.Next, snap.Next)
+	}
+	return snap, nil
+}
+
+// closedNow is why the session is over, nil while it is not.
+func (s *session) closedNow() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }

@@ -87,6 +87,12 @@ func receive(ctx context.Context, conn *websocket.Conn) (oip.SessionMessage, err
 		if m.Chunk, err = oip.DecodeBinaryResponse(append(header[:len(header):len(header)], raw...), int64(len(header))); err != nil {
 			return oip.SessionMessage{}, fmt.Errorf("malformed chunk: %w", err)
 		}
+	case oip.EventSnapshot:
+		var info oip.SnapshotInfo
+		if err := json.Unmarshal(msg.Data, &info); err != nil || info.Token == nil {
+			return oip.SessionMessage{}, fmt.Errorf("malformed snapshot event: %.200s", msg.Data)
+		}
+		m.Snapshot = &info
 	case oip.EventControls:
 		var c oip.ControlsRequest
 		json.Unmarshal(msg.Data, &c)

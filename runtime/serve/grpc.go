@@ -344,9 +344,14 @@ func (g *grpcService) ServerMetadata(context.Context, *oippb.ServerMetadataReque
 	return &oippb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: append(md.Extensions, RealtimeExtension)}, nil
 }
 
-// metadata is the server's metadata (GET /v2).
+// metadata is the server's metadata (GET /v2): with a session key,
+// snapshots are among the extensions.
 func (s *Server) metadata() oip.ServerMetadata {
-	return oip.ServerMetadata{Name: s.cfg.Name, Version: s.cfg.Version, Extensions: []string{oip.SessionsExtension, oip.BinaryExtension}}
+	ext := []string{oip.SessionsExtension, oip.BinaryExtension}
+	if s.cfg.SessionKey != nil {
+		ext = append(ext, oip.SnapshotsExtension)
+	}
+	return oip.ServerMetadata{Name: s.cfg.Name, Version: s.cfg.Version, Extensions: ext}
 }
 
 // ModelReady answers whether a model's variant (the default one when the

@@ -122,13 +122,18 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 				}
 				return
 			}
-			ans, err := se.control(msg.GetControls())
+			ans, snap, err := se.control(msg.GetControls())
 			var out *oippb.ModelStreamInferResponse
+			if ans != nil {
+				if send(&oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_Controls{Controls: ans}}) != nil {
+					return
+				}
+			}
 			switch {
 			case err != nil:
 				out = &oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_ErrorMessage{ErrorMessage: err.Error()}}
-			case ans != nil:
-				out = &oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_Controls{Controls: ans}}
+			case snap != nil:
+				out = &oippb.ModelStreamInferResponse{Message: &oippb.ModelStreamInferResponse_Snapshot{Snapshot: &oippb.SessionSnapshot{Token: snap.Token, Next: snap.Next}}}
 			default:
 				continue // an ack alone is answered only when refused
 			}
@@ -176,26 +181,39 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 }
 
 // control applies a control message to a session: its controls from the
-// next chunk, its ack. It returns the controls in effect when the message
-// set some (nil for an ack alone). A message without either is refused.
-func (se *session) control(c *oippb.SessionControls) (*oippb.SessionControls, error) {
+// next chunk (clear_controls: none), a snapshot (taken after the controls apply and before the
+// ack), its ack. It returns the controls in effect when the message set
+// some (nil for an ack alone) and the snapshot it asked for. A message
+// without any of them is refused.
+func (se *session) control(c *oippb.SessionControls) (*oippb.SessionControls, *oip.SnapshotInfo, error) {
 	if c == nil {
-		return nil, withStatus(http.StatusBadRequest, "a message after the first must be controls (the session is open)")
+		return nil, nil, withStatus(http.StatusBadRequest, "a message after the first must be controls (the session is open)")
 	}
-	if len(c.GetControls()) == 0 && c.Ack == nil {
-		return nil, withStatus(http.StatusBadRequest, "the controls message has neither controls nor an ack")
+	set := len(c.GetControls()) > 0 || c.GetClearControls()
+	if !set && c.Ack == nil && !c.GetSnapshot() {
+		return nil, nil, withStatus(http.StatusBadRequest, "the controls message has neither controls, clear_controls, an ack nor snapshot: true")
 	}
 	var ans *oippb.SessionControls
-	if len(c.GetControls()) > 0 {
+	if set {
+		if len(c.GetControls()) > 0 && c.GetClearControls() {
+			return nil, nil, withStatus(http.StatusBadRequest, "the controls message has both controls and clear_controls")
+		}
 		if err := se.s.SetControls(c.GetControls()); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ans = &oippb.SessionControls{Controls: se.s.Controls()}
+	}
+	var snap *oip.SnapshotInfo
+	if c.GetSnapshot() {
+		var err error
+		if snap, err = se.snapshot(se.key); err != nil {
+			return ans, nil, err
+		}
 	}
 	if c.Ack != nil {
 		se.ack(c.GetAck())
 	}
-	return ans, nil
+	return ans, snap, nil
 }
 
 // firstMessage receives a session's first message, the infer request that

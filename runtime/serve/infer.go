@@ -373,7 +373,7 @@ func tensorBytes(kwargs map[string]any) int64 {
 }
 
 // streamParameters are the request parameters that configure a stream.
-var streamParameters = []string{"paced", "max_chunks", "controls", "lockstep"}
+var streamParameters = []string{"paced", "max_chunks", "controls", "lockstep", oip.SessionSnapshot, oip.SessionReplay}
 
 // wantsStream reports whether a request asks for a stream: the parameter
 // "stream" (a boolean), else accept (REST: an Accept header that takes

@@ -142,6 +142,11 @@ type Config struct {
 	// Propagator extracts the caller's trace context from request headers
 	// (default: W3C Trace Context, the traceparent header).
 	Propagator propagation.TextMapPropagator
+	// SessionKey, when set (at least stream.MinKeyBytes), seals the
+	// snapshots of realtime sessions and opens the tokens sessions are
+	// restored from (snapshot.go); replicas that share it restore each
+	// other's. Without it snapshot and restore requests are refused (501).
+	SessionKey []byte
 }
 
 // Defaults of Config.
@@ -155,6 +160,9 @@ const (
 )
 
 func (c *Config) defaults() error {
+	if err := checkSessionKey(c.SessionKey); err != nil {
+		return err
+	}
 	if c.Name == "" {
 		c.Name = "wfserve"
 	}

@@ -23,6 +23,7 @@ type session struct {
 	task    *spec.InferenceTaskProfile
 	video   string // the task's video artifact
 	id      string
+	key     []byte // seals its snapshots (Config.SessionKey)
 	s       *stream.Session
 	ctx     context.Context // ends with the session
 	cancel  func()          // ends the session (its handler then closes it)
@@ -132,13 +133,20 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 	if err != nil {
 		return nil, err
 	}
+	restore, first, err := s.restoreOptions(p)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, restore...)
 	if s.nsessions.Add(1) > int64(s.cfg.MaxSessions) {
 		s.nsessions.Add(-1)
 		return nil, withStatus(http.StatusTooManyRequests, "%d realtime sessions are open, the limit; retry later", s.cfg.MaxSessions)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stopOnShutdown := context.AfterFunc(s.streamCtx, cancel)
-	se := &session{model: m, variant: v, task: task, acked: -1, acks: make(chan struct{})}
+	// A restored session's first chunk is the snapshot's next: it waits
+	// for no ack.
+	se := &session{model: m, variant: v, task: task, key: s.cfg.SessionKey, acked: int64(first) - 1, acks: make(chan struct{})}
 	gate := func(ctx context.Context, i int) (func(), error) {
 		if lockstep && i > 0 {
 			if err := se.waitAck(ctx, int64(i-1)); err != nil {
@@ -153,7 +161,7 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		stopOnShutdown()
 		cancel()
 		s.nsessions.Add(-1)
-		return nil, err
+		return nil, restoreError(err)
 	}
 	se.s, se.ctx, se.cancel = sess, ctx, cancel
 	for _, a := range task.Outputs {
@@ -274,32 +282,39 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	ans, _, err := se.apply(body)
+	ans, _, snap, err := se.apply(body)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ans)
+	writeJSON(w, http.StatusOK, oip.ControlsAnswer{Controls: ans.Controls, Snapshot: snap})
 }
 
 // apply applies a ControlsRequest body to the session (POST .../sessions/{id}
-// or a WebSocket message) and returns the controls in effect, and whether
-// the body set any.
-func (se *session) apply(body []byte) (ans oip.ControlsRequest, set bool, err error) {
+// or a WebSocket message) and returns the controls in effect, whether the
+// body set any, and the snapshot it asked for. The controls apply first,
+// then the snapshot is taken, then the ack: a snapshot never runs past
+// the chunk the message acks.
+func (se *session) apply(body []byte) (ans oip.ControlsRequest, set bool, snap *oip.SnapshotInfo, err error) {
 	var req oip.ControlsRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return ans, false, withStatus(http.StatusBadRequest, "malformed controls: %v (want {\"controls\": {\"NAME\": NUMBER, ...}} and/or {\"ack\": CHUNK})", err)
+		return ans, false, nil, withStatus(http.StatusBadRequest, "malformed controls: %v (want {\"controls\": {\"NAME\": NUMBER, ...}}, {\"ack\": CHUNK} and/or {\"snapshot\": true})", err)
 	}
-	if req.Controls == nil && req.Ack == nil {
-		return ans, false, withStatus(http.StatusBadRequest, "neither a \"controls\" object nor an \"ack\"")
+	if req.Controls == nil && req.Ack == nil && !req.Snapshot {
+		return ans, false, nil, withStatus(http.StatusBadRequest, "neither a \"controls\" object, an \"ack\" nor \"snapshot\": true")
 	}
 	if req.Controls != nil {
 		if err := se.s.SetControls(req.Controls); err != nil {
-			return ans, false, &statusError{status: http.StatusBadRequest, err: err}
+			return ans, false, nil, &statusError{status: http.StatusBadRequest, err: err}
+		}
+	}
+	if req.Snapshot {
+		if snap, err = se.snapshot(se.key); err != nil {
+			return ans, req.Controls != nil, nil, err
 		}
 	}
 	if req.Ack != nil {
 		se.ack(*req.Ack)
 	}
-	return oip.ControlsRequest{Controls: se.s.Controls()}, req.Controls != nil, nil
+	return oip.ControlsRequest{Controls: se.s.Controls()}, req.Controls != nil, snap, nil
 }

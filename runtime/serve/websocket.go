@@ -199,11 +199,12 @@ func strayControls(msg wsMessage) (stray, controls bool) {
 		Inputs   json.RawMessage `json:"inputs"`
 		Ack      json.RawMessage `json:"ack"`
 		Controls json.RawMessage `json:"controls"`
+		Snapshot json.RawMessage `json:"snapshot"`
 	}
-	if json.Unmarshal(msg.body, &m) != nil || m.Inputs != nil || m.Ack == nil && m.Controls == nil {
+	if json.Unmarshal(msg.body, &m) != nil || m.Inputs != nil || m.Ack == nil && m.Controls == nil && m.Snapshot == nil {
 		return false, false
 	}
-	return true, m.Controls != nil
+	return true, m.Controls != nil || m.Snapshot != nil
 }
 
 // wsMessage is one message read from a session's WebSocket, or why the
@@ -276,13 +277,16 @@ func (s *Server) runWS(cancel context.CancelFunc, se *session, ws *wsConn, in <-
 				ws.send(oip.EventRefused, oip.ErrorResponse{Error: "a binary message; controls are JSON text"})
 				continue
 			}
-			ans, set, err := se.apply(m.body)
+			ans, set, snap, err := se.apply(m.body)
 			m.hold.done()
+			if set { // an ack alone is not answered
+				ws.send(oip.EventControls, ans)
+			}
 			switch {
 			case err != nil:
 				ws.send(oip.EventRefused, oip.ErrorResponse{Error: err.Error()})
-			case set: // an ack alone is not answered
-				ws.send(oip.EventControls, ans)
+			case snap != nil:
+				ws.send(oip.EventSnapshot, snap)
 			}
 		}
 	}()

@@ -497,44 +497,79 @@ func Open(token, key []byte) (Snapshot, error) {
 	if len(key) < MinKeyBytes {
 		return Snapshot{}, fmt.Errorf("%w: %d bytes, want at least %d", ErrKey, len(key), MinKeyBytes)
 	}
-	if len(token) < len(tokenMagic)+1 {
-		if string(token) == tokenMagic[:len(token)] {
-			return Snapshot{}, fmt.Errorf("%w: %d bytes", ErrTokenTruncated, len(token))
-		}
-		return Snapshot{}, ErrTokenFormat
-	}
-	if string(token[:len(tokenMagic)]) != tokenMagic {
-		return Snapshot{}, ErrTokenFormat
-	}
-	if v := token[len(tokenMagic)]; v != tokenVersion {
-		return Snapshot{}, fmt.Errorf("%w: token version %d, this build reads version %d", ErrTokenFormat, v, tokenVersion)
-	}
-	if len(token) < tokenHeader {
-		return Snapshot{}, fmt.Errorf("%w: %d bytes", ErrTokenTruncated, len(token))
-	}
-	n := binary.BigEndian.Uint32(token[tokenHeader-4:])
-	if n > MaxSnapshotBytes {
-		return Snapshot{}, fmt.Errorf("%w: the token claims %d bytes, the limit is %d", ErrSnapshotTooLarge, n, MaxSnapshotBytes)
-	}
-	want := tokenHeader + int(n) + sha256.Size
-	if len(token) < want {
-		return Snapshot{}, fmt.Errorf("%w: %d bytes, its header says %d", ErrTokenTruncated, len(token), want)
-	}
-	if len(token) > want {
-		return Snapshot{}, fmt.Errorf("%w: %d bytes after the signature", ErrTokenTampered, len(token)-want)
+	payload, err := framed(token)
+	if err != nil {
+		return Snapshot{}, err
 	}
 	if !hmac.Equal(token[len(tokenMagic)+1:len(tokenMagic)+1+keyIDBytes], keyID(key)) {
 		return Snapshot{}, ErrTokenForeignKey
 	}
-	body := token[:want-sha256.Size]
+	body := token[:len(token)-sha256.Size]
 	mac := hmac.New(sha256.New, key)
 	mac.Write(body)
-	if !hmac.Equal(mac.Sum(nil), token[want-sha256.Size:]) {
+	if !hmac.Equal(mac.Sum(nil), token[len(body):]) {
 		return Snapshot{}, ErrTokenTampered
 	}
 	var snap Snapshot
-	if err := snap.UnmarshalBinary(body[tokenHeader:]); err != nil {
+	if err := snap.UnmarshalBinary(payload); err != nil {
 		return Snapshot{}, err
 	}
 	return snap, nil
 }
+
+// framed checks a token's frame — magic, version, the payload length
+// against the bound and the bytes there are — and returns its payload.
+func framed(token []byte) ([]byte, error) {
+	if len(token) < len(tokenMagic)+1 {
+		if string(token) == tokenMagic[:len(token)] {
+			return nil, fmt.Errorf("%w: %d bytes", ErrTokenTruncated, len(token))
+		}
+		return nil, ErrTokenFormat
+	}
+	if string(token[:len(tokenMagic)]) != tokenMagic {
+		return nil, ErrTokenFormat
+	}
+	if v := token[len(tokenMagic)]; v != tokenVersion {
+		return nil, fmt.Errorf("%w: token version %d, this build reads version %d", ErrTokenFormat, v, tokenVersion)
+	}
+	if len(token) < tokenHeader {
+		return nil, fmt.Errorf("%w: %d bytes", ErrTokenTruncated, len(token))
+	}
+	n := binary.BigEndian.Uint32(token[tokenHeader-4:])
+	if n > MaxSnapshotBytes {
+		return nil, fmt.Errorf("%w: the token claims %d bytes, the limit is %d", ErrSnapshotTooLarge, n, MaxSnapshotBytes)
+	}
+	want := tokenHeader + int(n) + sha256.Size
+	if len(token) < want {
+		return nil, fmt.Errorf("%w: %d bytes, its header says %d", ErrTokenTruncated, len(token), want)
+	}
+	if len(token) > want {
+		return nil, fmt.Errorf("%w: %d bytes after the signature", ErrTokenTampered, len(token)-want)
+	}
+	return token[tokenHeader : tokenHeader+int(n)], nil
+}
+
+// Peek decodes the snapshot of a token without verifying its signature,
+// for a holder without the key — a remote client reading the token its
+// server sealed (where the session is, its next chunk, its log) — and
+// returns it with Token set to a copy of token. Nothing in it is
+// trusted: the server that restores it opens the token with its key
+// (Open). Peek refuses what Open refuses before the signature (the
+// format, truncation, size) and a payload that does not decode, with the
+// same errors.
+func Peek(token []byte) (Snapshot, error) {
+	payload, err := framed(token)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	var snap Snapshot
+	if err := snap.UnmarshalBinary(payload); err != nil {
+		return Snapshot{}, err
+	}
+	snap.Token = slices.Clone(token)
+	return snap, nil
+}
+
+// MaxTokenBytes bounds a sealed token: the largest payload
+// (MaxSnapshotBytes) with its header and signature.
+const MaxTokenBytes = tokenHeader + MaxSnapshotBytes + sha256.Size

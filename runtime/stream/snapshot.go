@@ -44,22 +44,25 @@ const MaxLogChanges = 1 << 16
 // ControlChange says which controls applied from chunk From on.
 type ControlChange struct {
 	// From is the index of the first chunk the controls applied to.
-	From int
+	From int `json:"from"`
 	// Controls are the controls the step got (names the spec in force had).
-	Controls Controls
+	Controls Controls `json:"controls"`
 }
 
 // ControlsLog records which controls applied to each chunk of a session,
 // chunks Start to End-1, as changes: a change holds until the next one.
 // The first change is at Start.
+//
+// Its JSON form (a remote replay's "replay" parameter) is
+// {"start": S, "end": E, "changes": [{"from": F, "controls": {...}}, ...]}.
 type ControlsLog struct {
 	// Start is the first chunk the log covers (0 unless it overflowed
 	// MaxLogChanges).
-	Start int
+	Start int `json:"start"`
 	// End is one past the last chunk it covers.
-	End int
+	End int `json:"end"`
 	// Changes are in strictly increasing From order, From in [Start, End).
-	Changes []ControlChange
+	Changes []ControlChange `json:"changes"`
 }
 
 // Check reports whether the log is well formed: a wrapped ErrLogOrder for
@@ -234,12 +237,24 @@ type Snapshot struct {
 	// Done says the step ended the session: such a snapshot does not
 	// restore (ErrFinished), though its log replays.
 	Done bool
+	// Token, when set, is the sealed token (Seal) the snapshot was read
+	// from by Peek: a remote session's snapshot (its server sealed it)
+	// has one, and a remote backend restores a snapshot by sending it —
+	// the server trusts the token, not the fields beside it. In process
+	// it is ignored; MarshalBinary does not encode it.
+	Token []byte
 }
 
 // Snapshot returns the session at its chunk boundary: after the last
 // released chunk (a chunk in flight is not in it). The snapshot shares no
 // memory with the session. It can be taken while the session streams.
+//
+// A session whose steps run elsewhere (WithSnapshotHook: a remote
+// stream) returns its hook's snapshot instead.
 func (s *Session) Snapshot() (Snapshot, error) {
+	if s.snapshotHook != nil {
+		return s.snapshotHook()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	state, err := cloneValue(s.state)

@@ -213,6 +213,28 @@ func WithControlsHook(fn func(Controls) error) Option {
 	return func(s *Session) error { s.controlsHook = fn; return nil }
 }
 
+// WithSnapshotHook makes Session.Snapshot return fn's snapshot: a
+// session whose steps and state live elsewhere (a remote stream) asks
+// for it there.
+func WithSnapshotHook(fn func() (Snapshot, error)) Option {
+	return func(s *Session) error { s.snapshotHook = fn; return nil }
+}
+
+// Pending returns the snapshot FromSnapshot and the log WithReplay among
+// opts would start a session from (nil when none), without starting one:
+// a backend whose steps run elsewhere (a remote stream) sends them to
+// where the steps run. The options are applied to a scratch session; their
+// errors are New's to report.
+func Pending(opts ...Option) (snap *Snapshot, replay *ControlsLog) {
+	s := &Session{spec: wfspec.DefaultRealtimeSpec(), controls: Controls{}, scratch: true}
+	for _, o := range opts {
+		if o != nil {
+			o(s) // errors: New reports them
+		}
+	}
+	return s.restore, s.replay
+}
+
 // Gate is called before each step of a session with the index of the chunk
 // about to be generated; the step runs once it returns, and release (when
 // not nil) is called when the step has returned. An error ends the stream
@@ -240,7 +262,9 @@ type Session struct {
 
 	controlsMu   sync.Mutex // serialises SetControls with a hook
 	controlsHook func(Controls) error
+	snapshotHook func() (Snapshot, error)
 	gate         Gate
+	scratch      bool // Pending's: options only, SetControls does nothing
 
 	mu        sync.Mutex
 	spec      wfspec.RealtimeSpec
@@ -321,6 +345,9 @@ func (s *Session) Spec() wfspec.RealtimeSpec {
 // name must be in the spec's control list and every value finite; on error
 // the controls stay as they were.
 func (s *Session) SetControls(c Controls) error {
+	if s.scratch {
+		return nil
+	}
 	if s.replay != nil {
 		return ErrReplaying
 	}

@@ -13,7 +13,9 @@ const statusClientGone = 499
 // Code is the gRPC code of a status of the protocol's REST API: 400
 // InvalidArgument, 401 Unauthenticated, 404 NotFound, 408 and 504
 // DeadlineExceeded, 413 and 429 ResourceExhausted, 499 (the client went
-// away) Canceled, 503 Unavailable, 500 and any other Internal.
+// away) Canceled, 409 (a conflict with the server's state: a snapshot of
+// another model) FailedPrecondition, 501 Unimplemented, 503 Unavailable,
+// 500 and any other Internal.
 func Code(httpStatus int) codes.Code {
 	switch httpStatus {
 	case http.StatusOK:
@@ -26,6 +28,8 @@ func Code(httpStatus int) codes.Code {
 		return codes.PermissionDenied
 	case http.StatusNotFound:
 		return codes.NotFound
+	case http.StatusConflict:
+		return codes.FailedPrecondition
 	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
 		return codes.DeadlineExceeded
 	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
@@ -49,8 +53,10 @@ func HTTPStatus(c codes.Code) int {
 	switch c {
 	case codes.OK:
 		return http.StatusOK
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+	case codes.InvalidArgument, codes.OutOfRange:
 		return http.StatusBadRequest
+	case codes.FailedPrecondition:
+		return http.StatusConflict
 	case codes.Unauthenticated:
 		return http.StatusUnauthorized
 	case codes.PermissionDenied:

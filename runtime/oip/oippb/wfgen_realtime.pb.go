@@ -120,7 +120,16 @@ type SessionControls struct {
 	// Control values by name; the names the task declares.
 	Controls map[string]float64 `protobuf:"bytes,1,rep,name=controls,proto3" json:"controls,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	// The index of the last chunk the client took, if set.
-	Ack           *int64 `protobuf:"varint,2,opt,name=ack,proto3,oneof" json:"ack,omitempty"`
+	Ack *int64 `protobuf:"varint,2,opt,name=ack,proto3,oneof" json:"ack,omitempty"`
+	// Ask for a snapshot of the session at its chunk boundary (after the
+	// last chunk it generated): answered by a snapshot message, or an
+	// error_message when refused (the server has no session key). The
+	// infer request that opens a session restores one with the parameter
+	// "snapshot" (the token, base64 text); see docs/serving.md.
+	Snapshot bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// Set the controls to none (release every control): proto3 cannot tell
+	// an empty controls map from an absent one.
+	ClearControls bool `protobuf:"varint,4,opt,name=clear_controls,json=clearControls,proto3" json:"clear_controls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -169,6 +178,76 @@ func (x *SessionControls) GetAck() int64 {
 	return 0
 }
 
+func (x *SessionControls) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
+func (x *SessionControls) GetClearControls() bool {
+	if x != nil {
+		return x.ClearControls
+	}
+	return false
+}
+
+// SessionSnapshot answers a snapshot request: the sealed token of the
+// session at its chunk boundary.
+type SessionSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sealed snapshot (stream.Seal).
+	Token []byte `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// The index of the next chunk the snapshot holds.
+	Next          int64 `protobuf:"varint,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionSnapshot) Reset() {
+	*x = SessionSnapshot{}
+	mi := &file_wfgen_realtime_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionSnapshot) ProtoMessage() {}
+
+func (x *SessionSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_wfgen_realtime_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionSnapshot.ProtoReflect.Descriptor instead.
+func (*SessionSnapshot) Descriptor() ([]byte, []int) {
+	return file_wfgen_realtime_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SessionSnapshot) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *SessionSnapshot) GetNext() int64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
 type ModelStreamInferResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Message:
@@ -177,6 +256,7 @@ type ModelStreamInferResponse struct {
 	//	*ModelStreamInferResponse_Chunk
 	//	*ModelStreamInferResponse_ErrorMessage
 	//	*ModelStreamInferResponse_Controls
+	//	*ModelStreamInferResponse_Snapshot
 	Message       isModelStreamInferResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -184,7 +264,7 @@ type ModelStreamInferResponse struct {
 
 func (x *ModelStreamInferResponse) Reset() {
 	*x = ModelStreamInferResponse{}
-	mi := &file_wfgen_realtime_proto_msgTypes[2]
+	mi := &file_wfgen_realtime_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +276,7 @@ func (x *ModelStreamInferResponse) String() string {
 func (*ModelStreamInferResponse) ProtoMessage() {}
 
 func (x *ModelStreamInferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_wfgen_realtime_proto_msgTypes[2]
+	mi := &file_wfgen_realtime_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +289,7 @@ func (x *ModelStreamInferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStreamInferResponse.ProtoReflect.Descriptor instead.
 func (*ModelStreamInferResponse) Descriptor() ([]byte, []int) {
-	return file_wfgen_realtime_proto_rawDescGZIP(), []int{2}
+	return file_wfgen_realtime_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ModelStreamInferResponse) GetMessage() isModelStreamInferResponse_Message {
@@ -255,6 +335,15 @@ func (x *ModelStreamInferResponse) GetControls() *SessionControls {
 	return nil
 }
 
+func (x *ModelStreamInferResponse) GetSnapshot() *SessionSnapshot {
+	if x != nil {
+		if x, ok := x.Message.(*ModelStreamInferResponse_Snapshot); ok {
+			return x.Snapshot
+		}
+	}
+	return nil
+}
+
 type isModelStreamInferResponse_Message interface {
 	isModelStreamInferResponse_Message()
 }
@@ -283,6 +372,11 @@ type ModelStreamInferResponse_Controls struct {
 	Controls *SessionControls `protobuf:"bytes,4,opt,name=controls,proto3,oneof"`
 }
 
+type ModelStreamInferResponse_Snapshot struct {
+	// The snapshot a control message asked for.
+	Snapshot *SessionSnapshot `protobuf:"bytes,5,opt,name=snapshot,proto3,oneof"`
+}
+
 func (*ModelStreamInferResponse_Session) isModelStreamInferResponse_Message() {}
 
 func (*ModelStreamInferResponse_Chunk) isModelStreamInferResponse_Message() {}
@@ -290,6 +384,8 @@ func (*ModelStreamInferResponse_Chunk) isModelStreamInferResponse_Message() {}
 func (*ModelStreamInferResponse_ErrorMessage) isModelStreamInferResponse_Message() {}
 
 func (*ModelStreamInferResponse_Controls) isModelStreamInferResponse_Message() {}
+
+func (*ModelStreamInferResponse_Snapshot) isModelStreamInferResponse_Message() {}
 
 // SessionInfo describes an open session.
 type SessionInfo struct {
@@ -305,7 +401,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_wfgen_realtime_proto_msgTypes[3]
+	mi := &file_wfgen_realtime_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +413,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_wfgen_realtime_proto_msgTypes[3]
+	mi := &file_wfgen_realtime_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +426,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_wfgen_realtime_proto_rawDescGZIP(), []int{3}
+	return file_wfgen_realtime_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SessionInfo) GetId() string {
@@ -355,19 +451,25 @@ const file_wfgen_realtime_proto_rawDesc = "" +
 	"\x17ModelStreamInferRequest\x124\n" +
 	"\x05start\x18\x01 \x01(\v2\x1c.inference.ModelInferRequestH\x00R\x05start\x12=\n" +
 	"\bcontrols\x18\x02 \x01(\v2\x1f.wfgen.realtime.SessionControlsH\x00R\bcontrolsB\t\n" +
-	"\amessage\"\xb8\x01\n" +
+	"\amessage\"\xfb\x01\n" +
 	"\x0fSessionControls\x12I\n" +
 	"\bcontrols\x18\x01 \x03(\v2-.wfgen.realtime.SessionControls.ControlsEntryR\bcontrols\x12\x15\n" +
-	"\x03ack\x18\x02 \x01(\x03H\x00R\x03ack\x88\x01\x01\x1a;\n" +
+	"\x03ack\x18\x02 \x01(\x03H\x00R\x03ack\x88\x01\x01\x12\x1a\n" +
+	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12%\n" +
+	"\x0eclear_controls\x18\x04 \x01(\bR\rclearControls\x1a;\n" +
 	"\rControlsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\x06\n" +
-	"\x04_ack\"\xfb\x01\n" +
+	"\x04_ack\";\n" +
+	"\x0fSessionSnapshot\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\x03R\x04next\"\xba\x02\n" +
 	"\x18ModelStreamInferResponse\x127\n" +
 	"\asession\x18\x01 \x01(\v2\x1b.wfgen.realtime.SessionInfoH\x00R\asession\x125\n" +
 	"\x05chunk\x18\x02 \x01(\v2\x1d.inference.ModelInferResponseH\x00R\x05chunk\x12%\n" +
 	"\rerror_message\x18\x03 \x01(\tH\x00R\ferrorMessage\x12=\n" +
-	"\bcontrols\x18\x04 \x01(\v2\x1f.wfgen.realtime.SessionControlsH\x00R\bcontrolsB\t\n" +
+	"\bcontrols\x18\x04 \x01(\v2\x1f.wfgen.realtime.SessionControlsH\x00R\bcontrols\x12=\n" +
+	"\bsnapshot\x18\x05 \x01(\v2\x1f.wfgen.realtime.SessionSnapshotH\x00R\bsnapshotB\t\n" +
 	"\amessage\"9\n" +
 	"\vSessionInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -387,30 +489,32 @@ func file_wfgen_realtime_proto_rawDescGZIP() []byte {
 	return file_wfgen_realtime_proto_rawDescData
 }
 
-var file_wfgen_realtime_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_wfgen_realtime_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_wfgen_realtime_proto_goTypes = []any{
 	(*ModelStreamInferRequest)(nil),  // 0: wfgen.realtime.ModelStreamInferRequest
 	(*SessionControls)(nil),          // 1: wfgen.realtime.SessionControls
-	(*ModelStreamInferResponse)(nil), // 2: wfgen.realtime.ModelStreamInferResponse
-	(*SessionInfo)(nil),              // 3: wfgen.realtime.SessionInfo
-	nil,                              // 4: wfgen.realtime.SessionControls.ControlsEntry
-	(*ModelInferRequest)(nil),        // 5: inference.ModelInferRequest
-	(*ModelInferResponse)(nil),       // 6: inference.ModelInferResponse
+	(*SessionSnapshot)(nil),          // 2: wfgen.realtime.SessionSnapshot
+	(*ModelStreamInferResponse)(nil), // 3: wfgen.realtime.ModelStreamInferResponse
+	(*SessionInfo)(nil),              // 4: wfgen.realtime.SessionInfo
+	nil,                              // 5: wfgen.realtime.SessionControls.ControlsEntry
+	(*ModelInferRequest)(nil),        // 6: inference.ModelInferRequest
+	(*ModelInferResponse)(nil),       // 7: inference.ModelInferResponse
 }
 var file_wfgen_realtime_proto_depIdxs = []int32{
-	5, // 0: wfgen.realtime.ModelStreamInferRequest.start:type_name -> inference.ModelInferRequest
+	6, // 0: wfgen.realtime.ModelStreamInferRequest.start:type_name -> inference.ModelInferRequest
 	1, // 1: wfgen.realtime.ModelStreamInferRequest.controls:type_name -> wfgen.realtime.SessionControls
-	4, // 2: wfgen.realtime.SessionControls.controls:type_name -> wfgen.realtime.SessionControls.ControlsEntry
-	3, // 3: wfgen.realtime.ModelStreamInferResponse.session:type_name -> wfgen.realtime.SessionInfo
-	6, // 4: wfgen.realtime.ModelStreamInferResponse.chunk:type_name -> inference.ModelInferResponse
+	5, // 2: wfgen.realtime.SessionControls.controls:type_name -> wfgen.realtime.SessionControls.ControlsEntry
+	4, // 3: wfgen.realtime.ModelStreamInferResponse.session:type_name -> wfgen.realtime.SessionInfo
+	7, // 4: wfgen.realtime.ModelStreamInferResponse.chunk:type_name -> inference.ModelInferResponse
 	1, // 5: wfgen.realtime.ModelStreamInferResponse.controls:type_name -> wfgen.realtime.SessionControls
-	0, // 6: wfgen.realtime.RealtimeInferenceService.ModelStreamInfer:input_type -> wfgen.realtime.ModelStreamInferRequest
-	2, // 7: wfgen.realtime.RealtimeInferenceService.ModelStreamInfer:output_type -> wfgen.realtime.ModelStreamInferResponse
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2, // 6: wfgen.realtime.ModelStreamInferResponse.snapshot:type_name -> wfgen.realtime.SessionSnapshot
+	0, // 7: wfgen.realtime.RealtimeInferenceService.ModelStreamInfer:input_type -> wfgen.realtime.ModelStreamInferRequest
+	3, // 8: wfgen.realtime.RealtimeInferenceService.ModelStreamInfer:output_type -> wfgen.realtime.ModelStreamInferResponse
+	8, // [8:9] is the sub-list for method output_type
+	7, // [7:8] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_wfgen_realtime_proto_init() }
@@ -424,11 +528,12 @@ func file_wfgen_realtime_proto_init() {
 		(*ModelStreamInferRequest_Controls)(nil),
 	}
 	file_wfgen_realtime_proto_msgTypes[1].OneofWrappers = []any{}
-	file_wfgen_realtime_proto_msgTypes[2].OneofWrappers = []any{
+	file_wfgen_realtime_proto_msgTypes[3].OneofWrappers = []any{
 		(*ModelStreamInferResponse_Session)(nil),
 		(*ModelStreamInferResponse_Chunk)(nil),
 		(*ModelStreamInferResponse_ErrorMessage)(nil),
 		(*ModelStreamInferResponse_Controls)(nil),
+		(*ModelStreamInferResponse_Snapshot)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -436,7 +541,7 @@ func file_wfgen_realtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wfgen_realtime_proto_rawDesc), len(file_wfgen_realtime_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
