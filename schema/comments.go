@@ -64,6 +64,7 @@ var goComments = map[string]string{
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceFieldSpec.Deprecated":          "Deprecated, when non-empty, marks the field deprecated with this message.",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceFieldSpec.Description":         "Description is free text for documentation.",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceFieldSpec.FieldID":             "FieldID is the keyword-argument name and the JSON key of the field.",
+	"github.com/worldfoundry/wfgen/runtime/spec.InferenceFieldSpec.Fields":              "Fields are the parts of a tensor_dict field (the dict's keys) or a tensor_tuple field (the tuple's elements, in order), one tensor each: the generated struct has a field per part, in this order. Only these kinds have fields, and they have at least one (see InferenceFieldSpec.PartProblems).",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceFieldSpec.GoName":              "GoName overrides the Go identifier wfgen derives from FieldID.",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceFieldSpec.Image":               "Image says how a picture becomes the tensor of an image or video field.",
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceFieldSpec.Kind":                "Kind is the value type of the field.",

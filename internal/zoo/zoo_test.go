@@ -59,6 +59,7 @@ var all = []entry{
 	{"traced_tuple", "traced, returns a tuple"},
 	{"optional_input", "Optional[Tensor] input"},
 	{"dict_input", "Dict[str, Tensor] input"},
+	{"tuple_input", "Tuple[Tensor, Tensor] input"},
 }
 
 // fast is the subset go test runs: one model per result shape (a tensor,
@@ -70,11 +71,10 @@ var fast = []string{"squeezenet1_0", "ssdlite320_mobilenet_v3_large", "raft_smal
 // imports (then it belongs with the others). The detectors' heads build
 // the losses dict in submodules, so forward's code does not show its keys;
 // GoogLeNet and Inception v3 return a NamedTuple, which has no artifact
-// kind; a Dict[str, Tensor] argument has no field kind yet (issue 42 §2).
+// kind.
 var refused = map[string]string{
 	"googlenet":                             "GoogLeNetOutputs, has no artifact kind",
 	"inception_v3":                          "InceptionOutputs, has no artifact kind",
-	"dict_input":                            "argument features: Dict[str, Tensor] of forward has no field kind",
 	"fasterrcnn_mobilenet_v3_large_320_fpn": lossesKeys,
 	"retinanet_resnet50_fpn":                lossesKeys,
 	"fcos_resnet50_fpn":                     lossesKeys,

@@ -196,12 +196,15 @@ func (t *Task[P, R]) DecodeJSON(b []byte, p *P) error {
 }
 
 // Inputs returns ps as the Inputs of the task, read in place.
-func (t *Task[P, R]) Inputs(ps []P) Inputs { return paramsInputs[P]{fields: t.fields, ps: ps} }
+func (t *Task[P, R]) Inputs(ps []P) Inputs {
+	return paramsInputs[P]{task: t.spec, fields: t.fields, ps: ps}
+}
 
-func (t *Task[P, R]) one(p *P) Inputs { return paramsInputs[P]{fields: t.fields, p: p} }
+func (t *Task[P, R]) one(p *P) Inputs { return paramsInputs[P]{task: t.spec, fields: t.fields, p: p} }
 
 // paramsInputs are generated params as Inputs: ps, or the one p.
 type paramsInputs[P any] struct {
+	task   *spec.InferenceTaskProfile
 	fields []int
 	ps     []P
 	p      *P
@@ -219,7 +222,28 @@ func (in paramsInputs[P]) Input(item, field int) any {
 	if p == nil {
 		p = &in.ps[item]
 	}
-	return engineField(reflect.ValueOf(p).Elem().Field(in.fields[field]))
+	v := reflect.ValueOf(p).Elem().Field(in.fields[field])
+	if fs := &in.task.Inputs[field]; fs.Kind.HasParts() {
+		return partsField(fs, v)
+	}
+	return engineField(v)
+}
+
+// partsField returns a params field of a kind with parts (the generated
+// struct, or a pointer to it) in the engine's value form
+// (spec.InferenceFieldSpec.PartsValue), nil when unset.
+func partsField(fs *spec.InferenceFieldSpec, v reflect.Value) any {
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil
+		}
+		v = v.Elem()
+	}
+	parts := make([]*tensor.Tensor, v.NumField())
+	for k := range parts {
+		parts[k], _ = v.Field(k).Interface().(*tensor.Tensor)
+	}
+	return fs.PartsValue(parts)
 }
 
 // engineField returns a params field's value in the engine's value form,

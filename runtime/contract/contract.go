@@ -279,7 +279,7 @@ func (c *checker) checkFields(schema engine.MethodSchema, args map[string]engine
 		}
 		supplied[f.FieldID] = true
 		field := fmt.Sprintf("field %q", f.FieldID)
-		want, ok := kindType(f.Kind)
+		want, ok := fieldType(&f)
 		if !ok {
 			c.add(field, "a field kind ("+spec.FieldKindList()+")", fmt.Sprintf("kind %q", f.Kind))
 			continue
@@ -419,9 +419,10 @@ func (c *checker) err() error {
 	return &MismatchError{Task: c.task.TaskID, Method: c.method, Problems: c.problems, task: c.task}
 }
 
-// kindType is the TorchScript type a field kind is passed as.
-func kindType(kind spec.Kind) (Type, bool) {
-	s := kind.TorchScriptType()
+// fieldType is the TorchScript type a field is passed as (its kind's; a
+// tuple's has one element per part).
+func fieldType(f *spec.InferenceFieldSpec) (Type, bool) {
+	s := f.TorchScriptType()
 	if s == "" {
 		return Type{}, false
 	}

@@ -24,6 +24,13 @@ type DictKeys struct {
 	// dict, which holds none of the keys (a torchvision detector's
 	// losses in evaluation).
 	Empty bool
+	// Arguments are, by argument name, the string keys the method's own
+	// code indexes the argument with (features["a"]), in order of first
+	// appearance: the keys of a Dict[str, Tensor] argument. An argument
+	// the body also uses otherwise (passes on, iterates, indexes with a
+	// key that is no literal) is not listed: its code does not show every
+	// key it reads.
+	Arguments map[string][]string
 }
 
 // ReadDictKeys reads the DictKeys of each method of a TorchScript
@@ -98,7 +105,8 @@ func ReadDictKeys(r io.ReaderAt, size int64) map[string]DictKeys {
 				keys[i].Always = always[ret][keys[i].Name]
 			}
 		}
-		if d.Returns == nil && !d.Empty {
+		d.Arguments = argumentKeys(m.text)
+		if d.Returns == nil && !d.Empty && d.Arguments == nil {
 			continue
 		}
 		if out == nil {
@@ -126,4 +134,49 @@ func declaredReturn(method string) (string, bool) {
 		return "", false
 	}
 	return t.String(), true
+}
+
+// argumentKeys reads, for each argument of a serialized method whose
+// annotated type is a dict keyed by str, the literal keys the body indexes
+// it with (NAME["key"]), when those reads are its only uses.
+func argumentKeys(method string) map[string][]string {
+	head, body, ok := strings.Cut(method, ":\n")
+	if !ok {
+		return nil
+	}
+	// The signature: "def f(self: C,\n    features: Dict[str, Tensor]) -> T".
+	var out map[string][]string
+	sig := lex(head, false)
+	for i := 0; i+3 < len(sig); i++ {
+		if sig[i].kind != 'i' || sig[i+1] != (token{'p', ":"}) || sig[i+2] != (token{'i', "Dict"}) || sig[i+3] != (token{'p', "["}) ||
+			i+4 >= len(sig) || sig[i+4] != (token{'i', "str"}) || i > 0 && sig[i-1] != (token{'p', "("}) && sig[i-1] != (token{'p', ","}) {
+			continue
+		}
+		name := sig[i].text
+		var keys []string
+		seen := map[string]bool{}
+		complete := true
+		toks := lex(body, false)
+		for j, t := range toks {
+			if t != (token{'i', name}) {
+				continue
+			}
+			if j+3 >= len(toks) || toks[j+1] != (token{'p', "["}) || toks[j+2].kind != 's' || toks[j+3] != (token{'p', "]"}) {
+				complete = false
+				break
+			}
+			if k := toks[j+2].text; !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+		if !complete || len(keys) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string][]string{}
+		}
+		out[name] = keys
+	}
+	return out
 }

@@ -65,6 +65,9 @@ func TestReadDictKeys(t *testing.T) {
 			},
 			Empty: true,
 		},
+		// Dict[str, Tensor] arguments indexed only with literal keys.
+		"compute_loss":           {Arguments: map[string][]string{"head_outputs": {"bbox_regression", "cls_logits"}}},
+		"postprocess_detections": {Arguments: map[string][]string{"head_outputs": {"bbox_regression", "cls_logits"}}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("ReadDictKeys (-want +got):\n%s", d)

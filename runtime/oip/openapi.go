@@ -317,8 +317,11 @@ func anys(ss []string) []any {
 }
 
 func inputName(f *spec.InferenceFieldSpec) string {
-	if perItem(f.Kind) {
+	switch {
+	case perItem(f.Kind):
 		return f.FieldID + ".0"
+	case f.Kind.HasParts() && len(f.Fields) > 0:
+		return PartInputName(f, 0)
 	}
 	return f.FieldID
 }
@@ -340,8 +343,15 @@ func describeTask(t *spec.InferenceTaskProfile) string {
 // field's datatypes, shape and constraints.
 func inputSchema(t *spec.InferenceTaskProfile, f *spec.InferenceFieldSpec, batch bool) obj {
 	name := obj{"const": f.FieldID}
-	if perItem(f.Kind) {
+	switch {
+	case perItem(f.Kind):
 		name = obj{"type": "string", "pattern": "^" + f.FieldID + `\.(0|[1-9][0-9]*)$`}
+	case f.Kind.HasParts(): // one input per part (parts.go)
+		names := make([]any, len(f.Fields))
+		for k := range f.Fields {
+			names[k] = PartInputName(f, k)
+		}
+		name = obj{"enum": names}
 	}
 	desc := fmt.Sprintf("Field %s (%s, %s).", f.FieldID, f.Kind, f.Presence())
 	if f.Description != "" {

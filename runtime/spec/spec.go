@@ -134,6 +134,12 @@ type InferenceFieldSpec struct {
 	Shape Shape `json:"shape,omitempty"`
 	// Image says how a picture becomes the tensor of an image or video field.
 	Image *ImageSpec `json:"image,omitempty"`
+	// Fields are the parts of a tensor_dict field (the dict's keys) or a
+	// tensor_tuple field (the tuple's elements, in order), one tensor each:
+	// the generated struct has a field per part, in this order. Only these
+	// kinds have fields, and they have at least one (see
+	// InferenceFieldSpec.PartProblems).
+	Fields []ArtifactFieldSpec `json:"fields,omitempty"`
 	// Deprecated, when non-empty, marks the field deprecated with this message.
 	Deprecated string `json:"deprecated,omitempty"`
 	// GoName overrides the Go identifier wfgen derives from FieldID.
