@@ -453,7 +453,29 @@ func (b *builder) field(task *yaml.Node, method string, a engine.Argument, names
 		}
 		tensorContract(f, t, from, batched, fmt.Sprintf("dtype and shape: the schema says only Tensor. Add the ones the model wants (dtype: float32, shape: [N, 3, H, W]), or import again with --example %s=FILE.npy", a.Name), desc)
 	case kind.TensorLike():
-		f.Content = append(f.Content, commented(key("description"), "dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants"), desc)
+		ex, ok := b.opts.Examples[a.Name]
+		if !ok {
+			f.Content = append(f.Content, commented(key("description"), fmt.Sprintf("dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants, or import again with --example %s=FILE.npy (repeated: one per item)", a.Name)), desc)
+			break
+		}
+		items := ex.Items()
+		dtype, shape := listContract(items)
+		from := fmt.Sprintf("from the %d items of example %s", len(items), baseName(ex.File))
+		if dtype != "" {
+			appendPairs(f, "dtype", str(string(dtype)))
+		}
+		if shape != nil {
+			sn := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+			for _, d := range shape {
+				if sz, fixed := d.Size(); fixed {
+					sn.Content = append(sn.Content, integer(sz))
+				} else {
+					sn.Content = append(sn.Content, str(string(d)))
+				}
+			}
+			f.Content = append(f.Content, commented(key("shape"), "each item's shape "+from+" (\"*\" where they differ); name the sizes that vary between calls (H, W) or use \"*\""), sn)
+		}
+		appendPairs(f, "description", desc)
 	default:
 		appendPairs(f, "description", desc)
 	}
