@@ -61,7 +61,9 @@ func (f *InferenceFieldSpec) PartsValue(parts []*tensor.Tensor) any {
 	if f.Kind.Form() == FormTuple {
 		out := make([]any, len(parts))
 		for k, t := range parts {
-			out[k] = t
+			if t != nil { // a missing element is nil, not a nil *Tensor
+				out[k] = t
+			}
 		}
 		return out
 	}
