@@ -428,10 +428,10 @@ ResNet-50 backbone ` + "`min_size=128, max_size=160`" + ` at construction; a 4-f
 32×32 clip for the video models; ViT-B/16 at ` + "`image_size=32`" + `). Import time is the pure-Go
 ` + "`wfgen import`" + ` of the checkpoint on this machine's shared cores.
 
-Besides torchvision, three small modules cover what the issue names: a traced
+Besides torchvision, four small modules cover what the issue names: a traced
 encoder that returns a tuple (last hidden state, pooled), a scripted head
-with an ` + "`Optional[Tensor]`" + ` argument (passed) and a dict result, and one with a
-` + "`Dict[str, Tensor]`" + ` argument. A model the import refuses is listed with the
+with an ` + "`Optional[Tensor]`" + ` argument (passed) and a dict result, one with a
+` + "`Dict[str, Tensor]`" + ` argument and one with a ` + "`Tuple[Tensor, Tensor]`" + ` argument. A model the import refuses is listed with the
 message it is refused with, and the test checks that it still is (it fails
 when one starts to import, so the table is updated).
 
