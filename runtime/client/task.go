@@ -124,9 +124,15 @@ func NewTask[P, R any](family *spec.ModelInferenceSpec, index int, defaults func
 	}
 	t.plain = reflect.StructOf(plain)
 	for i := range t.spec.Inputs {
-		k, ok := byID[t.spec.Inputs[i].FieldID]
+		fs := &t.spec.Inputs[i]
+		k, ok := byID[fs.FieldID]
 		if !ok {
-			panic(fmt.Sprintf("client: %s has no field tagged json:%q", pt, t.spec.Inputs[i].FieldID))
+			panic(fmt.Sprintf("client: %s has no field tagged json:%q", pt, fs.FieldID))
+		}
+		if fs.Kind.HasParts() {
+			if err := partsType(fs, pt.Field(k).Type); err != nil {
+				panic(fmt.Sprintf("client: %s.%s: %v", pt, pt.Field(k).Name, err))
+			}
 		}
 		t.fields = append(t.fields, k)
 	}
@@ -227,6 +233,24 @@ func (in paramsInputs[P]) Input(item, field int) any {
 		return partsField(fs, v)
 	}
 	return engineField(v)
+}
+
+// partsType checks the Go type of the params field of fs, a field with
+// parts: a struct (or a pointer to one) with one *tensor.Tensor field per
+// part, in order.
+func partsType(fs *spec.InferenceFieldSpec, typ reflect.Type) error {
+	if typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	if typ.Kind() != reflect.Struct || typ.NumField() != len(fs.Fields) {
+		return fmt.Errorf("%s is not a struct of %d tensors, one per part of field %q (%s)", typ, len(fs.Fields), fs.FieldID, fs.PartList())
+	}
+	for k := range typ.NumField() {
+		if typ.Field(k).Type != tensorType {
+			return fmt.Errorf("field %s of %s is %s, not *tensor.Tensor", typ.Field(k).Name, typ, typ.Field(k).Type)
+		}
+	}
+	return nil
 }
 
 // partsField returns a params field of a kind with parts (the generated

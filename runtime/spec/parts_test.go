@@ -101,3 +101,20 @@ func TestEachPart(t *testing.T) {
 		t.Error("PartOf(c) found")
 	}
 }
+
+// A warm-up gives a required dict or tuple zeros for each required part.
+func TestWarmupParts(t *testing.T) {
+	task := &InferenceTaskProfile{TaskID: "t", Warmup: &WarmupSpec{Dims: map[string]int64{"N": 3}}, Inputs: []InferenceFieldSpec{
+		{FieldID: "f", Kind: KindTensorDict, Required: true, Fields: []ArtifactFieldSpec{
+			{Name: "a", Required: true, DType: tensor.Float32, Shape: Shape{"N", "2"}}, {Name: "b"}}},
+		{FieldID: "p", Kind: KindTensorTuple, Required: true, Fields: []ArtifactFieldSpec{{Name: "x", Required: true}}},
+	}}
+	values, ps := task.WarmupValues()
+	if len(ps) != 1 || !strings.Contains(ps[0].Message, `field "p", element "x": declare its dtype`) {
+		t.Errorf("problems %+v", ps)
+	}
+	d, _ := values["f"].(map[string]any)
+	if a, _ := d["a"].(*tensor.Tensor); len(d) != 1 || a == nil || a.Shape[0] != 3 || a.Shape[1] != 2 {
+		t.Errorf("f = %#v", values["f"])
+	}
+}
