@@ -224,6 +224,7 @@ func check(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, 
 	supplied := map[string]bool{}
 
 	c.checkFields(schema, args, argTypes, supplied)
+	c.checkArgumentKeys(ret)
 
 	kwargs := []struct {
 		label string
@@ -301,6 +302,30 @@ func (c *checker) checkFields(schema engine.MethodSchema, args map[string]engine
 		}
 		if !accepts(t, want) {
 			c.add(field, fmt.Sprintf("argument %s of type %s (field kind %s)", a.Name, want, f.Kind), fmt.Sprintf("%s: %s", a.Name, a.Type))
+		}
+	}
+}
+
+// checkArgumentKeys checks each tensor_dict field against the keys the
+// method's code reads from its argument, when the code shows them all
+// (MethodReturns.ArgumentKeys): each is a key the field declares (a key it
+// does not declare can never be passed, and reading it fails the call).
+// Whether a key is required is the manifest's to say: the code may read
+// it on some paths only.
+func (c *checker) checkArgumentKeys(ret *MethodReturns) {
+	if ret == nil {
+		return
+	}
+	for i := range c.task.Inputs {
+		f := &c.task.Inputs[i]
+		keys, ok := ret.ArgumentKeys[f.FieldID]
+		if !ok || !f.CallKwarg() || f.Kind.Form() != spec.FormDict {
+			continue
+		}
+		for _, key := range keys {
+			if _, ok := f.PartOf(key); !ok {
+				c.add(fmt.Sprintf("field %q", f.FieldID), fmt.Sprintf("a part named %q (%s reads %s[%q])", key, c.method, f.FieldID, key), "parts "+f.PartList())
+			}
 		}
 	}
 }

@@ -76,3 +76,21 @@ func TestArgumentKeys(t *testing.T) {
 		}
 	}
 }
+
+// With the code at hand, a tensor_dict field declares every key the
+// method reads from its argument.
+func TestCheckArgumentKeys(t *testing.T) {
+	task := &spec.InferenceTaskProfile{TaskID: "forward", Inputs: []spec.InferenceFieldSpec{
+		{FieldID: "features", Kind: spec.KindTensorDict, Target: spec.TargetCallKwargs, Required: true, Fields: []spec.ArtifactFieldSpec{{Name: "a", Required: true}, {Name: "b"}}}},
+		Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "y", Kind: spec.ArtifactTensor, Required: true}}}
+	schema := engine.MethodSchema{Name: "forward", Arguments: []engine.Argument{{Name: "features", Type: "Dict[str, Tensor]"}}, Returns: []string{"Tensor"}}
+	ok := map[string]MethodReturns{"forward": {ArgumentKeys: map[string][]string{"features": {"a", "b"}}}}
+	if err := CheckLoaded(task, nil, []string{"forward"}, schema, ok); err != nil {
+		t.Errorf("declared keys: %v", err)
+	}
+	bad := map[string]MethodReturns{"forward": {ArgumentKeys: map[string][]string{"features": {"a", "c"}}}}
+	err := CheckLoaded(task, nil, []string{"forward"}, schema, bad)
+	if err == nil || !strings.Contains(err.Error(), `a part named "c" (forward reads features["c"])`) || !strings.Contains(err.Error(), "parts a, b") {
+		t.Errorf("undeclared key: %v", err)
+	}
+}
