@@ -181,7 +181,11 @@ func (m *Model) decodeInputs(task *spec.InferenceTaskProfile, inputs []Tensor, l
 		}
 		values[fi] = ts
 	}
-	for fi, ins := range parts {
+	for fi := range task.Inputs { // in field order: the first problem is reported
+		ins, ok := parts[fi]
+		if !ok {
+			continue
+		}
 		v, err := decodeParts(&task.Inputs[fi], ins, lim)
 		if err != nil {
 			return nil, err

@@ -61,7 +61,11 @@ func partsWant(f *spec.InferenceFieldSpec) string {
 // part index) into the engine's value (spec.InferenceFieldSpec.PartsValue).
 func decodeParts(f *spec.InferenceFieldSpec, ins map[int]*Tensor, lim Limits) (any, error) {
 	parts := make([]*tensor.Tensor, len(f.Fields))
-	for k, in := range ins {
+	for k := range parts { // in part order: the first problem is reported
+		in, ok := ins[k]
+		if !ok {
+			continue
+		}
 		t, err := decodeTensor(in, lim.MaxTensorBytes)
 		if err != nil {
 			return nil, bad("input %q: %v", in.Name, err)

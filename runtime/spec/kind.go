@@ -178,8 +178,8 @@ type KindInfo struct {
 	Const string
 	// Phrase names the kind in messages: "an int", "a list of strings".
 	Phrase string
-	// Elem is the kind of one item of a list kind, and the kind itself
-	// for a kind of single values.
+	// Elem is the kind of one item of a list kind or one part of a dict or
+	// tuple kind, and the kind itself for a kind of single values.
 	Elem Kind
 	// Base is what one value, or one item, is.
 	Base Base
@@ -316,8 +316,8 @@ func (k Kind) Picture() Picture {
 func (k Kind) IsPicture() bool { return k.Picture() > NotPicture }
 
 // TensorLike reports whether values of k carry tensor data (tensor, image,
-// video, tensor_list). Such values exist only at call time: they have no
-// default.
+// video, tensor_list, tensor_dict, tensor_tuple). Such values exist only
+// at call time: they have no default.
 func (k Kind) TensorLike() bool { return k.Base() == BaseTensor }
 
 // Stacked reports whether each value of k is one tensor (tensor, image,
