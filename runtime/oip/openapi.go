@@ -264,8 +264,20 @@ func requestSchema(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (ob
 		f := &t.Inputs[i]
 		items = append(items, inputSchema(t, f, false))
 		batchItems = append(batchItems, inputSchema(t, f, batchable))
-		if f.Presence() == spec.Required {
-			required = append(required, obj{"contains": obj{"type": "object", "properties": obj{"name": obj{"const": inputName(f)}}, "required": []any{"name"}}})
+		if f.Presence() != spec.Required {
+			continue
+		}
+		names := []string{inputName(f)}
+		if f.Kind.HasParts() { // each required part is an input (parts.go)
+			names = names[:0]
+			for k := range f.Fields {
+				if f.PartRequired(k) {
+					names = append(names, PartInputName(f, k))
+				}
+			}
+		}
+		for _, name := range names {
+			required = append(required, obj{"contains": obj{"type": "object", "properties": obj{"name": obj{"const": name}}, "required": []any{"name"}}})
 		}
 	}
 	inputs := obj{"type": "array", "items": compose("oneOf", items)}
@@ -317,11 +329,8 @@ func anys(ss []string) []any {
 }
 
 func inputName(f *spec.InferenceFieldSpec) string {
-	switch {
-	case perItem(f.Kind):
+	if perItem(f.Kind) {
 		return f.FieldID + ".0"
-	case f.Kind.HasParts() && len(f.Fields) > 0:
-		return PartInputName(f, 0)
 	}
 	return f.FieldID
 }

@@ -1,10 +1,14 @@
 package oip_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/spec"
@@ -14,7 +18,7 @@ import (
 // partsSpec is a family whose task takes a dict of tensors (a required
 // key with a contract, an optional key) and a tuple of two tensors.
 func partsSpec() *spec.ModelInferenceSpec {
-	return &spec.ModelInferenceSpec{ModelFamilyID: "parts", Variants: []spec.InferenceVariantSpec{{VariantID: "v"}},
+	return &spec.ModelInferenceSpec{ModelFamilyID: "parts", DefaultTaskID: "forward", Variants: []spec.InferenceVariantSpec{{VariantID: "v"}},
 		Tasks: []spec.InferenceTaskProfile{{TaskID: "forward", Inputs: []spec.InferenceFieldSpec{
 			{FieldID: "features", Kind: spec.KindTensorDict, Target: spec.TargetCallKwargs, Required: true, Fields: []spec.ArtifactFieldSpec{
 				{Name: "a", Required: true, DType: tensor.Float32, Shape: spec.Shape{"N", "2"}}, {Name: "b"}}},
@@ -113,5 +117,46 @@ func TestPartsRefused(t *testing.T) {
 	}
 	if got := strings.Join(mds, " "); got != "features.a:required features.b:optional pair.0:optional pair.1:optional" {
 		t.Errorf("metadata %q", got)
+	}
+}
+
+// The OpenAPI document names a dict's and a tuple's inputs by part, and
+// requires each required part of a required field.
+func TestPartsOpenAPI(t *testing.T) {
+	m := partsModel(t)
+	doc, err := oip.OpenAPI(m.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	if err := c.AddResource("doc.json", bytes.NewReader(doc)); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("doc.json#/components/schemas/parts.forward.InferRequest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &m.Spec.Tasks[0]
+	a := tensor.FromFloat32([]float32{1, 2}, 1, 2)
+	valid := func(call map[string]any, drop int) error {
+		ins, err := oip.EncodeInputs(task, call, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if drop >= 0 {
+			ins = append(ins[:drop], ins[drop+1:]...)
+		}
+		b, _ := json.Marshal(oip.InferenceRequest{Inputs: ins})
+		var v any
+		json.Unmarshal(b, &v)
+		return sch.Validate(v)
+	}
+	call := map[string]any{"features": map[string]any{"a": a}, "pair": []any{a, a}}
+	if err := valid(call, -1); err != nil {
+		t.Errorf("a request with parts: %v", err)
+	}
+	if err := valid(call, 0); err == nil {
+		t.Error("a request without the required features.a validated")
 	}
 }
