@@ -64,8 +64,8 @@ signatures its code declares: one task per method (default: forward), one
 field per argument, artifacts from the return type, the checkpoint with its
 sha256 and size, and TODO where the signature cannot tell — tensors' dtype and
 shape among them, which TorchScript signatures never give.
---example gives a Tensor argument an example value: the field gets its dtype
-and shape, and a method whose required arguments all have examples is run once
+--example gives a Tensor argument an example value (a List[Tensor] argument
+one per item: the flag repeated, in order): the field gets its dtype and shape, and a method whose required arguments all have examples is run once
 on the CPU so its tensor outputs get theirs; running needs a wfgen built with
 -tags torch (cgo and libtorch). With --batched the examples' first dimension
 is the batch: it is named N and the task becomes batchable.
@@ -85,17 +85,17 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	var exampleErr error
-	fs.Func("example", "an example value of a Tensor argument, `ARG=FILE.npy` (repeatable): its dtype and shape go into the manifest", func(s string) error {
+	fs.Func("example", "an example value of a Tensor argument, `ARG=FILE.npy` (repeatable; repeated for one List[Tensor] argument, its items in order): its dtype and shape go into the manifest", func(s string) error {
 		name, ex, err := importer.ReadExample(s)
 		if err != nil {
 			exampleErr = err
 			return nil // reported below, with exit status 2 but without the usage text
 		}
-		if _, dup := opts.Examples[name]; dup {
-			return fmt.Errorf("argument %s has two examples", name)
-		}
 		if opts.Examples == nil {
 			opts.Examples = map[string]importer.Example{}
+		}
+		if first, again := opts.Examples[name]; again {
+			ex = first.Add(ex) // the next item of a List[Tensor] argument
 		}
 		opts.Examples[name] = ex
 		return nil

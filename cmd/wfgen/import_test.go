@@ -246,7 +246,7 @@ torch.jit.script(Echo()).save(sys.argv[1])
 	if code, vout, verrs := wfgenRun("validate", batched); code != 0 {
 		t.Errorf("validate: exit %d\n%s%s", code, vout, verrs)
 	}
-	if code, _, errs := wfgen("import", "--example", "k="+ex, ckpt); code != 1 || !strings.Contains(errs, "argument k of forward is int; examples are for Tensor arguments") {
+	if code, _, errs := wfgen("import", "--example", "k="+ex, ckpt); code != 1 || !strings.Contains(errs, "argument k of forward is int; examples are for Tensor and List[Tensor] arguments") {
 		t.Errorf("example for an int: exit %d %s", code, errs)
 	}
 

@@ -545,6 +545,9 @@ func (c *comparer) field(s scope, of, nf *ir.Field) {
 	c.bound(s, "max_length", intNumber(o.MaxLength), intNumber(n.MaxLength), -1)
 	c.multiple(s, o, n)
 	c.contract(s, o.Contract(), n.Contract())
+	if o.Kind.HasParts() {
+		c.parts(s, o, n)
+	}
 	switch {
 	case o.Pattern == n.Pattern:
 	case o.Pattern == "":
@@ -566,6 +569,50 @@ func (c *comparer) field(s scope, of, nf *ir.Field) {
 		}
 		for _, x := range setMinus(n.Choices, o.Choices) {
 			c.add(s, RuleChoiceAdded, s.ptr+"/choices/"+strconv.Itoa(slices.Index(n.Choices, x)), []string{x}, "choice %q added", x)
+		}
+	}
+}
+
+// parts compares the parts of a tensor_dict or tensor_tuple field (of the
+// same kind) by name: a part removed or renamed is a field of the
+// generated struct removed; a required part added, or a part that becomes
+// required, fails calls that leave it out; a tuple's elements move with
+// their positions; each kept part's dtype and shape compare as a field's.
+func (c *comparer) parts(s scope, o, n *spec.InferenceFieldSpec) {
+	newParts := map[string]int{}
+	for k, p := range n.Fields {
+		newParts[p.Name] = k
+	}
+	oldParts := map[string]bool{}
+	for k, op := range o.Fields {
+		oldParts[op.Name] = true
+		j, ok := newParts[op.Name]
+		if !ok {
+			c.add(s, RuleFieldRemoved, s.ptr+"/fields", []string{op.Name}, "part %q removed (its field of the generated struct goes)", op.Name)
+			continue
+		}
+		ps := s.child(fmt.Sprintf("%s/fields/%d", s.ptr, j), "part", op.Name, fmt.Sprintf("part %q", op.Name), "")
+		if o.Kind.Form() == spec.FormTuple && j != k {
+			c.add(ps, RulePositionChanged, ps.ptr, nil, "moves from position %d to %d of the tuple", k, j)
+		}
+		switch or, nr := o.PartRequired(k), n.PartRequired(j); {
+		case !or && nr:
+			c.add(ps, RuleFieldRequired, ps.ptr+"/required", nil, "is now required; calls that leave it out fail")
+		case or && !nr:
+			c.add(ps, RuleFieldOptional, ps.ptr, nil, "may now be left out")
+		}
+		np := n.Fields[j]
+		c.contract(ps, spec.TensorContract{DType: op.DType, Shape: op.Shape}, spec.TensorContract{DType: np.DType, Shape: np.Shape})
+	}
+	for j, np := range n.Fields {
+		if oldParts[np.Name] {
+			continue
+		}
+		p := fmt.Sprintf("%s/fields/%d", s.ptr, j)
+		if n.PartRequired(j) {
+			c.add(s, RuleRequiredFieldAdded, p, []string{np.Name}, "required part %q added", np.Name)
+		} else {
+			c.add(s, RuleFieldAdded, p, []string{np.Name}, "part %q added", np.Name)
 		}
 	}
 }

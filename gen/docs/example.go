@@ -22,6 +22,20 @@ func example(pkg string, task *ir.Task, f *ir.Field) string {
 	}
 	fits := func(v any) bool { _, vs := rules.CheckValue(v); return len(vs) == 0 }
 	s := f.Spec
+	if f.Parts != nil { // the generated struct, its required parts set
+		var parts []string
+		for k, p := range f.Parts.Fields {
+			if s.PartRequired(k) {
+				ps := &spec.InferenceFieldSpec{FieldID: s.FieldID, Kind: f.Kind.Elem(), DType: p.Spec.DType, Shape: p.Spec.Shape}
+				parts = append(parts, p.Name+": "+zerosExample(&ir.Field{Spec: ps, Kind: ps.Kind}, task))
+			}
+		}
+		lit := pkg + "." + f.Parts.Type + "{" + strings.Join(parts, ", ") + "}"
+		if f.Type.Pointer {
+			lit = "&" + lit
+		}
+		return lit
+	}
 	if f.Kind.IsList() && !f.Kind.TensorLike() {
 		n := 1
 		if s.MinLength != nil {

@@ -66,6 +66,11 @@ func (g *goFile) params(t *ir.Task) error {
 	}
 	first += ". Start from " + t.Defaults + ", which fills in every default; optional fields without a default are nil when unset. The JSON form is keyed by field id."
 	g.add(docComment(first, ts.Description, deprecated(ts.Deprecated)), jen.Type().Id(t.Params).Struct(fields...))
+	for _, f := range t.Fields {
+		if f.Parts != nil {
+			g.parts(t, f)
+		}
+	}
 
 	var vals []jen.Code
 	for _, f := range t.Fields {
@@ -84,6 +89,35 @@ func (g *goFile) params(t *ir.Task) error {
 	g.add(docComment(fmt.Sprintf("%s returns the params of task %q with every default of the manifest filled in.", t.Defaults, ts.TaskID)),
 		jen.Func().Id(t.Defaults).Params().Id(t.Params).Block(jen.Return(jen.Id(t.Params).Values(vals...))))
 	return nil
+}
+
+// parts emits the struct of a field with parts (tensor_dict,
+// tensor_tuple): one tensor field per part, in the manifest's order
+// (client.Task reads them by position), tagged with the part's name for
+// the params' JSON form.
+func (g *goFile) parts(t *ir.Task, f *ir.Field) {
+	r := f.Parts
+	tuple := f.Kind.Form() == spec.FormTuple
+	fields := make([]jen.Code, 0, len(r.Fields))
+	for k, p := range r.Fields {
+		first := fmt.Sprintf("%s is key %q", p.Name, p.Spec.Name)
+		if tuple {
+			first = fmt.Sprintf("%s is element %d (%s)", p.Name, k, p.Spec.Name)
+		}
+		if c := (spec.TensorContract{DType: p.Spec.DType, Shape: p.Spec.Shape}); c.DType != "" || c.Shape != nil {
+			first += ": " + c.String()
+		}
+		presence := "Required."
+		if !f.Spec.PartRequired(k) {
+			presence = "Optional: nil leaves the key out of the dict."
+		}
+		fields = append(fields, jen.Comment(docComment(first+".", p.Spec.Description, presence)).Line().Id(p.Name).Add(typeOf(p.Type)).Tag(map[string]string{"json": p.Spec.Name}))
+	}
+	what := fmt.Sprintf("the dict (Dict[str, Tensor]) that is field %q of task %q: one field per key the manifest declares", f.Spec.FieldID, t.Spec.TaskID)
+	if tuple {
+		what = fmt.Sprintf("the tuple (%s) that is field %q of task %q: one field per element, in order", f.Spec.TorchScriptType(), f.Spec.FieldID, t.Spec.TaskID)
+	}
+	g.add(docComment(fmt.Sprintf("%s holds %s.", r.Type, what)), jen.Type().Id(r.Type).Struct(fields...))
 }
 
 // defaultValue renders a field default (normalised by ir.Build to the

@@ -26,7 +26,53 @@ type Example struct {
 	File string
 	// Tensor is the value; Skeleton reads only its dtype and shape, Import
 	// also passes it to the method to learn the outputs' dtypes and shapes.
+	// For a List[Tensor] argument it is the list's first item.
 	Tensor *tensor.Tensor
+	// More are the further items of a List[Tensor] argument's example, in
+	// order (--example ARG=A.npy --example ARG=B.npy), with their files;
+	// a Tensor argument has one example.
+	More []Example
+}
+
+// Items returns the example's tensors: Tensor, then More's.
+func (e Example) Items() []*tensor.Tensor {
+	out := []*tensor.Tensor{e.Tensor}
+	for _, m := range e.More {
+		out = append(out, m.Tensor)
+	}
+	return out
+}
+
+// Add returns e with next as its list's next item (a repeated --example
+// of a List[Tensor] argument).
+func (e Example) Add(next Example) Example {
+	e.More = append(slices.Clone(e.More), next)
+	return e
+}
+
+// listContract is the dtype and shape the items of a List[Tensor]
+// argument's example share: the dtype when all have it, and when all have
+// the same rank a shape with each size they agree on and "*" where they
+// differ; nil when the ranks differ.
+func listContract(items []*tensor.Tensor) (dtype tensor.DType, shape spec.Shape) {
+	dtype = items[0].DType
+	for _, t := range items[1:] {
+		if t.DType != dtype {
+			dtype = ""
+		}
+		if len(t.Shape) != len(items[0].Shape) {
+			return dtype, nil
+		}
+	}
+	shape = exampleShape(items[0].Shape, false)
+	for _, t := range items[1:] {
+		for i, n := range t.Shape {
+			if n != items[0].Shape[i] {
+				shape[i] = "*"
+			}
+		}
+	}
+	return dtype, shape
 }
 
 // ReadExample parses a --example argument, "NAME=FILE.npy", and reads the
@@ -66,8 +112,13 @@ func checkExamples(methods []engine.MethodSchema, opts Options) (map[string]int6
 		if ex.Tensor == nil {
 			return nil, fmt.Errorf("--example %s: no tensor", n)
 		}
-		if err := ex.Tensor.Check(); err != nil {
-			return nil, fmt.Errorf("--example %s: %w", n, err)
+		for i, t := range ex.Items() {
+			if t == nil {
+				return nil, fmt.Errorf("--example %s: item %d: no tensor", n, i)
+			}
+			if err := t.Check(); err != nil {
+				return nil, fmt.Errorf("--example %s: %w", n, err)
+			}
 		}
 		found := false
 		for _, m := range methods {
@@ -76,8 +127,15 @@ func checkExamples(methods []engine.MethodSchema, opts Options) (map[string]int6
 					continue
 				}
 				found = true
-				if kind, _, ok := FieldKind(a.Type); !ok || !kind.Stacked() {
-					return nil, fmt.Errorf("--example %s: argument %s of %s is %s; examples are for Tensor arguments", n, n, m.Name, a.Type)
+				kind, _, ok := FieldKind(a.Type)
+				list := ok && kind.IsList() && kind.TensorLike()
+				switch {
+				case !ok || !kind.Stacked() && !list:
+					return nil, fmt.Errorf("--example %s: argument %s of %s is %s; examples are for Tensor and List[Tensor] arguments", n, n, m.Name, a.Type)
+				case !list && len(ex.More) > 0:
+					return nil, fmt.Errorf("--example %s: argument %s of %s is %s, one tensor, and has %d examples; only a List[Tensor] argument takes several (its items, in order)", n, n, m.Name, a.Type, len(ex.More)+1)
+				case list && opts.Batched:
+					return nil, fmt.Errorf("--example %s: argument %s of %s is %s, which batching does not stack; import without --batched", n, n, m.Name, a.Type)
 				}
 				if !opts.Batched {
 					continue
@@ -154,6 +212,9 @@ func runExamples(mod engine.Module, methods []engine.MethodSchema, opts Options)
 		for _, a := range m.Arguments {
 			if ex, ok := opts.Examples[a.Name]; ok {
 				kwargs[a.Name] = ex.Tensor
+				if kind, _, _ := FieldKind(a.Type); kind.IsList() {
+					kwargs[a.Name] = ex.Items()
+				}
 			} else if !a.HasDefault {
 				runnable = false
 			}

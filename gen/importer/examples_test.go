@@ -38,7 +38,7 @@ func TestSkeletonTensorTODOs(t *testing.T) {
 	for _, want := range []string{
 		"# TODO: dtype and shape: the schema says only Tensor. Add the ones the model wants (dtype: float32, shape: [N, 3, H, W]), or import again with --example x=FILE.npy\n",
 		"--example mask=FILE.npy\n",
-		"# TODO: dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants\n",
+		"# TODO: dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants, or import again with --example",
 		"# TODO: dtype and shape of the tensor: the schema says only Tensor. Add the ones the model returns",
 	} {
 		if !strings.Contains(y, want) {
@@ -58,6 +58,7 @@ func TestSkeletonTensorTODOs(t *testing.T) {
 func exampleSchemas() []engine.MethodSchema {
 	return []engine.MethodSchema{{Name: "forward", Arguments: []engine.Argument{
 		{Name: "pixels", Type: "Tensor"},
+		{Name: "images", Type: "List[Tensor]", HasDefault: true, Default: []any{}},
 		{Name: "mask", Type: "Optional[Tensor]", HasDefault: true},
 		{Name: "scale", Type: "float", HasDefault: true, Default: 1.0},
 	}, Returns: []string{"Dict[str, Tensor]"}}}
@@ -155,12 +156,14 @@ func TestSkeletonExampleErrors(t *testing.T) {
 		batched bool
 		want    string
 	}{
-		{map[string]Example{"nope": f32(2)}, false, "--example nope: no imported method has an argument nope (forward(pixels, mask, scale))"},
-		{map[string]Example{"scale": f32(2)}, false, "--example scale: argument scale of forward is float; examples are for Tensor arguments"},
+		{map[string]Example{"nope": f32(2)}, false, "--example nope: no imported method has an argument nope (forward(pixels, images, mask, scale))"},
+		{map[string]Example{"scale": f32(2)}, false, "--example scale: argument scale of forward is float; examples are for Tensor and List[Tensor] arguments"},
 		{map[string]Example{"pixels": f32()}, true, "--example pixels: a scalar has no batch dimension"},
 		{map[string]Example{"pixels": f32(2, 3), "mask": f32(3, 3)}, true, "--batched: the examples of forward disagree on the batch size (first dimension): 3 and 2 (pixels)"},
 		{map[string]Example{"mask": f32(2, 3)}, true, "--batched: forward takes no required Tensor argument with an example"},
 		{map[string]Example{"pixels": {File: "x.npy"}}, false, "--example pixels: no tensor"},
+		{map[string]Example{"pixels": f32(2).Add(f32(2))}, false, "--example pixels: argument pixels of forward is Tensor, one tensor, and has 2 examples; only a List[Tensor] argument takes several"},
+		{map[string]Example{"images": f32(3, 4)}, true, "--example images: argument images of forward is List[Tensor], which batching does not stack"},
 		{map[string]Example{"pixels": {File: "x.npy", Tensor: &tensor.Tensor{DType: tensor.Float32, Shape: []int64{2}}}}, false, "needs 8 bytes, has 0"},
 	} {
 		_, err := Skeleton(checkpoint, exampleSchemas(), Options{Examples: c.ex, Batched: c.batched})
@@ -196,5 +199,37 @@ func TestReadExample(t *testing.T) {
 		if _, _, err := ReadExample(arg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ReadExample(%q): %v, want %q", arg, err, want)
 		}
+	}
+}
+
+// A List[Tensor] argument takes one example per item (--example repeated):
+// its field gets the dtype they share and a shape with "*" where their
+// sizes differ, and the method is run on the list.
+func TestSkeletonListExample(t *testing.T) {
+	t.Parallel()
+	img := func(h, w int64) Example {
+		return Example{File: "img.npy", Tensor: tensor.FromFloat32(make([]float32, 3*h*w), 3, h, w)}
+	}
+	ex := map[string]Example{"pixels": {File: "p.npy", Tensor: tensor.FromFloat32(make([]float32, 6), 2, 3)}, "images": img(8, 6).Add(img(8, 4))}
+	res, err := Skeleton(checkpoint, exampleSchemas(), Options{Examples: ex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, diags := validate.Bytes("x.yaml", res.YAML)
+	if len(diags) > 0 {
+		t.Fatalf("%v\n%s", diags, res.YAML)
+	}
+	for _, in := range f.Spec.Tasks[0].Inputs {
+		if in.FieldID == "images" {
+			if got := string(in.DType) + shapeText(in.Shape); got != "float32[3,8,*]" {
+				t.Errorf("images: %s, want float32[3,8,*]\n%s", got, res.YAML)
+			}
+		}
+	}
+	if want := `# TODO: each item's shape from the 2 items of example img.npy ("*" where they differ)`; !strings.Contains(string(res.YAML), want) {
+		t.Errorf("no %q in\n%s", want, res.YAML)
+	}
+	if got := len(ex["images"].Items()); got != 2 {
+		t.Errorf("Items: %d, want 2", got)
 	}
 }

@@ -18,6 +18,10 @@ import (
 // the method name is refused or a position no manifest can type is (an
 // *UntypedError).
 func FuzzSkeleton(f *testing.F) {
+	// structured arguments: a dict whose keys the code shows, a tuple
+	f.Add("forward", "features", "Dict[str, Tensor]", 0, "", int64(1), 0.0, "Tensor", "a")
+	f.Add("forward", "features", "Optional[Dict[str, Tensor]]", 6, "", int64(0), 0.0, "Tensor", "a.b")
+	f.Add("forward", "pair", "Tuple[Tensor, Tensor]", 0, "", int64(1), 0.0, "Tensor", "y")
 	f.Fuzz(func(t *testing.T, method, arg, typ string, def int, sval string, ival int64, fval float64, ret, key string) {
 		a := engine.Argument{Name: arg, Type: typ}
 		switch def % 7 {
@@ -34,7 +38,8 @@ func FuzzSkeleton(f *testing.F) {
 		case 6:
 			a.HasDefault = true // None
 		}
-		ck := Checkpoint{Path: "m.pt", ReturnKeys: map[string][]contract.ReturnKey{method: {{Name: key, Always: ival > 0}}}}
+		ck := Checkpoint{Path: "m.pt", ReturnKeys: map[string][]contract.ReturnKey{method: {{Name: key, Always: ival > 0}}},
+			DictKeys: map[string]contract.DictKeys{method: {Arguments: map[string][]string{arg: {key, sval}}}}}
 		_, err := Skeleton(ck, []engine.MethodSchema{{Name: method, Arguments: []engine.Argument{a}, Returns: []string{ret}}}, Options{})
 		var untyped *UntypedError
 		if err != nil && (isIdent(method) && !errors.As(err, &untyped) || strings.Contains(err.Error(), "bug")) {

@@ -399,7 +399,7 @@ func (b *builder) field(task *yaml.Node, method string, a engine.Argument, names
 	kind, optional, ok := FieldKind(a.Type)
 	if !ok {
 		if !a.HasDefault {
-			b.refuse("argument %s of %s has no field kind (fields pass str, int, float, bool, Tensor and List[...] of them, or Optional of one) and no default, so no call could pass it; give it a default in the model, or leave %s out (--method)", decl, method, method)
+			b.refuse("argument %s of %s has no field kind (fields pass str, int, float, bool, Tensor and List[...] of them, Dict[str, Tensor], Tuple[Tensor, ...], or Optional of one) and no default, so no call could pass it; give it a default in the model, or leave %s out (--method)", decl, method, method)
 			return nil
 		}
 		b.warn(task, "argument %s has no field kind; it is left out, so calls use its default", decl)
@@ -438,6 +438,13 @@ func (b *builder) field(task *yaml.Node, method string, a engine.Argument, names
 	}
 	desc := str("TODO: what it means. TorchScript argument: " + decl + ".")
 	switch {
+	case kind.HasParts():
+		parts := b.argumentParts(method, a, decl)
+		if parts == nil {
+			return nil
+		}
+		f.Content = append(f.Content, key("fields"), parts)
+		f.Content = append(f.Content, commented(key("description"), "dtype and shape of each part: the schema says only Tensor. Add the ones the model wants under fields"), desc)
 	case kind.Stacked():
 		var t *tensor.Tensor
 		from := ""
@@ -446,11 +453,67 @@ func (b *builder) field(task *yaml.Node, method string, a engine.Argument, names
 		}
 		tensorContract(f, t, from, batched, fmt.Sprintf("dtype and shape: the schema says only Tensor. Add the ones the model wants (dtype: float32, shape: [N, 3, H, W]), or import again with --example %s=FILE.npy", a.Name), desc)
 	case kind.TensorLike():
-		f.Content = append(f.Content, commented(key("description"), "dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants"), desc)
+		ex, ok := b.opts.Examples[a.Name]
+		if !ok {
+			f.Content = append(f.Content, commented(key("description"), fmt.Sprintf("dtype and shape of each tensor: the schema says only List[Tensor]. Add the ones the model wants, or import again with --example %s=FILE.npy (repeated: one per item)", a.Name)), desc)
+			break
+		}
+		items := ex.Items()
+		dtype, shape := listContract(items)
+		from := fmt.Sprintf("from the %d items of example %s", len(items), baseName(ex.File))
+		if dtype != "" {
+			appendPairs(f, "dtype", str(string(dtype)))
+		}
+		if shape != nil {
+			sn := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+			for _, d := range shape {
+				if sz, fixed := d.Size(); fixed {
+					sn.Content = append(sn.Content, integer(sz))
+				} else {
+					sn.Content = append(sn.Content, str(string(d)))
+				}
+			}
+			f.Content = append(f.Content, commented(key("shape"), "each item's shape "+from+" (\"*\" where they differ); name the sizes that vary between calls (H, W) or use \"*\""), sn)
+		}
+		appendPairs(f, "description", desc)
 	default:
 		appendPairs(f, "description", desc)
 	}
 	return f
+}
+
+// argumentParts builds the fields of a tensor_dict or tensor_tuple field
+// for argument a of method: a dict's keys as the method's code reads them
+// (contract.DictKeys.Arguments), each required; a tuple's elements,
+// named item0, item1, ... It refuses a dict whose keys the code does not
+// show, naming the argument.
+func (b *builder) argumentParts(method string, a engine.Argument, decl string) *yaml.Node {
+	t, _ := contract.ParseType(a.Type)
+	if t.Name == "Optional" {
+		t = t.Elems[0]
+	}
+	var fields []*yaml.Node
+	if t.Name == "Tuple" {
+		for i := range t.Elems {
+			fields = append(fields, mapping("name", str(fmt.Sprintf("item%d", i)), "required", boolean(true)))
+		}
+		return sequence(fields...)
+	}
+	keys := b.ck.DictKeys[method].Arguments[a.Name]
+	if len(keys) == 0 {
+		b.refuse("argument %s of %s is a dict of tensors whose keys the code of %s does not show (it does more with %s than read literal keys, %s[\"KEY\"]): write the field by hand, of kind tensor_dict with fields naming the keys the model reads (docs/manifest.md, \"Structured inputs\"), or leave %s out (--method)",
+			decl, method, method, a.Name, a.Name, method)
+		return nil
+	}
+	var names naming.Scope
+	for _, k := range keys {
+		if strings.Contains(k, ".") || strings.Trim(k, "0123456789") == "" || names.Declare(naming.Exported(k), k) != nil {
+			b.refuse("argument %s of %s reads the key %q, which a tensor_dict field cannot name (a '.', all digits, or the Go name of another key); write the field by hand, or leave %s out (--method)", decl, method, k, method)
+			return nil
+		}
+		fields = append(fields, mapping("name", str(k), "required", boolean(true)))
+	}
+	return sequence(fields...)
 }
 
 // reserved are names a keyword argument cannot have (validate refuses them

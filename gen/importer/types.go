@@ -12,9 +12,11 @@ import (
 // contract.ParseType) to the field kind that passes it: str → string,
 // int → int, float (and Scalar) → float, bool → bool, Tensor → tensor,
 // List[int] → int_list, List[float] → float_list, List[str] →
-// string_list, List[bool] → bool_list, List[Tensor] → tensor_list.
+// string_list, List[bool] → bool_list, List[Tensor] → tensor_list,
+// Dict[str, Tensor] → tensor_dict, Tuple[Tensor, ...] → tensor_tuple.
 // Optional[X] maps to X's kind with optional true. ok is false for a type
-// no field kind passes (Dict, Tuple, Union, Any, Device, classes, ...).
+// no field kind passes (other dicts and tuples, Union, Any, Device,
+// classes, ...).
 func FieldKind(typ string) (kind spec.Kind, optional, ok bool) {
 	t, err := contract.ParseType(typ)
 	if err != nil {
@@ -31,7 +33,7 @@ func FieldKind(typ string) (kind spec.Kind, optional, ok bool) {
 	}
 	for _, k := range spec.FieldKinds {
 		// Images and videos pass as Tensor too; a plain Tensor is a tensor.
-		if !k.IsPicture() && k.TorchScriptType() == t.String() {
+		if !k.IsPicture() && k.TupleType(len(t.Elems)) == t.String() {
 			return k, optional, true
 		}
 	}

@@ -33,6 +33,10 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 	if b.pruned(fp) {
 		return f
 	}
+	if fs.Kind.HasParts() && fs.FieldID != "" && !b.pruned(fp+"/field_id") {
+		f.Parts = b.parts(t, f, fp)
+		f.Type = fieldType(f)
+	}
 	if fs.FieldID != "" && !b.pruned(fp+"/field_id") {
 		if first, dup := ids[fs.FieldID]; dup {
 			b.report(fp+"/field_id", false, "%s: duplicate field id %q (first defined at line %d)", task, fs.FieldID, b.f.Line(manifest.Pointer("tasks", t.Index, "inputs", first, "field_id")))
@@ -50,6 +54,7 @@ func (b *builder) field(t *Task, names *scope, ids map[string]int, j int) *Field
 	name := manifest.Sprintf("%s field %q", task, fs.FieldID)
 	kindOK := !b.pruned(fp+"/kind") && fs.Kind.Valid()
 	if kindOK {
+		b.problems(fp, name, fs.PartProblems())
 		for _, c := range spec.Constraints {
 			if c.Set(fs) && !fs.Kind.Allows(c) && !b.pruned(fp+"/"+string(c)) {
 				b.report(fp+"/"+string(c), true, "%s: %s applies to kinds %s, not %s", name, c, kindNames(spec.KindsAllowing(c)), fs.Kind)
@@ -184,6 +189,30 @@ func (b *builder) fieldValue(task string, f *spec.InferenceFieldSpec, v any, p, 
 	return nv, len(vs) == 0
 }
 
+// parts resolves the struct of field f of task t (at fp), a kind with
+// parts: its type name (the task's Go name then the field's), declared in
+// the package, and a field per part, named by the part's name (or
+// go_name) and unique within the struct.
+func (b *builder) parts(t *Task, f *Field, fp string) *Record {
+	r := &Record{Type: t.Name + f.Name}
+	what := manifest.Sprintf("task %q field %q", t.Spec.TaskID, f.Spec.FieldID)
+	b.pkg.declare(b, r.Type, what+" (parts type)", nameAt(fp, "field_id", f.Spec.GoName))
+	var names scope
+	seen := map[string]bool{}
+	for k := range f.Spec.Fields {
+		p := &f.Spec.Fields[k]
+		pp := manifest.Sprintf("%s/fields/%d", fp, k)
+		rf := &RecordField{Spec: p, Name: b.goName(p.Name, p.GoName, pp), Type: goTypeOf(f.Kind.GoType())}
+		r.Fields = append(r.Fields, rf)
+		dup := seen[p.Name] // reported by spec's part rules
+		seen[p.Name] = true
+		if p.Name != "" && !dup && !b.pruned(pp+"/name") {
+			names.declare(b, rf.Name, manifest.Sprintf("%s part %q", what, p.Name), nameAt(pp, "name", p.GoName))
+		}
+	}
+	return r
+}
+
 // fieldType is the Go type of a field in the params struct: its kind's
 // (spec.Kind.GoType), the choice type for a string with choices, and a
 // pointer to an optional single value that is not a tensor.
@@ -196,6 +225,9 @@ func fieldType(f *Field) GoType {
 	t := goTypeOf(rt)
 	if f.Choice != nil {
 		t.Pkg, t.Name = "", f.Choice.Type
+	}
+	if f.Parts != nil { // the generated struct, a pointer to it when optional
+		return GoType{Name: f.Parts.Type, Pointer: f.Presence == spec.Optional}
 	}
 	if !t.Slice && !f.Kind.TensorLike() && f.Presence == spec.Optional {
 		t.Pointer = true

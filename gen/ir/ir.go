@@ -116,6 +116,11 @@ type Field struct {
 	// image.Image (Set<Name>FromImage) or a video field from frames
 	// (Set<Name>FromFrames); "" for other kinds.
 	FromPicture string
+	// Parts is the struct generated for a field of a kind with parts
+	// (tensor_dict, tensor_tuple: one field per part, in manifest order);
+	// nil for other kinds. The params field is the struct, or a pointer
+	// to it when the field is optional.
+	Parts *Record
 }
 
 // Artifact is one resolved output artifact.
@@ -135,8 +140,9 @@ type Artifact struct {
 	Record *Record
 }
 
-// Record is the struct generated for a record or record_list artifact: a
-// record is a pointer to it, a record_list a slice of it.
+// Record is the struct generated for a record or record_list artifact (a
+// record is a pointer to it, a record_list a slice of it), or for an input
+// field with parts (Field.Parts).
 type Record struct {
 	// Type names the struct: the task's Go name then the artifact's
 	// (ForwardDetections).

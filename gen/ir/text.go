@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/worldfoundry/wfgen/runtime/spec"
 )
 
 // CleanText makes free text from a manifest safe to place in a Go line
@@ -83,6 +85,27 @@ func (f *Field) Constraints() []string {
 	}
 	if s.Pattern != "" {
 		out = append(out, "pattern "+s.Pattern)
+	}
+	if s.Kind.HasParts() && len(s.Fields) > 0 {
+		noun := "keys "
+		if s.Kind.Form() == spec.FormTuple {
+			noun = "elements "
+		}
+		parts := make([]string, len(s.Fields))
+		for k, p := range s.Fields {
+			var facts []string
+			if c := (spec.TensorContract{DType: p.DType, Shape: p.Shape}); c.DType != "" || c.Shape != nil {
+				facts = append(facts, c.String())
+			}
+			if s.PartRequired(k) {
+				facts = append(facts, "required")
+			}
+			parts[k] = p.Name
+			if len(facts) > 0 {
+				parts[k] += " (" + strings.Join(facts, ", ") + ")"
+			}
+		}
+		out = append(out, noun+strings.Join(parts, ", "))
 	}
 	return out
 }

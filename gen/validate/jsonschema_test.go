@@ -135,7 +135,7 @@ tasks:
 		got = append(got, d.String())
 	}
 	want := []string{
-		`kinds.yaml:8:50: tasks[0].inputs[0].kind: "audio" is not allowed; must be one of "string", "int", "float", "bool", "tensor", "image", "video", "string_list", "int_list", "float_list", "bool_list", "tensor_list"`,
+		`kinds.yaml:8:50: tasks[0].inputs[0].kind: "audio" is not allowed; must be one of "string", "int", "float", "bool", "tensor", "image", "video", "string_list", "int_list", "float_list", "bool_list", "tensor_list", "tensor_dict", "tensor_tuple"`,
 		`kinds.yaml:9:40: artifact kind "audio" is not one of video, image, embedding, tensor, text, json, tensor_list, record, record_list`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

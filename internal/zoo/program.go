@@ -87,9 +87,10 @@ var models = []model{
 	//MODELS
 }
 
-// fill sets each tensor field of params p from in_<field id>.npy, or a
-// tensor list field from in_<field id>_<i>.npy; other fields keep their
-// defaults.
+// fill sets each tensor field of params p from in_<field id>.npy, a
+// tensor list field from in_<field id>_<i>.npy, and each part of a dict
+// or tuple field (a struct of tensors) from in_<field id>_<key>.npy or
+// in_<field id>_<i>.npy; other fields keep their defaults.
 func fill(p any, in string) error {
 	v := reflect.ValueOf(p).Elem()
 	for i := 0; i < v.NumField(); i++ {
@@ -98,6 +99,32 @@ func fill(p any, in string) error {
 			return err
 		} else if x != nil {
 			v.Field(i).Set(reflect.ValueOf(x))
+			continue
+		}
+		if st := v.Field(i).Type(); st.Kind() == reflect.Struct || st.Kind() == reflect.Pointer && st.Elem().Kind() == reflect.Struct {
+			s := reflect.New(st).Elem()
+			if st.Kind() == reflect.Pointer {
+				s = reflect.New(st.Elem()).Elem()
+			}
+			set := false
+			for k := 0; k < s.NumField(); k++ {
+				for _, part := range []string{s.Type().Field(k).Tag.Get("json"), strconv.Itoa(k)} {
+					x, err := read(filepath.Join(in, "in_"+id+"_"+part+".npy"))
+					if err != nil {
+						return err
+					}
+					if x != nil {
+						s.Field(k).Set(reflect.ValueOf(x))
+						set = true
+						break
+					}
+				}
+			}
+			if set && st.Kind() == reflect.Pointer {
+				v.Field(i).Set(s.Addr())
+			} else if set {
+				v.Field(i).Set(s)
+			}
 			continue
 		}
 		var list []*tensor.Tensor

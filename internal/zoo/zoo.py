@@ -5,8 +5,8 @@ usage: zoo.py OUT MODEL...
 For each MODEL (a name in MODELS) writes OUT/MODEL/: MODEL.pt (the model in
 evaluation mode, torch.jit.script'ed, or traced for those in TRACED),
 in_<ARG>[_<i>|_<KEY>].npy (the fixed input of each forward argument; a
-List[Tensor] argument as one file per item, a Dict[str, Tensor] one per
-key), out<PATH>.npy, one per tensor of PyTorch's output on that input with
+List[Tensor] or Tuple[Tensor, ...] argument as one file per item, a
+Dict[str, Tensor] one per key), out<PATH>.npy, one per tensor of PyTorch's output on that input with
 one thread, PATH naming where the tensor sits in the result (a tuple
 position — of the leaves, where a nested tuple's elements count as the
 outer one's —, a dict key, a list index, each after a "."), and root.txt, the
@@ -92,11 +92,23 @@ class DictInput(torch.nn.Module):
         return self.proj(features["a"] + features["b"])
 
 
+class TupleInput(torch.nn.Module):
+    """A head whose two inputs come in a Tuple[Tensor, Tensor]."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 4)
+
+    def forward(self, pair: Tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        a, b = pair
+        return self.proj(a * b)
+
+
 # Built with torch.jit.trace on the inputs instead of torch.jit.script.
 TRACED = {"traced_tuple"}
 
-# name -> (constructor, forward's leading positional arguments: tensors or
-# lists of tensors)
+# name -> (constructor, forward's leading positional arguments: tensors,
+# lists or tuples of tensors, dicts of tensors)
 MODELS = {
     # classification
     "resnet18": (lambda: M.resnet18(weights=None), lambda: [img(1, 3, 64, 64)]),
@@ -151,6 +163,7 @@ MODELS = {
     "nested_tuple": (NestedTuple, lambda: [torch.randn(2, 5, 8)]),
     "optional_input": (OptionalInput, lambda: [torch.randn(2, 8), (torch.rand(2, 4) > 0.5).float()]),
     "dict_input": (DictInput, lambda: [{"a": torch.randn(2, 8), "b": torch.randn(2, 8)}]),
+    "tuple_input": (TupleInput, lambda: [(torch.randn(2, 8), torch.randn(2, 8))]),
 }
 
 
@@ -223,7 +236,7 @@ def export(out, name):
     # forward's schema names the arguments (its first is self)
     names = [a.name for a in scripted.forward.schema.arguments[1:]]
     for arg, v in zip(names, args):
-        if isinstance(v, list):
+        if isinstance(v, (list, tuple)):
             for i, x in enumerate(v):
                 np.save(os.path.join(d, "in_%s_%d.npy" % (arg, i)), x.numpy())
         elif isinstance(v, dict):

@@ -60,6 +60,7 @@ var all = []entry{
 	{"nested_tuple", "returns a nested tuple"},
 	{"optional_input", "Optional[Tensor] input"},
 	{"dict_input", "Dict[str, Tensor] input"},
+	{"tuple_input", "Tuple[Tensor, Tensor] input"},
 }
 
 // fast is the subset go test runs: one model per result shape (a tensor,
@@ -68,11 +69,8 @@ var fast = []string{"squeezenet1_0", "ssdlite320_mobilenet_v3_large", "raft_smal
 
 // refused are the models wfgen import refuses today, with what its message
 // says: the test checks that they are refused so, and fails when one
-// imports (then it belongs with the others). A Dict[str, Tensor]
-// argument has no field kind yet (issue 42 §2).
-var refused = map[string]string{
-	"dict_input": "argument features: Dict[str, Tensor] of forward has no field kind",
-}
+// imports (then it belongs with the others). None is, today.
+var refused = map[string]string{}
 
 // row is a model's line in the table.
 type row struct {
@@ -438,9 +436,9 @@ ResNet-50 backbone ` + "`min_size=128, max_size=160`" + ` at construction; a 4-f
 Besides torchvision, small modules cover what the issue names: a traced
 encoder that returns a tuple (last hidden state, pooled), a scripted one
 that returns a nested tuple (hidden, (pooled, an ` + "`Optional`" + ` attention that is
-None)), a scripted head
-with an ` + "`Optional[Tensor]`" + ` argument (passed) and a dict result, and one with a
-` + "`Dict[str, Tensor]`" + ` argument. A model the import refuses is listed with the
+None)), a scripted head with an ` + "`Optional[Tensor]`" + ` argument (passed) and a dict
+result, one with a ` + "`Dict[str, Tensor]`" + ` argument and one with a
+` + "`Tuple[Tensor, Tensor]`" + ` argument. A model the import refuses is listed with the
 message it is refused with, and the test checks that it still is (it fails
 when one starts to import, so the table is updated).
 

@@ -244,7 +244,8 @@ func equalShape(a, b []int64) bool {
 }
 
 // sameValue reports whether two engine values are equal: == where both are
-// comparable, item by item for lists, and tensors by dtype, shape and data.
+// comparable, item by item for lists (and tuples), key by key for dicts,
+// and tensors by dtype, shape and data.
 func sameValue(a, b any) bool {
 	switch x := a.(type) {
 	case []any:
@@ -261,6 +262,18 @@ func sameValue(a, b any) bool {
 	case *tensor.Tensor:
 		y, ok := b.(*tensor.Tensor)
 		return ok && (x == y || x != nil && y != nil && x.DType == y.DType && equalShape(x.Shape, y.Shape) && bytes.Equal(x.Data, y.Data))
+	}
+	if x, ok := a.(map[string]any); ok { // a dict of tensors
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || !sameValue(v, w) {
+				return false
+			}
+		}
+		return true
 	}
 	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
 	if ta != tb {

@@ -135,9 +135,15 @@ func NewTask[P, R any](family *spec.ModelInferenceSpec, index int, defaults func
 	}
 	t.plain = reflect.StructOf(plain)
 	for i := range t.spec.Inputs {
-		k, ok := byID[t.spec.Inputs[i].FieldID]
+		fs := &t.spec.Inputs[i]
+		k, ok := byID[fs.FieldID]
 		if !ok {
-			panic(fmt.Sprintf("client: %s has no field tagged json:%q", pt, t.spec.Inputs[i].FieldID))
+			panic(fmt.Sprintf("client: %s has no field tagged json:%q", pt, fs.FieldID))
+		}
+		if fs.Kind.HasParts() {
+			if err := partsType(fs, pt.Field(k).Type); err != nil {
+				panic(fmt.Sprintf("client: %s.%s: %v", pt, pt.Field(k).Name, err))
+			}
 		}
 		t.fields = append(t.fields, k)
 	}
@@ -207,12 +213,15 @@ func (t *Task[P, R]) DecodeJSON(b []byte, p *P) error {
 }
 
 // Inputs returns ps as the Inputs of the task, read in place.
-func (t *Task[P, R]) Inputs(ps []P) Inputs { return paramsInputs[P]{fields: t.fields, ps: ps} }
+func (t *Task[P, R]) Inputs(ps []P) Inputs {
+	return paramsInputs[P]{task: t.spec, fields: t.fields, ps: ps}
+}
 
-func (t *Task[P, R]) one(p *P) Inputs { return paramsInputs[P]{fields: t.fields, p: p} }
+func (t *Task[P, R]) one(p *P) Inputs { return paramsInputs[P]{task: t.spec, fields: t.fields, p: p} }
 
 // paramsInputs are generated params as Inputs: ps, or the one p.
 type paramsInputs[P any] struct {
+	task   *spec.InferenceTaskProfile
 	fields []int
 	ps     []P
 	p      *P
@@ -230,7 +239,46 @@ func (in paramsInputs[P]) Input(item, field int) any {
 	if p == nil {
 		p = &in.ps[item]
 	}
-	return engineField(reflect.ValueOf(p).Elem().Field(in.fields[field]))
+	v := reflect.ValueOf(p).Elem().Field(in.fields[field])
+	if fs := &in.task.Inputs[field]; fs.Kind.HasParts() {
+		return partsField(fs, v)
+	}
+	return engineField(v)
+}
+
+// partsType checks the Go type of the params field of fs, a field with
+// parts: a struct (or a pointer to one) with one *tensor.Tensor field per
+// part, in order.
+func partsType(fs *spec.InferenceFieldSpec, typ reflect.Type) error {
+	if typ.Kind() == reflect.Pointer {
+		typ = typ.Elem()
+	}
+	if typ.Kind() != reflect.Struct || typ.NumField() != len(fs.Fields) {
+		return fmt.Errorf("%s is not a struct of %d tensors, one per part of field %q (%s)", typ, len(fs.Fields), fs.FieldID, fs.PartList())
+	}
+	for k := range typ.NumField() {
+		if typ.Field(k).Type != tensorType {
+			return fmt.Errorf("field %s of %s is %s, not *tensor.Tensor", typ.Field(k).Name, typ, typ.Field(k).Type)
+		}
+	}
+	return nil
+}
+
+// partsField returns a params field of a kind with parts (the generated
+// struct, or a pointer to it) in the engine's value form
+// (spec.InferenceFieldSpec.PartsValue), nil when unset.
+func partsField(fs *spec.InferenceFieldSpec, v reflect.Value) any {
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil
+		}
+		v = v.Elem()
+	}
+	parts := make([]*tensor.Tensor, v.NumField())
+	for k := range parts {
+		parts[k], _ = v.Field(k).Interface().(*tensor.Tensor)
+	}
+	return fs.PartsValue(parts)
 }
 
 // engineField returns a params field's value in the engine's value form,

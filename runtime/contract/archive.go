@@ -46,6 +46,11 @@ type MethodReturns struct {
 	// the dict, a key is computed, the dict is updated from another one)
 	// the code does not show every key.
 	Complete bool
+	// ArgumentKeys are, by argument name, the literal keys the method's
+	// own code reads from a Dict[str, Tensor] argument when such reads are
+	// its only uses (features["a"]; DictKeys.Arguments): the keys a
+	// tensor_dict field must declare, required.
+	ArgumentKeys map[string][]string
 }
 
 // ReadReturns reads a TorchScript archive (a zip file, as torch.jit.save
@@ -317,7 +322,9 @@ func classReturns(code, class string) map[string]MethodReturns {
 	methods, _, _ := classMethods(code, class)
 	out := map[string]MethodReturns{}
 	for _, m := range methods {
-		if ret := methodReturns(m.text); len(ret.Keys) > 0 || ret.Complete {
+		ret := methodReturns(m.text)
+		ret.ArgumentKeys = argumentKeys(m.text)
+		if len(ret.Keys) > 0 || ret.Complete || ret.ArgumentKeys != nil {
 			out[m.name] = ret
 		}
 	}

@@ -224,6 +224,7 @@ func check(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, 
 	supplied := map[string]bool{}
 
 	c.checkFields(schema, args, argTypes, supplied)
+	c.checkArgumentKeys(ret)
 
 	kwargs := []struct {
 		label string
@@ -279,7 +280,7 @@ func (c *checker) checkFields(schema engine.MethodSchema, args map[string]engine
 		}
 		supplied[f.FieldID] = true
 		field := fmt.Sprintf("field %q", f.FieldID)
-		want, ok := kindType(f.Kind)
+		want, ok := fieldType(&f)
 		if !ok {
 			c.add(field, "a field kind ("+spec.FieldKindList()+")", fmt.Sprintf("kind %q", f.Kind))
 			continue
@@ -301,6 +302,30 @@ func (c *checker) checkFields(schema engine.MethodSchema, args map[string]engine
 		}
 		if !accepts(t, want) {
 			c.add(field, fmt.Sprintf("argument %s of type %s (field kind %s)", a.Name, want, f.Kind), fmt.Sprintf("%s: %s", a.Name, a.Type))
+		}
+	}
+}
+
+// checkArgumentKeys checks each tensor_dict field against the keys the
+// method's code reads from its argument, when the code shows them all
+// (MethodReturns.ArgumentKeys): each is a key the field declares (a key it
+// does not declare can never be passed, and reading it fails the call).
+// Whether a key is required is the manifest's to say: the code may read
+// it on some paths only.
+func (c *checker) checkArgumentKeys(ret *MethodReturns) {
+	if ret == nil {
+		return
+	}
+	for i := range c.task.Inputs {
+		f := &c.task.Inputs[i]
+		keys, ok := ret.ArgumentKeys[f.FieldID]
+		if !ok || !f.CallKwarg() || f.Kind.Form() != spec.FormDict {
+			continue
+		}
+		for _, key := range keys {
+			if _, ok := f.PartOf(key); !ok {
+				c.add(fmt.Sprintf("field %q", f.FieldID), fmt.Sprintf("a part named %q (%s reads %s[%q])", key, c.method, f.FieldID, key), "parts "+f.PartList())
+			}
 		}
 	}
 }
@@ -427,9 +452,10 @@ func (c *checker) err() error {
 	return &MismatchError{Task: c.task.TaskID, Method: c.method, Problems: c.problems, task: c.task}
 }
 
-// kindType is the TorchScript type a field kind is passed as.
-func kindType(kind spec.Kind) (Type, bool) {
-	s := kind.TorchScriptType()
+// fieldType is the TorchScript type a field is passed as (its kind's; a
+// tuple's has one element per part).
+func fieldType(f *spec.InferenceFieldSpec) (Type, bool) {
+	s := f.TorchScriptType()
 	if s == "" {
 		return Type{}, false
 	}

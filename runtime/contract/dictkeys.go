@@ -17,6 +17,13 @@ type DictKeys struct {
 	// Values are what each value the method returns holds: one per
 	// element of a returned tuple, in order; one for any other return.
 	Values []ValueKeys
+	// Arguments are, by argument name, the string keys the method's own
+	// code indexes the argument with (features["a"]), in order of first
+	// appearance: the keys of a Dict[str, Tensor] argument. An argument
+	// the body also uses otherwise (passes on, iterates, indexes with a
+	// key that is no literal) is not listed: its code does not show every
+	// key it reads.
+	Arguments map[string][]string
 }
 
 // ValueKeys are the keys of one returned dict of tensors, or of each dict
@@ -44,6 +51,7 @@ type ValueKeys struct {
 // literals and item assignments that give the dicts their keys. Anything
 // it cannot read (not a zip, no code) yields nothing, never an error: the
 // keys are a hint for wfgen import, which refuses what they do not tell.
+// Each method's Arguments are read from its own code (argumentKeys).
 func ReadDictKeys(r io.ReaderAt, size int64) map[string]DictKeys {
 	a, err := openArchive(r, size)
 	if err != nil {
@@ -53,7 +61,21 @@ func ReadDictKeys(r io.ReaderAt, size int64) map[string]DictKeys {
 		b, err := a.read(p)
 		return string(b), err == nil
 	}
-	return dictKeys(read, a.module, a.class)
+	out := dictKeys(read, a.module, a.class)
+	methods, _, _ := classMethods(a.code, a.class)
+	for _, m := range methods {
+		args := argumentKeys(m.text)
+		if args == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]DictKeys{}
+		}
+		d := out[m.name]
+		d.Arguments = args
+		out[m.name] = d
+	}
+	return out
 }
 
 // dictKeys evaluates each method of class module.class whose return type
@@ -134,4 +156,49 @@ func valueKeys(s *flowState, v value) ValueKeys {
 		vk.Keys = append(vk.Keys, ReturnKey{Name: k.name, Always: k.always})
 	}
 	return vk
+}
+
+// argumentKeys reads, for each argument of a serialized method whose
+// annotated type is a dict keyed by str, the literal keys the body indexes
+// it with (NAME["key"]), when those reads are its only uses.
+func argumentKeys(method string) map[string][]string {
+	head, body, ok := strings.Cut(method, ":\n")
+	if !ok {
+		return nil
+	}
+	// The signature: "def f(self: C,\n    features: Dict[str, Tensor]) -> T".
+	var out map[string][]string
+	sig := lex(head, false)
+	for i := 0; i+3 < len(sig); i++ {
+		if sig[i].kind != 'i' || sig[i+1] != (token{'p', ":"}) || sig[i+2] != (token{'i', "Dict"}) || sig[i+3] != (token{'p', "["}) ||
+			i+4 >= len(sig) || sig[i+4] != (token{'i', "str"}) || i > 0 && sig[i-1] != (token{'p', "("}) && sig[i-1] != (token{'p', ","}) {
+			continue
+		}
+		name := sig[i].text
+		var keys []string
+		seen := map[string]bool{}
+		complete := true
+		toks := lex(body, false)
+		for j, t := range toks {
+			if t != (token{'i', name}) {
+				continue
+			}
+			if j+3 >= len(toks) || toks[j+1] != (token{'p', "["}) || toks[j+2].kind != 's' || toks[j+3] != (token{'p', "]"}) {
+				complete = false
+				break
+			}
+			if k := toks[j+2].text; !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+		if !complete || len(keys) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string][]string{}
+		}
+		out[name] = keys
+	}
+	return out
 }

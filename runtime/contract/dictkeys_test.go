@@ -76,8 +76,11 @@ func TestReadDictKeys(t *testing.T) {
 			{Keys: []ReturnKey{{"bbox_regression", false}, {"classification", false}}, Complete: true},
 			{Keys: []ReturnKey{{"boxes", true}, {"scores", false}, {"labels", true}, {"masks", false}}, Complete: true},
 		}},
-		"compute_loss":           {Values: []ValueKeys{{Keys: []ReturnKey{{"bbox_regression", true}, {"classification", true}}, Complete: true}}},
-		"postprocess_detections": {Values: []ValueKeys{{Keys: []ReturnKey{{"boxes", true}, {"scores", false}, {"labels", true}, {"masks", false}}, Complete: true}}},
+		// (with Dict[str, Tensor] arguments indexed only with literal keys)
+		"compute_loss": {Values: []ValueKeys{{Keys: []ReturnKey{{"bbox_regression", true}, {"classification", true}}, Complete: true}},
+			Arguments: map[string][]string{"head_outputs": {"bbox_regression", "cls_logits"}}},
+		"postprocess_detections": {Values: []ValueKeys{{Keys: []ReturnKey{{"boxes", true}, {"scores", false}, {"labels", true}, {"masks", false}}, Complete: true}},
+			Arguments: map[string][]string{"head_outputs": {"bbox_regression", "cls_logits"}}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("ReadDictKeys (-want +got):\n%s", d)

@@ -256,7 +256,7 @@ func mustJSON(t *testing.T, task *spec.InferenceTaskProfile, out map[string]any,
 // part in order, with nothing left over. The kept corpus is in
 // testdata/fuzz/FuzzDecodeBinaryRequest.
 func FuzzDecodeBinaryRequest(f *testing.F) {
-	models := []*oip.Model{loadModel(f, "tiny-encoder"), loadModel(f, "tiny-world")}
+	models := []*oip.Model{loadModel(f, "tiny-encoder"), loadModel(f, "tiny-world"), partsModel(f)}
 	le := binary.LittleEndian
 	add := func(header string, parts ...[]byte) {
 		f.Add(append([]byte(header), bytes.Join(parts, nil)...), int64(len(header)))
@@ -271,6 +271,8 @@ func FuzzDecodeBinaryRequest(f *testing.F) {
 	add(`{"inputs":[{"name":"tokens","datatype":"INT64","shape":[4],"parameters":{"binary_data_size":32}}]}`, make([]byte, 31))
 	add(`{"inputs":[{"name":"tokens","datatype":"INT64","shape":[1],"data":[1],"parameters":{"binary_data_size":8}}]}`, make([]byte, 8))
 	add(`{"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"parameters":{"binary_data_size":4}}]}`, []byte{0xff, 0xff, 0xff, 0xff})
+	add(`{"inputs":[{"name":"features.a","datatype":"FP32","shape":[1,2],"parameters":{"binary_data_size":8}},{"name":"pair.1","datatype":"INT64","shape":[1],"parameters":{"binary_data_size":8}}]}`,
+		le.AppendUint32(le.AppendUint32(nil, 0x3f800000), 0x40000000), le.AppendUint64(nil, 5))
 	f.Add([]byte(`{"inputs":[]}`), int64(0))
 	f.Add([]byte(`{"inputs":[]}`), int64(-5))
 	f.Add([]byte(`{"inputs":[]}xyz`), int64(1<<40))

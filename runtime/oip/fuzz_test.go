@@ -13,8 +13,12 @@ import (
 // oip.ErrBadRequest), never an internal one. The kept corpus is in
 // testdata/fuzz/FuzzDecodeRequest.
 func FuzzDecodeRequest(f *testing.F) {
-	models := []*oip.Model{loadModel(f, "tiny-encoder"), loadModel(f, "tiny-world")}
+	models := []*oip.Model{loadModel(f, "tiny-encoder"), loadModel(f, "tiny-world"), partsModel(f)}
 	for _, s := range []string{
+		// a dict's and a tuple's parts (partsModel; parts.go)
+		`{"inputs":[{"name":"features.a","datatype":"FP32","shape":[1,2],"data":[1,2]},{"name":"pair.0","datatype":"INT64","shape":[1],"data":[3]},{"name":"pair.1","datatype":"FP32","shape":[1],"data":[4]}]}`,
+		`{"inputs":[{"name":"features","datatype":"FP32","shape":[1],"data":[1]},{"name":"features.a.b","datatype":"FP32","shape":[1],"data":[1]},{"name":"pair.01","datatype":"FP32","shape":[1],"data":[1]}]}`,
+		`{"inputs":[{"name":"features.b","datatype":"BOOL","shape":[1],"data":[true]},{"name":"features.b","datatype":"BOOL","shape":[1],"data":[true]},{"name":"pair.","datatype":"FP32","shape":[0],"data":[]}]}`,
 		`{"inputs":[{"name":"tokens","datatype":"INT64","shape":[2,3],"data":[[1,2,3],[4,5,6]]}]}`,
 		`{"id":"x","parameters":{"task":"generate"},"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["hi"]},{"name":"seed","datatype":"INT32","shape":[],"data":[7]}],"outputs":[{"name":"video"}]}`,
 		`{"parameters":{"task":"step"},"inputs":[{"name":"speed","datatype":"FP32","shape":[1],"data":["NaN"]}]}`,

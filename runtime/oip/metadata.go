@@ -73,6 +73,10 @@ func TaskInputs(t *spec.InferenceTaskProfile) []TensorMetadata {
 	out := make([]TensorMetadata, 0, len(t.Inputs))
 	for i := range t.Inputs {
 		f := &t.Inputs[i]
+		if f.Kind.HasParts() {
+			out = append(out, partsMetadata(f)...)
+			continue
+		}
 		md := TensorMetadata{Name: f.FieldID, Parameters: Parameters{"kind": string(f.Kind), "presence": f.Presence().String()}}
 		switch {
 		case f.Kind.TensorLike():
@@ -205,4 +209,26 @@ func contractMetadata(c spec.TensorContract, batched bool) (Datatype, []int64) {
 		}
 	}
 	return d, shape
+}
+
+// partsMetadata describes the inputs of a field with parts (parts.go): one
+// per part, named ID.PART, with the part's dtype and shape, the field's
+// kind and id (parameter "field") and the part's presence ("required"
+// when the field is required and so is the part, else "optional"), and
+// the field's target when it is load_kwargs.
+func partsMetadata(f *spec.InferenceFieldSpec) []TensorMetadata {
+	out := make([]TensorMetadata, len(f.Fields))
+	for k, p := range f.Fields {
+		presence := spec.Optional
+		if f.Presence() == spec.Required && f.PartRequired(k) {
+			presence = spec.Required
+		}
+		md := TensorMetadata{Name: PartInputName(f, k), Parameters: Parameters{"kind": string(f.Kind), "field": f.FieldID, "presence": presence.String()}}
+		md.Datatype, md.Shape = contractMetadata(spec.TensorContract{DType: p.DType, Shape: p.Shape}, false)
+		if f.Target == spec.TargetLoadKwargs {
+			md.Parameters["target"] = f.Target
+		}
+		out[k] = md
+	}
+	return out
 }

@@ -128,9 +128,27 @@ func (m *Model) decodeInputs(task *spec.InferenceTaskProfile, inputs []Tensor, l
 	}
 	values := make([]any, len(task.Inputs)) // the Go form the rules check
 	lists := map[int]map[int]*Tensor{}      // tensor_list items by field and index
+	parts := map[int]map[int]*Tensor{}      // parts of dicts and tuples by field and part
 	for i := range inputs {
 		in := &inputs[i]
+		if fi, k, known, ok := partField(task, in.Name); known {
+			f := &task.Inputs[fi]
+			if !ok {
+				return nil, bad("input %q is no part of field %q: %s", in.Name, f.FieldID, partsWant(f))
+			}
+			if parts[fi] == nil {
+				parts[fi] = map[int]*Tensor{}
+			}
+			if _, dup := parts[fi][k]; dup {
+				return nil, bad("input %q is given twice", in.Name)
+			}
+			parts[fi][k] = in
+			continue
+		}
 		fi, item, ok := fieldOf(task, in.Name)
+		if ok && task.Inputs[fi].Kind.HasParts() {
+			return nil, bad("input %q: %s", in.Name, partsWant(&task.Inputs[fi]))
+		}
 		if !ok {
 			return nil, bad("input %q is not a field of task %q (fields: %s)", in.Name, task.TaskID, fieldNames(task))
 		}
@@ -163,7 +181,17 @@ func (m *Model) decodeInputs(task *spec.InferenceTaskProfile, inputs []Tensor, l
 		}
 		values[fi] = ts
 	}
-
+	for fi := range task.Inputs { // in field order: the first problem is reported
+		ins, ok := parts[fi]
+		if !ok {
+			continue
+		}
+		v, err := decodeParts(&task.Inputs[fi], ins, lim)
+		if err != nil {
+			return nil, err
+		}
+		values[fi] = v
+	}
 	return values, nil
 }
 
@@ -210,6 +238,8 @@ func (m *Model) check(task *spec.InferenceTaskProfile, values []any) (call, load
 			params.Tensor(&c, i, x)
 		case []*tensor.Tensor:
 			params.Tensors(&c, i, x)
+		case map[string]any, []any: // a dict's or a tuple's parts (decodeParts)
+			params.Parts(&c, i, x)
 		}
 		put(call, load, f, engineList(v))
 	}
@@ -274,8 +304,15 @@ func fieldNames(task *spec.InferenceTaskProfile) string {
 	names := make([]string, len(task.Inputs))
 	for i, f := range task.Inputs {
 		names[i] = f.FieldID
-		if perItem(f.Kind) {
+		switch {
+		case perItem(f.Kind):
 			names[i] += ".0, " + f.FieldID + ".1, ..."
+		case f.Kind.HasParts():
+			parts := make([]string, len(f.Fields))
+			for k := range f.Fields {
+				parts[k] = PartInputName(&task.Inputs[i], k)
+			}
+			names[i] = strings.Join(parts, ", ")
 		}
 	}
 	return strings.Join(names, ", ")
@@ -389,6 +426,9 @@ func kindValue(k spec.Kind, v any) (any, error) {
 	if err != nil || ev == nil {
 		return ev, err
 	}
+	if k.HasParts() {
+		return ev, nil // a dict or tuple of tensors, checked part by part (encodeParts)
+	}
 	if k.IsList() {
 		items, ok := ev.([]any)
 		if !ok {
@@ -485,6 +525,8 @@ func encodeInputs(task *spec.InferenceTaskProfile, call, load map[string]any, en
 // encodeField encodes one field's value (in kindValue's form).
 func encodeField(f *spec.InferenceFieldSpec, v any, enc func(string, *tensor.Tensor) (Tensor, error)) ([]Tensor, error) {
 	switch {
+	case f.Kind.HasParts():
+		return encodeParts(f, v, enc)
 	case f.Kind.Stacked():
 		t, err := enc(f.FieldID, v.(*tensor.Tensor))
 		return []Tensor{t}, err

@@ -266,8 +266,20 @@ func requestSchema(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (ob
 		f := &t.Inputs[i]
 		items = append(items, inputSchema(t, f, false))
 		batchItems = append(batchItems, inputSchema(t, f, batchable))
-		if f.Presence() == spec.Required {
-			required = append(required, obj{"contains": obj{"type": "object", "properties": obj{"name": obj{"const": inputName(f)}}, "required": []any{"name"}}})
+		if f.Presence() != spec.Required {
+			continue
+		}
+		names := []string{inputName(f)}
+		if f.Kind.HasParts() { // each required part is an input (parts.go)
+			names = names[:0]
+			for k := range f.Fields {
+				if f.PartRequired(k) {
+					names = append(names, PartInputName(f, k))
+				}
+			}
+		}
+		for _, name := range names {
+			required = append(required, obj{"contains": obj{"type": "object", "properties": obj{"name": obj{"const": name}}, "required": []any{"name"}}})
 		}
 	}
 	inputs := obj{"type": "array", "items": compose("oneOf", items)}
@@ -342,8 +354,15 @@ func describeTask(t *spec.InferenceTaskProfile) string {
 // field's datatypes, shape and constraints.
 func inputSchema(t *spec.InferenceTaskProfile, f *spec.InferenceFieldSpec, batch bool) obj {
 	name := obj{"const": f.FieldID}
-	if perItem(f.Kind) {
+	switch {
+	case perItem(f.Kind):
 		name = obj{"type": "string", "pattern": "^" + f.FieldID + `\.(0|[1-9][0-9]*)$`}
+	case f.Kind.HasParts(): // one input per part (parts.go)
+		names := make([]any, len(f.Fields))
+		for k := range f.Fields {
+			names[k] = PartInputName(f, k)
+		}
+		name = obj{"enum": names}
 	}
 	desc := fmt.Sprintf("Field %s (%s, %s).", f.FieldID, f.Kind, f.Presence())
 	if f.Description != "" {

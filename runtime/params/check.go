@@ -146,6 +146,38 @@ func Tensors(c *Check, i int, v []*tensor.Tensor) {
 	}
 }
 
+// Parts checks a tensor_dict or tensor_tuple field given in the engine's
+// value form (spec.InferenceFieldSpec.EachPart; nil: unset): its required
+// parts present, and each part's tensor consistent and matching the
+// part's dtype and shape, named dimensions bound across the task's fields.
+// The path of a part's violation is the field id and the part
+// ("features.a", "pair.1").
+func Parts(c *Check, i int, v any) {
+	f := c.rules[i]
+	if v == nil {
+		if f.Presence == spec.Required {
+			f.required(c)
+		}
+		return
+	}
+	err := f.Spec.EachPart(v, func(k int, t *tensor.Tensor) error {
+		path := f.path + "." + f.Spec.PartName(k)
+		if err := t.Check(); err != nil {
+			c.add(&Violation{Path: path, Message: err.Error(), Err: err})
+			return nil
+		}
+		if p := f.parts[k]; p != nil {
+			if v := p.match(path, t, &c.bound); v != nil {
+				c.add(v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.add(&Violation{Path: f.path, Message: err.Error(), Err: err})
+	}
+}
+
 // list checks a list's presence and length and reports whether its items
 // are to be checked. A nil optional list is unset; a nil required list is
 // missing.
@@ -173,6 +205,20 @@ var tensorType = reflect.TypeFor[*tensor.Tensor]()
 // checks: a generated Validate applies it to each field in turn.
 func Value(c *Check, i int, v reflect.Value) {
 	f := c.rules[i]
+	if f.Kind.HasParts() {
+		if v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return // an unset optional dict or tuple
+			}
+			v = v.Elem()
+		}
+		parts := make([]*tensor.Tensor, v.NumField())
+		for k := range parts {
+			parts[k], _ = v.Field(k).Interface().(*tensor.Tensor)
+		}
+		Parts(c, i, f.Spec.PartsValue(parts))
+		return
+	}
 	if v.Kind() == reflect.Pointer && v.Type() != tensorType {
 		if v.IsNil() {
 			return // an unset optional scalar

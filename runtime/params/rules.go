@@ -52,6 +52,9 @@ type Field struct {
 	choices map[string]bool
 
 	tensor *contract // the dtype and shape of tensor-like values, or nil
+	// parts are the contracts of the parts of a field with parts
+	// (tensor_dict, tensor_tuple), one per part (nil: any tensor).
+	parts []*contract
 }
 
 // Rules are the compiled rules of one task's fields, in the task's input
@@ -151,6 +154,26 @@ func compileField(t *spec.InferenceTaskProfile, s *spec.InferenceFieldSpec) (*Fi
 			}
 		}
 		f.tensor = compileContract(t, s)
+	}
+	if s.Kind.HasParts() {
+		f.parts = make([]*contract, len(s.Fields))
+		for k, p := range s.Fields {
+			if p.DType != "" && !p.DType.Valid() {
+				return nil, fmt.Errorf("field %q: part %q: dtype %q is not one of the tensor dtypes", s.FieldID, p.Name, p.DType)
+			}
+			for _, d := range p.Shape {
+				if !d.Valid() {
+					return nil, fmt.Errorf("field %q: part %q: shape %s: %q is not a size, a name or *", s.FieldID, p.Name, p.Shape, string(d))
+				}
+			}
+			if p.DType != "" || p.Shape != nil {
+				c := &contract{dtype: p.DType, shape: p.Shape, declared: p.Shape}
+				if t != nil {
+					c.dims = t.Dims
+				}
+				f.parts[k] = c.compile()
+			}
+		}
 	}
 	return f, nil
 }

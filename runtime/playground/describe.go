@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"slices"
+	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/oip"
 	"github.com/worldfoundry/wfgen/runtime/pixels"
@@ -225,14 +226,31 @@ func describeTask(s *spec.ModelInferenceSpec, t *spec.InferenceTaskProfile) (Tas
 	if out.Label == "" {
 		out.Label = t.TaskID
 	}
-	for i, md := range oip.TaskInputs(t) {
-		f := &t.Inputs[i]
+	// A field with parts has one input per part (oip.TaskInputs); each is
+	// a field of the page, labelled with the part.
+	mds := oip.TaskInputs(t)
+	var fields []*spec.InferenceFieldSpec
+	for i := range t.Inputs {
+		n := 1
+		if t.Inputs[i].Kind.HasParts() {
+			n = len(t.Inputs[i].Fields)
+		}
+		for range n {
+			fields = append(fields, &t.Inputs[i])
+		}
+	}
+	for i, md := range mds {
+		f := fields[i]
+		presence, _ := md.Parameters["presence"].(string)
 		fd := Field{Name: md.Name, Label: f.Label, Description: f.Description, Kind: f.Kind.Effective(),
-			Datatype: md.Datatype, Shape: md.Shape, Presence: f.Presence().String(), Choices: f.Choices,
+			Datatype: md.Datatype, Shape: md.Shape, Presence: presence, Choices: f.Choices,
 			Minimum: f.Minimum, Maximum: f.Maximum, MultipleOf: f.MultipleOf, Remainder: f.Remainder,
 			MinLength: f.MinLength, MaxLength: f.MaxLength, Pattern: f.Pattern}
 		if fd.Label == "" {
 			fd.Label = f.FieldID
+		}
+		if f.Kind.HasParts() {
+			fd.Label += " " + strings.TrimPrefix(md.Name, f.FieldID+".")
 		}
 		if d, ok := md.Parameters["default"]; ok {
 			if text, isText := d.(string); isText && f.Kind.IsList() {

@@ -356,17 +356,34 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, rc *http.Respo
 	return buf, nil
 }
 
-// tensorBytes returns the bytes of the tensors among kwargs.
+// tensorBytes returns the bytes of the tensors among kwargs, in lists,
+// tuples and dicts too.
 func tensorBytes(kwargs map[string]any) int64 {
 	var n int64
 	for _, v := range kwargs {
-		switch x := v.(type) {
-		case *tensor.Tensor:
+		n += valueTensorBytes(v)
+	}
+	return n
+}
+
+func valueTensorBytes(v any) int64 {
+	var n int64
+	switch x := v.(type) {
+	case *tensor.Tensor:
+		if x != nil {
 			n += int64(len(x.Data))
-		case []*tensor.Tensor:
-			for _, t := range x {
-				n += int64(len(t.Data))
-			}
+		}
+	case []*tensor.Tensor:
+		for _, t := range x {
+			n += valueTensorBytes(t)
+		}
+	case []any: // a list (params.List) or a tuple of tensors
+		for _, e := range x {
+			n += valueTensorBytes(e)
+		}
+	case map[string]any: // a dict of tensors
+		for _, e := range x {
+			n += valueTensorBytes(e)
 		}
 	}
 	return n

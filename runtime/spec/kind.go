@@ -3,6 +3,7 @@ package spec
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -30,7 +31,40 @@ const (
 	KindFloatList  Kind = "float_list"
 	KindBoolList   Kind = "bool_list"
 	KindTensorList Kind = "tensor_list"
+	// KindTensorDict is a dict of tensors (TorchScript Dict[str, Tensor])
+	// whose keys the field's fields declare: a generated struct with one
+	// *tensor.Tensor field per key.
+	KindTensorDict Kind = "tensor_dict"
+	// KindTensorTuple is a fixed tuple of tensors (TorchScript
+	// Tuple[Tensor, ...]), one element per field the field declares: a
+	// generated struct with one *tensor.Tensor field per element, in order.
+	KindTensorTuple Kind = "tensor_tuple"
 )
+
+// Form says how the values of a field kind are built from its Base: one
+// value, a list of them, or a struct of tensors whose parts the field
+// declares (InferenceFieldSpec.Fields).
+type Form int8
+
+// The forms. The zero Form is none: the form of a kind that is not valid.
+const (
+	// FormOne is one value of the base.
+	FormOne Form = iota + 1
+	// FormList is a list of values of the base (TorchScript List[...]).
+	FormList
+	// FormDict is a dict of tensors keyed by the field's declared fields
+	// (TorchScript Dict[str, Tensor]); the engine's form is a
+	// map[string]any holding the keys that are set.
+	FormDict
+	// FormTuple is a tuple of tensors, one per declared field, in order
+	// (TorchScript Tuple[Tensor, ...]); the engine's form is a []any.
+	FormTuple
+)
+
+// HasParts reports whether values of the form are made of parts the field
+// declares under fields (dict, tuple): their Go type is a struct generated
+// per field, one *tensor.Tensor per part.
+func (f Form) HasParts() bool { return f == FormDict || f == FormTuple }
 
 // Base is what one value of a field kind is, or one item of a list kind:
 // the few value types that code converting values (Go, JSON, YAML,
@@ -144,29 +178,34 @@ type KindInfo struct {
 	Const string
 	// Phrase names the kind in messages: "an int", "a list of strings".
 	Phrase string
-	// Elem is the kind of one item of a list kind, and the kind itself
-	// for a kind of single values.
+	// Elem is the kind of one item of a list kind or one part of a dict or
+	// tuple kind, and the kind itself for a kind of single values.
 	Elem Kind
 	// Base is what one value, or one item, is.
 	Base Base
 	// Picture says whether the values are pictures, and which.
 	Picture Picture
+	// Form says whether a value is one value of the base, a list of them
+	// or a struct of parts (dict, tuple).
+	Form Form
 }
 
 // kindTable is the table of field kinds, in documentation order.
 var kindTable = [...]KindInfo{
-	{Kind: KindString, Const: "KindString", Phrase: "a string", Elem: KindString, Base: BaseString, Picture: NotPicture},
-	{Kind: KindInt, Const: "KindInt", Phrase: "an int", Elem: KindInt, Base: BaseInt, Picture: NotPicture},
-	{Kind: KindFloat, Const: "KindFloat", Phrase: "a float", Elem: KindFloat, Base: BaseFloat, Picture: NotPicture},
-	{Kind: KindBool, Const: "KindBool", Phrase: "a bool", Elem: KindBool, Base: BaseBool, Picture: NotPicture},
-	{Kind: KindTensor, Const: "KindTensor", Phrase: "a tensor", Elem: KindTensor, Base: BaseTensor, Picture: NotPicture},
-	{Kind: KindImage, Const: "KindImage", Phrase: "an image", Elem: KindImage, Base: BaseTensor, Picture: PictureImage},
-	{Kind: KindVideo, Const: "KindVideo", Phrase: "a video", Elem: KindVideo, Base: BaseTensor, Picture: PictureVideo},
-	{Kind: KindStringList, Const: "KindStringList", Phrase: "a list of strings", Elem: KindString, Base: BaseString, Picture: NotPicture},
-	{Kind: KindIntList, Const: "KindIntList", Phrase: "a list of ints", Elem: KindInt, Base: BaseInt, Picture: NotPicture},
-	{Kind: KindFloatList, Const: "KindFloatList", Phrase: "a list of floats", Elem: KindFloat, Base: BaseFloat, Picture: NotPicture},
-	{Kind: KindBoolList, Const: "KindBoolList", Phrase: "a list of bools", Elem: KindBool, Base: BaseBool, Picture: NotPicture},
-	{Kind: KindTensorList, Const: "KindTensorList", Phrase: "a list of tensors", Elem: KindTensor, Base: BaseTensor, Picture: NotPicture},
+	{Kind: KindString, Const: "KindString", Phrase: "a string", Elem: KindString, Base: BaseString, Picture: NotPicture, Form: FormOne},
+	{Kind: KindInt, Const: "KindInt", Phrase: "an int", Elem: KindInt, Base: BaseInt, Picture: NotPicture, Form: FormOne},
+	{Kind: KindFloat, Const: "KindFloat", Phrase: "a float", Elem: KindFloat, Base: BaseFloat, Picture: NotPicture, Form: FormOne},
+	{Kind: KindBool, Const: "KindBool", Phrase: "a bool", Elem: KindBool, Base: BaseBool, Picture: NotPicture, Form: FormOne},
+	{Kind: KindTensor, Const: "KindTensor", Phrase: "a tensor", Elem: KindTensor, Base: BaseTensor, Picture: NotPicture, Form: FormOne},
+	{Kind: KindImage, Const: "KindImage", Phrase: "an image", Elem: KindImage, Base: BaseTensor, Picture: PictureImage, Form: FormOne},
+	{Kind: KindVideo, Const: "KindVideo", Phrase: "a video", Elem: KindVideo, Base: BaseTensor, Picture: PictureVideo, Form: FormOne},
+	{Kind: KindStringList, Const: "KindStringList", Phrase: "a list of strings", Elem: KindString, Base: BaseString, Picture: NotPicture, Form: FormList},
+	{Kind: KindIntList, Const: "KindIntList", Phrase: "a list of ints", Elem: KindInt, Base: BaseInt, Picture: NotPicture, Form: FormList},
+	{Kind: KindFloatList, Const: "KindFloatList", Phrase: "a list of floats", Elem: KindFloat, Base: BaseFloat, Picture: NotPicture, Form: FormList},
+	{Kind: KindBoolList, Const: "KindBoolList", Phrase: "a list of bools", Elem: KindBool, Base: BaseBool, Picture: NotPicture, Form: FormList},
+	{Kind: KindTensorList, Const: "KindTensorList", Phrase: "a list of tensors", Elem: KindTensor, Base: BaseTensor, Picture: NotPicture, Form: FormList},
+	{Kind: KindTensorDict, Const: "KindTensorDict", Phrase: "a dict of tensors", Elem: KindTensor, Base: BaseTensor, Picture: NotPicture, Form: FormDict},
+	{Kind: KindTensorTuple, Const: "KindTensorTuple", Phrase: "a tuple of tensors", Elem: KindTensor, Base: BaseTensor, Picture: NotPicture, Form: FormTuple},
 }
 
 // kindRows indexes kindTable by kind.
@@ -219,13 +258,24 @@ func (k Kind) Effective() Kind {
 func (k Kind) Valid() bool { return kindRows[k.Effective()] != nil }
 
 // IsList reports whether values of k are lists.
-func (k Kind) IsList() bool {
-	r := kindRows[k.Effective()]
-	return r != nil && r.Elem != r.Kind
+func (k Kind) IsList() bool { return k.Form() == FormList }
+
+// Form says how values of k are built from its base: one value, a list,
+// or a struct of declared parts (dict, tuple); none (0) for a kind that is
+// not valid.
+func (k Kind) Form() Form {
+	if r := kindRows[k.Effective()]; r != nil {
+		return r.Form
+	}
+	return 0
 }
 
-// Elem returns the kind of one value: the item kind of a list kind, k
-// itself otherwise.
+// HasParts reports whether values of k are made of parts the field
+// declares under fields (tensor_dict, tensor_tuple).
+func (k Kind) HasParts() bool { return k.Form().HasParts() }
+
+// Elem returns the kind of one value: the item kind of a list kind, the
+// kind of each part of a dict or tuple kind, k itself otherwise.
 func (k Kind) Elem() Kind {
 	if r := kindRows[k.Effective()]; r != nil {
 		return r.Elem
@@ -237,7 +287,7 @@ func (k Kind) Elem() Kind {
 // when there is none.
 func (k Kind) ListOf() (list Kind, ok bool) {
 	for i := range kindTable {
-		if r := &kindTable[i]; r.Elem == k.Effective() && r.Elem != r.Kind {
+		if r := &kindTable[i]; r.Elem == k.Effective() && r.Form == FormList {
 			return r.Kind, true
 		}
 	}
@@ -266,14 +316,14 @@ func (k Kind) Picture() Picture {
 func (k Kind) IsPicture() bool { return k.Picture() > NotPicture }
 
 // TensorLike reports whether values of k carry tensor data (tensor, image,
-// video, tensor_list). Such values exist only at call time: they have no
-// default.
+// video, tensor_list, tensor_dict, tensor_tuple). Such values exist only
+// at call time: they have no default.
 func (k Kind) TensorLike() bool { return k.Base() == BaseTensor }
 
 // Stacked reports whether each value of k is one tensor (tensor, image,
 // video): what batching stacks (InferenceFieldSpec.IsStacked) and what
 // an AOTInductor package's tensor input is.
-func (k Kind) Stacked() bool { return k.TensorLike() && !k.IsList() }
+func (k Kind) Stacked() bool { return k.TensorLike() && k.Form() == FormOne }
 
 // Numeric reports whether k's values (or items) are numbers.
 func (k Kind) Numeric() bool { b := k.Base(); return b == BaseInt || b == BaseFloat }
@@ -294,7 +344,9 @@ func (k Kind) Phrase() string {
 
 // GoType is the Go type of a value of k in a generated params struct, a
 // decoded request and the engine's value form (a list is a slice of its
-// items' type); nil for a kind that is not valid.
+// items' type); for a kind with parts (dict, tuple), whose struct is
+// generated per field, the type of each part; nil for a kind that is not
+// valid.
 func (k Kind) GoType() reflect.Type {
 	b, ok := k.Base().Info()
 	if !ok {
@@ -307,15 +359,28 @@ func (k Kind) GoType() reflect.Type {
 }
 
 // TorchScriptType is the TorchScript type a value of k is passed as
-// ("int", "List[str]", "Tensor" for images and videos), or "" for a kind
-// that is not valid.
-func (k Kind) TorchScriptType() string {
+// ("int", "List[str]", "Tensor" for images and videos, "Dict[str,
+// Tensor]"), or "" for a kind that is not valid. A tuple's type depends
+// on its parts: TupleType, or InferenceFieldSpec.TorchScriptType.
+func (k Kind) TorchScriptType() string { return k.TupleType(0) }
+
+// TupleType is TorchScriptType with n parts for a tuple kind
+// ("Tuple[Tensor, Tensor]"); other kinds ignore n.
+func (k Kind) TupleType(n int) string {
 	b, ok := k.Base().Info()
 	if !ok {
 		return ""
 	}
-	if k.IsList() {
+	switch k.Form() {
+	case FormList:
 		return "List[" + b.TorchScript + "]"
+	case FormDict:
+		return "Dict[str, " + b.TorchScript + "]"
+	case FormTuple:
+		if n == 0 {
+			return "Tuple[" + b.TorchScript + ", ...]"
+		}
+		return "Tuple[" + strings.Repeat(b.TorchScript+", ", n-1) + b.TorchScript + "]"
 	}
 	return b.TorchScript
 }
@@ -332,7 +397,8 @@ func (k Kind) Allows(c Constraint) bool {
 	case ConstraintPattern, ConstraintChoices:
 		return k.Textual()
 	case ConstraintDType, ConstraintShape:
-		return k.TensorLike()
+		// A dict or tuple declares them per part, under fields.
+		return k.TensorLike() && !k.HasParts()
 	case ConstraintImage:
 		return k.IsPicture()
 	}

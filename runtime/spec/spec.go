@@ -134,6 +134,12 @@ type InferenceFieldSpec struct {
 	Shape Shape `json:"shape,omitempty"`
 	// Image says how a picture becomes the tensor of an image or video field.
 	Image *ImageSpec `json:"image,omitempty"`
+	// Fields are the parts of a tensor_dict field (the dict's keys) or a
+	// tensor_tuple field (the tuple's elements, in order), one tensor each:
+	// the generated struct has a field per part, in this order. Only these
+	// kinds have fields, and they have at least one (see
+	// InferenceFieldSpec.PartProblems).
+	Fields []ArtifactFieldSpec `json:"fields,omitempty"`
 	// Deprecated, when non-empty, marks the field deprecated with this message.
 	Deprecated string `json:"deprecated,omitempty"`
 	// GoName overrides the Go identifier wfgen derives from FieldID.
@@ -191,13 +197,16 @@ type InferenceArtifactSpec struct {
 	Fields []ArtifactFieldSpec `json:"fields,omitempty"`
 }
 
-// ArtifactFieldSpec is one key of a record artifact's dict: a tensor, held
-// in a field of the struct generated for the artifact.
+// ArtifactFieldSpec is one key of a record artifact's dict, or one part of
+// a tensor_dict or tensor_tuple input field (a dict's key, a tuple's
+// element): a tensor, held in a field of the struct generated for the
+// artifact or the input field.
 type ArtifactFieldSpec struct {
-	// Name is the dict's key.
+	// Name is the dict's key (a tuple element's name, for its Go field).
 	Name string `json:"name" jsonschema:"required,minLength=1,example=boxes"`
 	// Required keys must be in every dict the model returns; a missing
-	// optional key leaves its struct field nil.
+	// optional key leaves its struct field nil. Of an input field's parts,
+	// required ones must be given; a tuple's elements all are.
 	Required bool `json:"required"`
 	// Description is free text for documentation.
 	Description string `json:"description,omitempty"`

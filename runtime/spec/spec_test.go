@@ -283,7 +283,7 @@ func TestToDict(t *testing.T) {
 }
 
 func TestKindLists(t *testing.T) {
-	if len(FieldKinds) != 12 || !slices.Contains(FieldKinds, KindTensorList) || !slices.Contains(FieldKinds, KindString) {
+	if len(FieldKinds) != 14 || !slices.Contains(FieldKinds, KindTensorList) || !slices.Contains(FieldKinds, KindTensorDict) || !slices.Contains(FieldKinds, KindTensorTuple) || !slices.Contains(FieldKinds, KindString) {
 		t.Errorf("FieldKinds = %v", FieldKinds)
 	}
 	if len(ArtifactKinds) != 9 || !slices.Contains(ArtifactKinds, ArtifactRecordList) || !slices.Contains(ArtifactKinds, ArtifactEmbedding) || !slices.Contains(ArtifactKinds, ArtifactTensorList) {

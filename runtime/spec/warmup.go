@@ -57,6 +57,9 @@ var pointerKey = strings.NewReplacer("~", "~0", "/", "~1")
 //     warmup.dims size, else at the smallest size the task's dims allow
 //     (at least 1), and — for a stacked input of a task whose batching
 //     names its dimension — without that leading dimension;
+//   - for a required field of kind tensor_dict or tensor_tuple: such zeros
+//     for each required part, of the part's dtype and shape, as the dict
+//     or tuple (InferenceFieldSpec.PartsValue);
 //   - nothing for an optional field (the model decides, as when a caller
 //     leaves it unset).
 //
@@ -95,6 +98,13 @@ func (t *InferenceTaskProfile) WarmupValues() (map[string]any, []Problem) {
 		for _, d := range t.Inputs[i].Shape {
 			if d.Named() {
 				used[string(d)] = true
+			}
+		}
+		for _, p := range t.Inputs[i].Fields {
+			for _, d := range p.Shape {
+				if d.Named() {
+					used[string(d)] = true
+				}
 			}
 		}
 	}
@@ -137,6 +147,24 @@ func (t *InferenceTaskProfile) WarmupValues() (map[string]any, []Problem) {
 		switch {
 		case f.Kind.TensorLike() && f.Kind.IsList():
 			why = fmt.Sprintf("field %q is a required tensor_list, whose length a warm-up cannot know", f.FieldID)
+		case f.Kind.HasParts():
+			// zeros for each required part, of the part's dtype and shape
+			parts := make([]*tensor.Tensor, len(f.Fields))
+			for k, p := range f.Fields {
+				if !f.PartRequired(k) {
+					continue
+				}
+				ps := &InferenceFieldSpec{FieldID: f.FieldID, Kind: f.Kind.Elem(), DType: p.DType, Shape: p.Shape}
+				tn, msg := t.warmupTensor(ps, w.Dims, "")
+				if msg != "" {
+					why = fmt.Sprintf("field %q, %s %q: %s", f.FieldID, f.partNoun(), p.Name, msg)
+					break
+				}
+				parts[k] = tn
+			}
+			if why == "" {
+				values[f.FieldID] = f.PartsValue(parts)
+			}
 		case !f.Kind.TensorLike():
 			why = fmt.Sprintf("field %q is required and has no default; give it a value under warmup.inputs (or a default)", f.FieldID)
 		default:

@@ -135,7 +135,7 @@
     return 'a ' + s.map((d) => d < 0 ? 'n' : d).join('×') + ' table of ' + num + ' (nested lists)';
   }
   const kindWords = {string: 'text', int: 'whole number', float: 'number', bool: 'yes/no', image: 'picture', video: 'frames',
-    tensor: 'numbers', tensor_list: 'lists of numbers', string_list: 'texts', int_list: 'whole numbers', float_list: 'numbers', bool_list: 'yes/no values'};
+    tensor: 'numbers', tensor_list: 'lists of numbers', tensor_dict: 'numbers', tensor_tuple: 'numbers', string_list: 'texts', int_list: 'whole numbers', float_list: 'numbers', bool_list: 'yes/no values'};
 
   // bounds summarises a field's rules in words; the protocol's datatype
   // and shape of a tensor-like field follow in small print.
@@ -177,7 +177,7 @@
       pic = pictureInput(t, fi, aria, hooks, (msg) => view.setError(msg));
       control = pic.input;
       value = pic.value;
-    } else if (fi.kind === 'tensor' || fi.kind === 'tensor_list') {
+    } else if (fi.kind === 'tensor' || fi.kind === 'tensor_list' || fi.kind === 'tensor_dict' || fi.kind === 'tensor_tuple') {
       control = el('textarea', Object.assign({rows: 3, placeholder: 'JSON: nested arrays of numbers'}, aria));
     } else if (fi.kind.endsWith('_list')) {
       control = el('input', Object.assign({type: 'text', placeholder: 'comma-separated',
@@ -192,7 +192,7 @@
         const v = c.value.trim();
         if (v === '' && fi.kind !== 'string') return null;
         if (v === '' && fi.presence !== 'required' && !c.value) return null;
-        if (fi.kind === 'tensor' || fi.kind === 'tensor_list') return tensorInput(fi, v);
+        if (fi.kind === 'tensor' || fi.kind === 'tensor_list' || fi.kind === 'tensor_dict' || fi.kind === 'tensor_tuple') return tensorInput(fi, v);
         if (fi.kind.endsWith('_list')) {
           const items = v.split(',').map((s) => s.trim()).filter((s) => s !== '').map(scalar);
           return {name: fi.name, datatype: dt, shape: [items.length], data: items};
