@@ -32,9 +32,9 @@ type batcher struct {
 	pin   func() (*revision, error)
 	task  *spec.InferenceTaskProfile
 	slots slots
-	max      int
-	delay    time.Duration
-	stats    *counters
+	max   int
+	delay time.Duration
+	stats *counters
 	// active returns the infer requests the server is reading, queueing or
 	// running: when every one of them is already waiting here, no other
 	// can join soon, and the batch runs without waiting out the delay.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
-
 )
 
 // The model repository's control (Triton's repository extension, over REST

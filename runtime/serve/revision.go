@@ -1,8 +1,8 @@
 package serve
 
 import (
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
