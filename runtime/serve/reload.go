@@ -33,9 +33,10 @@ import (
 // source is where a model's revisions come from: its spec (as last read),
 // the client options its variants are made with, and the manifest file.
 type source struct {
-	spec     *spec.ModelInferenceSpec
-	options  []client.Option
-	manifest string
+	spec       *spec.ModelInferenceSpec
+	options    []client.Option
+	manifest   string
+	repository string // Family.Repository
 }
 
 // reloadCounts count a variant's reloads.
@@ -78,26 +79,26 @@ func (s *Server) checkpointFile(src source, vid string) (string, error) {
 			}
 		}
 	}
-	if s.cfg.RepositoryRoot == "" {
+	if src.repository == "" {
 		return path, nil
 	}
 	if src.manifest != "" {
-		if _, err := s.inRepository(src.manifest); err != nil {
+		if _, err := inRepository(src.repository, src.manifest); err != nil {
 			return "", err
 		}
 	}
 	if path == "" {
 		return "", nil
 	}
-	return s.inRepository(path)
+	return inRepository(src.repository, path)
 }
 
 // inRepository returns path with its symbolic links resolved, or an
-// error when that lies outside Config.RepositoryRoot.
-func (s *Server) inRepository(path string) (string, error) {
-	root, err := filepath.EvalSymlinks(s.cfg.RepositoryRoot)
+// error when that lies outside the repository folder repo.
+func inRepository(repo, path string) (string, error) {
+	root, err := filepath.EvalSymlinks(repo)
 	if err != nil {
-		return "", fmt.Errorf("repository %s: %w", s.cfg.RepositoryRoot, err)
+		return "", fmt.Errorf("repository %s: %w", repo, err)
 	}
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -110,7 +111,7 @@ func (s *Server) inRepository(path string) (string, error) {
 		return "", err
 	}
 	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", fmt.Errorf("%s resolves to %s, outside the repository %s: a repository's manifests and checkpoints stay in its tree", path, real, s.cfg.RepositoryRoot)
+		return "", fmt.Errorf("%s resolves to %s, outside the repository %s: a repository's manifests and checkpoints stay in its tree", path, real, repo)
 	}
 	return real, nil
 }
@@ -133,9 +134,10 @@ func fileDigest(path string) (string, error) {
 // digests of checkpoints are worth computing.
 func (s *Server) reloads() bool { return s.cfg.ModelControl != ControlNone }
 
-// makeRevision makes revision n of v from src, its checkpoint at path
-// (digest its sha256): loaded, its contract checked, warmed up. Nothing
-// is left behind when it fails.
+// makeRevision makes revision n of v from src (0: the variant's next
+// number, taken once it has loaded), its checkpoint at path (digest its
+// sha256): loaded, its contract checked, warmed up. Nothing is left
+// behind when it fails, and no number is taken.
 func (s *Server) makeRevision(m *model, v *variant, src source, path, digest string, n int64) (*revision, error) {
 	c, err := s.newClient(src, v.id, path)
 	if err != nil {
@@ -152,9 +154,12 @@ func (s *Server) makeRevision(m *model, v *variant, src source, path, digest str
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 		if len(rep.Calls) > 0 {
-			s.cfg.Logger.Info("warmed up", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", revisionName(v.id, n)),
+			s.cfg.Logger.Info("warmed up", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("variant", v.id),
 				slog.Int("calls", len(rep.Calls)), slog.Float64("duration_ms", float64(rep.Total().Microseconds())/1000))
 		}
+	}
+	if n == 0 {
+		n = v.revisions.Add(1)
 	}
 	return newRevision(v.id, n, c, digest), nil
 }
@@ -167,11 +172,9 @@ func (s *Server) installRevision(m *model, v *variant, src source) error {
 	if err != nil {
 		return err
 	}
-	var n int64
+	var n int64 // the next number
 	if cur := v.rev.Load(); cur != nil && cur.fresh {
 		n = cur.n // New's revision, never loaded here: this one replaces it
-	} else {
-		n = v.revisions.Add(1)
 	}
 	rev, err := s.makeRevision(m, v, src, path, digest, n)
 	if err != nil {
@@ -216,13 +219,13 @@ func (s *Server) reload(m *model, load bool) error {
 		if !v.loaded.Load() {
 			if load {
 				if err := s.loadVariant(m, v); err != nil {
-					errs = append(errs, fmt.Errorf("%s/%s: %w", name, v.id, err))
+					errs = append(errs, named(name, v.id, err))
 				}
 			}
 			continue
 		}
 		if err := s.reloadVariant(m, v, src); err != nil {
-			err = fmt.Errorf("%s/%s: %w", name, v.id, err)
+			err = named(name, v.id, err)
 			s.reloadFailed(m, v, err)
 			errs = append(errs, err)
 		}
@@ -231,11 +234,20 @@ func (s *Server) reload(m *model, load bool) error {
 	return errors.Join(errs...)
 }
 
+// named prefixes err with the family and variant it is about, unless it
+// names them first already (the client's errors do).
+func named(family, vid string, err error) error {
+	if strings.HasPrefix(err.Error(), family+"/"+vid+":") {
+		return err
+	}
+	return fmt.Errorf("%s/%s: %w", family, vid, err)
+}
+
 // readManifest rereads src's manifest: the family must keep its id and
 // everything but its variants' checkpoints.
 func (s *Server) readManifest(src source) (*spec.ModelInferenceSpec, error) {
-	if s.cfg.RepositoryRoot != "" {
-		if _, err := s.inRepository(src.manifest); err != nil {
+	if src.repository != "" {
+		if _, err := inRepository(src.repository, src.manifest); err != nil {
 			return nil, err
 		}
 	}
@@ -293,7 +305,7 @@ func (s *Server) reloadVariant(m *model, v *variant, src source) error {
 		v.reloadErr.Store(nil)
 		return nil // unchanged
 	}
-	rev, err := s.makeRevision(m, v, src, path, digest, v.revisions.Add(1))
+	rev, err := s.makeRevision(m, v, src, path, digest, 0)
 	if err != nil {
 		return err
 	}

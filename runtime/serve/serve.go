@@ -121,10 +121,6 @@ type Config struct {
 	// spec it returns may differ from the serving one in its variants'
 	// checkpoints only (anything else needs a restart).
 	ReadManifest func(path string) (*spec.ModelInferenceSpec, error)
-	// RepositoryRoot, when set, is the model repository's folder: every
-	// manifest and the checkpoint files they name must resolve (symbolic
-	// links followed) inside it, at start and at every reload.
-	RepositoryRoot string
 	// StartupModels are the families (ids or aliases) loaded at start in
 	// explicit mode.
 	StartupModels []string
@@ -249,6 +245,11 @@ type Family struct {
 	// Manifest is the file Spec was read from, if any: poll mode watches
 	// it, and a reload rereads it (Config.ReadManifest).
 	Manifest string
+	// Repository, when set, is the model repository's folder the family
+	// was found in: its manifest and the checkpoint files it names must
+	// resolve (symbolic links followed) inside it, at every load and
+	// reload.
+	Repository string
 }
 
 // model is one served family.
@@ -380,7 +381,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		m := &model{oip: om, variants: map[string]*variant{}, source: source{spec: f.Spec, options: f.Options, manifest: f.Manifest}}
+		m := &model{oip: om, variants: map[string]*variant{}, source: source{spec: f.Spec, options: f.Options, manifest: f.Manifest, repository: f.Repository}}
 		s.order = append(s.order, m)
 		for _, name := range append([]string{f.Spec.ModelFamilyID}, f.Spec.Aliases...) {
 			if _, dup := s.models[name]; dup {
