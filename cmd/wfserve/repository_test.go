@@ -479,3 +479,92 @@ func TestRepositoryInvalidManifest(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, stderr.String())
 	}
 }
+
+// post sends body to url and returns the status and answer.
+func post(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// With explicit model control, a load of a loaded model reloads it when
+// its checkpoint changed (a new revision, swapped in), does nothing when
+// it did not, and answers why when the new checkpoint fails, the serving
+// revision untouched; a load of a model the repository does not hold is
+// a 404; loads and unloads of one model sent at once each finish, and
+// leave it in the state of the last, nothing left draining.
+func TestExplicitLoadReloads(t *testing.T) {
+	a, b := encoders.Path(t, "a.pt"), encoders.Path(t, "b.pt")
+	wantA, wantB := embedding(t, a), embedding(t, b)
+	dir, _, ck := encoderRepository(t, a, nil)
+	p := startRepository(t, "-repository", dir, "-model-control", "explicit", "-load-model", "tiny-encoder")
+	hc := &http.Client{}
+	expect := func(t *testing.T, version string, want []float32) {
+		t.Helper()
+		ans, err := infer(hc, p.url)
+		if err != nil || ans.version != version || !bitEqual(ans.data, want) {
+			t.Errorf("got %v %v, want %s's answer", ans, err, version)
+		}
+	}
+	load := p.url + "/v2/repository/models/tiny-encoder/load"
+	expect(t, "default@1", wantA)
+	if code, msg := post(t, load, ""); code != 200 {
+		t.Fatalf("load of the unchanged model: %d %s", code, msg)
+	}
+	expect(t, "default@1", wantA)
+
+	replaceFile(t, b, ck)
+	if code, msg := post(t, load, ""); code != 200 {
+		t.Fatalf("load of the changed model: %d %s", code, msg)
+	}
+	expect(t, "default@2", wantB)
+
+	writeFile(t, ck, []byte("not a TorchScript archive"))
+	if code, msg := post(t, load, ""); code != 400 || !strings.Contains(msg, `failed to load \"tiny-encoder\"`) {
+		t.Errorf("load of a broken checkpoint: %d %s", code, msg)
+	}
+	expect(t, "default@2", wantB)
+	if code, msg := post(t, p.url+"/v2/repository/models/nope/load", ""); code != 404 {
+		t.Errorf("load of an unknown model: %d %s", code, msg)
+	}
+
+	// Loads and unloads at once, A back in place.
+	replaceFile(t, a, ck)
+	var wg sync.WaitGroup
+	codes := make(chan string, 16)
+	for i := range 16 {
+		op := []string{"load", "unload"}[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, msg := post(t, p.url+"/v2/repository/models/tiny-encoder/"+op, "")
+			if code != 200 {
+				codes <- fmt.Sprintf("%s: %d %s", op, code, msg)
+			}
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		t.Error(c)
+	}
+	if code, msg := post(t, load, ""); code != 200 {
+		t.Fatalf("load: %d %s", code, msg)
+	}
+	ans, err := infer(hc, p.url)
+	if err != nil || !bitEqual(ans.data, wantA) {
+		t.Errorf("after the loads and unloads: %v %v", ans, err)
+	}
+	enginetest.WaitFor(t, "no revision draining", func() bool {
+		return strings.Contains(get(t, p.url+"/metrics"), "wfserve_model_revisions_draining 0\n")
+	})
+	p.stop(t)
+}
