@@ -183,7 +183,11 @@ func (s *Server) installRevision(m *model, v *variant, src source) error {
 	if old := v.swap(rev); old != nil {
 		s.retire(m, old)
 	}
-	s.cfg.Logger.Info("loaded", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", rev.version), slog.String("checkpoint_sha256", digest))
+	attrs := []any{slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", rev.version)}
+	if digest != "" {
+		attrs = append(attrs, slog.String("checkpoint_sha256", digest))
+	}
+	s.cfg.Logger.Info("loaded", attrs...)
 	return nil
 }
 

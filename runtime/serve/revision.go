@@ -123,7 +123,9 @@ func (s *Server) retire(m *model, r *revision) <-chan struct{} {
 			s.cfg.Logger.Warn("releasing caches", slog.String("error", err.Error()))
 		}
 		s.drainingRevs.Add(-1)
-		s.cfg.Logger.Info("revision freed", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", r.version))
+		if !r.fresh { // New's revision, replaced at the first load, held nothing worth a record
+			s.cfg.Logger.Info("revision freed", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", r.version))
+		}
 	}()
 	return freed
 }
