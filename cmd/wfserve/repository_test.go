@@ -15,12 +15,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/gen/validate"
@@ -287,14 +289,24 @@ func TestPollReloadUnderLoad(t *testing.T) {
 		answers  = map[string][][]float32{} // by version: the distinct embeddings it answered
 		count    atomic.Int64
 		failures []error
+		swapping atomic.Bool
+		steady   []time.Duration // request latencies before the first replacement
+		swapped  []time.Duration // and from then on
 	)
 	for range hammerClients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
+				began := time.Now()
 				ans, err := infer(hc, p.url)
+				took := time.Since(began)
 				mu.Lock()
+				if swapping.Load() {
+					swapped = append(swapped, took)
+				} else {
+					steady = append(steady, took)
+				}
 				if err != nil {
 					failures = append(failures, err)
 				} else if seen := answers[ans.version]; len(seen) == 0 || !bitEqual(seen[0], ans.data) {
@@ -305,6 +317,9 @@ func TestPollReloadUnderLoad(t *testing.T) {
 			}
 		}()
 	}
+	// Some load before the first replacement, for the latencies' sake.
+	enginetest.WaitFor(t, "answers before the replacements", func() bool { return count.Load() >= 10*hammerClients })
+	swapping.Store(true)
 	files := []string{b, a}
 	for i := range swaps {
 		n := count.Load()
@@ -340,6 +355,7 @@ func TestPollReloadUnderLoad(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests from %d clients over %d checkpoint replacements, answered by %d revisions", count.Load(), hammerClients, swaps, len(answers))
+	t.Logf("latency before the replacements: %s; during them: %s", percentiles(steady), percentiles(swapped))
 	// Every revision swapped out has been freed.
 	enginetest.WaitFor(t, "the old revisions to be freed", func() bool {
 		return strings.Count(p.stderr.String(), "msg=\"revision freed\" model=tiny-encoder") >= swaps
@@ -377,7 +393,8 @@ func get(t *testing.T, url string) string {
 // and say why (the log, the metric, the index): a checkpoint that fails
 // the manifest's sha256, a checkpoint that is a symbolic link out of the
 // tree, a manifest made invalid, a manifest that changes the model's
-// interface. A good change afterwards is swapped in.
+// interface. A good change afterwards is swapped in. Load and unload are
+// refused in poll mode.
 func TestPollRefusesBadChanges(t *testing.T) {
 	a, b := encoders.Path(t, "a.pt"), encoders.Path(t, "b.pt")
 	sumA, sumB := sha256File(t, a), sha256File(t, b)
@@ -414,6 +431,9 @@ func TestPollRefusesBadChanges(t *testing.T) {
 		}
 	}
 	serving(t)
+	if code, msg := post(t, p.url+"/v2/repository/models/tiny-encoder/load", ""); code != 400 || !strings.Contains(msg, "model control is poll") {
+		t.Errorf("a load in poll mode: %d %s", code, msg)
+	}
 
 	// B where the manifest pins A's sha256.
 	replaceFile(t, b, ck)
@@ -567,4 +587,17 @@ func TestExplicitLoadReloads(t *testing.T) {
 		return strings.Contains(get(t, p.url+"/metrics"), "wfserve_model_revisions_draining 0\n")
 	})
 	p.stop(t)
+}
+
+// percentiles describes latencies: their number, median, p99 and max (a
+// figure for the log, asserted nowhere).
+func percentiles(d []time.Duration) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	slices.Sort(d)
+	at := func(q float64) time.Duration {
+		return d[min(len(d)-1, int(q*float64(len(d))))].Round(10 * time.Microsecond)
+	}
+	return fmt.Sprintf("n=%d p50=%v p99=%v max=%v", len(d), at(0.5), at(0.99), d[len(d)-1].Round(10*time.Microsecond))
 }

@@ -14,7 +14,10 @@
 // request (request id, access log, drain, auth); admission.go bounds the
 // work in flight (requests, bytes, engine slots per model) and tracks it
 // for drain; infer.go and stream.go answer infer requests and realtime
-// streams; batcher.go merges requests across clients; errors.go maps errors
+// streams; batcher.go merges requests across clients; repository.go,
+// reload.go, revision.go and poll.go load, unload and reload models while
+// serving (explicit and poll model control, revisions swapped without
+// downtime); errors.go maps errors
 // to statuses and the protocol's error body; metrics.go and tracing.go
 // record Prometheus metrics (GET /metrics) and OpenTelemetry spans.
 package serve
