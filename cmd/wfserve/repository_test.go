@@ -254,8 +254,10 @@ func revisions(p *wfserveProc) map[string]string {
 
 // hammerClients and hammerSwaps size TestPollReloadUnderLoad: the issue's
 // test has 32 clients for 60 s while the checkpoint is replaced 20 times;
-// this one runs as long as the 20 replacements take (seconds), and
-// WFSERVE_RELOAD_SWAPS asks for more.
+// this one runs as long as the 20 replacements take (seconds).
+// WFSERVE_RELOAD_SWAPS asks for more replacements, and
+// WFSERVE_RELOAD_SECONDS spreads them over that long at least (60: the
+// issue's form).
 const hammerClients, hammerSwaps = 32, 20
 
 // In poll mode, 32 clients hammer tiny-encoder while its checkpoint is
@@ -272,6 +274,14 @@ func TestPollReloadUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		swaps = n
+	}
+	var spread time.Duration
+	if s := os.Getenv("WFSERVE_RELOAD_SECONDS"); s != "" {
+		secs, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spread = time.Duration(secs * float64(time.Second))
 	}
 	a, b := encoders.Path(t, "a.pt"), encoders.Path(t, "b.pt")
 	want := map[string][]float32{sha256File(t, a): embedding(t, a), sha256File(t, b): embedding(t, b)}
@@ -321,7 +331,11 @@ func TestPollReloadUnderLoad(t *testing.T) {
 	enginetest.WaitFor(t, "answers before the replacements", func() bool { return count.Load() >= 10*hammerClients })
 	swapping.Store(true)
 	files := []string{b, a}
+	began := time.Now()
 	for i := range swaps {
+		if spread > 0 { // pacing only: nothing is asserted on time
+			time.Sleep(time.Until(began.Add(spread * time.Duration(i) / time.Duration(swaps))))
+		}
 		n := count.Load()
 		replaceFile(t, files[i%2], ck)
 		version := fmt.Sprintf("default@%d", i+2)
@@ -332,6 +346,9 @@ func TestPollReloadUnderLoad(t *testing.T) {
 			defer mu.Unlock()
 			return len(answers[version]) > 0 && count.Load() > n+hammerClients
 		})
+	}
+	if spread > 0 {
+		time.Sleep(time.Until(began.Add(spread)))
 	}
 	stop.Store(true)
 	wg.Wait()
@@ -354,7 +371,7 @@ func TestPollReloadUnderLoad(t *testing.T) {
 			t.Errorf("%s (checkpoint sha256 %s) answered %v, want %v", version, sum, got[0], want[sum])
 		}
 	}
-	t.Logf("%d requests from %d clients over %d checkpoint replacements, answered by %d revisions", count.Load(), hammerClients, swaps, len(answers))
+	t.Logf("%d requests from %d clients in %v over %d checkpoint replacements, answered by %d revisions", count.Load(), hammerClients, time.Since(began).Round(time.Millisecond), swaps, len(answers))
 	t.Logf("latency before the replacements: %s; during them: %s", percentiles(steady), percentiles(swapped))
 	// Every revision swapped out has been freed.
 	enginetest.WaitFor(t, "the old revisions to be freed", func() bool {
