@@ -43,11 +43,12 @@ type source struct {
 type reloadCounts struct{ ok, failed atomic.Int64 }
 
 // newClient returns a client of variant vid of src (not loaded), its
-// checkpoint at path when path is not "".
-func (s *Server) newClient(src source, vid string, path ...string) (*client.Client, error) {
+// checkpoint at path when path is not "" (else where src's options and
+// manifest say).
+func (s *Server) newClient(src source, vid, path string) (*client.Client, error) {
 	opts := append(append([]client.Option{}, src.options...), client.WithVariant(vid))
-	if len(path) > 0 && path[0] != "" {
-		opts = append(opts, client.WithCheckpointPath(path[0]))
+	if path != "" {
+		opts = append(opts, client.WithCheckpointPath(path))
 	}
 	if s.cfg.Batching && s.cfg.BatchInvariant {
 		opts = append(opts, client.WithBatchInvariant())

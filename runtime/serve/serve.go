@@ -394,7 +394,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		}
 		for i := range f.Spec.Variants {
 			vid := f.Spec.Variants[i].VariantID
-			c, err := s.newClient(m.source, vid)
+			c, err := s.newClient(m.source, vid, "")
 			if err != nil {
 				return nil, err
 			}
