@@ -10,6 +10,13 @@
 // and gRPC) and exits. See docs/serving.md.
 //
 //	wfserve [flags] MANIFEST_OR_FOLDER...
+//	wfserve [flags] -repository DIR [MANIFEST_OR_FOLDER...]
+//
+// With -repository, the families are those of the manifests in a model
+// repository, a folder that holds them and their checkpoints (a manifest
+// or checkpoint resolving outside it is refused); -model-control poll
+// reloads a model when its files change, without downtime
+// (docs/operating.md).
 package main
 
 import (
@@ -36,6 +43,7 @@ import (
 )
 
 const usage = `usage: wfserve [flags] MANIFEST_OR_FOLDER...
+       wfserve [flags] -repository DIR [MANIFEST_OR_FOLDER...]
 Serves the families of the manifests (folders are searched for *.yaml, *.yml,
 *.json) over the Open Inference Protocol REST API (and its gRPC API with
 -grpc-addr). Exit 0 after a clean shutdown, 1 when a manifest is invalid or
@@ -48,11 +56,12 @@ func main() {
 // options are wfserve's flags: the server's configuration and the
 // command's own settings.
 type options struct {
-	cfg                                           serve.Config
-	addr, grpcAddr, addrFile, root, device, dtype *string
-	tokenFile, keyFile, sessionKeyFile            *string
-	drain                                         *time.Duration
-	noWarmup, metrics, pages                      *bool
+	cfg                                            serve.Config
+	addr, grpcAddr, addrFile, root, device, dtype  *string
+	tokenFile, keyFile, sessionKeyFile, repository *string
+	pollSecs                                       *float64
+	drain                                          *time.Duration
+	noWarmup, metrics, pages                       *bool
 }
 
 // flags defines wfserve's flags (docs/serving.md's table is made from
@@ -74,7 +83,9 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 	f.device = fs.String("device", "", "`device` to run on: cpu, cuda, cuda:N (default cuda, else cpu)")
 	f.dtype = fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
 	f.tokenFile = fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
-	fs.StringVar(&f.cfg.ModelControl, "model-control", serve.ControlNone, "how models load: none (every model at start) or explicit (those of -load-model at start, the others on POST /v2/repository/models/NAME/load; unload frees them)")
+	f.repository = fs.String("repository", "", "serve the manifests of the model repository `DIR` (searched like a folder argument), whose manifests and checkpoints must stay inside it (docs/operating.md)")
+	fs.StringVar(&f.cfg.ModelControl, "model-control", serve.ControlNone, "how models load: none (every model at start), explicit (those of -load-model at start, the others on POST /v2/repository/models/NAME/load; unload frees them; a load of a loaded model reloads what changed) or poll (every model at start, reloaded without downtime when its manifest or checkpoint changes)")
+	f.pollSecs = fs.Float64("repository-poll-secs", serve.DefaultPollInterval.Seconds(), "with -model-control poll, how often to look for changed manifests and checkpoints, in `seconds`")
 	fs.Func("load-model", "with -model-control explicit, a `MODEL` to load at start (repeat, or separate with commas)", func(v string) error {
 		for name := range strings.SplitSeq(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -115,10 +126,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if fs.NArg() == 0 {
+	if fs.NArg() == 0 && *f.repository == "" {
 		fs.Usage()
 		return 2
 	}
+	if *f.pollSecs <= 0 {
+		fmt.Fprintf(stderr, "wfserve: -repository-poll-secs %v: want a positive number of seconds\n", *f.pollSecs)
+		return 2
+	}
+	cfg.PollInterval = time.Duration(*f.pollSecs * float64(time.Second))
 	if _, err := logctx.Configure(logctx.Options{Writer: stderr, Force: true}); err != nil {
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
 		return 2
@@ -170,7 +186,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	fams, diags, err := validate.Paths(fs.Args())
+	paths := fs.Args()
+	if *f.repository != "" {
+		paths = append([]string{*f.repository}, paths...)
+	}
+	fams, diags, err := validate.Paths(paths)
 	if err != nil {
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
 		return 2
@@ -181,17 +201,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if len(fams) == 0 {
-		fmt.Fprintf(stderr, "wfserve: no manifests found in %s\n", strings.Join(fs.Args(), " "))
+		fmt.Fprintf(stderr, "wfserve: no manifests found in %s\n", strings.Join(paths, " "))
 		return 2
 	}
 	cfg.NoWarmup = *noWarmup
+	cfg.ReadManifest = readManifest
 	var families []serve.Family
-	for _, f := range fams {
-		opts := []client.Option{client.WithManifestDir(f.File.Dir), client.WithDevice(*device), client.WithDType(*dtype)}
+	for _, fam := range fams {
+		opts := []client.Option{client.WithManifestDir(fam.File.Dir), client.WithDevice(*device), client.WithDType(*dtype)}
 		if *root != "" {
 			opts = append(opts, client.WithCheckpointRoot(*root))
 		}
-		families = append(families, serve.Family{Spec: f.Spec, Options: opts})
+		families = append(families, serve.Family{Spec: fam.Spec, Options: opts, Manifest: fam.File.Path,
+			Repository: repositoryOf(*f.repository, fam.File.Path)})
 	}
 	srv, err := serve.New(*cfg, families...)
 	if err != nil {

@@ -18,14 +18,16 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-// moduleKey identifies one loaded module: the same file (by path, size and
-// modification time) loaded by the same engine in the same format on the
-// same device with the same dtype, compiled the same way.
+// moduleKey identifies one loaded module: the same file (by path, size,
+// modification time and, on unix, device and inode: a file renamed over
+// it is another) loaded by the same engine in the same format on the same
+// device with the same dtype, compiled the same way.
 type moduleKey struct {
 	engine  any // the engine, or a value of its own when it is not comparable
 	path    string
 	size    int64
 	mtime   time.Time
+	file    [2]uint64 // fileID
 	format  spec.CheckpointFormat
 	device  string
 	dtype   tensor.DType
@@ -62,7 +64,7 @@ func acquire(e engine.Engine, path string, format spec.CheckpointFormat, device 
 	if t := reflect.TypeOf(e); t == nil || !t.Comparable() {
 		eng = new(int) // an engine that cannot be a map key shares nothing
 	}
-	key := moduleKey{eng, path, st.Size(), st.ModTime(), format, device, dtype, compileKey(compile)}
+	key := moduleKey{eng, path, st.Size(), st.ModTime(), fileID(st), format, device, dtype, compileKey(compile)}
 	cache.Lock()
 	ent, ok := cache.entries[key]
 	if !ok {

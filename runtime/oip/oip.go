@@ -228,7 +228,9 @@ type InferenceRequest struct {
 type InferenceResponse struct {
 	// ModelName is the family id.
 	ModelName string `json:"model_name"`
-	// ModelVersion is the variant id that ran.
+	// ModelVersion is the variant that ran and, from wfserve, the revision
+	// of its checkpoint that computed the answer: VARIANT@N
+	// (docs/operating.md, Versions). Requests name the variant alone.
 	ModelVersion string `json:"model_version,omitempty"`
 	// ID is the request's id.
 	ID string `json:"id,omitempty"`

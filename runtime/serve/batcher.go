@@ -26,15 +26,15 @@ import (
 // A request whose context ends leaves the queue at once. The queue needs
 // no bound of its own: every request in it was admitted (Config.MaxQueue).
 type batcher struct {
-	client *client.Client
-	task   *spec.InferenceTaskProfile
-	// unloaded, when not nil, refuses a batch that got its engine slot
-	// after an unload (repository.go).
-	unloaded func() error
-	slots    slots
-	max      int
-	delay    time.Duration
-	stats    *counters
+	// pin gives the revision a batch runs on, pinned once the batch has
+	// its engine slot (revision.go): one batch never mixes two, and a
+	// batch that got its slot after an unload is refused.
+	pin   func() (*revision, error)
+	task  *spec.InferenceTaskProfile
+	slots slots
+	max   int
+	delay time.Duration
+	stats *counters
 	// active returns the infer requests the server is reading, queueing or
 	// running: when every one of them is already waiting here, no other
 	// can join soon, and the batch runs without waiting out the delay.
@@ -60,12 +60,13 @@ type pending struct {
 }
 
 type result struct {
-	out map[string]any
-	err error
+	out     map[string]any
+	version string // the revision that ran it
+	err     error
 }
 
-func newBatcher(c *client.Client, task *spec.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64, unloaded func() error) *batcher {
-	b := &batcher{client: c, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, active: active, unloaded: unloaded,
+func newBatcher(pin func() (*revision, error), task *spec.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64) *batcher {
+	b := &batcher{pin: pin, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, active: active,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
 	return b
@@ -78,17 +79,18 @@ func (b *batcher) close() {
 	<-b.done
 }
 
-// submit queues one request and waits for its output. ctx ending returns
-// its error at once and takes the request out of the queue (a batch it
-// already joined still runs for the others).
-func (b *batcher) submit(ctx context.Context, call map[string]any) (map[string]any, error) {
+// submit queues one request and waits for its output and the version
+// that computed it. ctx ending returns its error at once and takes the
+// request out of the queue (a batch it already joined still runs for the
+// others).
+func (b *batcher) submit(ctx context.Context, call map[string]any) (map[string]any, string, error) {
 	level, by := priorityOf(ctx)
 	p := &pending{ctx: ctx, call: call, in: client.Kwargs(b.task, call), arrived: time.Now(), level: level, by: by, result: make(chan result, 1)}
 	b.mu.Lock()
 	select {
 	case <-b.stop:
 		b.mu.Unlock()
-		return nil, errDraining
+		return nil, "", errDraining
 	default:
 	}
 	b.waiting = append(b.waiting, p)
@@ -96,10 +98,10 @@ func (b *batcher) submit(ctx context.Context, call map[string]any) (map[string]a
 	b.signal()
 	select {
 	case r := <-p.result:
-		return r.out, r.err
+		return r.out, r.version, r.err
 	case <-ctx.Done():
 		b.remove(p)
-		return nil, ctx.Err()
+		return nil, "", ctx.Err()
 	}
 }
 
@@ -238,8 +240,9 @@ func (b *batcher) run(run []*pending) {
 	}()
 	level := run[0].level // the group's first is its best
 	release, err := b.slots.acquire(withPriority(ctx, level, time.Time{}))
-	if err == nil && b.unloaded != nil {
-		if err = b.unloaded(); err != nil {
+	var rev *revision
+	if err == nil {
+		if rev, err = b.pin(); err != nil {
 			release()
 		}
 	}
@@ -250,6 +253,7 @@ func (b *batcher) run(run []*pending) {
 		return
 	}
 	defer release()
+	defer rev.leave()
 	items := make([]map[string]any, len(run))
 	for i, p := range run {
 		items[i] = p.call
@@ -257,7 +261,7 @@ func (b *batcher) run(run []*pending) {
 	b.stats.batches.Add(1)
 	b.stats.batched.Add(int64(len(run)))
 	bctx, ran := batchStarted(ctx, run) // batch size, queue waits, spans (tracing.go)
-	outs, err := client.CollectBatch(bctx, b.client, b.task, client.Kwargs(b.task, items...), batch.WithPerItemErrors())
+	outs, err := client.CollectBatch(bctx, rev.client, b.task, client.Kwargs(b.task, items...), batch.WithPerItemErrors())
 	ran(err)
 	var itemErrs batch.ItemErrors
 	errors.As(err, &itemErrs)
@@ -268,7 +272,7 @@ func (b *batcher) run(run []*pending) {
 		case outs[i] == nil:
 			p.result <- result{err: itemError(itemErrs, i, err)}
 		default:
-			p.result <- result{out: outs[i]}
+			p.result <- result{out: outs[i], version: rev.version}
 		}
 	}
 }

@@ -35,7 +35,7 @@ func TestEndpoints(t *testing.T) {
 		{"GET", "/v2/models/tiny-world/versions/default", "", 200, `"default_task":"generate"`},
 		{"GET", "/v2/models/tiny-world/ready", "", 200, `"ready":true`},
 		{"GET", "/v2/models/tiny-world/versions/default/ready", "", 200, `"version":"default"`},
-		{"POST", "/v2/models/tiny-encoder/infer", embedBody, 200, `"model_name":"tiny-encoder","model_version":"default","id":"req-1","parameters":{"task":"embed"},"outputs":[{"name":"embedding","shape":[64],"datatype":"FP32"`},
+		{"POST", "/v2/models/tiny-encoder/infer", embedBody, 200, `"model_name":"tiny-encoder","model_version":"default@1","id":"req-1","parameters":{"task":"embed"},"outputs":[{"name":"embedding","shape":[64],"datatype":"FP32"`},
 		{"POST", "/v2/models/tiny-encoder/versions/default/infer", embedBody, 200, `"datatype":"FP32"`},
 		{"POST", "/v2/models/tiny-world/infer", `{"parameters":{"task":"text-to-video"},"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["hi"]},{"name":"num_frames","datatype":"INT32","shape":[1],"data":[5]}],"outputs":[{"name":"video"}]}`, 200, `"shape":[5,32,32,3],"datatype":"UINT8"`},
 		{"GET", "/openapi.json", "", 200, `"openapi": "3.1.0"`},

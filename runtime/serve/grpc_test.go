@@ -184,7 +184,7 @@ func TestGrpcEveryRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.ModelName != "tiny-encoder" || resp.ModelVersion != "default" || resp.Id != "req-1" || resp.Parameters["task"].GetStringParam() != "embed" ||
+	if resp.ModelName != "tiny-encoder" || resp.ModelVersion != "default@1" || resp.Id != "req-1" || resp.Parameters["task"].GetStringParam() != "embed" ||
 		len(resp.Outputs) != 1 || resp.Outputs[0].Name != "embedding" || resp.Outputs[0].Datatype != "FP32" || len(resp.RawOutputContents) != 1 {
 		t.Fatalf("ModelInfer: %v", resp)
 	}

@@ -102,6 +102,7 @@ type inferCall struct {
 	items      []map[string]any // a batch's items
 	hold       *holding         // the request's bytes in the in-flight budget
 	place      place            // its priority level and queue deadline (priority.go)
+	version    string           // the revision that ran it (revision.go), once run
 }
 
 // resolve resolves a decoded infer request to model m: its variant (pv,
@@ -199,7 +200,8 @@ func (s *Server) execute(ctx context.Context, c *inferCall) (map[string]any, err
 			return nil, err
 		}
 	}
-	out, err := s.run(ctx, c.v, c.task, c.call, c.load)
+	out, version, err := s.run(ctx, c.v, c.task, c.call, c.load)
+	c.version = version
 	if err != nil && ctx.Err() != nil {
 		err = s.deadlinePassed(ctx)
 	}
@@ -223,9 +225,10 @@ func (s *Server) executeBatch(ctx context.Context, c *inferCall) (outs []map[str
 	if c.perItem {
 		opts = append(opts, batch.WithPerItemErrors())
 	}
-	out, err := onSlot(ctx, s, c.v, func() ([]map[string]any, error) {
-		return client.CollectBatch(ctx, c.v.client, c.task, client.Kwargs(c.task, c.items...), opts...)
+	out, version, err := onSlot(ctx, s, c.v, func(rev *revision) ([]map[string]any, error) {
+		return client.CollectBatch(ctx, rev.client, c.task, client.Kwargs(c.task, c.items...), opts...)
 	})
+	c.version = version
 	if out != nil && (err == nil || errors.As(err, &itemErrs)) {
 		return out, itemErrs, nil
 	}
@@ -250,7 +253,7 @@ func (s *Server) deadlinePassed(ctx context.Context) error {
 func (c *inferCall) response(out map[string]any, binary func(string) bool) (*oip.InferenceResponse, error) {
 	resp := &oip.InferenceResponse{
 		ModelName:    c.m.oip.Spec.ModelFamilyID,
-		ModelVersion: c.v.id,
+		ModelVersion: c.version,
 		ID:           c.req.ID,
 		Parameters:   oip.Parameters{"task": c.task.TaskID},
 	}
@@ -279,7 +282,7 @@ func (c *inferCall) batchResponse(outs []map[string]any, itemErrs batch.ItemErro
 		}
 		p[oip.ItemErrorsParameter] = string(b)
 	}
-	return &oip.InferenceResponse{ModelName: c.m.oip.Spec.ModelFamilyID, ModelVersion: c.v.id, ID: c.req.ID, Parameters: p, Outputs: encoded}, nil
+	return &oip.InferenceResponse{ModelName: c.m.oip.Spec.ModelFamilyID, ModelVersion: c.version, ID: c.req.ID, Parameters: p, Outputs: encoded}, nil
 }
 
 // bodyCost is how many bytes of the in-flight budget one byte of a body
@@ -420,13 +423,13 @@ func wantsStream(accept bool, req *oip.InferenceRequest, task *spec.InferenceTas
 
 // run runs one request, its decoded inputs in call and load: through the
 // task's batcher when it has one, else directly on one of its variant's
-// engine slots.
-func (s *Server) run(ctx context.Context, v *variant, task *spec.InferenceTaskProfile, call, load map[string]any) (map[string]any, error) {
+// engine slots. It returns the version of the revision that ran it.
+func (s *Server) run(ctx context.Context, v *variant, task *spec.InferenceTaskProfile, call, load map[string]any) (map[string]any, string, error) {
 	if b := v.batchers[task]; b != nil {
 		return b.submit(ctx, call)
 	}
-	return onSlot(ctx, s, v, func() (map[string]any, error) {
-		return v.client.Call(ctx, task, client.Kwargs(task, withLoad(call, load)))
+	return onSlot(ctx, s, v, func(rev *revision) (map[string]any, error) {
+		return rev.client.Call(ctx, task, client.Kwargs(task, withLoad(call, load)))
 	})
 }
 
@@ -441,20 +444,23 @@ func withLoad(call, load map[string]any) map[string]any {
 	return m
 }
 
-// onSlot runs fn on one of v's engine slots and returns what it returns,
-// or ctx's error when ctx ends first. A call that has entered the engine
-// runs to completion and holds its slot until then; the request is
-// answered at its deadline all the same, and Shutdown waits for the call.
-func onSlot[T any](ctx context.Context, s *Server, v *variant, fn func() (T, error)) (T, error) {
+// onSlot runs fn on one of v's engine slots, on the revision v serves
+// when the slot is got (pinned until fn returns: revision.go), and returns
+// what it returns and that revision's version, or ctx's error when ctx
+// ends first. A call that has entered the engine runs to completion and
+// holds its slot and revision until then; the request is answered at its
+// deadline all the same, and Shutdown waits for the call.
+func onSlot[T any](ctx context.Context, s *Server, v *variant, fn func(*revision) (T, error)) (T, string, error) {
 	var zero T
 	admitted := time.Now()
 	release, err := v.slots.acquire(ctx)
 	if err != nil {
-		return zero, err
+		return zero, "", err
 	}
-	if err := s.unloadedMeanwhile(v); err != nil {
+	rev, err := v.pin()
+	if err != nil {
 		release()
-		return zero, err
+		return zero, "", err
 	}
 	_, called := slotted(ctx, admitted) // queue wait, engine call (metrics.go)
 	type answer struct {
@@ -466,14 +472,15 @@ func onSlot[T any](ctx context.Context, s *Server, v *variant, fn func() (T, err
 	v.callers.run(func() {
 		defer s.inflight.leave()
 		defer release()
-		out, err := fn()
+		defer rev.leave()
+		out, err := fn(rev)
 		called(err)
 		res <- answer{out, err}
 	})
 	select {
 	case a := <-res:
-		return a.out, a.err
+		return a.out, rev.version, a.err
 	case <-ctx.Done():
-		return zero, ctx.Err()
+		return zero, "", ctx.Err()
 	}
 }

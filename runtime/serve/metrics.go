@@ -193,6 +193,12 @@ type stateCollector struct{ s *Server }
 var (
 	readyDesc = prometheus.NewDesc("wfserve_model_ready",
 		"1 when the model's variant (version) has loaded, else 0.", []string{"model", "version"}, nil)
+	revisionDesc = prometheus.NewDesc("wfserve_model_revision",
+		"The revision a model's variant (version) serves: N of its model_version VARIANT@N (revision.go).", []string{"model", "version"}, nil)
+	reloadsDesc = prometheus.NewDesc("wfserve_model_reloads_total",
+		"Reloads of a model's variant: result ok (a new revision swapped in) or failed (the serving one stayed).", []string{"model", "version", "result"}, nil)
+	drainingDesc = prometheus.NewDesc("wfserve_model_revisions_draining",
+		"Revisions swapped out or unloaded whose calls and sessions have not all finished: not yet freed.", nil, nil)
 	memFreeDesc = prometheus.NewDesc("wfserve_engine_memory_free_bytes",
 		"Free memory of an accelerator the engine sees, as the engine reports it.", []string{"device"}, nil)
 	memTotalDesc = prometheus.NewDesc("wfserve_engine_memory_total_bytes",
@@ -203,6 +209,9 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- readyDesc
+	ch <- revisionDesc
+	ch <- reloadsDesc
+	ch <- drainingDesc
 	ch <- memFreeDesc
 	ch <- memTotalDesc
 	ch <- engineDesc
@@ -216,8 +225,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				ready = 1
 			}
 			ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready, m.oip.Spec.ModelFamilyID, v.id)
+			if r := v.rev.Load(); r != nil && v.loaded.Load() {
+				ch <- prometheus.MustNewConstMetric(revisionDesc, prometheus.GaugeValue, float64(r.n), m.oip.Spec.ModelFamilyID, v.id)
+			}
+			ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(v.reloads.ok.Load()), m.oip.Spec.ModelFamilyID, v.id, "ok")
+			ch <- prometheus.MustNewConstMetric(reloadsDesc, prometheus.CounterValue, float64(v.reloads.failed.Load()), m.oip.Spec.ModelFamilyID, v.id, "failed")
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(drainingDesc, prometheus.GaugeValue, float64(c.s.drainingRevs.Load()))
 	e, err := engine.DefaultEngine()
 	if err != nil {
 		return

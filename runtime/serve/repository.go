@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
-
-	"github.com/worldfoundry/wfgen/runtime/client"
 )
 
 // The model repository's control (Triton's repository extension, over REST
@@ -40,8 +38,14 @@ const (
 	// ControlNone loads every model at start and refuses load and unload.
 	ControlNone = "none"
 	// ControlExplicit loads the models of Config.StartupModels at start
-	// and the others when asked (POST /v2/repository/models/NAME/load).
+	// and the others when asked (POST /v2/repository/models/NAME/load); a
+	// load of a loaded model reloads the variants whose checkpoint
+	// changed, without downtime (reload.go).
 	ControlExplicit = "explicit"
+	// ControlPoll loads every model at start and reloads a model, without
+	// downtime, when its manifest or a checkpoint changes (poll.go); load
+	// and unload are refused.
+	ControlPoll = "poll"
 )
 
 // errUnloaded is the state of a variant an unload took out of service.
@@ -54,46 +58,28 @@ const unloadWait = time.Minute
 // explicit reports whether the server loads models on request.
 func (s *Server) explicit() bool { return s.cfg.ModelControl == ControlExplicit }
 
-// loadVariant loads and warms up one variant (Load's steps): it is ready
-// when this returns nil.
+// loadVariant loads and warms up a variant that serves nothing yet (at
+// start, or after an unload): it is ready when this returns nil.
 func (s *Server) loadVariant(m *model, v *variant) error {
 	v.loadErr.Store(nil)
-	if _, _, err := v.client.Load(); err != nil {
+	if err := s.installRevision(m, v, m.source); err != nil {
 		v.loadErr.Store(&err)
 		return err
-	}
-	if !s.cfg.NoWarmup {
-		rep, err := v.client.Warmup(context.Background())
-		if err != nil {
-			err = fmt.Errorf("warm-up: %w", err)
-			v.loadErr.Store(&err)
-			return err
-		}
-		if len(rep.Calls) > 0 {
-			s.cfg.Logger.Info("warmed up", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", v.id),
-				slog.Int("calls", len(rep.Calls)), slog.Float64("duration_ms", float64(rep.Total().Microseconds())/1000))
-		}
 	}
 	v.loaded.Store(true)
 	s.health.notify()
 	return nil
 }
 
-// loadModel loads every variant of m that is not loaded.
+// loadModel loads every variant of m that is not loaded and reloads,
+// without downtime, the loaded ones whose manifest or checkpoint changed
+// (reload.go).
 func (s *Server) loadModel(m *model) error {
 	m.control.Lock()
 	defer m.control.Unlock()
-	var errs []error
-	for _, v := range m.sortedVariants() {
-		if v.loaded.Load() {
-			continue
-		}
-		if err := s.loadVariant(m, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s/%s: %w", m.oip.Spec.ModelFamilyID, v.id, err))
-		}
-	}
+	err := s.reload(m, true)
 	s.health.notify()
-	return errors.Join(errs...)
+	return err
 }
 
 // unloadModel takes m out of service: its variants are marked unloaded
@@ -117,26 +103,17 @@ func (s *Server) unloadModel(ctx context.Context, m *model) error {
 	ctx, cancel := context.WithTimeout(ctx, unloadWait)
 	defer cancel()
 	for _, v := range m.sortedVariants() {
-		// Every engine slot held: no call of the variant is running,
-		// and none starts until they are given back.
-		var held []func()
-		for range s.cfg.MaxConcurrent {
-			release, err := v.slots.acquire(withPriority(ctx, 0, time.Time{}))
-			if err != nil {
-				for _, r := range held {
-					r()
-				}
-				return fmt.Errorf("%s/%s: calls still running after %v: %w", m.oip.Spec.ModelFamilyID, v.id, unloadWait, err)
-			}
-			held = append(held, release)
+		// No call pins the revision from now on; those that did finish
+		// on it, then it is freed.
+		old := v.swap(nil)
+		if old == nil {
+			continue
 		}
-		v.client.Unload()
-		for _, r := range held {
-			r()
+		select {
+		case <-s.retire(m, old):
+		case <-ctx.Done():
+			return fmt.Errorf("%s/%s: calls still running after %v (its module is freed when they end): %w", m.oip.Spec.ModelFamilyID, v.id, unloadWait, ctx.Err())
 		}
-	}
-	if _, err := client.ReleaseCaches(); err != nil {
-		s.cfg.Logger.Warn("unload: releasing caches", slog.String("error", err.Error()))
 	}
 	s.cfg.Logger.Info("unloaded", slog.String("model", m.oip.Spec.ModelFamilyID))
 	return nil
@@ -150,15 +127,6 @@ func (s *Server) notLoaded(m *model, v *variant) error {
 	}
 	return withStatus(http.StatusServiceUnavailable, "model %q (version %q) is not loaded: load it with POST /v2/repository/models/%s/load",
 		m.oip.Spec.ModelFamilyID, v.id, m.oip.Spec.ModelFamilyID)
-}
-
-// unloadedMeanwhile refuses a call that got an engine slot of a variant
-// unloaded while it waited for one (it would load the model again): 503.
-func (s *Server) unloadedMeanwhile(v *variant) error {
-	if s.explicit() && !v.loaded.Load() {
-		return withStatus(http.StatusServiceUnavailable, "version %q was unloaded while the request waited", v.id)
-	}
-	return nil
 }
 
 // repositoryEntry is one entry of the repository index, as Triton gives it.
@@ -200,6 +168,8 @@ func (s *Server) indexEntries(ctx context.Context, ready bool) []repositoryEntry
 			e := repositoryEntry{Name: m.oip.Spec.ModelFamilyID, Version: v.id, State: "READY"}
 			if err := v.ready(m); err != nil {
 				e.State, e.Reason = "UNAVAILABLE", err.Error()
+			} else if s.cfg.ModelControl != ControlNone {
+				e.Reason = v.serving()
 			}
 			if !ready || e.State == "READY" {
 				out = append(out, e)
@@ -212,8 +182,11 @@ func (s *Server) indexEntries(ctx context.Context, ready bool) []repositoryEntry
 // loadOrUnload loads or unloads the model ctx's request names (REST's and
 // gRPC's): 400 when model control is off or the load or unload failed.
 func (s *Server) loadOrUnload(ctx context.Context, m *model, load bool) error {
-	if !s.explicit() {
+	switch s.cfg.ModelControl {
+	case ControlNone:
 		return withStatus(http.StatusBadRequest, "model control is off: wfserve loads every model at start (run it with -model-control explicit to load and unload models)")
+	case ControlPoll:
+		return withStatus(http.StatusBadRequest, "model control is poll: wfserve reloads a model when its files change in the repository, and refuses load and unload (run it with -model-control explicit to load and unload models)")
 	}
 	var err error
 	what := "unload"

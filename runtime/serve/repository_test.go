@@ -40,7 +40,8 @@ func repositoryIndex(t *testing.T, url string) map[string]indexEntry {
 // the others are unavailable (503, saying how to load them) until POST
 // .../load loads and warms them up; POST .../unload ends their sessions,
 // refuses new requests and frees them, and a reload answers as before,
-// bit for bit. Without it, load and unload are refused.
+// bit for bit, from the variant's next revision (model_version
+// default@2). Without it, load and unload are refused.
 func TestRepositoryExplicitControl(t *testing.T) {
 	t.Parallel()
 	s := start(t, serve.Config{ModelControl: serve.ControlExplicit, StartupModels: []string{"tiny-world"}})
@@ -106,8 +107,12 @@ func TestRepositoryExplicitControl(t *testing.T) {
 			t.Fatalf("%s: %d %s", op, code, b)
 		}
 	}
-	if code, again := infer(); code != 200 || again != first {
-		t.Errorf("after a reload: %d\n%s\nwant\n%s", code, again, first)
+	if !strings.Contains(first, `"model_version":"default@1"`) {
+		t.Errorf("the first load's answer does not name revision 1: %s", first)
+	}
+	want := strings.Replace(first, `"model_version":"default@1"`, `"model_version":"default@2"`, 1)
+	if st, again := infer(); st != 200 || again != want {
+		t.Errorf("after a reload: %d\n%s\nwant\n%s", st, again, want)
 	}
 	if code, _, b := post(t, s.url+"/v2/repository/models/nope/load", ""); code != 404 {
 		t.Errorf("load of an unknown model: %d %s", code, b)
@@ -202,9 +207,9 @@ func TestTritonClientRepository(t *testing.T) {
 	}
 }
 
-// An unload waits for the call in the engine, goes before the requests
-// queued for the engine slot, and those are then refused 503 — none loads
-// the model again behind the unload's back.
+// An unload waits for the call in the engine, and the requests queued for
+// the engine slot are then refused 503 — none loads the model again
+// behind the unload's back.
 func TestUnloadWaitsForCallsAndRefusesTheQueue(t *testing.T) {
 	t.Parallel()
 	world, gate := gated(t)
@@ -229,7 +234,7 @@ func TestUnloadWaitsForCallsAndRefusesTheQueue(t *testing.T) {
 		code, _, _ := post(t, s.url+"/v2/repository/models/tiny-world/unload", "")
 		unloaded <- code
 	}()
-	enginetest.WaitFor(t, "the unload to wait for the engine slot", func() bool { return s.srv.Stats().SlotWaiters == 2 })
+	enginetest.WaitFor(t, "the unload to wait for the call in the engine", func() bool { return s.srv.Stats().DrainingRevisions == 1 })
 	gate.Open()
 	if code := enginetest.Receive(t, "the unload", unloaded); code != 200 {
 		t.Fatalf("unload: %d", code)

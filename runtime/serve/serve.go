@@ -14,7 +14,10 @@
 // request (request id, access log, drain, auth); admission.go bounds the
 // work in flight (requests, bytes, engine slots per model) and tracks it
 // for drain; infer.go and stream.go answer infer requests and realtime
-// streams; batcher.go merges requests across clients; errors.go maps errors
+// streams; batcher.go merges requests across clients; repository.go,
+// reload.go, revision.go and poll.go load, unload and reload models while
+// serving (explicit and poll model control, revisions swapped without
+// downtime); errors.go maps errors
 // to statuses and the protocol's error body; metrics.go and tracing.go
 // record Prometheus metrics (GET /metrics) and OpenTelemetry spans.
 package serve
@@ -107,9 +110,20 @@ type Config struct {
 	// no model list and no rate (see Keys).
 	Token string
 	// ModelControl is how models are loaded (repository.go): ControlNone
-	// (the default: every model at start; load and unload refused) or
-	// ControlExplicit (StartupModels at start, the others when asked).
+	// (the default: every model at start; load and unload refused),
+	// ControlExplicit (StartupModels at start, the others when asked; a
+	// load of a loaded model reloads what changed) or ControlPoll (every
+	// model at start, reloaded when its manifest or checkpoint changes:
+	// poll.go).
 	ModelControl string
+	// PollInterval is how often ControlPoll looks at the manifests and
+	// checkpoints (default DefaultPollInterval).
+	PollInterval time.Duration
+	// ReadManifest rereads a family's manifest (Family.Manifest) for a
+	// reload; nil: a reload takes only the checkpoints' new contents. The
+	// spec it returns may differ from the serving one in its variants'
+	// checkpoints only (anything else needs a restart).
+	ReadManifest func(path string) (*spec.ModelInferenceSpec, error)
 	// StartupModels are the families (ids or aliases) loaded at start in
 	// explicit mode.
 	StartupModels []string
@@ -178,9 +192,12 @@ func (c *Config) defaults() error {
 	switch c.ModelControl {
 	case "":
 		c.ModelControl = ControlNone
-	case ControlNone, ControlExplicit:
+	case ControlNone, ControlExplicit, ControlPoll:
 	default:
-		return fmt.Errorf("serve: model control %q: want %s or %s", c.ModelControl, ControlNone, ControlExplicit)
+		return fmt.Errorf("serve: model control %q: want %s, %s or %s", c.ModelControl, ControlNone, ControlExplicit, ControlPoll)
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
 	}
 	if c.ModelControl != ControlExplicit && len(c.StartupModels) > 0 {
 		return fmt.Errorf("serve: startup models %v are for explicit model control (every model loads at start otherwise)", c.StartupModels)
@@ -236,6 +253,14 @@ type Family struct {
 	// Options are passed to client.New for each variant, before the
 	// variant itself.
 	Options []client.Option
+	// Manifest is the file Spec was read from, if any: poll mode watches
+	// it, and a reload rereads it (Config.ReadManifest).
+	Manifest string
+	// Repository, when set, is the model repository's folder the family
+	// was found in: its manifest and the checkpoint files it names must
+	// resolve (symbolic links followed) inside it, at every load and
+	// reload.
+	Repository string
 }
 
 // model is one served family.
@@ -243,19 +268,26 @@ type model struct {
 	oip      *oip.Model
 	variants map[string]*variant // by variant id
 	openapi  []byte
-	control  sync.Mutex // one load or unload at a time (repository.go)
+	control  sync.Mutex // one load, unload or reload at a time (repository.go)
+	// source is where the model's revisions come from: its manifest and
+	// client options (reload.go); guarded by control.
+	source source
+	seen   string // what poll mode saw of its files last (poll.go); guarded by control
 }
 
-// variant is one served variant: its client, load state, engine slots and
-// batchers.
+// variant is one served variant: the revision it serves, its load state,
+// engine slots and batchers.
 type variant struct {
-	id       string
-	client   *client.Client
-	loaded   atomic.Bool
-	loadErr  atomic.Pointer[error]
-	slots    slots                                   // engine calls at once (Config.MaxConcurrent)
-	callers  *callers                                // the goroutines engine calls run on
-	batchers map[*spec.InferenceTaskProfile]*batcher // batchable tasks only
+	id        string
+	rev       atomic.Pointer[revision] // the revision serving (revision.go); nil once unloaded
+	revisions atomic.Int64             // the last revision number given
+	loaded    atomic.Bool
+	loadErr   atomic.Pointer[error]
+	reloadErr atomic.Pointer[error] // the last reload's failure, the old revision serving on
+	reloads   reloadCounts
+	slots     slots                                   // engine calls at once (Config.MaxConcurrent)
+	callers   *callers                                // the goroutines engine calls run on
+	batchers  map[*spec.InferenceTaskProfile]*batcher // batchable tasks only
 }
 
 // Server serves families over OIP; it is an http.Handler. Create it with
@@ -288,6 +320,9 @@ type Server struct {
 	receiving    sync.Map // *byte → func(): cuts the arrival of a request's payload (whileReceiving)
 	nsessions    atomic.Int64
 	counters     counters
+	drainingRevs atomic.Int64 // revisions swapped out, not yet freed
+	pollStop     chan struct{}
+	pollDone     chan struct{}
 
 	tel *telemetry     // metrics and tracing
 	mux *http.ServeMux // the routes (routes.go)
@@ -313,14 +348,19 @@ type Stats struct {
 	// Config.MaxSessions).
 	Sessions int64
 	// SlotWaiters is the calls waiting for an engine slot now, over every
-	// variant (requests, batches, session steps, unloads).
+	// variant (requests, batches, session steps).
 	SlotWaiters int64
+	// DrainingRevisions is the revisions swapped out by a reload or taken
+	// out by an unload whose calls and sessions have not all finished:
+	// not freed yet (revision.go).
+	DrainingRevisions int64
 }
 
 // Stats returns the server's running totals.
 func (s *Server) Stats() Stats {
 	st := Stats{Batches: s.counters.batches.Load(), BatchedRequests: s.counters.batched.Load(),
-		InflightBytes: s.adm.bytesInUse(), Admitted: s.adm.requests.Load(), Sessions: s.nsessions.Load()}
+		InflightBytes: s.adm.bytesInUse(), Admitted: s.adm.requests.Load(), Sessions: s.nsessions.Load(),
+		DrainingRevisions: s.drainingRevs.Load()}
 	for _, m := range s.order {
 		for _, v := range m.variants {
 			st.SlotWaiters += v.slots.waiters()
@@ -352,7 +392,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		m := &model{oip: om, variants: map[string]*variant{}}
+		m := &model{oip: om, variants: map[string]*variant{}, source: source{spec: f.Spec, options: f.Options, manifest: f.Manifest, repository: f.Repository}}
 		s.order = append(s.order, m)
 		for _, name := range append([]string{f.Spec.ModelFamilyID}, f.Spec.Aliases...) {
 			if _, dup := s.models[name]; dup {
@@ -362,21 +402,21 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		}
 		for i := range f.Spec.Variants {
 			vid := f.Spec.Variants[i].VariantID
-			opts := append(append([]client.Option{}, f.Options...), client.WithVariant(vid))
-			if cfg.Batching && cfg.BatchInvariant {
-				opts = append(opts, client.WithBatchInvariant())
-			}
-			c, err := client.New(f.Spec, opts...)
+			c, err := s.newClient(m.source, vid, "")
 			if err != nil {
 				return nil, err
 			}
-			v := &variant{id: vid, client: c, slots: newSlots(cfg.MaxConcurrent), callers: newCallers(cfg.MaxConcurrent, s.closed),
+			v := &variant{id: vid, slots: newSlots(cfg.MaxConcurrent), callers: newCallers(cfg.MaxConcurrent, s.closed),
 				batchers: map[*spec.InferenceTaskProfile]*batcher{}}
+			// Revision 1, loaded by Load (or on first use).
+			first := newRevision(vid, v.revisions.Add(1), c, "")
+			first.fresh = true
+			v.rev.Store(first)
 			if cfg.Batching {
 				for j := range f.Spec.Tasks {
 					t := &f.Spec.Tasks[j]
 					if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-						v.batchers[t] = newBatcher(c, t, v.slots, cfg.BatchDelay, &s.counters, s.active.Load, func() error { return s.unloadedMeanwhile(v) })
+						v.batchers[t] = newBatcher(v.pin, t, v.slots, cfg.BatchDelay, &s.counters, s.active.Load)
 					}
 				}
 			}
@@ -451,6 +491,9 @@ func (s *Server) Load() error {
 	}
 	s.started.Store(true)
 	s.health.notify() // the failures too
+	if len(errs) == 0 {
+		s.startPolling()
+	}
 	return errors.Join(errs...)
 }
 
@@ -578,13 +621,18 @@ func (s *Server) Close() error {
 	s.draining.Store(true)
 	s.cancelStream()
 	s.cancelWrites()
-	s.closeOnce.Do(func() { close(s.closed) })
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.stopPolling()
+	})
 	for _, m := range s.order {
 		for _, v := range m.variants {
 			for _, b := range v.batchers {
 				b.close()
 			}
-			v.client.Close()
+			if r := v.rev.Load(); r != nil {
+				r.client.Close()
+			}
 		}
 	}
 	return nil

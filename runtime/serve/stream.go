@@ -20,6 +20,7 @@ import (
 type session struct {
 	model   *model
 	variant *variant
+	rev     *revision // pinned for the session's life: every chunk is its
 	task    *spec.InferenceTaskProfile
 	video   string // the task's video artifact
 	id      string
@@ -142,11 +143,16 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		s.nsessions.Add(-1)
 		return nil, withStatus(http.StatusTooManyRequests, "%d realtime sessions are open, the limit; retry later", s.cfg.MaxSessions)
 	}
+	rev, err := v.pin()
+	if err != nil {
+		s.nsessions.Add(-1)
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	stopOnShutdown := context.AfterFunc(s.streamCtx, cancel)
 	// A restored session's first chunk is the snapshot's next: it waits
 	// for no ack.
-	se := &session{model: m, variant: v, task: task, key: s.cfg.SessionKey, acked: int64(first) - 1, acks: make(chan struct{})}
+	se := &session{model: m, variant: v, rev: rev, task: task, key: s.cfg.SessionKey, acked: int64(first) - 1, acks: make(chan struct{})}
 	gate := func(ctx context.Context, i int) (func(), error) {
 		if lockstep && i > 0 {
 			if err := se.waitAck(ctx, int64(i-1)); err != nil {
@@ -156,10 +162,11 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		return v.slots.acquire(ctx)
 	}
 	opts = append(opts, stream.WithGate(gate))
-	sess, err := v.client.CallStream(ctx, task, client.Kwargs(task, call), opts...)
+	sess, err := rev.client.CallStream(ctx, task, client.Kwargs(task, call), opts...)
 	if err != nil {
 		stopOnShutdown()
 		cancel()
+		rev.leave()
 		s.nsessions.Add(-1)
 		return nil, restoreError(err)
 	}
@@ -176,6 +183,7 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		s.sessions.Delete(se.id)
 		stopOnShutdown()
 		cancel()
+		rev.leave()
 		s.nsessions.Add(-1)
 	}
 	return se, nil
@@ -215,7 +223,7 @@ func (s *Server) pump(ctx, client context.Context, se *session, reqID string, se
 			return false
 		}
 		resp := oip.InferenceResponse{
-			ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: se.variant.id, ID: reqID, Outputs: out,
+			ModelName: m.oip.Spec.ModelFamilyID, ModelVersion: se.rev.version, ID: reqID, Outputs: out,
 			Parameters: oip.Parameters{
 				"task":              se.task.TaskID,
 				oip.ChunkIndex:      c.Index,

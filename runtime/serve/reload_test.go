@@ -1,0 +1,221 @@
+package serve_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/internal/enginetest"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/serve"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
+	"github.com/worldfoundry/wfgen/runtime/torch"
+)
+
+// otherEncoder builds a tiny-encoder checkpoint with weights of its own
+// at path.
+func otherEncoder(path string) error {
+	r := rand.New(rand.NewPCG(7, 8))
+	randn := func(rows, cols int64) *tensor.Tensor {
+		v := make([]float32, rows*cols)
+		for i := range v {
+			v[i] = float32(r.NormFloat64()) * 0.5
+		}
+		return tensor.FromFloat32(v, rows, cols)
+	}
+	return tinymodels.BuildSource(path, torch.ModuleSource{Source: tinymodels.EncoderSource, Parameters: map[string]*tensor.Tensor{
+		"table": randn(tinymodels.EncoderVocab, tinymodels.EncoderDim),
+		"proj":  randn(tinymodels.EncoderDim, tinymodels.EncoderDim),
+	}})
+}
+
+// swapIn replaces dst with src's bytes atomically.
+func swapIn(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst+".tmp", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dst+".tmp", dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In poll mode with cross-request batching, clients keep sending while
+// the encoder's checkpoint is replaced, alternating two: no request
+// fails, and every revision answers one embedding — odd revisions A's,
+// even ones B's, the two different. Under -race it checks the revision's
+// pin, swap and drain against the request, batch and poll goroutines.
+func TestPollSwapsUnderLoad(t *testing.T) {
+	t.Parallel()
+	dir := tiny.Copy(t)
+	ck := filepath.Join(dir, "checkpoints", "tiny-encoder.pt")
+	a := filepath.Join(t.TempDir(), "a.pt")
+	swapIn(t, ck, a)
+	b := filepath.Join(t.TempDir(), "b.pt")
+	if err := otherEncoder(b); err != nil {
+		t.Fatal(err)
+	}
+	fam := serve.Family{Spec: loadSpec(t, "tiny-encoder"), Options: []client.Option{client.WithCheckpointRoot(dir), client.WithDevice("cpu")}}
+	s := serveFamilies(t, serve.Config{ModelControl: serve.ControlPoll, PollInterval: 5 * time.Millisecond, Batching: true, BatchInvariant: true, MaxConcurrent: 2}, fam)
+
+	const clients, swaps = 8, 6
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		seen     = map[string]string{} // version → its embedding's JSON
+		failures []string
+	)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				version, out, err := inferEncoder(s.url)
+				mu.Lock()
+				switch {
+				case err != nil:
+					failures = append(failures, err.Error())
+				case seen[version] == "":
+					seen[version] = out
+				case seen[version] != out:
+					failures = append(failures, version+" answered two embeddings")
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range swaps {
+		swapIn(t, []string{b, a}[i%2], ck)
+		version := "default@" + strconv.Itoa(i+2)
+		enginetest.WaitFor(t, version+" to answer", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return seen[version] != ""
+		})
+	}
+	stop.Store(true)
+	wg.Wait()
+	for _, f := range failures {
+		t.Error(f)
+	}
+	for version, out := range seen {
+		n, err := strconv.Atoi(strings.TrimPrefix(version, "default@"))
+		if err != nil {
+			t.Fatalf("model_version %q", version)
+		}
+		if want := seen["default@"+strconv.Itoa(2-n%2)]; out != want {
+			t.Errorf("%s answered %s, want %s", version, out, want)
+		}
+	}
+	if seen["default@1"] == seen["default@2"] {
+		t.Error("checkpoints A and B answered alike")
+	}
+	enginetest.WaitFor(t, "the old revisions to be freed", func() bool { return s.srv.Stats().DrainingRevisions == 0 })
+}
+
+// inferEncoder sends one embed request and returns the version that
+// answered and its outputs as JSON.
+func inferEncoder(url string) (version, outputs string, err error) {
+	resp, err := http.Post(url+"/v2/models/tiny-encoder/infer", "application/json", strings.NewReader(embedBody))
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", "", err
+	}
+	if resp.StatusCode != 200 {
+		return "", "", fmt.Errorf("%d %s", resp.StatusCode, body)
+	}
+	var r struct {
+		ModelVersion string          `json:"model_version"`
+		Outputs      json.RawMessage `json:"outputs"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return "", "", err
+	}
+	return r.ModelVersion, string(r.Outputs), nil
+}
+
+// A realtime session keeps the revision it opened on through a reload:
+// its chunks name it while new requests get the new one, and the old
+// revision is freed only when the session ends.
+func TestSessionKeepsItsRevision(t *testing.T) {
+	t.Parallel()
+	dir := tiny.Copy(t)
+	fam := serve.Family{Spec: loadSpec(t, "tiny-world"), Options: []client.Option{client.WithCheckpointRoot(dir), client.WithDevice("cpu")}}
+	s := serveFamilies(t, serve.Config{ModelControl: serve.ControlPoll, PollInterval: 5 * time.Millisecond}, fam)
+	body := `{"parameters":{"task":"step","paced":true},"inputs":[{"name":"speed","datatype":"FP32","shape":[1],"data":[1]}]}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/v2/models/tiny-world/infer", strings.NewReader(body))
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	chunkVersion := func() string {
+		t.Helper()
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading events: %v", err)
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"model_version"`) {
+				var c struct {
+					ModelVersion string `json:"model_version"`
+				}
+				if err := json.Unmarshal([]byte(data), &c); err != nil {
+					t.Fatal(err)
+				}
+				return c.ModelVersion
+			}
+		}
+	}
+	if v := chunkVersion(); v != "default@1" {
+		t.Fatalf("first chunk from %s", v)
+	}
+	// Another world (other frequencies) in place of the checkpoint.
+	if err := tinymodels.BuildSource(filepath.Join(dir, "checkpoints", "tiny-world.pt"), torch.ModuleSource{Source: tinymodels.WorldSource,
+		Parameters: map[string]*tensor.Tensor{"freq": tensor.FromFloat32([]float32{0.3, 0.1, 0.4}, 3)}}); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "default@2 to serve", func() bool {
+		return strings.HasPrefix(repositoryIndex(t, s.url)["tiny-world"].Reason, "serving default@2")
+	})
+	worldBody := `{"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["a red fox"]},{"name":"num_frames","datatype":"INT64","shape":[1],"data":[1]},{"name":"height","datatype":"INT64","shape":[1],"data":[16]},{"name":"width","datatype":"INT64","shape":[1],"data":[16]}]}`
+	if code, _, b := post(t, s.url+"/v2/models/tiny-world/infer", worldBody); code != 200 || !strings.Contains(string(b), `"model_version":"default@2"`) {
+		t.Errorf("a request after the reload: %d %.200s", code, b)
+	}
+	for range 3 {
+		if v := chunkVersion(); v != "default@1" {
+			t.Fatalf("a chunk after the reload from %s, want the session's default@1", v)
+		}
+	}
+	if n := s.srv.Stats().DrainingRevisions; n != 1 {
+		t.Errorf("%d revisions draining while the session runs, want 1", n)
+	}
+	cancel()
+	enginetest.WaitFor(t, "default@1 to be freed", func() bool { return s.srv.Stats().DrainingRevisions == 0 })
+}
