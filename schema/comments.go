@@ -110,6 +110,7 @@ var goComments = map[string]string{
 	"github.com/worldfoundry/wfgen/runtime/spec.InferenceVariantSpec.VariantID":         "VariantID names the variant.",
 	"github.com/worldfoundry/wfgen/runtime/spec.ModelInferenceSpec":                     "ModelInferenceSpec is the inference contract of one model family, shared by manifests, generated packages and the runtime.",
 	"github.com/worldfoundry/wfgen/runtime/spec.ModelInferenceSpec.Aliases":             "Aliases are other ids that select this family.",
+	"github.com/worldfoundry/wfgen/runtime/spec.ModelInferenceSpec.DefaultPriority":     "DefaultPriority is the priority level wfserve gives the family's infer requests that name none (Triton's request parameter \"priority\": 1 is served first, larger levels later); 0 or absent: the server's -default-priority.",
 	"github.com/worldfoundry/wfgen/runtime/spec.ModelInferenceSpec.DefaultTaskID":       "DefaultTaskID selects the task used when a caller names none.",
 	"github.com/worldfoundry/wfgen/runtime/spec.ModelInferenceSpec.DefaultVariantID":    "DefaultVariantID selects the variant used when a caller names none.",
 	"github.com/worldfoundry/wfgen/runtime/spec.ModelInferenceSpec.Deprecated":          "Deprecated, when non-empty, marks the family deprecated with this message.",

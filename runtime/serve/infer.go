@@ -120,7 +120,11 @@ func (s *Server) resolve(ctx context.Context, m *model, pv *variant, req *oip.In
 	if ri := requestInfo(ctx); ri != nil {
 		arrived = ri.arrived
 	}
-	place, err := requestPlace(req.Parameters, s.cfg.DefaultPriority, arrived)
+	def := s.cfg.DefaultPriority
+	if p := m.oip.Spec.DefaultPriority; p > 0 {
+		def = p // the family's default_priority
+	}
+	place, err := requestPlace(req.Parameters, def, arrived)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,9 @@ import (
 
 // Admission by priority and queue timeout (Triton's request parameters
 // "priority" and "timeout"): an infer request may give a priority level —
-// 1 is served first, larger levels later, 0 or none is the server's
-// default (Config.DefaultPriority) — and a timeout in microseconds that
+// 1 is served first, larger levels later, 0 or none is the family's
+// default_priority, else the server's (Config.DefaultPriority) — and a
+// timeout in microseconds that
 // bounds how long it may wait for an engine slot (or for its batch to
 // form, under -batch) before it is answered 504 without running. Waiters
 // for a variant's engine slots are served by level, then in arrival order;

@@ -460,6 +460,11 @@ type ModelInferenceSpec struct {
 	// uri is. A variant's op_libraries replace these (the rule is
 	// ModelInferenceSpec.OpLibrariesFor).
 	OpLibraries []string `json:"op_libraries,omitempty" jsonschema:"example=/usr/lib/python3/dist-packages/torchvision/_C.cpython-311-x86_64-linux-gnu.so"`
+	// DefaultPriority is the priority level wfserve gives the family's
+	// infer requests that name none (Triton's request parameter
+	// "priority": 1 is served first, larger levels later); 0 or absent:
+	// the server's -default-priority.
+	DefaultPriority int `json:"default_priority,omitempty" jsonschema:"minimum=1,maximum=1048576,example=1"`
 }
 
 // OpLibrariesFor returns the op libraries variant v of the family loads
