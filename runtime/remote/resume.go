@@ -36,8 +36,9 @@ import (
 // they applied to before, and the session goes on: the caller sees no
 // error and no chunk twice or missing, and the chunks are bit for bit
 // those of an unbroken session (the server's key, -session-key-file,
-// must be the same on every replica). A break is resumed up to 3 times
-// per chunk, with pauses of 50 ms doubling between tries; a reopen that
+// must be the same on every replica). A reopen is tried up to 4 times —
+// twice at once, then after pauses of 50 and 100 ms (jittered) — and up
+// to 4 breaks are resumed per chunk; a reopen that
 // the server refuses (the token of another key or model: 400, 409, 501)
 // ends the session with the break's error. A server without a session
 // key refuses the snapshots: the session then resumes from its start,
@@ -55,8 +56,8 @@ func WithResume(chunk int) Option {
 	}
 }
 
-// maxResumes bounds the reopens of one chunk's break.
-const maxResumes = 3
+// maxResumes bounds the breaks of one chunk, and the tries of one reopen.
+const maxResumes = 4
 
 // errBroken is the error of a write while the session reopens.
 var errBroken = errors.New("the session's connection broke")
@@ -205,8 +206,8 @@ func (s *session) reopen(ctx context.Context, idx int, cause error) error {
 	}
 	s.takeSnapshot(answers) // an answer that came before the break
 	for try := 0; try < maxResumes; try++ {
-		if try > 0 {
-			t := time.NewTimer(backoff(try - 1))
+		if try > 1 { // the second try at once: the balancer may not know yet
+			t := time.NewTimer(backoff(try - 2))
 			select {
 			case <-t.C:
 			case <-ctx.Done():
