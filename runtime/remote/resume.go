@@ -22,36 +22,37 @@ import (
 )
 
 // WithResume makes the client's realtime sessions outlive their
-// connection, and so the replica that serves them: after every chunk-th
-// chunk (chunk ≥ 1) the client asks the server for a snapshot of the
-// session (a message on the session's connection whose answer nobody
+// connection, and so the replica that serves them. After every every-th
+// chunk (every ≥ 1) the client asks the server for a snapshot of the
+// session — a message on the session's connection whose answer nobody
 // waits for: no round trip on the way of a chunk, but a snapshot sealed
-// on the server and its token sent back), and keeps the latest token and
-// the controls it sent since. When
-// the session's connection breaks — a transport error, a gRPC
-// Unavailable, not an error of the model — the session is opened again
-// through the client's URL from that token (the session's start before
-// the first snapshot), the chunks the local session already released are
-// made again and dropped, with the logged controls applied at the chunks
-// they applied to before, and the session goes on: the caller sees no
-// error and no chunk twice or missing, and the chunks are bit for bit
-// those of an unbroken session (the server's key, -session-key-file,
-// must be the same on every replica). A reopen is tried up to 4 times —
-// twice at once, then after pauses of 50 and 100 ms (jittered) — and up
-// to 4 breaks are resumed per chunk; a reopen that
-// the server refuses (the token of another key or model: 400, 409, 501)
-// ends the session with the break's error. A server without a session
-// key refuses the snapshots: the session then resumes from its start,
-// making every chunk again. A replay (stream.WithReplay) is not resumed.
-// The stall of a resume is a new connection, the restore, and the forward
-// of each chunk made again: chunk-1 of them at most (docs/serving.md,
-// "A session outlives its replica").
-func WithResume(chunk int) Option {
+// on the server and its token sent back — and keeps the latest token and
+// the controls it sent since. When the connection breaks (a transport
+// error, a gRPC Unavailable, a proxy's reset; not an error of the server
+// or the model), the session is opened again through the client's URL
+// from that token (from the session's start before the first snapshot);
+// the chunks the local session already released are made again and
+// dropped, with the logged controls sent before the chunks they applied
+// to, and the session goes on. The caller sees no error and no chunk
+// twice or missing, and the chunks are bit for bit those of an unbroken
+// session. Every replica must read the same session key
+// (-session-key-file).
+//
+// A reopen is tried up to 4 times — twice at once, then after pauses of
+// 50 and 100 ms (jittered) — and up to 4 breaks are resumed per chunk. A
+// reopen that the server refuses (the token of another key or model:
+// 400, 409, 501) ends the session with the break's error. A server
+// without a session key refuses the snapshots: the session then resumes
+// from its start, making every chunk again. A replay (stream.WithReplay)
+// is not resumed. A resume costs a new connection, the restore, and the
+// chunks made again: every-1 at most (docs/serving.md, "A session
+// outlives its replica").
+func WithResume(every int) Option {
 	return func(c *Client) error {
-		if chunk < 1 {
-			return fmt.Errorf("remote: resume every %d chunks, want ≥ 1", chunk)
+		if every < 1 {
+			return fmt.Errorf("remote: resume with a snapshot every %d chunks, want ≥ 1", every)
 		}
-		c.resume = chunk
+		c.resume = every
 		return nil
 	}
 }
