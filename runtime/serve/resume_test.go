@@ -97,6 +97,13 @@ func (c *cutter) arm(target string) {
 	c.armed, c.target = true, target
 }
 
+// switchTo sends the connections made after it to target.
+func (c *cutter) switchTo(target string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.target = target
+}
+
 // cut closes every forwarded connection.
 func (c *cutter) cut() {
 	c.mu.Lock()
@@ -210,6 +217,33 @@ func TestResumeAfterBreak(t *testing.T) {
 		slices.Sort(cuts)
 		return cuts
 	}
+	// A server that shuts down (SIGTERM) ends its sessions with an error
+	// (a WebSocket's close code 1001, going away): a session resumes on
+	// the other replica, as the balancer sends new connections there.
+	t.Run("websocket/drain", func(t *testing.T) {
+		d := withGRPC(t, start(t, serve.Config{SessionKey: sessionKey}))
+		cu := newCutter(t, rest(d))
+		rc, err := remote.New(tinyworld.Spec(), "http://"+cu.addr(), remote.WithResume(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		s, err := tinyworld.NewClient(rc).StepStream(ctx, params, stream.WithPacing(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := playChunks(t, s, 0, 5, script)
+		cu.switchTo(rest(b))
+		drained := make(chan error, 1)
+		go func() { drained <- d.srv.Shutdown(ctx) }()
+		if err := <-drained; err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range playChunks(t, s, 5, chunks-5, script) {
+			got[i] = c
+		}
+		sameChunks(t, "after a drain", want, got, 0, chunks)
+	})
 	for _, tr := range []struct {
 		name, scheme string
 		addr         func(*grpcStarted) string
