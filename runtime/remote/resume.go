@@ -45,8 +45,10 @@ import (
 // without a session key refuses the snapshots: the session then resumes
 // from its start, making every chunk again. A replay (stream.WithReplay)
 // is not resumed. A resume costs a new connection, the restore, and the
-// chunks made again: every-1 at most (docs/serving.md, "A session
-// outlives its replica").
+// chunks made again: every-1 at most when the last snapshot's answer
+// came before the break, every more when it did not (docs/serving.md, "A
+// session outlives its replica"). The first open of a session is not
+// retried: its error is the caller's.
 func WithResume(every int) Option {
 	return func(c *Client) error {
 		if every < 1 {
