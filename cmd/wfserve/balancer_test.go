@@ -84,15 +84,16 @@ type balancer struct {
 	admin         string // its runtime API's socket
 }
 
-// startHAProxy runs Debian's haproxy in front of the replicas r1 and r2
+// startHAProxy runs Debian's haproxy in front of the replicas r1 and r2,
+// configured by config (haproxyConfig, or a variant of it)
 // and returns it once it answers readiness. Its frontends' ports must be
 // written in its configuration, so they are reserved (enginetest.Port);
 // should a program outside the tests hold one all the same, haproxy is
 // started again on others.
-func startHAProxy(t *testing.T, r1, r2 *wfserveProc) *balancer {
+func startHAProxy(t *testing.T, config string, r1, r2 *wfserveProc) *balancer {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		lb, bindFailed := tryHAProxy(t, r1, r2)
+		lb, bindFailed := tryHAProxy(t, config, r1, r2)
 		if lb != nil {
 			return lb
 		}
@@ -104,7 +105,7 @@ func startHAProxy(t *testing.T, r1, r2 *wfserveProc) *balancer {
 
 // tryHAProxy is one start of startHAProxy: the balancer, or nil and
 // whether haproxy failed to bind a frontend's port.
-func tryHAProxy(t *testing.T, r1, r2 *wfserveProc) (*balancer, bool) {
+func tryHAProxy(t *testing.T, config string, r1, r2 *wfserveProc) (*balancer, bool) {
 	t.Helper()
 	bin := haproxyPath(t)
 	dir := t.TempDir()
@@ -113,7 +114,7 @@ func tryHAProxy(t *testing.T, r1, r2 *wfserveProc) (*balancer, bool) {
 	p1, g1 := replicaPorts(t, r1)
 	p2, g2 := replicaPorts(t, r2)
 	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, haproxyConfig, lb.admin, fe, p1, p2, feGRPC, g1, p1, g2, p2), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, config, lb.admin, fe, p1, p2, feGRPC, g1, p1, g2, p2), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-db", "-f", cfg)
@@ -342,7 +343,7 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	ctx := context.Background()
 	replica := func() *wfserveProc { return startProc(t, "-grpc-addr", "127.0.0.1:0") }
 	replicas := map[string]*wfserveProc{"r1": replica(), "r2": replica()}
-	bal := startHAProxy(t, replicas["r1"], replicas["r2"])
+	bal := startHAProxy(t, haproxyConfig, replicas["r1"], replicas["r2"])
 	lb, lbGRPC := bal.url, bal.grpcAddr
 	replicasSeen(t, lb, "r1", "r2")
 

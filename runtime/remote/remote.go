@@ -87,6 +87,7 @@ type Client struct {
 	tracer  trace.Tracer // WithTracerProvider, else the global provider's
 	asJSON  bool         // WithJSONTensors
 	retries int          // WithRetries
+	resume  int          // WithResume: a snapshot every resume chunks (0: sessions are not resumed)
 	tlsCfg  *tls.Config  // WithTLSConfig (grpcs://)
 	t       transport    // REST (rest.go) or gRPC (grpc.go), by the URL's scheme
 }

@@ -62,7 +62,7 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
-	s := &session{c: c, ctx: ctx, task: task, video: video, req: req}
+	s := &session{c: c, ctx: ctx, task: task, video: video, req: req, resume: c.resume}
 	var own []stream.Option
 	snap, replay := stream.Pending(opts...)
 	if snap != nil {
@@ -80,6 +80,7 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 		s.token, s.first = snap.Token, snap.Next
 	}
 	if replay != nil {
+		s.resume = 0 // a replay takes no controls: it replays again from its start
 		if s.replay, err = json.Marshal(replay); err != nil {
 			return nil, fmt.Errorf("%s: replay: %w", c.where(task.TaskID), err)
 		}
@@ -183,8 +184,10 @@ type session struct {
 	token     []byte // the snapshot the server session restores (nil: none)
 	first     int    // the index of its first chunk (the snapshot's next)
 	replay    []byte // the controls log it replays, as JSON (nil: none)
+	resume    int    // WithResume: a snapshot every resume chunks, reopen after a break (0: off)
 
 	mu      sync.Mutex // guards the fields below
+	opened  bool       // the server session was opened (it may be reopening)
 	conn    oip.SessionConn
 	keep    func()                  // gives conn back for another session (transport.openSession)
 	events  chan received           // the session's messages, in order, from read
@@ -193,9 +196,14 @@ type session struct {
 	unwatch func() bool             // stops the watch of ctx (open's)
 	pending stream.Controls         // controls set before it opened
 	closed  error                   // why the session is over
+	resumed resumePoint             // where a broken session reopens (resume.go)
+	noSnap  bool                    // the server refused a snapshot: resume from the start
 
-	send sync.Mutex // one Send at a time (oip.SessionConn)
-	ctl  sync.Mutex // one controls message at a time: answers come in order
+	snapPending bool // askSnapshot's answer is due (guarded by ctl)
+
+	send  sync.Mutex // one Send at a time (oip.SessionConn); guards acked
+	acked int        // the last chunk acked on the connection, first-1 before any
+	ctl   sync.Mutex // one controls message at a time: answers come in order
 }
 
 // received is one message of the session, or why the connection broke.
@@ -214,46 +222,69 @@ var errEnded = errors.New("the session has ended")
 // open starts the server session with the controls the first step has,
 // and returns once the session event came.
 func (s *session) open(controls stream.Controls) error {
-	ctl, err := json.Marshal(map[string]float64(controls))
+	conn, keep, err := s.dial(s.ctx, s.token, s.first, s.maxChunks, controls)
 	if err != nil {
 		return err
+	}
+	s.opened = true
+	s.acked = s.first - 1
+	s.resumed = resumePoint{token: s.token, next: s.first, log: []controlsChange{{from: s.first, controls: controls}}}
+	s.attachLocked(conn, keep)
+	return nil
+}
+
+// dial opens a server session — restoring token (nil: none) at chunk
+// first, with maxChunks chunks of its own and controls — and returns its
+// connection once the session event came.
+func (s *session) dial(ctx context.Context, token []byte, first, maxChunks int, controls stream.Controls) (oip.SessionConn, func(), error) {
+	ctl, err := json.Marshal(map[string]float64(controls))
+	if err != nil {
+		return nil, nil, err
 	}
 	// Parameters are scalars (the protocol's rule): the controls travel as
 	// JSON text.
 	req := *s.req
-	req.Parameters = oip.Parameters{"task": s.task.TaskID, "paced": s.paced, "max_chunks": s.maxChunks,
+	req.Parameters = oip.Parameters{"task": s.task.TaskID, "paced": s.paced, "max_chunks": maxChunks,
 		"lockstep": true}
 	if s.replay != nil {
 		req.Parameters[oip.SessionReplay] = string(s.replay) // the log gives the controls
 	} else {
 		req.Parameters["controls"] = string(ctl)
 	}
-	if s.token != nil {
-		req.Parameters[oip.SessionSnapshot] = base64.StdEncoding.EncodeToString(s.token)
+	if token != nil {
+		req.Parameters[oip.SessionSnapshot] = base64.StdEncoding.EncodeToString(token)
 	}
-	conn, keep, err := s.c.t.openSession(s.ctx, &req)
+	conn, keep, err := s.c.t.openSession(ctx, &req)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	s.conn, s.keep = conn, keep
 	// The first message is read here and the reader started after it: the
 	// session event reaches open without a hand-off between goroutines.
-	first, err := conn.Receive(s.ctx)
+	first0, err := conn.Receive(ctx)
 	switch {
 	case err != nil:
-		return err
-	case first.Event == oip.EventError:
-		return serverError(first)
-	case first.Event != oip.EventSession:
-		return fmt.Errorf("the session began with event %q, want %q", first.Event, oip.EventSession)
+	case first0.Event == oip.EventError:
+		err = serverError(first0)
+	case first0.Event != oip.EventSession:
+		err = fmt.Errorf("the session began with event %q, want %q", first0.Event, oip.EventSession)
 	}
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return conn, keep, nil
+}
+
+// attachLocked makes conn the session's connection and starts its
+// reader (s.mu held).
+func (s *session) attachLocked(conn oip.SessionConn, keep func()) {
+	s.conn, s.keep = conn, keep
 	s.events, s.answers, s.done = make(chan received, 4), make(chan oip.SessionMessage, 1), make(chan struct{})
-	go s.read()
+	go s.read(conn, s.events, s.answers, s.done)
 	// A session whose context ends is over, whether a step is under way
 	// or none is (the local session stopped between two): its connection
 	// closes, whatever the transport's Receive does with the context.
 	s.unwatch = context.AfterFunc(s.ctx, func() { s.fail(s.ctx.Err()) })
-	return nil
 }
 
 // read takes the session's messages until its last (the end, an error,
@@ -261,21 +292,21 @@ func (s *session) open(controls stream.Controls) error {
 // to s.answers (dropped when nobody waits for one: the server answers an
 // ack only to refuse it), everything else to s.events. It reads nothing
 // after the end: a kept connection's next message is the next session's.
-func (s *session) read() {
-	defer close(s.answers)
-	defer close(s.events)
+func (s *session) read(conn oip.SessionConn, events chan<- received, answers chan<- oip.SessionMessage, done <-chan struct{}) {
+	defer close(answers)
+	defer close(events)
 	for {
-		m, err := s.conn.Receive(s.ctx)
+		m, err := conn.Receive(s.ctx)
 		if err == nil && (m.Event == oip.EventControls || m.Event == oip.EventRefused || m.Event == oip.EventSnapshot) {
 			select {
-			case s.answers <- m:
+			case answers <- m:
 			default:
 			}
 			continue
 		}
 		select {
-		case s.events <- received{m, err}:
-		case <-s.done:
+		case events <- received{m, err}:
+		case <-done:
 			return
 		}
 		if err != nil || m.Event == oip.EventEnd || m.Event == oip.EventError {
@@ -292,7 +323,7 @@ func (s *session) step(ctx context.Context, req stream.StepRequest) (stream.Step
 		s.mu.Unlock()
 		return stream.StepResult{}, err
 	}
-	if s.conn == nil {
+	if !s.opened {
 		controls := req.Controls
 		if s.pending != nil {
 			controls = s.pending
@@ -302,9 +333,6 @@ func (s *session) step(ctx context.Context, req stream.StepRequest) (stream.Step
 				err = s.ctx.Err()
 			}
 			s.closed = err
-			if s.conn != nil {
-				s.conn.Close()
-			}
 			s.mu.Unlock()
 			return stream.StepResult{}, err
 		}
@@ -325,17 +353,32 @@ func (s *session) step(ctx context.Context, req stream.StepRequest) (stream.Step
 			return stream.StepResult{}, ctx.Err()
 		}
 	}
-	ev, ok := <-s.events
-	res, err := s.chunk(ev, ok)
-	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		s.fail(err)
-		return stream.StepResult{}, err
+	var res stream.StepResult
+	for breaks := 0; ; breaks++ {
+		ev, ok := <-s.eventsNow()
+		var err error
+		res, err = s.chunk(ev, ok)
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		if err != nil && s.resume > 0 && breaks < maxResumes && ctx.Err() == nil && broken(ev, ok) {
+			// The connection broke, not the model: reopen the session
+			// (on whichever replica the URL reaches) and wait for this
+			// chunk there.
+			if err = s.reopen(ctx, req.Index, err); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			s.fail(err)
+			return stream.StepResult{}, err
+		}
+		break
 	}
 	if s.maxChunks > 0 && req.Index+1-s.first >= s.maxChunks { // a restored session counts its own chunks
 		s.finish()
+	} else {
+		s.askSnapshot(ctx, req.Index)
 	}
 	return res, nil
 }
@@ -410,7 +453,7 @@ func (s *session) finish() {
 	wait := time.NewTimer(endWait)
 	defer wait.Stop()
 	select {
-	case ev, ok := <-s.events:
+	case ev, ok := <-s.eventsNow():
 		if !ok || ev.err != nil || ev.msg.Event != oip.EventEnd {
 			s.fail(errEnded)
 			return
@@ -434,11 +477,29 @@ func (s *session) finish() {
 	}
 }
 
-// write sends one controls message.
+// write sends one controls message; an ack is recorded (s.acked), and
+// controls are logged for a reopen (resume.go) with the chunk they apply
+// from: the server applies them from the chunk after the one it makes
+// next, which is the chunk after the last acked.
 func (s *session) write(ctx context.Context, m oip.ControlsRequest) error {
 	s.send.Lock()
 	defer s.send.Unlock()
-	return s.conn.Send(ctx, m)
+	if m.Controls != nil && s.resume > 0 {
+		s.mu.Lock()
+		s.resumed.log = append(s.resumed.log, controlsChange{from: s.acked + 2, controls: m.Controls})
+		s.mu.Unlock()
+	}
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	if conn == nil {
+		return errBroken
+	}
+	err := conn.Send(ctx, m)
+	if err == nil && m.Ack != nil {
+		s.acked = int(*m.Ack)
+	}
+	return err
 }
 
 // closedErr is why the session is over.
@@ -458,13 +519,13 @@ func (s *session) fail(err error) {
 	if first {
 		s.closed = err
 	}
-	conn, unwatch := s.conn, s.unwatch
+	conn, unwatch, done := s.conn, s.unwatch, s.done
 	s.mu.Unlock()
 	if first && conn != nil {
 		if unwatch != nil {
 			unwatch()
 		}
-		close(s.done)
+		close(done)
 		conn.Close()
 	}
 }
@@ -474,7 +535,7 @@ func (s *session) fail(err error) {
 // it took them. Before it opens they go with the request that opens it.
 func (s *session) sendControls(c stream.Controls) error {
 	s.mu.Lock()
-	open, closed := s.conn != nil, s.closed
+	open, closed := s.opened, s.closed
 	if !open {
 		s.pending = c // open sends them
 	}
@@ -491,11 +552,18 @@ func (s *session) sendControls(c stream.Controls) error {
 		return nil
 	}
 	where := s.c.where(s.task.TaskID)
+	answers := s.answersNow()
+	s.takeSnapshot(answers)
 	if err := s.write(s.ctx, oip.ControlsRequest{Controls: c}); err != nil {
+		if s.resume > 0 && s.closedNow() == nil {
+			return nil // logged: the reopened session applies them (resume.go)
+		}
 		return fmt.Errorf("%s: controls: %w", where, err)
 	}
-	m, ok := <-s.answers
+	m, ok := <-answers
 	switch {
+	case !ok && s.resume > 0 && s.closedNow() == nil:
+		return nil // the connection broke: as above
 	case !ok:
 		return fmt.Errorf("%s: controls: %w", where, s.closedErr())
 	case m.Event == oip.EventRefused:
@@ -514,7 +582,7 @@ func (s *session) sendControls(c stream.Controls) error {
 func (s *session) snapshot() (stream.Snapshot, error) {
 	where := s.c.where(s.task.TaskID)
 	s.mu.Lock()
-	open, closed := s.conn != nil, s.closed
+	open, closed := s.opened, s.closed
 	s.mu.Unlock()
 	switch {
 	case closed != nil:
@@ -527,10 +595,12 @@ func (s *session) snapshot() (stream.Snapshot, error) {
 	if err := s.closedNow(); err != nil {
 		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: %w", where, err)
 	}
+	answers := s.answersNow()
+	s.takeSnapshot(answers)
 	if err := s.write(s.ctx, oip.ControlsRequest{Snapshot: true}); err != nil {
 		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: %w", where, err)
 	}
-	m, ok := <-s.answers
+	m, ok := <-answers
 	switch {
 	case !ok:
 		return stream.Snapshot{}, fmt.Errorf("%s: snapshot: %w", where, s.closedErr())

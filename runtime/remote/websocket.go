@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/coder/websocket"
 
@@ -110,15 +111,20 @@ func receive(ctx context.Context, conn *websocket.Conn) (oip.SessionMessage, err
 
 // closedWith reads on to the close frame that follows an error event and
 // returns the HTTP status its code carries (oip.CloseCodeBase plus the
-// status), or 0 when the connection ended otherwise.
+// status; 503 for 1001, going away: the server shuts down), or 0 when the
+// connection ended otherwise.
 func closedWith(ctx context.Context, conn *websocket.Conn) int {
 	for {
 		_, _, err := conn.Read(ctx)
 		if err == nil {
 			continue
 		}
-		if code := websocket.CloseStatus(err); code >= oip.CloseCodeBase && code < oip.CloseCodeBase+1000 {
+		code := websocket.CloseStatus(err)
+		if code >= oip.CloseCodeBase && code < oip.CloseCodeBase+1000 {
 			return int(code) - oip.CloseCodeBase
+		}
+		if code == websocket.StatusGoingAway {
+			return http.StatusServiceUnavailable
 		}
 		return 0
 	}
