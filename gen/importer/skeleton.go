@@ -720,7 +720,7 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 				return nil
 			}
 			a := tupleArtifact(shape, i, ids[i], e)
-			appendPairs(a, "description", str(fmt.Sprintf("TODO: what it holds%s. Element %d (%s) of the %s that %s returns.", nameIt(ids[i], i), i, e.text, shape.text, m.Name)), "fields", f)
+			appendPairs(a, "description", str(fmt.Sprintf("TODO: what it holds%s. Element %d (%s%s) of the %s that %s returns.", nameIt(ids[i], i), i, e.text, e.where(), shape.text, m.Name)), "fields", f)
 			out = append(out, a)
 			continue
 		}
@@ -730,7 +730,7 @@ func (b *builder) tupleArtifacts(task *yaml.Node, m engine.MethodSchema, shape r
 		}
 		a := tupleArtifact(shape, i, ids[i], e)
 		out = append(out, b.artifactContract(task, a, m.Name, tupleArtifactID(i), e.kind, size, batched,
-			fmt.Sprintf("TODO: what it holds%s. Element %d (%s) of the %s that %s returns.%s", nameIt(ids[i], i), i, e.text, shape.text, m.Name, hint)))
+			fmt.Sprintf("TODO: what it holds%s. Element %d (%s%s) of the %s that %s returns.%s", nameIt(ids[i], i), i, e.text, e.where(), shape.text, m.Name, hint)))
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/worldfoundry/wfgen/runtime/contract"
@@ -163,4 +164,20 @@ func jsonType(t contract.Type, depth int) bool {
 // tensorDict reports whether t is Dict[str, Tensor], one dict of a record.
 func tensorDict(t contract.Type) bool {
 	return t.Name == "Dict" && len(t.Elems) == 2 && t.Elems[0].Name == "str" && t.Elems[1].Name == "Tensor"
+}
+
+// where says, for an element of a nested tuple, where it is in the
+// returned value ("; [1][0] of the value"); "" for an element of the outer
+// tuple.
+func (s returnShape) where() string {
+	if len(s.path) < 2 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("; ")
+	for _, i := range s.path {
+		fmt.Fprintf(&b, "[%d]", i)
+	}
+	b.WriteString(" of the value")
+	return b.String()
 }
