@@ -46,7 +46,8 @@ type memUnit struct {
 	evict func()
 
 	state    int
-	charged  int64        // bytes charged now (loading or resident)
+	charged  int64        // bytes charged now: loading or loaded (what the gauge reports)
+	claim    int64        // bytes it holds of the budget: charged, or what its load will take (0 for a victim of another's load)
 	users    int          // leases held: calls running, and sessions
 	sessions int          // of users, realtime sessions (not drained)
 	lastUsed time.Time    // when its last lease was released (or it loaded)
@@ -67,8 +68,9 @@ type memory struct {
 	budget int64 // bytes; 0: no budget (keep-alive only)
 	now    func() time.Time
 
-	mu      sync.Mutex
-	used    int64 // bytes charged: loading and resident units
+	mu        sync.Mutex
+	used      int64 // bytes charged: units loading and loaded, evicted ones until freed
+	committed int64 // bytes claimed: what decides whether a load fits (at least used, at most the budget)
 	changed chan struct{}
 	units   []*memUnit
 	stop    chan struct{}
@@ -182,7 +184,7 @@ func (m *memory) room(size int64, self *memUnit) (victims []*memUnit, ok bool) {
 	if m.budget == 0 {
 		return nil, true
 	}
-	free := m.budget - m.used
+	free := m.budget - m.committed
 	if size <= free {
 		return nil, true
 	}
@@ -191,7 +193,7 @@ func (m *memory) room(size int64, self *memUnit) (victims []*memUnit, ok bool) {
 			continue
 		}
 		victims = append(victims, v)
-		free += v.charged
+		free += v.claim
 		if size <= free {
 			return victims, true
 		}
@@ -222,14 +224,18 @@ func (m *memory) lru() []*memUnit {
 	return out
 }
 
-// startLoad evicts victims and loads u in the background, size charged
-// from now. m.mu is held.
+// startLoad evicts victims and loads u in the background: u claims size
+// bytes of the budget from now, the victims' claims passing to it, and is
+// charged them once the victims are freed and its load begins, so that
+// the bytes charged never exceed the budget. m.mu is held.
 func (m *memory) startLoad(u *memUnit, size int64, victims []*memUnit) {
 	for _, v := range victims {
 		v.state = unitDraining // no lease meanwhile; its bytes stay charged until freed
+		m.committed -= v.claim
+		v.claim = 0
 	}
-	u.state, u.charged = unitLoading, size
-	m.used += size
+	u.state, u.claim = unitLoading, size
+	m.committed += size
 	a := &loadAttempt{done: make(chan struct{})}
 	u.attempt = a
 	m.notify()
@@ -237,6 +243,10 @@ func (m *memory) startLoad(u *memUnit, size int64, victims []*memUnit) {
 		for _, v := range victims {
 			m.evictNow(v)
 		}
+		m.mu.Lock()
+		u.charged = size
+		m.used += size
+		m.mu.Unlock()
 		err := u.load()
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -244,7 +254,8 @@ func (m *memory) startLoad(u *memUnit, size int64, victims []*memUnit) {
 		u.attempt = nil
 		if err != nil {
 			m.used -= u.charged
-			u.state, u.charged = unitIdle, 0
+			m.committed -= u.claim
+			u.state, u.charged, u.claim = unitIdle, 0, 0
 		} else {
 			u.state = unitResident
 			u.users += a.waiters
@@ -263,7 +274,8 @@ func (m *memory) evictNow(v *memUnit) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.used -= v.charged
-	v.state, v.charged = unitIdle, 0
+	m.committed -= v.claim
+	v.state, v.charged, v.claim = unitIdle, 0, 0
 	v.evicted++
 	m.notify()
 }
@@ -308,9 +320,9 @@ func (m *memory) loadPinned() error {
 			continue
 		}
 		m.mu.Lock()
-		if m.budget > 0 && m.used+size > m.budget {
+		if m.budget > 0 && m.committed+size > m.budget {
 			m.mu.Unlock()
-			errs = append(errs, fmt.Errorf("pinned model %s needs %d bytes (its checkpoint), and the budget (-model-memory %d) has %d left after the pins before it", u.name, size, m.budget, m.budget-m.used))
+			errs = append(errs, fmt.Errorf("pinned model %s needs %d bytes (its checkpoint), and the budget (-model-memory %d) has %d left after the pins before it", u.name, size, m.budget, m.budget-m.committed))
 			continue
 		}
 		m.mu.Unlock()

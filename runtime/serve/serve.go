@@ -303,7 +303,7 @@ type variant struct {
 	loadErr   atomic.Pointer[error]
 	reloadErr atomic.Pointer[error] // the last reload's failure, the old revision serving on
 	reloads   reloadCounts
-	unit      *memUnit // its unit of the model memory budget (lazyload.go); nil without one
+	unit      *memUnit                                // its unit of the model memory budget (lazyload.go); nil without one
 	slots     slots                                   // engine calls at once (Config.MaxConcurrent)
 	callers   *callers                                // the goroutines engine calls run on
 	batchers  map[*spec.InferenceTaskProfile]*batcher // batchable tasks only
@@ -340,7 +340,7 @@ type Server struct {
 	nsessions    atomic.Int64
 	counters     counters
 	drainingRevs atomic.Int64 // revisions swapped out, not yet freed
-	mem          *memory // the model memory budget (memory.go), nil when models do not load lazily
+	mem          *memory      // the model memory budget (memory.go), nil when models do not load lazily
 	pollStop     chan struct{}
 	pollDone     chan struct{}
 
