@@ -71,10 +71,10 @@ type memory struct {
 	mu        sync.Mutex
 	used      int64 // bytes charged: units loading and loaded, evicted ones until freed
 	committed int64 // bytes claimed: what decides whether a load fits (at least used, at most the budget)
-	changed chan struct{}
-	units   []*memUnit
-	stop    chan struct{}
-	stopped chan struct{}
+	changed   chan struct{}
+	units     []*memUnit
+	stop      chan struct{}
+	stopped   chan struct{}
 }
 
 // errTooLarge refuses a unit larger than the whole budget: 507.

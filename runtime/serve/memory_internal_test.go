@@ -17,8 +17,8 @@ type fakeUnits struct {
 	m        *memory
 	mu       sync.Mutex
 	resident map[string]int64 // what is loaded, by name: the fake engine's memory
-	peak     int64 // the most the fake engine held
-	peakUsed int64 // the most the manager charged, seen as loads begin
+	peak     int64            // the most the fake engine held
+	peakUsed int64            // the most the manager charged, seen as loads begin
 	log      []string
 	gate     chan struct{} // when not nil, loads wait for it
 	loads    atomic.Int64
