@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -341,6 +342,15 @@ func TestMemoryBudgetUnderLoad(t *testing.T) {
 			t.Errorf("%s: ready %d, charged %v", name, resp.StatusCode, charged)
 		}
 	}
+	var growth []int64 // what each load added to VmRSS, as wfserve logs it (noisy: other requests run meanwhile)
+	for _, m := range regexp.MustCompile(`msg="loaded on request".* rss_growth_bytes=(-?\d+)`).FindAllStringSubmatch(p.stderr.String(), -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		growth = append(growth, n)
+	}
+	slices.Sort(growth)
+	if len(growth) > 0 {
+		t.Logf("VmRSS growth of a load as logged (%d loads): min %d KiB, median %d KiB, max %d KiB", len(growth), growth[0]>>10, growth[len(growth)/2]>>10, growth[len(growth)-1]>>10)
+	}
 	if !strings.Contains(p.stderr.String(), "msg=evicted model=enc-") {
 		t.Errorf("no eviction logged:\n%s", p.stderr.String())
 	}
@@ -369,6 +379,58 @@ func TestMemoryModelLargerThanBudget(t *testing.T) {
 	}
 	if resp, err := http.Get(p.url + "/v2/health/ready"); err != nil || resp.StatusCode != 200 {
 		t.Errorf("not ready after a refused load: %v %v", resp, err)
+	}
+	p.stop(t)
+}
+
+// Pins and keep-alive in the process: the pinned family loads at start and
+// stays through its idle time; another, idle past -model-keep-alive, is
+// unloaded (not ready, evicted in /metrics) and loads again on its next
+// request; eight requests at once for a family not loaded load it once.
+func TestMemoryPinsAndKeepAlive(t *testing.T) {
+	dir, cks := memoryRepository(t)
+	p := startRepository(t, "-repository", dir, "-pin-model", "enc-0", "-model-keep-alive", "100ms")
+	ready := func(name string) bool {
+		resp, err := http.Get(p.url + "/v2/models/" + name + "/ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	if !ready("enc-0") || ready("enc-1") {
+		t.Errorf("at start: enc-0 ready %v (pinned), enc-1 ready %v", ready("enc-0"), ready("enc-1"))
+	}
+	hc := &http.Client{}
+	tk := []int64{4, 2}
+	want := inProcess(t, cks[1], tk)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, code, body, err := inferModel(hc, p.url, "enc-1", tk)
+			if err != nil || code != 200 || !bitEqual(got, want) {
+				t.Errorf("enc-1: %d %s %v", code, body, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := metricSum(t, get(t, p.url+"/metrics"), "wfserve_model_loads_total", `model="enc-1"`); n != 1 {
+		t.Errorf("eight requests at once loaded enc-1 %v times, want 1", n)
+	}
+	enginetest.WaitFor(t, "enc-1 to be unloaded after its keep-alive", func() bool {
+		return metricSum(t, get(t, p.url+"/metrics"), "wfserve_model_evictions_total", `model="enc-1"`) == 1
+	})
+	if ready("enc-1") || !ready("enc-0") {
+		t.Errorf("after the keep-alive: enc-1 ready %v, enc-0 (pinned) ready %v", ready("enc-1"), ready("enc-0"))
+	}
+	if got, code, body, err := inferModel(hc, p.url, "enc-1", tk); err != nil || code != 200 || !bitEqual(got, want) {
+		t.Errorf("enc-1 after its eviction: %d %s %v", code, body, err)
+	}
+	m := get(t, p.url+"/metrics")
+	if metricSum(t, m, "wfserve_model_loads_total", `model="enc-1"`) != 2 || metricSum(t, m, "wfserve_model_evictions_total", `model="enc-0"`) != 0 {
+		t.Errorf("loads of enc-1 or evictions of the pinned enc-0 wrong:\n%s", m)
 	}
 	p.stop(t)
 }
