@@ -277,6 +277,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.Any("models", names),
 		slog.Bool("batching", cfg.Batching), slog.Bool("auth", cfg.Token != "" || cfg.Keys != nil),
+		slog.Int64("model_memory", cfg.ModelMemory), slog.Duration("model_keep_alive", cfg.ModelKeepAlive), slog.Any("pinned", cfg.PinModels),
 		slog.Bool("metrics", *metrics), slog.String("otlp_traces", otlpEndpoint),
 		slog.Uint64("gogc", gogc), slog.Uint64("memory_limit", memLimit),
 		slog.Float64("load_s", time.Since(start).Seconds()))

@@ -32,8 +32,15 @@ import (
 // under a budget that holds two of them.
 const memoryFamilies = 5
 
-// encoderSeeded builds a tiny-encoder checkpoint whose weights come from
-// seed (the same shapes, so the same file size, for every seed).
+// memoryVocab is the vocabulary of the encoders of the memory tests: 32Ki
+// rows of 64 float32s, an 8 MiB table, so that a module never freed would
+// show in the process's resident memory (tiny-encoder's forward takes
+// token ids modulo the table's rows, whatever their number).
+const memoryVocab = 32 << 10
+
+// encoderSeeded builds a tiny-encoder checkpoint of memoryVocab rows whose
+// weights come from seed (the same shapes, so the same file size, for
+// every seed).
 func encoderSeeded(path string, seed uint64) error {
 	r := rand.New(rand.NewPCG(seed, seed+1))
 	randn := func(shape ...int64) *tensor.Tensor {
@@ -44,7 +51,7 @@ func encoderSeeded(path string, seed uint64) error {
 		return tensor.FromFloat32(v, shape...)
 	}
 	return tinymodels.BuildSource(path, torch.ModuleSource{Source: tinymodels.EncoderSource, Parameters: map[string]*tensor.Tensor{
-		"table": randn(tinymodels.EncoderVocab, tinymodels.EncoderDim),
+		"table": randn(memoryVocab, tinymodels.EncoderDim),
 		"proj":  randn(tinymodels.EncoderDim, tinymodels.EncoderDim),
 	}})
 }
@@ -198,9 +205,12 @@ func metricSum(t *testing.T, text, metric, match string) float64 {
 // initialisation (the JIT's graph executors, the CPU allocator's caches,
 // the thread pools' stacks), the Go heap of the requests in flight and the
 // collector's headroom — none of which the budget counts, since it
-// charges checkpoint bytes only. Generous on purpose: the check catches
-// models that are never freed (each load of the 5 × 20 below would keep
-// its module), not a few MiB of allocator noise.
+// charges checkpoint bytes only. Generous on purpose, and its limits
+// honest: it bounds the process, it does not prove the budget at this
+// scale — the five modules together (40 MiB) fit in the margin, and the
+// module cache shares one module per checkpoint file, so even evictions
+// that never freed would stay below it. What proves the budget is the
+// server's accounting and its readiness, checked beside it.
 const rssMargin = 256 << 20
 
 // Five families under a budget that holds two of them, a seeded random
@@ -218,7 +228,7 @@ func TestMemoryBudgetUnderLoad(t *testing.T) {
 	}
 	size := fi.Size()
 	budget := 2*size + size/2 // two fit, three do not
-	tokens := [][]int64{{3, 1, 4, 1, 5, 9, 2, 6}, {2, 7, 1, 8}, {1, 6, 1, 8, 0, 3, 3, 9, 8, 8, 7}}
+	tokens := [][]int64{{3, 1, 4, 1, 5, 9, 2, 6}, {2, 7, 1, 8}, {1, 6, 1, 8, 0, 3, 3, 9, 8, 8, 7}, {32000, 17, 20000, 4096}}
 	want := make([][][]float32, memoryFamilies)
 	for i, ck := range cks {
 		for _, tk := range tokens {

@@ -32,11 +32,11 @@ func (c *Config) managesMemory() bool {
 
 // checkMemory checks the memory settings of cfg.
 func (c *Config) checkMemory() error {
-	if !c.managesMemory() {
-		return nil
-	}
 	if c.ModelMemory < 0 || c.ModelKeepAlive < 0 {
 		return fmt.Errorf("serve: model memory %d and keep-alive %v: want positive values or 0 (none)", c.ModelMemory, c.ModelKeepAlive)
+	}
+	if !c.managesMemory() {
+		return nil
 	}
 	if c.ModelControl != ControlNone {
 		return fmt.Errorf("serve: a model memory budget, keep-alive or pins load models on request, which model control %q does not combine with yet (use -model-control none)", c.ModelControl)
