@@ -120,10 +120,17 @@ func (s *Server) evict(m *model, v *variant) {
 
 // lease takes a lease on v's unit for one call (session: a realtime
 // session's life), loading it first when the budget manages memory and it
-// is not resident; release it when done.
+// is not resident; release it when done. The wait for the load ends with
+// ctx, or at the request's queue timeout (its "timeout" parameter) when it
+// has one: 503 with Retry-After either way.
 func (s *Server) lease(ctx context.Context, v *variant, session bool) (release func(), err error) {
 	if s.mem == nil || v.unit == nil {
 		return func() {}, nil
+	}
+	if _, by := priorityOf(ctx); !by.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, by)
+		defer cancel()
 	}
 	return s.mem.acquire(ctx, v.unit, session)
 }

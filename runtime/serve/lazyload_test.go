@@ -72,6 +72,12 @@ func TestSessionPinsItsModelUnderTheBudget(t *testing.T) {
 	if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(string(out), "did not make room") {
 		t.Errorf("the encoder while a session holds the budget: %d %v %s", code, h, out)
 	}
+	// The request's timeout parameter (microseconds) bounds the wait too.
+	code, _, out = call(t, http.MethodPost, s.url+"/v2/models/tiny-encoder/infer",
+		`{"parameters":{"timeout":20000},"inputs":[{"name":"tokens","datatype":"INT64","shape":[3],"data":[1,2,3]}]}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(out), "did not make room") {
+		t.Errorf("the encoder with a timeout parameter: %d %s", code, out)
+	}
 	chunk() // the session streams on
 	if ready("tiny-encoder") == 200 {
 		t.Error("the encoder ready while it could not load")
