@@ -3,12 +3,17 @@ package serve_test
 import (
 	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/serve"
@@ -93,5 +98,54 @@ func TestSessionPinsItsModelUnderTheBudget(t *testing.T) {
 	code, _, idx := call(t, http.MethodPost, s.url+"/v2/repository/index", "")
 	if code != 200 || !strings.Contains(string(idx), `"name":"tiny-world","version":"default","state":"UNAVAILABLE","reason":"tiny-world/default is not loaded (evicted; it loads on its next request)"`) {
 		t.Errorf("index: %d %s", code, idx)
+	}
+}
+
+// The gRPC health service follows lazy loads and keep-alive evictions: a
+// Watch of tiny-encoder/default sees NOT_SERVING before its first request,
+// SERVING once a request has loaded it, and NOT_SERVING again once it has
+// been idle past its keep-alive; the server itself serves throughout.
+func TestHealthFollowsLazyLoadsAndEvictions(t *testing.T) {
+	t.Parallel()
+	// A keep-alive long enough for the watch to see the load before the
+	// eviction (a watch sends changes of the status it reads when woken).
+	s := start(t, serve.Config{ModelKeepAlive: time.Second})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := s.srv.GRPCServer()
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	hc := healthpb.NewHealthClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "tiny-encoder/default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		r, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != want {
+			t.Fatalf("watch: %v, want %v", r.Status, want)
+		}
+	}
+	next(healthpb.HealthCheckResponse_NOT_SERVING)
+	if code, _, body := call(t, http.MethodPost, s.url+"/v2/models/tiny-encoder/infer", tokensBody(3)); code != http.StatusOK {
+		t.Fatalf("infer: %d %s", code, body)
+	}
+	next(healthpb.HealthCheckResponse_SERVING)
+	next(healthpb.HealthCheckResponse_NOT_SERVING) // idle past its keep-alive
+	if r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: ""}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("the server: %v %v", r, err)
 	}
 }
