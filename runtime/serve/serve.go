@@ -17,7 +17,9 @@
 // streams; batcher.go merges requests across clients; repository.go,
 // reload.go, revision.go and poll.go load, unload and reload models while
 // serving (explicit and poll model control, revisions swapped without
-// downtime); errors.go maps errors
+// downtime); memory.go and lazyload.go load models on request under a
+// resident-memory budget, evicting the least recently used, with
+// keep-alive and pins; errors.go maps errors
 // to statuses and the protocol's error body; metrics.go and tracing.go
 // record Prometheus metrics (GET /metrics) and OpenTelemetry spans.
 package serve
