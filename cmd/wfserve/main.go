@@ -94,6 +94,26 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 		}
 		return nil
 	})
+	fs.Func("model-memory", "resident-memory budget of the loaded models, in `bytes` with an optional unit (2GiB, 512MiB, 1.5GB): models load on their first request, each charged its checkpoint file's size, and the least recently used unpinned ones are evicted when the next would not fit (docs/operating.md, Memory; default: none)", func(v string) error {
+		n, err := parseBytes(v)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return fmt.Errorf("%q: want a positive size", v)
+		}
+		cfg.ModelMemory = n
+		return nil
+	})
+	fs.DurationVar(&cfg.ModelKeepAlive, "model-keep-alive", 0, "unload a model idle this long, under -model-memory or not (it loads again on its next request); 0: keep it (models load on request whenever this, -model-memory or -pin-model is set)")
+	fs.Func("pin-model", "a `MODEL` loaded at start and never evicted by -model-memory or -model-keep-alive (repeat, or separate with commas)", func(v string) error {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				cfg.PinModels = append(cfg.PinModels, name)
+			}
+		}
+		return nil
+	})
 	f.keyFile = fs.String("key-file", "", "read named API keys (each with optional models and a rate) from `FILE` instead of one token; reread on SIGHUP (docs/serving.md, Keys and quotas)")
 	f.sessionKeyFile = fs.String("session-key-file", "", "read the key that seals realtime sessions' snapshots from `FILE` (its bytes, white space trimmed, at least 16; the same file on every replica): without it snapshot and restore requests are refused (501)")
 	f.drain = fs.Duration("drain-timeout", 30*time.Second, "how long shutdown waits for requests in flight")
@@ -257,6 +277,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.Any("models", names),
 		slog.Bool("batching", cfg.Batching), slog.Bool("auth", cfg.Token != "" || cfg.Keys != nil),
+		slog.Int64("model_memory", cfg.ModelMemory), slog.Duration("model_keep_alive", cfg.ModelKeepAlive), slog.Any("pinned", cfg.PinModels),
 		slog.Bool("metrics", *metrics), slog.String("otlp_traces", otlpEndpoint),
 		slog.Uint64("gogc", gogc), slog.Uint64("memory_limit", memLimit),
 		slog.Float64("load_s", time.Since(start).Seconds()))

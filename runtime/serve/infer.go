@@ -196,6 +196,11 @@ func (s *Server) execute(ctx context.Context, c *inferCall) (map[string]any, err
 		return nil, err
 	}
 	defer release()
+	unlease, err := s.lease(ctx, c.v, false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlease()
 	if b := c.v.batchers[c.task]; b != nil {
 		// A batch is stacked padded (to max_batch_size in invariant
 		// mode): in the worst case, a request alone, its inputs are
@@ -225,6 +230,11 @@ func (s *Server) executeBatch(ctx context.Context, c *inferCall) (outs []map[str
 		return nil, nil, err
 	}
 	defer release()
+	unlease, err := s.lease(ctx, c.v, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlease()
 	var opts []batch.Option
 	if c.perItem {
 		opts = append(opts, batch.WithPerItemErrors())

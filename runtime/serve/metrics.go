@@ -199,6 +199,16 @@ var (
 		"Reloads of a model's variant: result ok (a new revision swapped in) or failed (the serving one stayed).", []string{"model", "version", "result"}, nil)
 	drainingDesc = prometheus.NewDesc("wfserve_model_revisions_draining",
 		"Revisions swapped out or unloaded whose calls and sessions have not all finished: not yet freed.", nil, nil)
+	memLoadsDesc = prometheus.NewDesc("wfserve_model_loads_total",
+		"Loads of a model's variant on request under the model memory budget or keep-alive (lazyload.go), the pinned ones' at start included.", []string{"model", "version"}, nil)
+	memEvictionsDesc = prometheus.NewDesc("wfserve_model_evictions_total",
+		"Evictions of a model's variant: to make room under the model memory budget, or idle past its keep-alive.", []string{"model", "version"}, nil)
+	memChargedDesc = prometheus.NewDesc("wfserve_model_resident_bytes",
+		"The bytes a model's variant is charged in the model memory budget now (its checkpoint file's size while it loads or is loaded, else 0).", []string{"model", "version"}, nil)
+	memUsedDesc = prometheus.NewDesc("wfserve_model_memory_resident_bytes",
+		"The bytes charged in the model memory budget now: the models loaded and loading.", nil, nil)
+	memBudgetDesc = prometheus.NewDesc("wfserve_model_memory_budget_bytes",
+		"The model memory budget (-model-memory; 0: none, keep-alive only).", nil, nil)
 	memFreeDesc = prometheus.NewDesc("wfserve_engine_memory_free_bytes",
 		"Free memory of an accelerator the engine sees, as the engine reports it.", []string{"device"}, nil)
 	memTotalDesc = prometheus.NewDesc("wfserve_engine_memory_total_bytes",
@@ -212,6 +222,11 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- revisionDesc
 	ch <- reloadsDesc
 	ch <- drainingDesc
+	ch <- memLoadsDesc
+	ch <- memEvictionsDesc
+	ch <- memChargedDesc
+	ch <- memUsedDesc
+	ch <- memBudgetDesc
 	ch <- memFreeDesc
 	ch <- memTotalDesc
 	ch <- engineDesc
@@ -233,6 +248,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(drainingDesc, prometheus.GaugeValue, float64(c.s.drainingRevs.Load()))
+	c.collectMemory(ch)
 	e, err := engine.DefaultEngine()
 	if err != nil {
 		return
@@ -429,4 +445,25 @@ func (ri *reqInfo) answered(code int, end time.Time) {
 	if !ri.stream {
 		o.duration.Observe(end.Sub(ri.arrived).Seconds())
 	}
+}
+
+// collectMemory reports the model memory budget's state (lazyload.go),
+// when the server has one.
+func (c *stateCollector) collectMemory(ch chan<- prometheus.Metric) {
+	mem := c.s.mem
+	if mem == nil {
+		return
+	}
+	used, charged, loads, evictions := mem.stats()
+	for _, m := range c.s.order {
+		for _, v := range m.sortedVariants() {
+			u := v.unit
+			name := m.oip.Spec.ModelFamilyID
+			ch <- prometheus.MustNewConstMetric(memLoadsDesc, prometheus.CounterValue, float64(loads[u]), name, v.id)
+			ch <- prometheus.MustNewConstMetric(memEvictionsDesc, prometheus.CounterValue, float64(evictions[u]), name, v.id)
+			ch <- prometheus.MustNewConstMetric(memChargedDesc, prometheus.GaugeValue, float64(charged[u]), name, v.id)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(memUsedDesc, prometheus.GaugeValue, float64(used))
+	ch <- prometheus.MustNewConstMetric(memBudgetDesc, prometheus.GaugeValue, float64(mem.budget))
 }

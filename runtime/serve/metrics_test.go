@@ -312,7 +312,8 @@ func TestMetricsDuringDrain(t *testing.T) {
 
 // TestDocsNameEveryMetric: the metrics table of docs/serving.md names every
 // wfserve_* metric a server exports, and only those (the engine's device
-// memory is exported where the engine has CUDA devices).
+// memory is exported where the engine has CUDA devices, the model memory
+// budget's where models load lazily).
 func TestDocsNameEveryMetric(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "serving.md"))
@@ -329,7 +330,8 @@ func TestDocsNameEveryMetric(t *testing.T) {
 			documented[strings.Trim(strings.TrimSpace(name), "`")] = true
 		}
 	}
-	s := start(t, serve.Config{Batching: true})
+	// A keep-alive turns on lazy loading, whose metrics exist only then.
+	s := start(t, serve.Config{Batching: true, ModelKeepAlive: time.Hour})
 	if code, _, body := call(t, http.MethodPost, s.url+"/v2/models/tiny-encoder/infer", tokensBody(3)); code != http.StatusOK {
 		t.Fatalf("infer: %d %s", code, body)
 	}

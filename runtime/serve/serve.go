@@ -17,7 +17,9 @@
 // streams; batcher.go merges requests across clients; repository.go,
 // reload.go, revision.go and poll.go load, unload and reload models while
 // serving (explicit and poll model control, revisions swapped without
-// downtime); errors.go maps errors
+// downtime); memory.go and lazyload.go load models on request under a
+// resident-memory budget, evicting the least recently used, with
+// keep-alive and pins; errors.go maps errors
 // to statuses and the protocol's error body; metrics.go and tracing.go
 // record Prometheus metrics (GET /metrics) and OpenTelemetry spans.
 package serve
@@ -161,6 +163,21 @@ type Config struct {
 	// restored from (snapshot.go); replicas that share it restore each
 	// other's. Without it snapshot and restore requests are refused (501).
 	SessionKey []byte
+	// ModelMemory, when positive, is the resident-memory budget of the
+	// loaded models, in bytes (memory.go, lazyload.go): models load on
+	// their first request instead of at start, each variant charged its
+	// model checkpoint file's size, and the least recently used unpinned
+	// ones are evicted when the next would not fit. A model larger than
+	// the whole budget is refused (507). It needs ControlNone.
+	ModelMemory int64
+	// ModelKeepAlive, when positive, unloads a model (variant) idle for
+	// this long, under the budget or not; it loads again on its next
+	// request. Lazy loading is on with it, as with ModelMemory.
+	ModelKeepAlive time.Duration
+	// PinModels are the families (ids or aliases) loaded at start and
+	// never evicted while models load lazily (ModelMemory or
+	// ModelKeepAlive); their checkpoints must fit in the budget together.
+	PinModels []string
 }
 
 // Defaults of Config.
@@ -198,6 +215,9 @@ func (c *Config) defaults() error {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
+	}
+	if err := c.checkMemory(); err != nil {
+		return err
 	}
 	if c.ModelControl != ControlExplicit && len(c.StartupModels) > 0 {
 		return fmt.Errorf("serve: startup models %v are for explicit model control (every model loads at start otherwise)", c.StartupModels)
@@ -285,6 +305,7 @@ type variant struct {
 	loadErr   atomic.Pointer[error]
 	reloadErr atomic.Pointer[error] // the last reload's failure, the old revision serving on
 	reloads   reloadCounts
+	unit      *memUnit                                // its unit of the model memory budget (lazyload.go); nil without one
 	slots     slots                                   // engine calls at once (Config.MaxConcurrent)
 	callers   *callers                                // the goroutines engine calls run on
 	batchers  map[*spec.InferenceTaskProfile]*batcher // batchable tasks only
@@ -321,6 +342,7 @@ type Server struct {
 	nsessions    atomic.Int64
 	counters     counters
 	drainingRevs atomic.Int64 // revisions swapped out, not yet freed
+	mem          *memory      // the model memory budget (memory.go), nil when models do not load lazily
 	pollStop     chan struct{}
 	pollDone     chan struct{}
 
@@ -440,6 +462,11 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 			return nil, fmt.Errorf("serve: startup model %q is not served (served: %s)", name, s.modelNames())
 		}
 	}
+	if cfg.managesMemory() {
+		if err := s.newMemoryOf(); err != nil {
+			return nil, err
+		}
+	}
 	s.health = newHealthService(s)
 	switch {
 	case cfg.Keys != nil:
@@ -479,6 +506,16 @@ func (s *Server) Load() error {
 		startup[s.models[name]] = true
 	}
 	var errs []error
+	if s.mem != nil {
+		// Models load on request; the pinned ones now.
+		err := s.mem.loadPinned()
+		if s.cfg.ModelKeepAlive > 0 {
+			s.mem.start(keepAliveTick(s.cfg.ModelKeepAlive))
+		}
+		s.started.Store(true)
+		s.health.notify()
+		return err
+	}
 	for _, m := range s.order {
 		if s.explicit() && !startup[m] {
 			continue
@@ -511,7 +548,7 @@ func (s *Server) ready() error {
 	if s.draining.Load() {
 		return errors.New("the server is shutting down")
 	}
-	if s.explicit() {
+	if s.explicit() || s.mem != nil {
 		// Models come and go on request: the server is ready once Load
 		// has loaded the startup models (each model says its own).
 		if !s.started.Load() {
@@ -533,11 +570,17 @@ func (v *variant) ready(m *model) error {
 	if v.loaded.Load() {
 		return nil
 	}
+	if p := v.loadErr.Load(); p != nil && errors.Is(*p, errEvicted) {
+		return fmt.Errorf("%s/%s is not loaded (evicted; it loads on its next request)", m.oip.Spec.ModelFamilyID, v.id)
+	}
 	if p := v.loadErr.Load(); p != nil && errors.Is(*p, errUnloaded) {
 		return fmt.Errorf("%s/%s is unloaded", m.oip.Spec.ModelFamilyID, v.id)
 	}
 	if p := v.loadErr.Load(); p != nil {
 		return fmt.Errorf("%s/%s failed to load: %w", m.oip.Spec.ModelFamilyID, v.id, *p)
+	}
+	if v.unit != nil {
+		return fmt.Errorf("%s/%s is not loaded (it loads on its first request)", m.oip.Spec.ModelFamilyID, v.id)
 	}
 	return fmt.Errorf("%s/%s is not loaded yet", m.oip.Spec.ModelFamilyID, v.id)
 }
@@ -624,6 +667,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		s.stopPolling()
+		if s.mem != nil {
+			s.mem.stopAll()
+		}
 	})
 	for _, m := range s.order {
 		for _, v := range m.variants {

@@ -143,8 +143,14 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		s.nsessions.Add(-1)
 		return nil, withStatus(http.StatusTooManyRequests, "%d realtime sessions are open, the limit; retry later", s.cfg.MaxSessions)
 	}
+	unlease, err := s.lease(ctx, v, true)
+	if err != nil {
+		s.nsessions.Add(-1)
+		return nil, err
+	}
 	rev, err := v.pin()
 	if err != nil {
+		unlease()
 		s.nsessions.Add(-1)
 		return nil, err
 	}
@@ -167,6 +173,7 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		stopOnShutdown()
 		cancel()
 		rev.leave()
+		unlease()
 		s.nsessions.Add(-1)
 		return nil, restoreError(err)
 	}
@@ -184,6 +191,7 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		stopOnShutdown()
 		cancel()
 		rev.leave()
+		unlease()
 		s.nsessions.Add(-1)
 	}
 	return se, nil

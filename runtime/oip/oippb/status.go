@@ -12,7 +12,8 @@ const statusClientGone = 499
 
 // Code is the gRPC code of a status of the protocol's REST API: 400
 // InvalidArgument, 401 Unauthenticated, 404 NotFound, 408 and 504
-// DeadlineExceeded, 413 and 429 ResourceExhausted, 499 (the client went
+// DeadlineExceeded, 413, 429 and 507 (a model larger than the memory
+// budget) ResourceExhausted, 499 (the client went
 // away) Canceled, 409 (a conflict with the server's state: a snapshot of
 // another model) FailedPrecondition, 501 Unimplemented, 503 Unavailable,
 // 500 and any other Internal.
@@ -32,7 +33,7 @@ func Code(httpStatus int) codes.Code {
 		return codes.FailedPrecondition
 	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
 		return codes.DeadlineExceeded
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusInsufficientStorage:
 		return codes.ResourceExhausted
 	case statusClientGone:
 		return codes.Canceled
