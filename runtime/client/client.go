@@ -762,13 +762,20 @@ func (c *Client) ForkStream(ctx context.Context, snap stream.Snapshot, n int, op
 	if n < 0 {
 		return nil, fmt.Errorf("%s: fork into %d sessions, want ≥ 0", c.where(snap.Origin.Task), n)
 	}
+	return Fork(ctx, c.RestoreStream, snap, n, opts)
+}
+
+// Fork restores snap n times with restore (a Restorer's RestoreStream),
+// session i with the options opts(i) gives (none when opts is nil): the
+// one ForkStream of every backend. n must not be negative.
+func Fork(ctx context.Context, restore func(context.Context, stream.Snapshot, ...stream.Option) (*stream.Session, error), snap stream.Snapshot, n int, opts func(i int) []stream.Option) ([]*stream.Session, error) {
 	out := make([]*stream.Session, n)
 	for i := range out {
 		var o []stream.Option
 		if opts != nil {
 			o = opts(i)
 		}
-		s, err := c.RestoreStream(ctx, snap, o...)
+		s, err := restore(ctx, snap, o...)
 		if err != nil {
 			return nil, fmt.Errorf("fork %d: %w", i, err)
 		}

@@ -135,25 +135,13 @@ func (c *Client) RestoreStream(ctx context.Context, snap stream.Snapshot, opts .
 }
 
 // ForkStream restores snap into n independent server sessions
-// (RestoreStream); opts(i), when not nil, gives session i's options (its
-// controls, say).
+// (RestoreStream, client.Fork); opts(i), when not nil, gives session i's
+// options (its controls, say).
 func (c *Client) ForkStream(ctx context.Context, snap stream.Snapshot, n int, opts func(i int) []stream.Option) ([]*stream.Session, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("%s: fork into %d sessions, want ≥ 0", c.where(snap.Origin.Task), n)
 	}
-	out := make([]*stream.Session, n)
-	for i := range out {
-		var o []stream.Option
-		if opts != nil {
-			o = opts(i)
-		}
-		s, err := c.RestoreStream(ctx, snap, o...)
-		if err != nil {
-			return nil, fmt.Errorf("fork %d: %w", i, err)
-		}
-		out[i] = s
-	}
-	return out, nil
+	return client.Fork(ctx, c.RestoreStream, snap, n, opts)
 }
 
 // Stream starts a realtime session of task taskID with untyped call
