@@ -214,6 +214,13 @@ func familyPaths(s *spec.ModelInferenceSpec, paths, schemas obj) error {
 	if stream {
 		schemas["Controls"] = obj{"type": "object", "required": []any{"controls"}, "properties": obj{
 			"controls": obj{"type": "object", "additionalProperties": obj{"type": "number"}, "description": "Control values by name: 0 off, 1 fully on."}}}
+		schemas["SessionsInfo"] = obj{"type": "object", "required": []any{"open", "limit", "snapshots"}, "properties": obj{
+			"open":      obj{"type": "integer", "minimum": 0, "description": "Realtime sessions of the model open now on this server."},
+			"limit":     obj{"type": "integer", "minimum": 0, "description": "Realtime sessions the server opens at once, over every model."},
+			"snapshots": obj{"type": "boolean", "description": "Whether the server takes snapshots and restores them (it has a session key)."}}}
+		paths[base+"/sessions"] = obj{"get": op("sessionsInfo_"+idPart, "model", "Realtime sessions of "+fam+" open now",
+			"How many realtime sessions of the model this server has open, its session limit, and whether it has a session key (snapshots).",
+			nil, withErrors(ok200(ref("SessionsInfo")), "401", "404"), nil)}
 		paths[base+"/sessions/{session}"] = obj{
 			"parameters": []any{obj{"name": "session", "in": "path", "required": true, "description": "The id the stream's session event gave.", "schema": obj{"type": "string"}}},
 			"post": op("sessionControls_"+idPart, "model", "Set the controls of an open session of "+fam,

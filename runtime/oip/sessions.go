@@ -144,6 +144,23 @@ type ControlsRequest struct {
 	Snapshot bool `json:"snapshot,omitempty"`
 }
 
+// SessionsInfo is the answer of GET /v2/models/{name}/sessions: how many
+// realtime sessions of the model the server has open now, and what a
+// session of it can do there. The playground shows it ("players on the
+// server"). Its size does not depend on the sessions: it lists none.
+type SessionsInfo struct {
+	// Open is the realtime sessions of the model (every variant, every
+	// transport) open now on this server.
+	Open int64 `json:"open"`
+	// Limit is the realtime sessions the server opens at once, over every
+	// model (wfserve -max-sessions).
+	Limit int `json:"limit"`
+	// Snapshots says whether the server seals snapshots and restores
+	// them (it has a session key: wfserve -session-key-file); without
+	// one, snapshot and restore requests are refused with 501.
+	Snapshots bool `json:"snapshots"`
+}
+
 // ControlsAnswer is the answer of POST /v2/models/{name}/sessions/{id}:
 // the controls in effect, and the snapshot asked for.
 type ControlsAnswer struct {

@@ -40,6 +40,9 @@ func TestEndpoints(t *testing.T) {
 		{"POST", "/v2/models/tiny-world/infer", `{"parameters":{"task":"text-to-video"},"inputs":[{"name":"prompt","datatype":"BYTES","shape":[1],"data":["hi"]},{"name":"num_frames","datatype":"INT32","shape":[1],"data":[5]}],"outputs":[{"name":"video"}]}`, 200, `"shape":[5,32,32,3],"datatype":"UINT8"`},
 		{"GET", "/openapi.json", "", 200, `"openapi": "3.1.0"`},
 		{"GET", "/v2/models/tiny-world/openapi.json", "", 200, `"/v2/models/tiny-world/sessions/{session}"`},
+		{"GET", "/v2/models/tiny-world/openapi.json", "", 200, `"/v2/models/tiny-world/sessions"`},
+		{"GET", "/v2/models/tiny-world/sessions", "", 200, `{"open":0,"limit":16,"snapshots":false}`},
+		{"POST", "/v2/models/tiny-world/sessions", "", 405, "use GET"},
 		// Errors: the protocol's {"error": "..."} body.
 		{"GET", "/v2/models/nope", "", 404, `no model \"nope\" (served: tiny-encoder, tiny-world)`},
 		{"GET", "/v2/models/tiny-world/versions/v9", "", 404, `has no variant \"v9\"`},

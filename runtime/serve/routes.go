@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strings"
+
+	"github.com/worldfoundry/wfgen/runtime/oip"
 )
 
 // routes maps the protocol's endpoints to their handlers. Patterns carry
@@ -36,6 +38,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v2/models/{model}/openapi.json", s.withModel(get(func(w http.ResponseWriter, r *http.Request) {
 		writeDocument(w, modelOf(r).openapi)
 	})))
+	mux.HandleFunc("/v2/models/{model}/sessions", s.withModel(get(s.sessionsInfo)))
 	mux.HandleFunc("/v2/models/{model}/sessions/{session}", s.withModel(post(s.control)))
 	mux.HandleFunc("/v2/models/{model}/stream", s.withModel(get(s.wsStream)))
 	mux.HandleFunc("/v2/models/{model}/versions/{version}/stream", s.withModel(get(s.wsStream)))
@@ -124,6 +127,14 @@ func (s *Server) modelNames() string {
 // serverMetadata answers GET /v2.
 func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.metadata())
+}
+
+// sessionsInfo answers GET /v2/models/{model}/sessions: the model's
+// realtime sessions open now, the session limit and whether snapshots are
+// taken (oip.SessionsInfo; the playground's players count).
+func (s *Server) sessionsInfo(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, oip.SessionsInfo{Open: modelOf(r).sessions.Load(), Limit: s.cfg.MaxSessions, Snapshots: len(s.cfg.SessionKey) > 0})
 }
 
 // modelMetadata answers GET /v2/models/{model}[/versions/{version}].

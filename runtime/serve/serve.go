@@ -293,6 +293,8 @@ type model struct {
 	// client options (reload.go); guarded by control.
 	source source
 	seen   string // what poll mode saw of its files last (poll.go); guarded by control
+	// sessions is the realtime sessions of the model open now (stream.go).
+	sessions atomic.Int64
 }
 
 // variant is one served variant: the revision it serves, its load state,

@@ -186,8 +186,10 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 	}
 	se.id = newID(16)
 	s.sessions.Store(se.id, se)
+	m.sessions.Add(1)
 	se.close = func() {
 		s.sessions.Delete(se.id)
+		m.sessions.Add(-1)
 		stopOnShutdown()
 		cancel()
 		rev.leave()
