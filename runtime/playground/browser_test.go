@@ -70,11 +70,11 @@ func repoOut(t *testing.T) string {
 // model and the tiny world, behind a bearer token, on loopback; /static/
 // serves a page written by playground.Write from the same origin.
 type served struct {
-	url, digitsRoot, static string
-	srv                     *serve.Server
+	url, digitsRoot, static, worldRoot string
+	srv                                *serve.Server
 }
 
-func startServer(t *testing.T) *served {
+func startServer(t *testing.T, configure ...func(*serve.Config)) *served {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -93,7 +93,11 @@ func startServer(t *testing.T) *served {
 	fam := func(name, root string) serve.Family {
 		return serve.Family{Spec: loadSpec(t, name), Options: []client.Option{client.WithCheckpointRoot(root), client.WithDevice("cpu")}}
 	}
-	srv, err := serve.New(serve.Config{Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+	cfg := serve.Config{Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	srv, err := serve.New(cfg,
 		fam("worldmodel", wr), fam("digits", dr), fam("tiny-world", tiny.Dir(t)), fam("tiny-encoder", tiny.Dir(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +121,7 @@ func startServer(t *testing.T) *served {
 	}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
-	return &served{url: "http://" + ln.Addr().String(), digitsRoot: dr, static: static, srv: srv}
+	return &served{url: "http://" + ln.Addr().String(), digitsRoot: dr, static: static, worldRoot: wr, srv: srv}
 }
 
 // browser starts headless chromium with a fresh profile and every
@@ -657,6 +661,16 @@ func TestBrowser(t *testing.T) {
 		}
 		if n := sessionsOpen(t, s.url); n != 1 {
 			t.Errorf("%v sessions open while the page plays, want 1", n)
+		}
+		// This server has no session key: Rewind and Fork are off, and
+		// say why.
+		if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](`document.getElementById('play--rewind').title.includes('session key')`, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+			dump(t, ctx)
+			t.Fatalf("Rewind does not say it needs a session key: %v", err)
+		}
+		off, err := chromedp.Run(ctx, chromedp.Evaluate[string](`['play--rewind', 'play--fork'].map((b) => document.getElementById(b).disabled + ' ' + document.getElementById(b).title).join('\n') + '\n' + document.getElementById('play--snapnote').textContent`))
+		if err != nil || strings.Count(off, "true This server takes no snapshots: it needs a session key (wfserve -session-key-file)") != 2 || !strings.Contains(off, "501") {
+			t.Errorf("without a session key Rewind and Fork are (disabled, title):\n%s (%v)", off, err)
 		}
 		// The session started from the example frames, as they show.
 		var start struct {

@@ -673,6 +673,15 @@
 
   const keyLabel = (k) => ({ArrowUp: '↑', ArrowDown: '↓', ArrowLeft: '←', ArrowRight: '→', ' ': 'Space'}[k] || k.toUpperCase());
 
+  // A fork's page: the snapshot to restore, from the URL's fragment
+  // (#fork=JSON: task, path, token, next, inputs), taken out of the address.
+  let forked = null;
+  if (location.hash.startsWith('#fork=')) {
+    try { forked = JSON.parse(decodeURIComponent(location.hash.slice(6))); } catch (e) { console.warn('a fork that does not read: ' + e.message); }
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+  const REWIND_S = 3, KEEP = 4, PLAYERS_MS = 2000;
+
   // liveView runs a realtime session: the client asks for each chunk
   // (lockstep, its own clock at the realtime fps), so a key pressed
   // between two frames applies to the next frame the server makes.
@@ -683,6 +692,43 @@
     const start = el('button', {type: 'button', id: id(t.id, '-start'), text: 'Start'});
     const stop = el('button', {type: 'button', id: id(t.id, '-stop'), text: 'Stop', disabled: true});
     const status = el('p', {class: 'status', role: 'status', text: 'Not started.'});
+    // Rewind and Fork restore the session's snapshots (docs/playground.md),
+    // which need the server's session key; players is how many sessions of
+    // this model the server has open (GET /v2/models/NAME/sessions).
+    const rewind = el('button', {type: 'button', id: id(t.id, '-rewind'), text: 'Rewind', disabled: true, 'aria-describedby': id(t.id, '-snapnote')});
+    const fork = el('button', {type: 'button', id: id(t.id, '-fork'), text: 'Fork', disabled: true, 'aria-describedby': id(t.id, '-snapnote')});
+    const snapNote = el('p', {class: 'help', id: id(t.id, '-snapnote')});
+    const players = el('p', {class: 'players', id: id(t.id, '-players'), 'aria-live': 'polite', hidden: true});
+    let s = null; // the session playing (WF.sessions[task])
+    let info = null; // the server's answer: {open, limit, snapshots}
+    const why = () => !info ? 'Asking the server whether it takes snapshots…'
+      : info.unknown ? 'This server does not say it takes snapshots (it has no sessions endpoint), so Rewind and Fork are off.'
+      : !info.snapshots ? 'This server takes no snapshots: it needs a session key (wfserve -session-key-file); without one it refuses them (501).' : null;
+    const buttons = () => {
+      const w = why(), has = !!(s && s.running && s.snaps.length);
+      for (const [b, what] of [[rewind, 'Go back about ' + REWIND_S + ' seconds: a new session restored from the snapshot taken then'],
+        [fork, 'Open the latest snapshot (at most a second old) in a new tab, where it plays on its own']]) {
+        b.disabled = !!w || !has;
+        b.title = w || (has ? what : 'Snapshots are taken once a second while a session plays');
+      }
+      snapNote.textContent = w && info ? w : '';
+    };
+    const poll = async (again) => {
+      try {
+        const r = await fetch(base() + '/v2/models/' + encodeURIComponent(f.id) + '/sessions', {headers: headers(), cache: 'no-store'});
+        if (r.ok) {
+          info = await r.json();
+          players.hidden = false;
+          players.dataset.players = String(info.open);
+          players.textContent = 'Players on the server: ' + info.open + (info.open === 1 ? ' session' : ' sessions') + ' of this model open (at most ' + info.limit + ' over all models)';
+        } else if (r.status === 404 || r.status === 405) {
+          info = {unknown: true, snapshots: false}; again = false; players.hidden = true;
+        }
+      } catch (e) { /* the server is away: ask again later */ }
+      buttons();
+      if (again) setTimeout(() => poll(true), PLAYERS_MS);
+    };
+    poll(true);
     const keyOf = {}, btn = {};
     for (const c of rt.controls) for (const k of c.keys) keyOf[k.length === 1 ? k.toLowerCase() : k] = c.name;
     const pads = rt.controls.map((c) => (btn[c.name] = el('button', {type: 'button', class: 'ctl', 'aria-pressed': 'false', 'data-control': c.name},
@@ -693,7 +739,6 @@
       ['key', 'Key to screen', 'from a key press to the first frame made with it on screen']]) {
       dl.append(el('dt', {text: label, title: help}), stat[k] = el('dd', {text: '–', 'data-stat': k}));
     }
-    let s = null;
     const press = (name) => {
       if (!s || !s.running) return;
       s.queue.push({c: name, t: performance.now()});
@@ -730,19 +775,31 @@
       return {controls: c ? {[c]: 1} : {}, pressed: p ? p.t : null};
     };
     const ms = (x) => x.toFixed(x < 10 ? 1 : 0) + ' ms';
-    const ack = (k) => {
-      if (!s.running) return;
-      const n = next();
-      s.sent[k + 1] = {at: performance.now(), pressed: n.pressed};
-      s.conn.send({controls: n.controls, ack: k});
+    // ack asks for chunk k+1 of session me, and once a second for a
+    // snapshot of it at that boundary (the state after chunk k, the
+    // controls sent with the ack): its answer joins me.snaps.
+    const ack = (me, k) => {
+      if (!me.running) return;
+      const n = next(), now = performance.now();
+      me.sent[k + 1] = {at: now, pressed: n.pressed};
+      const msg = {controls: n.controls, ack: k};
+      if (info && info.snapshots && now - me.asked >= 1000) { msg.snapshot = true; me.asked = now; }
+      me.conn.send(msg);
+    };
+    const keep = (me, snap) => {
+      me.snaps.push({token: snap.token, next: snap.next, at: performance.now()});
+      if (me.snaps.length > KEEP) me.snaps.shift();
+      buttons();
     };
     const g = canvas.getContext('2d');
     const chunk = (resp, bytes) => {
-      const now = performance.now(), k = resp.parameters.index;
+      const me = s, now = performance.now(), k = resp.parameters.index;
       const out = resp.outputs.find((o) => o.name === video.name) || resp.outputs[0];
-      const fr = frames(video, out.shape, bytes || (out.data || []).flat(Infinity));
+      const data = bytes || (out.data || []).flat(Infinity);
+      const fr = frames(video, out.shape, data);
       if (canvas.width !== fr[0].width) { canvas.width = fr[0].width; canvas.height = fr[0].height; }
-      fr.forEach((img, i) => setTimeout(() => { if (s && s.running) g.putImageData(img, 0, 0); }, i * interval));
+      fr.forEach((img, i) => setTimeout(() => { if (me.running) g.putImageData(img, 0, 0); }, i * interval));
+      if (s.first == null) { s.first = k; s.firstChunk = Uint8Array.from(data); }
       s.index = k;
       s.frames += fr.length;
       s.arrivals.push(now);
@@ -774,7 +831,7 @@
       if (a.length > 1) stat.fps.textContent = (n * 1000 / (a[a.length - 1] - a[0])).toFixed(1) + ' frames per second';
       canvas.setAttribute('aria-label', 'Live frames: chunk ' + k);
       s.due = (s.due ?? now) + fr.length * interval;
-      setTimeout(() => ack(k), Math.max(0, s.due - performance.now()));
+      setTimeout(() => ack(me, k), Math.max(0, s.due - performance.now()));
     };
     // end stops the session; the focus, when it was on Stop (now
     // disabled), the canvas or nowhere, goes to Start.
@@ -784,24 +841,33 @@
       s.conn.close();
       const here = document.activeElement;
       start.disabled = false; stop.disabled = true;
+      buttons();
+      poll(false);
       status.textContent = msg;
       if (!here || here === stop || here === canvas || here === document.body) start.focus();
     };
-    start.addEventListener('click', async () => {
-      clear();
-      let inputs;
-      try { inputs = await collect(views); } catch (e) { return; }
+    // begin starts a session of inputs, restored from the snapshot
+    // restore ({token, next, path}) when given: Start, Rewind (the old
+    // session closed, its earlier snapshots kept) and a fork's page.
+    const begin = (inputs, restore) => {
+      const prev = s;
+      if (prev && prev.running) { prev.running = false; prev.conn.close(); }
       WF.requests[t.id] = inputs;
-      s = WF.sessions[t.id] = {running: true, queue: [], held: new Set(), sent: {}, rtt: [], keyLatency: [], presses: [], arrivals: [], arrived: [], frames: 0, index: -1, due: null};
+      s = WF.sessions[t.id] = {running: true, queue: [], held: restore && prev ? prev.held : new Set(), sent: {}, rtt: [], keyLatency: [], presses: [], arrivals: [], arrived: [], frames: 0, index: -1, due: null,
+        inputs, path: restore ? restore.path : path(''), snaps: restore && prev ? prev.snaps.filter((x) => x.next < restore.next) : [], asked: -Infinity,
+        restored: restore ? {token: restore.token, next: restore.next} : null, first: null};
       for (const k in stat) stat[k].textContent = '–';
       start.disabled = true; stop.disabled = false;
-      status.textContent = 'Starting…';
-      const me = s;
+      buttons();
+      status.textContent = restore ? 'Restoring chunk ' + restore.next + '…' : 'Starting…';
+      const me = s, parameters = {task: t.id, lockstep: true, paced: false};
+      if (restore) parameters.snapshot = restore.token;
       me.conn = WF.transport.open({
-        base: base(), path: path(''), headers: headers(),
-        request: {parameters: {task: t.id, lockstep: true, paced: false}, inputs},
-        onSession(info) { me.id = info.id; me.controlsURL = info.controls_url; status.textContent = 'Playing: use the keys or the buttons.'; canvas.focus(); },
+        base: base(), path: me.path, headers: headers(),
+        request: {parameters, inputs},
+        onSession(info) { me.id = info.id; me.controlsURL = info.controls_url; status.textContent = 'Playing: use the keys or the buttons.'; canvas.focus(); poll(false); },
         onChunk(resp, bytes) { if (me.running) chunk(resp, bytes); },
+        onSnapshot(snap) { if (me.running) keep(me, snap); },
         onError(msg) {
           if (!me.running) return;
           if (me.index < 0) placeError(views, formErr, msg);
@@ -809,10 +875,39 @@
         },
         onEnd() { if (me.running) end('The session ended.'); },
       });
+    };
+    start.addEventListener('click', async () => {
+      clear();
+      let inputs;
+      try { inputs = await collect(views); } catch (e) { return; }
+      begin(inputs, null);
     });
     stop.addEventListener('click', () => end('Stopped.'));
+    // Rewind: the newest snapshot at least REWIND_S seconds old (else the
+    // oldest kept), restored into a new session.
+    rewind.addEventListener('click', () => {
+      if (!s || !s.running || !s.snaps.length) return;
+      const now = performance.now(), back = s.snaps.filter((x) => now - x.at >= REWIND_S * 1000);
+      const x = back.length ? back[back.length - 1] : s.snaps[0];
+      begin(s.inputs, {token: x.token, next: x.next, path: s.path});
+    });
+    // Fork: the latest snapshot, in a new tab. It travels in the URL's
+    // fragment, which the browser never sends to the server (nor to its
+    // logs); the new page takes it out of its address at once.
+    fork.addEventListener('click', () => {
+      if (!s || !s.running || !s.snaps.length) return;
+      const x = s.snaps[s.snaps.length - 1];
+      const data = {task: t.id, path: s.path, token: x.token, next: x.next, inputs: s.inputs};
+      window.open(location.pathname + location.search + '#fork=' + encodeURIComponent(JSON.stringify(data)), '_blank');
+    });
+    if (forked && forked.task === t.id) {
+      const x = forked;
+      forked = null;
+      setTimeout(() => begin(x.inputs, {token: x.token, next: x.next, path: x.path}), 0);
+    }
     return el('div', {class: 'liveview'},
-      el('div', {class: 'actions'}, start, stop, status),
+      el('div', {class: 'actions'}, start, stop, rewind, fork, status),
+      snapNote, players,
       el('div', {class: 'stage'}, canvas, el('div', {class: 'pads', role: 'group', 'aria-label': 'Controls'}, pads)),
       el('p', {class: 'help', text: 'Keys: ' + rt.controls.map((c) => c.name + ' ' + (c.keys.map(keyLabel).join('/') || '(button only)')).join(', ') +
         '. Each press moves one frame; holding a key keeps it on. ' + rt.fps + ' frames a second.'}),

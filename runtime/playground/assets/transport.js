@@ -2,9 +2,10 @@
    that the page does not care how a session travels. WF.transport.open(o)
    starts a session of the infer request o.request at o.base + o.path
    (/v2/models/NAME[/versions/V]) with o.headers, and returns {name,
-   send(msg), close()}; msg is a ControlsRequest ({controls, ack}).
-   Callbacks: onSession(info), onChunk(response, videoBytes or null: the
-   data are in the response), onError(message), onEnd(). wfserve's
+   send(msg), close()}; msg is a ControlsRequest ({controls, ack,
+   snapshot}). Callbacks: onSession(info), onChunk(response, videoBytes or
+   null: the data are in the response), onSnapshot({token, next}) (the
+   answer to {snapshot: true}), onError(message), onEnd(). wfserve's
    WebSocket session (docs/serving.md) first; SSE + the controls POST when
    the WebSocket cannot connect. */
 'use strict';
@@ -58,7 +59,11 @@
           method: 'POST', body: JSON.stringify(msg),
           headers: Object.assign({'Content-Type': 'application/json'}, o.headers),
         });
-        if (!r.ok) fail(await WF.errorText(r));
+        if (!r.ok) return fail(await WF.errorText(r));
+        if (msg.snapshot) {
+          const a = await r.json();
+          if (a.snapshot && o.onSnapshot) o.onSnapshot(a.snapshot);
+        }
       },
       close() { closed = true; abort.abort(); },
     };
@@ -90,6 +95,7 @@
       if (event === 'session') o.onSession(data);
       else if (event === 'chunk') pending = data;
       else if (event === 'error') fail(data.error || 'the session failed');
+      else if (event === 'snapshot') { if (o.onSnapshot) o.onSnapshot(data); }
       else if (event === 'refused') console.warn('controls refused: ' + data.error);
       else if (event === 'end') { closed = true; o.onEnd(); }
     };
