@@ -138,6 +138,7 @@ func TestBrowserRewindFork(t *testing.T) {
 	if r.First != r.Restored.Next || r.Restored.Next >= before {
 		t.Errorf("after Rewind at chunk %d the session starts at chunk %d, its snapshot's next is %d: want the snapshot's, before %d", before, r.First, r.Restored.Next, before)
 	}
+	t.Logf("rewound from chunk %d to chunk %d; the token is %d bytes of base64", before, r.Restored.Next, len(r.Restored.Token))
 	idx, frames := inProcess(t, s, r.Restored.Token)
 	if idx != r.First || !bytes.Equal(frames, byteSlice(r.Chunk)) {
 		t.Errorf("the rewound page shows chunk %d; the in-process restore of its token gives chunk %d, equal frames: %v", r.First, idx, bytes.Equal(frames, byteSlice(r.Chunk)))
