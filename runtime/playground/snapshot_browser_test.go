@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
@@ -96,12 +97,25 @@ func byteSlice(v []int) []byte {
 // back to a snapshot a few seconds old (the frames after it are an
 // in-process restore's of the same token, bit for bit), and Fork opens a
 // second page that plays on from the latest snapshot; the players count
-// goes up with it and down when it closes.
+// goes up with it and down when it closes. The first page plays over the
+// WebSocket, then over SSE (a page without WebSocket: the snapshots come
+// in the controls POST's answers).
 func TestBrowserRewindFork(t *testing.T) {
 	bctx := browser(t)
 	s := startServer(t, func(c *serve.Config) { c.SessionKey = sessionKey })
+	for _, transport := range []string{"websocket", "sse"} {
+		t.Run(transport, func(t *testing.T) { rewindFork(t, bctx, s, transport) })
+	}
+}
+
+func rewindFork(t *testing.T, bctx context.Context, s *served, transport string) {
 	ctx, cancel := tab(t, bctx)
 	defer cancel()
+	if transport == "sse" {
+		if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `window.WebSocket = undefined;`}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Polled by interval: a background tab (the first page, once the fork
 	// opened) paints no animation frames.
 	wait := func(ctx context.Context, what, cond string) {
@@ -122,6 +136,9 @@ func TestBrowserRewindFork(t *testing.T) {
 	}
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("play--start")), chromedp.Click(chromedp.ID("play--start"))); err != nil {
 		t.Fatal(err)
+	}
+	if name, err := chromedp.Run(ctx, chromedp.Evaluate[string](`WF.sessions.play.conn.name`)); err != nil || name != transport {
+		t.Errorf("the page plays over %q (%v), want %s", name, err, transport)
 	}
 	wait(ctx, "one player on the server", `document.getElementById('play--players').dataset.players === '1'`)
 	// Snapshots are taken once a second; Rewind needs one.
