@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,15 @@ func byteSlice(v []int) []byte {
 func TestBrowserRewindFork(t *testing.T) {
 	bctx := browser(t)
 	s := startServer(t, func(c *serve.Config) { c.SessionKey = sessionKey })
+	// The players count needs the page's token.
+	r, err := http.Get(s.url + "/v2/models/worldmodel/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the sessions endpoint without the token: %s, want 401", r.Status)
+	}
 	for _, transport := range []string{"websocket", "sse"} {
 		t.Run(transport, func(t *testing.T) { rewindFork(t, bctx, s, transport) })
 	}
