@@ -29,6 +29,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/logctx"
 	"github.com/worldfoundry/wfgen/runtime/serve"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
 )
 
@@ -226,14 +228,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.NoWarmup = *noWarmup
 	cfg.ReadManifest = readManifest
-	var families []serve.Family
-	for _, fam := range fams {
-		opts := []client.Option{client.WithManifestDir(fam.File.Dir), client.WithDevice(*device), client.WithDType(*dtype)}
+	familyOf := func(sp *spec.ModelInferenceSpec, path string) serve.Family {
+		opts := []client.Option{client.WithManifestDir(filepath.Dir(path)), client.WithDevice(*device), client.WithDType(*dtype)}
 		if *root != "" {
 			opts = append(opts, client.WithCheckpointRoot(*root))
 		}
-		families = append(families, serve.Family{Spec: fam.Spec, Options: opts, Manifest: fam.File.Path,
-			Repository: repositoryOf(*f.repository, fam.File.Path)})
+		return serve.Family{Spec: sp, Options: opts, Manifest: path, Repository: repositoryOf(*f.repository, path)}
+	}
+	var families []serve.Family
+	for _, fam := range fams {
+		families = append(families, familyOf(fam.Spec, fam.File.Path))
+	}
+	if *f.repository != "" {
+		// Poll mode adds the manifests added to the tree and unloads the
+		// models of those removed.
+		repo := *f.repository
+		cfg.Discover = func() ([]string, error) { return validate.Options{}.Files([]string{repo}) }
+		cfg.OpenFamily = func(path string) (serve.Family, error) {
+			sp, err := readManifest(path)
+			if err != nil {
+				return serve.Family{}, err
+			}
+			return familyOf(sp, path), nil
+		}
 	}
 	srv, err := serve.New(*cfg, families...)
 	if err != nil {
