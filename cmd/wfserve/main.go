@@ -86,8 +86,8 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 	f.dtype = fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
 	f.tokenFile = fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
 	f.repository = fs.String("repository", "", "serve the manifests of the model repository `DIR` (searched like a folder argument), whose manifests and checkpoints must stay inside it (docs/operating.md)")
-	fs.StringVar(&f.cfg.ModelControl, "model-control", serve.ControlNone, "how models load: none (every model at start), explicit (those of -load-model at start, the others on POST /v2/repository/models/NAME/load; unload frees them; a load of a loaded model reloads what changed) or poll (every model at start, reloaded without downtime when its manifest or checkpoint changes)")
-	f.pollSecs = fs.Float64("repository-poll-secs", serve.DefaultPollInterval.Seconds(), "with -model-control poll, how often to look for changed manifests and checkpoints, in `seconds`")
+	fs.StringVar(&f.cfg.ModelControl, "model-control", serve.ControlNone, "how models load: none (every model at start), explicit (those of -load-model at start, the others on POST /v2/repository/models/NAME/load; unload frees them; a load of a loaded model reloads what changed) or poll (every model at start, reloaded without downtime when its manifest or checkpoint changes; a manifest added to the -repository tree is loaded, a removed one unloaded)")
+	f.pollSecs = fs.Float64("repository-poll-secs", serve.DefaultPollInterval.Seconds(), "with -model-control poll, how often to look for added, removed and changed manifests and checkpoints, in `seconds`")
 	fs.Func("load-model", "with -model-control explicit, a `MODEL` to load at start (repeat, or separate with commas)", func(v string) error {
 		for name := range strings.SplitSeq(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
