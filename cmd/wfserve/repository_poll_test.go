@@ -220,3 +220,32 @@ func get2(t *testing.T, url string) (int, string) {
 	}
 	return resp.StatusCode, string(b)
 }
+
+// A family whose version policy pins it keeps its revision in poll mode:
+// its checkpoint replaced, it answers as before from default@1, and the
+// log and the index say the new checkpoint is not loaded.
+func TestPollPinnedVersionPolicy(t *testing.T) {
+	a, b := encoders.Path(t, "a.pt"), encoders.Path(t, "b.pt")
+	wantA := embedding(t, a)
+	dir, _, ck := encoderRepository(t, a, func(s string) string {
+		return strings.Replace(s, "model_family_id: tiny-encoder", "model_family_id: tiny-encoder\nversion_policy:\n  pinned: true", 1)
+	})
+	p := startRepository(t, "-repository", dir, "-model-control", "poll", "-repository-poll-secs", "0.02")
+	hc := &http.Client{}
+	replaceFile(t, b, ck)
+	sumB := sha256File(t, b)
+	enginetest.WaitFor(t, "the change to be held", func() bool {
+		return strings.Contains(p.stderr.String(), "version policy pins the serving version")
+	})
+	if e := entry(repositoryIndex(t, p.url), "tiny-encoder", "default"); e == nil || e.State != "READY" ||
+		!strings.Contains(e.Reason, "serving default@1") || !strings.Contains(e.Reason, "pinned by its version policy") || !strings.Contains(e.Reason, sumB) {
+		t.Errorf("index: %+v", e)
+	}
+	if ans, err := infer(hc, p.url); err != nil || ans.version != "default@1" || !bitEqual(ans.data, wantA) {
+		t.Errorf("after the change: %v %v", ans, err)
+	}
+	if strings.Contains(p.stderr.String(), "msg=reloaded") {
+		t.Errorf("a pinned family was reloaded:\n%s", p.stderr.String())
+	}
+	p.stop(t)
+}

@@ -320,7 +320,8 @@ type variant struct {
 	revisions atomic.Int64             // the last revision number given
 	loaded    atomic.Bool
 	loadErr   atomic.Pointer[error]
-	reloadErr atomic.Pointer[error] // the last reload's failure, the old revision serving on
+	reloadErr atomic.Pointer[error]  // the last reload's failure, the old revision serving on
+	held      atomic.Pointer[string] // poll mode: the change a pinned version policy did not load (reload.go)
 	reloads   reloadCounts
 	unit      *memUnit                                // its unit of the model memory budget (lazyload.go); nil without one
 	slots     slots                                   // engine calls at once (Config.MaxConcurrent)
