@@ -281,6 +281,9 @@ func (s *Server) addFamily(path string) (*model, error) {
 	}
 	delete(s.invalid, filepath.Clean(path))
 	s.catp.Store(next)
+	for o := range replace {
+		go o.close() // unloaded already: its batchers stop (Close waits for them too)
+	}
 	return m, nil
 }
 
