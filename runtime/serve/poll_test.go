@@ -23,14 +23,15 @@ import (
 // index and the metrics (run under -race): the family always served
 // answers every request, the other answers 200 while present and 503
 // (unloaded) or 404 (never added yet) otherwise, and every revision of
-// it is freed at the end.
+// it is freed at the end. Cross-request batching is on, so a family put
+// back replaces one whose batchers run.
 func TestPollAddsAndRemovesUnderLoad(t *testing.T) {
 	t.Parallel()
 	dir := tiny.Copy(t)
 	manifest := filepath.Join(dir, "enc-2.yaml")
 	opts := []client.Option{client.WithCheckpointRoot(dir), client.WithDevice("cpu")}
 	var present atomic.Bool
-	cfg := serve.Config{ModelControl: serve.ControlPoll, PollInterval: 2 * time.Millisecond,
+	cfg := serve.Config{ModelControl: serve.ControlPoll, PollInterval: 2 * time.Millisecond, Batching: true,
 		Discover: func() ([]string, error) {
 			if present.Load() {
 				return []string{manifest}, nil
