@@ -29,6 +29,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/logctx"
 	"github.com/worldfoundry/wfgen/runtime/serve"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 	_ "github.com/worldfoundry/wfgen/runtime/torch"
 )
 
@@ -84,8 +86,8 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 	f.dtype = fs.String("dtype", "", "`dtype`: auto, float32, float16, bfloat16")
 	f.tokenFile = fs.String("token-file", "", "read the bearer token every request but the health probes must carry from `FILE`")
 	f.repository = fs.String("repository", "", "serve the manifests of the model repository `DIR` (searched like a folder argument), whose manifests and checkpoints must stay inside it (docs/operating.md)")
-	fs.StringVar(&f.cfg.ModelControl, "model-control", serve.ControlNone, "how models load: none (every model at start), explicit (those of -load-model at start, the others on POST /v2/repository/models/NAME/load; unload frees them; a load of a loaded model reloads what changed) or poll (every model at start, reloaded without downtime when its manifest or checkpoint changes)")
-	f.pollSecs = fs.Float64("repository-poll-secs", serve.DefaultPollInterval.Seconds(), "with -model-control poll, how often to look for changed manifests and checkpoints, in `seconds`")
+	fs.StringVar(&f.cfg.ModelControl, "model-control", serve.ControlNone, "how models load: none (every model at start), explicit (those of -load-model at start, the others on POST /v2/repository/models/NAME/load; unload frees them; a load of a loaded model reloads what changed) or poll (every model at start, reloaded without downtime when its manifest or checkpoint changes; a manifest added to the -repository tree is loaded, a removed one unloaded)")
+	f.pollSecs = fs.Float64("repository-poll-secs", serve.DefaultPollInterval.Seconds(), "with -model-control poll, how often to look for added, removed and changed manifests and checkpoints, in `seconds`")
 	fs.Func("load-model", "with -model-control explicit, a `MODEL` to load at start (repeat, or separate with commas)", func(v string) error {
 		for name := range strings.SplitSeq(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -226,14 +228,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.NoWarmup = *noWarmup
 	cfg.ReadManifest = readManifest
-	var families []serve.Family
-	for _, fam := range fams {
-		opts := []client.Option{client.WithManifestDir(fam.File.Dir), client.WithDevice(*device), client.WithDType(*dtype)}
+	familyOf := func(sp *spec.ModelInferenceSpec, path string) serve.Family {
+		opts := []client.Option{client.WithManifestDir(filepath.Dir(path)), client.WithDevice(*device), client.WithDType(*dtype)}
 		if *root != "" {
 			opts = append(opts, client.WithCheckpointRoot(*root))
 		}
-		families = append(families, serve.Family{Spec: fam.Spec, Options: opts, Manifest: fam.File.Path,
-			Repository: repositoryOf(*f.repository, fam.File.Path)})
+		return serve.Family{Spec: sp, Options: opts, Manifest: path, Repository: repositoryOf(*f.repository, path)}
+	}
+	var families []serve.Family
+	for _, fam := range fams {
+		families = append(families, familyOf(fam.Spec, fam.File.Path))
+	}
+	if *f.repository != "" {
+		// Poll mode adds the manifests added to the tree and unloads the
+		// models of those removed.
+		repo := *f.repository
+		cfg.Discover = func() ([]string, error) { return validate.Options{}.Files([]string{repo}) }
+		cfg.OpenFamily = func(path string) (serve.Family, error) {
+			sp, err := readManifest(path)
+			if err != nil {
+				return serve.Family{}, err
+			}
+			return familyOf(sp, path), nil
+		}
 	}
 	srv, err := serve.New(*cfg, families...)
 	if err != nil {

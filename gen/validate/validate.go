@@ -249,6 +249,14 @@ func parseWeight(path string) int64 {
 	return min(max(st.Size(), 1), manifest.MaxFileSize+1)
 }
 
+// Files lists the manifest files paths name as Paths finds them (folders
+// searched recursively, hidden folders skipped, sorted), without reading
+// them: a model repository's manifests now, for wfserve's poll mode.
+func (o Options) Files(paths []string) ([]string, error) {
+	files, _, err := o.expand(paths)
+	return files, err
+}
+
 // expand turns the given files and folders into a sorted list of files.
 // A path given explicitly must be a regular file or a folder (or a
 // symbolic link to one); in folders, files that are not regular are

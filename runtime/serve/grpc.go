@@ -275,7 +275,7 @@ func (t *telemetry) startGRPCSpan(ctx context.Context, method string, ri *reqInf
 // 404 for an unknown one, 403 for one the request's key may not use. v is
 // nil when version is "".
 func (s *Server) lookup(ctx context.Context, name, version string) (*model, *variant, error) {
-	m, ok := s.models[name]
+	m, ok := s.cat().models[name]
 	if !ok {
 		return nil, nil, withStatus(http.StatusNotFound, "no model %q (served: %s)", name, s.modelNames())
 	}

@@ -64,7 +64,7 @@ func (h *healthService) status(service string) (healthpb.HealthCheckResponse_Ser
 	case service == "":
 		err = s.ready()
 	default:
-		m := s.models[name]
+		m := s.cat().models[name]
 		if m == nil {
 			return 0, grpcstatus.Errorf(codes.NotFound, "unknown service %q: want \"\", a model or MODEL/VERSION", service)
 		}
@@ -97,7 +97,7 @@ func (h *healthService) Check(_ context.Context, req *healthpb.HealthCheckReques
 func (h *healthService) List(context.Context, *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
 	out := &healthpb.HealthListResponse{Statuses: map[string]*healthpb.HealthCheckResponse{}}
 	names := []string{""}
-	for _, m := range h.s.order {
+	for _, m := range h.s.cat().order {
 		names = append(names, m.oip.Spec.ModelFamilyID)
 		for _, v := range m.sortedVariants() {
 			names = append(names, m.oip.Spec.ModelFamilyID+"/"+v.id)

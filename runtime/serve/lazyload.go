@@ -49,14 +49,14 @@ func (c *Config) checkMemory() error {
 func (s *Server) newMemoryOf() error {
 	pinned := map[*model]bool{}
 	for _, name := range s.cfg.PinModels {
-		m := s.models[name]
+		m := s.cat().models[name]
 		if m == nil {
 			return fmt.Errorf("serve: pinned model %q is not served (served: %s)", name, s.modelNames())
 		}
 		pinned[m] = true
 	}
 	var units []*memUnit
-	for _, m := range s.order {
+	for _, m := range s.cat().order {
 		for _, v := range m.sortedVariants() {
 			u := &memUnit{name: m.oip.Spec.ModelFamilyID + "/" + v.id, pinned: pinned[m], keepAlive: s.cfg.ModelKeepAlive,
 				size:  func() (int64, error) { return s.checkpointSize(m, v) },

@@ -38,7 +38,6 @@ type telemetry struct {
 	prop   propagation.TextMapPropagator
 	// unknownModel observes infer requests to a model that is not served.
 	unknownModel *taskObs
-	models       map[*model]*modelObs
 }
 
 // modelObs are the observers of a served model's tasks.
@@ -83,23 +82,28 @@ func newTelemetry(s *Server) *telemetry {
 		t.m = newMetrics(s)
 	}
 	t.unknownModel = t.taskObs(unknownLabel, unknownLabel)
-	t.models = make(map[*model]*modelObs, len(s.order))
-	for _, m := range s.order {
-		spec := m.oip.Spec
-		mo := &modelObs{tasks: make(map[string]*taskObs, len(spec.Tasks)), unknown: t.taskObs(spec.ModelFamilyID, unknownLabel)}
-		for i := range spec.Tasks {
-			id := spec.Tasks[i].TaskID
-			mo.tasks[id] = t.taskObs(spec.ModelFamilyID, id)
-		}
-		t.models[m] = mo
+	for _, m := range s.cat().order {
+		t.observe(m)
 	}
 	return t
+}
+
+// observe makes m's observers (m.obs): at New, and for a model poll mode
+// adds.
+func (t *telemetry) observe(m *model) {
+	spec := m.oip.Spec
+	mo := &modelObs{tasks: make(map[string]*taskObs, len(spec.Tasks)), unknown: t.taskObs(spec.ModelFamilyID, unknownLabel)}
+	for i := range spec.Tasks {
+		id := spec.Tasks[i].TaskID
+		mo.tasks[id] = t.taskObs(spec.ModelFamilyID, id)
+	}
+	m.obs = mo
 }
 
 // obs returns the observers of a model's task; task "" is a request whose
 // task is not known yet.
 func (t *telemetry) obs(m *model, task string) *taskObs {
-	mo := t.models[m]
+	mo := m.obs
 	if o := mo.tasks[task]; o != nil {
 		return o
 	}
@@ -197,6 +201,8 @@ var (
 		"The revision a model's variant (version) serves: N of its model_version VARIANT@N (revision.go).", []string{"model", "version"}, nil)
 	reloadsDesc = prometheus.NewDesc("wfserve_model_reloads_total",
 		"Reloads of a model's variant: result ok (a new revision swapped in) or failed (the serving one stayed).", []string{"model", "version", "result"}, nil)
+	invalidDesc = prometheus.NewDesc("wfserve_repository_invalid_manifests",
+		"Manifests added to the model repository while serving (poll mode) that serve nothing: invalid, or naming a family already served (the repository index says why).", nil, nil)
 	drainingDesc = prometheus.NewDesc("wfserve_model_revisions_draining",
 		"Revisions swapped out or unloaded whose calls and sessions have not all finished: not yet freed.", nil, nil)
 	memLoadsDesc = prometheus.NewDesc("wfserve_model_loads_total",
@@ -222,6 +228,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- revisionDesc
 	ch <- reloadsDesc
 	ch <- drainingDesc
+	ch <- invalidDesc
 	ch <- memLoadsDesc
 	ch <- memEvictionsDesc
 	ch <- memChargedDesc
@@ -233,7 +240,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.s.order {
+	for _, m := range c.s.cat().order {
 		for _, v := range m.sortedVariants() {
 			ready := 0.0
 			if v.loaded.Load() {
@@ -248,6 +255,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(drainingDesc, prometheus.GaugeValue, float64(c.s.drainingRevs.Load()))
+	c.s.catMu.Lock()
+	invalid := len(c.s.invalid)
+	c.s.catMu.Unlock()
+	ch <- prometheus.MustNewConstMetric(invalidDesc, prometheus.GaugeValue, float64(invalid))
 	c.collectMemory(ch)
 	e, err := engine.DefaultEngine()
 	if err != nil {
@@ -455,7 +466,7 @@ func (c *stateCollector) collectMemory(ch chan<- prometheus.Metric) {
 		return
 	}
 	used, charged, loads, evictions := mem.stats()
-	for _, m := range c.s.order {
+	for _, m := range c.s.cat().order {
 		for _, v := range m.sortedVariants() {
 			u := v.unit
 			name := m.oip.Spec.ModelFamilyID

@@ -56,7 +56,7 @@ func (s *Server) openAIModels(w http.ResponseWriter, r *http.Request) {
 		Object string  `json:"object"`
 		Data   []entry `json:"data"`
 	}{Object: "list", Data: []entry{}}
-	for _, m := range s.order {
+	for _, m := range s.cat().order {
 		if m.openAITask() == nil || checkModel(r.Context(), m.oip.Spec.ModelFamilyID) != nil {
 			continue
 		}

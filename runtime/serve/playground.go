@@ -15,8 +15,8 @@ func (s *Server) pages(notFound http.HandlerFunc) http.Handler {
 	if s.cfg.DisablePlayground {
 		return notFound
 	}
-	specs := make([]*spec.ModelInferenceSpec, len(s.order))
-	for i, m := range s.order {
+	specs := make([]*spec.ModelInferenceSpec, len(s.cat().order))
+	for i, m := range s.cat().order {
 		specs[i] = m.oip.Spec
 	}
 	h, err := playground.New(specs, playground.Options{NotFound: notFound})

@@ -308,7 +308,18 @@ func (s *Server) reloadVariant(m *model, v *variant, src source) error {
 	cur := v.rev.Load()
 	if cur != nil && cur.digest != "" && cur.digest == digest {
 		v.reloadErr.Store(nil)
+		v.held.Store(nil)
 		return nil // unchanged
+	}
+	if cur != nil && s.cfg.ModelControl == ControlPoll && src.spec.VersionPolicy != nil && src.spec.VersionPolicy.Pinned {
+		// The version policy pins the serving revision: say so, load nothing.
+		held := fmt.Sprintf("pinned by its version policy: checkpoint %s (sha256 %s) is not loaded", path, digest)
+		if p := v.held.Load(); p == nil || *p != held {
+			s.cfg.Logger.Warn("poll: a changed checkpoint is not loaded: the version policy pins the serving version",
+				slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", cur.version), slog.String("checkpoint", path), slog.String("checkpoint_sha256", digest))
+		}
+		v.held.Store(&held)
+		return nil
 	}
 	rev, err := s.makeRevision(m, v, src, path, digest, 0)
 	if err != nil {
@@ -316,6 +327,7 @@ func (s *Server) reloadVariant(m *model, v *variant, src source) error {
 	}
 	old := v.swap(rev)
 	v.reloadErr.Store(nil)
+	v.held.Store(nil)
 	v.reloads.ok.Add(1)
 	from := "none"
 	if old != nil {
@@ -355,6 +367,9 @@ func (v *variant) serving() string {
 		return ""
 	}
 	msg := "serving " + r.describe()
+	if p := v.held.Load(); p != nil {
+		msg += "; " + *p
+	}
 	if p := v.reloadErr.Load(); p != nil {
 		msg += "; the last reload failed: " + (*p).Error()
 	}

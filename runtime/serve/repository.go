@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -51,6 +53,10 @@ const (
 // errUnloaded is the state of a variant an unload took out of service.
 var errUnloaded = errors.New("unloaded")
 
+// errRemoved is the state of a variant poll mode unloaded because its
+// manifest left the repository (poll.go).
+var errRemoved = fmt.Errorf("%w: its manifest was removed from the repository", errUnloaded)
+
 // unloadWait bounds how long an unload waits for the calls in the
 // engine to finish.
 const unloadWait = time.Minute
@@ -83,15 +89,15 @@ func (s *Server) loadModel(m *model) error {
 }
 
 // unloadModel takes m out of service: its variants are marked unloaded
-// (new requests are refused 503), its sessions end, the calls in the
-// engine finish (ctx bounds the wait), and its modules are freed.
-func (s *Server) unloadModel(ctx context.Context, m *model) error {
+// (why: errUnloaded or errRemoved; new requests are refused 503), its
+// sessions end, the calls in the engine finish (ctx bounds the wait), and
+// its modules are freed.
+func (s *Server) unloadModel(ctx context.Context, m *model, why error) error {
 	m.control.Lock()
 	defer m.control.Unlock()
 	for _, v := range m.sortedVariants() {
 		v.loaded.Store(false)
-		err := errUnloaded
-		v.loadErr.Store(&err)
+		v.loadErr.Store(&why)
 	}
 	s.health.notify()
 	s.sessions.Range(func(_, x any) bool {
@@ -122,7 +128,14 @@ func (s *Server) unloadModel(ctx context.Context, m *model) error {
 // notLoaded refuses a request for a variant that is not loaded, in
 // explicit mode: 503, saying how to load it.
 func (s *Server) notLoaded(m *model, v *variant) error {
-	if !s.explicit() || v.loaded.Load() {
+	if v.loaded.Load() {
+		return nil
+	}
+	if s.cfg.ModelControl == ControlPoll && s.started.Load() {
+		// Removed from the repository, or added and failed to load.
+		return &statusError{status: http.StatusServiceUnavailable, err: v.ready(m)}
+	}
+	if !s.explicit() {
 		return nil
 	}
 	return withStatus(http.StatusServiceUnavailable, "model %q (version %q) is not loaded: load it with POST /v2/repository/models/%s/load",
@@ -160,7 +173,7 @@ func (s *Server) repositoryIndex(w http.ResponseWriter, r *http.Request) {
 // index.
 func (s *Server) indexEntries(ctx context.Context, ready bool) []repositoryEntry {
 	out := []repositoryEntry{}
-	for _, m := range s.order {
+	for _, m := range s.cat().order {
 		if checkModel(ctx, m.oip.Spec.ModelFamilyID) != nil {
 			continue
 		}
@@ -174,6 +187,16 @@ func (s *Server) indexEntries(ctx context.Context, ready bool) []repositoryEntry
 			if !ready || e.State == "READY" {
 				out = append(out, e)
 			}
+		}
+	}
+	if ready {
+		return out
+	}
+	s.catMu.Lock()
+	defer s.catMu.Unlock()
+	for _, path := range slices.Sorted(maps.Keys(s.invalid)) {
+		if checkModel(ctx, path) == nil {
+			out = append(out, repositoryEntry{Name: path, State: "UNAVAILABLE", Reason: s.invalid[path].reason()})
 		}
 	}
 	return out
@@ -194,7 +217,7 @@ func (s *Server) loadOrUnload(ctx context.Context, m *model, load bool) error {
 		what = "load"
 		err = s.loadModel(m)
 	} else {
-		err = s.unloadModel(ctx, m)
+		err = s.unloadModel(ctx, m, errUnloaded)
 	}
 	if err != nil {
 		s.cfg.Logger.Error(what+" failed", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("error", err.Error()))

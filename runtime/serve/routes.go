@@ -117,8 +117,8 @@ func pathVariant(r *http.Request) *variant {
 }
 
 func (s *Server) modelNames() string {
-	names := make([]string, len(s.order))
-	for i, m := range s.order {
+	names := make([]string, len(s.cat().order))
+	for i, m := range s.cat().order {
 		names[i] = m.oip.Spec.ModelFamilyID
 	}
 	return strings.Join(names, ", ")

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,17 @@ type Config struct {
 	// spec it returns may differ from the serving one in its variants'
 	// checkpoints only (anything else needs a restart).
 	ReadManifest func(path string) (*spec.ModelInferenceSpec, error)
+	// Discover, with ControlPoll, lists the manifest files in the model
+	// repository now: at each poll, a listed manifest no served family
+	// was read from is read with OpenFamily and its model added and
+	// loaded, and a family of the repository (Family.Repository set) whose
+	// manifest is no longer listed is unloaded (poll.go). Nil: the
+	// families stay those given to New.
+	Discover func() ([]string, error)
+	// OpenFamily reads and validates a manifest Discover found, for poll
+	// mode to add: its family, or why it serves nothing (logged, and
+	// listed in the repository index).
+	OpenFamily func(path string) (Family, error)
 	// StartupModels are the families (ids or aliases) loaded at start in
 	// explicit mode.
 	StartupModels []string
@@ -292,9 +304,14 @@ type model struct {
 	// source is where the model's revisions come from: its manifest and
 	// client options (reload.go); guarded by control.
 	source source
-	seen   string // what poll mode saw of its files last (poll.go); guarded by control
+	seen   string    // what poll mode saw of its files last (poll.go); guarded by control
+	obs    *modelObs // its metrics' observers (metrics.go)
 	// sessions is the realtime sessions of the model open now (stream.go).
 	sessions atomic.Int64
+	// added: poll mode added it while serving; removed: poll mode
+	// unloaded it, its manifest gone from the repository (poll.go).
+	// Neither counts for the server's readiness.
+	added, removed atomic.Bool
 }
 
 // variant is one served variant: the revision it serves, its load state,
@@ -305,7 +322,8 @@ type variant struct {
 	revisions atomic.Int64             // the last revision number given
 	loaded    atomic.Bool
 	loadErr   atomic.Pointer[error]
-	reloadErr atomic.Pointer[error] // the last reload's failure, the old revision serving on
+	reloadErr atomic.Pointer[error]  // the last reload's failure, the old revision serving on
+	held      atomic.Pointer[string] // poll mode: the change a pinned version policy did not load (reload.go)
 	reloads   reloadCounts
 	unit      *memUnit                                // its unit of the model memory budget (lazyload.go); nil without one
 	slots     slots                                   // engine calls at once (Config.MaxConcurrent)
@@ -318,8 +336,10 @@ type variant struct {
 // with the timeouts it needs), and stop it with Shutdown then Close.
 type Server struct {
 	cfg     Config
-	models  map[string]*model // by family id and alias
-	order   []*model
+	catp    atomic.Pointer[catalog]     // the served models (cat)
+	catMu   sync.Mutex                  // one change of the catalog at a time; guards dropped and invalid
+	dropped []*model                    // models replaced in the catalog: closed by Close
+	invalid map[string]*invalidManifest // poll mode: manifests added to the repository that serve nothing, by path (poll.go)
 	openapi []byte
 	lim     oip.Limits
 	handler http.Handler // the routes inside the middleware
@@ -385,7 +405,7 @@ func (s *Server) Stats() Stats {
 	st := Stats{Batches: s.counters.batches.Load(), BatchedRequests: s.counters.batched.Load(),
 		InflightBytes: s.adm.bytesInUse(), Admitted: s.adm.requests.Load(), Sessions: s.nsessions.Load(),
 		DrainingRevisions: s.drainingRevs.Load()}
-	for _, m := range s.order {
+	for _, m := range s.cat().order {
 		for _, v := range m.variants {
 			st.SlotWaiters += v.slots.waiters()
 		}
@@ -399,7 +419,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, models: map[string]*model{},
+	s := &Server{cfg: cfg, invalid: map[string]*invalidManifest{},
 		lim: oip.Limits{MaxTensorBytes: cfg.MaxTensorBytes, MaxInputs: 1024},
 		adm: admission{maxRequests: int64(cfg.MaxQueue), maxBytes: cfg.MaxInflightBytes}}
 	s.streamCtx, s.cancelStream = context.WithCancel(context.Background())
@@ -410,47 +430,18 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 			s.Close() // the batchers and clients made so far
 		}
 	}()
+	cat := &catalog{models: map[string]*model{}}
+	s.catp.Store(cat) // filled before anyone else sees it
 	var specs []*spec.ModelInferenceSpec
 	for _, f := range families {
-		om, err := oip.NewModel(f.Spec)
+		m, err := s.newModel(f)
 		if err != nil {
 			return nil, err
 		}
-		m := &model{oip: om, variants: map[string]*variant{}, source: source{spec: f.Spec, options: f.Options, manifest: f.Manifest, repository: f.Repository}}
-		s.order = append(s.order, m)
-		for _, name := range append([]string{f.Spec.ModelFamilyID}, f.Spec.Aliases...) {
-			if _, dup := s.models[name]; dup {
-				return nil, fmt.Errorf("serve: two families are named %q", name)
-			}
-			s.models[name] = m
-		}
-		for i := range f.Spec.Variants {
-			vid := f.Spec.Variants[i].VariantID
-			c, err := s.newClient(m.source, vid, "")
-			if err != nil {
-				return nil, err
-			}
-			v := &variant{id: vid, slots: newSlots(cfg.MaxConcurrent), callers: newCallers(cfg.MaxConcurrent, s.closed),
-				batchers: map[*spec.InferenceTaskProfile]*batcher{}}
-			// Revision 1, loaded by Load (or on first use).
-			first := newRevision(vid, v.revisions.Add(1), c, "")
-			first.fresh = true
-			v.rev.Store(first)
-			if cfg.Batching {
-				for j := range f.Spec.Tasks {
-					t := &f.Spec.Tasks[j]
-					if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-						v.batchers[t] = newBatcher(v.pin, t, v.slots, cfg.BatchDelay, &s.counters, s.active.Load)
-					}
-				}
-			}
-			m.variants[vid] = v
-		}
-		doc, err := oip.OpenAPI(f.Spec)
-		if err != nil {
+		if err := cat.add(m, nil); err != nil {
+			m.close()
 			return nil, err
 		}
-		m.openapi = doc
 		specs = append(specs, f.Spec)
 	}
 	doc, err := oip.OpenAPI(specs...)
@@ -460,7 +451,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 	s.openapi = doc
 	s.tel = newTelemetry(s)
 	for _, name := range cfg.StartupModels {
-		if s.models[name] == nil {
+		if s.cat().models[name] == nil {
 			return nil, fmt.Errorf("serve: startup model %q is not served (served: %s)", name, s.modelNames())
 		}
 	}
@@ -478,6 +469,105 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 	}
 	s.handler = s.observe(s.drainGuard(s.auth(s.routes())))
 	return s, nil
+}
+
+// newModel makes the model of family f: a client per variant (loaded by
+// Load, on request, or on first use), its engine slots and batchers.
+func (s *Server) newModel(f Family) (_ *model, err error) {
+	om, err := oip.NewModel(f.Spec)
+	if err != nil {
+		return nil, err
+	}
+	m := &model{oip: om, variants: map[string]*variant{}, source: source{spec: f.Spec, options: f.Options, manifest: f.Manifest, repository: f.Repository}}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
+	for i := range f.Spec.Variants {
+		vid := f.Spec.Variants[i].VariantID
+		c, err := s.newClient(m.source, vid, "")
+		if err != nil {
+			return nil, err
+		}
+		v := &variant{id: vid, slots: newSlots(s.cfg.MaxConcurrent), callers: newCallers(s.cfg.MaxConcurrent, s.closed),
+			batchers: map[*spec.InferenceTaskProfile]*batcher{}}
+		// Revision 1, loaded by Load (or on first use).
+		first := newRevision(vid, v.revisions.Add(1), c, "")
+		first.fresh = true
+		v.rev.Store(first)
+		if s.cfg.Batching {
+			for j := range f.Spec.Tasks {
+				t := &f.Spec.Tasks[j]
+				if t.Batching != nil && len(t.BatchingProblems()) == 0 {
+					v.batchers[t] = newBatcher(v.pin, t, v.slots, s.cfg.BatchDelay, &s.counters, s.active.Load)
+				}
+			}
+		}
+		m.variants[vid] = v
+	}
+	doc, err := oip.OpenAPI(f.Spec)
+	if err != nil {
+		return nil, err
+	}
+	m.openapi = doc
+	return m, nil
+}
+
+// close stops m's batchers and releases its variants' modules.
+func (m *model) close() {
+	for _, v := range m.variants {
+		for _, b := range v.batchers {
+			b.close()
+		}
+		if r := v.rev.Load(); r != nil {
+			r.client.Close()
+		}
+	}
+}
+
+// catalog is the set of served models. It is replaced, never changed, once
+// published (Server.cat): poll mode adds and removes models while
+// serving (poll.go).
+type catalog struct {
+	models map[string]*model // by family id and alias
+	order  []*model
+}
+
+// cat returns the models served now.
+func (s *Server) cat() *catalog { return s.catp.Load() }
+
+// add adds m to c, replacing the models of replace (those m's names may
+// take over); an error when a name of m is another model's.
+func (c *catalog) add(m *model, replace map[*model]bool) error {
+	sp := m.oip.Spec
+	for _, name := range append([]string{sp.ModelFamilyID}, sp.Aliases...) {
+		if o, dup := c.models[name]; dup && !replace[o] {
+			return fmt.Errorf("serve: two families are named %q", name)
+		}
+	}
+	for name, o := range c.models {
+		if replace[o] {
+			delete(c.models, name)
+		}
+	}
+	if len(replace) > 0 {
+		c.order = slices.DeleteFunc(c.order, func(o *model) bool { return replace[o] })
+	}
+	for _, name := range append([]string{sp.ModelFamilyID}, sp.Aliases...) {
+		c.models[name] = m
+	}
+	c.order = append(c.order, m)
+	return nil
+}
+
+// clone returns a copy of c to change.
+func (c *catalog) clone() *catalog {
+	out := &catalog{models: make(map[string]*model, len(c.models)), order: slices.Clone(c.order)}
+	for k, v := range c.models {
+		out.models[k] = v
+	}
+	return out
 }
 
 // HTTPServer returns an http.Server that serves s with the connection
@@ -505,7 +595,7 @@ func (s *Server) HTTPServer() *http.Server {
 func (s *Server) Load() error {
 	startup := map[*model]bool{}
 	for _, name := range s.cfg.StartupModels {
-		startup[s.models[name]] = true
+		startup[s.cat().models[name]] = true
 	}
 	var errs []error
 	if s.mem != nil {
@@ -518,7 +608,7 @@ func (s *Server) Load() error {
 		s.health.notify()
 		return err
 	}
-	for _, m := range s.order {
+	for _, m := range s.cat().order {
 		if s.explicit() && !startup[m] {
 			continue
 		}
@@ -558,7 +648,10 @@ func (s *Server) ready() error {
 		}
 		return nil
 	}
-	for _, m := range s.order {
+	for _, m := range s.cat().order {
+		if m.added.Load() || m.removed.Load() {
+			continue // poll mode's: each says its own
+		}
 		for _, v := range m.sortedVariants() {
 			if err := v.ready(m); err != nil {
 				return err
@@ -574,6 +667,9 @@ func (v *variant) ready(m *model) error {
 	}
 	if p := v.loadErr.Load(); p != nil && errors.Is(*p, errEvicted) {
 		return fmt.Errorf("%s/%s is not loaded (evicted; it loads on its next request)", m.oip.Spec.ModelFamilyID, v.id)
+	}
+	if p := v.loadErr.Load(); p != nil && errors.Is(*p, errRemoved) {
+		return fmt.Errorf("%s/%s is %w", m.oip.Spec.ModelFamilyID, v.id, errRemoved)
 	}
 	if p := v.loadErr.Load(); p != nil && errors.Is(*p, errUnloaded) {
 		return fmt.Errorf("%s/%s is unloaded", m.oip.Spec.ModelFamilyID, v.id)
@@ -673,16 +769,15 @@ func (s *Server) Close() error {
 			s.mem.stopAll()
 		}
 	})
-	for _, m := range s.order {
-		for _, v := range m.variants {
-			for _, b := range v.batchers {
-				b.close()
-			}
-			if r := v.rev.Load(); r != nil {
-				r.client.Close()
-			}
-		}
+	for _, m := range s.cat().order {
+		m.close()
 	}
+	s.catMu.Lock()
+	for _, m := range s.dropped {
+		m.close()
+	}
+	s.dropped = nil
+	s.catMu.Unlock()
 	return nil
 }
 

@@ -465,6 +465,18 @@ type ModelInferenceSpec struct {
 	// "priority": 1 is served first, larger levels later); 0 or absent:
 	// the server's -default-priority.
 	DefaultPriority int `json:"default_priority,omitempty" jsonschema:"minimum=1,maximum=1048576,example=1"`
+	// VersionPolicy is how wfserve's poll mode treats the family's
+	// checkpoints changing while it serves (Triton's version_policy);
+	// absent: a changed checkpoint is reloaded.
+	VersionPolicy *VersionPolicySpec `json:"version_policy,omitempty"`
+}
+
+// VersionPolicySpec is a family's version policy (ModelInferenceSpec.VersionPolicy).
+type VersionPolicySpec struct {
+	// Pinned, when true, keeps the revisions wfserve loaded: in poll mode a
+	// changed checkpoint is logged and listed in the repository index, not
+	// loaded (an explicit load, or a restart, loads it).
+	Pinned bool `json:"pinned,omitempty" jsonschema:"example=true"`
 }
 
 // OpLibrariesFor returns the op libraries variant v of the family loads
