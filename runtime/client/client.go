@@ -737,23 +737,42 @@ func streamParams(task *spec.InferenceTaskProfile, in Inputs) map[string]any {
 // does the same with stream.FromSnapshot(snap) among its <Task>Stream
 // options and the snapshot's params.
 func (c *Client) RestoreStream(ctx context.Context, snap stream.Snapshot, opts ...stream.Option) (*stream.Session, error) {
+	task, in, err := RestoreCall(ctx, c.spec, c.variant.VariantID, snap)
+	if err != nil {
+		id := ""
+		if task != nil {
+			id = task.TaskID
+		}
+		return nil, fmt.Errorf("%s: %w", c.where(id), err)
+	}
+	return c.CallStream(ctx, task, in, append(opts, stream.FromSnapshot(snap))...)
+}
+
+// RestoreCall is the call that restores snap on a backend of family s's
+// variant variantID: the snapshot's task and its params as Inputs. A
+// snapshot of another family or variant is an error matching
+// stream.ErrForeignModel; an unknown task an error with no task; params
+// the task refuses an error with the task ("snapshot params: ..."). Errors
+// name no client: the caller says where. It is the one check of the
+// in-process and the remote RestoreStream.
+func RestoreCall(ctx context.Context, s *spec.ModelInferenceSpec, variantID string, snap stream.Snapshot) (*spec.InferenceTaskProfile, Inputs, error) {
 	for _, f := range [...]struct{ name, snap, own string }{
-		{"family", snap.Origin.Family, c.spec.ModelFamilyID},
-		{"variant", snap.Origin.Variant, c.variant.VariantID},
+		{"family", snap.Origin.Family, s.ModelFamilyID},
+		{"variant", snap.Origin.Variant, variantID},
 	} {
 		if f.snap != f.own {
-			return nil, fmt.Errorf("%s: %w", c.where(""), &stream.OriginMismatchError{Field: f.name, Snapshot: fmt.Sprintf("%q", f.snap), Session: fmt.Sprintf("%q", f.own)})
+			return nil, nil, &stream.OriginMismatchError{Field: f.name, Snapshot: fmt.Sprintf("%q", f.snap), Session: fmt.Sprintf("%q", f.own)}
 		}
 	}
-	task, err := c.spec.Task(snap.Origin.Task)
+	task, err := s.Task(snap.Origin.Task)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
+		return nil, nil, err
 	}
 	in, err := KwargsOf(ctx, task, []map[string]any{snap.Origin.Params}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: snapshot params: %w", c.where(task.TaskID), err)
+		return task, nil, fmt.Errorf("snapshot params: %w", err)
 	}
-	return c.CallStream(ctx, task, in, append(opts, stream.FromSnapshot(snap))...)
+	return task, in, nil
 }
 
 // ForkStream restores snap into n independent sessions (RestoreStream);

@@ -115,21 +115,13 @@ var ErrUnsealed = errors.New("remote: the snapshot holds no sealed token: a serv
 // that the first chunk returns; the family, variant and task are checked
 // here (stream.ErrForeignModel).
 func (c *Client) RestoreStream(ctx context.Context, snap stream.Snapshot, opts ...stream.Option) (*stream.Session, error) {
-	for _, f := range [...]struct{ name, snap, own string }{
-		{"family", snap.Origin.Family, c.spec.ModelFamilyID},
-		{"variant", snap.Origin.Variant, c.vspec.VariantID},
-	} {
-		if f.snap != f.own {
-			return nil, fmt.Errorf("%s: %w", c.where(""), &stream.OriginMismatchError{Field: f.name, Snapshot: fmt.Sprintf("%q", f.snap), Session: fmt.Sprintf("%q", f.own)})
+	task, in, err := client.RestoreCall(ctx, c.spec, c.vspec.VariantID, snap)
+	if err != nil {
+		id := ""
+		if task != nil {
+			id = task.TaskID
 		}
-	}
-	task, err := c.spec.Task(snap.Origin.Task)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.where(""), err)
-	}
-	in, err := client.KwargsOf(ctx, task, []map[string]any{snap.Origin.Params}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: snapshot params: %w", c.where(task.TaskID), err)
+		return nil, fmt.Errorf("%s: %w", c.where(id), err)
 	}
 	return c.CallStream(ctx, task, in, append(opts, stream.FromSnapshot(snap))...)
 }
