@@ -335,15 +335,17 @@ wait:
 		}
 	}
 	signal.Stop(hup)
-	// The drain keeps the handler: a second SIGTERM or SIGINT (a process
-	// group's signal that `go tool` relays too, an impatient operator)
-	// must not kill the process mid-drain; -drain-timeout bounds it.
+	// The drain keeps the handler, and so does everything after it until
+	// the process exits: a second SIGTERM or SIGINT (a process group's
+	// signal that `go tool` relays too, an impatient operator) must not
+	// kill the process mid-drain, nor between the drain's end and the exit
+	// (it did when the handler was stopped as run returned: a drain with
+	// nothing in flight ends at once). -drain-timeout bounds the drain.
 	go func() {
 		for s := range sig {
 			log.Info("signal during the drain: still draining", slog.String("signal", s.String()), slog.Duration("drain_timeout", *drain))
 		}
 	}()
-	defer signal.Stop(sig)
 	ctx, cancel := context.WithTimeout(context.Background(), *drain)
 	defer cancel()
 	// Drain first, with the listener open: requests in flight finish,

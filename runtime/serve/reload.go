@@ -314,11 +314,12 @@ func (s *Server) reloadVariant(m *model, v *variant, src source) error {
 	if cur != nil && s.cfg.ModelControl == ControlPoll && src.spec.VersionPolicy != nil && src.spec.VersionPolicy.Pinned {
 		// The version policy pins the serving revision: say so, load nothing.
 		held := fmt.Sprintf("pinned by its version policy: checkpoint %s (sha256 %s) is not loaded", path, digest)
-		if p := v.held.Load(); p == nil || *p != held {
+		// The index says so before the log does: whoever reads the log
+		// line finds the index telling the same.
+		if p := v.held.Swap(&held); p == nil || *p != held {
 			s.cfg.Logger.Warn("poll: a changed checkpoint is not loaded: the version policy pins the serving version",
 				slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", cur.version), slog.String("checkpoint", path), slog.String("checkpoint_sha256", digest))
 		}
-		v.held.Store(&held)
 		return nil
 	}
 	rev, err := s.makeRevision(m, v, src, path, digest, 0)
