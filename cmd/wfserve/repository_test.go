@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,9 +24,7 @@ import (
 	"time"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
-	"github.com/worldfoundry/wfgen/gen/validate"
 	"github.com/worldfoundry/wfgen/internal/enginetest"
-	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 	"github.com/worldfoundry/wfgen/runtime/torch"
 )
@@ -70,26 +67,7 @@ func repoBody() string {
 // checkpoint at path: what wfserve must answer, bit for bit.
 func embedding(t *testing.T, path string) []float32 {
 	t.Helper()
-	fams, diags, err := validate.Paths([]string{filepath.Join("..", "..", "manifests", "tiny-encoder.yaml")})
-	if err != nil || len(diags) > 0 {
-		t.Fatal(err, diags)
-	}
-	sp := fams[0].Spec
-	c, err := client.New(sp, client.WithCheckpointPath(path), client.WithDevice("cpu"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	task := &sp.Tasks[0]
-	out, err := c.Call(context.Background(), task, client.Kwargs(task, map[string]any{"tokens": tensor.FromInt64(repoTokens, int64(len(repoTokens)))}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := out["embedding"].(*tensor.Tensor).Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return inProcess(t, path, repoTokens)
 }
 
 // sha256File is the hex sha256 of the file at path.
