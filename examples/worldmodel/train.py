@@ -256,6 +256,44 @@ class WorldModel(nn.Module):
         return {"frames": self.palette[torch.cat(out)], "state": self.palette[torch.cat([prev, cur])]}
 
 
+    @torch.jit.export
+    def steps(self, num_frames: int, controls: torch.Tensor, start: Optional[torch.Tensor] = None,
+              state: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        """step for a batch of sessions, one row each: controls float32 [B, 4], start and state
+        uint8 [B, 2, 32, 32, 3]; returns frames uint8 [B, num_frames, 32, 32, 3] and state."""
+        if controls.dim() != 2 or controls.size(1) != 4:
+            raise ValueError("controls: want [B, 4] [up, down, left, right] per session, got " + str(controls.shape))
+        if num_frames < 1:
+            raise ValueError("num_frames: want at least 1, got " + str(num_frames))
+        n = controls.size(0)
+        if state is not None:
+            s = state
+        elif start is not None:
+            s = start
+        else:
+            s = self.start_frames.unsqueeze(0).expand(n, 2, 32, 32, 3)
+        if s.dtype != torch.uint8 or s.shape != (n,) + self.start_frames.shape:
+            raise ValueError("state and start: want uint8 [B, 2, 32, 32, 3] (two frames per session)")
+        # The action of each row as step chooses it: the strongest control
+        # at 0.5 or more, the first of equals; none below.
+        action = torch.zeros([n], dtype=torch.int64)
+        best = torch.full([n], 0.5, dtype=controls.dtype)
+        for i in range(4):
+            c = controls[:, i]
+            take = (c > best) | ((c == best) & (action == 0))
+            action = torch.where(take, torch.full_like(action, i + 1), action)
+            best = torch.where(take, c, best)
+        c = self.classes(s)
+        prev, cur = c[:, 0], c[:, 1]
+        out: List[torch.Tensor] = []
+        with torch.no_grad():
+            for _ in range(num_frames):
+                nxt = self.logits(prev, cur, action).argmax(1)
+                out.append(nxt)
+                prev, cur = cur, nxt
+        return {"frames": self.palette[torch.stack(out, 1)], "state": self.palette[torch.stack([prev, cur], 1)]}
+
+
 def default_start():
     (sx, sy), (bx, by), (vx, vy) = DEFAULT_START
     s0, s1 = start_states([[sx, sy]], [[bx, by]], [[vx, vy]])
@@ -322,17 +360,29 @@ def check(args):
     torch.set_num_threads(1)
     model = torch.jit.load(args.model)
     model.eval()
+    # The manifest's play task batches sessions (session_batching): each
+    # rollout runs through steps in a batch of the max size, the size whose
+    # bits the runtime gives every session whatever its company, the last
+    # batch padded with copies of its final episode.
+    size = args.batch
     with open(args.rollout, "wb") as f:
-        for e in range(len(eps)):
-            start = torch.from_numpy(pixels(starts[e]))
+        for lo in range(0, len(eps), size):
+            rows = list(range(lo, min(lo + size, len(eps))))
+            rows += [rows[-1]] * (size - len(rows))
+            start = torch.from_numpy(pixels(starts[rows]))
             state: Optional[torch.Tensor] = None
-            for a in actions[e]:
-                controls = [0.0] * 4
-                if a != NONE:
-                    controls[a - 1] = 1.0
-                out = model.step(num_frames=1, controls=controls, start=start, state=state)
-                state = out["state"]
-                f.write(out["frames"].numpy().tobytes())
+            out: List[torch.Tensor] = []
+            for t in range(actions.shape[1]):
+                controls = torch.zeros([size, 4], dtype=torch.float32)
+                for r, e in enumerate(rows):
+                    if actions[e, t] != NONE:
+                        controls[r, actions[e, t] - 1] = 1.0
+                res = model.steps(num_frames=1, controls=controls, start=start, state=state)
+                state = res["state"]
+                out.append(res["frames"])
+            frames = torch.cat(out, 1)  # [size, T, H, W, 3]
+            for r in range(min(size, len(eps) - lo)):
+                f.write(frames[r].numpy().tobytes())
 
 
 def main():
@@ -345,6 +395,7 @@ def main():
     c.add_argument("--sim", required=True)
     c.add_argument("--model")
     c.add_argument("--rollout")
+    c.add_argument("--batch", type=int, default=8, help="the play task's session_batching max_batch_size")
     args = p.parse_args()
     {"train": train, "check": check}[args.cmd](args)
 

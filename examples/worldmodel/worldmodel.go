@@ -26,8 +26,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+
+	gen "github.com/worldfoundry/wfgen/generated/worldmodel"
 )
 
 // Python is the interpreter with Debian's python3-torch (scripts/setup.sh
@@ -157,9 +160,10 @@ func Train(ctx context.Context, root string) (*Report, error) {
 
 // PythonEpisodes runs train.py's check command on eps (all of one length
 // T): it returns what Python's simulator shows after each action and, when
-// model is not "", what the TorchScript checkpoint's step method makes of
-// the same start frames and actions, called one frame at a time as the
-// runtime's stream calls it; each uint8 [len(eps), T, Size, Size, 3].
+// model is not "", what the TorchScript checkpoint's steps method makes of
+// the same start frames and actions, one frame at a time in batches of
+// SessionBatchSize episodes — the bits the runtime gives every session of
+// the play task, whatever its company; each uint8 [len(eps), T, Size, Size, 3].
 func PythonEpisodes(ctx context.Context, model string, eps []Episode) (sim, rollout []byte, err error) {
 	tmp, err := os.MkdirTemp("", "wfgen-worldmodel-")
 	if err != nil {
@@ -192,7 +196,7 @@ func PythonEpisodes(ctx context.Context, model string, eps []Episode) (sim, roll
 	}
 	args := []string{"check", "--episodes", epPath, "--sim", simPath}
 	if model != "" {
-		args = append(args, "--model", model, "--rollout", rollPath)
+		args = append(args, "--model", model, "--rollout", rollPath, "--batch", strconv.Itoa(SessionBatchSize()))
 	}
 	if _, err := runScript(ctx, args...); err != nil {
 		return nil, nil, err
@@ -206,6 +210,16 @@ func PythonEpisodes(ctx context.Context, model string, eps []Episode) (sim, roll
 		}
 	}
 	return sim, rollout, nil
+}
+
+// SessionBatchSize is the play task's session_batching max_batch_size: the
+// batch size whose bits every session gets (spec.SessionBatchingSpec).
+func SessionBatchSize() int {
+	t, err := gen.Spec().Task("play")
+	if err != nil || t.SessionBatching == nil {
+		return 1
+	}
+	return t.SessionBatching.MaxBatchSize
 }
 
 // runScript runs the embedded train.py with args and returns its standard

@@ -44,6 +44,7 @@ func (b *builder) task(client *scope, i int, declare bool) *Task {
 		b.report(tp+"/stream", false, "%s is a stream task, but the family does not set supports_stream: true", name)
 	}
 	b.batching(ts, tp, name)
+	b.sessionBatching(ts, tp, name)
 	b.openai(ts, tp, name)
 
 	goName := b.goName(ts.TaskID, ts.GoName, tp)
@@ -169,6 +170,15 @@ func (b *builder) batching(ts *spec.InferenceTaskProfile, tp, name string) {
 		return
 	}
 	b.problems(tp, name, ts.BatchingProblems())
+}
+
+// sessionBatching checks a task's session_batching block with the
+// runtime's rules (spec.InferenceTaskProfile.SessionBatchingProblems).
+func (b *builder) sessionBatching(ts *spec.InferenceTaskProfile, tp, name string) {
+	if ts.SessionBatching == nil || b.pruned(tp+"/session_batching") {
+		return
+	}
+	b.problems(tp, name, ts.SessionBatchingProblems())
 }
 
 // openai checks a task's openai block with the runtime's rules

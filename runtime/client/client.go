@@ -76,6 +76,39 @@ type Options struct {
 	// batch size (batch.WithInvariant), single calls of a task whose
 	// batching names its dimension included.
 	BatchInvariant bool
+	// SessionBatches, when set, is called after each call that ran the
+	// steps of a session-batched task's sessions (spec.SessionBatchingSpec).
+	SessionBatches func(SessionBatch)
+	// SessionGate, when set, is held around each call that runs the steps
+	// of a session-batched task's sessions (a server's engine slots, which
+	// then bound one call of many sessions instead of each session's step).
+	SessionGate func(ctx context.Context) (release func(), err error)
+}
+
+// SessionBatch describes one round's call of a session-batched task: the
+// sessions whose steps it ran and what the batch executor made of them.
+type SessionBatch struct {
+	// Task is the task's id.
+	Task string
+	// Sessions is the number of sessions' steps run together.
+	Sessions int
+	// Calls is the number of forward calls they took (more than one above
+	// the max batch size, or after an out-of-memory halving).
+	Calls int
+	// Padded is the number of padding rows sent (invariant padding).
+	Padded int
+}
+
+// WithSessionBatches calls fn after each call that ran sessions' steps
+// together (wfserve's wfserve_session_batch_size metric).
+func WithSessionBatches(fn func(SessionBatch)) Option {
+	return func(o *Options) { o.SessionBatches = fn }
+}
+
+// WithSessionGate holds gate around each call that runs sessions' steps
+// together (Options.SessionGate).
+func WithSessionGate(gate func(ctx context.Context) (release func(), err error)) Option {
+	return func(o *Options) { o.SessionGate = gate }
 }
 
 // Option sets one client option.
@@ -185,6 +218,15 @@ type loadedTask struct {
 	// equiv holds the batch sizes equivalent to the max in invariant mode,
 	// measured before the first invariant batch (equivalentSizes).
 	equiv *equivalence
+	// steps, on a session-batched streaming task, is the index in the
+	// loaded tasks of its batched steps (stepsTask); 0 otherwise.
+	steps int
+	// task is the profile of a loaded task past the spec's tasks (the
+	// batched steps of a session-batched task: contract.BatchedSteps);
+	// nil for the spec's own.
+	task *spec.InferenceTaskProfile
+	// queue gathers the steps of a batched steps task's sessions.
+	queue *stepQueue
 }
 
 // New returns a client for spec. It resolves the variant and checks the
@@ -396,6 +438,7 @@ func (c *Client) loadLocked() (*loaded, error) {
 			lt.equiv = &equivalence{}
 		}
 	}
+	l.addSteps(c)
 	return l, nil
 }
 
@@ -540,6 +583,24 @@ func (c *Client) call(ctx context.Context, l *loaded, ti int, task *spec.Inferen
 	if err != nil {
 		return nil, err
 	}
+	if q := l.stepsOf(ti); q != nil {
+		// The first chunk of a fresh session, through the sessions' queue:
+		// the bits its session would get.
+		rt := spec.DefaultRealtimeSpec()
+		if c.spec.Realtime != nil {
+			rt = *c.spec.Realtime
+		}
+		row, err := stepRow(kw, l.tasks[ti].args, rt.FirstChunkFrames, rt.Controls, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		out, err := q.step(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		video := streamVideo(task)
+		return l.checkedOutputs(ti, task, map[string]any{video: out[video]})
+	}
 	if task.Stream {
 		c.oneChunk(l.tasks[ti].args, kw)
 	}
@@ -673,7 +734,30 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 	}
 	has := l.tasks[ti].args
-	step := func(ctx context.Context, req stream.StepRequest) (stream.StepResult, error) {
+	var step stream.StepFunc
+	if q := l.stepsOf(ti); q != nil {
+		step = func(ctx context.Context, req stream.StepRequest) (stream.StepResult, error) {
+			row, err := stepRow(base, has, req.Frames, req.Spec.Controls, req.Controls, req.State)
+			if err == nil {
+				var out map[string]any
+				if out, err = q.step(ctx, row); err == nil {
+					return stream.StepResult{Frames: out[video], State: out[ArgState]}, nil
+				}
+			}
+			return stream.StepResult{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+		}
+	} else {
+		step = c.stepCall(l, ti, task, base, video)
+	}
+	origin := stream.Origin{Family: c.spec.ModelFamilyID, Variant: c.variant.VariantID, Checkpoint: l.checkpoint, Task: task.TaskID, Params: streamParams(task, in)}
+	return stream.New(c.spec.Realtime, step, append([]stream.Option{stream.WithOrigin(origin)}, opts...)...)
+}
+
+// stepCall returns the step function of a session of task (index ti) that
+// calls its method once per step with the call kwargs base.
+func (c *Client) stepCall(l *loaded, ti int, task *spec.InferenceTaskProfile, base map[string]any, video string) stream.StepFunc {
+	has := l.tasks[ti].args
+	return func(ctx context.Context, req stream.StepRequest) (stream.StepResult, error) {
 		kw := make(map[string]any, len(base)+3)
 		for k, v := range base {
 			kw[k] = v
@@ -703,8 +787,6 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 		}
 		return res, nil
 	}
-	origin := stream.Origin{Family: c.spec.ModelFamilyID, Variant: c.variant.VariantID, Checkpoint: l.checkpoint, Task: task.TaskID, Params: streamParams(task, in)}
-	return stream.New(c.spec.Realtime, step, append([]stream.Option{stream.WithOrigin(origin)}, opts...)...)
 }
 
 // streamParams returns the item's set call_kwargs fields, by field id:

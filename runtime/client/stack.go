@@ -230,7 +230,7 @@ func (c *Client) batchConfig(task *spec.InferenceTaskProfile, l *loaded, opts []
 // runConfig is batchConfig for task (index ti), read from what the load
 // resolved when the caller adds no options; l is nil before the load.
 func (c *Client) runConfig(ti int, task *spec.InferenceTaskProfile, l *loaded, opts []batch.Option) ([]batch.Option, batch.Config, error) {
-	if l != nil && len(opts) == 0 && task == &c.spec.Tasks[ti] {
+	if l != nil && len(opts) == 0 && (ti < len(c.spec.Tasks) && task == &c.spec.Tasks[ti] || task == l.tasks[ti].task) {
 		lt := &l.tasks[ti]
 		return lt.batch, lt.batchCfg, lt.batchErr
 	}

@@ -222,6 +222,12 @@ func check(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSpec, 
 		argTypes[a.Name] = t
 	}
 	supplied := map[string]bool{}
+	if task.SessionBatching != nil {
+		if _, ok := args[ArgControls]; !ok {
+			c.add("session_batching", fmt.Sprintf("an argument %s: Tensor of %s (a batch of sessions' steps has one row of controls per session)", ArgControls, c.method),
+				"no such argument ("+argList(schema)+")")
+		}
+	}
 
 	c.checkFields(schema, args, argTypes, supplied)
 	c.checkArgumentKeys(ret)

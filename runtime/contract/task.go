@@ -8,6 +8,7 @@ import (
 
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // Reserved argument names a streaming task's method may take besides its
@@ -58,7 +59,9 @@ func CheckTask(task *spec.InferenceTaskProfile, variant *spec.InferenceVariantSp
 
 // asCalled returns the task as its method is called: a streaming task also
 // supplies the reserved arguments (ArgNumFrames, ArgControls, ArgState)
-// that its method declares (args) and no field of the task names.
+// that its method declares (args) and no field of the task names; with
+// session_batching the controls are a float32 tensor [B, C] instead of a
+// List[float] (BatchedSteps has the whole call).
 func asCalled(t *spec.InferenceTaskProfile, args []string) *spec.InferenceTaskProfile {
 	if t == nil || !t.Stream {
 		return t
@@ -73,7 +76,11 @@ func asCalled(t *spec.InferenceTaskProfile, args []string) *spec.InferenceTaskPr
 		case ArgNumFrames:
 			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a, Kind: spec.KindInt, Target: spec.TargetCallKwargs, Required: true})
 		case ArgControls:
-			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a, Kind: spec.KindFloatList, Target: spec.TargetCallKwargs, Required: true})
+			f := spec.InferenceFieldSpec{FieldID: a, Kind: spec.KindFloatList, Target: spec.TargetCallKwargs, Required: true}
+			if t.SessionBatching != nil {
+				f.Kind, f.DType = spec.KindTensor, tensor.Float32 // a row per session
+			}
+			cp.Inputs = append(cp.Inputs, f)
 		case ArgState:
 			cp.Inputs = append(cp.Inputs, spec.InferenceFieldSpec{FieldID: a, Kind: spec.KindTensor, Target: spec.TargetCallKwargs})
 		}
@@ -123,7 +130,7 @@ func locate(task *spec.InferenceTaskProfile, what string) (path string, variant 
 		return kind + "/" + escapeSegment(name), false
 	case "call_kwargs":
 		return "call_kwargs/" + escapeSegment(name), true
-	case "method", "batching":
+	case "method", "batching", "session_batching":
 		return kind, false
 	case "return":
 		return "outputs", false
@@ -164,4 +171,46 @@ func tupleArtifacts(task *spec.InferenceTaskProfile, rt Type) bool {
 		return rt.Name == "Tuple"
 	}
 	return rt.Name == "Tuple" && !(len(task.Outputs) == 1 && task.Outputs[0].Kind.Holds() == spec.HoldsJSON && jsonable(rt, 0))
+}
+
+// StepsDim names the leading dimension of a batch of sessions' steps in
+// the shapes BatchedSteps declares.
+const StepsDim = "sessions"
+
+// BatchedSteps returns the task that one call of a session-batched
+// streaming task's method (spec.SessionBatchingSpec) runs, as a batchable
+// task of its own: the method's reserved arguments are fields (num_frames
+// an int shared by the batch; controls, a float32 tensor [C], and state, a
+// tensor, stacked per session, state left out while the sessions have
+// none), its outputs are the video artifact and "state", each with the
+// leading dimension StepsDim, and its batching is invariant at the task's
+// max batch size. args are the names of the method's arguments. It returns
+// nil for a task without session_batching. runtime/client runs the steps
+// of its sessions through it with the batch executor.
+func BatchedSteps(t *spec.InferenceTaskProfile, args []string) *spec.InferenceTaskProfile {
+	if t == nil || t.SessionBatching == nil {
+		return nil
+	}
+	cp := asCalled(t, args)
+	cp.Stream = false
+	cp.SessionBatching = nil
+	cp.Batching = &spec.BatchingSpec{MaxBatchSize: t.SessionBatching.MaxBatchSize, Invariant: true, Dim: StepsDim}
+	rows := func(s spec.Shape) spec.Shape {
+		if len(s) == 0 {
+			return nil
+		}
+		return append(spec.Shape{StepsDim}, s...)
+	}
+	cp.Outputs = nil
+	for _, a := range t.Outputs {
+		if a.Kind.Picture() == spec.PictureVideo {
+			a.Shape = rows(a.Shape)
+			cp.Outputs = append(cp.Outputs, a)
+			break
+		}
+	}
+	if slices.Contains(args, ArgState) {
+		cp.Outputs = append(cp.Outputs, spec.InferenceArtifactSpec{ArtifactID: ArgState, Kind: spec.ArtifactTensor})
+	}
+	return cp
 }

@@ -60,6 +60,9 @@ type metrics struct {
 	queue     *prometheus.HistogramVec // model, task
 	compute   *prometheus.HistogramVec // model, task
 	batchSize *prometheus.HistogramVec // model, task
+	// sessionBatch counts the sessions whose steps each call of a
+	// session-batched task ran (client.WithSessionBatches).
+	sessionBatch *prometheus.HistogramVec // model, task
 }
 
 // latencyBuckets are the buckets of the duration histograms, in seconds:
@@ -142,6 +145,11 @@ func newMetrics(s *Server) *metrics {
 			Help:    "Requests in each cross-request batch run (-batch), by model and task.",
 			Buckets: batchBuckets,
 		}, modelTask),
+		sessionBatch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "wfserve_session_batch_size",
+			Help:    "Sessions whose steps each call of a session-batched streaming task ran together (session_batching), by model and task.",
+			Buckets: batchBuckets,
+		}, modelTask),
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
@@ -157,7 +165,7 @@ func newMetrics(s *Server) *metrics {
 		Name: "wfserve_key_requests_total",
 		Help: "Requests (REST and gRPC) that carried an API key, by the key's name (never the key) and HTTP status code (gRPC's mapped): as many series as keys in the key file.",
 	}, []string{"key", "code"})
-	m.reg.MustRegister(m.requests, m.http, m.grpc, m.keys, m.duration, m.queue, m.compute, m.batchSize,
+	m.reg.MustRegister(m.requests, m.http, m.grpc, m.keys, m.duration, m.queue, m.compute, m.batchSize, m.sessionBatch,
 		gauge("wfserve_queue_depth", "Infer requests admitted now, queued or running.",
 			func() float64 { return float64(s.adm.requests.Load()) }),
 		gauge("wfserve_queue_capacity", "Infer requests that may be admitted at once (-max-queue); beyond it requests are answered 429.",

@@ -44,9 +44,15 @@ type reloadCounts struct{ ok, failed atomic.Int64 }
 
 // newClient returns a client of variant vid of src (not loaded), its
 // checkpoint at path when path is not "" (else where src's options and
-// manifest say).
-func (s *Server) newClient(src source, vid, path string) (*client.Client, error) {
-	opts := append(append([]client.Option{}, src.options...), client.WithVariant(vid))
+// manifest say); a call of many sessions' steps holds one of sl.
+func (s *Server) newClient(src source, vid, path string, sl slots) (*client.Client, error) {
+	family := src.spec.ModelFamilyID
+	batches := func(b client.SessionBatch) {
+		if t := s.tel; t != nil && t.m != nil {
+			t.m.sessionBatch.WithLabelValues(family, b.Task).Observe(float64(b.Sessions))
+		}
+	}
+	opts := append(append([]client.Option{}, src.options...), client.WithVariant(vid), client.WithSessionGate(sl.acquire), client.WithSessionBatches(batches))
 	if path != "" {
 		opts = append(opts, client.WithCheckpointPath(path))
 	}
@@ -140,7 +146,7 @@ func (s *Server) reloads() bool { return s.cfg.ModelControl != ControlNone }
 // sha256): loaded, its contract checked, warmed up. Nothing is left
 // behind when it fails, and no number is taken.
 func (s *Server) makeRevision(m *model, v *variant, src source, path, digest string, n int64) (*revision, error) {
-	c, err := s.newClient(src, v.id, path)
+	c, err := s.newClient(src, v.id, path, v.slots)
 	if err != nil {
 		return nil, err
 	}

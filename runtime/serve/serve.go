@@ -486,11 +486,12 @@ func (s *Server) newModel(f Family) (_ *model, err error) {
 	}()
 	for i := range f.Spec.Variants {
 		vid := f.Spec.Variants[i].VariantID
-		c, err := s.newClient(m.source, vid, "")
+		sl := newSlots(s.cfg.MaxConcurrent)
+		c, err := s.newClient(m.source, vid, "", sl)
 		if err != nil {
 			return nil, err
 		}
-		v := &variant{id: vid, slots: newSlots(s.cfg.MaxConcurrent), callers: newCallers(s.cfg.MaxConcurrent, s.closed),
+		v := &variant{id: vid, slots: sl, callers: newCallers(s.cfg.MaxConcurrent, s.closed),
 			batchers: map[*spec.InferenceTaskProfile]*batcher{}}
 		// Revision 1, loaded by Load (or on first use).
 		first := newRevision(vid, v.revisions.Add(1), c, "")

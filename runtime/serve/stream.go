@@ -165,6 +165,12 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 				return nil, err
 			}
 		}
+		if task.SessionBatching != nil {
+			// The sessions' steps share calls, and each call holds a slot
+			// (client.WithSessionGate): a step waiting for its call must
+			// not hold one, or no two steps would ever meet.
+			return func() {}, nil
+		}
 		return v.slots.acquire(ctx)
 	}
 	opts = append(opts, stream.WithGate(gate))

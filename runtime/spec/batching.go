@@ -139,3 +139,28 @@ func BatchSizeProblems(maxBatchSize int, padSizes []int) []Problem {
 	}
 	return ps
 }
+
+// SessionBatchingProblems checks a task's session_batching block; nil when
+// there is none. The rules, with paths relative to the task:
+//
+//   - "session_batching" (the key): only a streaming task has sessions
+//     (a stream task's batching is refused by BatchingProblems).
+//   - "session_batching/max_batch_size": at least 1.
+//
+// wfgen validate reports these, and runtime/client refuses to batch such a
+// task's sessions with the same messages.
+func (t *InferenceTaskProfile) SessionBatchingProblems() []Problem {
+	b := t.SessionBatching
+	if b == nil {
+		return nil
+	}
+	var ps []Problem
+	if !t.Stream {
+		ps = append(ps, Problem{Path: "session_batching", Key: true, Message: "session_batching batches the steps of a streaming task's sessions, and this task is not one (stream: true); use batching for calls, or remove session_batching"})
+	}
+	for _, p := range BatchSizeProblems(b.MaxBatchSize, nil) {
+		p.Path = "session_batching/" + p.Path
+		ps = append(ps, p)
+	}
+	return ps
+}

@@ -284,6 +284,19 @@ type BatchingSpec struct {
 	ScaleToMemory bool `json:"scale_to_memory,omitempty"`
 }
 
+// SessionBatchingSpec batches the steps of a streaming task's sessions.
+// The task's method is then called with one row per session: controls a
+// float32 tensor [B, C] (C controls in the realtime spec's order), state a
+// tensor [B, ...] stacked from each session's last state (left out while
+// the sessions have none), each tensor, image or video field stacked, and
+// returns its video artifact [B, T, H, W, C] and "state" [B, ...]. Batches
+// are invariant (BatchingSpec.Invariant): a session's frames never depend
+// on how many sessions share its call, so they equal playing alone.
+type SessionBatchingSpec struct {
+	// MaxBatchSize bounds the sessions whose steps share one call.
+	MaxBatchSize int `json:"max_batch_size" jsonschema:"required,minimum=1"`
+}
+
 // InferenceTaskProfile is a runnable inference task profile for a model
 // family or variant.
 type InferenceTaskProfile struct {
@@ -306,6 +319,11 @@ type InferenceTaskProfile struct {
 	Method string `json:"method,omitempty" jsonschema:"default=forward,pattern=^[A-Za-z_][A-Za-z0-9_]*$"`
 	// Batching, when set, makes the task batchable.
 	Batching *BatchingSpec `json:"batching,omitempty"`
+	// SessionBatching, on a streaming task, runs the steps of all its
+	// sessions that are due at once as one call of the task's method, whose
+	// arguments are then stacked: one row per session (docs/streaming.md,
+	// "Batching sessions").
+	SessionBatching *SessionBatchingSpec `json:"session_batching,omitempty"`
 	// OpenAI, when set, serves the task as OpenAI's embeddings API too
 	// (wfserve's POST /v1/embeddings and GET /v1/models): its result is
 	// its one embedding artifact, its input the field OpenAI.Input names.

@@ -1,0 +1,227 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
+	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/spec"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
+	"github.com/worldfoundry/wfgen/runtime/torch"
+)
+
+// stepsSource is a session-batched world: each session's state is its
+// position (float32 [2]), moved by its controls; its frames [T, 2, 2, 3]
+// show the position, the frame index and the size of the batch the call
+// ran at, so that a session's frames depend on the company it kept unless
+// every call runs at one size (the invariant padding: the probe finds no
+// size but the max giving the max's bits).
+const stepsSource = `
+def steps(self, num_frames: int, controls: Tensor, start: Optional[Tensor] = None, state: Optional[Tensor] = None) -> Dict[str, Tensor]:
+    n = controls.size(0)
+    s = torch.zeros(n, 2)
+    if state is not None:
+        s = state.clone()
+    elif start is not None:
+        s = start.clone()
+    s[:, 0] = s[:, 0] + controls[:, 3] - controls[:, 2]
+    s[:, 1] = s[:, 1] + controls[:, 1] - controls[:, 0]
+    t = torch.arange(num_frames).float().view(1, -1, 1, 1, 1)
+    v = s.view(n, 1, 1, 1, 2).expand(n, num_frames, 2, 2, 2)
+    f = torch.cat([v * 7.0 + t, torch.full([n, num_frames, 2, 2, 1], float(n))], 4)
+    return {"frames": f.remainder(256.0).byte(), "state": s}
+`
+
+// stepsSpec is the session-batched world's spec, its checkpoint under dir.
+func stepsSpec(max int) *spec.ModelInferenceSpec {
+	return &spec.ModelInferenceSpec{
+		ModelFamilyID: "steps-world", SupportsStream: true,
+		Realtime: &spec.RealtimeSpec{FPS: 10, FirstChunkFrames: 2, SteadyChunkFrames: 1, Controls: []string{"up", "down", "left", "right"}, Stateful: true},
+		Variants: []spec.InferenceVariantSpec{{VariantID: "default", Checkpoints: []spec.InferenceCheckpointRef{{Role: "model", URI: "steps.pt"}}}},
+		Tasks: []spec.InferenceTaskProfile{{
+			TaskID: "play", Method: "steps", Stream: true, SessionBatching: &spec.SessionBatchingSpec{MaxBatchSize: max},
+			Inputs: []spec.InferenceFieldSpec{{FieldID: "start", Kind: spec.KindTensor, Target: spec.TargetCallKwargs, DType: "float32", Shape: spec.Shape{"2"}}},
+			Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "frames", Kind: spec.ArtifactVideo, DType: "uint8", Shape: spec.Shape{"T", "2", "2", "3"}, Required: true}},
+		}},
+	}
+}
+
+// playerControls is player p's controls before chunk i.
+func playerControls(p, i int) stream.Controls {
+	names := []string{"up", "down", "left", "right"}
+	if (i+p)%3 == 0 {
+		return stream.Controls{}
+	}
+	return stream.Controls{names[(p+i)%4]: 1}
+}
+
+// play runs one session of player p for n chunks, unpaced, and returns its
+// frames.
+func playSteps(t *testing.T, c *client.Client, p, n int) ([]byte, error) {
+	t.Helper()
+	sess, err := c.Stream(context.Background(), "play", nil, stream.WithPacing(false), stream.WithMaxChunks(n))
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for i := 0; i < n; i++ {
+		if err := sess.SetControls(playerControls(p, i)); err != nil {
+			return nil, err
+		}
+		got := false
+		for ch, err := range sess.Chunks(context.Background()) {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ch.Video.Frames.Data...)
+			got = true
+			break
+		}
+		if !got {
+			return nil, fmt.Errorf("player %d: the session ended after %d chunks", p, i)
+		}
+	}
+	return out, nil
+}
+
+// Sessions whose steps are due together share forward calls, and each
+// session's frames are bit for bit those it gets playing alone: the model
+// writes the call's batch size into every frame, so only the invariant
+// padding (every call at the one size that gives the max's bits) keeps
+// them equal.
+func TestSessionBatching(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := tinymodels.BuildSource(filepath.Join(dir, "steps.pt"), torch.ModuleSource{Source: stepsSource}); err != nil {
+		t.Fatal(err)
+	}
+	const players, chunks = 6, 12
+	newClient := func(hook func(client.SessionBatch)) *client.Client {
+		c, err := client.New(stepsSpec(4), client.WithCheckpointRoot(dir), client.WithDevice("cpu"), client.WithSessionBatches(hook))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	alone := make([][]byte, players)
+	{
+		var mu sync.Mutex
+		most := 0
+		c := newClient(func(b client.SessionBatch) {
+			mu.Lock()
+			most = max(most, b.Sessions)
+			mu.Unlock()
+		})
+		for p := range players {
+			var err error
+			if alone[p], err = playSteps(t, c, p, chunks); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if most != 1 {
+			t.Fatalf("players one after the other shared a call of %d sessions", most)
+		}
+	}
+
+	// The first round's hook holds the queue's goroutine until every other
+	// player's first step waits, so that the next round has them all: one
+	// of the first two rounds has at least half the players.
+	var mu sync.Mutex
+	rounds, steps, most, padded := 0, 0, 0, 0
+	var c *client.Client
+	c = newClient(func(b client.SessionBatch) {
+		mu.Lock()
+		first := rounds == 0
+		mu.Unlock()
+		if first {
+			for client.SessionsWaiting(c, "play") < players-b.Sessions {
+				runtime.Gosched()
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rounds++
+		steps += b.Sessions
+		most = max(most, b.Sessions)
+		padded += b.Padded
+		if b.Sessions > 4 && b.Calls < 2 {
+			t.Errorf("%d sessions in %d call(s), above the max batch size of 4", b.Sessions, b.Calls)
+		}
+	})
+	got := make([][]byte, players)
+	errs := make([]error, players)
+	var wg sync.WaitGroup
+	for p := range players {
+		wg.Go(func() { got[p], errs[p] = playSteps(t, c, p, chunks) })
+	}
+	wg.Wait()
+	for p := range players {
+		if errs[p] != nil {
+			t.Fatal(errs[p])
+		}
+		if !bytes.Equal(got[p], alone[p]) {
+			t.Errorf("player %d: frames played among %d differ from playing alone", p, players)
+		}
+	}
+	t.Logf("%d steps in %d rounds, at most %d sessions in one, %d padding rows", steps, rounds, most, padded)
+	if most < players/2 {
+		t.Errorf("at most %d sessions shared a call; want the first or second round to have %d or more", most, players/2)
+	}
+	if steps != players*chunks {
+		t.Errorf("%d steps ran, want %d", steps, players*chunks)
+	}
+	// The frames hold the batch size the call ran at: all at the max.
+	if got[0][2] != 4 {
+		t.Errorf("the first frame says it ran in a call of %d, want 4 (the max: no smaller size gives its bits)", got[0][2])
+	}
+}
+
+// A one-chunk call of a session-batched task is the first chunk of a fresh
+// session, through the same queue; a method without controls cannot be
+// batched by session, and the load says so.
+func TestSessionBatchingCallAndContract(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := tinymodels.BuildSource(filepath.Join(dir, "steps.pt"), torch.ModuleSource{Source: stepsSource}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(stepsSpec(4), client.WithCheckpointRoot(dir), client.WithDevice("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out, err := c.Run(context.Background(), "play", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := playSteps(t, c, 0, 1) // player 0 starts with no control
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := out["frames"].(*tensor.Tensor); !ok || !bytes.Equal(f.Data, first) {
+		t.Errorf("one call gave %v, want the first chunk of a session (%d bytes)", out["frames"], len(first))
+	}
+
+	bad := filepath.Join(t.TempDir(), "steps.pt")
+	if err := tinymodels.BuildSource(bad, torch.ModuleSource{Source: strings.ReplaceAll(stepsSource, "controls", "moves")}); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := client.New(stepsSpec(4), client.WithCheckpointRoot(filepath.Dir(bad)), client.WithDevice("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	_, err = c2.Run(context.Background(), "play", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "session_batching") || !strings.Contains(err.Error(), "controls") {
+		t.Errorf("a steps method without controls: %v, want an error at session_batching naming controls", err)
+	}
+}
