@@ -65,6 +65,34 @@ def step(self, num_frames: int, controls: List[float], speed: float = 2.0, state
     return {"frames": frames, "state": s}
 `
 
+// StepsSource is a session-batched world (session_batching; the
+// manifest runtime/serve/testdata/steps-world.yaml): each session's state is its
+// position (float32 [2]), moved by its controls; its frames [T, 2, 2, 3]
+// show the position, the frame index and the size of the batch the call
+// ran at, so that a session's frames depend on the company it kept unless
+// every call runs at one size (the invariant padding: the probe finds no
+// size but the max giving the max's bits).
+const StepsSource = `
+def steps(self, num_frames: int, controls: Tensor, start: Optional[Tensor] = None, state: Optional[Tensor] = None) -> Dict[str, Tensor]:
+    n = controls.size(0)
+    s = torch.zeros(n, 2)
+    if state is not None:
+        s = state.clone()
+    elif start is not None:
+        s = start.clone()
+    s[:, 0] = s[:, 0] + controls[:, 3] - controls[:, 2]
+    s[:, 1] = s[:, 1] + controls[:, 1] - controls[:, 0]
+    t = torch.arange(num_frames).float().view(1, -1, 1, 1, 1)
+    v = s.view(n, 1, 1, 1, 2).expand(n, num_frames, 2, 2, 2)
+    f = torch.cat([v * 7.0 + t, torch.full([n, num_frames, 2, 2, 1], float(n))], 4)
+    return {"frames": f.remainder(256.0).byte(), "state": s}
+`
+
+// BuildSteps writes the session-batched world's checkpoint to path.
+func BuildSteps(path string) error {
+	return BuildSource(path, torch.ModuleSource{Source: StepsSource})
+}
+
 // AttentionSource is a one-layer attention-pooling text encoder (token
 // embeddings, two heads of self-attention, mean pooling, L2 norm): tokens
 // int64 [N, L] to float32 [N, 128]. It is the smallest model here whose

@@ -18,28 +18,6 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/torch"
 )
 
-// stepsSource is a session-batched world: each session's state is its
-// position (float32 [2]), moved by its controls; its frames [T, 2, 2, 3]
-// show the position, the frame index and the size of the batch the call
-// ran at, so that a session's frames depend on the company it kept unless
-// every call runs at one size (the invariant padding: the probe finds no
-// size but the max giving the max's bits).
-const stepsSource = `
-def steps(self, num_frames: int, controls: Tensor, start: Optional[Tensor] = None, state: Optional[Tensor] = None) -> Dict[str, Tensor]:
-    n = controls.size(0)
-    s = torch.zeros(n, 2)
-    if state is not None:
-        s = state.clone()
-    elif start is not None:
-        s = start.clone()
-    s[:, 0] = s[:, 0] + controls[:, 3] - controls[:, 2]
-    s[:, 1] = s[:, 1] + controls[:, 1] - controls[:, 0]
-    t = torch.arange(num_frames).float().view(1, -1, 1, 1, 1)
-    v = s.view(n, 1, 1, 1, 2).expand(n, num_frames, 2, 2, 2)
-    f = torch.cat([v * 7.0 + t, torch.full([n, num_frames, 2, 2, 1], float(n))], 4)
-    return {"frames": f.remainder(256.0).byte(), "state": s}
-`
-
 // stepsSpec is the session-batched world's spec, its checkpoint under dir.
 func stepsSpec(max int) *spec.ModelInferenceSpec {
 	return &spec.ModelInferenceSpec{
@@ -100,7 +78,7 @@ func playSteps(t *testing.T, c *client.Client, p, n int) ([]byte, error) {
 func TestSessionBatching(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := tinymodels.BuildSource(filepath.Join(dir, "steps.pt"), torch.ModuleSource{Source: stepsSource}); err != nil {
+	if err := tinymodels.BuildSteps(filepath.Join(dir, "steps.pt")); err != nil {
 		t.Fatal(err)
 	}
 	const players, chunks = 6, 12
@@ -191,7 +169,7 @@ func TestSessionBatching(t *testing.T) {
 func TestSessionBatchingCallAndContract(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := tinymodels.BuildSource(filepath.Join(dir, "steps.pt"), torch.ModuleSource{Source: stepsSource}); err != nil {
+	if err := tinymodels.BuildSteps(filepath.Join(dir, "steps.pt")); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(stepsSpec(4), client.WithCheckpointRoot(dir), client.WithDevice("cpu"))
@@ -212,7 +190,7 @@ func TestSessionBatchingCallAndContract(t *testing.T) {
 	}
 
 	bad := filepath.Join(t.TempDir(), "steps.pt")
-	if err := tinymodels.BuildSource(bad, torch.ModuleSource{Source: strings.ReplaceAll(stepsSource, "controls", "moves")}); err != nil {
+	if err := tinymodels.BuildSource(bad, torch.ModuleSource{Source: strings.ReplaceAll(tinymodels.StepsSource, "controls", "moves")}); err != nil {
 		t.Fatal(err)
 	}
 	c2, err := client.New(stepsSpec(4), client.WithCheckpointRoot(filepath.Dir(bad)), client.WithDevice("cpu"))

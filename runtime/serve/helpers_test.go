@@ -26,8 +26,8 @@ import (
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
-// tiny holds the demo families' checkpoints and the attention and
-// size-sensitive encoders',
+// tiny holds the demo families' checkpoints, the attention and
+// size-sensitive encoders' and the session-batched world's,
 // built once for the package's tests and removed when they are over.
 var tiny = enginetest.Checkpoints{Name: "serve-test", Build: func(dir string) error {
 	if err := tinymodels.Build(dir); err != nil {
@@ -36,17 +36,20 @@ var tiny = enginetest.Checkpoints{Name: "serve-test", Build: func(dir string) er
 	if err := tinymodels.BuildAttention(filepath.Join(dir, "checkpoints", "attention.pt")); err != nil {
 		return err
 	}
+	if err := tinymodels.BuildSteps(filepath.Join(dir, "checkpoints", "steps-world.pt")); err != nil {
+		return err
+	}
 	return tinymodels.BuildSizeSensitive(filepath.Join(dir, "checkpoints", "size-sensitive.pt"))
 }}
 
 func TestMain(m *testing.M) { enginetest.Main(m) }
 
-// loadSpec loads a manifest of manifests/, or of testdata/ (the size-sensitive
-// encoder).
+// loadSpec loads a manifest of manifests/, or of testdata/ (the attention
+// and size-sensitive encoders, the session-batched world).
 func loadSpec(t testing.TB, name string) *spec.ModelInferenceSpec {
 	t.Helper()
 	path := filepath.Join("..", "..", "manifests", name+".yaml")
-	if name == "size-sensitive" || name == "attention" {
+	if name == "size-sensitive" || name == "attention" || name == "steps-world" {
 		path = filepath.Join("testdata", name+".yaml")
 	}
 	f, diags, err := validate.File(path)

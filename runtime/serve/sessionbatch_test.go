@@ -1,0 +1,116 @@
+package serve_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/worldfoundry/wfgen/runtime/serve"
+	"github.com/worldfoundry/wfgen/runtime/stream"
+)
+
+// stepsControls is player p's controls before chunk i.
+func stepsControls(p, i int) stream.Controls {
+	names := []string{"up", "down", "left", "right"}
+	if (i+p)%3 == 0 {
+		return stream.Controls{}
+	}
+	return stream.Controls{names[(p+i)%4]: 1}
+}
+
+// playStepsWorld plays n chunks of a session of the session-batched world
+// on b, unpaced, player p's controls set before each chunk, and returns
+// the frames.
+func playStepsWorld(ctx context.Context, b streamer, p, n int) ([]byte, error) {
+	sess, err := b.Stream(ctx, "play", nil, stream.WithPacing(false), stream.WithMaxChunks(n))
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for i := range n {
+		if err := sess.SetControls(stepsControls(p, i)); err != nil {
+			return nil, err
+		}
+		got := false
+		for c, err := range sess.Chunks(ctx) {
+			if err != nil {
+				return nil, fmt.Errorf("player %d chunk %d: %w", p, i, err)
+			}
+			out = append(out, c.Video.Frames.Data...)
+			got = true
+			break
+		}
+		if !got {
+			return nil, fmt.Errorf("player %d: the session ended after %d chunks", p, i)
+		}
+	}
+	return out, nil
+}
+
+// TestSessionBatchingServed plays a session-batched world through wfserve
+// with eight players at once, half over WebSocket and half over gRPC, on
+// one engine slot (the default): each player's frames equal its frames
+// playing alone in process bit for bit (the model writes the size of the
+// call's batch into them, so unpadded company would show), and every step
+// went through the sessions' queue (wfserve_session_batch_size counts
+// them). That the queue puts steps due together into one call is
+// TestSessionBatching's (runtime/client); here the log says how many met.
+func TestSessionBatchingServed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const players, chunks = 8, 10
+	alone := make([][]byte, players)
+	in := inProcess(t, "steps-world")
+	for p := range players {
+		var err error
+		if alone[p], err = playStepsWorld(ctx, in, p, chunks); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s := startFamilies(t, serve.Config{}, loadSpec(t, "steps-world"))
+	g := withGRPC(t, s)
+	backends := []*remoteBackend{
+		{"websocket", remoteClient(t, s, "steps-world")},
+		{"grpc", grpcRemote(t, g, "steps-world")},
+	}
+	got := make([][]byte, players)
+	errs := make([]error, players)
+	var wg sync.WaitGroup
+	for p := range players {
+		wg.Go(func() { got[p], errs[p] = playStepsWorld(ctx, backends[p%2].c, p, chunks) })
+	}
+	wg.Wait()
+	for p := range players {
+		if errs[p] != nil {
+			t.Fatalf("%s: %v", backends[p%2].name, errs[p])
+		}
+		if !bytes.Equal(got[p], alone[p]) {
+			t.Errorf("player %d (%s): frames played among %d differ from playing alone in process", p, backends[p%2].name, players)
+		}
+	}
+	fams := scrape(t, s.url, "")
+	m := sample(fams, "wfserve_session_batch_size", mt("steps-world", "play"))
+	if m == nil {
+		t.Fatal("no wfserve_session_batch_size series for steps-world/play")
+	}
+	h := m.Histogram
+	if int(h.GetSampleSum()) != players*chunks {
+		t.Errorf("the sessions' calls ran %v steps, want %d", h.GetSampleSum(), players*chunks)
+	}
+	t.Logf("%d steps in %d calls", int(h.GetSampleSum()), h.GetSampleCount())
+}
+
+// streamer starts sessions with untyped call kwargs: the in-process and
+// the remote client.
+type streamer interface {
+	Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error)
+}
+
+// remoteBackend is a served client and the transport it uses.
+type remoteBackend struct {
+	name string
+	c    streamer
+}
