@@ -248,7 +248,7 @@ func TestJSONPositions(t *testing.T) {
 	_, diags := Bytes("m.json", []byte(src))
 	want := []string{
 		`m.json:4:52: duplicate variant id "a" (first defined at line 4)`,
-		`m.json:6:28: unknown key "colour" in tasks[0]; allowed keys: aliases, batching, default_call_kwargs, deprecated, description, dims, go_name, inputs, label, method, openai, outputs, stream, task_id, warmup`,
+		`m.json:6:28: unknown key "colour" in tasks[0]; allowed keys: aliases, batching, default_call_kwargs, deprecated, description, dims, go_name, inputs, label, method, openai, outputs, session_batching, stream, task_id, warmup`,
 		`m.json:8:61: task "default" field "n": default is the string "x", but the field's kind is an int`,
 	}
 	var got []string
