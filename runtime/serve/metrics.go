@@ -99,6 +99,9 @@ func (t *telemetry) observe(m *model) {
 	for i := range spec.Tasks {
 		id := spec.Tasks[i].TaskID
 		mo.tasks[id] = t.taskObs(spec.ModelFamilyID, id)
+		if t.m != nil && spec.Tasks[i].SessionBatching != nil {
+			t.m.sessionBatch.WithLabelValues(spec.ModelFamilyID, id) // exported from the start
+		}
 	}
 	m.obs = mo
 }

@@ -330,8 +330,9 @@ func TestDocsNameEveryMetric(t *testing.T) {
 			documented[strings.Trim(strings.TrimSpace(name), "`")] = true
 		}
 	}
-	// A keep-alive turns on lazy loading, whose metrics exist only then.
-	s := start(t, serve.Config{Batching: true, ModelKeepAlive: time.Hour})
+	// A keep-alive turns on lazy loading, whose metrics exist only then;
+	// the session-batched world has its sessions' batch sizes.
+	s := startFamilies(t, serve.Config{Batching: true, ModelKeepAlive: time.Hour}, loadSpec(t, "tiny-encoder"), loadSpec(t, "tiny-world"), loadSpec(t, "steps-world"))
 	if code, _, body := call(t, http.MethodPost, s.url+"/v2/models/tiny-encoder/infer", tokensBody(3)); code != http.StatusOK {
 		t.Fatalf("infer: %d %s", code, body)
 	}
