@@ -157,7 +157,7 @@ func startRepository(t *testing.T, args ...string) *wfserveProc {
 		b, err := os.ReadFile(addrFile)
 		return err == nil && json.Unmarshal(b, &l) == nil
 	})
-	p.url = "http://" + l.Addr
+	p.url, p.grpcAddr = "http://"+l.Addr, l.GRPCAddr
 	return p
 }
 
