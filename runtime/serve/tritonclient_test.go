@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,14 +159,15 @@ func tritonGRPCPath(t *testing.T, py string) string {
 	if _, err := os.Stat(filepath.Join(pkg, "grpc", "__init__.py")); err != nil {
 		t.Skipf("Triton's Python client is not at %s: put the src/python/library folder of github.com/triton-inference-server/client there, or set WFGEN_TRITONCLIENT to it (docs/serving.md)", lib)
 	}
-	check := exec.Command(py, "-c", "import numpy, rapidjson, packaging, grpc, google.protobuf, grpc_tools.protoc")
-	if out, err := check.CombinedOutput(); err != nil {
-		t.Skipf("tritonclient.grpc's dependencies do not import with %s (install Debian's python3-numpy python3-rapidjson python3-packaging python3-grpcio python3-grpc-tools: scripts/setup.sh): %v %s", py, err, out)
+	check := exec.Command(py, "-c", "import numpy, rapidjson, packaging, grpc, google.protobuf; print(grpc.__version__, google.protobuf.__version__)")
+	versions, err := check.CombinedOutput()
+	if err != nil {
+		t.Skipf("tritonclient.grpc's dependencies do not import with %s (install Debian's python3-numpy python3-rapidjson python3-packaging python3-grpcio: scripts/setup.sh): %v %s", py, err, versions)
 	}
 	if _, err := os.Stat(filepath.Join(pkg, "grpc", "service_pb2.py")); err == nil {
 		return lib
 	}
-	stubs := tritonGRPCStubs(t, py)
+	stubs := tritonGRPCStubs(t, py, string(versions))
 	root := t.TempDir()
 	if err := os.CopyFS(filepath.Join(root, "tritonclient"), os.DirFS(pkg)); err != nil {
 		t.Fatal(err)
@@ -181,12 +181,17 @@ func tritonGRPCPath(t *testing.T, py string) string {
 // tritonGRPCStubs returns the folder of the generated modules, generating
 // them when the cache does not have them (into a temporary folder renamed
 // into place, so that test processes running at once never see half of
-// them).
-func tritonGRPCStubs(t *testing.T, py string) string {
+// them). They are cached by the protos, protoc's version and the Python
+// gRPC and protobuf versions (pyVersions).
+func tritonGRPCStubs(t *testing.T, py, pyVersions string) string {
 	t.Helper()
+	protoc, err := exec.Command("protoc", "--version").Output()
+	if err != nil {
+		t.Skipf("protoc does not run (Debian's protobuf-compiler: scripts/setup.sh): %v", err)
+	}
 	protos := []string{"grpc_service.proto", "model_config.proto"}
 	h := sha256.New()
-	io.WriteString(h, "protoc --python_out; grpc_tools.protoc --grpc_python_out; build_wheel.py's names and imports\n")
+	fmt.Fprintf(h, "protoc --python_out; grpc_tools.protoc --grpc_python_out; build_wheel.py's names and imports\n%s%s", protoc, pyVersions)
 	for _, p := range protos {
 		b, err := os.ReadFile(filepath.Join(tritonProtos, p))
 		if err != nil {
@@ -204,8 +209,8 @@ func tritonGRPCStubs(t *testing.T, py string) string {
 	if _, err := os.Stat(filepath.Join(dir, "service_pb2_grpc.py")); err == nil {
 		return dir
 	}
-	if _, err := exec.LookPath("protoc"); err != nil {
-		t.Skip("protoc is not installed (Debian's protobuf-compiler: scripts/setup.sh)")
+	if out, err := exec.Command(py, "-c", "import grpc_tools.protoc").CombinedOutput(); err != nil {
+		t.Skipf("grpc_tools does not import with %s (Debian's python3-grpc-tools: scripts/setup.sh): %v %s", py, err, out)
 	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		t.Fatal(err)
