@@ -112,8 +112,12 @@ func (s *Server) evict(m *model, v *variant) {
 	err := errEvicted
 	v.loadErr.Store(&err)
 	s.health.notify()
+	freed := s.retireKept(m, v)
 	if old := v.swap(nil); old != nil {
-		<-s.retire(m, old)
+		freed = append(freed, s.retire(m, old))
+	}
+	for _, f := range freed {
+		<-f
 	}
 	s.cfg.Logger.Info("evicted", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", v.id))
 }

@@ -318,8 +318,13 @@ type model struct {
 // engine slots and batchers.
 type variant struct {
 	id        string
+	family    string                   // its family's id
 	rev       atomic.Pointer[revision] // the revision serving (revision.go); nil once unloaded
 	revisions atomic.Int64             // the last revision number given
+	// kept: the older revisions served beside rev under a version
+	// policy that keeps the latest N, newest first (revision.go);
+	// replaced, never changed, under the model's control lock.
+	kept      atomic.Pointer[[]*revision]
 	loaded    atomic.Bool
 	loadErr   atomic.Pointer[error]
 	reloadErr atomic.Pointer[error]  // the last reload's failure, the old revision serving on
@@ -490,7 +495,7 @@ func (s *Server) newModel(f Family) (_ *model, err error) {
 		if err != nil {
 			return nil, err
 		}
-		v := &variant{id: vid, slots: newSlots(s.cfg.MaxConcurrent), callers: newCallers(s.cfg.MaxConcurrent, s.closed),
+		v := &variant{id: vid, family: f.Spec.ModelFamilyID, slots: newSlots(s.cfg.MaxConcurrent), callers: newCallers(s.cfg.MaxConcurrent, s.closed),
 			batchers: map[*spec.InferenceTaskProfile]*batcher{}}
 		// Revision 1, loaded by Load (or on first use).
 		first := newRevision(vid, v.revisions.Add(1), c, "")
@@ -500,7 +505,7 @@ func (s *Server) newModel(f Family) (_ *model, err error) {
 			for j := range f.Spec.Tasks {
 				t := &f.Spec.Tasks[j]
 				if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-					v.batchers[t] = newBatcher(v.pin, t, v.slots, s.cfg.BatchDelay, &s.counters, s.active.Load)
+					v.batchers[t] = newBatcher(v.pinAt, t, v.slots, s.cfg.BatchDelay, &s.counters, s.active.Load)
 				}
 			}
 		}
@@ -521,6 +526,9 @@ func (m *model) close() {
 			b.close()
 		}
 		if r := v.rev.Load(); r != nil {
+			r.client.Close()
+		}
+		for _, r := range v.keptRevisions() {
 			r.client.Close()
 		}
 	}
