@@ -131,9 +131,29 @@ func TestPollAddsAndRemovesManifests(t *testing.T) {
 		})
 	}
 
-	// Added: loaded, ready, answering B's bits.
+	// listed checks whether the OpenAPI document and the playground list
+	// the family id.
+	listed := func(t *testing.T, id string, want bool) {
+		t.Helper()
+		if code, doc := get2(t, p.url+"/openapi.json"); code != http.StatusOK || strings.Contains(doc, `"/v2/models/`+id+`/`) != want {
+			t.Errorf("/openapi.json lists %s: %v, want %v (%d)", id, !want, want, code)
+		}
+		if code, desc := get2(t, p.url+"/playground/_/families.json"); code != http.StatusOK || strings.Contains(desc, `"id":"`+id+`"`) != want {
+			t.Errorf("the playground's families.json lists %s: %v, want %v (%d)", id, !want, want, code)
+		}
+		if code, _ := get2(t, p.url+"/playground/"+id); (code == http.StatusOK) != want {
+			t.Errorf("the playground's page of %s: %d, want it served: %v", id, code, want)
+		}
+	}
+	listed(t, "tiny-encoder", true)
+	listed(t, "enc-added", false)
+
+	// Added: loaded, ready, answering B's bits, listed in the OpenAPI
+	// document and the playground.
 	added := family("enc-added", "enc-added", b, nil)
 	answers(t, "enc-added", "default@1", wantB)
+	listed(t, "enc-added", true)
+	listed(t, "tiny-encoder", true)
 	if e := entry(repositoryIndex(t, p.url), "enc-added", "default"); e == nil || e.State != "READY" {
 		t.Errorf("index after the add: %+v", e)
 	}
@@ -202,6 +222,8 @@ func TestPollAddsAndRemovesManifests(t *testing.T) {
 	if code, _ := get2(t, p.url+"/v2/models/enc-added/ready"); code != http.StatusServiceUnavailable {
 		t.Errorf("the removed family's readiness: %d", code)
 	}
+	listed(t, "enc-added", false)
+	listed(t, "broken", true)
 	enginetest.WaitFor(t, "enc-added's revision to be freed", func() bool {
 		return strings.Contains(p.stderr.String(), "msg=\"revision freed\" model=enc-added version=default@1")
 	})
@@ -211,6 +233,7 @@ func TestPollAddsAndRemovesManifests(t *testing.T) {
 	// Back: its next revision.
 	family("enc-added", "enc-added", a, nil)
 	answers(t, "enc-added", "default@2", wantA)
+	listed(t, "enc-added", true)
 	unaffected(t)
 	p.stop(t)
 }

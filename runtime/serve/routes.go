@@ -27,7 +27,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v2/{$}", get(s.serverMetadata))
 	mux.HandleFunc("/v2", get(s.serverMetadata))
 	mux.HandleFunc("/openapi.json", get(func(w http.ResponseWriter, r *http.Request) {
-		writeDocument(w, s.openapi)
+		writeDocument(w, s.docs().openapi) // the families served now (playground.go)
 	}))
 	mux.HandleFunc("/v2/models/{model}", s.withModel(get(s.modelMetadata)))
 	mux.HandleFunc("/v2/models/{model}/versions/{version}", s.withModel(get(s.modelMetadata)))

@@ -340,14 +340,16 @@ type variant struct {
 // New, load the models with Load, serve it (HTTPServer gives an http.Server
 // with the timeouts it needs), and stop it with Shutdown then Close.
 type Server struct {
-	cfg     Config
-	catp    atomic.Pointer[catalog]     // the served models (cat)
-	catMu   sync.Mutex                  // one change of the catalog at a time; guards dropped and invalid
-	dropped []*model                    // models replaced in the catalog: closed by Close
-	invalid map[string]*invalidManifest // poll mode: manifests added to the repository that serve nothing, by path (poll.go)
-	openapi []byte
-	lim     oip.Limits
-	handler http.Handler // the routes inside the middleware
+	cfg      Config
+	catp     atomic.Pointer[catalog]     // the served models (cat)
+	catMu    sync.Mutex                  // one change of the catalog at a time; guards dropped and invalid
+	dropped  []*model                    // models replaced in the catalog: closed by Close
+	invalid  map[string]*invalidManifest // poll mode: manifests added to the repository that serve nothing, by path (poll.go)
+	docsp    atomic.Pointer[servedDocs]  // the OpenAPI document and playground of the families served (playground.go)
+	docsMu   sync.Mutex                  // one making of them at a time
+	notFound http.HandlerFunc            // the answer to paths that are not the protocol's or the playground's
+	lim      oip.Limits
+	handler  http.Handler // the routes inside the middleware
 
 	adm      admission
 	active   atomic.Int64 // infer requests being read, queued or run; not sessions, which join no batch
@@ -437,7 +439,6 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 	}()
 	cat := &catalog{models: map[string]*model{}}
 	s.catp.Store(cat) // filled before anyone else sees it
-	var specs []*spec.ModelInferenceSpec
 	for _, f := range families {
 		m, err := s.newModel(f)
 		if err != nil {
@@ -447,13 +448,10 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 			m.close()
 			return nil, err
 		}
-		specs = append(specs, f.Spec)
 	}
-	doc, err := oip.OpenAPI(specs...)
-	if err != nil {
+	if _, err := oip.OpenAPI(cat.specs()...); err != nil {
 		return nil, err
 	}
-	s.openapi = doc
 	s.tel = newTelemetry(s)
 	for _, name := range cfg.StartupModels {
 		if s.cat().models[name] == nil {
@@ -473,6 +471,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		s.keys = NewKeys(Key{Name: "token", Key: cfg.Token})
 	}
 	s.handler = s.observe(s.drainGuard(s.auth(s.routes())))
+	s.docs() // the start's families' documents, made now (a playground that cannot be made is logged at start)
 	return s, nil
 }
 
@@ -567,6 +566,15 @@ func (c *catalog) add(m *model, replace map[*model]bool) error {
 	}
 	c.order = append(c.order, m)
 	return nil
+}
+
+// specs returns the specs of c's models, in order.
+func (c *catalog) specs() []*spec.ModelInferenceSpec {
+	out := make([]*spec.ModelInferenceSpec, len(c.order))
+	for i, m := range c.order {
+		out[i] = m.oip.Spec
+	}
+	return out
 }
 
 // clone returns a copy of c to change.
