@@ -157,6 +157,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.PollInterval = time.Duration(*f.pollSecs * float64(time.Second))
+	if cfg.ModelControl == serve.ControlExplicit && (cfg.ModelMemory > 0 || cfg.ModelKeepAlive > 0 || len(cfg.PinModels) > 0) {
+		fmt.Fprintf(stderr, "wfserve: -model-control explicit with -model-memory, -model-keep-alive or -pin-model: %v\n", serve.ErrExplicitWithMemory)
+		return 2
+	}
 	if _, err := logctx.Configure(logctx.Options{Writer: stderr, Force: true}); err != nil {
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
 		return 2

@@ -222,7 +222,7 @@ func (s *Server) reload(m *model, load bool) error {
 	var errs []error
 	for _, v := range m.sortedVariants() {
 		if !v.loaded.Load() {
-			if load {
+			if load && v.unit == nil { // under the memory budget it loads on its next request, from src
 				if err := s.loadVariant(m, v); err != nil {
 					errs = append(errs, named(name, v.id, err))
 				}
@@ -322,9 +322,33 @@ func (s *Server) reloadVariant(m *model, v *variant, src source) error {
 		}
 		return nil
 	}
+	// Under the memory budget the new revision is charged beside the
+	// serving one from now on: room is made for it first.
+	var res *reservation
+	if s.mem != nil && v.unit != nil && path != "" {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return fmt.Errorf("%w: %v", client.ErrCheckpoint, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), unloadWait)
+		res, err = s.mem.reserve(ctx, v.unit, fi.Size())
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	rev, err := s.makeRevision(m, v, src, path, digest, 0)
 	if err != nil {
+		if res != nil {
+			res.release()
+		}
 		return err
+	}
+	if res != nil && cur != nil {
+		// The unit is charged the new revision; the reservation holds
+		// the serving one's bytes until it is freed.
+		s.mem.swapCharge(v.unit, res)
+		cur.onFree = res.release
 	}
 	// Under version_policy latest: N the serving revision joins the kept
 	// ones before the new one is swapped in (a request naming it finds it

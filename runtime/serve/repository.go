@@ -134,6 +134,9 @@ func (s *Server) notLoaded(m *model, v *variant) error {
 	if v.loaded.Load() {
 		return nil
 	}
+	if v.unit != nil && !m.removed.Load() {
+		return nil // it loads on request, under the memory budget (lazyload.go)
+	}
 	if s.cfg.ModelControl == ControlPoll && s.started.Load() {
 		// Removed from the repository, or added and failed to load.
 		return &statusError{status: http.StatusServiceUnavailable, err: v.ready(m)}

@@ -35,6 +35,10 @@ type revision struct {
 	client  *client.Client // the revision's module
 	digest  string         // sha256 of the checkpoint file it loaded ("" when unknown)
 	fresh   bool           // New's, before Load: loaded on first use if ever
+	// onFree, when set (under the model's control lock, before the
+	// revision is retired), runs once it is freed: a reload under the
+	// memory budget gives the revision's bytes back (reload.go).
+	onFree func()
 
 	mu      sync.Mutex
 	refs    int           // calls and sessions that pinned it
@@ -212,6 +216,9 @@ func (s *Server) retire(m *model, r *revision) <-chan struct{} {
 		r.client.Close()
 		if _, err := client.ReleaseCaches(); err != nil {
 			s.cfg.Logger.Warn("releasing caches", slog.String("error", err.Error()))
+		}
+		if r.onFree != nil {
+			r.onFree()
 		}
 		s.drainingRevs.Add(-1)
 		if !r.fresh { // New's revision, replaced at the first load, held nothing worth a record

@@ -622,6 +622,9 @@ func (s *Server) Load() error {
 		}
 		s.started.Store(true)
 		s.health.notify()
+		if err == nil {
+			s.startPolling() // poll mode: reloads charged beside the serving revision, added families loaded on request
+		}
 		return err
 	}
 	for _, m := range s.cat().order {
