@@ -96,7 +96,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 		}
 		return nil
 	})
-	fs.Func("model-memory", "resident-memory budget of the loaded models, in `bytes` with an optional unit (2GiB, 512MiB, 1.5GB): models load on their first request, each charged its checkpoint file's size, and the least recently used unpinned ones are evicted when the next would not fit (docs/operating.md, Memory; default: none)", func(v string) error {
+	fs.Func("model-memory", "resident-memory budget of the loaded models, in `bytes` with an optional unit (2GiB, 512MiB, 1.5GB): models load on their first request, each charged its checkpoint file's size, and the least recently used unpinned ones are evicted when the next would not fit; with -model-control poll a reload is charged beside the serving revision; not with -model-control explicit (docs/operating.md, Memory; default: none)", func(v string) error {
 		n, err := parseBytes(v)
 		if err != nil {
 			return err
