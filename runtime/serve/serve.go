@@ -180,7 +180,10 @@ type Config struct {
 	// their first request instead of at start, each variant charged its
 	// model checkpoint file's size, and the least recently used unpinned
 	// ones are evicted when the next would not fit. A model larger than
-	// the whole budget is refused (507). It needs ControlNone.
+	// the whole budget is refused (507). It works with ControlNone and
+	// ControlPoll (a reload is charged beside the serving revision;
+	// families added load on request), not with ControlExplicit
+	// (ErrExplicitWithMemory).
 	ModelMemory int64
 	// ModelKeepAlive, when positive, unloads a model (variant) idle for
 	// this long, under the budget or not; it loads again on its next
