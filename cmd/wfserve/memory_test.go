@@ -467,11 +467,13 @@ func TestMemoryBudgetWithPoll(t *testing.T) {
 		return fi.Size()
 	}
 	sa, sb, sc := size(a), size(b), size(c)
-	budget := max(sa, sb, sc)*5/2
+	budget := max(sa, sb, sc) * 5 / 2
 	dir, manifest, ck := encoderRepository(t, a, nil)
 	p := startRepository(t, "-repository", dir, "-model-control", "poll", "-repository-poll-secs", "0.02", "-model-memory", strconv.FormatInt(budget, 10))
 	hc := &http.Client{}
-	resident := func() float64 { return metricSum(t, get(t, p.url+"/metrics"), "wfserve_model_memory_resident_bytes", "") }
+	resident := func() float64 {
+		return metricSum(t, get(t, p.url+"/metrics"), "wfserve_model_memory_resident_bytes", "")
+	}
 	answers := func(t *testing.T, model, version string, want []float32) {
 		t.Helper()
 		if ans, code, msg, err := inferAs(hc, p.url, model); err != nil || code != 200 || ans.version != version || !bitEqual(ans.data, want) {
