@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/worldfoundry/wfgen/internal/enginetest"
@@ -404,6 +405,16 @@ func TestPollLatestVersionPolicy(t *testing.T) {
 	}
 	if code, body := get2(t, p.url+"/v2/models/tiny-encoder/versions/default@1/ready"); code != http.StatusNotFound {
 		t.Errorf("readiness of default@1: %d %s", code, body)
+	}
+	hc2 := healthpb.NewHealthClient(conn)
+	for service, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
+		"tiny-encoder/default@1": healthpb.HealthCheckResponse_NOT_SERVING,
+		"tiny-encoder/default@2": healthpb.HealthCheckResponse_SERVING,
+		"tiny-encoder/default@3": healthpb.HealthCheckResponse_SERVING,
+	} {
+		if r, err := hc2.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service}); err != nil || r.GetStatus() != want {
+			t.Errorf("gRPC health of %s: %v %v, want %v", service, r.GetStatus(), err, want)
+		}
 	}
 	if _, code, msg, _ := inferVersion(hc, p.url, "default@4"); code != http.StatusNotFound || !strings.Contains(msg, "versions served") {
 		t.Errorf("REST default@4: %d %s", code, msg)
