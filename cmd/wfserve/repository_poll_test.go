@@ -434,3 +434,41 @@ func TestPollLatestVersionPolicy(t *testing.T) {
 	}
 	p.stop(t)
 }
+
+// With explicit model control a load of a changed checkpoint follows the
+// version policy too: under latest: 2 the replaced revision keeps
+// answering when named, and an unload retires and frees every revision
+// (a request naming one is then refused 404, none being served).
+func TestExplicitLatestVersionPolicy(t *testing.T) {
+	a, b := encoders.Path(t, "a.pt"), encoders.Path(t, "b.pt")
+	wantA, wantB := embedding(t, a), embedding(t, b)
+	dir, _, ck := encoderRepository(t, a, func(s string) string {
+		return strings.Replace(s, "model_family_id: tiny-encoder", "model_family_id: tiny-encoder\nversion_policy:\n  latest: 2", 1)
+	})
+	p := startRepository(t, "-repository", dir, "-model-control", "explicit", "-load-model", "tiny-encoder")
+	hc := &http.Client{}
+	replaceFile(t, b, ck)
+	if code, msg := post(t, p.url+"/v2/repository/models/tiny-encoder/load", ""); code != 200 {
+		t.Fatalf("load of the changed model: %d %s", code, msg)
+	}
+	for version, want := range map[string]answer{"default": {"default@2", wantB}, "default@2": {"default@2", wantB}, "default@1": {"default@1", wantA}} {
+		if ans, code, msg, err := inferVersion(hc, p.url, version); err != nil || code != 200 || ans.version != want.version || !bitEqual(ans.data, want.data) {
+			t.Errorf("version %q: %v %d %s %v, want %s's answer", version, ans.version, code, msg, err, want.version)
+		}
+	}
+	if code, msg := post(t, p.url+"/v2/repository/models/tiny-encoder/unload", ""); code != 200 {
+		t.Fatalf("unload: %d %s", code, msg)
+	}
+	for _, version := range []string{"default@1", "default@2"} {
+		enginetest.WaitFor(t, version+" to be freed", func() bool {
+			return strings.Contains(p.stderr.String(), `msg="revision freed" model=tiny-encoder version=`+version+"\n")
+		})
+		if _, code, msg, _ := inferVersion(hc, p.url, version); code != http.StatusNotFound || !strings.Contains(msg, "it is not loaded") {
+			t.Errorf("version %q after the unload: %d %s", version, code, msg)
+		}
+	}
+	if !strings.Contains(get(t, p.url+"/metrics"), "wfserve_model_revisions_draining 0\n") {
+		t.Error("revisions still draining after the unload")
+	}
+	p.stop(t)
+}
