@@ -102,6 +102,11 @@ func (s *Server) checkpointSize(m *model, v *variant) (int64, error) {
 func (s *Server) lazyLoad(m *model, v *variant) error {
 	m.control.Lock()
 	defer m.control.Unlock()
+	if m.removed.Load() {
+		// Poll mode removed it after this load was chosen: it loads
+		// nothing, and its unit is dropped (poll.go).
+		return withStatus(http.StatusServiceUnavailable, "model %s/%s is %v", m.oip.Spec.ModelFamilyID, v.id, errRemoved)
+	}
 	before := vmRSS()
 	start := time.Now()
 	if err := s.loadVariant(m, v); err != nil {
