@@ -14,6 +14,9 @@
 # python3-rapidjson / python3-geventhttpclient, the dependencies of Triton's
 # Python HTTP client, the third-party OIP client the binary tensor test
 # drives (its source is not installed here: docs/serving.md), and
+# python3-packaging / python3-grpcio / python3-grpc-tools, those of its
+# gRPC client (the repository test generates the client's protobuf modules
+# with protoc and grpc_tools.protoc, as its build does), and
 # protobuf-compiler, the protoc that runtime/oip/oippb's Go files are
 # generated with (its test checks they are current), and haproxy, the load
 # balancer the replica test (cmd/wfserve) puts in front of two wfserve
@@ -35,6 +38,9 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkgconf)
 if ! /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1; then need+=(python3-numpy); fi
 if ! /usr/bin/python3 -c 'import rapidjson' >/dev/null 2>&1; then need+=(python3-rapidjson); fi
 if ! /usr/bin/python3 -c 'import geventhttpclient' >/dev/null 2>&1; then need+=(python3-geventhttpclient); fi
+if ! /usr/bin/python3 -c 'import packaging' >/dev/null 2>&1; then need+=(python3-packaging); fi
+if ! /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1; then need+=(python3-grpcio); fi
+if ! /usr/bin/python3 -c 'import grpc_tools.protoc' >/dev/null 2>&1; then need+=(python3-grpc-tools); fi
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 [ -x /usr/bin/chromium ] || need+=(chromium)

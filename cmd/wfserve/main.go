@@ -96,7 +96,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *options) {
 		}
 		return nil
 	})
-	fs.Func("model-memory", "resident-memory budget of the loaded models, in `bytes` with an optional unit (2GiB, 512MiB, 1.5GB): models load on their first request, each charged its checkpoint file's size, and the least recently used unpinned ones are evicted when the next would not fit (docs/operating.md, Memory; default: none)", func(v string) error {
+	fs.Func("model-memory", "resident-memory budget of the loaded models, in `bytes` with an optional unit (2GiB, 512MiB, 1.5GB): models load on their first request, each charged its checkpoint file's size, and the least recently used unpinned ones are evicted when the next would not fit; with -model-control poll a reload is charged beside the serving revision; not with -model-control explicit (docs/operating.md, Memory; default: none)", func(v string) error {
 		n, err := parseBytes(v)
 		if err != nil {
 			return err
@@ -157,6 +157,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.PollInterval = time.Duration(*f.pollSecs * float64(time.Second))
+	if cfg.ModelControl == serve.ControlExplicit && (cfg.ModelMemory > 0 || cfg.ModelKeepAlive > 0 || len(cfg.PinModels) > 0) {
+		fmt.Fprintf(stderr, "wfserve: -model-control explicit with -model-memory, -model-keep-alive or -pin-model: %v\n", serve.ErrExplicitWithMemory)
+		return 2
+	}
 	if _, err := logctx.Configure(logctx.Options{Writer: stderr, Force: true}); err != nil {
 		fmt.Fprintf(stderr, "wfserve: %v\n", err)
 		return 2

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -443,4 +444,158 @@ func TestMemoryPinsAndKeepAlive(t *testing.T) {
 		t.Errorf("loads of enc-1 or evictions of the pinned enc-0 wrong:\n%s", m)
 	}
 	p.stop(t)
+}
+
+// Memory management and poll mode together, wfserve as its own process
+// under a budget of two and a half checkpoints: tiny-encoder loads on
+// its first request; a family added to the repository is not loaded until
+// its first request, then charged; tiny-encoder's checkpoint replaced,
+// the reload makes room for the new revision beside the serving one by
+// evicting the idle added family (the bytes charged never over the
+// budget, as sampled), and answers the new checkpoint's bits from
+// default@2 once the old revision's bytes are given back; the added family
+// loads again on its next request; its manifest removed, it is refused
+// 503 and its bytes are given back.
+func TestMemoryBudgetWithPoll(t *testing.T) {
+	a, b, c := encoders.Path(t, "a.pt"), encoders.Path(t, "b.pt"), encoders.Path(t, "c.pt")
+	wantA, wantB, wantC := embedding(t, a), embedding(t, b), embedding(t, c)
+	size := func(path string) int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	sa, sb, sc := size(a), size(b), size(c)
+	budget := max(sa, sb, sc) * 5 / 2
+	dir, manifest, ck := encoderRepository(t, a, nil)
+	p := startRepository(t, "-repository", dir, "-model-control", "poll", "-repository-poll-secs", "0.02", "-model-memory", strconv.FormatInt(budget, 10))
+	hc := &http.Client{}
+	resident := func() float64 {
+		return metricSum(t, get(t, p.url+"/metrics"), "wfserve_model_memory_resident_bytes", "")
+	}
+	answers := func(t *testing.T, model, version string, want []float32) {
+		t.Helper()
+		if ans, code, msg, err := inferAs(hc, p.url, model); err != nil || code != 200 || ans.version != version || !bitEqual(ans.data, want) {
+			t.Errorf("%s: %v %d %s %v, want %s's answer", model, ans.version, code, msg, err, version)
+		}
+	}
+	readiness := func(model string) int {
+		code, _ := get2(t, p.url+"/v2/models/"+model+"/ready")
+		return code
+	}
+
+	// Lazily loaded at its first request.
+	if e := entry(repositoryIndex(t, p.url), "tiny-encoder", "default"); e == nil || e.State != "UNAVAILABLE" || !strings.Contains(e.Reason, "loads on its first request") {
+		t.Errorf("index before the first request: %+v", e)
+	}
+	answers(t, "tiny-encoder", "default@1", wantA)
+	if got := resident(); got != float64(sa) {
+		t.Errorf("resident bytes %v after the first load, want %d", got, sa)
+	}
+
+	// Added: listed, not loaded, then loaded by its first request.
+	text, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := filepath.Join(dir, "enc-added", "enc-added.yaml")
+	if err := os.MkdirAll(filepath.Join(dir, "enc-added", "checkpoints"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, b, filepath.Join(dir, "enc-added", "checkpoints", "tiny-encoder.pt"))
+	writeFile(t, added, []byte(strings.Replace(string(text), "model_family_id: tiny-encoder", "model_family_id: enc-added", 1)))
+	enginetest.WaitFor(t, "enc-added to be added", func() bool {
+		return strings.Contains(p.stderr.String(), `msg="added from the repository" model=enc-added`)
+	})
+	if e := entry(repositoryIndex(t, p.url), "enc-added", "default"); e == nil || e.State != "UNAVAILABLE" || !strings.Contains(e.Reason, "loads on its first request") {
+		t.Errorf("index after the add: %+v", e)
+	}
+	answers(t, "enc-added", "default@1", wantB)
+	if got := resident(); got != float64(sa+sb) {
+		t.Errorf("resident bytes %v with both loaded, want %d", got, sa+sb)
+	}
+
+	// Reloaded: the new revision needs room beside the serving one, and
+	// the idle enc-added is evicted for it; the budget holds throughout.
+	var (
+		stop    atomic.Bool
+		maxUsed atomic.Int64
+		sampled = make(chan struct{})
+	)
+	go func() {
+		defer close(sampled)
+		for !stop.Load() {
+			resp, err := hc.Get(p.url + "/metrics")
+			if err != nil {
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if m := regexp.MustCompile(`(?m)^wfserve_model_memory_resident_bytes (\S+)$`).FindStringSubmatch(string(body)); m != nil {
+				if v, err := strconv.ParseFloat(m[1], 64); err == nil && int64(v) > maxUsed.Load() {
+					maxUsed.Store(int64(v))
+				}
+			}
+		}
+	}()
+	replaceFile(t, c, ck)
+	enginetest.WaitFor(t, "default@2 to answer", func() bool {
+		ans, err := infer(hc, p.url)
+		return err == nil && ans.version == "default@2"
+	})
+	answers(t, "tiny-encoder", "default@2", wantC)
+	enginetest.WaitFor(t, "default@1 to be freed", func() bool {
+		return strings.Contains(p.stderr.String(), `msg="revision freed" model=tiny-encoder version=default@1`)
+	})
+	stop.Store(true)
+	<-sampled
+	if s := p.stderr.String(); !strings.Contains(s, "msg=evicted model=enc-added") {
+		t.Errorf("enc-added was not evicted for the reload:\n%s", s)
+	}
+	if code := readiness("enc-added"); code != http.StatusServiceUnavailable {
+		t.Errorf("enc-added's readiness after its eviction: %d", code)
+	}
+	if e := entry(repositoryIndex(t, p.url), "enc-added", "default"); e == nil || !strings.Contains(e.Reason, "evicted") {
+		t.Errorf("index after the eviction: %+v", e)
+	}
+	if got := resident(); got != float64(sc) {
+		t.Errorf("resident bytes %v after the reload, want %d (default@2's)", got, sc)
+	}
+	t.Logf("budget %d; checkpoints %d, %d, %d bytes; resident bytes at most %d while reloading", budget, sa, sb, sc, maxUsed.Load())
+	// The sampler may miss the moment both revisions are charged; the
+	// eviction above is what shows the new one was charged beside the
+	// old (A, B and C together are over the budget).
+	if m := maxUsed.Load(); m > budget {
+		t.Errorf("resident bytes at most %d while reloading, over the budget %d", m, budget)
+	}
+
+	// enc-added loads again; removed, it is refused and its bytes freed.
+	answers(t, "enc-added", "default@2", wantB)
+	if got := resident(); got != float64(sb+sc) {
+		t.Errorf("resident bytes %v, want %d", got, sb+sc)
+	}
+	if err := os.Remove(added); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.WaitFor(t, "enc-added's bytes to be given back", func() bool { return resident() == float64(sc) })
+	if _, code, msg, err := inferAs(hc, p.url, "enc-added"); err != nil || code != http.StatusServiceUnavailable || !strings.Contains(msg, "removed from the repository") {
+		t.Errorf("a request for the removed family: %d %s %v", code, msg, err)
+	}
+	answers(t, "tiny-encoder", "default@2", wantC)
+	p.stop(t)
+}
+
+// Explicit model control and memory management are refused together, as
+// a usage error saying why.
+func TestMemoryRefusesExplicitControl(t *testing.T) {
+	dir, _, _ := encoderRepository(t, encoders.Path(t, "a.pt"), nil)
+	for _, flag := range [][]string{{"-model-memory", "1GiB"}, {"-model-keep-alive", "1m"}, {"-pin-model", "tiny-encoder"}} {
+		cmd := exec.Command(wfserveBin.Path(t, "wfserve"), append([]string{"-addr", "127.0.0.1:0", "-device", "cpu", "-repository", dir, "-model-control", "explicit"}, flag...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "explicit model control leaves that to the operator's load and unload calls") {
+			t.Errorf("%v with -model-control explicit: %v\n%s", flag, err, out)
+		}
+	}
 }

@@ -1,16 +1,26 @@
 package main
 
 import (
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
 	"github.com/worldfoundry/wfgen/internal/enginetest"
+	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
 )
 
 // inferAs sends repoBody to model and returns the answer (version and
@@ -122,9 +132,29 @@ func TestPollAddsAndRemovesManifests(t *testing.T) {
 		})
 	}
 
-	// Added: loaded, ready, answering B's bits.
+	// listed checks whether the OpenAPI document and the playground list
+	// the family id.
+	listed := func(t *testing.T, id string, want bool) {
+		t.Helper()
+		if code, doc := get2(t, p.url+"/openapi.json"); code != http.StatusOK || strings.Contains(doc, `"/v2/models/`+id+`/`) != want {
+			t.Errorf("/openapi.json lists %s: %v, want %v (%d)", id, !want, want, code)
+		}
+		if code, desc := get2(t, p.url+"/playground/_/families.json"); code != http.StatusOK || strings.Contains(desc, `"id":"`+id+`"`) != want {
+			t.Errorf("the playground's families.json lists %s: %v, want %v (%d)", id, !want, want, code)
+		}
+		if code, _ := get2(t, p.url+"/playground/"+id); (code == http.StatusOK) != want {
+			t.Errorf("the playground's page of %s: %d, want it served: %v", id, code, want)
+		}
+	}
+	listed(t, "tiny-encoder", true)
+	listed(t, "enc-added", false)
+
+	// Added: loaded, ready, answering B's bits, listed in the OpenAPI
+	// document and the playground.
 	added := family("enc-added", "enc-added", b, nil)
 	answers(t, "enc-added", "default@1", wantB)
+	listed(t, "enc-added", true)
+	listed(t, "tiny-encoder", true)
 	if e := entry(repositoryIndex(t, p.url), "enc-added", "default"); e == nil || e.State != "READY" {
 		t.Errorf("index after the add: %+v", e)
 	}
@@ -193,6 +223,8 @@ func TestPollAddsAndRemovesManifests(t *testing.T) {
 	if code, _ := get2(t, p.url+"/v2/models/enc-added/ready"); code != http.StatusServiceUnavailable {
 		t.Errorf("the removed family's readiness: %d", code)
 	}
+	listed(t, "enc-added", false)
+	listed(t, "broken", true)
 	enginetest.WaitFor(t, "enc-added's revision to be freed", func() bool {
 		return strings.Contains(p.stderr.String(), "msg=\"revision freed\" model=enc-added version=default@1")
 	})
@@ -202,6 +234,7 @@ func TestPollAddsAndRemovesManifests(t *testing.T) {
 	// Back: its next revision.
 	family("enc-added", "enc-added", a, nil)
 	answers(t, "enc-added", "default@2", wantA)
+	listed(t, "enc-added", true)
 	unaffected(t)
 	p.stop(t)
 }
@@ -246,6 +279,196 @@ func TestPollPinnedVersionPolicy(t *testing.T) {
 	}
 	if strings.Contains(p.stderr.String(), "msg=reloaded") {
 		t.Errorf("a pinned family was reloaded:\n%s", p.stderr.String())
+	}
+	p.stop(t)
+}
+
+// inferVersion sends repoBody to tiny-encoder's version (VARIANT or
+// VARIANT@N) over REST.
+func inferVersion(hc *http.Client, url, version string) (answer, int, string, error) {
+	return inferAs(hc, url, "tiny-encoder/versions/"+version)
+}
+
+// grpcInfer sends repoTokens to tiny-encoder's version over gRPC's
+// ModelInfer and returns the answer, or the call's error.
+func grpcInfer(t *testing.T, c oippb.GRPCInferenceServiceClient, version string) (answer, error) {
+	t.Helper()
+	raw := make([]byte, 0, 8*len(repoTokens))
+	for _, v := range repoTokens {
+		raw = binary.LittleEndian.AppendUint64(raw, uint64(v))
+	}
+	resp, err := c.ModelInfer(context.Background(), &oippb.ModelInferRequest{ModelName: "tiny-encoder", ModelVersion: version,
+		Inputs:           []*oippb.ModelInferRequest_InferInputTensor{{Name: "tokens", Datatype: "INT64", Shape: []int64{int64(len(repoTokens))}}},
+		RawInputContents: [][]byte{raw}})
+	if err != nil {
+		return answer{}, err
+	}
+	if len(resp.RawOutputContents) != 1 || len(resp.RawOutputContents[0])%4 != 0 {
+		t.Fatalf("gRPC answer: %v", resp)
+	}
+	b := resp.RawOutputContents[0]
+	data := make([]float32, len(b)/4)
+	for i := range data {
+		data[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return answer{resp.ModelVersion, data}, nil
+}
+
+// A family whose version policy keeps the latest 2 revisions, its
+// checkpoint replaced twice in poll mode (A, then B, then C): the two
+// newest revisions both answer, each bit for bit its own checkpoint's
+// answer, over REST and gRPC (default@3 as "default" and as no version,
+// default@2 when named); each is ready and listed in the index; the
+// oldest, default@1, is retired — drained and freed — and a request or a
+// readiness check naming it is refused 404 with the versions served.
+func TestPollLatestVersionPolicy(t *testing.T) {
+	a, b, c := encoders.Path(t, "a.pt"), encoders.Path(t, "b.pt"), encoders.Path(t, "c.pt")
+	wantA, wantB, wantC := embedding(t, a), embedding(t, b), embedding(t, c)
+	if bitEqual(wantA, wantB) || bitEqual(wantB, wantC) || bitEqual(wantA, wantC) {
+		t.Fatal("the checkpoints answer alike")
+	}
+	dir, _, ck := encoderRepository(t, a, func(s string) string {
+		return strings.Replace(s, "model_family_id: tiny-encoder", "model_family_id: tiny-encoder\nversion_policy:\n  latest: 2", 1)
+	})
+	p := startRepository(t, "-repository", dir, "-model-control", "poll", "-repository-poll-secs", "0.02", "-grpc-addr", "127.0.0.1:0")
+	hc := &http.Client{}
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	gc := oippb.NewGRPCInferenceServiceClient(conn)
+	answers := func(t *testing.T, version, named string, want []float32) {
+		t.Helper()
+		ans, code, msg, err := inferVersion(hc, p.url, version)
+		if err != nil || code != 200 || ans.version != named || !bitEqual(ans.data, want) {
+			t.Errorf("REST version %q: %v %d %s %v, want %s's answer", version, ans.version, code, msg, err, named)
+		}
+		if ans, err := grpcInfer(t, gc, version); err != nil || ans.version != named || !bitEqual(ans.data, want) {
+			t.Errorf("gRPC version %q: %v %v, want %s's answer", version, ans.version, err, named)
+		}
+	}
+	ready := func(t *testing.T, version string) {
+		t.Helper()
+		if code, body := get2(t, p.url+"/v2/models/tiny-encoder/versions/"+version+"/ready"); code != http.StatusOK || !strings.Contains(body, `"version":"`+version+`"`) {
+			t.Errorf("readiness of %s: %d %s", version, code, body)
+		}
+		if r, err := gc.ModelReady(context.Background(), &oippb.ModelReadyRequest{Name: "tiny-encoder", Version: version}); err != nil || !r.GetReady() {
+			t.Errorf("gRPC readiness of %s: %v %v", version, r, err)
+		}
+	}
+	answers(t, "default", "default@1", wantA)
+
+	// B: default@2 is the newest, default@1 kept.
+	replaceFile(t, b, ck)
+	enginetest.WaitFor(t, "default@2 to answer", func() bool {
+		ans, err := infer(hc, p.url)
+		return err == nil && ans.version == "default@2"
+	})
+	answers(t, "default", "default@2", wantB)
+	answers(t, "default@1", "default@1", wantA)
+	answers(t, "default@2", "default@2", wantB)
+	ready(t, "default@1")
+
+	// C: default@3 the newest, default@2 kept, default@1 retired.
+	replaceFile(t, c, ck)
+	enginetest.WaitFor(t, "default@3 to answer", func() bool {
+		ans, err := infer(hc, p.url)
+		return err == nil && ans.version == "default@3"
+	})
+	if ans, err := infer(hc, p.url); err != nil || ans.version != "default@3" || !bitEqual(ans.data, wantC) {
+		t.Errorf("no version: %v %v, want default@3's answer", ans, err)
+	}
+	answers(t, "default", "default@3", wantC)
+	answers(t, "default@3", "default@3", wantC)
+	answers(t, "default@2", "default@2", wantB)
+	ready(t, "default@2")
+	ready(t, "default@3")
+	ready(t, "default")
+
+	// default@1: retired, freed, refused with the versions served.
+	enginetest.WaitFor(t, "default@1 to be freed", func() bool {
+		return strings.Contains(p.stderr.String(), "msg=\"revision freed\" model=tiny-encoder version=default@1")
+	})
+	if s := p.stderr.String(); !strings.Contains(s, `msg="retired by the version policy" model=tiny-encoder version=default@1 latest=2 newest=default@3`) {
+		t.Errorf("the log does not say default@1 was retired:\n%s", s)
+	}
+	if strings.Contains(p.stderr.String(), "msg=\"revision freed\" model=tiny-encoder version=default@2\n") {
+		t.Errorf("default@2 was freed:\n%s", p.stderr.String())
+	}
+	_, code, msg, err := inferVersion(hc, p.url, "default@1")
+	if err != nil || code != http.StatusNotFound || !strings.Contains(msg, `no version \"default@1\"`) || !strings.Contains(msg, "default@3") || !strings.Contains(msg, "default@2") {
+		t.Errorf("REST default@1: %d %s %v", code, msg, err)
+	}
+	if _, err := grpcInfer(t, gc, "default@1"); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "versions served: default@3") {
+		t.Errorf("gRPC default@1: %v", err)
+	}
+	if code, body := get2(t, p.url+"/v2/models/tiny-encoder/versions/default@1/ready"); code != http.StatusNotFound {
+		t.Errorf("readiness of default@1: %d %s", code, body)
+	}
+	hc2 := healthpb.NewHealthClient(conn)
+	for service, want := range map[string]healthpb.HealthCheckResponse_ServingStatus{
+		"tiny-encoder/default@1": healthpb.HealthCheckResponse_NOT_SERVING,
+		"tiny-encoder/default@2": healthpb.HealthCheckResponse_SERVING,
+		"tiny-encoder/default@3": healthpb.HealthCheckResponse_SERVING,
+	} {
+		if r, err := hc2.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service}); err != nil || r.GetStatus() != want {
+			t.Errorf("gRPC health of %s: %v %v, want %v", service, r.GetStatus(), err, want)
+		}
+	}
+	if _, code, msg, _ := inferVersion(hc, p.url, "default@4"); code != http.StatusNotFound || !strings.Contains(msg, "versions served") {
+		t.Errorf("REST default@4: %d %s", code, msg)
+	}
+
+	// The index: the newest as "default", default@2 beside it, no default@1.
+	idx := repositoryIndex(t, p.url)
+	if e := entry(idx, "tiny-encoder", "default"); e == nil || e.State != "READY" || !strings.Contains(e.Reason, "serving default@3") ||
+		!strings.Contains(e.Reason, sha256File(t, c)) || !strings.Contains(e.Reason, "also serving default@2") {
+		t.Errorf("index, default: %+v", e)
+	}
+	if e := entry(idx, "tiny-encoder", "default@2"); e == nil || e.State != "READY" || !strings.Contains(e.Reason, sha256File(t, b)) {
+		t.Errorf("index, default@2: %+v", e)
+	}
+	if e := entry(idx, "tiny-encoder", "default@1"); e != nil {
+		t.Errorf("index lists the retired default@1: %+v", e)
+	}
+	p.stop(t)
+}
+
+// With explicit model control a load of a changed checkpoint follows the
+// version policy too: under latest: 2 the replaced revision keeps
+// answering when named, and an unload retires and frees every revision
+// (a request naming one is then refused 404, none being served).
+func TestExplicitLatestVersionPolicy(t *testing.T) {
+	a, b := encoders.Path(t, "a.pt"), encoders.Path(t, "b.pt")
+	wantA, wantB := embedding(t, a), embedding(t, b)
+	dir, _, ck := encoderRepository(t, a, func(s string) string {
+		return strings.Replace(s, "model_family_id: tiny-encoder", "model_family_id: tiny-encoder\nversion_policy:\n  latest: 2", 1)
+	})
+	p := startRepository(t, "-repository", dir, "-model-control", "explicit", "-load-model", "tiny-encoder")
+	hc := &http.Client{}
+	replaceFile(t, b, ck)
+	if code, msg := post(t, p.url+"/v2/repository/models/tiny-encoder/load", ""); code != 200 {
+		t.Fatalf("load of the changed model: %d %s", code, msg)
+	}
+	for version, want := range map[string]answer{"default": {"default@2", wantB}, "default@2": {"default@2", wantB}, "default@1": {"default@1", wantA}} {
+		if ans, code, msg, err := inferVersion(hc, p.url, version); err != nil || code != 200 || ans.version != want.version || !bitEqual(ans.data, want.data) {
+			t.Errorf("version %q: %v %d %s %v, want %s's answer", version, ans.version, code, msg, err, want.version)
+		}
+	}
+	if code, msg := post(t, p.url+"/v2/repository/models/tiny-encoder/unload", ""); code != 200 {
+		t.Fatalf("unload: %d %s", code, msg)
+	}
+	for _, version := range []string{"default@1", "default@2"} {
+		enginetest.WaitFor(t, version+" to be freed", func() bool {
+			return strings.Contains(p.stderr.String(), `msg="revision freed" model=tiny-encoder version=`+version+"\n")
+		})
+		if _, code, msg, _ := inferVersion(hc, p.url, version); code != http.StatusNotFound || !strings.Contains(msg, "it is not loaded") {
+			t.Errorf("version %q after the unload: %d %s", version, code, msg)
+		}
+	}
+	if !strings.Contains(get(t, p.url+"/metrics"), "wfserve_model_revisions_draining 0\n") {
+		t.Error("revisions still draining after the unload")
 	}
 	p.stop(t)
 }

@@ -31,8 +31,12 @@ import (
 
 // encoderB builds a tiny-encoder checkpoint with other weights than
 // tinymodels.BuildEncoder's (the same shapes, so the same file size).
-func encoderB(path string) error {
-	r := rand.New(rand.NewPCG(7, 8))
+func encoderB(path string) error { return encoderRandom(path, 7, 8) }
+
+// encoderRandom builds a tiny-encoder checkpoint with weights drawn from
+// a generator seeded with seed1, seed2.
+func encoderRandom(path string, seed1, seed2 uint64) error {
+	r := rand.New(rand.NewPCG(seed1, seed2))
 	randn := func(shape ...int64) *tensor.Tensor {
 		v := make([]float32, shape[0]*shape[1])
 		for i := range v {
@@ -46,12 +50,15 @@ func encoderB(path string) error {
 	}})
 }
 
-// encoders are checkpoints A and B of tiny-encoder, built once.
+// encoders are checkpoints A, B and C of tiny-encoder, built once.
 var encoders = enginetest.Checkpoints{Name: "wfserve-encoders", Build: func(dir string) error {
 	if err := tinymodels.BuildEncoder(filepath.Join(dir, "a.pt")); err != nil {
 		return err
 	}
-	return encoderB(filepath.Join(dir, "b.pt"))
+	if err := encoderB(filepath.Join(dir, "b.pt")); err != nil {
+		return err
+	}
+	return encoderRandom(filepath.Join(dir, "c.pt"), 9, 10)
 }}
 
 // repoTokens is the request every client of the repository tests sends.
@@ -157,7 +164,7 @@ func startRepository(t *testing.T, args ...string) *wfserveProc {
 		b, err := os.ReadFile(addrFile)
 		return err == nil && json.Unmarshal(b, &l) == nil
 	})
-	p.url = "http://" + l.Addr
+	p.url, p.grpcAddr = "http://"+l.Addr, l.GRPCAddr
 	return p
 }
 

@@ -105,6 +105,9 @@ func (b *builder) family() {
 		seen[a] = p
 	}
 	b.problems("/op_libraries", "op_libraries", spec.OpLibraryProblems(s.OpLibraries))
+	if p := s.VersionPolicy; p != nil && p.Pinned && p.Latest > 0 && !b.pruned("/version_policy/latest") {
+		b.report("/version_policy/latest", true, "version_policy: pinned and latest exclude each other (pinned keeps the revision serving, latest: %d keeps the %d newest side by side); give one of them", p.Latest, p.Latest)
+	}
 	b.fam.Package = PackageOf(s.ModelFamilyID, s.GoPackage)
 	at := "/model_family_id"
 	if s.GoPackage != "" {

@@ -26,7 +26,7 @@ func stepsSpec(max int) *spec.ModelInferenceSpec {
 		Variants: []spec.InferenceVariantSpec{{VariantID: "default", Checkpoints: []spec.InferenceCheckpointRef{{Role: "model", URI: "steps.pt"}}}},
 		Tasks: []spec.InferenceTaskProfile{{
 			TaskID: "play", Method: "steps", Stream: true, SessionBatching: &spec.SessionBatchingSpec{MaxBatchSize: max},
-			Inputs: []spec.InferenceFieldSpec{{FieldID: "start", Kind: spec.KindTensor, Target: spec.TargetCallKwargs, DType: "float32", Shape: spec.Shape{"2"}}},
+			Inputs:  []spec.InferenceFieldSpec{{FieldID: "start", Kind: spec.KindTensor, Target: spec.TargetCallKwargs, DType: "float32", Shape: spec.Shape{"2"}}},
 			Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "frames", Kind: spec.ArtifactVideo, DType: "uint8", Shape: spec.Shape{"T", "2", "2", "3"}, Required: true}},
 		}},
 	}

@@ -26,10 +26,11 @@ import (
 // A request whose context ends leaves the queue at once. The queue needs
 // no bound of its own: every request in it was admitted (Config.MaxQueue).
 type batcher struct {
-	// pin gives the revision a batch runs on, pinned once the batch has
-	// its engine slot (revision.go): one batch never mixes two, and a
-	// batch that got its slot after an unload is refused.
-	pin   func() (*revision, error)
+	// pin gives the revision a batch runs on (n: the one its requests
+	// name, 0 for the newest), pinned once the batch has its engine slot
+	// (revision.go): one batch never mixes two, and a batch that got its
+	// slot after an unload is refused.
+	pin   func(n int64) (*revision, error)
 	task  *spec.InferenceTaskProfile
 	slots slots
 	max   int
@@ -54,6 +55,7 @@ type pending struct {
 	call    map[string]any // the decoded call inputs, keyed by field id
 	in      client.Inputs  // call as the task's inputs
 	arrived time.Time
+	want    int64       // the revision it names (revisionOf), 0 for the newest: batched only with those naming the same
 	level   int         // priority level: lower first (priority.go)
 	by      time.Time   // must run by then (zero: no timeout)
 	result  chan result // buffered: the batcher never blocks on it
@@ -65,7 +67,7 @@ type result struct {
 	err     error
 }
 
-func newBatcher(pin func() (*revision, error), task *spec.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64) *batcher {
+func newBatcher(pin func(int64) (*revision, error), task *spec.InferenceTaskProfile, sl slots, delay time.Duration, stats *counters, active func() int64) *batcher {
 	b := &batcher{pin: pin, task: task, slots: sl, max: task.Batching.MaxBatchSize, delay: delay, stats: stats, active: active,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go b.loop()
@@ -85,7 +87,7 @@ func (b *batcher) close() {
 // others).
 func (b *batcher) submit(ctx context.Context, call map[string]any) (map[string]any, string, error) {
 	level, by := priorityOf(ctx)
-	p := &pending{ctx: ctx, call: call, in: client.Kwargs(b.task, call), arrived: time.Now(), level: level, by: by, result: make(chan result, 1)}
+	p := &pending{ctx: ctx, call: call, in: client.Kwargs(b.task, call), want: revisionOf(ctx), arrived: time.Now(), level: level, by: by, result: make(chan result, 1)}
 	b.mu.Lock()
 	select {
 	case <-b.stop:
@@ -192,7 +194,7 @@ func (b *batcher) expire(now time.Time) {
 }
 
 // group returns up to max queued requests that may share a forward call
-// with the first one to serve — the lowest priority level, then the
+// (and name the same revision) with the first one to serve — the lowest priority level, then the
 // oldest (client.BatchConflict) —, taking the others by the same order;
 // b.mu is held.
 func (b *batcher) group() []*pending {
@@ -202,7 +204,7 @@ func (b *batcher) group() []*pending {
 	var g []*pending
 	first := b.waiting[0]
 	for _, p := range b.waiting {
-		if p == first || client.BatchConflict(b.task, p.in, 0, first.in, 0) == "" {
+		if p == first || (p.want == first.want && client.BatchConflict(b.task, p.in, 0, first.in, 0) == "") {
 			g = append(g, p)
 			if len(g) == b.max {
 				break
@@ -242,7 +244,7 @@ func (b *batcher) run(run []*pending) {
 	release, err := b.slots.acquire(withPriority(ctx, level, time.Time{}))
 	var rev *revision
 	if err == nil {
-		if rev, err = b.pin(); err != nil {
+		if rev, err = b.pin(run[0].want); err != nil {
 			release()
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -273,23 +274,43 @@ func (t *telemetry) startGRPCSpan(ctx context.Context, method string, ri *reqInf
 // lookup resolves a model name (family id or alias) and version (variant
 // id or alias, "" for none) as the REST paths' {model} and {version} are:
 // 404 for an unknown one, 403 for one the request's key may not use. v is
-// nil when version is "".
+// nil when version is "". A version VARIANT@N names revision N of the
+// variant (lookupRevision).
 func (s *Server) lookup(ctx context.Context, name, version string) (*model, *variant, error) {
+	m, v, _, err := s.lookupRevision(ctx, name, version)
+	return m, v, err
+}
+
+// lookupRevision is lookup, and the revision the version names: N of
+// VARIANT@N, which the variant must serve now (the newest, or one its
+// version policy keeps: 404 naming those it serves otherwise); 0 when the
+// version names a variant only.
+func (s *Server) lookupRevision(ctx context.Context, name, version string) (*model, *variant, int64, error) {
 	m, ok := s.cat().models[name]
 	if !ok {
-		return nil, nil, withStatus(http.StatusNotFound, "no model %q (served: %s)", name, s.modelNames())
+		return nil, nil, 0, withStatus(http.StatusNotFound, "no model %q (served: %s)", name, s.modelNames())
 	}
 	if err := checkModel(ctx, m.oip.Spec.ModelFamilyID); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if version == "" {
-		return m, nil, nil
+		return m, nil, 0, nil
 	}
 	vs, err := m.oip.Spec.Variant(version)
-	if err != nil {
-		return m, nil, &statusError{status: http.StatusNotFound, err: err}
+	if err == nil {
+		return m, m.variants[vs.VariantID], 0, nil
 	}
-	return m, m.variants[vs.VariantID], nil
+	if i := strings.LastIndexByte(version, '@'); i > 0 {
+		n, perr := strconv.ParseInt(version[i+1:], 10, 64)
+		if vs, verr := m.oip.Spec.Variant(version[:i]); verr == nil && perr == nil && n > 0 {
+			v := m.variants[vs.VariantID]
+			if !v.serves(n) {
+				return m, nil, 0, errNoRevision(v, n)
+			}
+			return m, v, n, nil
+		}
+	}
+	return m, nil, 0, &statusError{status: http.StatusNotFound, err: err}
 }
 
 // RepositoryIndex answers as POST /v2/repository/index.
@@ -417,7 +438,8 @@ func (g *grpcService) modelInfer(ss grpc.ServerStream) error {
 	if err := s.receive(ctx, ss, &r, &a.hold); err != nil {
 		return err
 	}
-	m, pv, err := s.lookup(ctx, r.GetModelName(), r.GetModelVersion())
+	m, pv, n, err := s.lookupRevision(ctx, r.GetModelName(), r.GetModelVersion())
+	ctx = withRevision(ctx, n)
 	if m == nil {
 		setObs(ctx, s.tel.unknownModel)
 	} else {

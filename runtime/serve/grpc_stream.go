@@ -42,7 +42,8 @@ func (g *grpcService) ModelStreamInfer(st oippb.RealtimeInferenceService_ModelSt
 	if err != nil {
 		return err
 	}
-	m, pv, err := s.lookup(ctx, start.GetModelName(), start.GetModelVersion())
+	m, pv, n, err := s.lookupRevision(ctx, start.GetModelName(), start.GetModelVersion())
+	ctx = withRevision(ctx, n)
 	if m == nil {
 		setObs(ctx, s.tel.unknownModel)
 	} else {

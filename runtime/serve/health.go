@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -72,11 +73,21 @@ func (h *healthService) status(service string) (healthpb.HealthCheckResponse_Ser
 			dv, _ := m.oip.Spec.Variant("")
 			version = dv.VariantID
 		}
-		v := m.variants[version]
+		v, n := m.variants[version], int64(0)
+		if i := strings.LastIndexByte(version, '@'); v == nil && i > 0 {
+			// VARIANT@N: a revision, serving while it is served (the
+			// newest, or kept by a version policy; revision.go).
+			if k, perr := strconv.ParseInt(version[i+1:], 10, 64); perr == nil && k > 0 {
+				v, n = m.variants[version[:i]], k
+			}
+		}
 		if v == nil {
 			return 0, grpcstatus.Errorf(codes.NotFound, "model %q has no version %q", name, version)
 		}
 		err = v.ready(m)
+		if err == nil && n > 0 && !v.serves(n) {
+			err = errNoRevision(v, n)
+		}
 	}
 	if err != nil || s.draining.Load() {
 		return healthpb.HealthCheckResponse_NOT_SERVING, nil

@@ -459,7 +459,8 @@ func withLoad(call, load map[string]any) map[string]any {
 }
 
 // onSlot runs fn on one of v's engine slots, on the revision v serves
-// when the slot is got (pinned until fn returns: revision.go), and returns
+// when the slot is got (pinned until fn returns: revision.go; the one
+// ctx's request names, revisionOf, when it names one), and returns
 // what it returns and that revision's version, or ctx's error when ctx
 // ends first. A call that has entered the engine runs to completion and
 // holds its slot and revision until then; the request is answered at its
@@ -471,7 +472,7 @@ func onSlot[T any](ctx context.Context, s *Server, v *variant, fn func(*revision
 	if err != nil {
 		return zero, "", err
 	}
-	rev, err := v.pin()
+	rev, err := v.pinAt(revisionOf(ctx)) // the newest, or the VARIANT@N the request names
 	if err != nil {
 		release()
 		return zero, "", err

@@ -38,11 +38,15 @@ func (c *Config) checkMemory() error {
 	if !c.managesMemory() {
 		return nil
 	}
-	if c.ModelControl != ControlNone {
-		return fmt.Errorf("serve: a model memory budget, keep-alive or pins load models on request, which model control %q does not combine with yet (use -model-control none)", c.ModelControl)
+	if c.ModelControl == ControlExplicit {
+		return fmt.Errorf("serve: %w", ErrExplicitWithMemory)
 	}
 	return nil
 }
+
+// ErrExplicitWithMemory refuses explicit model control with memory
+// management (a budget, a keep-alive, pins), and says why.
+var ErrExplicitWithMemory = errors.New("a model memory budget, keep-alive or pins decide which models are resident (they load on request and are evicted), and explicit model control leaves that to the operator's load and unload calls: the two would undo each other (an unloaded model loaded again by the next request, a loaded one evicted); use one of them (-model-control poll or none combine with memory management)")
 
 // newMemoryOf makes the budget's units, one per variant, pinned as
 // Config.PinModels says.
@@ -57,17 +61,24 @@ func (s *Server) newMemoryOf() error {
 	}
 	var units []*memUnit
 	for _, m := range s.cat().order {
-		for _, v := range m.sortedVariants() {
-			u := &memUnit{name: m.oip.Spec.ModelFamilyID + "/" + v.id, pinned: pinned[m], keepAlive: s.cfg.ModelKeepAlive,
-				size:  func() (int64, error) { return s.checkpointSize(m, v) },
-				load:  func() error { return s.lazyLoad(m, v) },
-				evict: func() { s.evict(m, v) }}
-			v.unit = u
-			units = append(units, u)
-		}
+		units = append(units, s.newUnits(m, pinned[m])...)
 	}
 	s.mem = newMemory(s.cfg.ModelMemory, units)
 	return nil
+}
+
+// newUnits makes the budget's units of m's variants (v.unit).
+func (s *Server) newUnits(m *model, pinned bool) []*memUnit {
+	var units []*memUnit
+	for _, v := range m.sortedVariants() {
+		u := &memUnit{name: m.oip.Spec.ModelFamilyID + "/" + v.id, pinned: pinned, keepAlive: s.cfg.ModelKeepAlive,
+			size:  func() (int64, error) { return s.checkpointSize(m, v) },
+			load:  func() error { return s.lazyLoad(m, v) },
+			evict: func() { s.evict(m, v) }}
+		v.unit = u
+		units = append(units, u)
+	}
+	return units
 }
 
 // checkpointSize is the size of v's model checkpoint file: what the
@@ -91,6 +102,11 @@ func (s *Server) checkpointSize(m *model, v *variant) (int64, error) {
 func (s *Server) lazyLoad(m *model, v *variant) error {
 	m.control.Lock()
 	defer m.control.Unlock()
+	if m.removed.Load() {
+		// Poll mode removed it after this load was chosen: it loads
+		// nothing, and its unit is dropped (poll.go).
+		return withStatus(http.StatusServiceUnavailable, "model %s/%s is %v", m.oip.Spec.ModelFamilyID, v.id, errRemoved)
+	}
 	before := vmRSS()
 	start := time.Now()
 	if err := s.loadVariant(m, v); err != nil {
@@ -109,11 +125,17 @@ func (s *Server) evict(m *model, v *variant) {
 	m.control.Lock()
 	defer m.control.Unlock()
 	v.loaded.Store(false)
-	err := errEvicted
-	v.loadErr.Store(&err)
+	if !m.removed.Load() { // a removed model's state stays errRemoved
+		err := errEvicted
+		v.loadErr.Store(&err)
+	}
 	s.health.notify()
+	freed := s.retireKept(m, v)
 	if old := v.swap(nil); old != nil {
-		<-s.retire(m, old)
+		freed = append(freed, s.retire(m, old))
+	}
+	for _, f := range freed {
+		<-f
 	}
 	s.cfg.Logger.Info("evicted", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", v.id))
 }

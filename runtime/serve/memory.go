@@ -46,6 +46,7 @@ type memUnit struct {
 	evict func()
 
 	state    int
+	disabled error        // its model was removed (poll mode): no lease, no load; the calls' 503
 	charged  int64        // bytes charged now: loading or loaded (what the gauge reports)
 	claim    int64        // bytes it holds of the budget: charged, or what its load will take (0 for a victim of another's load)
 	users    int          // leases held: calls running, and sessions
@@ -106,6 +107,10 @@ func errLoadWait(u *memUnit, why string, err error) error {
 func (m *memory) acquire(ctx context.Context, u *memUnit, session bool) (release func(), err error) {
 	m.mu.Lock()
 	for {
+		if u.disabled != nil {
+			m.mu.Unlock()
+			return nil, &statusError{status: http.StatusServiceUnavailable, err: u.disabled}
+		}
 		switch u.state {
 		case unitResident:
 			u.users++
@@ -388,4 +393,130 @@ func (m *memory) stats() (used int64, charged map[*memUnit]int64, loads, evictio
 		charged[u], loads[u], evictions[u] = u.charged, u.loads, u.evicted
 	}
 	return m.used, charged, loads, evictions
+}
+
+// Poll mode under a budget (docs/operating.md, Memory): units come and go
+// with their families' manifests, and a reload charges the new revision
+// beside the serving one.
+
+// add adds u, a variant of a family added while serving, not loaded.
+func (m *memory) add(u *memUnit) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.units = append(m.units, u)
+	m.notify()
+}
+
+// disable refuses u's leases and loads from now on, with err (503).
+func (m *memory) disable(u *memUnit, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u.disabled = err
+	m.notify()
+}
+
+// drop takes u, disabled and freed by its model's unload, out of the
+// budget once no call holds it and no load or eviction of it runs (ctx
+// bounds the wait), giving its bytes back.
+func (m *memory) drop(ctx context.Context, u *memUnit) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for u.users > 0 || u.state == unitLoading || u.state == unitDraining {
+		ch := m.changed
+		m.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			m.mu.Lock()
+			return fmt.Errorf("model %s: still in use: %w", u.name, ctx.Err())
+		}
+		m.mu.Lock()
+	}
+	m.used -= u.charged
+	m.committed -= u.claim
+	u.state, u.charged, u.claim = unitIdle, 0, 0
+	for i, x := range m.units {
+		if x == u {
+			m.units = append(m.units[:i:i], m.units[i+1:]...)
+			break
+		}
+	}
+	m.notify()
+	return nil
+}
+
+// reservation is budget bytes held for a revision of a unit beside the
+// one it is charged for: a reload's new revision while it loads, then
+// (swapped, swapCharge) the revision it replaced until that is freed.
+type reservation struct {
+	m       *memory
+	charged int64
+	claim   int64
+	once    sync.Once
+}
+
+// release gives r's bytes back (harmless twice).
+func (r *reservation) release() {
+	r.once.Do(func() {
+		r.m.mu.Lock()
+		defer r.m.mu.Unlock()
+		r.m.used -= r.charged
+		r.m.committed -= r.claim
+		r.charged, r.claim = 0, 0
+		r.m.notify()
+	})
+}
+
+// reserve holds size bytes of the budget for a new revision of u, which
+// is resident: the least recently used idle units (never u) are evicted
+// to make room, as for a load, and the bytes are charged once they are
+// freed. It waits for room until ctx ends; a revision that cannot fit
+// beside u's is refused at once.
+func (m *memory) reserve(ctx context.Context, u *memUnit, size int64) (*reservation, error) {
+	m.mu.Lock()
+	for {
+		if m.budget > 0 && size+u.charged > m.budget {
+			m.mu.Unlock()
+			return nil, withStatus(http.StatusInsufficientStorage, "model %s: its new checkpoint (%d bytes) does not fit beside the serving one (%d bytes) in the model memory budget (-model-memory %d), which a reload without downtime needs", u.name, size, u.charged, m.budget)
+		}
+		victims, ok := m.room(size, u)
+		if ok {
+			for _, v := range victims {
+				v.state = unitDraining
+				m.committed -= v.claim
+				v.claim = 0
+			}
+			r := &reservation{m: m, claim: size}
+			m.committed += size
+			m.notify()
+			m.mu.Unlock()
+			for _, v := range victims {
+				m.evictNow(v)
+			}
+			m.mu.Lock()
+			r.charged = size
+			m.used += size
+			m.mu.Unlock()
+			return r, nil
+		}
+		ch := m.changed
+		m.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, withStatus(http.StatusServiceUnavailable, "model %s: the models loaded did not make room for its new checkpoint (%d bytes) in time: %v", u.name, size, ctx.Err())
+		}
+		m.mu.Lock()
+	}
+}
+
+// swapCharge exchanges u's charge with r's: the new revision r was held
+// for is the one u is charged for now, and r holds the bytes of the one
+// it replaced (released when that is freed). The totals do not change.
+func (m *memory) swapCharge(u *memUnit, r *reservation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u.charged, r.charged = r.charged, u.charged
+	u.claim, r.claim = r.claim, u.claim
+	m.notify()
 }

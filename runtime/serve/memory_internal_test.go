@@ -338,3 +338,63 @@ func TestMemoryRandomMix(t *testing.T) {
 		t.Errorf("%d loads, %d evictions", loads, evictions)
 	}
 }
+
+// A reload's reservation (poll mode under the budget): the new revision
+// is charged beside the serving one, the least recently used idle unit
+// evicted for it (never the reloaded one), one too large beside the
+// serving one refused at once; after swapCharge the unit is charged the
+// new size and releasing the reservation (the old revision freed) leaves
+// exactly it; a dropped unit gives its bytes back and refuses leases.
+func TestMemoryReserveAndDrop(t *testing.T) {
+	f, u := newFake(t, 250, map[string]int64{"a": 100, "b": 100}, "a", "b")
+	f.use(u["b"])
+	f.use(u["a"]) // b is the least recently used
+	if _, err := f.m.reserve(context.Background(), u["a"], 200); status(err) != http.StatusInsufficientStorage {
+		t.Errorf("200 bytes beside a's 100 under 250: %v, want 507", err)
+	}
+	r, err := f.m.reserve(context.Background(), u["a"], 120)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	if got := f.loaded(); !got["a"] || got["b"] {
+		t.Errorf("loaded %v after the reservation, want a only (b evicted for it)", got)
+	}
+	if used, _, _, _ := f.m.stats(); used != 220 {
+		t.Errorf("used %d with the reservation, want 220", used)
+	}
+	f.m.swapCharge(u["a"], r)
+	if u["a"].charged != 120 || u["a"].claim != 120 {
+		t.Errorf("a charged %d (claim %d) after the swap, want 120", u["a"].charged, u["a"].claim)
+	}
+	r.release()
+	r.release() // harmless twice
+	if used, _, _, _ := f.m.stats(); used != 120 || f.m.committed != 120 {
+		t.Errorf("used %d, committed %d once the old revision is freed: want 120", used, f.m.committed)
+	}
+	// A reservation that finds no room in time: every other unit in use.
+	f.use(u["b"])
+	release, err := f.m.acquire(context.Background(), u["b"], true) // a session: never drained
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := f.m.reserve(ctx, u["a"], 120); status(err) != http.StatusServiceUnavailable {
+		t.Errorf("no room: %v, want 503", err)
+	}
+	// Dropped: leases refused, its bytes given back once its session ends.
+	f.m.disable(u["b"], errRemoved)
+	if _, err := f.m.acquire(context.Background(), u["b"], false); status(err) != http.StatusServiceUnavailable || !errors.Is(err, errRemoved) {
+		t.Errorf("a lease on a disabled unit: %v", err)
+	}
+	dropped := make(chan error, 1)
+	go func() { dropped <- f.m.drop(context.Background(), u["b"]) }()
+	release()
+	if err := <-dropped; err != nil {
+		t.Fatal(err)
+	}
+	if used, _, _, _ := f.m.stats(); used != 120 || f.m.committed != 120 || len(f.m.units) != 1 {
+		t.Errorf("used %d, committed %d, %d units after the drop: want 120, 120, 1", used, f.m.committed, len(f.m.units))
+	}
+}

@@ -193,8 +193,22 @@ func (s *Server) pollRepository(stop chan struct{}) {
 func (s *Server) removeModel(m *model) {
 	name := m.oip.Spec.ModelFamilyID
 	m.removed.Store(true)
+	if s.mem != nil { // no lease and no load from now on
+		for _, v := range m.sortedVariants() {
+			s.mem.disable(v.unit, fmt.Errorf("%s/%s is %w", name, v.id, errRemoved))
+		}
+	}
 	if err := s.unloadModel(context.Background(), m, errRemoved); err != nil {
 		s.cfg.Logger.Error("poll: unload failed", slog.String("model", name), slog.String("error", err.Error()))
+	}
+	if s.mem != nil { // its bytes given back once the calls holding it are answered
+		ctx, cancel := context.WithTimeout(context.Background(), unloadWait)
+		for _, v := range m.sortedVariants() {
+			if err := s.mem.drop(ctx, v.unit); err != nil {
+				s.cfg.Logger.Error("poll: unload failed", slog.String("model", name), slog.String("error", err.Error()))
+			}
+		}
+		cancel()
 	}
 	s.cfg.Logger.Info("removed from the repository: unloaded", slog.String("model", name), slog.String("manifest", m.source.manifest))
 }
@@ -225,6 +239,9 @@ func (s *Server) addManifest(path string) {
 	m.seen = s.filesSeen(m)
 	var errs []error
 	for _, v := range m.sortedVariants() {
+		if v.unit != nil {
+			continue // it loads on its first request (the memory budget)
+		}
 		if err := s.loadVariant(m, v); err != nil {
 			errs = append(errs, named(name, v.id, err))
 		}
@@ -274,6 +291,13 @@ func (s *Server) addFamily(path string) (*model, error) {
 		return nil, err
 	}
 	m.added.Store(true)
+	if s.mem != nil {
+		// Under the memory budget it loads on its first request, as
+		// every unpinned model does.
+		for _, u := range s.newUnits(m, false) {
+			s.mem.add(u)
+		}
+	}
 	s.tel.observe(m)
 	for o := range replace {
 		s.dropped = append(s.dropped, o)

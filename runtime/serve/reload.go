@@ -228,7 +228,7 @@ func (s *Server) reload(m *model, load bool) error {
 	var errs []error
 	for _, v := range m.sortedVariants() {
 		if !v.loaded.Load() {
-			if load {
+			if load && v.unit == nil { // under the memory budget it loads on its next request, from src
 				if err := s.loadVariant(m, v); err != nil {
 					errs = append(errs, named(name, v.id, err))
 				}
@@ -328,9 +328,44 @@ func (s *Server) reloadVariant(m *model, v *variant, src source) error {
 		}
 		return nil
 	}
+	// Under the memory budget the new revision is charged beside the
+	// serving one from now on: room is made for it first.
+	var res *reservation
+	if s.mem != nil && v.unit != nil && path != "" {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return fmt.Errorf("%w: %v", client.ErrCheckpoint, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), unloadWait)
+		res, err = s.mem.reserve(ctx, v.unit, fi.Size())
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	rev, err := s.makeRevision(m, v, src, path, digest, 0)
 	if err != nil {
+		if res != nil {
+			res.release()
+		}
 		return err
+	}
+	if res != nil && cur != nil {
+		// The unit is charged the new revision; the reservation holds
+		// the serving one's bytes until it is freed.
+		s.mem.swapCharge(v.unit, res)
+		cur.onFree = res.release
+	}
+	// Under version_policy latest: N the serving revision joins the kept
+	// ones before the new one is swapped in (a request naming it finds it
+	// in one or the other throughout), and those beyond N are retired.
+	var retired []*revision
+	if keep := src.spec.VersionPolicy.Keep(); keep > 1 && cur != nil && !cur.fresh {
+		kept := append([]*revision{cur}, v.keptRevisions()...)
+		if len(kept) > keep-1 {
+			kept, retired = kept[:keep-1], kept[keep-1:]
+		}
+		v.kept.Store(&kept)
 	}
 	old := v.swap(rev)
 	v.reloadErr.Store(nil)
@@ -339,12 +374,34 @@ func (s *Server) reloadVariant(m *model, v *variant, src source) error {
 	from := "none"
 	if old != nil {
 		from = old.version
-		s.retire(m, old)
+		if src.spec.VersionPolicy.Keep() <= 1 || old.fresh {
+			s.retire(m, old)
+		}
 	}
 	s.cfg.Logger.Info("reloaded", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", rev.version),
 		slog.String("replaces", from), slog.String("checkpoint_sha256", digest))
+	for _, r := range retired {
+		s.retire(m, r)
+		s.cfg.Logger.Info("retired by the version policy", slog.String("model", m.oip.Spec.ModelFamilyID), slog.String("version", r.version),
+			slog.Int("latest", src.spec.VersionPolicy.Keep()), slog.String("newest", rev.version))
+	}
 	s.health.notify()
 	return nil
+}
+
+// retireKept retires the revisions v's version policy kept beside its
+// newest (an unload, an eviction) and returns the channels closed once
+// each is freed.
+func (s *Server) retireKept(m *model, v *variant) []<-chan struct{} {
+	p := v.kept.Swap(nil)
+	if p == nil {
+		return nil
+	}
+	var freed []<-chan struct{}
+	for _, r := range *p {
+		freed = append(freed, s.retire(m, r))
+	}
+	return freed
 }
 
 // reloadFailed records a failed reload of v (nil: every loaded variant of
@@ -374,6 +431,13 @@ func (v *variant) serving() string {
 		return ""
 	}
 	msg := "serving " + r.describe()
+	if kept := v.keptRevisions(); len(kept) > 0 {
+		names := make([]string, len(kept))
+		for i, k := range kept {
+			names[i] = k.version
+		}
+		msg += "; also serving " + strings.Join(names, ", ") + " (kept by its version policy)"
+	}
 	if p := v.held.Load(); p != nil {
 		msg += "; " + *p
 	}

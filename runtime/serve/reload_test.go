@@ -21,6 +21,7 @@ import (
 	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/serve"
+	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 	"github.com/worldfoundry/wfgen/runtime/torch"
 )
@@ -131,10 +132,105 @@ func TestPollSwapsUnderLoad(t *testing.T) {
 	enginetest.WaitFor(t, "the old revisions to be freed", func() bool { return s.srv.Stats().DrainingRevisions == 0 })
 }
 
+// Under version_policy latest: 2 with cross-request batching, clients
+// send at once to default@1, default@2 and no version while a third
+// checkpoint is swapped in: every answer names the version it was asked
+// for (the newest for no version) and is that revision's embedding, so no
+// batch mixed two revisions; default@1, retired by the swap, answers or
+// is refused 404 naming the versions served, and is freed.
+func TestPollLatestVersionsUnderLoad(t *testing.T) {
+	t.Parallel()
+	dir := tiny.Copy(t)
+	ck := filepath.Join(dir, "checkpoints", "tiny-encoder.pt")
+	a := filepath.Join(t.TempDir(), "a.pt")
+	swapIn(t, ck, a)
+	b := filepath.Join(t.TempDir(), "b.pt")
+	if err := otherEncoder(b); err != nil {
+		t.Fatal(err)
+	}
+	sp := loadSpec(t, "tiny-encoder")
+	sp.VersionPolicy = &spec.VersionPolicySpec{Latest: 2}
+	fam := serve.Family{Spec: sp, Options: []client.Option{client.WithCheckpointRoot(dir), client.WithDevice("cpu")}}
+	s := serveFamilies(t, serve.Config{ModelControl: serve.ControlPoll, PollInterval: 5 * time.Millisecond, Batching: true, BatchInvariant: true, MaxConcurrent: 2}, fam)
+	_, wantA, err := inferEncoderAt(s.url, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapIn(t, b, ck)
+	enginetest.WaitFor(t, "default@2 to answer", func() bool {
+		v, _, err := inferEncoderAt(s.url, "")
+		return err == nil && v == "default@2"
+	})
+	_, wantB, err := inferEncoderAt(s.url, "default@2")
+	if err != nil || wantA == wantB {
+		t.Fatalf("B: %v, or A and B answer alike", err)
+	}
+	want := map[string]string{"default@1": wantA, "default@2": wantB, "default@3": wantA}
+
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []string
+		answered = map[string]int{}
+	)
+	for i := range 9 {
+		asked := []string{"default@1", "default@2", ""}[i%3]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				version, out, err := inferEncoderAt(s.url, asked)
+				mu.Lock()
+				switch {
+				case err != nil && asked == "default@1" && strings.HasPrefix(err.Error(), "404 ") && strings.Contains(err.Error(), "versions served: default@3"):
+					answered["default@1 retired"]++ // retired by the swap
+				case err != nil:
+					failures = append(failures, fmt.Sprintf("version %q: %v", asked, err))
+				case asked != "" && version != asked, asked == "" && version != "default@2" && version != "default@3":
+					failures = append(failures, fmt.Sprintf("version %q answered by %s", asked, version))
+				case out != want[version]:
+					failures = append(failures, fmt.Sprintf("version %q: %s answered another revision's embedding", asked, version))
+				default:
+					answered[version]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	enginetest.WaitFor(t, "both versions to answer", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return answered["default@1"] > 0 && answered["default@2"] > 0
+	})
+	swapIn(t, a, ck)
+	enginetest.WaitFor(t, "default@3 to answer and default@1 to be refused", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return answered["default@3"] > 0 && answered["default@1 retired"] > 0
+	})
+	stop.Store(true)
+	wg.Wait()
+	for _, f := range failures {
+		t.Error(f)
+	}
+	t.Logf("answers: %v", answered)
+	enginetest.WaitFor(t, "default@1 to be freed", func() bool { return s.srv.Stats().DrainingRevisions == 0 })
+}
+
 // inferEncoder sends one embed request and returns the version that
 // answered and its outputs as JSON.
-func inferEncoder(url string) (version, outputs string, err error) {
-	resp, err := http.Post(url+"/v2/models/tiny-encoder/infer", "application/json", strings.NewReader(embedBody))
+func inferEncoder(url string) (version, outputs string, err error) { return inferEncoderAt(url, "") }
+
+// inferEncoderAt sends one embed request to version ("": none) and
+// returns the version that answered and its outputs as JSON; an error
+// starting with the status for a refusal.
+func inferEncoderAt(url, version string) (string, string, error) {
+	path := "/v2/models/tiny-encoder/infer"
+	if version != "" {
+		path = "/v2/models/tiny-encoder/versions/" + version + "/infer"
+	}
+	resp, err := http.Post(url+path, "application/json", strings.NewReader(embedBody))
 	if err != nil {
 		return "", "", err
 	}

@@ -109,16 +109,19 @@ func (s *Server) unloadModel(ctx context.Context, m *model, why error) error {
 	ctx, cancel := context.WithTimeout(ctx, unloadWait)
 	defer cancel()
 	for _, v := range m.sortedVariants() {
-		// No call pins the revision from now on; those that did finish
-		// on it, then it is freed.
-		old := v.swap(nil)
-		if old == nil {
-			continue
+		// No call pins the revisions from now on (the newest, and those
+		// its version policy kept); those that did finish on them, then
+		// they are freed.
+		freed := s.retireKept(m, v)
+		if old := v.swap(nil); old != nil {
+			freed = append(freed, s.retire(m, old))
 		}
-		select {
-		case <-s.retire(m, old):
-		case <-ctx.Done():
-			return fmt.Errorf("%s/%s: calls still running after %v (its module is freed when they end): %w", m.oip.Spec.ModelFamilyID, v.id, unloadWait, ctx.Err())
+		for _, f := range freed {
+			select {
+			case <-f:
+			case <-ctx.Done():
+				return fmt.Errorf("%s/%s: calls still running after %v (its module is freed when they end): %w", m.oip.Spec.ModelFamilyID, v.id, unloadWait, ctx.Err())
+			}
 		}
 	}
 	s.cfg.Logger.Info("unloaded", slog.String("model", m.oip.Spec.ModelFamilyID))
@@ -130,6 +133,9 @@ func (s *Server) unloadModel(ctx context.Context, m *model, why error) error {
 func (s *Server) notLoaded(m *model, v *variant) error {
 	if v.loaded.Load() {
 		return nil
+	}
+	if v.unit != nil && !m.removed.Load() {
+		return nil // it loads on request, under the memory budget (lazyload.go)
 	}
 	if s.cfg.ModelControl == ControlPoll && s.started.Load() {
 		// Removed from the repository, or added and failed to load.
@@ -179,13 +185,27 @@ func (s *Server) indexEntries(ctx context.Context, ready bool) []repositoryEntry
 		}
 		for _, v := range m.sortedVariants() {
 			e := repositoryEntry{Name: m.oip.Spec.ModelFamilyID, Version: v.id, State: "READY"}
-			if err := v.ready(m); err != nil {
+			err := v.ready(m)
+			if err != nil {
 				e.State, e.Reason = "UNAVAILABLE", err.Error()
 			} else if s.cfg.ModelControl != ControlNone {
 				e.Reason = v.serving()
 			}
 			if !ready || e.State == "READY" {
 				out = append(out, e)
+			}
+			if err != nil {
+				continue
+			}
+			// The older revisions a version policy keeps: each its own
+			// version, VARIANT@N.
+			newest := ""
+			if r := v.rev.Load(); r != nil {
+				newest = r.version
+			}
+			for _, r := range v.keptRevisions() {
+				out = append(out, repositoryEntry{Name: m.oip.Spec.ModelFamilyID, Version: r.version, State: "READY",
+					Reason: fmt.Sprintf("serving %s, kept by its version policy beside the newest, %s", r.describe(), newest)})
 			}
 		}
 	}

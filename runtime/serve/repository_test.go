@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -204,6 +205,57 @@ func TestTritonClientRepository(t *testing.T) {
 	if got.Before["tiny-encoder"] != "UNAVAILABLE" || got.Loaded["tiny-encoder"] != "READY" || got.After["tiny-encoder"] != "UNAVAILABLE" ||
 		!got.ReadyLoaded || got.ReadyAfter || got.Embedding != 64 {
 		t.Errorf("tritonclient saw %s", out)
+	}
+}
+
+// Triton's own Python gRPC client (tritonclient.grpc, unmodified, its
+// protobuf modules generated from Triton's .proto files: tritonGRPCPath)
+// lists the repository, reads a model's readiness, loads it, runs it with
+// Triton's priority and timeout parameters — the in-process client's
+// embedding bit for bit —, unloads it, and is
+// told NOT_FOUND for an unknown model.
+func TestTritonGRPCClientRepository(t *testing.T) {
+	t.Parallel()
+	py := "/usr/bin/python3"
+	path := tritonGRPCPath(t, py)
+	s := withGRPC(t, start(t, serve.Config{ModelControl: serve.ControlExplicit, Token: "sesame"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "tritonclient", "repository_grpc.py"), s.addr, "sesame")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+path, "PYTHONDONTWRITEBYTECODE=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tritonclient.grpc: %v\n%s", err, stderr.Bytes())
+	}
+	var got struct {
+		Before, Loaded, After map[string]string
+		ReadyBefore           bool      `json:"ready_before"`
+		ReadyLoaded           bool      `json:"ready_loaded"`
+		ReadyAfter            bool      `json:"ready_after"`
+		Embedding             []float64 `json:"embedding"`
+		ModelVersion          string    `json:"model_version"`
+		UnknownLoad           *string   `json:"unknown_load"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if got.Before["tiny-encoder"] != "UNAVAILABLE" || got.Loaded["tiny-encoder"] != "READY" || got.After["tiny-encoder"] != "UNAVAILABLE" ||
+		got.ReadyBefore || !got.ReadyLoaded || got.ReadyAfter || got.ModelVersion != "default@1" {
+		t.Errorf("tritonclient.grpc saw %s", out)
+	}
+	if got.UnknownLoad == nil || *got.UnknownLoad != "StatusCode.NOT_FOUND" {
+		t.Errorf("load of an unknown model: %v", got.UnknownLoad)
+	}
+	want := inProcessEmbedding(t, 1, 2, 3, 4)
+	if len(got.Embedding) != len(want) {
+		t.Fatalf("embedding of %d values, want %d", len(got.Embedding), len(want))
+	}
+	for i, v := range got.Embedding {
+		if math.Float32bits(float32(v)) != math.Float32bits(want[i]) || float64(float32(v)) != v {
+			t.Fatalf("embedding[%d] = %v, in-process %v", i, v, want[i])
+		}
 	}
 }
 

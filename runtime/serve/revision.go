@@ -1,10 +1,13 @@
 package serve
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
@@ -32,6 +35,10 @@ type revision struct {
 	client  *client.Client // the revision's module
 	digest  string         // sha256 of the checkpoint file it loaded ("" when unknown)
 	fresh   bool           // New's, before Load: loaded on first use if ever
+	// onFree, when set (under the model's control lock, before the
+	// revision is retired), runs once it is freed: a reload under the
+	// memory budget gives the revision's bytes back (reload.go).
+	onFree func()
 
 	mu      sync.Mutex
 	refs    int           // calls and sessions that pinned it
@@ -103,6 +110,94 @@ func (v *variant) pin() (*revision, error) {
 	}
 }
 
+// Versions kept side by side (version_policy latest: N). A variant whose
+// family's policy keeps N > 1 revisions keeps the N-1 it served before the
+// newest in kept, newest first: each still answers the requests that name
+// it (VARIANT@N: the REST path's version, gRPC's model_version), while a
+// request naming the variant, or no version, gets the newest. A reload
+// beyond N retires the oldest kept (drained, then freed).
+
+// revisionKey is the context key of the revision a request names.
+type revisionKey struct{}
+
+// withRevision returns ctx carrying revision n (0: the newest) as the one
+// its request names.
+func withRevision(ctx context.Context, n int64) context.Context {
+	if n == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, revisionKey{}, n)
+}
+
+// revisionOf returns the revision ctx's request names, 0 for the newest.
+func revisionOf(ctx context.Context) int64 {
+	n, _ := ctx.Value(revisionKey{}).(int64)
+	return n
+}
+
+// keptRevisions returns the older revisions v serves beside its newest,
+// newest first.
+func (v *variant) keptRevisions() []*revision {
+	if p := v.kept.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// serves reports whether v serves revision n now (the newest or a kept
+// one).
+func (v *variant) serves(n int64) bool {
+	if r := v.rev.Load(); r != nil && r.n == n && !r.fresh {
+		return true
+	}
+	return slices.ContainsFunc(v.keptRevisions(), func(r *revision) bool { return r.n == n })
+}
+
+// errNoRevision refuses a request naming revision n of v, which v does
+// not serve (never did, or retired by the version policy): 404, naming
+// the versions v serves.
+func errNoRevision(v *variant, n int64) error {
+	var served []string
+	if r := v.rev.Load(); r != nil && !r.fresh && v.loaded.Load() {
+		served = append(served, fmt.Sprintf("%s (the newest, also as %q)", r.version, v.id))
+	}
+	for _, r := range v.keptRevisions() {
+		served = append(served, r.version)
+	}
+	what := "none: it is not loaded"
+	if len(served) > 0 {
+		what = strings.Join(served, ", ")
+	}
+	return withStatus(http.StatusNotFound, "model %q has no version %q (not served, or retired by its version policy); versions served: %s",
+		v.family, revisionName(v.id, n), what)
+}
+
+// pinAt pins revision n of v (0: the newest, as pin) for one call or
+// session; 404 when v does not serve it (retired meanwhile).
+func (v *variant) pinAt(n int64) (*revision, error) {
+	if n == 0 {
+		return v.pin()
+	}
+	for {
+		r := v.rev.Load()
+		if r == nil || r.n != n {
+			break
+		}
+		if r.enter() {
+			return r, nil
+		}
+	}
+	// A kept one; the one serving when the lookup was made stays in
+	// kept until it is retired (the newest is swapped in after it has
+	// joined kept).
+	for _, r := range v.keptRevisions() {
+		if r.n == n && r.enter() {
+			return r, nil
+		}
+	}
+	return nil, errNoRevision(v, n)
+}
+
 // swap makes r the revision v serves and returns the one it replaces (nil
 // for none).
 func (v *variant) swap(r *revision) *revision { return v.rev.Swap(r) }
@@ -121,6 +216,9 @@ func (s *Server) retire(m *model, r *revision) <-chan struct{} {
 		r.client.Close()
 		if _, err := client.ReleaseCaches(); err != nil {
 			s.cfg.Logger.Warn("releasing caches", slog.String("error", err.Error()))
+		}
+		if r.onFree != nil {
+			r.onFree()
 		}
 		s.drainingRevs.Add(-1)
 		if !r.fresh { // New's revision, replaced at the first load, held nothing worth a record

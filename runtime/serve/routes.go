@@ -27,7 +27,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v2/{$}", get(s.serverMetadata))
 	mux.HandleFunc("/v2", get(s.serverMetadata))
 	mux.HandleFunc("/openapi.json", get(func(w http.ResponseWriter, r *http.Request) {
-		writeDocument(w, s.openapi)
+		writeDocument(w, s.docs().openapi) // the families served now (playground.go)
 	}))
 	mux.HandleFunc("/v2/models/{model}", s.withModel(get(s.modelMetadata)))
 	mux.HandleFunc("/v2/models/{model}/versions/{version}", s.withModel(get(s.modelMetadata)))
@@ -88,7 +88,7 @@ type (
 func (s *Server) withModel(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		// The same lookup as gRPC's (grpc.go).
-		m, v, err := s.lookup(r.Context(), r.PathValue("model"), r.PathValue("version"))
+		m, v, n, err := s.lookupRevision(r.Context(), r.PathValue("model"), r.PathValue("version"))
 		if strings.HasSuffix(r.Pattern, "/infer") { // counted per model and task (metrics.go)
 			if m != nil {
 				setObs(r.Context(), s.tel.obs(m, ""))
@@ -104,6 +104,7 @@ func (s *Server) withModel(h http.HandlerFunc) http.HandlerFunc {
 		if v != nil {
 			ctx = context.WithValue(ctx, variantKey{}, v)
 		}
+		ctx = withRevision(ctx, n) // VARIANT@N (revision.go)
 		h(w, r.WithContext(ctx))
 	}
 }
@@ -153,7 +154,11 @@ func (s *Server) modelReady(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &statusError{status: http.StatusServiceUnavailable, err: err})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": m.oip.Spec.ModelFamilyID, "version": v.id, "ready": true})
+	version := v.id
+	if n := revisionOf(r.Context()); n > 0 {
+		version = revisionName(v.id, n) // served: withModel's lookup checked it
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": m.oip.Spec.ModelFamilyID, "version": version, "ready": true})
 }
 
 // writeDocument writes a JSON document held as bytes.

@@ -180,7 +180,10 @@ type Config struct {
 	// their first request instead of at start, each variant charged its
 	// model checkpoint file's size, and the least recently used unpinned
 	// ones are evicted when the next would not fit. A model larger than
-	// the whole budget is refused (507). It needs ControlNone.
+	// the whole budget is refused (507). It works with ControlNone and
+	// ControlPoll (a reload is charged beside the serving revision;
+	// families added load on request), not with ControlExplicit
+	// (ErrExplicitWithMemory).
 	ModelMemory int64
 	// ModelKeepAlive, when positive, unloads a model (variant) idle for
 	// this long, under the budget or not; it loads again on its next
@@ -318,8 +321,13 @@ type model struct {
 // engine slots and batchers.
 type variant struct {
 	id        string
+	family    string                   // its family's id
 	rev       atomic.Pointer[revision] // the revision serving (revision.go); nil once unloaded
 	revisions atomic.Int64             // the last revision number given
+	// kept: the older revisions served beside rev under a version
+	// policy that keeps the latest N, newest first (revision.go);
+	// replaced, never changed, under the model's control lock.
+	kept      atomic.Pointer[[]*revision]
 	loaded    atomic.Bool
 	loadErr   atomic.Pointer[error]
 	reloadErr atomic.Pointer[error]  // the last reload's failure, the old revision serving on
@@ -335,14 +343,16 @@ type variant struct {
 // New, load the models with Load, serve it (HTTPServer gives an http.Server
 // with the timeouts it needs), and stop it with Shutdown then Close.
 type Server struct {
-	cfg     Config
-	catp    atomic.Pointer[catalog]     // the served models (cat)
-	catMu   sync.Mutex                  // one change of the catalog at a time; guards dropped and invalid
-	dropped []*model                    // models replaced in the catalog: closed by Close
-	invalid map[string]*invalidManifest // poll mode: manifests added to the repository that serve nothing, by path (poll.go)
-	openapi []byte
-	lim     oip.Limits
-	handler http.Handler // the routes inside the middleware
+	cfg      Config
+	catp     atomic.Pointer[catalog]     // the served models (cat)
+	catMu    sync.Mutex                  // one change of the catalog at a time; guards dropped and invalid
+	dropped  []*model                    // models replaced in the catalog: closed by Close
+	invalid  map[string]*invalidManifest // poll mode: manifests added to the repository that serve nothing, by path (poll.go)
+	docsp    atomic.Pointer[servedDocs]  // the OpenAPI document and playground of the families served (playground.go)
+	docsMu   sync.Mutex                  // one making of them at a time
+	notFound http.HandlerFunc            // the answer to paths that are not the protocol's or the playground's
+	lim      oip.Limits
+	handler  http.Handler // the routes inside the middleware
 
 	adm      admission
 	active   atomic.Int64 // infer requests being read, queued or run; not sessions, which join no batch
@@ -432,7 +442,6 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 	}()
 	cat := &catalog{models: map[string]*model{}}
 	s.catp.Store(cat) // filled before anyone else sees it
-	var specs []*spec.ModelInferenceSpec
 	for _, f := range families {
 		m, err := s.newModel(f)
 		if err != nil {
@@ -442,13 +451,10 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 			m.close()
 			return nil, err
 		}
-		specs = append(specs, f.Spec)
 	}
-	doc, err := oip.OpenAPI(specs...)
-	if err != nil {
+	if _, err := oip.OpenAPI(cat.specs()...); err != nil {
 		return nil, err
 	}
-	s.openapi = doc
 	s.tel = newTelemetry(s)
 	for _, name := range cfg.StartupModels {
 		if s.cat().models[name] == nil {
@@ -468,6 +474,7 @@ func New(cfg Config, families ...Family) (_ *Server, err error) {
 		s.keys = NewKeys(Key{Name: "token", Key: cfg.Token})
 	}
 	s.handler = s.observe(s.drainGuard(s.auth(s.routes())))
+	s.docs() // the start's families' documents, made now (a playground that cannot be made is logged at start)
 	return s, nil
 }
 
@@ -491,7 +498,7 @@ func (s *Server) newModel(f Family) (_ *model, err error) {
 		if err != nil {
 			return nil, err
 		}
-		v := &variant{id: vid, slots: sl, callers: newCallers(s.cfg.MaxConcurrent, s.closed),
+		v := &variant{id: vid, family: f.Spec.ModelFamilyID, slots: sl, callers: newCallers(s.cfg.MaxConcurrent, s.closed),
 			batchers: map[*spec.InferenceTaskProfile]*batcher{}}
 		// Revision 1, loaded by Load (or on first use).
 		first := newRevision(vid, v.revisions.Add(1), c, "")
@@ -501,7 +508,7 @@ func (s *Server) newModel(f Family) (_ *model, err error) {
 			for j := range f.Spec.Tasks {
 				t := &f.Spec.Tasks[j]
 				if t.Batching != nil && len(t.BatchingProblems()) == 0 {
-					v.batchers[t] = newBatcher(v.pin, t, v.slots, s.cfg.BatchDelay, &s.counters, s.active.Load)
+					v.batchers[t] = newBatcher(v.pinAt, t, v.slots, s.cfg.BatchDelay, &s.counters, s.active.Load)
 				}
 			}
 		}
@@ -522,6 +529,9 @@ func (m *model) close() {
 			b.close()
 		}
 		if r := v.rev.Load(); r != nil {
+			r.client.Close()
+		}
+		for _, r := range v.keptRevisions() {
 			r.client.Close()
 		}
 	}
@@ -560,6 +570,15 @@ func (c *catalog) add(m *model, replace map[*model]bool) error {
 	}
 	c.order = append(c.order, m)
 	return nil
+}
+
+// specs returns the specs of c's models, in order.
+func (c *catalog) specs() []*spec.ModelInferenceSpec {
+	out := make([]*spec.ModelInferenceSpec, len(c.order))
+	for i, m := range c.order {
+		out[i] = m.oip.Spec
+	}
+	return out
 }
 
 // clone returns a copy of c to change.
@@ -607,6 +626,9 @@ func (s *Server) Load() error {
 		}
 		s.started.Store(true)
 		s.health.notify()
+		if err == nil {
+			s.startPolling() // poll mode: reloads charged beside the serving revision, added families loaded on request
+		}
 		return err
 	}
 	for _, m := range s.cat().order {

@@ -148,7 +148,7 @@ func (s *Server) openSession(ctx context.Context, m *model, v *variant, task *sp
 		s.nsessions.Add(-1)
 		return nil, err
 	}
-	rev, err := v.pin()
+	rev, err := v.pinAt(revisionOf(ctx)) // the newest, or the VARIANT@N the request names
 	if err != nil {
 		unlease()
 		s.nsessions.Add(-1)

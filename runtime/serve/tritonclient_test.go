@@ -3,10 +3,14 @@ package serve_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -128,4 +132,132 @@ func TestTritonClientBinary(t *testing.T) {
 	if !bytes.Equal(want["embedding"].(*tensor.Tensor).Data, read("embedding.bin")) {
 		t.Error("embedding differs from in-process")
 	}
+}
+
+// tritonProtos is the folder of Triton's .proto files that its Python gRPC
+// client's modules are generated from (grpc_service.proto and
+// model_config.proto of github.com/triton-inference-server/common,
+// protobuf/, commit 83adf7c, unmodified, BSD-3-Clause headers kept): the
+// client's source tree ships without them, as its build generates them.
+const tritonProtos = "testdata/tritonclient/protos"
+
+// tritonGRPCPath returns a PYTHONPATH under which Triton's Python gRPC
+// client (tritonclient.grpc, unmodified) imports: the client's package
+// (tritonClientDir) with the protobuf modules its build adds beside its
+// gRPC code (service_pb2.py, service_pb2_grpc.py, model_config_pb2.py),
+// generated from tritonProtos the way its build does (protoc's Python
+// output and grpc_tools.protoc's gRPC output, imports rewritten as
+// build_wheel.py rewrites them) and cached by the protos' hash in
+// wfgen/tritonclient-grpc in the user's cache folder. A source tree that
+// already has them is used as it is. It skips, saying why, where the
+// client's source, protoc or the Python packages are not there
+// (scripts/setup.sh installs them).
+func tritonGRPCPath(t *testing.T, py string) string {
+	t.Helper()
+	lib := tritonClientDir()
+	pkg := filepath.Join(lib, "tritonclient")
+	if _, err := os.Stat(filepath.Join(pkg, "grpc", "__init__.py")); err != nil {
+		t.Skipf("Triton's Python client is not at %s: put the src/python/library folder of github.com/triton-inference-server/client there, or set WFGEN_TRITONCLIENT to it (docs/serving.md)", lib)
+	}
+	check := exec.Command(py, "-c", "import numpy, rapidjson, packaging, grpc, google.protobuf; print(grpc.__version__, google.protobuf.__version__)")
+	versions, err := check.CombinedOutput()
+	if err != nil {
+		t.Skipf("tritonclient.grpc's dependencies do not import with %s (install Debian's python3-numpy python3-rapidjson python3-packaging python3-grpcio: scripts/setup.sh): %v %s", py, err, versions)
+	}
+	if _, err := os.Stat(filepath.Join(pkg, "grpc", "service_pb2.py")); err == nil {
+		return lib
+	}
+	stubs := tritonGRPCStubs(t, py, string(versions))
+	root := t.TempDir()
+	if err := os.CopyFS(filepath.Join(root, "tritonclient"), os.DirFS(pkg)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(root, "tritonclient", "grpc"), os.DirFS(stubs)); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// tritonGRPCStubs returns the folder of the generated modules, generating
+// them when the cache does not have them (into a temporary folder renamed
+// into place, so that test processes running at once never see half of
+// them). They are cached by the protos, protoc's version and the Python
+// gRPC and protobuf versions (pyVersions).
+func tritonGRPCStubs(t *testing.T, py, pyVersions string) string {
+	t.Helper()
+	protoc, err := exec.Command("protoc", "--version").Output()
+	if err != nil {
+		t.Skipf("protoc does not run (Debian's protobuf-compiler: scripts/setup.sh): %v", err)
+	}
+	protos := []string{"grpc_service.proto", "model_config.proto"}
+	h := sha256.New()
+	fmt.Fprintf(h, "protoc --python_out; grpc_tools.protoc --grpc_python_out; build_wheel.py's names and imports\n%s%s", protoc, pyVersions)
+	for _, p := range protos {
+		b, err := os.ReadFile(filepath.Join(tritonProtos, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", p, len(b))
+		h.Write(b)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Skipf("no cache folder for tritonclient.grpc's generated modules: %v", err)
+	}
+	parent := filepath.Join(cache, "wfgen", "tritonclient-grpc")
+	dir := filepath.Join(parent, hex.EncodeToString(h.Sum(nil))[:16])
+	if _, err := os.Stat(filepath.Join(dir, "service_pb2_grpc.py")); err == nil {
+		return dir
+	}
+	if out, err := exec.Command(py, "-c", "import grpc_tools.protoc").CombinedOutput(); err != nil {
+		t.Skipf("grpc_tools does not import with %s (Debian's python3-grpc-tools: scripts/setup.sh): %v %s", py, err, out)
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.MkdirTemp(parent, ".generating-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	gen, final := filepath.Join(tmp, "gen"), filepath.Join(tmp, "out")
+	for _, d := range []string{gen, final} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(name string, args ...string) {
+		cmd := exec.Command(name, args...)
+		cmd.Dir = tritonProtos
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	run("protoc", append([]string{"-I.", "--python_out=" + gen}, protos...)...)
+	run(py, "-m", "grpc_tools.protoc", "-I.", "--grpc_python_out="+gen, "grpc_service.proto")
+	// build_wheel.py's renames and import rewrites: the modules live in
+	// the tritonclient.grpc package, grpc_service's named service_*.
+	pb2 := regexp.MustCompile(`(?m)^import ([^ ]*)_pb2 as ([^ ]*)$`)
+	grpcPB2 := regexp.MustCompile(`(?m)^import grpc_([^ ]*)_pb2 as ([^ ]*)$`)
+	for from, to := range map[string]string{"grpc_service_pb2.py": "service_pb2.py", "grpc_service_pb2_grpc.py": "service_pb2_grpc.py", "model_config_pb2.py": "model_config_pb2.py"} {
+		b, err := os.ReadFile(filepath.Join(gen, from))
+		if err != nil {
+			t.Fatal(err)
+		}
+		imports := pb2
+		if to == "service_pb2_grpc.py" {
+			imports = grpcPB2
+		}
+		b = imports.ReplaceAll(b, []byte("from tritonclient.grpc import ${1}_pb2 as $2"))
+		if err := os.WriteFile(filepath.Join(final, to), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(final, dir); err != nil {
+		// Another test process put them there first.
+		if _, serr := os.Stat(filepath.Join(dir, "service_pb2_grpc.py")); serr != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -483,18 +483,40 @@ type ModelInferenceSpec struct {
 	// "priority": 1 is served first, larger levels later); 0 or absent:
 	// the server's -default-priority.
 	DefaultPriority int `json:"default_priority,omitempty" jsonschema:"minimum=1,maximum=1048576,example=1"`
-	// VersionPolicy is how wfserve's poll mode treats the family's
-	// checkpoints changing while it serves (Triton's version_policy);
-	// absent: a changed checkpoint is reloaded.
+	// VersionPolicy is how wfserve treats the family's checkpoints
+	// changing while it serves (Triton's version_policy): pinned, or the
+	// latest N revisions side by side; absent: a changed checkpoint is
+	// reloaded and the old revision freed.
 	VersionPolicy *VersionPolicySpec `json:"version_policy,omitempty"`
 }
 
+// MaxLatestVersions bounds VersionPolicySpec.Latest: each revision kept
+// holds a loaded module.
+const MaxLatestVersions = 16
+
 // VersionPolicySpec is a family's version policy (ModelInferenceSpec.VersionPolicy).
+// Pinned and Latest exclude each other.
 type VersionPolicySpec struct {
 	// Pinned, when true, keeps the revisions wfserve loaded: in poll mode a
 	// changed checkpoint is logged and listed in the repository index, not
 	// loaded (an explicit load, or a restart, loads it).
 	Pinned bool `json:"pinned,omitempty" jsonschema:"example=true"`
+	// Latest, when set, keeps the latest N revisions of each variant
+	// loaded side by side: a reload adds the new revision and retires
+	// (drains, then frees) those beyond N. A request naming VARIANT@N
+	// (the path's version, gRPC's model_version) runs on that revision; a
+	// request naming the variant, or none, on the newest. 1 is a reload's
+	// default: the old revision is retired at once.
+	Latest int `json:"latest,omitempty" jsonschema:"minimum=1,maximum=16,example=2"`
+}
+
+// Keep is how many revisions of a variant the policy keeps loaded: its
+// Latest, else 1.
+func (p *VersionPolicySpec) Keep() int {
+	if p == nil || p.Latest < 1 {
+		return 1
+	}
+	return p.Latest
 }
 
 // OpLibrariesFor returns the op libraries variant v of the family loads
