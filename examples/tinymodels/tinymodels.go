@@ -71,9 +71,11 @@ def step(self, num_frames: int, controls: List[float], speed: float = 2.0, state
 // show the position, the frame index and the size of the batch the call
 // ran at, so that a session's frames depend on the company it kept unless
 // every call runs at one size (the invariant padding: the probe finds no
-// size but the max giving the max's bits).
+// size but the max giving the max's bits). A control beyond ±100 fails the
+// call (the runtime then finds the session that sent it).
 const StepsSource = `
 def steps(self, num_frames: int, controls: Tensor, start: Optional[Tensor] = None, state: Optional[Tensor] = None) -> Dict[str, Tensor]:
+    assert not bool((controls.abs() > 100.0).any()), "controls: want values within [-100, 100]"
     n = controls.size(0)
     s = torch.zeros(n, 2)
     if state is not None:

@@ -571,6 +571,9 @@ func (c *Client) Call(ctx context.Context, task *spec.InferenceTaskProfile, in I
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(""), err) // a load error is the variant's, not the task's
 	}
+	if q := l.stepsOf(ti); q != nil {
+		return c.firstChunk(ctx, l, ti, task, in, q)
+	}
 	out, err := c.call(ctx, l, ti, task, in, co)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
@@ -578,28 +581,38 @@ func (c *Client) Call(ctx context.Context, task *spec.InferenceTaskProfile, in I
 	return out, nil
 }
 
+// firstChunk is a call of a session-batched task (index ti): the first
+// chunk of a fresh session, through the sessions' queue q, so that it has
+// the bits its session would get.
+func (c *Client) firstChunk(ctx context.Context, l *loaded, ti int, task *spec.InferenceTaskProfile, in Inputs, q *stepQueue) (map[string]any, error) {
+	kw, err := l.kwargs(ti, task, in, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	rt := spec.DefaultRealtimeSpec()
+	if c.spec.Realtime != nil {
+		rt = *c.spec.Realtime
+	}
+	row, err := stepRow(kw, l.tasks[ti].args, rt.FirstChunkFrames, rt.Controls, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	out, err := q.step(ctx, row) // named by the queue
+	if err != nil {
+		return nil, err
+	}
+	video := streamVideo(task)
+	res, err := l.checkedOutputs(ti, task, map[string]any{video: out[video]})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+	}
+	return res, nil
+}
+
 func (c *Client) call(ctx context.Context, l *loaded, ti int, task *spec.InferenceTaskProfile, in Inputs, co CallOptions) (map[string]any, error) {
 	kw, err := l.kwargs(ti, task, in, 0)
 	if err != nil {
 		return nil, err
-	}
-	if q := l.stepsOf(ti); q != nil {
-		// The first chunk of a fresh session, through the sessions' queue:
-		// the bits its session would get.
-		rt := spec.DefaultRealtimeSpec()
-		if c.spec.Realtime != nil {
-			rt = *c.spec.Realtime
-		}
-		row, err := stepRow(kw, l.tasks[ti].args, rt.FirstChunkFrames, rt.Controls, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		out, err := q.step(ctx, row)
-		if err != nil {
-			return nil, err
-		}
-		video := streamVideo(task)
-		return l.checkedOutputs(ti, task, map[string]any{video: out[video]})
 	}
 	if task.Stream {
 		c.oneChunk(l.tasks[ti].args, kw)
@@ -738,13 +751,14 @@ func (c *Client) CallStream(ctx context.Context, task *spec.InferenceTaskProfile
 	if q := l.stepsOf(ti); q != nil {
 		step = func(ctx context.Context, req stream.StepRequest) (stream.StepResult, error) {
 			row, err := stepRow(base, has, req.Frames, req.Spec.Controls, req.Controls, req.State)
-			if err == nil {
-				var out map[string]any
-				if out, err = q.step(ctx, row); err == nil {
-					return stream.StepResult{Frames: out[video], State: out[ArgState]}, nil
-				}
+			if err != nil {
+				return stream.StepResult{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
 			}
-			return stream.StepResult{}, fmt.Errorf("%s: %w", c.where(task.TaskID), err)
+			out, err := q.step(ctx, row) // named by the queue
+			if err != nil {
+				return stream.StepResult{}, err
+			}
+			return stream.StepResult{Frames: out[video], State: out[ArgState]}, nil
 		}
 	} else {
 		step = c.stepCall(l, ti, task, base, video)

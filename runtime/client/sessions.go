@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -138,7 +139,9 @@ func (q *stepQueue) round(calls []*stepCall) {
 		}
 		// The round's calls are every session's: no one session's context
 		// may stop them.
-		var opts []batch.Option
+		// A step that fails on its own (its state, say) fails its session
+		// only: the executor finds it by halving.
+		opts := []batch.Option{batch.WithPerItemErrors()}
 		var st batch.Stats
 		if q.c.opts.SessionBatches != nil {
 			opts = append(opts, batch.WithStats(func(s batch.Stats) { st = s }))
@@ -147,10 +150,20 @@ func (q *stepQueue) round(calls []*stepCall) {
 		if q.c.opts.SessionBatches != nil {
 			q.c.opts.SessionBatches(SessionBatch{Task: q.task.TaskID, Sessions: len(grp), Calls: st.Calls, Padded: st.Padded})
 		}
+		own := map[int]error{}
+		var items batch.ItemErrors
+		if errors.As(err, &items) {
+			for _, ie := range items {
+				own[ie.Index] = fmt.Errorf("%s: %w", q.c.where(q.task.TaskID), ie.Err) // as the executor's errors are
+			}
+			err = nil
+		}
 		for i, sc := range grp {
 			switch {
 			case err != nil:
 				sc.err = err
+			case own[i] != nil:
+				sc.err = own[i]
 			case i < len(outs) && outs[i].ran():
 				sc.out = map[string]any{}
 				outs[i].fill(sc.out)

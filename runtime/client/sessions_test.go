@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"iter"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
@@ -201,5 +203,109 @@ func TestSessionBatchingCallAndContract(t *testing.T) {
 	_, err = c2.Run(context.Background(), "play", nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "session_batching") || !strings.Contains(err.Error(), "controls") {
 		t.Errorf("a steps method without controls: %v, want an error at session_batching naming controls", err)
+	}
+}
+
+// One session whose step fails the batched call (a control the model
+// refuses) fails alone: the executor halves the call to find it, and the
+// other sessions' frames stay those of playing alone. A paused session
+// (one not reading its chunks) sends no steps and holds no one up: the
+// others finish while it waits, and it then plays on as if alone.
+func TestSessionBatchingBadAndPausedSessions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := tinymodels.BuildSteps(filepath.Join(dir, "steps.pt")); err != nil {
+		t.Fatal(err)
+	}
+	// Once armed, the first call's hook waits (holding the queue) until
+	// the four sessions' first steps wait, so that they share the next.
+	var armed atomic.Bool
+	held := make(chan struct{})
+	var c *client.Client
+	c, err := client.New(stepsSpec(4), client.WithCheckpointRoot(dir), client.WithDevice("cpu"), client.WithSessionBatches(func(b client.SessionBatch) {
+		if armed.CompareAndSwap(true, false) {
+			close(held)
+			for client.SessionsWaiting(c, "play") < 4 {
+				runtime.Gosched()
+			}
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const chunks = 10
+	alone := make([][]byte, 4)
+	for p := range alone {
+		if alone[p], err = playSteps(t, c, p, chunks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	// Player 3 plays 2 chunks, then pauses until the others are done.
+	paused, err := c.Stream(ctx, "play", nil, stream.WithPacing(false), stream.WithMaxChunks(chunks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pausedFrames []byte
+	next, stop := iter.Pull2(paused.Chunks(ctx))
+	defer stop()
+	take := func(i int) {
+		if err := paused.SetControls(playerControls(3, i)); err != nil {
+			t.Fatal(err)
+		}
+		ch, err, ok := next()
+		if !ok || err != nil {
+			t.Fatalf("paused player, chunk %d: %v %v", i, ok, err)
+		}
+		pausedFrames = append(pausedFrames, ch.Video.Frames.Data...)
+	}
+	take(0)
+	take(1)
+
+	// A blocker's first step holds the queue; then players 0 to 2 and a
+	// session whose first control the model refuses start together.
+	armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := playSteps(t, c, 0, 1); err != nil {
+			t.Error(err)
+		}
+	})
+	<-held
+	bad := make(chan error, 1)
+	got := make([][]byte, 3)
+	errs := make([]error, 3)
+	for p := range 3 {
+		wg.Go(func() { got[p], errs[p] = playSteps(t, c, p, chunks) })
+	}
+	wg.Go(func() {
+		sess, err := c.Stream(ctx, "play", nil, stream.WithPacing(false), stream.WithMaxChunks(chunks), stream.WithControls(stream.Controls{"up": 1000}))
+		if err != nil {
+			bad <- err
+			return
+		}
+		for _, err := range sess.Chunks(ctx) {
+			bad <- err
+			return
+		}
+	})
+	wg.Wait()
+	for p := range 3 {
+		if errs[p] != nil {
+			t.Fatalf("player %d: %v", p, errs[p])
+		}
+		if !bytes.Equal(got[p], alone[p]) {
+			t.Errorf("player %d: frames played beside a failing session differ from playing alone", p)
+		}
+	}
+	if err := <-bad; err == nil || !strings.Contains(err.Error(), "want values within [-100, 100]") {
+		t.Errorf("the session with a refused control: %v, want the model's error", err)
+	}
+	for i := 2; i < chunks; i++ {
+		take(i)
+	}
+	if !bytes.Equal(pausedFrames, alone[3]) {
+		t.Error("the paused player's frames differ from playing alone")
 	}
 }
