@@ -12,7 +12,7 @@ import (
 
 // requirePython skips the test, saying why, unless the interpreter has
 // torch and numpy.
-func requirePython(t *testing.T) {
+func requirePython(t testing.TB) {
 	t.Helper()
 	out, err := exec.Command(Python, "-c", "import torch, numpy").CombinedOutput()
 	if err != nil {

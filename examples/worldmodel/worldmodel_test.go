@@ -19,7 +19,7 @@ import (
 // modelRoot returns the demo's model root, out/worldmodel at the top of the
 // repository, training the model there first when it holds none for the
 // current script (about a minute; the demo and these tests share it).
-func modelRoot(t *testing.T) string {
+func modelRoot(t testing.TB) string {
 	t.Helper()
 	requirePython(t)
 	root, err := filepath.Abs(filepath.Join("..", "..", "out", "worldmodel"))
