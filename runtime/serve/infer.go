@@ -239,7 +239,7 @@ func (s *Server) executeBatch(ctx context.Context, c *inferCall) (outs []map[str
 	if c.perItem {
 		opts = append(opts, batch.WithPerItemErrors())
 	}
-	out, version, err := onSlot(ctx, s, c.v, func(rev *revision) ([]map[string]any, error) {
+	out, version, err := onSlot(ctx, s, c.v, true, func(rev *revision) ([]map[string]any, error) {
 		return client.CollectBatch(ctx, rev.client, c.task, client.Kwargs(c.task, c.items...), opts...)
 	})
 	c.version = version
@@ -442,7 +442,10 @@ func (s *Server) run(ctx context.Context, v *variant, task *spec.InferenceTaskPr
 	if b := v.batchers[task]; b != nil {
 		return b.submit(ctx, call)
 	}
-	return onSlot(ctx, s, v, func(rev *revision) (map[string]any, error) {
+	// A session-batched task's call runs through its sessions' queue,
+	// whose calls hold a slot each (client.WithSessionGate): holding one
+	// here too would wait for itself.
+	return onSlot(ctx, s, v, task.SessionBatching == nil, func(rev *revision) (map[string]any, error) {
 		return rev.client.Call(ctx, task, client.Kwargs(task, withLoad(call, load)))
 	})
 }
@@ -458,19 +461,23 @@ func withLoad(call, load map[string]any) map[string]any {
 	return m
 }
 
-// onSlot runs fn on one of v's engine slots, on the revision v serves
+// onSlot runs fn on one of v's engine slots (when slot: fn's own calls
+// hold one otherwise), on the revision v serves
 // when the slot is got (pinned until fn returns: revision.go; the one
 // ctx's request names, revisionOf, when it names one), and returns
 // what it returns and that revision's version, or ctx's error when ctx
 // ends first. A call that has entered the engine runs to completion and
 // holds its slot and revision until then; the request is answered at its
 // deadline all the same, and Shutdown waits for the call.
-func onSlot[T any](ctx context.Context, s *Server, v *variant, fn func(*revision) (T, error)) (T, string, error) {
+func onSlot[T any](ctx context.Context, s *Server, v *variant, slot bool, fn func(*revision) (T, error)) (T, string, error) {
 	var zero T
 	admitted := time.Now()
-	release, err := v.slots.acquire(ctx)
-	if err != nil {
-		return zero, "", err
+	release := func() {}
+	if slot {
+		var err error
+		if release, err = v.slots.acquire(ctx); err != nil {
+			return zero, "", err
+		}
 	}
 	rev, err := v.pinAt(revisionOf(ctx)) // the newest, or the VARIANT@N the request names
 	if err != nil {

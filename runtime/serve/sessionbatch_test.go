@@ -7,8 +7,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/stream"
+	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
 
 // stepsControls is player p's controls before chunk i.
@@ -91,14 +93,36 @@ func TestSessionBatchingServed(t *testing.T) {
 			t.Errorf("player %d (%s): frames played among %d differ from playing alone in process", p, backends[p%2].name, players)
 		}
 	}
+	// A one-chunk infer of the task (no stream) is a session's first
+	// chunk, through the same queue: it held a slot the queue's call then
+	// waited for, until the request's deadline.
+	first, err := in.Run(ctx, "play", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range backends {
+		rc, ok := b.c.(interface {
+			Run(context.Context, string, map[string]any, map[string]any, ...client.CallOption) (map[string]any, error)
+		})
+		if !ok {
+			t.Fatalf("%s: no Run", b.name)
+		}
+		got, err := rc.Run(ctx, "play", nil, nil)
+		if err != nil {
+			t.Fatalf("%s: one chunk: %v", b.name, err)
+		}
+		if !tensorsEqual(got["frames"].(*tensor.Tensor), first["frames"].(*tensor.Tensor)) {
+			t.Errorf("%s: one chunk differs from in process", b.name)
+		}
+	}
 	fams := scrape(t, s.url, "")
 	m := sample(fams, "wfserve_session_batch_size", mt("steps-world", "play"))
 	if m == nil {
 		t.Fatal("no wfserve_session_batch_size series for steps-world/play")
 	}
 	h := m.Histogram
-	if int(h.GetSampleSum()) != players*chunks {
-		t.Errorf("the sessions' calls ran %v steps, want %d", h.GetSampleSum(), players*chunks)
+	if int(h.GetSampleSum()) != players*chunks+len(backends) {
+		t.Errorf("the sessions' calls ran %v steps, want %d", h.GetSampleSum(), players*chunks+len(backends))
 	}
 	t.Logf("%d steps in %d calls", int(h.GetSampleSum()), h.GetSampleCount())
 }
