@@ -5,15 +5,16 @@
 package tinymodels
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/worldfoundry/wfgen/runtime/torch"
-
+	"github.com/worldfoundry/wfgen/runtime/stream"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
+	"github.com/worldfoundry/wfgen/runtime/torch"
 )
 
 // Encoder sizes: token ids are taken modulo EncoderVocab; embeddings have
@@ -89,6 +90,51 @@ def steps(self, num_frames: int, controls: Tensor, start: Optional[Tensor] = Non
     f = torch.cat([v * 7.0 + t, torch.full([n, num_frames, 2, 2, 1], float(n))], 4)
     return {"frames": f.remainder(256.0).byte(), "state": s}
 `
+
+// StepsControls is scripted player p's controls before chunk i of the
+// session-batched world: an arrow each chunk, none every third.
+func StepsControls(p, i int) stream.Controls {
+	names := []string{"up", "down", "left", "right"}
+	if (i+p)%3 == 0 {
+		return stream.Controls{}
+	}
+	return stream.Controls{names[(p+i)%4]: 1}
+}
+
+// Streamer starts sessions with untyped call kwargs: runtime/client's and
+// runtime/remote's Client.
+type Streamer interface {
+	Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error)
+}
+
+// PlaySteps plays n chunks of a session of the session-batched world's
+// "play" task on b, unpaced, as scripted player p (StepsControls set
+// before each chunk), and returns the frames, chunk after chunk.
+func PlaySteps(ctx context.Context, b Streamer, p, n int) ([]byte, error) {
+	sess, err := b.Stream(ctx, "play", nil, stream.WithPacing(false), stream.WithMaxChunks(n))
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	for i := range n {
+		if err := sess.SetControls(StepsControls(p, i)); err != nil {
+			return nil, err
+		}
+		got := false
+		for c, err := range sess.Chunks(ctx) {
+			if err != nil {
+				return nil, fmt.Errorf("player %d chunk %d: %w", p, i, err)
+			}
+			out = append(out, c.Video.Frames.Data...)
+			got = true
+			break
+		}
+		if !got {
+			return nil, fmt.Errorf("player %d: the session ended after %d chunks", p, i)
+		}
+	}
+	return out, nil
+}
 
 // BuildSteps writes the session-batched world's checkpoint to path.
 func BuildSteps(path string) error {

@@ -3,7 +3,6 @@ package client_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"iter"
 	"path/filepath"
 	"runtime"
@@ -32,44 +31,6 @@ func stepsSpec(max int) *spec.ModelInferenceSpec {
 			Outputs: []spec.InferenceArtifactSpec{{ArtifactID: "frames", Kind: spec.ArtifactVideo, DType: "uint8", Shape: spec.Shape{"T", "2", "2", "3"}, Required: true}},
 		}},
 	}
-}
-
-// playerControls is player p's controls before chunk i.
-func playerControls(p, i int) stream.Controls {
-	names := []string{"up", "down", "left", "right"}
-	if (i+p)%3 == 0 {
-		return stream.Controls{}
-	}
-	return stream.Controls{names[(p+i)%4]: 1}
-}
-
-// play runs one session of player p for n chunks, unpaced, and returns its
-// frames.
-func playSteps(t *testing.T, c *client.Client, p, n int) ([]byte, error) {
-	t.Helper()
-	sess, err := c.Stream(context.Background(), "play", nil, stream.WithPacing(false), stream.WithMaxChunks(n))
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	for i := 0; i < n; i++ {
-		if err := sess.SetControls(playerControls(p, i)); err != nil {
-			return nil, err
-		}
-		got := false
-		for ch, err := range sess.Chunks(context.Background()) {
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, ch.Video.Frames.Data...)
-			got = true
-			break
-		}
-		if !got {
-			return nil, fmt.Errorf("player %d: the session ended after %d chunks", p, i)
-		}
-	}
-	return out, nil
 }
 
 // Sessions whose steps are due together share forward calls, and each
@@ -103,7 +64,7 @@ func TestSessionBatching(t *testing.T) {
 		})
 		for p := range players {
 			var err error
-			if alone[p], err = playSteps(t, c, p, chunks); err != nil {
+			if alone[p], err = tinymodels.PlaySteps(context.Background(), c, p, chunks); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -141,7 +102,7 @@ func TestSessionBatching(t *testing.T) {
 	errs := make([]error, players)
 	var wg sync.WaitGroup
 	for p := range players {
-		wg.Go(func() { got[p], errs[p] = playSteps(t, c, p, chunks) })
+		wg.Go(func() { got[p], errs[p] = tinymodels.PlaySteps(context.Background(), c, p, chunks) })
 	}
 	wg.Wait()
 	for p := range players {
@@ -183,7 +144,7 @@ func TestSessionBatchingCallAndContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := playSteps(t, c, 0, 1) // player 0 starts with no control
+	first, err := tinymodels.PlaySteps(context.Background(), c, 0, 1) // player 0 starts with no control
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +198,7 @@ func TestSessionBatchingBadAndPausedSessions(t *testing.T) {
 	const chunks = 10
 	alone := make([][]byte, 4)
 	for p := range alone {
-		if alone[p], err = playSteps(t, c, p, chunks); err != nil {
+		if alone[p], err = tinymodels.PlaySteps(context.Background(), c, p, chunks); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -251,7 +212,7 @@ func TestSessionBatchingBadAndPausedSessions(t *testing.T) {
 	next, stop := iter.Pull2(paused.Chunks(ctx))
 	defer stop()
 	take := func(i int) {
-		if err := paused.SetControls(playerControls(3, i)); err != nil {
+		if err := paused.SetControls(tinymodels.StepsControls(3, i)); err != nil {
 			t.Fatal(err)
 		}
 		ch, err, ok := next()
@@ -268,7 +229,7 @@ func TestSessionBatchingBadAndPausedSessions(t *testing.T) {
 	armed.Store(true)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if _, err := playSteps(t, c, 0, 1); err != nil {
+		if _, err := tinymodels.PlaySteps(context.Background(), c, 0, 1); err != nil {
 			t.Error(err)
 		}
 	})
@@ -277,7 +238,7 @@ func TestSessionBatchingBadAndPausedSessions(t *testing.T) {
 	got := make([][]byte, 3)
 	errs := make([]error, 3)
 	for p := range 3 {
-		wg.Go(func() { got[p], errs[p] = playSteps(t, c, p, chunks) })
+		wg.Go(func() { got[p], errs[p] = tinymodels.PlaySteps(context.Background(), c, p, chunks) })
 	}
 	wg.Go(func() {
 		sess, err := c.Stream(ctx, "play", nil, stream.WithPacing(false), stream.WithMaxChunks(chunks), stream.WithControls(stream.Controls{"up": 1000}))

@@ -3,53 +3,14 @@ package serve_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/runtime/client"
 	"github.com/worldfoundry/wfgen/runtime/serve"
-	"github.com/worldfoundry/wfgen/runtime/stream"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
-
-// stepsControls is player p's controls before chunk i.
-func stepsControls(p, i int) stream.Controls {
-	names := []string{"up", "down", "left", "right"}
-	if (i+p)%3 == 0 {
-		return stream.Controls{}
-	}
-	return stream.Controls{names[(p+i)%4]: 1}
-}
-
-// playStepsWorld plays n chunks of a session of the session-batched world
-// on b, unpaced, player p's controls set before each chunk, and returns
-// the frames.
-func playStepsWorld(ctx context.Context, b streamer, p, n int) ([]byte, error) {
-	sess, err := b.Stream(ctx, "play", nil, stream.WithPacing(false), stream.WithMaxChunks(n))
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	for i := range n {
-		if err := sess.SetControls(stepsControls(p, i)); err != nil {
-			return nil, err
-		}
-		got := false
-		for c, err := range sess.Chunks(ctx) {
-			if err != nil {
-				return nil, fmt.Errorf("player %d chunk %d: %w", p, i, err)
-			}
-			out = append(out, c.Video.Frames.Data...)
-			got = true
-			break
-		}
-		if !got {
-			return nil, fmt.Errorf("player %d: the session ended after %d chunks", p, i)
-		}
-	}
-	return out, nil
-}
 
 // TestSessionBatchingServed plays a session-batched world through wfserve
 // with eight players at once, half over WebSocket and half over gRPC, on
@@ -67,7 +28,7 @@ func TestSessionBatchingServed(t *testing.T) {
 	in := inProcess(t, "steps-world")
 	for p := range players {
 		var err error
-		if alone[p], err = playStepsWorld(ctx, in, p, chunks); err != nil {
+		if alone[p], err = tinymodels.PlaySteps(ctx, in, p, chunks); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +43,7 @@ func TestSessionBatchingServed(t *testing.T) {
 	errs := make([]error, players)
 	var wg sync.WaitGroup
 	for p := range players {
-		wg.Go(func() { got[p], errs[p] = playStepsWorld(ctx, backends[p%2].c, p, chunks) })
+		wg.Go(func() { got[p], errs[p] = tinymodels.PlaySteps(ctx, backends[p%2].c, p, chunks) })
 	}
 	wg.Wait()
 	for p := range players {
@@ -127,14 +88,8 @@ func TestSessionBatchingServed(t *testing.T) {
 	t.Logf("%d steps in %d calls", int(h.GetSampleSum()), h.GetSampleCount())
 }
 
-// streamer starts sessions with untyped call kwargs: the in-process and
-// the remote client.
-type streamer interface {
-	Stream(ctx context.Context, taskID string, call map[string]any, opts ...stream.Option) (*stream.Session, error)
-}
-
 // remoteBackend is a served client and the transport it uses.
 type remoteBackend struct {
 	name string
-	c    streamer
+	c    tinymodels.Streamer
 }
