@@ -177,7 +177,7 @@
       pic = pictureInput(t, fi, aria, hooks, (msg) => view.setError(msg));
       control = pic.input;
       value = pic.value;
-    } else if (fi.kind === 'tensor' || fi.kind === 'tensor_list' || fi.kind === 'tensor_dict' || fi.kind === 'tensor_tuple') {
+    } else if (fi.kind.startsWith('tensor')) {
       control = el('textarea', Object.assign({rows: 3, placeholder: 'JSON: nested arrays of numbers'}, aria));
     } else if (fi.kind.endsWith('_list')) {
       control = el('input', Object.assign({type: 'text', placeholder: 'comma-separated',
@@ -192,7 +192,7 @@
         const v = c.value.trim();
         if (v === '' && fi.kind !== 'string') return null;
         if (v === '' && fi.presence !== 'required' && !c.value) return null;
-        if (fi.kind === 'tensor' || fi.kind === 'tensor_list' || fi.kind === 'tensor_dict' || fi.kind === 'tensor_tuple') return tensorInput(fi, v);
+        if (fi.kind.startsWith('tensor')) return tensorInput(fi, v);
         if (fi.kind.endsWith('_list')) {
           const items = v.split(',').map((s) => s.trim()).filter((s) => s !== '').map(scalar);
           return {name: fi.name, datatype: dt, shape: [items.length], data: items};
@@ -782,6 +782,7 @@
       if (!me.running) return;
       const n = next(), now = performance.now();
       me.sent[k + 1] = {at: now, pressed: n.pressed};
+      me.ctl[k + 1] = n.controls;
       const msg = {controls: n.controls, ack: k};
       if (info && info.snapshots && now - me.asked >= 1000) { msg.snapshot = true; me.asked = now; }
       me.conn.send(msg);
@@ -789,6 +790,7 @@
     const keep = (me, snap) => {
       me.snaps.push({token: snap.token, next: snap.next, at: performance.now()});
       if (me.snaps.length > KEEP) me.snaps.shift();
+      for (const j in me.ctl) if (j <= snap.next) delete me.ctl[j]; // a resume needs the later ones
       buttons();
     };
     const g = canvas.getContext('2d');
@@ -828,7 +830,7 @@
       // frames per second over the last ten chunks: the frames that came
       // after the first of them, over the time they took
       const n = s.arrived.slice(1).reduce((x, y) => x + y, 0);
-      if (a.length > 1) stat.fps.textContent = (n * 1000 / (a[a.length - 1] - a[0])).toFixed(1) + ' frames per second';
+      if (a.length > 1) stat.fps.textContent = (n * 1000 / (a.at(-1) - a[0])).toFixed(1) + ' frames per second';
       canvas.setAttribute('aria-label', 'Live frames: chunk ' + k);
       s.due = (s.due ?? now) + fr.length * interval;
       setTimeout(() => ack(me, k), Math.max(0, s.due - performance.now()));
@@ -853,25 +855,49 @@
       const prev = s;
       if (prev && prev.running) { prev.running = false; prev.conn.close(); }
       WF.requests[t.id] = inputs;
-      s = WF.sessions[t.id] = {running: true, queue: [], held: restore && prev ? prev.held : new Set(), sent: {}, rtt: [], keyLatency: [], presses: [], arrivals: [], arrived: [], frames: 0, index: -1, due: null,
+      s = WF.sessions[t.id] = {running: true, queue: [], held: restore && prev ? prev.held : new Set(), sent: {}, ctl: {}, tries: 0, rtt: [], keyLatency: [], presses: [], arrivals: [], arrived: [], frames: 0, index: -1, due: null,
         inputs, path: restore ? restore.path : path(''), snaps: restore && prev ? prev.snaps.filter((x) => x.next < restore.next) : [], asked: -Infinity,
         restored: restore ? {token: restore.token, next: restore.next} : null, first: null};
       for (const k in stat) stat[k].textContent = '–';
       start.disabled = true; stop.disabled = false;
       buttons();
       status.textContent = restore ? 'Restoring chunk ' + restore.next + '…' : 'Starting…';
-      const me = s, parameters = {task: t.id, lockstep: true, paced: false};
-      if (restore) parameters.snapshot = restore.token;
+      connect(s, restore);
+    };
+    // connect opens session me's connection, from the snapshot x when
+    // given. When it breaks, the session resumes like remote.WithResume:
+    // from its newest snapshot (else its start), the chunks shown already
+    // made again and dropped, each acked with the controls logged for the
+    // chunk after it (me.ctl); the tries end after 4.
+    const connect = (me, x) => {
+      const parameters = {task: t.id, lockstep: true, paced: false};
+      if (x) parameters.snapshot = x.token;
       me.conn = WF.transport.open({
         base: base(), path: me.path, headers: headers(),
-        request: {parameters, inputs},
+        request: {parameters, inputs: me.inputs},
         onSession(info) { me.id = info.id; me.controlsURL = info.controls_url; status.textContent = 'Playing: use the keys or the buttons.'; canvas.focus(); poll(false); },
-        onChunk(resp, bytes) { if (me.running) chunk(resp, bytes); },
-        onSnapshot(snap) { if (me.running) keep(me, snap); },
-        onError(msg) {
+        onChunk(resp, bytes) {
+          const j = resp.parameters.index;
           if (!me.running) return;
+          if (j <= me.index) return me.ctl[j + 1] && me.conn.send({controls: me.ctl[j + 1], ack: j});
+          if (me.lost) { // the stall: from its ask's due time (the ack's) to now
+            me.stall = performance.now() - me.due;
+            status.textContent = 'Reconnected (a stall of ' + ms(me.stall) + ').';
+            me.lost = me.tries = 0; me.due = null;
+          }
+          chunk(resp, bytes);
+        },
+        onSnapshot(snap) { if (me.running) keep(me, snap); },
+        onError(msg, broken) {
+          if (!me.running) return;
+          if (broken && me.index >= 0 && me.tries < 4) {
+            me.lost = me.lost || performance.now();
+            status.textContent = 'Connection lost: reconnecting…';
+            const y = me.snaps.at(-1);
+            return setTimeout(() => me.running && connect(me, y && y.next >= me.first ? y : me.restored), 100 * me.tries++);
+          }
           if (me.index < 0) placeError(views, formErr, msg);
-          end('Stopped: ' + msg);
+          end('Stopped: ' + msg + (me.tries ? ' (could not reconnect)' : ''));
         },
         onEnd() { if (me.running) end('The session ended.'); },
       });
@@ -888,7 +914,7 @@
     rewind.addEventListener('click', () => {
       if (!s || !s.running || !s.snaps.length) return;
       const now = performance.now(), back = s.snaps.filter((x) => now - x.at >= REWIND_S * 1000);
-      const x = back.length ? back[back.length - 1] : s.snaps[0];
+      const x = back.at(-1) || s.snaps[0];
       begin(s.inputs, {token: x.token, next: x.next, path: s.path});
     });
     // Fork: the latest snapshot, in a new tab. It travels in the URL's
@@ -896,7 +922,7 @@
     // logs); the new page takes it out of its address at once.
     fork.addEventListener('click', () => {
       if (!s || !s.running || !s.snaps.length) return;
-      const x = s.snaps[s.snaps.length - 1];
+      const x = s.snaps.at(-1);
       const data = {task: t.id, path: s.path, token: x.token, next: x.next, inputs: s.inputs};
       window.open(location.pathname + location.search + '#fork=' + encodeURIComponent(JSON.stringify(data)), '_blank');
     });
