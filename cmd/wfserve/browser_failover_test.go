@@ -111,20 +111,46 @@ func arrowKey(key string, down bool) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// sseFailoverConfig is failoverConfig with the affinity an SSE session
+// needs (docs/serving.md, "Scale-out"): its controls POSTs must reach the
+// replica of its stream, here by a cookie haproxy sets; a request whose
+// cookie names a replica that is down goes to another (redispatch). And
+// http-no-delay: without it each controls POST took about 215 ms through
+// haproxy here (the chunks a resume makes again came 215 ms apart, and a
+// resume stalled 0.4–1.1 s), against a few ms with it.
+var sseFailoverConfig = strings.NewReplacer(
+	"  http-response set-header X-Replica", "  option http-no-delay\n  cookie wfserve insert indirect nocache\n  http-response set-header X-Replica",
+	"server r1 127.0.0.1:%d check", "server r1 127.0.0.1:%d cookie r1 check",
+	"server r2 127.0.0.1:%d check", "server r2 127.0.0.1:%d cookie r2 check",
+).Replace(failoverConfig)
+
 // TestBrowserSurvivesReplicaKill plays the tiny world in the playground
 // page through haproxy in front of two wfserve replicas with one
-// -session-key-file (failoverConfig: round robin, no affinity), over the
-// page's WebSocket, with scripted key presses and a key held across the
-// kills. Three times, at a seeded random chunk, the replica holding the
-// session is killed (SIGKILL) and a new one takes its place in the
-// balancer: the page reconnects by itself (its status says so), and every
-// frame it draws — before and after each kill — equals, bit for bit and
-// in order, an uninterrupted in-process session's given the controls the
-// page sent for each chunk. The stall of each resume, as the page
-// measures it (from the time the first new chunk was due to be asked for
-// to its arrival), is logged.
+// -session-key-file, with scripted key presses and a key held across the
+// kills: over the page's WebSocket (failoverConfig: round robin, no
+// affinity), and over SSE in a page without WebSocket (sseFailoverConfig:
+// the controls POSTs' affinity). Three times, at a seeded random chunk,
+// the replica holding the session is killed (SIGKILL) and a new one takes
+// its place in the balancer: the page reconnects by itself (its status
+// says so), and every frame it draws — before and after each kill —
+// equals, bit for bit and in order, an uninterrupted in-process
+// session's given the controls the page sent for each chunk. The stall
+// of each resume, as the page measures it (from the time the first new
+// chunk was due to be asked for to its arrival), is logged.
 func TestBrowserSurvivesReplicaKill(t *testing.T) {
 	haproxyPath(t)
+	if strings.Count(sseFailoverConfig, " cookie ") != 3 || !strings.Contains(sseFailoverConfig, "http-no-delay") {
+		t.Fatalf("sseFailoverConfig does not set the cookie affinity:\n%s", sseFailoverConfig)
+	}
+	for i, tc := range []struct{ transport, config string }{
+		{"websocket", failoverConfig},
+		{"sse", sseFailoverConfig},
+	} {
+		t.Run(tc.transport, func(t *testing.T) { browserFailover(t, tc.transport, tc.config, uint64(i)) })
+	}
+}
+
+func browserFailover(t *testing.T, transport, config string, seed uint64) {
 	ctx := chromiumTab(t)
 	keyFile := filepath.Join(t.TempDir(), "session.key")
 	if err := os.WriteFile(keyFile, []byte("the browser failover test's replicas' key\n"), 0o600); err != nil {
@@ -132,7 +158,7 @@ func TestBrowserSurvivesReplicaKill(t *testing.T) {
 	}
 	replica := func() *wfserveProc { return startProc(t, "-grpc-addr", "127.0.0.1:0", "-session-key-file", keyFile) }
 	slots := map[string]*wfserveProc{"r1": replica(), "r2": replica()}
-	bal := startHAProxy(t, failoverConfig, slots["r1"], slots["r2"])
+	bal := startHAProxy(t, config, slots["r1"], slots["r2"])
 	replicasSeen(t, bal.url, "r1", "r2")
 
 	wait := func(what, cond string) {
@@ -160,7 +186,11 @@ func TestBrowserSurvivesReplicaKill(t *testing.T) {
 		}
 	}
 
-	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: recordFrames}); err != nil {
+	script := recordFrames
+	if transport == "sse" {
+		script += "\nwindow.WebSocket = undefined;"
+	}
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: script}); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(bal.url+"/playground/tiny-world"),
@@ -168,11 +198,11 @@ func TestBrowserSurvivesReplicaKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait("the first chunks and a snapshot", `WF.sessions.step && WF.sessions.step.index >= 2 && WF.sessions.step.snaps.length > 0`)
-	if name, err := chromedp.Run(ctx, chromedp.Evaluate[string](`WF.sessions.step.conn.name`)); err != nil || name != "websocket" {
-		t.Fatalf("the page plays over %q (%v), want the WebSocket", name, err)
+	if name, err := chromedp.Run(ctx, chromedp.Evaluate[string](`WF.sessions.step.conn.name`)); err != nil || name != transport {
+		t.Fatalf("the page plays over %q (%v), want %s", name, err, transport)
 	}
 
-	rng := rand.New(rand.NewPCG(45, 4))
+	rng := rand.New(rand.NewPCG(45, 4+seed))
 	var stalls []string
 	var kills []int
 	for n := range 3 {
@@ -320,7 +350,8 @@ func TestBrowserSurvivesReplicaKill(t *testing.T) {
 			rgb = append(rgb, rgba[p:p+3]...)
 		}
 		if !bytes.Equal(rgb, want[i]) {
-			t.Fatalf("frame %d drawn by the page differs from the in-process session's (kills at chunks %v)", i, kills)
+			other := slices.IndexFunc(want, func(w []byte) bool { return bytes.Equal(w, rgb) })
+			t.Fatalf("frame %d drawn by the page differs from the in-process session's (kills at chunks %v; it is the in-process frame %d; the page sent %s)", i, kills, other, raw)
 		}
 	}
 	if moved < 10 || slices.Max(kills) >= seen.Index-3 {

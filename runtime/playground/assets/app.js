@@ -392,8 +392,8 @@
   // "field NAME" / "input NAME"), else under the form.
   function placeError(views, formErr, msg) {
     for (const v of views) {
-      const n = v.fi.name.replace(/\.0$/, '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      if (msg.includes('"' + v.fi.name.replace(/\.0$/, '') + '"') || new RegExp('\\b(field|input)s?\\(?s?\\)? ' + n + '\\b').test(msg) ||
+      const b = v.fi.name.replace(/\.0$/, ''), n = b.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      if (msg.includes('"' + b + '"') || new RegExp('\\b(field|input)s?\\(?s?\\)? ' + n + '\\b').test(msg) ||
         new RegExp('(^|[\\s"(])' + n + '(\\[\\d+\\])?:').test(msg)) {
         v.setError(msg);
         v.focus();
@@ -493,6 +493,7 @@
   // lists.go): each element is shown as a tensor of its own, an empty list
   // as one line saying so. Records arrive as their keys (records.go) and
   // are shown by recordFigures.
+  const caption = (name, a, small) => el('figcaption', {}, el('strong', {text: name}), a.description ? ' — ' + a.description + ' ' : ' ', small);
   function render(box, t, outputs, params) {
     WF.results[t.id] = outputs;
     const artifact = (name) => t.outputs.find((x) => x.name === name) || t.outputs.find((x) => x.kind === 'tensor_list' &&
@@ -503,8 +504,7 @@
       const kind = list ? 'element ' + o.name.slice(a.name.length + 1) + ' of ' + params[a.count] : a.kind;
       const data = (o.data || []).flat(Infinity);
       const fig = el('figure', {class: 'out', 'data-output': o.name},
-        el('figcaption', {}, el('strong', {text: o.name}), a.description ? ' — ' + a.description + ' ' : ' ',
-          el('small', {class: 'raw', title: 'datatype and shape received'}, kind + ' · ' + raw(o))));
+        caption(o.name, a, el('small', {class: 'raw', title: 'datatype and shape received'}, kind + ' · ' + raw(o))));
       if (a.kind === 'text') fig.append(el('pre', {text: String(data[0])}));
       else if (a.kind === 'json') {
         let s = String(data[0]);
@@ -518,8 +518,7 @@
     for (const a of t.outputs) {
       if (a.kind === 'tensor_list' && Number(params[a.count]) === 0) {
         figs.push(el('figure', {class: 'out', 'data-output': a.name},
-          el('figcaption', {}, el('strong', {text: a.name}), a.description ? ' — ' + a.description + ' ' : ' ',
-            el('small', {class: 'raw'}, 'tensor_list · 0 elements')), el('p', {text: 'An empty list.'})));
+          caption(a.name, a, el('small', {class: 'raw'}, 'tensor_list · 0 elements')), el('p', {text: 'An empty list.'})));
       }
       if (a.fields && params[a.count] != null) figs.push(...recordFigures(a, outputs, Number(params[a.count])));
     }
@@ -536,8 +535,7 @@
   function recordFigures(a, outputs, n) {
     const byName = new Map(outputs.map((o) => [o.name, o]));
     const figure = (name, what, ...body) => el('figure', {class: 'out record', 'data-output': name},
-      el('figcaption', {}, el('strong', {text: name}), a.description ? ' — ' + a.description + ' ' : ' ',
-        el('small', {class: 'raw'}, what)), ...body);
+      caption(name, a, el('small', {class: 'raw'}, what)), ...body);
     const table = (prefix) => el('table', {class: 'keys'}, el('tbody', {}, a.fields.map((k) => {
       const o = byName.get(prefix + k);
       return el('tr', {'data-key': k, class: o ? null : 'absent'}, el('th', {scope: 'row', text: k}),
@@ -587,8 +585,7 @@
     const top = cls && cls.length === 1 ? cls[0] : argmax(p);
     return el('p', {class: 'answer', 'data-class': top},
       el('span', {class: 'answer-label', text: 'Answer'}), el('span', {class: 'top1', text: String(top)}),
-      p && p[top] != null ? el('span', {class: 'prob', text: percent(p[top])}) : null,
-      p && p[top] != null ? el('span', {class: 'help', text: ' probability'}) : null);
+      p && p[top] != null ? [el('span', {class: 'prob', text: percent(p[top])}), el('span', {class: 'help', text: ' probability'})] : null);
   }
 
   // bars draws class probabilities as labelled horizontal bars, the top
@@ -785,7 +782,7 @@
       me.ctl[k + 1] = n.controls;
       const msg = {controls: n.controls, ack: k};
       if (info && info.snapshots && now - me.asked >= 1000) { msg.snapshot = true; me.asked = now; }
-      me.conn.send(msg);
+      if (!me.behind) me.conn.send(msg); // else sent once the resumed session is there
     };
     const keep = (me, snap) => {
       me.snaps.push({token: snap.token, next: snap.next, at: performance.now()});
@@ -879,11 +876,14 @@
         onChunk(resp, bytes) {
           const j = resp.parameters.index;
           if (!me.running) return;
-          if (j <= me.index) return me.ctl[j + 1] && me.conn.send({controls: me.ctl[j + 1], ack: j});
+          if (j <= me.index) {
+            me.behind = j < me.index;
+            return me.ctl[j + 1] && me.conn.send({controls: me.ctl[j + 1], ack: j});
+          }
           if (me.lost) { // the stall: from its ask's due time (the ack's) to now
             me.stall = performance.now() - me.due;
             status.textContent = 'Reconnected (a stall of ' + ms(me.stall) + ').';
-            me.lost = me.tries = 0; me.due = null;
+            me.lost = me.tries = me.behind = 0; me.due = null;
           }
           chunk(resp, bytes);
         },
@@ -891,7 +891,7 @@
         onError(msg, broken) {
           if (!me.running) return;
           if (broken && me.index >= 0 && me.tries < 4) {
-            me.lost = me.lost || performance.now();
+            me.lost = me.lost || performance.now(); me.behind = 1;
             status.textContent = 'Connection lost: reconnecting…';
             const y = me.snaps.at(-1);
             return setTimeout(() => me.running && connect(me, y && y.next >= me.first ? y : me.restored), 100 * me.tries++);

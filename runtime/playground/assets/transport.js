@@ -65,7 +65,7 @@
         if (!r.ok) return bad(r);
         if (msg.snapshot) {
           const a = await r.json();
-          if (a.snapshot && o.onSnapshot) o.onSnapshot(a.snapshot);
+          if (a.snapshot && !closed && o.onSnapshot) o.onSnapshot(a.snapshot);
         }
       },
       close() { closed = true; abort.abort(); },
