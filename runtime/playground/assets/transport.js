@@ -20,7 +20,7 @@
     const abort = new AbortController();
     let url = null, closed = false;
     const fail = (msg, broken) => { if (!closed) { closed = true; abort.abort(); o.onError(msg, broken); } };
-    const bad = async (r) => fail(await WF.errorText(r), r.status === 404 || r.status > 500);
+    const bad = async (r) => fail(await WF.errorText(r), r.status === 404 || r.status > 501);
     const event = (block) => {
       let name = 'message', data = '';
       for (const line of block.split('\n')) {
