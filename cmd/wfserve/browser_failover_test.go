@@ -136,29 +136,49 @@ var sseFailoverConfig = strings.NewReplacer(
 // equals, bit for bit and in order, an uninterrupted in-process
 // session's given the controls the page sent for each chunk. The stall
 // of each resume, as the page measures it (from the time the first new
-// chunk was due to be asked for to its arrival), is logged.
+// chunk was due to be asked for to its arrival), is logged. Replicas
+// without a session key take no snapshots: the page then resumes from
+// the session's start, making every chunk again. At the end of the
+// WebSocket's run both replicas are killed: the page gives up after its
+// tries and says so.
 func TestBrowserSurvivesReplicaKill(t *testing.T) {
 	haproxyPath(t)
 	if strings.Count(sseFailoverConfig, " cookie ") != 3 || !strings.Contains(sseFailoverConfig, "http-no-delay") {
 		t.Fatalf("sseFailoverConfig does not set the cookie affinity:\n%s", sseFailoverConfig)
 	}
-	for i, tc := range []struct{ transport, config string }{
-		{"websocket", failoverConfig},
-		{"sse", sseFailoverConfig},
+	for i, tc := range []failoverCase{
+		{name: "websocket", transport: "websocket", config: failoverConfig, key: true, giveUp: true},
+		{name: "sse", transport: "sse", config: sseFailoverConfig, key: true},
+		{name: "websocket without a session key", transport: "websocket", config: failoverConfig},
 	} {
-		t.Run(tc.transport, func(t *testing.T) { browserFailover(t, tc.transport, tc.config, uint64(i)) })
+		tc.seed = uint64(i)
+		t.Run(tc.name, func(t *testing.T) { browserFailover(t, tc) })
 	}
 }
 
-func browserFailover(t *testing.T, transport, config string, seed uint64) {
+// failoverCase is one run of TestBrowserSurvivesReplicaKill: the page's
+// transport, haproxy's configuration, whether the replicas share a
+// session key, whether the run ends by killing both replicas.
+type failoverCase struct {
+	name, transport, config string
+	key, giveUp             bool
+	seed                    uint64
+}
+
+func browserFailover(t *testing.T, tc failoverCase) {
 	ctx := chromiumTab(t)
-	keyFile := filepath.Join(t.TempDir(), "session.key")
-	if err := os.WriteFile(keyFile, []byte("the browser failover test's replicas' key\n"), 0o600); err != nil {
-		t.Fatal(err)
+	transport := tc.transport
+	args := []string{"-grpc-addr", "127.0.0.1:0"}
+	if tc.key {
+		keyFile := filepath.Join(t.TempDir(), "session.key")
+		if err := os.WriteFile(keyFile, []byte("the browser failover test's replicas' key\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-session-key-file", keyFile)
 	}
-	replica := func() *wfserveProc { return startProc(t, "-grpc-addr", "127.0.0.1:0", "-session-key-file", keyFile) }
+	replica := func() *wfserveProc { return startProc(t, args...) }
 	slots := map[string]*wfserveProc{"r1": replica(), "r2": replica()}
-	bal := startHAProxy(t, config, slots["r1"], slots["r2"])
+	bal := startHAProxy(t, tc.config, slots["r1"], slots["r2"])
 	replicasSeen(t, bal.url, "r1", "r2")
 
 	wait := func(what, cond string) {
@@ -197,12 +217,16 @@ func browserFailover(t *testing.T, transport, config string, seed uint64) {
 		chromedp.WaitVisible(chromedp.ID("step--start")), chromedp.Evaluate[chromedp.Void](recordSent), chromedp.Click(chromedp.ID("step--start"))); err != nil {
 		t.Fatal(err)
 	}
-	wait("the first chunks and a snapshot", `WF.sessions.step && WF.sessions.step.index >= 2 && WF.sessions.step.snaps.length > 0`)
+	if tc.key {
+		wait("the first chunks and a snapshot", `WF.sessions.step && WF.sessions.step.index >= 2 && WF.sessions.step.snaps.length > 0`)
+	} else {
+		wait("the first chunks", `WF.sessions.step && WF.sessions.step.index >= 2`)
+	}
 	if name, err := chromedp.Run(ctx, chromedp.Evaluate[string](`WF.sessions.step.conn.name`)); err != nil || name != transport {
 		t.Fatalf("the page plays over %q (%v), want %s", name, err, transport)
 	}
 
-	rng := rand.New(rand.NewPCG(45, 4+seed))
+	rng := rand.New(rand.NewPCG(45, 4+tc.seed))
 	var stalls []string
 	var kills []int
 	for n := range 3 {
@@ -248,7 +272,19 @@ func browserFailover(t *testing.T, transport, config string, seed uint64) {
 	}
 	last := index()
 	wait("a few chunks more", fmt.Sprintf(`WF.sessions.step.index >= %d`, last+4))
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("step--stop"))); err != nil {
+	if tc.giveUp {
+		for _, p := range slots {
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+		wait("the page to give up", `document.querySelector('.liveview .status').textContent === 'Stopped: the connection broke and reconnecting failed (503 Service Unavailable).' &&
+			!document.getElementById('step--start').disabled`)
+		st, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.liveview .status').textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("with both replicas gone the page says %q", st)
+	} else if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("step--stop"))); err != nil {
 		t.Fatal(err)
 	}
 
@@ -257,17 +293,21 @@ func browserFailover(t *testing.T, transport, config string, seed uint64) {
 		Sent   [][2]json.RawMessage
 		Index  int
 		First  int
+		Snaps  int
 		Inputs []struct {
 			Name string
 			Data []float64
 		}
 	}
-	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({shown, sent, index: WF.sessions.step.index, first: WF.sessions.step.first, inputs: WF.requests.step})`))
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({shown, sent, index: WF.sessions.step.index, first: WF.sessions.step.first, snaps: WF.sessions.step.snaps.length, inputs: WF.requests.step})`))
 	if err == nil {
 		err = json.Unmarshal([]byte(raw), &seen)
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !tc.key && seen.Snaps != 0 {
+		t.Errorf("the page holds %d snapshots from replicas without a session key", seen.Snaps)
 	}
 	// The form sends the speed it shows, the manifest's default.
 	params := tinyworld.DefaultStepParams()

@@ -41,7 +41,7 @@
   WF.errorText = async (r) => {
     const t = await r.text();
     try { const j = JSON.parse(t); if (j.error) return j.error; } catch (e) { /* not JSON */ }
-    return r.status + ' ' + (t || r.statusText);
+    return r.status + ' ' + (/^\s*</.test(t) ? r.statusText : t || r.statusText); // a proxy's HTML: its status
   };
   async function api(path, init) {
     init = Object.assign({}, init);
@@ -605,7 +605,7 @@
     const p = a.picture || {layout: 'HWC', channels: 'RGB'};
     const s = shape.length === 4 ? shape.slice(1) : shape, T = shape.length === 4 ? shape[0] : 1;
     const chw = p.layout === 'CHW', C = chw ? s[0] : s[2], H = chw ? s[1] : s[0], W = chw ? s[2] : s[1];
-    const lo = p.range ? p.range[0] : 0, hi = p.range ? p.range[1] : 1;
+    const [lo, hi] = p.range || [0, 1];
     const floating = p.range || p.mean || !/INT|UINT8|BOOL/.test(a.datatype || 'UINT8');
     const level = (v, k) => {
       v = Number(v);
@@ -651,9 +651,7 @@
   // screen readers read; a single number is text.
   function plot(v, shape) {
     if (v.length === 1) return el('p', {class: 'scalar', text: String(v[0])});
-    let best = 0;
-    v.forEach((x, i) => { if (x > v[best]) best = i; });
-    const min = Math.min(0, ...v), max = Math.max(0, ...v), w = 320, h = 96;
+    const best = argmax(v), min = Math.min(0, ...v), max = Math.max(0, ...v), w = 320, h = 96;
     const c = el('canvas', {class: 'plot', width: w, height: h, role: 'img'});
     const g = c.getContext('2d'), bw = w / v.length, y0 = h * max / ((max - min) || 1);
     g.fillStyle = '#eef'; g.fillRect(0, 0, w, h);
@@ -891,13 +889,13 @@
         onError(msg, broken) {
           if (!me.running) return;
           if (broken && me.index >= 0 && me.tries < 4) {
-            me.lost = me.lost || performance.now(); me.behind = 1;
+            me.lost ||= performance.now(); me.behind = 1;
             status.textContent = 'Connection lost: reconnecting…';
             const y = me.snaps.at(-1);
             return setTimeout(() => me.running && connect(me, y && y.next >= me.first ? y : me.restored), 100 * me.tries++);
           }
           if (me.index < 0) placeError(views, formErr, msg);
-          end('Stopped: ' + msg + (me.tries ? ' (could not reconnect)' : ''));
+          end('Stopped: ' + (me.tries ? 'the connection broke and reconnecting failed (' + msg + ').' : msg));
         },
         onEnd() { if (me.running) end('The session ended.'); },
       });
