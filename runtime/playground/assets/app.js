@@ -112,6 +112,7 @@
   }
 
   const id = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
+  const values = (o) => (o.data || []).flat(Infinity);
 
   // raw is a tensor's datatype and shape as the protocol gives them (* any
   // size); shapeWords says what the field or output holds in words.
@@ -429,14 +430,14 @@
         return new Promise((resolve, reject) => {
           const got = [];
           let done = false;
-          const finish = (err) => { if (done) return; done = true; conn.close(); if (err) reject(new Error(err)); else resolve(got.slice(0, n)); };
+          const finish = (err) => { if (done) return; done = true; conn.close(); err ? reject(new Error(err)) : resolve(got.slice(0, n)); };
           const conn = WF.transport.open({
             base: base(), path: path(''), headers: headers(),
             request: {parameters: {task: t.id, lockstep: true, paced: false}, inputs},
             onSession() {},
             onChunk(resp, bytes) {
               const out = resp.outputs.find((o) => o.name === video.name) || resp.outputs[0];
-              got.push(...frames(video, out.shape, bytes || (out.data || []).flat(Infinity)));
+              got.push(...frames(video, out.shape, bytes || values(out)));
               if (got.length >= n) finish();
               else conn.send({controls: {}, ack: resp.parameters.index});
             },
@@ -502,7 +503,7 @@
     const figs = outputs.filter((o) => !artifact(o.name).fields).map((o) => {
       const a = artifact(o.name), list = a.kind === 'tensor_list' && a.name !== o.name;
       const kind = list ? 'element ' + o.name.slice(a.name.length + 1) + ' of ' + params[a.count] : a.kind;
-      const data = (o.data || []).flat(Infinity);
+      const data = values(o);
       const fig = el('figure', {class: 'out', 'data-output': o.name},
         caption(o.name, a, el('small', {class: 'raw', title: 'datatype and shape received'}, kind + ' · ' + raw(o))));
       if (a.kind === 'text') fig.append(el('pre', {text: String(data[0])}));
@@ -552,7 +553,7 @@
   // brief says what a tensor holds in a few words: its values when there
   // are few, else how many and their range.
   function brief(o) {
-    const v = (o.data || []).flat(Infinity);
+    const v = values(o);
     if (v.length === 0) return 'no values';
     if (v.length <= 6) return v.map(String).join(', ');
     let lo = Infinity, hi = -Infinity;
@@ -577,7 +578,7 @@
     const get = (role) => {
       const a = t.outputs.find((x) => x.role === role);
       const o = a && outputs.find((x) => x.name === a.name);
-      return o ? (o.data || []).flat(Infinity).map(Number) : null;
+      return o ? values(o).map(Number) : null;
     };
     const scores = get('class_scores'), cls = get('class');
     if (!(scores && scores.length > 1) && !(cls && cls.length === 1)) return null;
@@ -780,7 +781,7 @@
       me.ctl[k + 1] = n.controls;
       const msg = {controls: n.controls, ack: k};
       if (info && info.snapshots && now - me.asked >= 1000) { msg.snapshot = true; me.asked = now; }
-      if (!me.behind) me.conn.send(msg); // else sent once the resumed session is there
+      if (!me.behind) me.conn.send(msg); // resuming: sent on catch-up
     };
     const keep = (me, snap) => {
       me.snaps.push({token: snap.token, next: snap.next, at: performance.now()});
@@ -792,10 +793,13 @@
     const chunk = (resp, bytes) => {
       const me = s, now = performance.now(), k = resp.parameters.index;
       const out = resp.outputs.find((o) => o.name === video.name) || resp.outputs[0];
-      const data = bytes || (out.data || []).flat(Infinity);
+      const data = bytes || values(out);
       const fr = frames(video, out.shape, data);
       if (canvas.width !== fr[0].width) { canvas.width = fr[0].width; canvas.height = fr[0].height; }
-      fr.forEach((img, i) => setTimeout(() => { if (me.running) g.putImageData(img, 0, 0); }, i * interval));
+      // A frame still waiting (its timer late) is drawn before the new ones.
+      for (const img of s.pend || []) g.putImageData(img, 0, 0);
+      s.pend = fr;
+      fr.forEach((img, i) => setTimeout(() => { if (me.running && me.pend[0] === img) g.putImageData(me.pend.shift(), 0, 0); }, i * interval));
       if (s.first == null) { s.first = k; s.firstChunk = Uint8Array.from(data); }
       s.index = k;
       s.frames += fr.length;
