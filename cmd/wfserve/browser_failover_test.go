@@ -317,6 +317,7 @@ func browserFailover(t *testing.T, tc failoverCase) {
 
 	// The controls the page sent for each chunk: the same each time.
 	ctl := map[int]stream.Controls{}
+	acks0 := 0
 	for _, m := range seen.Sent {
 		var ack int
 		var c stream.Controls
@@ -330,6 +331,19 @@ func browserFailover(t *testing.T, tc failoverCase) {
 			t.Errorf("the page sent controls %v, then %v for chunk %d", prev, c, ack+1)
 		}
 		ctl[ack+1] = c
+		if ack == 0 {
+			acks0++
+		}
+	}
+	// Chunk 0 is acked again only by a resume from the session's start:
+	// each one without a session key, none with one (the first kill comes
+	// after the first snapshot).
+	want0 := 1
+	if !tc.key {
+		want0 += len(kills)
+	}
+	if acks0 != want0 {
+		t.Errorf("the page acked chunk 0 %d times, want %d (session key: %v)", acks0, want0, tc.key)
 	}
 	// The in-process session, with those controls.
 	in, err := tinyworld.New(client.WithCheckpointRoot(tiny.Dir(t)), client.WithDevice("cpu"))
