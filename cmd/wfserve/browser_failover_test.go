@@ -277,7 +277,7 @@ func browserFailover(t *testing.T, tc failoverCase) {
 			p.cmd.Process.Kill()
 			<-p.exited
 		}
-		wait("the page to give up", `document.querySelector('.liveview .status').textContent === 'Stopped: the connection broke and reconnecting failed (503 Service Unavailable).' &&
+		wait("the page to give up", `document.querySelector('.liveview .status').textContent.startsWith('Stopped: the connection broke and reconnecting failed (') &&
 			!document.getElementById('step--start').disabled`)
 		st, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.liveview .status').textContent`))
 		if err != nil {

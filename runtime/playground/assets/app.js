@@ -781,12 +781,12 @@
       me.ctl[k + 1] = n.controls;
       const msg = {controls: n.controls, ack: k};
       if (info && info.snapshots && now - me.asked >= 1000) { msg.snapshot = true; me.asked = now; }
-      if (!me.behind) me.conn.send(msg); // resuming: sent on catch-up
+      if (!me.behind) me.conn.send(msg);
     };
     const keep = (me, snap) => {
       me.snaps.push({token: snap.token, next: snap.next, at: performance.now()});
       if (me.snaps.length > KEEP) me.snaps.shift();
-      for (const j in me.ctl) if (j <= snap.next) delete me.ctl[j]; // a resume needs the later ones
+      for (const j in me.ctl) if (j <= snap.next) delete me.ctl[j];
       buttons();
     };
     const g = canvas.getContext('2d');
@@ -867,7 +867,8 @@
     // given. When it breaks, the session resumes like remote.WithResume:
     // from its newest snapshot (else its start), the chunks shown already
     // made again and dropped, each acked with the controls logged for the
-    // chunk after it (me.ctl); the tries end after 4.
+    // chunk after it (me.ctl, from the newest snapshot on; no other ack
+    // meanwhile: me.behind); the tries end after 4.
     const connect = (me, x) => {
       const parameters = {task: t.id, lockstep: true, paced: false};
       if (x) parameters.snapshot = x.token;
@@ -896,7 +897,7 @@
             me.lost ||= performance.now(); me.behind = 1;
             status.textContent = 'Connection lost: reconnecting…';
             const y = me.snaps.at(-1);
-            return setTimeout(() => me.running && connect(me, y && y.next >= me.first ? y : me.restored), 100 * me.tries++);
+            return setTimeout(() => me.running && connect(me, y && y.next >= me.first ? y : me.restored), [0, 0, 50, 100][me.tries++]);
           }
           if (me.index < 0) placeError(views, formErr, msg);
           end('Stopped: ' + (me.tries ? 'the connection broke and reconnecting failed (' + msg + ').' : msg));

@@ -75,8 +75,9 @@
   // websocket: one connection per session (subprotocol wfgen.session.v1,
   // the token as a second offered subprotocol); a chunk's text message is
   // followed by a binary one holding its video's bytes.
+  let up = 0;
   function websocket(o) {
-    let closed = false, opened = false, pending = null;
+    let closed = false, pending = null;
     const url = (o.base || location.origin).replace(/^http/, 'ws') + o.path + '/stream';
     const protocols = ['wfgen.session.v1'];
     const auth = (o.headers.Authorization || '').replace(/^Bearer /, '');
@@ -87,7 +88,7 @@
     const ws = new WebSocket(url, protocols);
     ws.binaryType = 'arraybuffer';
     const fail = (msg, broken) => { if (!closed) { closed = true; ws.close(); o.onError(msg, broken); } };
-    ws.onopen = () => { opened = true; ws.send(JSON.stringify(o.request)); };
+    ws.onopen = () => { up = 1; ws.send(JSON.stringify(o.request)); };
     ws.onmessage = (m) => {
       if (typeof m.data !== 'string') {
         if (pending) o.onChunk(pending, new Uint8Array(m.data));
@@ -104,9 +105,9 @@
     };
     ws.onclose = (ev) => {
       if (closed) return;
-      // Never connected (no WebSocket route, or a proxy that does not
-      // upgrade): the same session over SSE.
-      if (!opened) { closed = true; Object.assign(handle, sse(o)); return; }
+      // No WebSocket ever connected (no route, or a proxy that does not
+      // upgrade): the same session over SSE. Once one has, this is a break.
+      if (!up) { closed = true; Object.assign(handle, sse(o)); return; }
       fail('the connection closed (' + ev.code + (ev.reason ? ': ' + ev.reason : '') + ')', ev.code !== 1000);
     };
     const handle = {
