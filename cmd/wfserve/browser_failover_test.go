@@ -294,17 +294,21 @@ func browserFailover(t *testing.T, tc failoverCase) {
 		Index  int
 		First  int
 		Snaps  int
+		Name   string
 		Inputs []struct {
 			Name string
 			Data []float64
 		}
 	}
-	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({shown, sent, index: WF.sessions.step.index, first: WF.sessions.step.first, snaps: WF.sessions.step.snaps.length, inputs: WF.requests.step})`))
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({shown, sent, index: WF.sessions.step.index, first: WF.sessions.step.first, snaps: WF.sessions.step.snaps.length, name: WF.sessions.step.conn.name, inputs: WF.requests.step})`))
 	if err == nil {
 		err = json.Unmarshal([]byte(raw), &seen)
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if seen.Name != transport {
+		t.Errorf("the page's last connection was over %q, want %s: a resume keeps the transport", seen.Name, transport)
 	}
 	if !tc.key && seen.Snaps != 0 {
 		t.Errorf("the page holds %d snapshots from replicas without a session key", seen.Snaps)
