@@ -41,7 +41,7 @@
   WF.errorText = async (r) => {
     const t = await r.text();
     try { const j = JSON.parse(t); if (j.error) return j.error; } catch (e) { /* not JSON */ }
-    return r.status + ' ' + (t || r.statusText);
+    return r.status + ' ' + (/^\s*</.test(t) ? r.statusText : t || r.statusText); // a proxy's HTML: its status
   };
   async function api(path, init) {
     init = Object.assign({}, init);
@@ -112,6 +112,7 @@
   }
 
   const id = (...parts) => parts.join('-').replace(/[^A-Za-z0-9_-]/g, '_');
+  const values = (o) => (o.data || []).flat(Infinity);
 
   // raw is a tensor's datatype and shape as the protocol gives them (* any
   // size); shapeWords says what the field or output holds in words.
@@ -177,7 +178,7 @@
       pic = pictureInput(t, fi, aria, hooks, (msg) => view.setError(msg));
       control = pic.input;
       value = pic.value;
-    } else if (fi.kind === 'tensor' || fi.kind === 'tensor_list' || fi.kind === 'tensor_dict' || fi.kind === 'tensor_tuple') {
+    } else if (fi.kind.startsWith('tensor')) {
       control = el('textarea', Object.assign({rows: 3, placeholder: 'JSON: nested arrays of numbers'}, aria));
     } else if (fi.kind.endsWith('_list')) {
       control = el('input', Object.assign({type: 'text', placeholder: 'comma-separated',
@@ -192,7 +193,7 @@
         const v = c.value.trim();
         if (v === '' && fi.kind !== 'string') return null;
         if (v === '' && fi.presence !== 'required' && !c.value) return null;
-        if (fi.kind === 'tensor' || fi.kind === 'tensor_list' || fi.kind === 'tensor_dict' || fi.kind === 'tensor_tuple') return tensorInput(fi, v);
+        if (fi.kind.startsWith('tensor')) return tensorInput(fi, v);
         if (fi.kind.endsWith('_list')) {
           const items = v.split(',').map((s) => s.trim()).filter((s) => s !== '').map(scalar);
           return {name: fi.name, datatype: dt, shape: [items.length], data: items};
@@ -392,8 +393,8 @@
   // "field NAME" / "input NAME"), else under the form.
   function placeError(views, formErr, msg) {
     for (const v of views) {
-      const n = v.fi.name.replace(/\.0$/, '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      if (msg.includes('"' + v.fi.name.replace(/\.0$/, '') + '"') || new RegExp('\\b(field|input)s?\\(?s?\\)? ' + n + '\\b').test(msg) ||
+      const b = v.fi.name.replace(/\.0$/, ''), n = b.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      if (msg.includes('"' + b + '"') || new RegExp('\\b(field|input)s?\\(?s?\\)? ' + n + '\\b').test(msg) ||
         new RegExp('(^|[\\s"(])' + n + '(\\[\\d+\\])?:').test(msg)) {
         v.setError(msg);
         v.focus();
@@ -429,14 +430,14 @@
         return new Promise((resolve, reject) => {
           const got = [];
           let done = false;
-          const finish = (err) => { if (done) return; done = true; conn.close(); if (err) reject(new Error(err)); else resolve(got.slice(0, n)); };
+          const finish = (err) => { if (done) return; done = true; conn.close(); err ? reject(new Error(err)) : resolve(got.slice(0, n)); };
           const conn = WF.transport.open({
             base: base(), path: path(''), headers: headers(),
             request: {parameters: {task: t.id, lockstep: true, paced: false}, inputs},
             onSession() {},
             onChunk(resp, bytes) {
               const out = resp.outputs.find((o) => o.name === video.name) || resp.outputs[0];
-              got.push(...frames(video, out.shape, bytes || (out.data || []).flat(Infinity)));
+              got.push(...frames(video, out.shape, bytes || values(out)));
               if (got.length >= n) finish();
               else conn.send({controls: {}, ack: resp.parameters.index});
             },
@@ -493,6 +494,7 @@
   // lists.go): each element is shown as a tensor of its own, an empty list
   // as one line saying so. Records arrive as their keys (records.go) and
   // are shown by recordFigures.
+  const caption = (name, a, small) => el('figcaption', {}, el('strong', {text: name}), a.description ? ' — ' + a.description + ' ' : ' ', small);
   function render(box, t, outputs, params) {
     WF.results[t.id] = outputs;
     const artifact = (name) => t.outputs.find((x) => x.name === name) || t.outputs.find((x) => x.kind === 'tensor_list' &&
@@ -501,10 +503,9 @@
     const figs = outputs.filter((o) => !artifact(o.name).fields).map((o) => {
       const a = artifact(o.name), list = a.kind === 'tensor_list' && a.name !== o.name;
       const kind = list ? 'element ' + o.name.slice(a.name.length + 1) + ' of ' + params[a.count] : a.kind;
-      const data = (o.data || []).flat(Infinity);
+      const data = values(o);
       const fig = el('figure', {class: 'out', 'data-output': o.name},
-        el('figcaption', {}, el('strong', {text: o.name}), a.description ? ' — ' + a.description + ' ' : ' ',
-          el('small', {class: 'raw', title: 'datatype and shape received'}, kind + ' · ' + raw(o))));
+        caption(o.name, a, el('small', {class: 'raw', title: 'datatype and shape received'}, kind + ' · ' + raw(o))));
       if (a.kind === 'text') fig.append(el('pre', {text: String(data[0])}));
       else if (a.kind === 'json') {
         let s = String(data[0]);
@@ -518,8 +519,7 @@
     for (const a of t.outputs) {
       if (a.kind === 'tensor_list' && Number(params[a.count]) === 0) {
         figs.push(el('figure', {class: 'out', 'data-output': a.name},
-          el('figcaption', {}, el('strong', {text: a.name}), a.description ? ' — ' + a.description + ' ' : ' ',
-            el('small', {class: 'raw'}, 'tensor_list · 0 elements')), el('p', {text: 'An empty list.'})));
+          caption(a.name, a, el('small', {class: 'raw'}, 'tensor_list · 0 elements')), el('p', {text: 'An empty list.'})));
       }
       if (a.fields && params[a.count] != null) figs.push(...recordFigures(a, outputs, Number(params[a.count])));
     }
@@ -536,8 +536,7 @@
   function recordFigures(a, outputs, n) {
     const byName = new Map(outputs.map((o) => [o.name, o]));
     const figure = (name, what, ...body) => el('figure', {class: 'out record', 'data-output': name},
-      el('figcaption', {}, el('strong', {text: name}), a.description ? ' — ' + a.description + ' ' : ' ',
-        el('small', {class: 'raw'}, what)), ...body);
+      caption(name, a, el('small', {class: 'raw'}, what)), ...body);
     const table = (prefix) => el('table', {class: 'keys'}, el('tbody', {}, a.fields.map((k) => {
       const o = byName.get(prefix + k);
       return el('tr', {'data-key': k, class: o ? null : 'absent'}, el('th', {scope: 'row', text: k}),
@@ -554,7 +553,7 @@
   // brief says what a tensor holds in a few words: its values when there
   // are few, else how many and their range.
   function brief(o) {
-    const v = (o.data || []).flat(Infinity);
+    const v = values(o);
     if (v.length === 0) return 'no values';
     if (v.length <= 6) return v.map(String).join(', ');
     let lo = Infinity, hi = -Infinity;
@@ -579,7 +578,7 @@
     const get = (role) => {
       const a = t.outputs.find((x) => x.role === role);
       const o = a && outputs.find((x) => x.name === a.name);
-      return o ? (o.data || []).flat(Infinity).map(Number) : null;
+      return o ? values(o).map(Number) : null;
     };
     const scores = get('class_scores'), cls = get('class');
     if (!(scores && scores.length > 1) && !(cls && cls.length === 1)) return null;
@@ -587,8 +586,7 @@
     const top = cls && cls.length === 1 ? cls[0] : argmax(p);
     return el('p', {class: 'answer', 'data-class': top},
       el('span', {class: 'answer-label', text: 'Answer'}), el('span', {class: 'top1', text: String(top)}),
-      p && p[top] != null ? el('span', {class: 'prob', text: percent(p[top])}) : null,
-      p && p[top] != null ? el('span', {class: 'help', text: ' probability'}) : null);
+      p && p[top] != null ? [el('span', {class: 'prob', text: percent(p[top])}), el('span', {class: 'help', text: ' probability'})] : null);
   }
 
   // bars draws class probabilities as labelled horizontal bars, the top
@@ -608,7 +606,7 @@
     const p = a.picture || {layout: 'HWC', channels: 'RGB'};
     const s = shape.length === 4 ? shape.slice(1) : shape, T = shape.length === 4 ? shape[0] : 1;
     const chw = p.layout === 'CHW', C = chw ? s[0] : s[2], H = chw ? s[1] : s[0], W = chw ? s[2] : s[1];
-    const lo = p.range ? p.range[0] : 0, hi = p.range ? p.range[1] : 1;
+    const [lo, hi] = p.range || [0, 1];
     const floating = p.range || p.mean || !/INT|UINT8|BOOL/.test(a.datatype || 'UINT8');
     const level = (v, k) => {
       v = Number(v);
@@ -654,9 +652,7 @@
   // screen readers read; a single number is text.
   function plot(v, shape) {
     if (v.length === 1) return el('p', {class: 'scalar', text: String(v[0])});
-    let best = 0;
-    v.forEach((x, i) => { if (x > v[best]) best = i; });
-    const min = Math.min(0, ...v), max = Math.max(0, ...v), w = 320, h = 96;
+    const best = argmax(v), min = Math.min(0, ...v), max = Math.max(0, ...v), w = 320, h = 96;
     const c = el('canvas', {class: 'plot', width: w, height: h, role: 'img'});
     const g = c.getContext('2d'), bw = w / v.length, y0 = h * max / ((max - min) || 1);
     g.fillStyle = '#eef'; g.fillRect(0, 0, w, h);
@@ -782,23 +778,28 @@
       if (!me.running) return;
       const n = next(), now = performance.now();
       me.sent[k + 1] = {at: now, pressed: n.pressed};
+      me.ctl[k + 1] = n.controls;
       const msg = {controls: n.controls, ack: k};
       if (info && info.snapshots && now - me.asked >= 1000) { msg.snapshot = true; me.asked = now; }
-      me.conn.send(msg);
+      if (!me.behind) me.conn.send(msg);
     };
     const keep = (me, snap) => {
       me.snaps.push({token: snap.token, next: snap.next, at: performance.now()});
       if (me.snaps.length > KEEP) me.snaps.shift();
+      for (const j in me.ctl) if (j <= snap.next) delete me.ctl[j];
       buttons();
     };
     const g = canvas.getContext('2d');
     const chunk = (resp, bytes) => {
       const me = s, now = performance.now(), k = resp.parameters.index;
       const out = resp.outputs.find((o) => o.name === video.name) || resp.outputs[0];
-      const data = bytes || (out.data || []).flat(Infinity);
+      const data = bytes || values(out);
       const fr = frames(video, out.shape, data);
       if (canvas.width !== fr[0].width) { canvas.width = fr[0].width; canvas.height = fr[0].height; }
-      fr.forEach((img, i) => setTimeout(() => { if (me.running) g.putImageData(img, 0, 0); }, i * interval));
+      // A frame still waiting (its timer late) is drawn before the new ones.
+      for (const img of s.pend || []) g.putImageData(img, 0, 0);
+      s.pend = fr;
+      fr.forEach((img, i) => setTimeout(() => { if (me.running && me.pend[0] === img) g.putImageData(me.pend.shift(), 0, 0); }, i * interval));
       if (s.first == null) { s.first = k; s.firstChunk = Uint8Array.from(data); }
       s.index = k;
       s.frames += fr.length;
@@ -828,7 +829,7 @@
       // frames per second over the last ten chunks: the frames that came
       // after the first of them, over the time they took
       const n = s.arrived.slice(1).reduce((x, y) => x + y, 0);
-      if (a.length > 1) stat.fps.textContent = (n * 1000 / (a[a.length - 1] - a[0])).toFixed(1) + ' frames per second';
+      if (a.length > 1) stat.fps.textContent = (n * 1000 / (a.at(-1) - a[0])).toFixed(1) + ' frames per second';
       canvas.setAttribute('aria-label', 'Live frames: chunk ' + k);
       s.due = (s.due ?? now) + fr.length * interval;
       setTimeout(() => ack(me, k), Math.max(0, s.due - performance.now()));
@@ -853,25 +854,53 @@
       const prev = s;
       if (prev && prev.running) { prev.running = false; prev.conn.close(); }
       WF.requests[t.id] = inputs;
-      s = WF.sessions[t.id] = {running: true, queue: [], held: restore && prev ? prev.held : new Set(), sent: {}, rtt: [], keyLatency: [], presses: [], arrivals: [], arrived: [], frames: 0, index: -1, due: null,
+      s = WF.sessions[t.id] = {running: true, queue: [], held: restore && prev ? prev.held : new Set(), sent: {}, ctl: {}, tries: 0, rtt: [], keyLatency: [], presses: [], arrivals: [], arrived: [], frames: 0, index: -1, due: null,
         inputs, path: restore ? restore.path : path(''), snaps: restore && prev ? prev.snaps.filter((x) => x.next < restore.next) : [], asked: -Infinity,
         restored: restore ? {token: restore.token, next: restore.next} : null, first: null};
       for (const k in stat) stat[k].textContent = '–';
       start.disabled = true; stop.disabled = false;
       buttons();
       status.textContent = restore ? 'Restoring chunk ' + restore.next + '…' : 'Starting…';
-      const me = s, parameters = {task: t.id, lockstep: true, paced: false};
-      if (restore) parameters.snapshot = restore.token;
+      connect(s, restore);
+    };
+    // connect opens session me's connection, from the snapshot x when
+    // given. When it breaks, the session resumes like remote.WithResume:
+    // from its newest snapshot (else its start), the chunks shown already
+    // made again and dropped, each acked with the controls logged for the
+    // chunk after it (me.ctl, from the newest snapshot on; no other ack
+    // meanwhile: me.behind); the tries end after 4.
+    const connect = (me, x) => {
+      const parameters = {task: t.id, lockstep: true, paced: false};
+      if (x) parameters.snapshot = x.token;
       me.conn = WF.transport.open({
         base: base(), path: me.path, headers: headers(),
-        request: {parameters, inputs},
+        request: {parameters, inputs: me.inputs},
         onSession(info) { me.id = info.id; me.controlsURL = info.controls_url; status.textContent = 'Playing: use the keys or the buttons.'; canvas.focus(); poll(false); },
-        onChunk(resp, bytes) { if (me.running) chunk(resp, bytes); },
-        onSnapshot(snap) { if (me.running) keep(me, snap); },
-        onError(msg) {
+        onChunk(resp, bytes) {
+          const j = resp.parameters.index;
           if (!me.running) return;
+          if (j <= me.index) {
+            me.behind = j < me.index;
+            return me.ctl[j + 1] && me.conn.send({controls: me.ctl[j + 1], ack: j});
+          }
+          if (me.lost) { // the stall: from its ask's due time (the ack's) to now
+            me.stall = performance.now() - me.due;
+            status.textContent = 'Reconnected (a stall of ' + ms(me.stall) + ').';
+            me.lost = me.tries = me.behind = 0; me.due = null;
+          }
+          chunk(resp, bytes);
+        },
+        onSnapshot(snap) { if (me.running) keep(me, snap); },
+        onError(msg, broken) {
+          if (!me.running) return;
+          if (broken && me.index >= 0 && me.tries < 4) {
+            me.lost ||= performance.now(); me.behind = 1;
+            status.textContent = 'Connection lost: reconnecting…';
+            const y = me.snaps.at(-1);
+            return setTimeout(() => me.running && connect(me, y && y.next >= me.first ? y : me.restored), [0, 0, 50, 100][me.tries++]);
+          }
           if (me.index < 0) placeError(views, formErr, msg);
-          end('Stopped: ' + msg);
+          end('Stopped: ' + (me.tries ? 'the connection broke and reconnecting failed (' + msg + ').' : msg));
         },
         onEnd() { if (me.running) end('The session ended.'); },
       });
@@ -888,7 +917,7 @@
     rewind.addEventListener('click', () => {
       if (!s || !s.running || !s.snaps.length) return;
       const now = performance.now(), back = s.snaps.filter((x) => now - x.at >= REWIND_S * 1000);
-      const x = back.length ? back[back.length - 1] : s.snaps[0];
+      const x = back.at(-1) || s.snaps[0];
       begin(s.inputs, {token: x.token, next: x.next, path: s.path});
     });
     // Fork: the latest snapshot, in a new tab. It travels in the URL's
@@ -896,7 +925,7 @@
     // logs); the new page takes it out of its address at once.
     fork.addEventListener('click', () => {
       if (!s || !s.running || !s.snaps.length) return;
-      const x = s.snaps[s.snaps.length - 1];
+      const x = s.snaps.at(-1);
       const data = {task: t.id, path: s.path, token: x.token, next: x.next, inputs: s.inputs};
       window.open(location.pathname + location.search + '#fork=' + encodeURIComponent(JSON.stringify(data)), '_blank');
     });

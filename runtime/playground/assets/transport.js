@@ -5,7 +5,8 @@
    send(msg), close()}; msg is a ControlsRequest ({controls, ack,
    snapshot}). Callbacks: onSession(info), onChunk(response, videoBytes or
    null: the data are in the response), onSnapshot({token, next}) (the
-   answer to {snapshot: true}), onError(message), onEnd(). wfserve's
+   answer to {snapshot: true}), onError(message, broken: the connection
+   broke, not the server's answer), onEnd(). wfserve's
    WebSocket session (docs/serving.md) first; SSE + the controls POST when
    the WebSocket cannot connect. */
 'use strict';
@@ -18,7 +19,8 @@
   function sse(o) {
     const abort = new AbortController();
     let url = null, closed = false;
-    const fail = (msg) => { if (!closed) { closed = true; abort.abort(); o.onError(msg); } };
+    const fail = (msg, broken) => { if (!closed) { closed = true; abort.abort(); o.onError(msg, broken); } };
+    const bad = async (r) => fail(await WF.errorText(r), r.status === 404 || r.status > 501);
     const event = (block) => {
       let name = 'message', data = '';
       for (const line of block.split('\n')) {
@@ -37,7 +39,7 @@
         method: 'POST', signal: abort.signal, body: JSON.stringify(req),
         headers: Object.assign({'Content-Type': 'application/json', Accept: 'text/event-stream'}, o.headers),
       });
-      if (!r.ok) return fail(await WF.errorText(r));
+      if (!r.ok) return bad(r);
       const rd = r.body.getReader(), dec = new TextDecoder();
       let buf = '';
       for (;;) {
@@ -49,8 +51,8 @@
           buf = buf.slice(i + 2);
         }
       }
-      if (!closed) fail('the server closed the stream');
-    })().catch((e) => fail(String(e && e.message || e)));
+      if (!closed) fail('the server closed the stream', true);
+    })().catch((e) => fail(String(e && e.message || e), true));
     return {
       name: 'sse',
       async send(msg) {
@@ -58,11 +60,12 @@
         const r = await fetch(o.base + url, {
           method: 'POST', body: JSON.stringify(msg),
           headers: Object.assign({'Content-Type': 'application/json'}, o.headers),
-        });
-        if (!r.ok) return fail(await WF.errorText(r));
+        }).catch((e) => fail(e.message, true));
+        if (!r) return;
+        if (!r.ok) return bad(r);
         if (msg.snapshot) {
           const a = await r.json();
-          if (a.snapshot && o.onSnapshot) o.onSnapshot(a.snapshot);
+          if (a.snapshot && !closed && o.onSnapshot) o.onSnapshot(a.snapshot);
         }
       },
       close() { closed = true; abort.abort(); },
@@ -72,8 +75,9 @@
   // websocket: one connection per session (subprotocol wfgen.session.v1,
   // the token as a second offered subprotocol); a chunk's text message is
   // followed by a binary one holding its video's bytes.
+  let up = 0;
   function websocket(o) {
-    let closed = false, opened = false, pending = null;
+    let closed = false, pending = null;
     const url = (o.base || location.origin).replace(/^http/, 'ws') + o.path + '/stream';
     const protocols = ['wfgen.session.v1'];
     const auth = (o.headers.Authorization || '').replace(/^Bearer /, '');
@@ -83,8 +87,8 @@
     }
     const ws = new WebSocket(url, protocols);
     ws.binaryType = 'arraybuffer';
-    const fail = (msg) => { if (!closed) { closed = true; ws.close(); o.onError(msg); } };
-    ws.onopen = () => { opened = true; ws.send(JSON.stringify(o.request)); };
+    const fail = (msg, broken) => { if (!closed) { closed = true; ws.close(); o.onError(msg, broken); } };
+    ws.onopen = () => { up = 1; ws.send(JSON.stringify(o.request)); };
     ws.onmessage = (m) => {
       if (typeof m.data !== 'string') {
         if (pending) o.onChunk(pending, new Uint8Array(m.data));
@@ -101,10 +105,10 @@
     };
     ws.onclose = (ev) => {
       if (closed) return;
-      // Never connected (no WebSocket route, or a proxy that does not
-      // upgrade): the same session over SSE.
-      if (!opened) { closed = true; Object.assign(handle, sse(o)); return; }
-      fail('the connection closed (' + ev.code + (ev.reason ? ': ' + ev.reason : '') + ')');
+      // No WebSocket ever connected (no route, or a proxy that does not
+      // upgrade): the same session over SSE. Once one has, this is a break.
+      if (!up) { closed = true; Object.assign(handle, sse(o)); return; }
+      fail('the connection closed (' + ev.code + (ev.reason ? ': ' + ev.reason : '') + ')', ev.code !== 1000);
     };
     const handle = {
       name: 'websocket',
