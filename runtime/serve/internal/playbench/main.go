@@ -71,6 +71,7 @@ type config struct {
 	workers       int
 	ramp          time.Duration
 	serverArgs    []string
+	maxBatch      int
 	perf          time.Duration
 }
 
@@ -87,6 +88,7 @@ func main() {
 	flag.BoolVar(&c.verify, "verify", true, "replay every player's controls log alone in process and compare every frame")
 	flag.IntVar(&c.workers, "verify-workers", 2, "in-process clients replaying side by side (each replays one session at a time)")
 	flag.DurationVar(&c.ramp, "ramp", 2*time.Second, "players start spread over this time")
+	flag.IntVar(&c.maxBatch, "max-batch-size", 0, "the batched configuration's session_batching max_batch_size (0: the manifest's)")
 	flag.DurationVar(&c.perf, "perf", 0, "when > 0, record `perf record -g` of wfserve for this long in the middle of each run (perf-<mode>-<round>.data in the working directory)")
 	server := flag.String("server-args", "", "more wfserve flags, space-separated")
 	flag.Parse()
@@ -141,12 +143,20 @@ func run(c config) error {
 	if manifests["unbatched"], err = unbatchedManifest(manifests["batched"], dir); err != nil {
 		return err
 	}
+	if c.maxBatch > 0 {
+		if manifests["batched"], err = resizedManifest(manifests["batched"], dir, c.maxBatch); err != nil {
+			return err
+		}
+	}
 	// This process's engine (the replays) gets the server's threads.
 	os.Setenv("WORLDFOUNDRY_TORCH_THREADS", strconv.Itoa(c.threads))
 	os.Setenv("WORLDFOUNDRY_TORCH_INTEROP_THREADS", "1")
 
 	fmt.Printf("playbench: %d scripted players%s, %v each, world model at 10 fps over WebSockets; wfserve -max-concurrent %d, intra-op threads %d; GOMAXPROCS %d, %d CPUs\n",
 		c.players, map[bool]string{true: " + 1 Chromium probe", false: ""}[c.probe], c.duration, c.maxConcurrent, c.threads, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	if c.maxBatch > 0 {
+		fmt.Printf("playbench: batched with session_batching max_batch_size %d\n", c.maxBatch)
+	}
 	var results []*result
 	for r := range c.rounds {
 		for _, mode := range c.modes {
@@ -199,6 +209,29 @@ func unbatchedManifest(path, dir string) (string, error) {
 	// The checkpoint's relative URI resolves against -checkpoint-root.
 	p := filepath.Join(dir, "worldmodel-unbatched.yaml")
 	return p, os.WriteFile(p, []byte(s), 0o644)
+}
+
+// resizedManifest writes a copy of the world model's manifest whose
+// session_batching max_batch_size is n into dir.
+func resizedManifest(path, dir string, n int) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(string(b), "\n")
+	done := false
+	for i := 1; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i-1]) == "session_batching:" && strings.HasPrefix(strings.TrimSpace(lines[i]), "max_batch_size:") {
+			indent := lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " "))]
+			lines[i] = indent + "max_batch_size: " + strconv.Itoa(n)
+			done = true
+		}
+	}
+	if !done {
+		return "", fmt.Errorf("%s: no session_batching max_batch_size to change", path)
+	}
+	p := filepath.Join(dir, fmt.Sprintf("worldmodel-batch%d.yaml", n))
+	return p, os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644)
 }
 
 // player is one scripted player's record.
