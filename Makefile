@@ -10,7 +10,7 @@ COUNT   ?= 5
 # proxy (GOTOOLCHAIN).
 GO_NEXT ?= go1.27.3
 
-.PHONY: setup generate test zoo quick test-go-next test-libtorch2 demo bench bench-compare golden check fuzz
+.PHONY: setup generate test zoo quick test-go-next test-libtorch2 demo bench bench-compare bench-players golden check fuzz
 
 ## setup: install libtorch and Debian's python torch when missing
 setup:
@@ -90,6 +90,16 @@ bench: setup
 ROUNDS ?= 20
 bench-compare: setup
 	$(GO) run ./internal/benchcompare -rounds $(ROUNDS)
+
+## bench-players: issue 45's many-players benchmark — wfserve serving the
+## world model to PLAYERS scripted WebSocket players plus a Chromium probe
+## on the playground page for DURATION, with and without session batching,
+## every player's frames checked against playing alone
+## (docs/benchmarks/README.md, "Many players")
+PLAYERS  ?= 256
+DURATION ?= 10m
+bench-players: setup
+	$(GO) run ./runtime/serve/internal/playbench -players $(PLAYERS) -duration $(DURATION)
 
 ## golden: rewrite the golden cases from the current generator
 golden:
