@@ -21,19 +21,21 @@ import (
 // Batching sessions (spec.SessionBatchingSpec).
 //
 // The steps of a session-batched streaming task's sessions go to one queue
-// per loaded model and task. Whenever the queue has steps and no batch of
-// its own is running, one goroutine takes every step waiting, groups those
-// that can share a call (the batch executor's rule, BatchConflict: the
-// same num_frames, the same stacked inputs given — a first step has no
-// state —, equal other inputs) and runs each group through the batched
-// steps task (contract.BatchedSteps) with the batch executor: rows stacked,
-// invariant padding, out-of-memory halving, outputs split back per session.
-// Steps that arrive meanwhile wait for the next round, so a session is
-// never held for another's cadence: a paused or slow session simply sends
-// no step, and one that joins or leaves does so between rounds. No timer
-// gathers steps: at low load a step runs at once (alone, padded to the
-// smallest size measured to give the max's bits), at high load the steps
-// that arrived during a round make the next.
+// per loaded model and task. While the queue has steps, one goroutine
+// repeats: wait for an engine slot (the client's session gate: a server's
+// slots, else one call at a time), then take the oldest waiting step and
+// the waiting steps that can share its call (the batch executor's rule,
+// BatchConflict: the same num_frames, the same stacked inputs given — a
+// first step has no state —, equal other inputs), at most max_batch_size,
+// and run them as one call of the batched steps task
+// (contract.BatchedSteps) on a goroutine of its own, which hands each
+// session its row as soon as the call is over and gives the slot back.
+// Calls run side by side as far as the gate allows, and steps arrive while
+// the queue waits for a slot, so the busier the engine, the fuller the
+// calls. A session is never held for another's cadence: a paused or slow
+// session simply sends no step, and one that joins or leaves does so
+// between calls. No timer gathers steps: at low load a step runs at once
+// (alone, padded to the smallest size measured to give the max's bits).
 
 // addSteps adds a loaded task for the batched steps of each
 // session-batched streaming task the module can run that way (its method
@@ -48,7 +50,7 @@ func (l *loaded) addSteps(c *Client) {
 		st := contract.BatchedSteps(t, args)
 		lt := loadedTask{args: l.tasks[i].args, outputs: params.CompileOutputs(st), base: l.tasks[i].base, baseErr: l.tasks[i].baseErr, task: st, equiv: &equivalence{}}
 		lt.batch, lt.batchCfg, lt.batchErr = c.batchConfig(st, l, nil)
-		lt.queue = &stepQueue{c: c, l: l, ti: len(l.tasks), task: st}
+		lt.queue = &stepQueue{c: c, l: l, ti: len(l.tasks), task: st, own: make(chan struct{}, 1)}
 		l.tasks[i].steps = len(l.tasks)
 		l.tasks = append(l.tasks, lt)
 	}
@@ -60,6 +62,8 @@ type stepQueue struct {
 	l    *loaded
 	ti   int                        // the batched steps' index in l.tasks
 	task *spec.InferenceTaskProfile // contract.BatchedSteps
+
+	own chan struct{} // one call at a time without a session gate
 
 	mu      sync.Mutex
 	waiting []*stepCall
@@ -95,97 +99,111 @@ func (q *stepQueue) step(ctx context.Context, row map[string]any) (map[string]an
 	}
 }
 
-// run takes rounds of waiting steps until none is left.
+// run starts calls while steps wait: for each, a slot first, then the
+// steps that share it.
 func (q *stepQueue) run() {
 	for {
+		release, err := q.gate()
 		q.mu.Lock()
-		calls := q.waiting
-		q.waiting = nil
+		calls := q.take()
 		if len(calls) == 0 {
 			q.running = false
 			q.mu.Unlock()
+			if err == nil {
+				release()
+			}
 			return
 		}
 		q.mu.Unlock()
-		q.round(calls)
-	}
-}
-
-// round runs the steps of one round, in groups that can share a call.
-func (q *stepQueue) round(calls []*stepCall) {
-	var groups [][]*stepCall
-	for _, sc := range calls {
-		if err := sc.ctx.Err(); err != nil {
-			sc.err = err
-			close(sc.done)
+		if err != nil {
+			q.finish(calls, nil, err)
 			continue
 		}
-		placed := false
-		for g, grp := range groups {
-			if BatchConflict(q.task, Kwargs(q.task, sc.row), 0, Kwargs(q.task, grp[0].row), 0) == "" {
-				groups[g] = append(grp, sc)
-				placed = true
-				break
-			}
-		}
-		if !placed {
-			groups = append(groups, []*stepCall{sc})
-		}
-	}
-	for _, grp := range groups {
-		rows := make([]map[string]any, len(grp))
-		for i, sc := range grp {
-			rows[i] = sc.row
-		}
-		// The round's calls are every session's: no one session's context
-		// may stop them.
-		// A step that fails on its own (its state, say) fails its session
-		// only: the executor finds it by halving.
-		opts := []batch.Option{batch.WithPerItemErrors()}
-		var st batch.Stats
-		if q.c.opts.SessionBatches != nil {
-			opts = append(opts, batch.WithStats(func(s batch.Stats) { st = s }))
-		}
-		outs, err := q.call(rows, opts)
-		if q.c.opts.SessionBatches != nil {
-			q.c.opts.SessionBatches(SessionBatch{Task: q.task.TaskID, Sessions: len(grp), Calls: st.Calls, Padded: st.Padded})
-		}
-		own := map[int]error{}
-		var items batch.ItemErrors
-		if errors.As(err, &items) {
-			for _, ie := range items {
-				own[ie.Index] = fmt.Errorf("%s: %w", q.c.where(q.task.TaskID), ie.Err) // as the executor's errors are
-			}
-			err = nil
-		}
-		for i, sc := range grp {
-			switch {
-			case err != nil:
-				sc.err = err
-			case own[i] != nil:
-				sc.err = own[i]
-			case i < len(outs) && outs[i].ran():
-				sc.out = map[string]any{}
-				outs[i].fill(sc.out)
-			default:
-				sc.err = fmt.Errorf("%s: step of row %d did not run", q.c.where(q.task.TaskID), i)
-			}
-			close(sc.done)
-		}
+		go func() {
+			defer release()
+			q.call(calls)
+		}()
 	}
 }
 
-// call runs rows (one group's steps) as one batched call, holding the
-// client's session gate.
-func (q *stepQueue) call(rows []map[string]any, opts []batch.Option) ([]itemOutputs, error) {
-	if gate := q.c.opts.SessionGate; gate != nil {
-		release, err := gate(context.Background())
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+// gate waits for a slot for one call: the client's session gate, else the
+// queue's own one call at a time.
+func (q *stepQueue) gate() (func(), error) {
+	if g := q.c.opts.SessionGate; g != nil {
+		return g(context.Background())
 	}
-	return q.c.runStacked(context.Background(), q.ti, q.task, Kwargs(q.task, rows...), CallOptions{}, opts...)
+	q.own <- struct{}{}
+	return func() { <-q.own }, nil
+}
+
+// take removes from the waiting steps the oldest one still wanted and
+// those that can share its call, at most the max batch size. q.mu is held.
+func (q *stepQueue) take() []*stepCall {
+	var calls []*stepCall
+	keep := q.waiting[:0]
+	for _, sc := range q.waiting {
+		switch {
+		case sc.ctx.Err() != nil:
+			sc.err = sc.ctx.Err()
+			close(sc.done)
+		case len(calls) == 0:
+			calls = append(calls, sc)
+		case len(calls) < q.task.Batching.MaxBatchSize && BatchConflict(q.task, Kwargs(q.task, sc.row), 0, Kwargs(q.task, calls[0].row), 0) == "":
+			calls = append(calls, sc)
+		default:
+			keep = append(keep, sc)
+		}
+	}
+	clear(q.waiting[len(keep):])
+	q.waiting = keep
+	return calls
+}
+
+// call runs the steps of one call and hands each session its row.
+func (q *stepQueue) call(calls []*stepCall) {
+	rows := make([]map[string]any, len(calls))
+	for i, sc := range calls {
+		rows[i] = sc.row
+	}
+	// A step that fails on its own (its state, say) fails its session
+	// only: the executor finds it by halving.
+	opts := []batch.Option{batch.WithPerItemErrors()}
+	var st batch.Stats
+	if q.c.opts.SessionBatches != nil {
+		opts = append(opts, batch.WithStats(func(s batch.Stats) { st = s }))
+	}
+	// The call is every session's: no one session's context may stop it.
+	outs, err := q.c.runStacked(context.Background(), q.ti, q.task, Kwargs(q.task, rows...), CallOptions{}, opts...)
+	if q.c.opts.SessionBatches != nil {
+		q.c.opts.SessionBatches(SessionBatch{Task: q.task.TaskID, Sessions: len(calls), Calls: st.Calls, Padded: st.Padded})
+	}
+	q.finish(calls, outs, err)
+}
+
+// finish hands each step of a call its outputs or error.
+func (q *stepQueue) finish(calls []*stepCall, outs []itemOutputs, err error) {
+	own := map[int]error{}
+	var items batch.ItemErrors
+	if errors.As(err, &items) {
+		for _, ie := range items {
+			own[ie.Index] = fmt.Errorf("%s: %w", q.c.where(q.task.TaskID), ie.Err) // as the executor's errors are
+		}
+		err = nil
+	}
+	for i, sc := range calls {
+		switch {
+		case err != nil:
+			sc.err = err
+		case own[i] != nil:
+			sc.err = own[i]
+		case i < len(outs) && outs[i].ran():
+			sc.out = map[string]any{}
+			outs[i].fill(sc.out)
+		default:
+			sc.err = fmt.Errorf("%s: step of row %d did not run", q.c.where(q.task.TaskID), i)
+		}
+		close(sc.done)
+	}
 }
 
 // stepRow is a session's step as a row of the batched steps task: the
