@@ -408,6 +408,10 @@ func chunkResult(task *spec.InferenceTaskProfile, video string, resp *oip.Infere
 		res.Latency = time.Duration(ms * float64(time.Millisecond))
 	case int64:
 		res.Latency = time.Duration(ms) * time.Millisecond
+	case json.Number: // as parameters decode off the wire
+		if f, err := ms.Float64(); err == nil {
+			res.Latency = time.Duration(f * float64(time.Millisecond))
+		}
 	}
 	if text, ok := resp.Parameters[oip.ChunkRealtime].(string); ok {
 		var rt map[string]any

@@ -324,12 +324,15 @@ func TestSessionCancelledStep(t *testing.T) {
 // playback time, so the wait was about one chunk's playback (250 ms for
 // the tiny world) against a step of well under a millisecond.
 func TestSessionChunkLatencyIsTheServers(t *testing.T) {
-	c0, c1 := chunkMsg(0), chunkMsg(1)
+	c0, c1, c2 := chunkMsg(0), chunkMsg(1), chunkMsg(2)
 	c0.msg.Chunk.Parameters = oip.Parameters{oip.ChunkLatencyMS: 0.75}
 	c1.msg.Chunk.Parameters = oip.Parameters{oip.ChunkLatencyMS: int64(3)}
-	conn := newScriptConn(opened, c0, c1, ended(0))
+	// As a real connection decodes it (oip.Parameters keeps numbers as
+	// json.Number): the server's latency was lost that way.
+	c2.msg.Chunk.Parameters = oip.Parameters{oip.ChunkLatencyMS: json.Number("1.5")}
+	conn := newScriptConn(opened, c0, c1, c2, ended(0))
 	rc, _ := sessionOn(t, conn, nil)
-	sess, err := rc.Stream(context.Background(), "step", nil, stream.WithPacing(false), stream.WithMaxChunks(2))
+	sess, err := rc.Stream(context.Background(), "step", nil, stream.WithPacing(false), stream.WithMaxChunks(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +343,7 @@ func TestSessionChunkLatencyIsTheServers(t *testing.T) {
 		}
 		got = append(got, c.Latency)
 	}
-	if !slices.Equal(got, []time.Duration{750 * time.Microsecond, 3 * time.Millisecond}) {
-		t.Errorf("chunk latencies %v, want the server's 750µs and 3ms", got)
+	if !slices.Equal(got, []time.Duration{750 * time.Microsecond, 3 * time.Millisecond, 1500 * time.Microsecond}) {
+		t.Errorf("chunk latencies %v, want the server's 750µs, 3ms and 1.5ms", got)
 	}
 }
