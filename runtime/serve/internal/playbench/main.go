@@ -203,7 +203,13 @@ func unbatchedManifest(path, dir string) (string, error) {
 		out = append(out, l)
 	}
 	s := strings.Join(out, "\n")
-	if strings.Contains(s, "session_batching") || !strings.Contains(s, "method: step\n") {
+	var yaml []string // the lines that are not comments
+	for _, l := range out {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			yaml = append(yaml, l)
+		}
+	}
+	if y := strings.Join(yaml, "\n"); strings.Contains(y, "session_batching") || !strings.Contains(y, "method: step\n") {
 		return "", fmt.Errorf("%s: could not make the unbatched copy (its play task's layout changed?)", path)
 	}
 	// The checkpoint's relative URI resolves against -checkpoint-root.
