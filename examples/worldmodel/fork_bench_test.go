@@ -93,7 +93,18 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // has the figures.
 func BenchmarkForks(b *testing.B) {
 	root := modelRoot(b)
-	c, err := client.New(gen.Spec(), client.WithCheckpointRoot(root), client.WithDevice("cpu"))
+	// Two calls of sessions' steps side by side, as wfserve -max-concurrent
+	// 2 runs them (set WORLDFOUNDRY_TORCH_THREADS=1: one thread a call).
+	slots := make(chan struct{}, 2)
+	gate := func(ctx context.Context) (func(), error) {
+		select {
+		case slots <- struct{}{}:
+			return func() { <-slots }, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c, err := client.New(gen.Spec(), client.WithCheckpointRoot(root), client.WithDevice("cpu"), client.WithSessionGate(gate))
 	if err != nil {
 		b.Fatal(err)
 	}
