@@ -50,7 +50,7 @@ func (l *loaded) addSteps(c *Client) {
 		st := contract.BatchedSteps(t, args)
 		lt := loadedTask{args: l.tasks[i].args, outputs: params.CompileOutputs(st), base: l.tasks[i].base, baseErr: l.tasks[i].baseErr, task: st, equiv: &equivalence{}}
 		lt.batch, lt.batchCfg, lt.batchErr = c.batchConfig(st, l, nil)
-		lt.queue = &stepQueue{c: c, l: l, ti: len(l.tasks), task: st, own: make(chan struct{}, 1)}
+		lt.queue = &stepQueue{c: c, ti: len(l.tasks), task: st, own: make(chan struct{}, 1)}
 		l.tasks[i].steps = len(l.tasks)
 		l.tasks = append(l.tasks, lt)
 	}
@@ -59,7 +59,6 @@ func (l *loaded) addSteps(c *Client) {
 // stepQueue gathers the steps of one session-batched task's sessions.
 type stepQueue struct {
 	c    *Client
-	l    *loaded
 	ti   int                        // the batched steps' index in l.tasks
 	task *spec.InferenceTaskProfile // contract.BatchedSteps
 
@@ -140,6 +139,7 @@ func (q *stepQueue) gate() (func(), error) {
 // those that can share its call, at most the max batch size. q.mu is held.
 func (q *stepQueue) take() []*stepCall {
 	var calls []*stepCall
+	var lead Inputs // the first step's, which the others must share a call with
 	keep := q.waiting[:0]
 	for _, sc := range q.waiting {
 		switch {
@@ -147,8 +147,8 @@ func (q *stepQueue) take() []*stepCall {
 			sc.err = sc.ctx.Err()
 			close(sc.done)
 		case len(calls) == 0:
-			calls = append(calls, sc)
-		case len(calls) < q.task.Batching.MaxBatchSize && BatchConflict(q.task, Kwargs(q.task, sc.row), 0, Kwargs(q.task, calls[0].row), 0) == "":
+			calls, lead = append(calls, sc), Kwargs(q.task, sc.row)
+		case len(calls) < q.task.Batching.MaxBatchSize && BatchConflict(q.task, Kwargs(q.task, sc.row), 0, lead, 0) == "":
 			calls = append(calls, sc)
 		default:
 			keep = append(keep, sc)
