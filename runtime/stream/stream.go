@@ -580,7 +580,14 @@ func (s *Session) request() (StepRequest, bool) {
 		}
 	}
 	if s.spec.Stateful {
-		req.State = s.state
+		// The step gets a copy: a step that changes its state in place
+		// (or an engine that writes into its input) must not change the
+		// session's, which a Snapshot taken meanwhile reads.
+		st, err := cloneValue(s.state)
+		if err != nil { // nested too deep to copy (Snapshot refuses it too)
+			st = s.state
+		}
+		req.State = st
 	}
 	return req, true
 }
