@@ -398,7 +398,7 @@ func (g *grpcService) ModelMetadata(ctx context.Context, r *oippb.ModelMetadataR
 	if err != nil {
 		return nil, err
 	}
-	md := m.oip.Metadata()
+	md := m.metadata()
 	out := &oippb.ModelMetadataResponse{Name: md.Name, Versions: md.Versions, Platform: md.Platform}
 	tensors := func(ts []oip.TensorMetadata) []*oippb.ModelMetadataResponse_TensorMetadata {
 		list := make([]*oippb.ModelMetadataResponse_TensorMetadata, len(ts))

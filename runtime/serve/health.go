@@ -110,8 +110,8 @@ func (h *healthService) List(context.Context, *healthpb.HealthListRequest) (*hea
 	names := []string{""}
 	for _, m := range h.s.cat().order {
 		names = append(names, m.oip.Spec.ModelFamilyID)
-		for _, v := range m.sortedVariants() {
-			names = append(names, m.oip.Spec.ModelFamilyID+"/"+v.id)
+		for _, v := range m.versions() {
+			names = append(names, m.oip.Spec.ModelFamilyID+"/"+v)
 		}
 	}
 	for _, n := range names {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,9 +18,13 @@ import (
 	"testing"
 	"time"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/worldfoundry/wfgen/examples/tinymodels"
 	"github.com/worldfoundry/wfgen/internal/enginetest"
 	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/oip"
+	"github.com/worldfoundry/wfgen/runtime/oip/oippb"
 	"github.com/worldfoundry/wfgen/runtime/serve"
 	"github.com/worldfoundry/wfgen/runtime/spec"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
@@ -166,6 +171,8 @@ func TestPollLatestVersionsUnderLoad(t *testing.T) {
 		t.Fatalf("B: %v, or A and B answer alike", err)
 	}
 	want := map[string]string{"default@1": wantA, "default@2": wantB, "default@3": wantA}
+	g := withGRPC(t, s)
+	listed(t, g, "default", "default@1")
 
 	var (
 		stop     atomic.Bool
@@ -215,7 +222,48 @@ func TestPollLatestVersionsUnderLoad(t *testing.T) {
 		t.Error(f)
 	}
 	t.Logf("answers: %v", answered)
+	listed(t, g, "default", "default@2")
 	enginetest.WaitFor(t, "default@1 to be freed", func() bool { return s.srv.Stats().DrainingRevisions == 0 })
+}
+
+// listed checks that tiny-encoder's metadata (REST and gRPC) lists
+// exactly versions, and that the health service lists each as serving
+// and no other version of it.
+func listed(t *testing.T, g *grpcStarted, versions ...string) {
+	t.Helper()
+	code, _, body := call(t, "GET", g.url+"/v2/models/tiny-encoder", "")
+	var md oip.ModelMetadata
+	if code != 200 || json.Unmarshal(body, &md) != nil {
+		t.Fatalf("metadata: %d %s", code, body)
+	}
+	if !slices.Equal(md.Versions, versions) {
+		t.Errorf("REST metadata lists versions %q, want %q", md.Versions, versions)
+	}
+	ctx := context.Background()
+	gm, err := g.oip.ModelMetadata(ctx, &oippb.ModelMetadataRequest{Name: "tiny-encoder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(gm.Versions, versions) {
+		t.Errorf("gRPC metadata lists versions %q, want %q", gm.Versions, versions)
+	}
+	list, err := healthpb.NewHealthClient(g.conn).List(ctx, &healthpb.HealthListRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for name, st := range list.Statuses {
+		if v, ok := strings.CutPrefix(name, "tiny-encoder/"); ok {
+			got = append(got, v)
+			if st.Status != healthpb.HealthCheckResponse_SERVING {
+				t.Errorf("health lists %s as %v", name, st.Status)
+			}
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, versions) {
+		t.Errorf("health lists versions %q, want %q", got, versions)
+	}
 }
 
 // inferEncoder sends one embed request and returns the version that

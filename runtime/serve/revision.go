@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/worldfoundry/wfgen/runtime/client"
+	"github.com/worldfoundry/wfgen/runtime/oip"
 )
 
 // Revisions: what a variant serves at a time (docs/operating.md, Versions).
@@ -142,6 +143,29 @@ func (v *variant) keptRevisions() []*revision {
 		return *p
 	}
 	return nil
+}
+
+// versions returns the versions m answers to, as its metadata and the
+// health service list them: each variant's id (its newest revision), then
+// the older revisions its version policy keeps beside the newest
+// (VARIANT@N, newest first), variant by variant in the manifest's order.
+func (m *model) versions() []string {
+	var out []string
+	for _, v := range m.sortedVariants() {
+		out = append(out, v.id)
+		for _, r := range v.keptRevisions() {
+			out = append(out, r.version)
+		}
+	}
+	return out
+}
+
+// metadata returns m's model metadata (oip.Model.Metadata) with the
+// versions it serves now (versions).
+func (m *model) metadata() oip.ModelMetadata {
+	md := m.oip.Metadata()
+	md.Versions = m.versions()
+	return md
 }
 
 // serves reports whether v serves revision n now (the newest or a kept

@@ -140,7 +140,7 @@ func (s *Server) sessionsInfo(w http.ResponseWriter, r *http.Request) {
 
 // modelMetadata answers GET /v2/models/{model}[/versions/{version}].
 func (s *Server) modelMetadata(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, modelOf(r).oip.Metadata())
+	writeJSON(w, http.StatusOK, modelOf(r).metadata())
 }
 
 // modelReady answers GET /v2/models/{model}[/versions/{version}]/ready.
