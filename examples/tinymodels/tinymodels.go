@@ -187,10 +187,43 @@ var SizeSensitiveSource = strings.Replace(AttentionSource, "v = c.mean(dim=1)\n"
 // BuildSizeSensitive writes the size-sensitive encoder's checkpoint (the
 // attention encoder's weights) to path.
 func BuildSizeSensitive(path string) error {
-	if SizeSensitiveSource == AttentionSource {
-		return fmt.Errorf("tinymodels: the attention source changed; SizeSensitiveSource adds nothing")
+	return buildVariant(path, SizeSensitiveSource)
+}
+
+// AttentionArgmaxSource is the attention encoder answering the index of
+// its largest feature (int64 [N]) in place of the features: an output of
+// integers, which hides the last bits that batch sizes change (docs/batching.md,
+// "The equivalent sizes").
+var AttentionArgmaxSource = strings.Replace(AttentionSource, "return v / v.norm(2, [-1], True).clamp_min(1e-6)\n", "return (v / v.norm(2, [-1], True).clamp_min(1e-6)).argmax(-1)\n", 1)
+
+// AttentionArgmaxScoresSource is the argmax encoder returning, beside its
+// answer ("out"), the features it chose from ("scores", float32 [N, 128])
+// in a dict: a tensor a task need not declare, which the measurement of
+// equivalent batch sizes compares.
+var AttentionArgmaxScoresSource = strings.NewReplacer(
+	"def forward(self, tokens: Tensor) -> Tensor:\n", "def forward(self, tokens: Tensor) -> Dict[str, Tensor]:\n",
+	"return v / v.norm(2, [-1], True).clamp_min(1e-6)\n", "e = v / v.norm(2, [-1], True).clamp_min(1e-6)\n    return {\"out\": e.argmax(-1), \"scores\": e}\n",
+).Replace(AttentionSource)
+
+// BuildAttentionArgmax writes the argmax encoder's checkpoint (the
+// attention encoder's weights) to path.
+func BuildAttentionArgmax(path string) error {
+	return buildVariant(path, AttentionArgmaxSource)
+}
+
+// BuildAttentionArgmaxScores writes the argmax encoder with its scores
+// (the attention encoder's weights) to path.
+func BuildAttentionArgmaxScores(path string) error {
+	return buildVariant(path, AttentionArgmaxScoresSource)
+}
+
+// buildVariant writes a variant of the attention encoder's source with its
+// weights to path.
+func buildVariant(path, source string) error {
+	if source == AttentionSource {
+		return fmt.Errorf("tinymodels: the attention source changed; the variant adds nothing")
 	}
-	return BuildSource(path, torch.ModuleSource{Source: SizeSensitiveSource,
+	return BuildSource(path, torch.ModuleSource{Source: source,
 		Parameters: map[string]*tensor.Tensor{"table": attentionTable()}})
 }
 

@@ -260,7 +260,10 @@ class WorldModel(nn.Module):
     def steps(self, num_frames: int, controls: torch.Tensor, start: Optional[torch.Tensor] = None,
               state: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """step for a batch of sessions, one row each: controls float32 [B, 4], start and state
-        uint8 [B, 2, 32, 32, 3]; returns frames uint8 [B, num_frames, 32, 32, 3] and state."""
+        uint8 [B, 2, 32, 32, 3]; returns frames uint8 [B, num_frames, 32, 32, 3], state, and
+        scores: the last frame's class scores, float32 [B, CLASSES, 32, 32], which the frames
+        were chosen from. The runtime compares them when it measures which batch sizes give a
+        row the same bits: frames alone would hide the last bits a batch size changes."""
         if controls.dim() != 2 or controls.size(1) != 4:
             raise ValueError("controls: want [B, 4] [up, down, left, right] per session, got " + str(controls.shape))
         if num_frames < 1:
@@ -286,12 +289,15 @@ class WorldModel(nn.Module):
         c = self.classes(s)
         prev, cur = c[:, 0], c[:, 1]
         out: List[torch.Tensor] = []
+        scores = torch.empty(0)
         with torch.no_grad():
             for _ in range(num_frames):
-                nxt = self.logits(prev, cur, action).argmax(1)
+                scores = self.logits(prev, cur, action)
+                nxt = scores.argmax(1)
                 out.append(nxt)
                 prev, cur = cur, nxt
-        return {"frames": self.palette[torch.stack(out, 1)], "state": self.palette[torch.stack([prev, cur], 1)]}
+        return {"frames": self.palette[torch.stack(out, 1)], "state": self.palette[torch.stack([prev, cur], 1)],
+                "scores": scores}
 
 
 def default_start():

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,7 +47,9 @@ import (
 // (engine.CacheDirer, the compile cache) under a key of the checkpoint, the
 // method, the item's shapes and other inputs, the engine, the device and
 // dtype, the CPU and the thread count, so a machine measures a model once
-// per shape.
+// per shape. The rows compared are every tensor the method returns
+// (withUndeclared); when none is floating point the sizes are not measured
+// and batches go at the max (errBlindOutputs).
 
 // equivalence is one task's measured equivalent sizes, per item shape,
 // each measured at most once per loaded model.
@@ -137,11 +140,15 @@ func (c *Client) measureEquivalence(ti int, task *spec.InferenceTaskProfile, l *
 		}
 	}
 	sizes, err := c.probeSizes(ti, task, item, cfg.MaxBatchSize, candidates)
-	if err != nil {
+	switch {
+	case errors.Is(err, errBlindOutputs):
+		log.Info("invariant batches go at the max batch size", "why", err)
+	case err != nil:
 		log.Warn("invariant batches go at the max batch size: measuring equivalent sizes failed", "err", err)
 		return nil
+	default:
+		log.Info("measured the batch sizes that give the max batch size's bits", "sizes", sizes)
 	}
-	log.Info("measured the batch sizes that give the max batch size's bits", "sizes", sizes)
 	if path != "" {
 		b, _ := json.MarshalIndent(equivalenceRecord{Sizes: sizes, Key: keyText}, "", "  ")
 		err := os.MkdirAll(filepath.Dir(path), 0o755)
@@ -168,18 +175,21 @@ func equivalenceCandidates(cfg batch.Config) []int {
 }
 
 // probeSizes runs the probe at max, then at each candidate size, and
-// returns the candidates whose rows have the max's bits, and the max.
+// returns the candidates whose rows have the max's bits, and the max; the
+// max alone and errBlindOutputs when no output is floating point.
 // Integer inputs take values below 1,000, else below 100, 10 or 2 — the
 // first range the model accepts (a token table may be small).
 func (c *Client) probeSizes(ti int, task *spec.InferenceTaskProfile, item map[string]any, maxSize int, candidates []int) ([]int, error) {
 	ctx := context.WithValue(context.Background(), measuringKey{}, true)
 	var probe []map[string]any
+	floats := false // whether an output is floating point
 	run := func(n int) ([][]byte, error) {
 		var rows [][]byte
 		for range 2 {
 			rows = rows[:0]
 			err := c.callBatch(ctx, ti, task, Kwargs(task, probe[:n]...), CallOptions{}, func(_ int, out map[string]any) error {
 				rows = append(rows, outputBits(out))
+				floats = floats || hasFloats(out)
 				return nil
 			}, batch.WithMaxBatchSize(n), batch.WithPadSizes(n), batch.WithLanes(1))
 			if err != nil {
@@ -208,6 +218,9 @@ func (c *Client) probeSizes(ti int, task *spec.InferenceTaskProfile, item map[st
 	if !slices.EqualFunc(ref, again, bytes.Equal) {
 		return nil, fmt.Errorf("two batches of %d gave different bits: the model is not deterministic", maxSize)
 	}
+	if !floats {
+		return []int{maxSize}, errBlindOutputs
+	}
 	var sizes []int
 	for _, n := range candidates {
 		rows, err := run(n)
@@ -219,6 +232,50 @@ func (c *Client) probeSizes(ti int, task *spec.InferenceTaskProfile, item map[st
 		}
 	}
 	return append(sizes, maxSize), nil
+}
+
+// errBlindOutputs refuses a measurement whose outputs are all integers,
+// bytes or booleans (chosen classes, token ids, colours): kernels of two
+// batch sizes that differ in the last bits give such outputs the same
+// bits except where two scores nearly tie, which random probe items rarely
+// hit and a rollout that feeds its outputs back eventually does (the world
+// model: a batch of one takes libtorch's native convolution, its scores
+// differ from a batch of 2 to 8 by up to 7e-5 on every probe, its frames
+// on none, and a player of 6,019 chunks played alone left the frames it
+// got in company at chunk 4,777). Such a task's invariant batches go at
+// the max batch size; a floating-point tensor the method returns beside
+// them (the scores they were chosen from, under a key of its own: see
+// withUndeclared) lets the sizes be measured.
+var errBlindOutputs = errors.New("the method's outputs are all integers, bytes or booleans, which hide the last-bit differences between batch sizes (return a floating-point tensor beside them under a key of its own, e.g. the scores they were chosen from: the measurement compares every tensor the method returns)")
+
+// hasFloats reports whether an output of out is a floating-point tensor.
+func hasFloats(out map[string]any) bool {
+	for _, v := range out {
+		if t, ok := v.(*wftensor.Tensor); ok && t.DType.IsFloating() {
+			return true
+		}
+	}
+	return false
+}
+
+// withUndeclared adds to out (a measurement's call's artifacts) the other
+// tensors of raw, a returned dict, that have a row per item (n): the
+// measurement compares every tensor the method returns, declared or not,
+// so a method whose artifacts are integers can return the scores they were
+// chosen from beside them for it to see.
+func withUndeclared(out map[string]any, raw any, n int) map[string]any {
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return out
+	}
+	for k, v := range m {
+		t, ok := v.(*wftensor.Tensor)
+		if _, declared := out[k]; declared || !ok || len(t.Shape) == 0 || t.Shape[0] != int64(n) {
+			continue
+		}
+		out[k] = t
+	}
+	return out
 }
 
 // outputBits is one item's outputs as bytes, in artifact order.
@@ -349,7 +406,7 @@ func fillRandom(rng *rand.Rand, t *wftensor.Tensor, ints int) bool {
 // the engine, the CPU and the threads.
 func equivalenceKey(l *loaded, task *spec.InferenceTaskProfile, maxSize int, candidates []int, shapes string) string {
 	k := l.key
-	return fmt.Sprintf("wfgen-batch-sizes-v1\nfile=%s\nsize=%d\nmtime=%d\nformat=%s\ndevice=%s\ndtype=%s\ncompile=%s\nmethod=%s\nmax=%d\ncandidates=%v\nprobe=%s\nengine=%s %s\ncpu=%s\nthreads=%s cpus=%d\n",
+	return fmt.Sprintf("wfgen-batch-sizes-v2\nfile=%s\nsize=%d\nmtime=%d\nformat=%s\ndevice=%s\ndtype=%s\ncompile=%s\nmethod=%s\nmax=%d\ncandidates=%v\nprobe=%s\nengine=%s %s\ncpu=%s\nthreads=%s cpus=%d\n",
 		k.path, k.size, k.mtime.UnixNano(), k.format, k.device, k.dtype, k.compile, task.MethodName(), maxSize, candidates, shapes,
 		l.engine.Name(), l.engine.Version(), cpuModel(), os.Getenv("WORLDFOUNDRY_TORCH_THREADS"), runtime.NumCPU())
 }

@@ -395,3 +395,52 @@ func TestEquivalentSizesCached(t *testing.T) {
 		t.Errorf("measured again with the cache off, a lone item was padded by %d, want %d", n, first)
 	}
 }
+
+// A method whose outputs are all integers hides the last bits of the scores
+// it chose them from, so the measurement cannot tell its batch sizes apart:
+// an invariant batch of the argmax encoder goes at the max (a lone item
+// padded by 7). Before this rule the argmax's equal outputs made every
+// size look equivalent to the max, and a lone item ran alone — on the
+// world model that let a player alone and in company part after thousands
+// of chunks (docs/batching.md, "The equivalent sizes"). With the scores
+// returned beside the answer, undeclared, the sizes are measured on them:
+// the attention encoder's own.
+func TestIntegerOutputsGoAtTheMax(t *testing.T) {
+	measure := func(name string, build func(string) error) (sizes []int, padded int) {
+		t.Helper()
+		dir := t.TempDir()
+		t.Setenv("WORLDFOUNDRY_TORCH_COMPILE_CACHE_DIR", dir)
+		md := invModel{name, built("inv-"+name, build), "tokens", tokenItem, false}
+		c, err := client.New(invariantSpec(md, true), client.WithCheckpointPath(md.path(t)), client.WithDevice("cpu"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var st batch.Stats
+		out, err := c.RunBatch(context.Background(), "embed", []map[string]any{{md.arg: md.item(0)}}, batch.WithStats(func(s batch.Stats) { st = s }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if y, _ := out[0]["out"].(*tensor.Tensor); y == nil || len(out[0]) != 1 {
+			t.Fatalf("%s answered %v, want one tensor", name, out[0])
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "batch-sizes", "*.json"))
+		if len(files) != 1 {
+			t.Fatalf("%s: cache files %v, want one", name, files)
+		}
+		var rec struct {
+			Sizes []int `json:"sizes"`
+		}
+		if b, err := os.ReadFile(files[0]); err != nil || json.Unmarshal(b, &rec) != nil {
+			t.Fatalf("%s: cache record %s (%v)", name, b, err)
+		}
+		return rec.Sizes, st.Padded
+	}
+	if sizes, padded := measure("attention-argmax", tinymodels.BuildAttentionArgmax); !slices.Equal(sizes, []int{8}) || padded != 7 {
+		t.Errorf("the argmax encoder: sizes %v, a lone item padded by %d; want [8] and 7 (integer outputs cannot show which sizes agree)", sizes, padded)
+	}
+	want, _ := measure("attention", tinymodels.BuildAttention)
+	if sizes, padded := measure("attention-argmax-scores", tinymodels.BuildAttentionArgmaxScores); !slices.Equal(sizes, want) || padded != want[0]-1 {
+		t.Errorf("the argmax encoder with its scores: sizes %v, a lone item padded by %d; want the attention encoder's %v", sizes, padded, want)
+	}
+}

@@ -174,6 +174,9 @@ func (c *Client) runStacked(ctx context.Context, ti int, task *spec.InferenceTas
 		if err != nil {
 			return nil, err
 		}
+		if ctx.Value(measuringKey{}) != nil {
+			out = withUndeclared(out, raw, len(rows))
+		}
 		f, err := splitOutputs(out, len(rows))
 		if err != nil {
 			return nil, err
