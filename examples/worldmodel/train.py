@@ -43,11 +43,18 @@ hardest to learn: in each batch of 64, 24 start with the ball at or next to
 the sprite (where they blend) and 16 with the ball and the sprite at walls or
 in corners (bounces while the sprite is stopped); the other 24 are uniform.
 Drawn uniformly, those cases are rare, and the model that learned them least
-lost the ball in long rollouts (docs/worldmodel.md, "The ball").
+lost the ball in long rollouts (docs/worldmodel.md, "The ball"). In 12 of the
+24 by the sprite, the input frames are drawn as the model's own slips draw
+them: one pixel at or next to the ball toggled between with and without the
+ball (a wall pixel drawn as the ball), in the earlier frame, the later one or
+both, while the frame to predict is the simulator's. A rollout feeds the
+model its own frames: a model that never saw a wrong pixel kept the rare one
+it drew and lost the ball over hundreds of steps; one trained on them puts
+the ball back the next frame or so.
 
 Training is deterministic: fixed seeds, one thread and
 torch.use_deterministic_algorithms, so the same torch build writes the same
-weights every time. It takes one to two minutes on one CPU core. One thread,
+weights every time. It takes two to three minutes on one CPU core. One thread,
 not two: on a machine whose cores are busy with other work, OpenMP's
 spinning threads made two-thread training ten times slower, not faster.
 """
@@ -81,6 +88,7 @@ STEPS = 2500
 BATCH = 64
 NEAR = 24     # transitions of a batch that start with the ball by the sprite
 WALL = 16     # ... and with the ball and the sprite at walls
+MISDRAWN = 12  # of the NEAR, those whose input frames have a ball pixel toggled
 THREADS = 1
 WIDTH = 32     # channels of the network
 
@@ -172,6 +180,37 @@ def transitions(rng, n, near=0, wall=0):
     s1 = step(s0, rng.integers(0, 5, n))
     a = rng.integers(0, 5, n)
     return render(s0), render(s1), a, render(step(s1, a))
+
+
+def flip_ball_pixel(rng, frames):
+    """frames (classes int64 [N, H, W]) with one pixel each, drawn from rng
+    among those at or next to the ball, toggled between with and without
+    the ball: background and ball, sprite and blend; a wall pixel becomes
+    the ball's (the blend's when the sprite is next to it)."""
+    n = frames.shape[0]
+
+    def grown(mask):
+        return nn.functional.max_pool2d(mask.to(torch.float32).unsqueeze(1), 3, 1, 1).squeeze(1) > 0
+
+    near = grown((frames == 3) | (frames == 4))
+    score = torch.from_numpy(rng.random((n, SIZE, SIZE))).to(torch.float32) * near
+    idx = score.flatten(1).argmax(1)
+    flipped = torch.tensor([3, 1, 4, 0, 2])[frames]
+    on_wall = torch.where(grown((frames == 2) | (frames == 4)), 4, 3)
+    flipped = torch.where(frames == 1, on_wall, flipped)
+    flat = frames.flatten(1).clone()
+    rows = torch.arange(n)
+    flat[rows, idx] = flipped.flatten(1)[rows, idx]
+    return flat.view_as(frames)
+
+
+def misdraw(rng, prev, cur):
+    """The input frames of transitions as a rollout's own mistake may draw
+    them: a ball pixel toggled (flip_ball_pixel) in the earlier frame, the
+    later one or both, drawn from rng."""
+    which = torch.from_numpy(rng.integers(0, 3, len(prev))).view(-1, 1, 1)
+    p, c = flip_ball_pixel(rng, prev), flip_ball_pixel(rng, cur)
+    return torch.where(which != 1, p, prev), torch.where(which != 0, c, cur)
 
 
 # -------------------------------------------------------------------- model
@@ -318,8 +357,11 @@ def train(args):
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=STEPS, pct_start=0.1)
     model.train()
     loss = torch.zeros(())
+    noise = np.random.default_rng(SEED + 4)
     for _ in range(STEPS):
         prev, cur, a, nxt = (torch.from_numpy(v).long() for v in transitions(rng, BATCH, NEAR, WALL))
+        # The first transitions are NEAR ones: some of them misdrawn.
+        prev[:MISDRAWN], cur[:MISDRAWN] = misdraw(noise, prev[:MISDRAWN], cur[:MISDRAWN])
         loss = nn.functional.cross_entropy(model.logits(prev, cur, a), nxt)
         opt.zero_grad()
         loss.backward()

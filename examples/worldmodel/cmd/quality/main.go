@@ -1,7 +1,10 @@
 // Command quality measures the learned world model (make demo trains it)
 // against its simulator: the sprite and the ball within one pixel, by step
-// index, over random episodes (docs/worldmodel.md, "How good it is"). It
-// exits 1 when the model misses its goals (worldmodel.Quality.Check).
+// index, over random episodes (docs/worldmodel.md, "How it is measured"). It
+// measures the checkpoint of the current train.py: a root trained by another
+// script (or torch) is trained again first (worldmodel.Ensure), so a changed
+// script is never judged by its predecessor's weights. It exits 1 when the
+// model misses its goals (worldmodel.Quality.Check).
 //
 //	go run ./examples/worldmodel/cmd/quality -root out/worldmodel -episodes 1000 -steps 32
 package main
@@ -25,13 +28,22 @@ func main() {
 	seed := flag.Uint64("seed", 7, "the episodes' seed")
 	buckets := flag.Int("buckets", 4, "step-index buckets to report")
 	flag.Parse()
+	ctx := context.Background()
+	rep, err := worldmodel.Ensure(ctx, *root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quality:", err)
+		os.Exit(1)
+	}
+	if rep != nil {
+		fmt.Printf("trained in %.1fs: loss %g, one-step pixel accuracy %.5f, frames %.4f\n", rep.Seconds, rep.Loss, rep.PixelAccuracy, rep.FrameAccuracy)
+	}
 	w, err := learned.New(client.WithCheckpointRoot(*root), client.WithDevice("cpu"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quality:", err)
 		os.Exit(1)
 	}
 	defer w.Close()
-	q, _, err := worldmodel.Evaluate(context.Background(), w, worldmodel.RandomEpisodes(*seed, *episodes, *steps))
+	q, _, err := worldmodel.Evaluate(ctx, w, worldmodel.RandomEpisodes(*seed, *episodes, *steps))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quality:", err)
 		os.Exit(1)
