@@ -215,6 +215,20 @@ def misdraw(rng, prev, cur):
 
 # -------------------------------------------------------------------- model
 
+def first_best(scores: torch.Tensor, most: bool) -> torch.Tensor:
+    """The index along dim 0 of each element's largest (most) or smallest score, the first of
+    equals: argmax(0) or argmin(0) for a handful of classes, as a few elementwise passes,
+    which libtorch's strided reductions over a short dimension are many times slower than."""
+    best = scores[0]
+    index = torch.zeros(best.shape, dtype=torch.int64, device=scores.device)
+    for i in range(1, scores.size(0)):
+        s = scores[i]
+        take = s > best if most else s < best
+        best = torch.where(take, s, best)
+        index = torch.where(take, torch.full_like(index, i), index)
+    return index
+
+
 class WorldModel(nn.Module):
     """Next frame from the last two and an action, as one colour per pixel.
 
@@ -245,22 +259,31 @@ class WorldModel(nn.Module):
     def logits(self, prev: torch.Tensor, cur: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Class scores float32 [N, CLASSES, H, W] from classes int64 [N, H, W] and actions int64 [N]."""
         n, h, w = cur.shape
-        k = self.palette.size(0)
         planes = nn.functional.one_hot(action, 5)[:, 1:].to(torch.float32).view(n, 4, 1, 1).expand(n, 4, h, w)
-        now = nn.functional.one_hot(cur, k).permute(0, 3, 1, 2).to(torch.float32)
-        x = torch.cat([nn.functional.one_hot(prev, k).permute(0, 3, 1, 2).to(torch.float32), now, planes], 1)
+        now = self.one_hot(cur)
+        x = torch.cat([self.one_hot(prev), now, planes], 1)
         return self.net(x) + self.keep * now
+
+    def one_hot(self, c: torch.Tensor) -> torch.Tensor:
+        """Classes int64 [N, H, W] as one plane per class, float32 [N, CLASSES, H, W] laid out
+        channels last. The same values and layout as one_hot(c).permute(0, 3, 1, 2), without
+        its int64 planes: the layout decides the convolutions' last bits."""
+        k = torch.arange(self.palette.size(0), device=c.device)
+        return (c.unsqueeze(-1) == k).to(torch.float32).permute(0, 3, 1, 2)
 
     @torch.jit.export
     def classes(self, frames: torch.Tensor) -> torch.Tensor:
         """The nearest palette colour of each pixel of uint8 [..., H, W, 3] frames, int64 [..., H, W]."""
-        d = (frames.to(torch.int32).unsqueeze(-2) - self.palette.to(torch.int32)).pow(2).sum(-1)
-        return d.argmin(-1)
+        # |x - p|^2 less |x|^2, which every colour shares: integers below 2^24, so
+        # exact in float32 whatever order a matrix product sums in.
+        p = self.palette.to(torch.float32)
+        d = (p * p).sum(1) - 2 * torch.matmul(frames.to(torch.float32), p.t())
+        return first_best(d.movedim(-1, 0), False)
 
     def forward(self, frames: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The next frame of each pair: frames uint8 [N, 2, H, W, 3], actions int64 [N] -> uint8 [N, H, W, 3]."""
         c = self.classes(frames)
-        return self.palette[self.logits(c[:, 0], c[:, 1], actions).argmax(1)]
+        return self.palette[first_best(self.logits(c[:, 0], c[:, 1], actions).movedim(1, 0), True)]
 
     @torch.jit.export
     def step(self, num_frames: int, controls: List[float], start: Optional[torch.Tensor] = None,
@@ -289,7 +312,7 @@ class WorldModel(nn.Module):
         out: List[torch.Tensor] = []
         with torch.no_grad():
             for _ in range(num_frames):
-                nxt = self.logits(prev, cur, a).argmax(1)
+                nxt = first_best(self.logits(prev, cur, a).movedim(1, 0), True)
                 out.append(nxt)
                 prev, cur = cur, nxt
         return {"frames": self.palette[torch.cat(out)], "state": self.palette[torch.cat([prev, cur])]}
@@ -332,7 +355,7 @@ class WorldModel(nn.Module):
         with torch.no_grad():
             for _ in range(num_frames):
                 scores = self.logits(prev, cur, action)
-                nxt = scores.argmax(1)
+                nxt = first_best(scores.movedim(1, 0), True)
                 out.append(nxt)
                 prev, cur = cur, nxt
         return {"frames": self.palette[torch.stack(out, 1)], "state": self.palette[torch.stack([prev, cur], 1)],
