@@ -88,22 +88,30 @@ func (s *Server) answer(ctx context.Context, c *inferCall, binary func(string) b
 }
 
 // readReserved reads r to its end, a body or message whose length is not
-// declared, into a buffer that starts at reserve bytes (already held) and
-// doubles as it fills, each growth reserved in hold (bodyCost bytes a
-// byte: the body, and its data as decoding holds it) before it is made:
-// a refusal is a *statusError (429). Reading stops one byte past limit,
-// which the reader (http.MaxBytesReader, a WebSocket's read limit) says is
-// too much.
-func readReserved(r io.Reader, reserve, limit int64, hold *holding) ([]byte, error) {
-	buf := make([]byte, 0, reserve)
+// declared, into a buffer that starts small (firstRead bytes) and doubles
+// as it fills. Its first reserved bytes are already held; each growth past
+// them is reserved in hold (bodyCost bytes a byte: the body, and its data
+// as decoding holds it) before it is made: a refusal is a *statusError
+// (429). Reading stops one byte past limit, which the reader
+// (http.MaxBytesReader, a WebSocket's read limit) says is too much.
+//
+// The buffer starts small because most bodies of unknown length are small
+// — a session's controls, a few dozen bytes a chunk on every WebSocket —
+// and a buffer of the whole reservation for each made the collector clear
+// and sweep 64 KiB a message.
+func readReserved(r io.Reader, reserved, limit int64, hold *holding) ([]byte, error) {
+	buf := make([]byte, 0, min(reserved, firstRead))
 	for {
 		if len(buf) == cap(buf) {
 			grow := min(int64(cap(buf)), limit+1-int64(cap(buf)))
 			if grow <= 0 {
 				grow = 1 // one byte past the limit makes the reader say so
 			}
-			if err := hold.add(bodyCost * grow); err != nil {
-				return nil, err
+			if more := int64(cap(buf)) + grow - reserved; more > 0 {
+				if err := hold.add(bodyCost * more); err != nil {
+					return nil, err
+				}
+				reserved += more
 			}
 			next := make([]byte, len(buf), int64(cap(buf))+grow)
 			copy(next, buf)

@@ -303,9 +303,12 @@ func (c *inferCall) batchResponse(outs []map[string]any, itemErrs batch.ItemErro
 // takes while its request is in flight.
 const bodyCost = 2
 
-// bodyStep is how many bytes of a body of unknown length are reserved at a
-// time while it is read.
+// bodyStep is how many bytes of a body of unknown length are reserved
+// before it is read (more as it grows).
 const bodyStep = 64 << 10
+
+// firstRead is the buffer a body of unknown length is first read into.
+const firstRead = 512
 
 // readBody reads a request body, reserving its bytes in hold before they
 // are read: the declared Content-Length at once (refused 413 beyond
