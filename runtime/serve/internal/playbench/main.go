@@ -614,7 +614,11 @@ func (r *result) print() {
 	if r.failed > 0 {
 		fmt.Printf("  %d players failed; the first: %v\n", r.failed, r.firstErr)
 	}
-	fmt.Printf("  sessions per forward call: mean %.2f over %.0f calls\n", r.batchMean, r.batchCalls)
+	if r.batchCalls > 0 {
+		fmt.Printf("  sessions per forward call: mean %.2f over %.0f calls\n", r.batchMean, r.batchCalls)
+	} else {
+		fmt.Println("  sessions per forward call: — (no session-batched calls: one forward per session and chunk)")
+	}
 	fmt.Printf("  CPU over the window: wfserve %.2f cores, this process %.2f cores; the machine %.0f %% busy; load %s → %s\n",
 		r.serverCPU/r.wall.Seconds(), r.benchCPU/r.wall.Seconds(), 100*r.busy, r.loadBefore, r.loadAfter)
 	if r.probeErr != nil {
@@ -672,12 +676,16 @@ func (r *result) row() string {
 	if r.verified+r.mismatched+r.verifyErrs == 0 {
 		ok = "not checked"
 	}
+	perCall := "—"
+	if r.batchCalls > 0 {
+		perCall = fmt.Sprintf("%.2f", r.batchMean)
+	}
 	players := strconv.Itoa(r.players)
 	if r.failed > 0 {
 		players += fmt.Sprintf(" (%d failed)", r.failed)
 	}
-	return fmt.Sprintf("| %s | %d | %s | %d | %d (%.3f %%) | %s / %s / %s | %s | %.2f | %.2f + %.2f cores | %.0f %% | %s → %s | %s |",
+	return fmt.Sprintf("| %s | %d | %s | %d | %d (%.3f %%) | %s / %s / %s | %s | %s | %.2f + %.2f cores | %.0f %% | %s → %s | %s |",
 		r.mode, r.round, players, r.chunks, r.late, 100*float64(r.late)/math.Max(1, float64(r.chunks)),
 		benchproc.Percentile(r.lag, 50, time.Millisecond), benchproc.Percentile(r.lag, 99, time.Millisecond), last(r.lag),
-		probe, r.batchMean, r.serverCPU/r.wall.Seconds(), r.benchCPU/r.wall.Seconds(), 100*r.busy, r.loadBefore, r.loadAfter, ok)
+		probe, perCall, r.serverCPU/r.wall.Seconds(), r.benchCPU/r.wall.Seconds(), 100*r.busy, r.loadBefore, r.loadAfter, ok)
 }
