@@ -1,16 +1,13 @@
 package worldmodel
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/pypeer"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -59,33 +56,7 @@ func BenchmarkSteps(b *testing.B) {
 	}
 	defer m.Close()
 
-	py := exec.Command("/usr/bin/python3", "-c", stepsPeer, ckpt)
-	in, err := py.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := py.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := py.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { in.Close(); py.Wait() }()
-	out := bufio.NewScanner(stdout)
-	if !out.Scan() || out.Text() != "ready" {
-		b.Fatalf("the Python peer did not start: %q %v", out.Text(), out.Err())
-	}
-	python := func(batch int64, n int) (time.Duration, error) {
-		if _, err := fmt.Fprintln(in, batch, n); err != nil {
-			return 0, err
-		}
-		if !out.Scan() {
-			return 0, fmt.Errorf("the Python peer: %v", out.Err())
-		}
-		ns, err := strconv.ParseInt(strings.TrimSpace(out.Text()), 10, 64)
-		return time.Duration(ns), err
-	}
+	py := pypeer.Start(b, "the Python peer", "-c", stepsPeer, ckpt)
 
 	ctx := context.Background()
 	for _, batch := range []int64{1, 2, 4, 8} {
@@ -107,7 +78,7 @@ func BenchmarkSteps(b *testing.B) {
 			b.StopTimer()
 			perCall := b.Elapsed() / time.Duration(b.N)
 			b.ReportMetric(float64(perCall)/1e6/float64(batch), "ms/session")
-			d, err := python(batch, b.N)
+			d, err := py.Time(fmt.Sprint(batch, " ", b.N))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -3,19 +3,14 @@
 package batch_test
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/pypeer"
 	"github.com/worldfoundry/wfgen/runtime/batch"
 	"github.com/worldfoundry/wfgen/runtime/torch"
 
@@ -73,53 +68,13 @@ func direct(ctx context.Context, items [][]byte, fwd batch.Forward[[]byte, []byt
 	return nil
 }
 
-// pythonPeer runs testdata/encoder_bench.py as a server of timed passes.
-type pythonPeer struct {
-	cmd     *exec.Cmd
-	in      io.WriteCloser
-	out     *bufio.Scanner
-	threads string
-}
-
-func startPython(b *testing.B, model string) *pythonPeer {
+// startPython starts testdata/encoder_bench.py, which times one pass of
+// the encoder over the benchmark's items in Python for each (empty)
+// request; its ready line says its torch thread count.
+func startPython(b *testing.B, model string) *pypeer.Peer {
 	b.Helper()
-	const py = "/usr/bin/python3" // Debian's python, which has python3-torch
-	if _, err := os.Stat(py); err != nil {
-		b.Skip("Debian's python3 is not installed")
-	}
-	cmd := exec.Command(py, "testdata/encoder_bench.py", model,
+	return pypeer.Start(b, "encoder_bench.py", "testdata/encoder_bench.py", model,
 		strconv.Itoa(encItems), strconv.Itoa(encIn), strconv.Itoa(encMax))
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &pythonPeer{cmd: cmd, in: in, out: bufio.NewScanner(outPipe)}
-	b.Cleanup(func() { in.Close(); cmd.Wait() })
-	if !p.out.Scan() || !strings.HasPrefix(p.out.Text(), "ready ") {
-		b.Fatalf("python peer did not start: %q %v", p.out.Text(), p.out.Err())
-	}
-	p.threads = strings.TrimPrefix(p.out.Text(), "ready ")
-	return p
-}
-
-// pass asks for one pass and returns the time Python measured for it.
-func (p *pythonPeer) pass() (time.Duration, error) {
-	if _, err := io.WriteString(p.in, "\n"); err != nil {
-		return 0, err
-	}
-	if !p.out.Scan() {
-		return 0, fmt.Errorf("python peer: %v", p.out.Err())
-	}
-	ns, err := strconv.ParseInt(p.out.Text(), 10, 64)
-	return time.Duration(ns), err
 }
 
 // BenchmarkTorchEncoder measures, over a real TorchScript encoder on
@@ -176,7 +131,8 @@ func BenchmarkTorchEncoder(b *testing.B) {
 
 	b.Run("go_vs_python", func(b *testing.B) {
 		py := startPython(b, path)
-		b.Logf("python torch threads: %s", py.threads)
-		interleave(b, "python", "go", py.pass, timed(run(fwd, batch.WithMaxBatchSize(encMax))))
+		b.Logf("python torch threads: %s", py.Ready)
+		pass := func() (time.Duration, error) { return py.Time("") }
+		interleave(b, "python", "go", pass, timed(run(fwd, batch.WithMaxBatchSize(encMax))))
 	})
 }

@@ -5,12 +5,13 @@ package torch
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/worldfoundry/wfgen/examples/aoti"
 	"github.com/worldfoundry/wfgen/internal/enginetest"
-
+	"github.com/worldfoundry/wfgen/internal/pypeer"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -75,9 +76,9 @@ func BenchmarkAOTIMobileNetInterleaved(b *testing.B) {
 					return time.Since(start)
 				}
 			}
-			pyRun := func(p *pythonPeer) func() time.Duration {
+			pyRun := func(p *pypeer.Peer) func() time.Duration {
 				return func() time.Duration {
-					d, err := p.run(chunk)
+					d, err := p.Time(strconv.Itoa(chunk))
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -8,14 +8,14 @@ package torch
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/worldfoundry/wfgen/internal/enginetest"
-	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
-
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
+	"github.com/worldfoundry/wfgen/runtime/torch/internal/shim"
 )
 
 // BenchmarkCall is the Go engine's per-call time: kwargs in, output tensor
@@ -141,7 +141,7 @@ func BenchmarkInterleaved(b *testing.B) {
 				return d
 			}
 			runPy := func() time.Duration {
-				d, err := py.run(chunk)
+				d, err := py.Time(strconv.Itoa(chunk))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -3,19 +3,15 @@
 package torch
 
 import (
-	"bufio"
-	"fmt"
-	"io"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/worldfoundry/wfgen/internal/pypeer"
 	"github.com/worldfoundry/wfgen/runtime/engine"
 	"github.com/worldfoundry/wfgen/runtime/tensor"
 )
@@ -128,49 +124,18 @@ func median(v []float64) float64 {
 // steady state of back-to-back calls is what is measured.
 const runLength = 30 * time.Millisecond
 
-// pythonPeer is a testdata/bench_server.py process timing calls of a model
-// (TorchScript, or an AOTInductor package on torch ≥ 2.6) in Python on
-// request, with as many intra-op threads as the engine.
-type pythonPeer struct {
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
-
-// startPython starts the peer for model on an input of shape; it skips the
-// benchmark when Debian's Python cannot import torch.
-func startPython(b *testing.B, model string, shape []int64) *pythonPeer {
+// startPython starts testdata/bench_server.py, which times calls of a model
+// (TorchScript, or an AOTInductor package on torch ≥ 2.6) in Python on an
+// input of shape, with as many intra-op threads as the engine: each request
+// is the number of calls. It skips the benchmark when Debian's Python
+// cannot import torch.
+func startPython(b *testing.B, model string, shape []int64) *pypeer.Peer {
 	b.Helper()
-	if err := exec.Command(debianPython, "-c", "import torch").Run(); err != nil {
-		b.Skipf("%s cannot import torch: install python3-torch for the Python column", debianPython)
-	}
 	args := []string{filepath.Join("testdata", "bench_server.py"), model, strconv.Itoa(engineThreads()), "x"}
 	for _, d := range shape {
 		args = append(args, strconv.FormatInt(d, 10))
 	}
-	cmd := exec.Command(debianPython, args...)
-	in, _ := cmd.StdinPipe()
-	outPipe, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &pythonPeer{in: in, out: bufio.NewScanner(outPipe)}
-	b.Cleanup(func() { in.Close(); cmd.Wait() })
-	if !p.out.Scan() || p.out.Text() != "ready" {
-		b.Fatalf("bench_server.py %s did not start: %q %v", model, p.out.Text(), p.out.Err())
-	}
-	return p
-}
-
-// run times n calls in Python.
-func (p *pythonPeer) run(n int) (time.Duration, error) {
-	if _, err := fmt.Fprintln(p.in, n); err != nil {
-		return 0, err
-	}
-	if !p.out.Scan() {
-		return 0, fmt.Errorf("bench_server.py: %v", p.out.Err())
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(p.out.Text()), 10, 64)
-	return time.Duration(ns), err
+	return pypeer.Start(b, "bench_server.py "+model, args...)
 }
 
 // engineThreads is the engine's intra-op thread count (1 when unknown).
