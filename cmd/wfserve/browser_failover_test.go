@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,6 +82,21 @@ const recordFrames = `window.shown = [];
   };
 })();`
 
+// recordCloses keeps the close code of every WebSocket the page opens in
+// window.closes.
+const recordCloses = `window.closes = [];
+(() => {
+  const W = window.WebSocket;
+  if (!W) return;
+  window.WebSocket = function (...args) {
+    const ws = new W(...args);
+    ws.addEventListener('close', (e) => window.closes.push(e.code));
+    return ws;
+  };
+  window.WebSocket.prototype = W.prototype;
+  for (const k of ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED']) window.WebSocket[k] = W[k];
+})();`
+
 // recordSent wraps the page's transport: every message the page sends
 // on a session's connection is kept in window.sent, as the chunk it acks
 // and the controls it sets for the chunk after — sent again, after a
@@ -147,7 +163,7 @@ func TestBrowserSurvivesReplicaKill(t *testing.T) {
 		t.Fatalf("sseFailoverConfig does not set the cookie affinity:\n%s", sseFailoverConfig)
 	}
 	for i, tc := range []failoverCase{
-		{name: "websocket", transport: "websocket", config: failoverConfig, key: true, giveUp: true},
+		{name: "websocket", transport: "websocket", config: failoverConfig, key: true, giveUp: true, drain: true},
 		{name: "sse", transport: "sse", config: sseFailoverConfig, key: true},
 		{name: "websocket without a session key", transport: "websocket", config: failoverConfig},
 	} {
@@ -158,10 +174,12 @@ func TestBrowserSurvivesReplicaKill(t *testing.T) {
 
 // failoverCase is one run of TestBrowserSurvivesReplicaKill: the page's
 // transport, haproxy's configuration, whether the replicas share a
-// session key, whether the run ends by killing both replicas.
+// session key, whether the run ends by killing both replicas, whether the
+// second replica to go is drained (SIGTERM: its WebSockets close with
+// 1001) rather than killed.
 type failoverCase struct {
 	name, transport, config string
-	key, giveUp             bool
+	key, giveUp, drain      bool
 	seed                    uint64
 }
 
@@ -169,6 +187,10 @@ func browserFailover(t *testing.T, tc failoverCase) {
 	ctx := chromiumTab(t)
 	transport := tc.transport
 	args := []string{"-grpc-addr", "127.0.0.1:0"}
+	if tc.drain {
+		// haproxy's health checks keep arriving: the drain ends at its timeout.
+		args = append(args, "-drain-timeout", "1s")
+	}
 	if tc.key {
 		keyFile := filepath.Join(t.TempDir(), "session.key")
 		if err := os.WriteFile(keyFile, []byte("the browser failover test's replicas' key\n"), 0o600); err != nil {
@@ -206,7 +228,7 @@ func browserFailover(t *testing.T, tc failoverCase) {
 		}
 	}
 
-	script := recordFrames
+	script := recordFrames + "\n" + recordCloses
 	if transport == "sse" {
 		script += "\nwindow.WebSocket = undefined;"
 	}
@@ -251,10 +273,24 @@ func browserFailover(t *testing.T, tc failoverCase) {
 			return open == 1
 		})
 		killed := index()
-		slots[holder].cmd.Process.Kill()
+		drained := tc.drain && n == 1
+		if drained {
+			slots[holder].cmd.Process.Signal(syscall.SIGTERM)
+		} else {
+			slots[holder].cmd.Process.Kill()
+		}
 		<-slots[holder].exited
 		kills = append(kills, killed)
 		wait("the page to reconnect", fmt.Sprintf(`WF.sessions.step.index > %d && !WF.sessions.step.lost && document.querySelector('.liveview .status').textContent.startsWith('Reconnected (a stall of ')`, killed))
+		if drained {
+			closes, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`window.closes`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(closes, 1001) {
+				t.Fatalf("the drained replica's WebSocket closed with %v, want 1001 (going away)", closes)
+			}
+		}
 		stall, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`WF.sessions.step.stall`))
 		if err != nil {
 			t.Fatal(err)
@@ -415,6 +451,10 @@ func browserFailover(t *testing.T, tc failoverCase) {
 	if moved < 10 || slices.Max(kills) >= seen.Index-3 {
 		t.Errorf("%d chunks with a control on, kills at chunks %v of %d: want the controls to move the sprite, and chunks after the last kill", moved, kills, seen.Index)
 	}
-	t.Logf("%d frames (%d chunks, %d with a control on) drawn as in process; killed the session's replica at chunks %v; the stall of each resume, as the page says (its first new chunk came that long after it was due to be asked for: the round trip included): %v",
-		len(seen.Shown), seen.Index+1, moved, kills, stalls)
+	how := "killed"
+	if tc.drain {
+		how = "killed (the second drained: SIGTERM, closed 1001)"
+	}
+	t.Logf("%d frames (%d chunks, %d with a control on) drawn as in process; %s the session's replica at chunks %v; the stall of each resume, as the page says (its first new chunk came that long after it was due to be asked for: the round trip included): %v",
+		len(seen.Shown), seen.Index+1, moved, how, kills, stalls)
 }

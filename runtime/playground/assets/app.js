@@ -526,12 +526,9 @@
     box.replaceChildren(...[answer(t, outputs), ...figs].filter(Boolean));
   }
 
-  // recordFigures shows a record (a dict of tensors) as a small table of
-  // its keys — each key's datatype and shape and its values in brief, a
-  // key the dict does not hold marked absent — and a record_list as one
-  // such table per dict (the first maxDicts of them), an empty one as one
-  // line saying so. n is the artifact's count: keys of a record, dicts of
-  // a record_list.
+  // recordFigures shows a record (a dict of tensors) as a table of its
+  // keys (datatype, shape, values in brief; absent ones marked), a
+  // record_list as one per dict (at most maxDicts). n: the artifact's count.
   const maxDicts = 50;
   function recordFigures(a, outputs, n) {
     const byName = new Map(outputs.map((o) => [o.name, o]));
@@ -863,12 +860,9 @@
       status.textContent = restore ? 'Restoring chunk ' + restore.next + '…' : 'Starting…';
       connect(s, restore);
     };
-    // connect opens session me's connection, from the snapshot x when
-    // given. When it breaks, the session resumes like remote.WithResume:
-    // from its newest snapshot (else its start), the chunks shown already
-    // made again and dropped, each acked with the controls logged for the
-    // chunk after it (me.ctl, from the newest snapshot on; no other ack
-    // meanwhile: me.behind); the tries end after 4.
+    // connect opens session me's connection, from snapshot x if given; a
+    // break resumes it as remote.WithResume does (docs/playground.md):
+    // me.ctl logs the controls to ack the chunks made again with.
     const connect = (me, x) => {
       const parameters = {task: t.id, lockstep: true, paced: false};
       if (x) parameters.snapshot = x.token;

@@ -77,7 +77,7 @@
   // followed by a binary one holding its video's bytes.
   let up = 0;
   function websocket(o) {
-    let closed = false, pending = null;
+    let closed = false, pending = null, said = null;
     const url = (o.base || location.origin).replace(/^http/, 'ws') + o.path + '/stream';
     const protocols = ['wfgen.session.v1'];
     const auth = (o.headers.Authorization || '').replace(/^Bearer /, '');
@@ -98,13 +98,17 @@
       const {event, data} = JSON.parse(m.data);
       if (event === 'session') o.onSession(data);
       else if (event === 'chunk') pending = data;
-      else if (event === 'error') fail(data.error || 'the session failed');
+      // The close after an error says whose it is: 1001 (a drain) or
+      // a status of 404 or above 501 is a break; a stuck close, not.
+      else if (event === 'error') { said = data.error || 'the session failed'; setTimeout(() => fail(said), 2000); }
       else if (event === 'snapshot') { if (o.onSnapshot) o.onSnapshot(data); }
       else if (event === 'refused') console.warn('controls refused: ' + data.error);
       else if (event === 'end') { closed = true; o.onEnd(); }
     };
     ws.onclose = (ev) => {
       if (closed) return;
+      const st = ev.code >= 4000 && ev.code < 5000 ? ev.code - 4000 : 0;
+      if (said) return fail(said, ev.code === 1001 || st === 404 || st > 501);
       // No WebSocket ever connected (no route, or a proxy that does not
       // upgrade): the same session over SSE. Once one has, this is a break.
       if (!up) { closed = true; Object.assign(handle, sse(o)); return; }
