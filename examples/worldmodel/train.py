@@ -50,7 +50,11 @@ ball (a wall pixel drawn as the ball), in the earlier frame, the later one or
 both, while the frame to predict is the simulator's. A rollout feeds the
 model its own frames: a model that never saw a wrong pixel kept the rare one
 it drew and lost the ball over hundreds of steps; one trained on them puts
-the ball back the next frame or so.
+the ball back the next frame or so. In 8 of the 24 uniform ones, a stray
+ball pixel is drawn a few pixels from the ball (in the earlier frame, the
+later or both, moved diagonally between them): a slip the ball has moved
+away from, which a model that never saw one carried along as a second,
+ghost ball until the ball's centre was off.
 
 Training is deterministic: fixed seeds, one thread and
 torch.use_deterministic_algorithms, so the same torch build writes the same
@@ -89,6 +93,7 @@ BATCH = 64
 NEAR = 24     # transitions of a batch that start with the ball by the sprite
 WALL = 16     # ... and with the ball and the sprite at walls
 MISDRAWN = 12  # of the NEAR, those whose input frames have a ball pixel toggled
+STRAY = 8      # of the uniform (the last of a batch), those with a stray ball pixel drawn in
 THREADS = 1
 WIDTH = 32     # channels of the network
 
@@ -211,6 +216,30 @@ def misdraw(rng, prev, cur):
     which = torch.from_numpy(rng.integers(0, 3, len(prev))).view(-1, 1, 1)
     p, c = flip_ball_pixel(rng, prev), flip_ball_pixel(rng, cur)
     return torch.where(which != 1, p, prev), torch.where(which != 0, c, cur)
+
+
+def stray(rng, prev, cur):
+    """The input frames of transitions with a stray ball pixel as a rollout's
+    own slip may leave one: drawn from rng a few pixels from the ball (-4 to
+    +5 rows and columns from its top left), in the earlier frame, the later
+    one or both, moved diagonally by one pixel between them as the ball moves;
+    on the sprite it is the blend."""
+    n = len(prev)
+    first = ((cur == 3) | (cur == 4)).flatten(1).to(torch.int64).argmax(1)
+    by, bx = (first // SIZE).numpy(), (first % SIZE).numpy()
+    y = np.clip(by + rng.integers(-4, 6, n), 1, SIZE - 2)
+    x = np.clip(bx + rng.integers(-4, 6, n), 1, SIZE - 2)
+    dy, dx = rng.choice([-1, 1], n), rng.choice([-1, 1], n)
+    which = rng.integers(0, 3, n)  # the earlier frame, the later, both
+    on = torch.tensor([3, 1, 4, 3, 4])
+    prev, cur = prev.clone(), cur.clone()
+    rows = torch.arange(n)
+    py, px = torch.from_numpy(np.clip(y - dy, 1, SIZE - 2)), torch.from_numpy(np.clip(x - dx, 1, SIZE - 2))
+    cy, cx = torch.from_numpy(y), torch.from_numpy(x)
+    mp, mc = torch.from_numpy(which != 1), torch.from_numpy(which != 0)
+    prev[rows[mp], py[mp], px[mp]] = on[prev[rows[mp], py[mp], px[mp]]]
+    cur[rows[mc], cy[mc], cx[mc]] = on[cur[rows[mc], cy[mc], cx[mc]]]
+    return prev, cur
 
 
 # -------------------------------------------------------------------- model
@@ -385,6 +414,8 @@ def train(args):
         prev, cur, a, nxt = (torch.from_numpy(v).long() for v in transitions(rng, BATCH, NEAR, WALL))
         # The first transitions are NEAR ones: some of them misdrawn.
         prev[:MISDRAWN], cur[:MISDRAWN] = misdraw(noise, prev[:MISDRAWN], cur[:MISDRAWN])
+        # The last are uniform ones: some of them with a stray ball pixel.
+        prev[-STRAY:], cur[-STRAY:] = stray(noise, prev[-STRAY:], cur[-STRAY:])
         loss = nn.functional.cross_entropy(model.logits(prev, cur, a), nxt)
         opt.zero_grad()
         loss.backward()
