@@ -50,7 +50,15 @@ ball (a wall pixel drawn as the ball), in the earlier frame, the later one or
 both, while the frame to predict is the simulator's. A rollout feeds the
 model its own frames: a model that never saw a wrong pixel kept the rare one
 it drew and lost the ball over hundreds of steps; one trained on them puts
-the ball back the next frame or so.
+the ball back the next frame or so. In 8 of the 24 uniform ones, a stray
+ball pixel is drawn a few pixels from the ball (in the earlier frame, the
+later or both, moved diagonally between them): a slip the ball has moved
+away from, which a model that never saw one carried along as a second,
+ghost ball until the ball's centre was off. And 8 of the 16 at walls have
+the sprite against one wall and the ball by or under it at the same wall, 4
+of them misdrawn as the 12: there the ball bounces under the sprite, and a
+model that had them only by chance drew the ball as the sprite until it
+vanished.
 
 Training is deterministic: fixed seeds, one thread and
 torch.use_deterministic_algorithms, so the same torch build writes the same
@@ -89,6 +97,9 @@ BATCH = 64
 NEAR = 24     # transitions of a batch that start with the ball by the sprite
 WALL = 16     # ... and with the ball and the sprite at walls
 MISDRAWN = 12  # of the NEAR, those whose input frames have a ball pixel toggled
+WALL_BALL = 8  # of the WALL, those with the ball by or under the sprite at one wall
+WALL_MISDRAWN = 4  # of those, the ones misdrawn as the NEAR ones are
+STRAY = 8      # of the uniform (the last of a batch), those with a stray ball pixel drawn in
 THREADS = 1
 WIDTH = 32     # channels of the network
 
@@ -182,6 +193,27 @@ def transitions(rng, n, near=0, wall=0):
     return render(s0), render(s1), a, render(step(s1, a))
 
 
+def wall_ball_transitions(rng, n):
+    """n random transitions with the sprite against a wall (or a pixel off
+    it) and the ball within a few pixels of the same wall, by or under the
+    sprite: the ball bouncing off a wall under the sprite, corners
+    included, where a model that had them only by chance lost it."""
+    hs, hb = SIZE - 1 - SPRITE, SIZE - 1 - BALL
+    side = rng.integers(0, 4, n)  # left, right, top, bottom
+    low = side % 2 == 0
+    perp_s = np.where(low, 1 + rng.integers(0, 2, n), hs - rng.integers(0, 2, n))
+    perp_b = np.where(low, 1 + rng.integers(0, 5, n), hb - rng.integers(0, 5, n))
+    along_s = rng.integers(1, hs + 1, n)
+    along_b = np.clip(along_s + rng.integers(-BALL - 1, SPRITE + 2, n), 1, hb)
+    across = side < 2  # a left or right wall: x is across it
+    sx, sy = np.where(across, perp_s, along_s), np.where(across, along_s, perp_s)
+    bx, by = np.where(across, perp_b, along_b), np.where(across, along_b, perp_b)
+    s0 = (sx, sy, bx, by, rng.choice([-1, 1], n), rng.choice([-1, 1], n))
+    s1 = step(s0, rng.integers(0, 5, n))
+    a = rng.integers(0, 5, n)
+    return render(s0), render(s1), a, render(step(s1, a))
+
+
 def flip_ball_pixel(rng, frames):
     """frames (classes int64 [N, H, W]) with one pixel each, drawn from rng
     among those at or next to the ball, toggled between with and without
@@ -211,6 +243,30 @@ def misdraw(rng, prev, cur):
     which = torch.from_numpy(rng.integers(0, 3, len(prev))).view(-1, 1, 1)
     p, c = flip_ball_pixel(rng, prev), flip_ball_pixel(rng, cur)
     return torch.where(which != 1, p, prev), torch.where(which != 0, c, cur)
+
+
+def stray(rng, prev, cur):
+    """The input frames of transitions with a stray ball pixel as a rollout's
+    own slip may leave one: drawn from rng a few pixels from the ball (-4 to
+    +5 rows and columns from its top left), in the earlier frame, the later
+    one or both, moved diagonally by one pixel between them as the ball moves;
+    on the sprite it is the blend."""
+    n = len(prev)
+    first = ((cur == 3) | (cur == 4)).flatten(1).to(torch.int64).argmax(1)
+    by, bx = (first // SIZE).numpy(), (first % SIZE).numpy()
+    y = np.clip(by + rng.integers(-4, 6, n), 1, SIZE - 2)
+    x = np.clip(bx + rng.integers(-4, 6, n), 1, SIZE - 2)
+    dy, dx = rng.choice([-1, 1], n), rng.choice([-1, 1], n)
+    which = rng.integers(0, 3, n)  # the earlier frame, the later, both
+    on = torch.tensor([3, 1, 4, 3, 4])
+    prev, cur = prev.clone(), cur.clone()
+    rows = torch.arange(n)
+    py, px = torch.from_numpy(np.clip(y - dy, 1, SIZE - 2)), torch.from_numpy(np.clip(x - dx, 1, SIZE - 2))
+    cy, cx = torch.from_numpy(y), torch.from_numpy(x)
+    mp, mc = torch.from_numpy(which != 1), torch.from_numpy(which != 0)
+    prev[rows[mp], py[mp], px[mp]] = on[prev[rows[mp], py[mp], px[mp]]]
+    cur[rows[mc], cy[mc], cx[mc]] = on[cur[rows[mc], cy[mc], cx[mc]]]
+    return prev, cur
 
 
 # -------------------------------------------------------------------- model
@@ -381,10 +437,18 @@ def train(args):
     model.train()
     loss = torch.zeros(())
     noise = np.random.default_rng(SEED + 4)
+    walls = np.random.default_rng(SEED + 5)
     for _ in range(STEPS):
         prev, cur, a, nxt = (torch.from_numpy(v).long() for v in transitions(rng, BATCH, NEAR, WALL))
         # The first transitions are NEAR ones: some of them misdrawn.
         prev[:MISDRAWN], cur[:MISDRAWN] = misdraw(noise, prev[:MISDRAWN], cur[:MISDRAWN])
+        # Then the WALL ones, the first with the ball by the sprite at a wall, some misdrawn.
+        w = slice(NEAR, NEAR + WALL_BALL)
+        prev[w], cur[w], a[w], nxt[w] = (torch.from_numpy(v).long() for v in wall_ball_transitions(walls, WALL_BALL))
+        w = slice(NEAR, NEAR + WALL_MISDRAWN)
+        prev[w], cur[w] = misdraw(noise, prev[w], cur[w])
+        # The last are uniform ones: some of them with a stray ball pixel.
+        prev[-STRAY:], cur[-STRAY:] = stray(noise, prev[-STRAY:], cur[-STRAY:])
         loss = nn.functional.cross_entropy(model.logits(prev, cur, a), nxt)
         opt.zero_grad()
         loss.backward()
